@@ -1,0 +1,5 @@
+/** Limits the server enforces on an Acquire request; the SDK checks them too, to fail early. */
+export const LOCK_NAME_MAX_BYTES = 512;
+export const OWNER_MAX_BYTES = 256;
+/** Largest wait_timeout: what a Node.js timer can represent (2^31 - 1 ms, about 24.8 days). */
+export const WAIT_TIMEOUT_MAX_MS = 2 ** 31 - 1;

@@ -1,0 +1,180 @@
+import { Command, Option, type OptionValues } from 'commander';
+import parseDuration from 'ms';
+
+export type Backend = 'memory' | 'zookeeper';
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+
+export interface Config {
+  /** Address the gRPC server binds. */
+  readonly host: string;
+  /** gRPC port; 0 picks a free one. */
+  readonly port: number;
+  readonly backend: Backend;
+  /** ZooKeeper connect string (`host:port,...[/chroot]`); set when `backend` is `zookeeper`. */
+  readonly zookeeper: string | undefined;
+  /** Root znode under which lockstream keeps its nodes. */
+  readonly rootPath: string;
+  readonly sessionTimeoutMs: number;
+  readonly connectTimeoutMs: number;
+  readonly keepaliveTimeMs: number;
+  readonly keepaliveTimeoutMs: number;
+  readonly shutdownGraceMs: number;
+  readonly logLevel: LogLevel;
+}
+
+export const DEFAULTS = Object.freeze({
+  host: '127.0.0.1',
+  port: 50051,
+  rootPath: '/lockstream',
+  sessionTimeout: '10s',
+  connectTimeout: '15s',
+  keepaliveTime: '5s',
+  keepaliveTimeout: '5s',
+  shutdownGrace: '5s',
+  logLevel: 'info' as LogLevel,
+});
+
+const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  }
+}
+
+interface OptionSpec {
+  readonly flags: string;
+  readonly env: string;
+  readonly description: string;
+  readonly default?: string;
+  readonly choices?: readonly string[];
+}
+
+const SERVE_OPTIONS: readonly OptionSpec[] = [
+  { flags: '--host <address>', env: 'LOCKSTREAM_HOST', description: 'address to listen on', default: DEFAULTS.host },
+  { flags: '--port <port>', env: 'LOCKSTREAM_PORT', description: 'gRPC port (0 picks a free one)', default: String(DEFAULTS.port) },
+  {
+    flags: '--zookeeper <connect-string>',
+    env: 'LOCKSTREAM_ZOOKEEPER',
+    description: 'ZooKeeper ensemble, e.g. zk1:2181,zk2:2181[/chroot]; without it, locks live in this process only',
+  },
+  { flags: '--root <path>', env: 'LOCKSTREAM_ROOT', description: 'root znode for lockstream', default: DEFAULTS.rootPath },
+  {
+    flags: '--session-timeout <duration>',
+    env: 'LOCKSTREAM_SESSION_TIMEOUT',
+    description: 'ZooKeeper session timeout to request',
+    default: DEFAULTS.sessionTimeout,
+  },
+  {
+    flags: '--connect-timeout <duration>',
+    env: 'LOCKSTREAM_CONNECT_TIMEOUT',
+    description: 'how long start-up and requests wait for ZooKeeper before failing',
+    default: DEFAULTS.connectTimeout,
+  },
+  {
+    flags: '--keepalive-time <duration>',
+    env: 'LOCKSTREAM_KEEPALIVE_TIME',
+    description: 'idle time before the server pings a client connection',
+    default: DEFAULTS.keepaliveTime,
+  },
+  {
+    flags: '--keepalive-timeout <duration>',
+    env: 'LOCKSTREAM_KEEPALIVE_TIMEOUT',
+    description: 'how long a ping may go unanswered before the connection, and its locks, are dropped',
+    default: DEFAULTS.keepaliveTimeout,
+  },
+  {
+    flags: '--shutdown-grace <duration>',
+    env: 'LOCKSTREAM_SHUTDOWN_GRACE',
+    description: 'how long open calls may take to end on SIGTERM/SIGINT',
+    default: DEFAULTS.shutdownGrace,
+  },
+  {
+    flags: '--log-level <level>',
+    env: 'LOCKSTREAM_LOG_LEVEL',
+    description: 'log level',
+    default: DEFAULTS.logLevel,
+    choices: LOG_LEVELS,
+  },
+];
+
+/**
+ * The options of `lockstream serve`. Each can also be set by its environment variable; the
+ * variable's value becomes the option's default, so a flag still wins (commander's own `.env()`
+ * would read process.env behind our back).
+ */
+export function serveOptions(env: Readonly<Record<string, string | undefined>>): Option[] {
+  return SERVE_OPTIONS.map((spec) => {
+    const option = new Option(spec.flags, `${spec.description} (env: ${spec.env})`);
+    const value = env[spec.env] ?? spec.default;
+    if (value !== undefined) option.default(value);
+    if (spec.choices) option.choices(spec.choices);
+    return option;
+  });
+}
+
+/**
+ * Parses `lockstream serve` arguments and environment into a validated, frozen Config.
+ * Pure: reads only what it is given. Throws `ConfigError` listing every problem at once.
+ */
+export function loadConfig(
+  env: Readonly<Record<string, string | undefined>>,
+  argv: readonly string[],
+): Readonly<Config> {
+  const command = new Command('serve')
+    .exitOverride()
+    .configureOutput({ writeErr: () => {}, writeOut: () => {} });
+  for (const option of serveOptions(env)) command.addOption(option);
+  try {
+    command.parse([...argv], { from: 'user' });
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new ConfigError([message.replace(/^error: /, '')]);
+  }
+  return validate(command.opts());
+}
+
+function validate(values: OptionValues): Readonly<Config> {
+  const problems: string[] = [];
+  const duration = (key: string, flag: string, min: number): number => {
+    const raw = String(values[key]);
+    const parsed = /^\d+$/.test(raw) ? Number(raw) : parseDuration(raw as parseDuration.StringValue);
+    if (typeof parsed !== 'number' || !Number.isFinite(parsed) || parsed < min) {
+      problems.push(`${flag} ${JSON.stringify(raw)}: expected a duration of at least ${min} ms, e.g. 10s or 500ms`);
+      return min;
+    }
+    return Math.round(parsed);
+  };
+  const port = Number(values['port']);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    problems.push(`--port ${JSON.stringify(values['port'])}: expected a port number from 0 to 65535`);
+  }
+  const rootPath = String(values['root']);
+  if (!/^\/[^/]+(\/[^/]+)*$/.test(rootPath)) {
+    problems.push(`--root ${JSON.stringify(rootPath)}: expected an absolute znode path like /lockstream`);
+  }
+  const zookeeper = values['zookeeper'] === undefined ? undefined : String(values['zookeeper']);
+  if (zookeeper !== undefined && !/^[^\s,/]+(,[^\s,/]+)*(\/\S*)?$/.test(zookeeper)) {
+    problems.push(`--zookeeper ${JSON.stringify(zookeeper)}: expected host:port[,host:port...][/chroot]`);
+  }
+  const logLevel = String(values['logLevel']) as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) {
+    problems.push(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(', ')}`);
+  }
+  const config: Config = {
+    host: String(values['host']),
+    port,
+    backend: zookeeper === undefined ? 'memory' : 'zookeeper',
+    zookeeper,
+    rootPath,
+    sessionTimeoutMs: duration('sessionTimeout', '--session-timeout', 1),
+    connectTimeoutMs: duration('connectTimeout', '--connect-timeout', 1),
+    keepaliveTimeMs: duration('keepaliveTime', '--keepalive-time', 1),
+    keepaliveTimeoutMs: duration('keepaliveTimeout', '--keepalive-timeout', 1),
+    shutdownGraceMs: duration('shutdownGrace', '--shutdown-grace', 0),
+    logLevel,
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}

@@ -1,0 +1,236 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { linkSignals } from '../../common/abort.js';
+import { WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
+import { baseName, joinPath, type CoordinationStore, type StoreSession } from '../stores/store.js';
+import { isLockError, LockError } from './lock-error.js';
+import type { LockMode } from './lock-mode.js';
+import { encodeLockName, validateLockName } from './lock-name.js';
+import { nodePrefix, position, type Position } from './queue-position.js';
+
+export interface AcquireRequest {
+  readonly name: string;
+  readonly mode: LockMode;
+  /** Absent: wait until `signal` aborts. 0: try once without queuing. */
+  readonly waitTimeoutMs?: number | undefined;
+  /** Free-form, for operators; recorded in the lock node. */
+  readonly owner?: string | undefined;
+  /** The client's address, recorded in the lock node. */
+  readonly peer?: string | undefined;
+}
+
+export interface AcquireOptions {
+  /** Aborting it withdraws the request (its node is deleted) and rejects with its reason. */
+  readonly signal: AbortSignal;
+  /** Called whenever the request is (still) waiting, with how many requests are ahead of it. */
+  readonly onQueued?: (ahead: number) => void;
+}
+
+/** A held lock. It stays held until `release()` or until `lost` aborts. */
+export interface Lease extends AsyncDisposable {
+  readonly name: string;
+  readonly mode: LockMode;
+  /** The fencing token: the lock node's creation id, larger for every later holder. */
+  readonly fencingToken: bigint;
+  /** Aborts (reason: `LockError('LOCK_LOST')`) if the lock is lost before it is released. */
+  readonly lost: AbortSignal;
+  /** Deletes the lock node. Idempotent. Rejects with `LOCK_LOST` if the lock was lost first. */
+  release(): Promise<void>;
+}
+
+export interface LockEngineOptions {
+  readonly store: CoordinationStore;
+  /** Root path of lockstream's nodes in the store, e.g. `/lockstream`. */
+  readonly rootPath: string;
+  readonly logger: Logger;
+  /** Identifies this server in lock nodes. */
+  readonly instanceId?: string;
+}
+
+/**
+ * The lock recipe, written once for every store (ZooKeeper's lock recipe, as Curator's
+ * LockInternals): create an ephemeral sequential node, list the siblings, and either hold the
+ * lock or wait for the deletion of the one node that blocks ours; on any failure or abort,
+ * delete our node before giving up.
+ */
+export class LockEngine {
+  readonly #store: CoordinationStore;
+  readonly #locksPath: string;
+  readonly #logger: Logger;
+  readonly #instanceId: string;
+
+  constructor(options: LockEngineOptions) {
+    this.#store = options.store;
+    this.#locksPath = joinPath(options.rootPath, 'locks');
+    this.#logger = options.logger;
+    this.#instanceId = options.instanceId ?? randomUUID();
+  }
+
+  /** The store path of a lock's queue. */
+  lockPath(name: string): string {
+    return joinPath(this.#locksPath, encodeLockName(name));
+  }
+
+  /**
+   * Queues for the lock and resolves once it is held.
+   * Rejects with `LockError`: INVALID_ARGUMENT (bad request), TIMEOUT (`waitTimeoutMs` passed,
+   * or the lock was not free for a try), UNAVAILABLE (store unreachable); or with the signal's
+   * reason when `signal` aborts. Nothing stays queued after a rejection.
+   */
+  async acquire(request: AcquireRequest, options: AcquireOptions): Promise<Lease> {
+    validateRequest(request);
+    options.signal.throwIfAborted();
+    using deadline = deadlineSignal(request);
+    using signal = linkSignals(options.signal, deadline);
+    const dir = this.lockPath(request.name);
+    const data = Buffer.from(
+      JSON.stringify({
+        owner: request.owner ?? '',
+        peer: request.peer ?? '',
+        server: this.#instanceId,
+        since: new Date().toISOString(),
+      }),
+    );
+    for (;;) {
+      const created = await this.#store.createSequential(
+        dir,
+        nodePrefix(request.mode, randomUUID()),
+        data,
+      );
+      try {
+        return await this.#waitForTurn(request, created.path, created.session, signal, options);
+      } catch (error) {
+        const sessionLost = created.session.lost.aborted;
+        if (!sessionLost) await this.#withdraw(created.path);
+        // The session (and with it our place in the queue) ended while we waited: queue again
+        // on the new session rather than fail a caller who held nothing.
+        if (sessionLost && !signal.aborted) {
+          this.#logger.debug({ lock: request.name }, 'session lost while waiting; queuing again');
+          continue;
+        }
+        throw signal.aborted ? signal.reason : error;
+      }
+    }
+  }
+
+  async #waitForTurn(
+    request: AcquireRequest,
+    path: string,
+    session: StoreSession,
+    signal: AbortSignal,
+    options: AcquireOptions,
+  ): Promise<Lease> {
+    const dir = path.slice(0, path.lastIndexOf('/'));
+    const me = baseName(path);
+    using waitSignal = linkSignals(signal, session.lost);
+    // Both requests go out together; the store answers them in order after the create.
+    const [children, token] = await Promise.all([
+      this.#store.children(dir),
+      this.#store.creationId(path),
+    ]);
+    if (token === null) throw nodeVanished(request.name);
+    let current: Position = position(children, me);
+    let lastAhead = -1;
+    for (;;) {
+      waitSignal.throwIfAborted();
+      if (current.kind === 'missing') throw nodeVanished(request.name);
+      if (current.kind === 'held') return this.#lease(request, path, session, token);
+      if (request.waitTimeoutMs === 0) {
+        throw new LockError(
+          'TIMEOUT',
+          `lock "${request.name}" is not free (${current.ahead} ahead) and wait_timeout is 0`,
+        );
+      }
+      if (current.ahead !== lastAhead) {
+        lastAhead = current.ahead;
+        options.onQueued?.(current.ahead);
+      }
+      await this.#store.waitUntilDeleted(joinPath(dir, current.predecessor), {
+        signal: waitSignal,
+      });
+      waitSignal.throwIfAborted();
+      if (current.predecessorIsHead) {
+        // Nothing that blocks us is left ahead; confirm our node still exists before granting
+        // (a waiter whose node vanished must never be granted).
+        const stillThere = await this.#store.creationId(path);
+        current = stillThere === null ? { kind: 'missing' } : { kind: 'held', ahead: 0 };
+      } else {
+        current = position(await this.#store.children(dir), me);
+      }
+    }
+  }
+
+  #lease(request: AcquireRequest, path: string, session: StoreSession, token: bigint): Lease {
+    const store = this.#store;
+    let released: Promise<void> | undefined;
+    const release = (): Promise<void> => {
+      released ??= session.lost.aborted
+        ? Promise.reject(lockLost(request.name, session))
+        : store.delete(path);
+      return released;
+    };
+    return {
+      name: request.name,
+      mode: request.mode,
+      fencingToken: token,
+      lost: session.lost,
+      release,
+      [Symbol.asyncDispose]: async () => {
+        await release().catch((error: unknown) => {
+          if (!isLockError(error, 'LOCK_LOST')) throw error;
+        });
+      },
+    };
+  }
+
+  async #withdraw(path: string): Promise<void> {
+    try {
+      await this.#store.delete(path);
+    } catch (error) {
+      // The node stays until our session ends; nothing else can be done from here.
+      this.#logger.warn({ err: error, path }, 'could not delete a withdrawn lock request');
+    }
+  }
+}
+
+function validateRequest(request: AcquireRequest): void {
+  validateLockName(request.name);
+  const { waitTimeoutMs } = request;
+  if (
+    waitTimeoutMs !== undefined &&
+    !(Number.isInteger(waitTimeoutMs) && waitTimeoutMs >= 0 && waitTimeoutMs <= WAIT_TIMEOUT_MAX_MS)
+  ) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      `invalid wait timeout ${waitTimeoutMs} ms: expected a whole number from 0 to ${WAIT_TIMEOUT_MAX_MS}`,
+    );
+  }
+}
+
+/** A signal that aborts with a TIMEOUT error once the request's wait timeout has passed. */
+function deadlineSignal(request: AcquireRequest): AbortSignal & Disposable {
+  const controller = new AbortController();
+  const ms = request.waitTimeoutMs;
+  const timer =
+    ms === undefined || ms === 0
+      ? undefined
+      : setTimeout(() => {
+          controller.abort(
+            new LockError('TIMEOUT', `lock "${request.name}" was not acquired within ${ms} ms`),
+          );
+        }, ms);
+  return Object.assign(controller.signal, { [Symbol.dispose]: () => clearTimeout(timer) });
+}
+
+function nodeVanished(name: string): LockError {
+  return new LockError(
+    'LOCK_LOST',
+    `lock "${name}": this request's queue node was deleted by someone else while it waited`,
+  );
+}
+
+function lockLost(name: string, session: StoreSession): LockError {
+  const reason: unknown = session.lost.reason;
+  const why = reason instanceof Error ? reason.message : 'the store session ended';
+  return new LockError('LOCK_LOST', `lock "${name}" was lost: ${why}`, { cause: reason });
+}

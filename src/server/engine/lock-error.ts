@@ -1,0 +1,29 @@
+/** Every expected failure of the engine and the stores, as a closed set of domain codes. */
+export type LockErrorCode =
+  | 'INVALID_ARGUMENT'
+  | 'TIMEOUT'
+  | 'CANCELLED'
+  | 'LOCK_LOST'
+  | 'UNAVAILABLE'
+  | 'SHUTTING_DOWN'
+  | 'NOT_HELD';
+
+/**
+ * The one error class the engine and stores throw for expected outcomes. The message is meant
+ * for the client (it names the lock and the reason); `cause` keeps the underlying error for logs.
+ */
+export class LockError extends Error {
+  override readonly name = 'LockError';
+
+  constructor(
+    readonly code: LockErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export function isLockError(error: unknown, code?: LockErrorCode): error is LockError {
+  return error instanceof LockError && (code === undefined || error.code === code);
+}

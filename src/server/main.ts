@@ -1,0 +1,83 @@
+import { randomUUID } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import { LockEngine } from './engine/lock-engine.js';
+import { MemoryStore } from './stores/memory/memory-store.js';
+import type { CoordinationStore } from './stores/store.js';
+import { GrpcServer } from './transport/grpc-server.js';
+
+export interface RunningServer {
+  /** The bound gRPC port. */
+  readonly port: number;
+  readonly store: CoordinationStore;
+  readonly engine: LockEngine;
+  /** Graceful stop: streams end with UNAVAILABLE, then the store's session closes. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** config -> store -> engine -> transport, and the reverse order on stop. */
+export async function startServer(config: Readonly<Config>, logger: Logger): Promise<RunningServer> {
+  routeGrpcLogs(logger.child({ component: 'grpc-js' }));
+  const store = await openStore(config, logger.child({ component: 'store' }));
+  const engine = new LockEngine({
+    store,
+    rootPath: config.rootPath,
+    logger: logger.child({ component: 'engine' }),
+    instanceId: randomUUID(),
+  });
+  const server = new GrpcServer({
+    engine,
+    logger: logger.child({ component: 'transport' }),
+    keepaliveTimeMs: config.keepaliveTimeMs,
+    keepaliveTimeoutMs: config.keepaliveTimeoutMs,
+  });
+  let port: number;
+  try {
+    port = await server.listen(config.host, config.port);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  logger.info({ host: config.host, port, backend: store.kind }, `lockstream listening on ${config.host}:${port}`);
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      logger.info('shutting down');
+      await server.shutdown(config.shutdownGraceMs);
+      await store.close();
+      logger.info('stopped');
+    })();
+    return stopping;
+  };
+  return { port, store, engine, stop };
+}
+
+async function openStore(config: Readonly<Config>, logger: Logger): Promise<CoordinationStore> {
+  if (config.backend === 'memory') {
+    logger.warn(
+      'using the embedded in-memory store: single process, locks do not survive a restart; use --zookeeper for high availability',
+    );
+    return new MemoryStore();
+  }
+  const zookeeper = config.zookeeper ?? '';
+  // Imported lazily: the memory path never loads the native ZooKeeper addon.
+  const { ZooKeeperStore } = await import('./stores/zookeeper/zookeeper-store.js');
+  logger.info({ zookeeper, root: config.rootPath }, `connecting to ZooKeeper at ${zookeeper}`);
+  const store = await ZooKeeperStore.connect({
+    connectString: zookeeper,
+    sessionTimeoutMs: config.sessionTimeoutMs,
+    connectTimeoutMs: config.connectTimeoutMs,
+    logger,
+  });
+  return store;
+}
+
+function routeGrpcLogs(logger: Logger): void {
+  grpc.setLogger({
+    error: (...args: unknown[]) => logger.error(args.map(String).join(' ')),
+    info: (...args: unknown[]) => logger.debug(args.map(String).join(' ')),
+    debug: (...args: unknown[]) => logger.trace(args.map(String).join(' ')),
+  } as Partial<Console> as Console);
+}

@@ -1,0 +1,173 @@
+import { LockError } from '../../engine/lock-error.js';
+import {
+  baseName,
+  emptyStats,
+  joinPath,
+  parentPath,
+  type CoordinationStore,
+  type CreatedNode,
+  type StoreSession,
+  type StoreStats,
+} from '../store.js';
+
+interface MemoryNode {
+  readonly creationId: bigint;
+  readonly sessionId: number;
+  readonly data: Uint8Array;
+}
+
+interface MemoryParent {
+  /** ZooKeeper's per-parent counter (cversion): restarts when the container is recreated. */
+  nextSequence: number;
+  readonly children: Map<string, MemoryNode>;
+}
+
+class MemorySession implements StoreSession {
+  readonly #controller = new AbortController();
+  constructor(readonly numericId: number) {}
+  get id(): string {
+    return `memory-${this.numericId}`;
+  }
+  get lost(): AbortSignal {
+    return this.#controller.signal;
+  }
+  end(reason: LockError): void {
+    this.#controller.abort(reason);
+  }
+}
+
+/**
+ * The embedded store: the same semantics as ZooKeeper for one process, kept in memory.
+ * Not a second lock implementation: it only keeps sequential ephemeral nodes and deletion
+ * watches; the engine runs the recipe on it exactly as on ZooKeeper.
+ *
+ * Every operation completes asynchronously (like a network round trip would), and watchers
+ * fire in the order the deletions happened.
+ */
+export class MemoryStore implements CoordinationStore {
+  readonly kind = 'memory';
+  readonly stats: StoreStats = emptyStats();
+
+  readonly #parents = new Map<string, MemoryParent>();
+  readonly #watchers = new Map<string, Set<() => void>>();
+  #lastCreationId = 0n;
+  #session = new MemorySession(1);
+  #closed = false;
+
+  get session(): StoreSession {
+    return this.#session;
+  }
+
+  async createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode> {
+    await this.#roundTrip();
+    this.stats.creates += 1;
+    let parent = this.#parents.get(dir);
+    if (!parent) {
+      parent = { nextSequence: 0, children: new Map() };
+      this.#parents.set(dir, parent);
+    }
+    const name = prefix + String(parent.nextSequence).padStart(10, '0');
+    parent.nextSequence += 1;
+    this.#lastCreationId += 1n;
+    parent.children.set(name, {
+      creationId: this.#lastCreationId,
+      sessionId: this.#session.numericId,
+      data: Uint8Array.from(data),
+    });
+    return { path: joinPath(dir, name), session: this.#session };
+  }
+
+  async children(dir: string): Promise<string[]> {
+    await this.#roundTrip();
+    this.stats.childrenListings += 1;
+    return [...(this.#parents.get(dir)?.children.keys() ?? [])];
+  }
+
+  async creationId(path: string): Promise<bigint | null> {
+    await this.#roundTrip();
+    this.stats.creationIdReads += 1;
+    return this.#node(path)?.creationId ?? null;
+  }
+
+  async waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
+    const { signal } = options;
+    signal.throwIfAborted();
+    await this.#roundTrip();
+    signal.throwIfAborted();
+    if (!this.#node(path)) return;
+
+    let watchers = this.#watchers.get(path);
+    if (!watchers) {
+      watchers = new Set();
+      this.#watchers.set(path, watchers);
+      this.stats.watchesArmed += 1;
+    }
+    const waiters = watchers;
+    return new Promise<void>((resolve, reject) => {
+      const onDeleted = (): void => {
+        signal.removeEventListener('abort', onAbort);
+        this.stats.waitersWoken += 1;
+        resolve();
+      };
+      const onAbort = (): void => {
+        waiters.delete(onDeleted);
+        reject(signal.reason);
+      };
+      waiters.add(onDeleted);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  async delete(path: string): Promise<void> {
+    await this.#roundTrip();
+    this.stats.deletes += 1;
+    this.#remove(path);
+  }
+
+  /**
+   * Test hook: ends the current session as ZooKeeper does when it expires one. Its ephemeral
+   * nodes are deleted (waking their watchers), `lost` aborts, and a new session takes over.
+   */
+  expireSession(): void {
+    const expired = this.#session;
+    this.#session = new MemorySession(expired.numericId + 1);
+    for (const [dir, parent] of [...this.#parents]) {
+      for (const [name, node] of [...parent.children]) {
+        if (node.sessionId === expired.numericId) this.#remove(joinPath(dir, name));
+      }
+    }
+    expired.end(new LockError('LOCK_LOST', 'the embedded store session ended'));
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.expireSession();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  #node(path: string): MemoryNode | undefined {
+    return this.#parents.get(parentPath(path))?.children.get(baseName(path));
+  }
+
+  #remove(path: string): void {
+    const dir = parentPath(path);
+    const parent = this.#parents.get(dir);
+    if (!parent?.children.delete(baseName(path))) return;
+    // Containers vanish once empty (ZooKeeper does it a little later; nothing may rely on when).
+    if (parent.children.size === 0) this.#parents.delete(dir);
+    const watchers = this.#watchers.get(path);
+    if (!watchers) return;
+    this.#watchers.delete(path);
+    for (const wake of watchers) wake();
+  }
+
+  /** Every call yields once, so callers never observe a store that answers synchronously. */
+  async #roundTrip(): Promise<void> {
+    if (this.#closed) throw new LockError('UNAVAILABLE', 'the embedded store is closed');
+    await Promise.resolve();
+  }
+}

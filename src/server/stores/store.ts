@@ -1,0 +1,109 @@
+/**
+ * The coordination store the lock engine runs on: a small, ZooKeeper-shaped interface with two
+ * implementations (ZooKeeper, in-memory). The lock recipe lives in the engine, once; a store
+ * only offers sequential ephemeral nodes, listings, deletion watches and sessions.
+ *
+ * Contract, pinned down by test/contract/store-contract.ts because ZooKeeper behaves this way:
+ * - `children()` comes back in no particular order.
+ * - A node can vanish between `children()` and `waitUntilDeleted()`: the wait then resolves at once.
+ * - Watches are one-shot and fire in the order the deletions happened.
+ * - A lost session removes every ephemeral node it owned at once, and `session.lost` aborts.
+ * - Lock parents are containers: they appear with their first child and disappear (sooner or
+ *   later) once empty, so sequence numbers restart; creation ids never do.
+ */
+export interface CoordinationStore extends AsyncDisposable {
+  /** `memory` or `zookeeper`, for logs. */
+  readonly kind: string;
+
+  /**
+   * Creates an ephemeral node named `prefix` + a 10-digit sequence number that grows per
+   * parent, creating the (container) parent `dir` and its ancestors as needed. `prefix` must be
+   * unique per call: after a connection loss the store looks for it to find out whether the
+   * create went through before trying again, so no ghost node is left behind.
+   * Resolves with the node's path and the session that owns it.
+   * Rejects with `LockError('UNAVAILABLE')` when the store cannot be reached.
+   */
+  createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode>;
+
+  /** Names (not paths) of the children of `dir`, unsorted; `[]` when `dir` does not exist. */
+  children(dir: string): Promise<string[]>;
+
+  /**
+   * The node's creation id (ZooKeeper's czxid): unique across the store, larger for every
+   * later creation, never reused. `null` when the node does not exist.
+   */
+  creationId(path: string): Promise<bigint | null>;
+
+  /**
+   * Resolves once `path` is deleted, at once if it is already gone. Rejects with the signal's
+   * reason when `signal` aborts. Wakes only the callers waiting on this path.
+   */
+  waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void>;
+
+  /** Deletes a node; deleting a missing node is not an error. */
+  delete(path: string): Promise<void>;
+
+  /** The session that new nodes are created in; replaced by a new one after a loss. */
+  readonly session: StoreSession;
+
+  /** Operation counts since start, for tests that check the absence of a herd and for benchmarks. */
+  readonly stats: Readonly<StoreStats>;
+
+  /** Ends the session (its ephemeral nodes go at once) and releases resources. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface StoreSession {
+  /** Store-specific session id, for logs. */
+  readonly id: string;
+  /** Aborts, with a `LockError('LOCK_LOST')` as reason, when the session's ephemeral nodes are gone. */
+  readonly lost: AbortSignal;
+}
+
+export interface CreatedNode {
+  readonly path: string;
+  readonly session: StoreSession;
+}
+
+export interface StoreStats {
+  creates: number;
+  childrenListings: number;
+  creationIdReads: number;
+  deletes: number;
+  /** Deletion watches armed on the back end (several waiters on one path share one). */
+  watchesArmed: number;
+  /** Waiters woken by a deletion (not counting waits that resolved because the node was already gone). */
+  waitersWoken: number;
+}
+
+export function emptyStats(): StoreStats {
+  return {
+    creates: 0,
+    childrenListings: 0,
+    creationIdReads: 0,
+    deletes: 0,
+    watchesArmed: 0,
+    waitersWoken: 0,
+  };
+}
+
+/** `/a/b` + `c` -> `/a/b/c`. */
+export function joinPath(dir: string, name: string): string {
+  return dir === '/' ? `/${name}` : `${dir}/${name}`;
+}
+
+/** The last segment of a node path. */
+export function baseName(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1);
+}
+
+/** The parent of a node path: `/a/b/c` -> `/a/b`. */
+export function parentPath(path: string): string {
+  return path.slice(0, path.lastIndexOf('/')) || '/';
+}
+
+/** Ancestors of `path`, outermost first: `/a/b/c` -> [`/a`, `/a/b`]. */
+export function ancestors(path: string): string[] {
+  const parts = path.split('/').slice(1, -1);
+  return parts.map((_, i) => `/${parts.slice(0, i + 1).join('/')}`);
+}

@@ -1,0 +1,80 @@
+import type { EventEmitter } from 'node:events';
+import { createRequire } from 'node:module';
+
+/**
+ * The part of the `zookeeper` package (the native Apache C client) that lockstream uses, typed
+ * here because the package's own declarations declare global ambient modules ("index",
+ * "helper") that would leak into our type checking.
+ */
+export interface ZooKeeperHandle extends EventEmitter {
+  init(config: ZooKeeperConfig): this;
+  close(): void;
+  /** Hex session id; "0" before the first connection. */
+  readonly client_id: string;
+  /** Negotiated session timeout in ms (-1 when closed). */
+  readonly timeout: number;
+  readonly state: number;
+  /** The binding object itself: calling it directly skips the wrapper's per-call util.inspect. */
+  readonly native: ZooKeeperNative;
+}
+
+export interface ZooKeeperNative {
+  a_create(path: string, data: Buffer | string, flags: number, cb: StringCallback): number;
+  a_exists(path: string, watch: boolean, cb: StatCallback): number;
+  aw_get(path: string, watcher: WatchCallback, cb: DataCallback): number;
+  a_get_children(path: string, watch: boolean, cb: ChildrenCallback): number;
+  a_delete_(path: string, version: number, cb: VoidCallback): number;
+}
+
+export interface ZooKeeperConfig {
+  connect: string;
+  timeout: number;
+  debug_level: number;
+  host_order_deterministic: boolean;
+  data_as_buffer?: boolean;
+}
+
+export interface ZooKeeperStat {
+  /** The zxid that created the node. A double: exact below 2^53 (see README: fencing tokens). */
+  readonly czxid: number;
+  readonly ephemeralOwner: string;
+}
+
+type StringCallback = (rc: number, error: string, value: string) => void;
+type StatCallback = (rc: number, error: string, stat: ZooKeeperStat | null) => void;
+type DataCallback = (rc: number, error: string, stat: ZooKeeperStat | null, data: Buffer | null) => void;
+type ChildrenCallback = (rc: number, error: string, children: string[] | null) => void;
+type VoidCallback = (rc: number, error: string) => void;
+export type WatchCallback = (type: number, state: number, path: string) => void;
+
+interface ZooKeeperModule {
+  new (config: ZooKeeperConfig): ZooKeeperHandle;
+  readonly constants: Readonly<Record<string, number>>;
+}
+
+const zookeeper = createRequire(import.meta.url)('zookeeper') as ZooKeeperModule;
+
+export const ZooKeeper = zookeeper;
+
+function constant(name: string): number {
+  const value = zookeeper.constants[name];
+  if (value === undefined) throw new Error(`INVARIANT: zookeeper constant ${name} is missing`);
+  return value;
+}
+
+/** Return codes, node flags and event types of the C client. */
+export const zk = {
+  ZOK: constant('ZOK'),
+  ZNONODE: constant('ZNONODE'),
+  ZNODEEXISTS: constant('ZNODEEXISTS'),
+  ZCONNECTIONLOSS: constant('ZCONNECTIONLOSS'),
+  ZOPERATIONTIMEOUT: constant('ZOPERATIONTIMEOUT'),
+  ZSESSIONEXPIRED: constant('ZSESSIONEXPIRED'),
+  ZOO_PERSISTENT: constant('ZOO_PERSISTENT'),
+  ZOO_CONTAINER: constant('ZOO_CONTAINER'),
+  ZOO_EPHEMERAL_SEQUENTIAL: constant('ZOO_EPHEMERAL_SEQUENTIAL'),
+  ZOO_DELETED_EVENT: constant('ZOO_DELETED_EVENT'),
+  ZOO_SESSION_EVENT: constant('ZOO_SESSION_EVENT'),
+  ZOO_EXPIRED_SESSION_STATE: constant('ZOO_EXPIRED_SESSION_STATE'),
+  ZOO_LOG_LEVEL_ERROR: constant('ZOO_LOG_LEVEL_ERROR'),
+} as const;

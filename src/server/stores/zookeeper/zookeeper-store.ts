@@ -1,0 +1,339 @@
+import type { Logger } from 'pino';
+import { LockError } from '../../engine/lock-error.js';
+import {
+  ancestors,
+  emptyStats,
+  joinPath,
+  type CoordinationStore,
+  type CreatedNode,
+  type StoreSession,
+  type StoreStats,
+} from '../store.js';
+import { ZooKeeper, zk, type ZooKeeperHandle, type ZooKeeperNative } from './zookeeper-client.js';
+
+export interface ZooKeeperStoreOptions {
+  /** `host:port[,host:port...]`, optionally followed by a chroot path. */
+  readonly connectString: string;
+  /** Requested session timeout; the ensemble may negotiate another within its min/max. */
+  readonly sessionTimeoutMs: number;
+  /** How long start-up and each operation wait for a (re)connection before giving up. */
+  readonly connectTimeoutMs: number;
+  readonly logger: Logger;
+}
+
+/** Attempts per operation across connection losses (each one waits for the reconnection). */
+const MAX_ATTEMPTS = 5;
+
+class ZooKeeperSession implements StoreSession {
+  readonly #controller = new AbortController();
+  id = 'connecting';
+  get lost(): AbortSignal {
+    return this.#controller.signal;
+  }
+  end(reason: LockError): void {
+    this.#controller.abort(reason);
+  }
+}
+
+interface DeletionWaiter {
+  settle(error?: LockError): void;
+}
+
+interface Reply<T> {
+  readonly rc: number;
+  readonly value: T | null;
+}
+
+/**
+ * The ZooKeeper store: one ZooKeeper session for the whole server (the native C client).
+ *
+ * A disconnection is "maybe lost" (the session may survive it; the C client reconnects and
+ * re-arms its watches by itself) and operations wait for the reconnection; an expired session
+ * is "lost": its ephemeral nodes are gone, `session.lost` aborts and a new session is opened.
+ */
+export class ZooKeeperStore implements CoordinationStore {
+  readonly kind = 'zookeeper';
+  readonly stats: StoreStats = emptyStats();
+
+  readonly #options: ZooKeeperStoreOptions;
+  readonly #logger: Logger;
+  #handle!: ZooKeeperHandle;
+  #session = new ZooKeeperSession();
+  #connected = false;
+  readonly #connectionWaiters = new Set<() => void>();
+  /** One back-end watch per path, shared by every waiter on this server. */
+  #watches = new Map<string, Set<DeletionWaiter>>();
+  readonly #ensuredParents = new Set<string>();
+  #closed = false;
+
+  private constructor(options: ZooKeeperStoreOptions) {
+    this.#options = options;
+    this.#logger = options.logger;
+    this.#open();
+  }
+
+  /** Connects; rejects with `LockError('UNAVAILABLE')` if no connection is made in time. */
+  static async connect(options: ZooKeeperStoreOptions): Promise<ZooKeeperStore> {
+    const store = new ZooKeeperStore(options);
+    try {
+      await store.#whenConnected('connect');
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+    return store;
+  }
+
+  get session(): StoreSession {
+    return this.#session;
+  }
+
+  /** The session timeout the ensemble granted, in ms. */
+  get negotiatedSessionTimeoutMs(): number {
+    return this.#handle.timeout;
+  }
+
+  async createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode> {
+    const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+      await this.#whenConnected('create');
+      const session = this.#session;
+      const reply = await this.#send<string>((native, done) =>
+        native.a_create(joinPath(dir, prefix), buffer, zk.ZOO_EPHEMERAL_SEQUENTIAL, done),
+      );
+      if (reply.rc === zk.ZOK && reply.value !== null) {
+        this.stats.creates += 1;
+        return { path: reply.value, session };
+      }
+      if (reply.rc === zk.ZNONODE) {
+        // The lock's parent does not exist (first use, or its empty container was removed).
+        await this.#ensureParents(dir);
+        continue;
+      }
+      if (!isConnectionLoss(reply.rc)) throw unavailable('create', reply.rc);
+      // The create may have been applied although its reply was lost. Our prefix is unique,
+      // so look for it before creating again: a second node would block the queue as a ghost.
+      await this.#whenConnected('create');
+      if (this.#session !== session) continue; // the session died, and any node with it
+      const existing = (await this.children(dir)).find((child) => child.startsWith(prefix));
+      if (existing !== undefined) {
+        this.stats.creates += 1;
+        return { path: joinPath(dir, existing), session };
+      }
+    }
+    throw new LockError('UNAVAILABLE', `ZooKeeper create under ${dir} kept losing its connection`);
+  }
+
+  async children(dir: string): Promise<string[]> {
+    const reply = await this.#call<string[]>('getChildren', (native, done) =>
+      native.a_get_children(dir, false, done),
+    );
+    this.stats.childrenListings += 1;
+    if (reply.rc === zk.ZNONODE) return [];
+    if (reply.rc !== zk.ZOK || reply.value === null) throw unavailable('getChildren', reply.rc);
+    return reply.value;
+  }
+
+  async creationId(path: string): Promise<bigint | null> {
+    const reply = await this.#call<{ czxid: number }>('exists', (native, done) =>
+      native.a_exists(path, false, done),
+    );
+    this.stats.creationIdReads += 1;
+    if (reply.rc === zk.ZNONODE) return null;
+    if (reply.rc !== zk.ZOK || reply.value === null) throw unavailable('exists', reply.rc);
+    return BigInt(reply.value.czxid);
+  }
+
+  async delete(path: string): Promise<void> {
+    const reply = await this.#call('delete', (native, done) => native.a_delete_(path, -1, done));
+    this.stats.deletes += 1;
+    if (reply.rc !== zk.ZOK && reply.rc !== zk.ZNONODE) throw unavailable('delete', reply.rc);
+  }
+
+  waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
+    const { signal } = options;
+    signal.throwIfAborted();
+    let waiters = this.#watches.get(path);
+    const arm = waiters === undefined;
+    waiters ??= new Set();
+    this.#watches.set(path, waiters);
+    const shared = waiters;
+    const done = new Promise<void>((resolve, reject) => {
+      const waiter: DeletionWaiter = {
+        settle: (error) => {
+          signal.removeEventListener('abort', onAbort);
+          if (error) reject(error);
+          else resolve();
+        },
+      };
+      const onAbort = (): void => {
+        // The ZooKeeper watch stays armed (3.5 has no way to remove one); it fires into an
+        // empty set later, and no other waiter is disturbed.
+        shared.delete(waiter);
+        reject(signal.reason);
+      };
+      shared.add(waiter);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    if (arm) void this.#armDeletionWatch(path, shared);
+    return done;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#connected = false;
+    // Closing the session deletes our ephemeral nodes at once: the locks are free immediately.
+    this.#handle.close();
+    this.#session.end(new LockError('LOCK_LOST', 'the server closed its ZooKeeper session'));
+    for (const wake of this.#connectionWaiters) wake();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  /**
+   * Arms a getData watch (Curator's choice over exists(): on a missing node exists() would
+   * leave a watch behind that never fires) and settles `waiters` when the node is deleted, at
+   * once if it is already gone, or with the error if the watch cannot be armed.
+   */
+  async #armDeletionWatch(path: string, waiters: Set<DeletionWaiter>): Promise<void> {
+    const handle = this.#handle;
+    const settleAll = (error?: LockError): void => {
+      if (this.#watches.get(path) === waiters) this.#watches.delete(path);
+      for (const waiter of waiters) waiter.settle(error);
+      waiters.clear();
+    };
+    const onEvent = (type: number): void => {
+      // Session events are delivered to every watcher on connection changes: not a deletion.
+      if (type === zk.ZOO_SESSION_EVENT || this.#handle !== handle) return;
+      if (type === zk.ZOO_DELETED_EVENT) {
+        this.stats.waitersWoken += waiters.size;
+        settleAll();
+      } else {
+        void this.#armDeletionWatch(path, waiters); // data changed: the watch is used up
+      }
+    };
+    this.stats.watchesArmed += 1;
+    try {
+      const reply = await this.#call('getData', (native, done) => native.aw_get(path, onEvent, done));
+      if (reply.rc === zk.ZNONODE) settleAll();
+      else if (reply.rc !== zk.ZOK) settleAll(unavailable('getData', reply.rc));
+    } catch (error) {
+      settleAll(error instanceof LockError ? error : unavailable('getData', -1));
+    }
+  }
+
+  #open(): void {
+    const config = {
+      connect: this.#options.connectString,
+      timeout: this.#options.sessionTimeoutMs,
+      debug_level: zk.ZOO_LOG_LEVEL_ERROR,
+      host_order_deterministic: false,
+    };
+    const handle = new ZooKeeper(config);
+    this.#handle = handle;
+    handle.on('connect', () => {
+      if (this.#handle !== handle || this.#closed) return;
+      this.#connected = true;
+      const isNew = this.#session.id === 'connecting';
+      this.#session.id = handle.client_id;
+      this.#logger.info(
+        { session: handle.client_id, sessionTimeoutMs: handle.timeout },
+        isNew ? 'ZooKeeper session established' : 'reconnected to ZooKeeper; session kept',
+      );
+      for (const wake of this.#connectionWaiters) wake();
+    });
+    handle.on('connecting', () => {
+      if (this.#handle !== handle || this.#closed) return;
+      this.#connected = false;
+      this.#logger.warn({ session: this.#session.id }, 'disconnected from ZooKeeper; reconnecting');
+    });
+    handle.on('close', (_self: unknown, code: number) => {
+      if (this.#handle !== handle || this.#closed) return;
+      this.#connected = false;
+      const expired = this.#session;
+      const why =
+        code === zk.ZOO_EXPIRED_SESSION_STATE ? 'ZooKeeper session expired' : `ZooKeeper session closed (${code})`;
+      this.#logger.warn({ session: expired.id }, `${why}; opening a new session`);
+      this.#session = new ZooKeeperSession();
+      this.#watches = new Map();
+      expired.end(new LockError('LOCK_LOST', why));
+      this.#open();
+    });
+    handle.init(config);
+  }
+
+  async #ensureParents(dir: string): Promise<void> {
+    for (const path of ancestors(dir)) {
+      if (this.#ensuredParents.has(path)) continue;
+      await this.#createParent(path, zk.ZOO_PERSISTENT);
+      this.#ensuredParents.add(path);
+    }
+    // The lock's own parent is a container: ZooKeeper removes it once it is empty.
+    await this.#createParent(dir, zk.ZOO_CONTAINER);
+  }
+
+  async #createParent(path: string, flags: number): Promise<void> {
+    const reply = await this.#call('create', (native, done) => native.a_create(path, '', flags, done));
+    if (reply.rc !== zk.ZOK && reply.rc !== zk.ZNODEEXISTS) throw unavailable('create', reply.rc);
+  }
+
+  /** Sends an idempotent request, waiting out connection losses and sending it again. */
+  async #call<T>(
+    what: string,
+    request: (native: ZooKeeperNative, done: (rc: number, error: string, value?: T | null) => void) => number,
+  ): Promise<Reply<T>> {
+    for (let attempt = 1; ; attempt += 1) {
+      await this.#whenConnected(what);
+      const reply = await this.#send(request);
+      if (!isConnectionLoss(reply.rc) || attempt === MAX_ATTEMPTS) return reply;
+    }
+  }
+
+  /** Sends one request on the current handle. */
+  #send<T>(
+    request: (native: ZooKeeperNative, done: (rc: number, error: string, value?: T | null) => void) => number,
+  ): Promise<Reply<T>> {
+    return new Promise((resolve) => {
+      const rc = request(this.#handle.native, (replyRc, _error, value) =>
+        resolve({ rc: replyRc, value: value ?? null }),
+      );
+      if (rc !== zk.ZOK) resolve({ rc, value: null });
+    });
+  }
+
+  /** Resolves when connected; rejects with UNAVAILABLE after `connectTimeoutMs` or on close. */
+  async #whenConnected(what: string): Promise<void> {
+    if (this.#closed) throw new LockError('UNAVAILABLE', 'the ZooKeeper store is closed');
+    if (this.#connected) return;
+    const waitMs = this.#options.connectTimeoutMs;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#connectionWaiters.delete(wake);
+        reject(
+          new LockError(
+            'UNAVAILABLE',
+            `ZooKeeper at ${this.#options.connectString} unreachable for ${waitMs} ms (${what})`,
+          ),
+        );
+      }, waitMs);
+      const wake = (): void => {
+        clearTimeout(timer);
+        this.#connectionWaiters.delete(wake);
+        if (this.#closed) reject(new LockError('UNAVAILABLE', 'the ZooKeeper store is closed'));
+        else resolve();
+      };
+      this.#connectionWaiters.add(wake);
+    });
+  }
+}
+
+function isConnectionLoss(rc: number): boolean {
+  return rc === zk.ZCONNECTIONLOSS || rc === zk.ZOPERATIONTIMEOUT;
+}
+
+function unavailable(operation: string, rc: number): LockError {
+  return new LockError('UNAVAILABLE', `ZooKeeper ${operation} failed (code ${rc})`);
+}

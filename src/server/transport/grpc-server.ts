@@ -1,0 +1,86 @@
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { ReflectionService } from '@grpc/reflection';
+import type { Logger } from 'pino';
+import { LockServiceService, type LockServiceServer } from '../../gen/lockstream/v1/lockstream.js';
+import type { LockEngine } from '../engine/lock-engine.js';
+import { LockError } from '../engine/lock-error.js';
+import { createAcquireHandler } from './acquire-handler.js';
+
+export interface GrpcServerOptions {
+  readonly engine: LockEngine;
+  readonly logger: Logger;
+  /**
+   * HTTP/2 keepalive: a ping after this much idle time on a connection, and the connection
+   * (with every lock held over it) is dropped when no answer comes within `keepaliveTimeoutMs`.
+   * This is what frees the locks of a client whose host vanished without closing its socket.
+   */
+  readonly keepaliveTimeMs: number;
+  readonly keepaliveTimeoutMs: number;
+}
+
+/** Where the .proto files are, in the source tree and in the built package alike. */
+export const PROTO_ROOT = fileURLToPath(new URL('../../../proto', import.meta.url));
+
+/** The gRPC face of lockstream: the lock service plus server reflection (v1 and v1alpha). */
+export class GrpcServer {
+  readonly #server: grpc.Server;
+  readonly #logger: Logger;
+  readonly #shutdown = new AbortController();
+
+  constructor(options: GrpcServerOptions) {
+    this.#logger = options.logger;
+    this.#server = new grpc.Server({
+      'grpc.keepalive_time_ms': options.keepaliveTimeMs,
+      'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs,
+      // Clients may ping as often as we do, even between calls, without being cut off.
+      'grpc.http2.min_ping_interval_without_data_ms': Math.min(options.keepaliveTimeMs, 5_000),
+      'grpc.keepalive_permit_without_calls': 1,
+    });
+    const lockService: LockServiceServer = {
+      acquire: createAcquireHandler({
+        engine: options.engine,
+        logger: options.logger,
+        shutdown: this.#shutdown.signal,
+      }),
+    };
+    this.#server.addService(LockServiceService, lockService);
+    const definitions = protoLoader.loadSync('lockstream/v1/lockstream.proto', {
+      includeDirs: [PROTO_ROOT],
+    });
+    new ReflectionService(definitions).addToServer(this.#server);
+  }
+
+  /** Binds `host:port` (port 0 picks a free one) and resolves with the bound port. */
+  listen(host: string, port: number): Promise<number> {
+    const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+    return new Promise((resolve, reject) => {
+      this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, bound) => {
+        if (error) reject(error);
+        else resolve(bound);
+      });
+    });
+  }
+
+  /**
+   * Ends every open Acquire stream with UNAVAILABLE (releasing its lock), lets the calls
+   * finish for up to `graceMs`, then closes whatever is left. Idempotent.
+   */
+  async shutdown(graceMs: number): Promise<void> {
+    if (this.#shutdown.signal.aborted) return;
+    // Streams never end by themselves, so tryShutdown alone would always wait out the grace.
+    this.#shutdown.abort(new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down'));
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#logger.warn({ graceMs }, 'calls still open after the grace period; closing them');
+        this.#server.forceShutdown();
+        resolve();
+      }, graceMs);
+      this.#server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}
