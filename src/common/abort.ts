@@ -1,3 +1,5 @@
+import { setMaxListeners } from 'node:events';
+
 /**
  * A signal that aborts when any of `signals` does, with that signal's reason.
  *
@@ -37,4 +39,14 @@ export function whenAborted(signal: AbortSignal): Promise<void> & Disposable {
   return Object.assign(promise, {
     [Symbol.dispose]: () => signal.removeEventListener('abort', onAbort),
   });
+}
+
+/**
+ * A controller for a long-lived signal that every call links to (shutdown, a store session):
+ * thousands of listeners on it are expected, not a leak, so Node's warning at 10 is lifted.
+ */
+export function unboundedController(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
 }

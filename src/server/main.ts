@@ -12,6 +12,8 @@ export interface RunningServer {
   readonly port: number;
   readonly store: CoordinationStore;
   readonly engine: LockEngine;
+  /** Resolves once every call has ended and released its lock. */
+  whenIdle(): Promise<void>;
   /** Graceful stop: streams end with UNAVAILABLE, then the store's session closes. Idempotent. */
   stop(): Promise<void>;
 }
@@ -51,7 +53,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     })();
     return stopping;
   };
-  return { port, store, engine, stop };
+  return { port, store, engine, stop, whenIdle: () => server.whenIdle() };
 }
 
 async function openStore(config: Readonly<Config>, logger: Logger): Promise<CoordinationStore> {

@@ -2,12 +2,13 @@
  * Starts a throwaway, standalone Apache ZooKeeper server for integration tests.
  *
  * Why spawn `java` directly instead of `zkServer.sh start`:
- * - zkServer.sh daemonises (nohup + `&`) and hands back a pid file, so we would not own the JVM's
- *   pid and could not reliably kill exactly our server in teardown; `start-foreground` instead
- *   sources the system-wide /etc/zookeeper/conf/environment (ZOO_LOG_DIR=/var/log/zookeeper,
- *   ROLLINGFILE logging) and enables JMX flags we do not want.
- * - Debian's zkEnv.sh is a symlink to /etc/zookeeper/conf/environment, which is managed by the
- *   alternatives system and can be changed by an admin; nothing under /etc is read here.
+ * - `zkServer.sh start` daemonises (nohup + `&`) and leaves a pid file, so we would not own the
+ *   JVM's pid and could not reliably kill exactly our server in teardown.
+ * - Either mode sources zkEnv.sh, which on Debian is a symlink to /etc/zookeeper/conf/environment
+ *   (an alternatives-managed, admin-editable file). It assigns ZOO_LOG_DIR=/var/log/zookeeper and
+ *   ZOO_LOG4J_PROP unconditionally, so those env vars cannot be overridden from outside, and it
+ *   also turns on JMX remote flags. Nothing under /etc is read here; the equivalent settings are
+ *   passed as -D flags (zookeeper.log.dir, zookeeper.root.logger, log4j.configuration).
  * - Debian's stock classpath (/etc/zookeeper/conf:/usr/share/java/zookeeper.jar) has no SLF4J
  *   binding, so the server silently logs nothing (SLF4J "NOP logger"). We add the log4j 1.2
  *   binding ourselves so a failed start comes with a useful log tail.
@@ -123,7 +124,9 @@ export function findZooKeeperInstallation(): ZooKeeperInstallation | null {
 function findJava(): string | null {
   const candidates: string[] = [];
   const javaHome = process.env['JAVA_HOME'];
-  if (javaHome !== undefined && javaHome !== '') candidates.push(path.join(javaHome, 'bin', 'java'));
+  if (javaHome !== undefined && javaHome !== '') {
+    candidates.push(path.join(javaHome, 'bin', 'java'));
+  }
   candidates.push('/usr/bin/java');
   for (const dir of (process.env['PATH'] ?? '').split(path.delimiter)) {
     if (dir !== '') candidates.push(path.join(dir, 'java'));
@@ -140,7 +143,9 @@ function findJava(): string | null {
 }
 
 /** Starts a fresh standalone server and resolves once it is serving requests. */
-export async function startZooKeeper(options: StartZooKeeperOptions = {}): Promise<ZooKeeperProcess> {
+export async function startZooKeeper(
+  options: StartZooKeeperOptions = {},
+): Promise<ZooKeeperProcess> {
   const installation = findZooKeeperInstallation();
   if (installation === null) {
     throw new Error(
@@ -195,7 +200,8 @@ async function startOnce(
     // Anything that still resolves ${zookeeper.log.dir} must write to our temp dir, not /var/log.
     `-Dzookeeper.log.dir=${dir}`,
     ...loggingFlags(installation, log4jFile),
-    // Already in zoo.cfg; repeated so it holds even if the cfg key were ever ignored.
+    // Redundant with the zoo.cfg key (which the config parser copies into this property), kept
+    // so the command line alone shows that every four-letter word is allowed.
     '-Dzookeeper.4lw.commands.whitelist=*',
     // Not settable from zoo.cfg: unknown cfg keys become "zookeeper."-prefixed system properties,
     // and ContainerManager reads the unprefixed name. The default is 60 s; with 1 s, empty
@@ -213,7 +219,6 @@ async function startOnce(
   const child = spawn(installation.java, args, {
     cwd: dir,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ZOO_LOG_DIR: dir, ZOO_LOG4J_PROP: 'INFO,CONSOLE' },
   });
 
   const tail: string[] = [];
@@ -265,6 +270,7 @@ async function startOnce(
       fourLetterWord,
       exitPromise,
       isExited: () => exited,
+      dataDir,
       deadline: spawnedAt + startTimeoutMs,
     });
   } catch (error) {
@@ -272,7 +278,8 @@ async function startOnce(
     const reason = exited
       ? `ZooKeeper exited during start-up (${exitDescription})`
       : `ZooKeeper did not become ready within ${startTimeoutMs} ms`;
-    const details = `${reason}; ${String(error instanceof Error ? error.message : error)}\n` +
+    const details =
+      `${reason}; ${String(error instanceof Error ? error.message : error)}\n` +
       `command: ${command.join(' ')}\n--- last server output ---\n${logTail()}`;
     if (exited && /BindException|Address already in use/.test(logTail())) {
       throw new PortInUseError(details);
@@ -345,7 +352,7 @@ function loggingFlags(installation: ZooKeeperInstallation, log4jFile: string): s
     case 'log4j':
       return [
         `-Dlog4j.configuration=file:${log4jFile}`,
-        // Same meaning as ZOO_LOG4J_PROP in zkEnv.sh, for configs that use ${zookeeper.root.logger}.
+        // What older upstream scripts derived from ZOO_LOG4J_PROP; Debian's log4j config reads it.
         '-Dzookeeper.root.logger=INFO,CONSOLE',
         // Skip registering log4j MBeans with JMX; nothing here uses them.
         '-Dzookeeper.jmx.log4j.disable=true',
@@ -400,13 +407,17 @@ function sendFourLetterWord(port: number, cmd: string, timeoutMs: number): Promi
 }
 
 /**
- * `ruok` answers "imok" as soon as the listener thread runs, which can be slightly before the
- * database is loaded; `srvr` says "not currently serving requests" until then. Wait for both.
+ * `ruok` answers "imok" as soon as the listener thread runs, which is slightly before the
+ * database is loaded (observed here: a `srvr` right after the first "imok" still said "not
+ * currently serving requests"). So after "imok" we also ask `conf`, which answers the same way
+ * until the server is serving, and whose dataDir line proves that the server on the port is ours
+ * and not one that grabbed the port between findFreePort() and our JVM's bind.
  */
 async function waitUntilServing(w: {
   fourLetterWord: (cmd: string, timeoutMs?: number) => Promise<string>;
   exitPromise: Promise<void>;
   isExited: () => boolean;
+  dataDir: string;
   deadline: number;
 }): Promise<void> {
   let lastProblem = 'no answer yet';
@@ -416,9 +427,10 @@ async function waitUntilServing(w: {
     try {
       const ruok = await w.fourLetterWord('ruok', 1_000);
       if (ruok === 'imok') {
-        const srvr = await w.fourLetterWord('srvr', 1_000);
-        if (srvr.includes('Mode:')) return;
-        lastProblem = `srvr answered ${JSON.stringify(srvr.trim())}`;
+        const conf = await w.fourLetterWord('conf', 1_000);
+        // Printed as "dataDir=<our dataDir>/version-2".
+        if (conf.includes(`dataDir=${w.dataDir}${path.sep}`)) return;
+        lastProblem = `conf answered ${JSON.stringify(conf.trim().slice(0, 200))}`;
       } else {
         lastProblem = `ruok answered ${JSON.stringify(ruok)}`;
       }

@@ -18,6 +18,8 @@ export interface AcquireHandlerOptions {
   readonly logger: Logger;
   /** Aborts (reason: a `SHUTTING_DOWN` error) when the server shuts down. */
   readonly shutdown: AbortSignal;
+  /** Told about each call's work, until its lock is released. */
+  readonly track: (work: Promise<void>) => void;
 }
 
 /**
@@ -30,7 +32,7 @@ export function createAcquireHandler(options: AcquireHandlerOptions): (call: Acq
   return (call) => {
     lastCallId += 1;
     const logger = options.logger.child({ callId: lastCallId, peer: call.getPeer() });
-    void serveAcquire(call, options, logger);
+    options.track(serveAcquire(call, options, logger));
   };
 }
 

@@ -4,6 +4,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import type { Logger } from 'pino';
 import { LockServiceService, type LockServiceServer } from '../../gen/lockstream/v1/lockstream.js';
+import { unboundedController } from '../../common/abort.js';
 import type { LockEngine } from '../engine/lock-engine.js';
 import { LockError } from '../engine/lock-error.js';
 import { createAcquireHandler } from './acquire-handler.js';
@@ -27,7 +28,9 @@ export const PROTO_ROOT = fileURLToPath(new URL('../../../proto', import.meta.ur
 export class GrpcServer {
   readonly #server: grpc.Server;
   readonly #logger: Logger;
-  readonly #shutdown = new AbortController();
+  readonly #shutdown = unboundedController();
+  readonly #openCalls = new Set<Promise<void>>();
+  readonly #idleWaiters: Array<() => void> = [];
 
   constructor(options: GrpcServerOptions) {
     this.#logger = options.logger;
@@ -43,6 +46,7 @@ export class GrpcServer {
         engine: options.engine,
         logger: options.logger,
         shutdown: this.#shutdown.signal,
+        track: (work) => this.#track(work),
       }),
     };
     this.#server.addService(LockServiceService, lockService);
@@ -50,6 +54,25 @@ export class GrpcServer {
       includeDirs: [PROTO_ROOT],
     });
     new ReflectionService(definitions).addToServer(this.#server);
+  }
+
+  /** Calls whose handler has not finished (a lock held or queued, or being released). */
+  get openCalls(): number {
+    return this.#openCalls.size;
+  }
+
+  /** Resolves once no call is open: every lock taken through this server has been released. */
+  whenIdle(): Promise<void> {
+    if (this.#openCalls.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  #track(work: Promise<void>): void {
+    this.#openCalls.add(work);
+    void work.finally(() => {
+      this.#openCalls.delete(work);
+      if (this.#openCalls.size === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+    });
   }
 
   /** Binds `host:port` (port 0 picks a free one) and resolves with the bound port. */
@@ -82,5 +105,7 @@ export class GrpcServer {
         resolve();
       });
     });
+    // Handlers release their locks after their calls end; the store must outlive that.
+    await this.whenIdle();
   }
 }

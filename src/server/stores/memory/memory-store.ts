@@ -1,3 +1,4 @@
+import { unboundedController } from '../../../common/abort.js';
 import { LockError } from '../../engine/lock-error.js';
 import {
   baseName,
@@ -23,7 +24,7 @@ interface MemoryParent {
 }
 
 class MemorySession implements StoreSession {
-  readonly #controller = new AbortController();
+  readonly #controller = unboundedController();
   constructor(readonly numericId: number) {}
   get id(): string {
     return `memory-${this.numericId}`;
@@ -80,7 +81,13 @@ export class MemoryStore implements CoordinationStore {
   async children(dir: string): Promise<string[]> {
     await this.#roundTrip();
     this.stats.childrenListings += 1;
-    return [...(this.#parents.get(dir)?.children.keys() ?? [])];
+    const parent = this.#parents.get(dir);
+    if (parent) return [...parent.children.keys()];
+    // Not a lock's parent: list the lock parents under it (their ancestors are implicit here).
+    const prefix = `${dir}/`;
+    return [...this.#parents.keys()]
+      .filter((path) => path.startsWith(prefix) && !path.includes('/', prefix.length))
+      .map(baseName);
   }
 
   async creationId(path: string): Promise<bigint | null> {

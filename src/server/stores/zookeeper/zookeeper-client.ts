@@ -11,6 +11,8 @@ export interface ZooKeeperHandle extends EventEmitter {
   close(): void;
   /** Hex session id; "0" before the first connection. */
   readonly client_id: string;
+  /** Hex session password. */
+  readonly client_password: string;
   /** Negotiated session timeout in ms (-1 when closed). */
   readonly timeout: number;
   readonly state: number;
@@ -32,6 +34,9 @@ export interface ZooKeeperConfig {
   debug_level: number;
   host_order_deterministic: boolean;
   data_as_buffer?: boolean;
+  /** Attach to an existing session instead of creating one (with `client_password`). */
+  client_id?: string;
+  client_password?: string;
 }
 
 export interface ZooKeeperStat {

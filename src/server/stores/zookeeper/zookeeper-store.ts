@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { unboundedController } from '../../../common/abort.js';
 import { LockError } from '../../engine/lock-error.js';
 import {
   ancestors,
@@ -25,7 +26,7 @@ export interface ZooKeeperStoreOptions {
 const MAX_ATTEMPTS = 5;
 
 class ZooKeeperSession implements StoreSession {
-  readonly #controller = new AbortController();
+  readonly #controller = unboundedController();
   id = 'connecting';
   get lost(): AbortSignal {
     return this.#controller.signal;
@@ -91,6 +92,14 @@ export class ZooKeeperStore implements CoordinationStore {
   /** The session timeout the ensemble granted, in ms. */
   get negotiatedSessionTimeoutMs(): number {
     return this.#handle.timeout;
+  }
+
+  /**
+   * The current session's id and password. Fault-injection tests use them to attach a second
+   * handle to this session and close it, which expires the session as a real expiry would.
+   */
+  get sessionCredentials(): { readonly id: string; readonly password: string } {
+    return { id: this.#handle.client_id, password: this.#handle.client_password };
   }
 
   async createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode> {

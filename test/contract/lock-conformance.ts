@@ -1,0 +1,401 @@
+import { randomUUID } from 'node:crypto';
+import { status } from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig, type Config } from '../../src/server/config.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { AcquireStream, LockCaller, LockMode, seconds } from '../support/lock-caller.js';
+import { spawnLockHolder } from '../support/lock-holder-process.js';
+
+/** How a conformance run reaches one back end. */
+export interface BackendUnderTest {
+  /** Extra `lockstream serve` arguments selecting the back end (the root path is added). */
+  readonly serveArgs: () => string[];
+  /** Ends the server's store session as an expiry would (its ephemeral nodes vanish). */
+  readonly expireSession: (server: RunningServer) => Promise<void>;
+}
+
+export interface ConformanceContext {
+  server: RunningServer;
+  caller: LockCaller;
+  rootPath: string;
+  address: string;
+}
+
+/**
+ * Lock behaviour through gRPC, written once and run against every back end. A back end that
+ * fails a case has a bug. Each test gets its own server and root path, and must leave no lock
+ * node behind.
+ */
+export function describeLockConformance(backendName: string, backend: BackendUnderTest): void {
+  describe(`lock conformance on the ${backendName} back end`, () => {
+    const ctx = {} as ConformanceContext;
+    const streams: AcquireStream[] = [];
+    const open = (start: Parameters<LockCaller['open']>[0]): AcquireStream => {
+      const stream = ctx.caller.open(start);
+      streams.push(stream);
+      return stream;
+    };
+
+    beforeEach(async () => {
+      ctx.rootPath = `/test-${randomUUID()}`;
+      const config: Config = loadConfig({}, [
+        '--port',
+        '0',
+        '--root',
+        ctx.rootPath,
+        '--shutdown-grace',
+        '2s',
+        ...backend.serveArgs(),
+      ]);
+      ctx.server = await startServer(config, testLogger());
+      ctx.address = `127.0.0.1:${ctx.server.port}`;
+      ctx.caller = new LockCaller(ctx.address);
+    });
+
+    afterEach(async () => {
+      for (const stream of streams.splice(0)) stream.cancel();
+      await Promise.all(streams.map((s) => s.outcome));
+      ctx.caller.close();
+      await ctx.server.whenIdle();
+      // Every withdrawn, released or cancelled request must have deleted its node.
+      await expectNoLockNodes(ctx);
+      await ctx.server.stop();
+    });
+
+    it('grants a free mutex with a token and releases it on half-close with `released` and OK', async () => {
+      const holder = open({ name: 'jobs/nightly' });
+      const token = await holder.acquired();
+      expect(token).toBeGreaterThan(0n);
+      const outcome = await holder.release();
+      expect(outcome.code).toBe(status.OK);
+      expect(holder.messages.map((m) => m.kind?.$case)).toEqual(['acquired', 'released']);
+    });
+
+    it('releases on an explicit `release` message', async () => {
+      const holder = open({ name: 'r' });
+      await holder.acquired();
+      holder.sendRelease();
+      expect((await holder.outcome).code).toBe(status.OK);
+      expect(holder.messages.at(-1)?.kind?.$case).toBe('released');
+      const next = open({ name: 'r', waitTimeout: seconds(0) });
+      await next.acquired();
+      await next.release();
+    });
+
+    it('never lets two mutex holders overlap: 20 clients x 10 acquisitions on one lock', async () => {
+      const history: Array<{ client: number; event: 'enter' | 'exit'; token: bigint }> = [];
+      let inside = 0;
+      let maxInside = 0;
+      const client = async (id: number): Promise<void> => {
+        for (let round = 0; round < 10; round += 1) {
+          const stream = open({ name: 'counter', owner: `client-${id}` });
+          const token = await stream.acquired();
+          inside += 1;
+          maxInside = Math.max(maxInside, inside);
+          history.push({ client: id, event: 'enter', token });
+          await new Promise((resolve) => setImmediate(resolve));
+          history.push({ client: id, event: 'exit', token });
+          inside -= 1;
+          expect((await stream.release()).code).toBe(status.OK);
+        }
+      };
+      await Promise.all(Array.from({ length: 20 }, (_, id) => client(id)));
+      expect(maxInside).toBe(1);
+      expect(history).toHaveLength(400);
+      // The history alternates enter/exit of the same holder, and tokens grow with every grant.
+      const grants = history.filter((h) => h.event === 'enter');
+      for (let i = 0; i < history.length; i += 2) {
+        expect(history[i + 1]).toMatchObject({ client: history[i]!.client, event: 'exit' });
+      }
+      for (let i = 1; i < grants.length; i += 1) {
+        expect(grants[i]!.token).toBeGreaterThan(grants[i - 1]!.token);
+      }
+    });
+
+    it('grants waiters in the order they queued (FIFO)', async () => {
+      const holder = open({ name: 'fifo' });
+      await holder.acquired();
+      const waiters: AcquireStream[] = [];
+      for (let i = 0; i < 6; i += 1) {
+        const waiter = open({ name: 'fifo', owner: `w${i}` });
+        expect(await waiter.queued()).toBe(i + 1);
+        waiters.push(waiter);
+      }
+      const order: number[] = [];
+      await holder.release();
+      for (const [i, waiter] of waiters.entries()) {
+        await waiter.acquired();
+        order.push(i);
+        // Nobody behind is holding while this one does.
+        expect(waiters.slice(i + 1).some((w) => w.isAcquired)).toBe(false);
+        await waiter.release();
+      }
+      expect(order).toEqual([0, 1, 2, 3, 4, 5]);
+    });
+
+    it('lets readers share, makes a writer wait for them, and queues later readers behind the writer', async () => {
+      const r1 = open({ name: 'doc', mode: LockMode.READ });
+      const r2 = open({ name: 'doc', mode: LockMode.READ });
+      await Promise.all([r1.acquired(), r2.acquired()]);
+      const writer = open({ name: 'doc', mode: LockMode.WRITE });
+      expect(await writer.queued()).toBe(2);
+      const r3 = open({ name: 'doc', mode: LockMode.READ });
+      expect(await r3.queued()).toBe(3);
+
+      await r1.release();
+      expect(writer.isAcquired).toBe(false);
+      await r2.release();
+      const writeToken = await writer.acquired();
+      expect(r3.isAcquired).toBe(false);
+      await writer.release();
+      expect(await r3.acquired()).toBeGreaterThan(writeToken);
+      await r3.release();
+    });
+
+    it('makes MUTEX and WRITE exclude each other on the same name, and READ wait for both', async () => {
+      const mutex = open({ name: 'shared-name', mode: LockMode.MUTEX });
+      await mutex.acquired();
+      const writer = open({ name: 'shared-name', mode: LockMode.WRITE });
+      expect(await writer.queued()).toBe(1);
+      const reader = open({ name: 'shared-name', mode: LockMode.READ });
+      expect(await reader.queued()).toBe(2);
+      await mutex.release();
+      await writer.acquired();
+      expect(reader.isAcquired).toBe(false);
+      await writer.release();
+      await reader.acquired();
+      await reader.release();
+    });
+
+    it('removes a cancelled waiter from the middle of the queue without blocking those behind it', async () => {
+      const holder = open({ name: 'q' });
+      await holder.acquired();
+      const middle = open({ name: 'q' });
+      await middle.queued();
+      const last = open({ name: 'q' });
+      expect(await last.queued()).toBe(2);
+      middle.cancel();
+      expect((await middle.outcome).code).toBe(status.CANCELLED);
+      await holder.release();
+      await last.acquired();
+      await last.release();
+    });
+
+    it('releases the lock when the holder cancels its call', async () => {
+      const holder = open({ name: 'c' });
+      await holder.acquired();
+      const next = open({ name: 'c' });
+      await next.queued();
+      holder.cancel();
+      await next.acquired();
+      await next.release();
+    });
+
+    it('withdraws a waiter that half-closes before the grant, with CANCELLED', async () => {
+      const holder = open({ name: 'h' });
+      await holder.acquired();
+      const waiter = open({ name: 'h' });
+      await waiter.queued();
+      waiter.halfClose();
+      const outcome = await waiter.outcome;
+      expect(outcome.code).toBe(status.CANCELLED);
+      expect(outcome.details).toContain('"h"');
+      await holder.release();
+    });
+
+    it('releases the lock of a client process that is killed', async () => {
+      const holder = await spawnLockHolder(ctx.address, 'killed-holder');
+      const waiter = open({ name: 'killed-holder' });
+      expect(await waiter.queued()).toBe(1);
+      await holder.kill('SIGKILL');
+      expect(await waiter.acquired()).toBeGreaterThan(holder.token);
+      await waiter.release();
+    });
+
+    it('try-lock (wait_timeout 0) acquires a free lock and fails at once on a held one, leaving nothing queued', async () => {
+      const first = open({ name: 'try', waitTimeout: seconds(0) });
+      await first.acquired();
+      const second = open({ name: 'try', waitTimeout: seconds(0) });
+      const outcome = await second.outcome;
+      expect(outcome.code).toBe(status.DEADLINE_EXCEEDED);
+      expect(outcome.details).toContain('"try"');
+      expect(second.messages).toEqual([]);
+      await first.release();
+    });
+
+    it('try-lock does not jump the queue: a reader fails while a writer waits ahead, though readers hold', async () => {
+      const reader = open({ name: 'tq', mode: LockMode.READ });
+      await reader.acquired();
+      const writer = open({ name: 'tq', mode: LockMode.WRITE });
+      await writer.queued();
+      const tryReader = open({ name: 'tq', mode: LockMode.READ, waitTimeout: seconds(0) });
+      expect((await tryReader.outcome).code).toBe(status.DEADLINE_EXCEEDED);
+      await reader.release();
+      await writer.acquired();
+      await writer.release();
+    });
+
+    it('ends a wait with DEADLINE_EXCEEDED once wait_timeout passes, and removes the waiter', async () => {
+      const holder = open({ name: 't' });
+      await holder.acquired();
+      const impatient = open({ name: 't', waitTimeout: seconds(0.2) });
+      await impatient.queued();
+      const behind = open({ name: 't' });
+      expect(await behind.queued()).toBe(2);
+      const outcome = await impatient.outcome;
+      expect(outcome.code).toBe(status.DEADLINE_EXCEEDED);
+      expect(outcome.details).toMatch(/"t".*200 ms/);
+      await holder.release();
+      await behind.acquired();
+      await behind.release();
+    });
+
+    it('hands out strictly increasing fencing tokens to successive holders, also after the queue empties', async () => {
+      const tokens: bigint[] = [];
+      for (let i = 0; i < 5; i += 1) {
+        const holder = open({ name: i % 2 ? 'tokens' : 'tokens', mode: i % 2 ? LockMode.WRITE : LockMode.MUTEX });
+        tokens.push(await holder.acquired());
+        await holder.release();
+      }
+      expect([...tokens].sort((a, b) => (a < b ? -1 : 1))).toEqual(tokens);
+      expect(new Set(tokens).size).toBe(tokens.length);
+    });
+
+    it('wakes exactly one waiter when a mutex with 50 waiters is released (no herd)', async () => {
+      const holder = open({ name: 'herd' });
+      await holder.acquired();
+      const waiters: AcquireStream[] = [];
+      for (let i = 0; i < 50; i += 1) {
+        const waiter = open({ name: 'herd' });
+        expect(await waiter.queued()).toBe(i + 1);
+        waiters.push(waiter);
+      }
+      const before = { ...ctx.server.store.stats };
+      await holder.release();
+      await waiters[0]!.acquired();
+      const after = { ...ctx.server.store.stats };
+      expect(after.waitersWoken - before.waitersWoken).toBe(1);
+      // The woken waiter knew it was next: no listing of the 50 siblings was needed.
+      expect(after.childrenListings - before.childrenListings).toBe(0);
+      expect(waiters.filter((w) => w.isAcquired)).toHaveLength(1);
+
+      // A waiter leaving from the middle wakes only the one right behind it.
+      const beforeCancel = { ...ctx.server.store.stats };
+      waiters[10]!.cancel();
+      await waiters[10]!.outcome;
+      // The one behind it re-reads the queue and reports its new place.
+      expect(await waiters[11]!.queued(1)).toBe(10);
+      const afterCancel = { ...ctx.server.store.stats };
+      expect(afterCancel.waitersWoken - beforeCancel.waitersWoken).toBe(1);
+      for (const w of waiters) w.cancel();
+    });
+
+    it('rejects malformed requests with INVALID_ARGUMENT naming the problem, without disturbing other locks', async () => {
+      const bystander = open({ name: 'bystander' });
+      const token = await bystander.acquired();
+      const cases: Array<[Parameters<LockCaller['open']>[0], RegExp]> = [
+        [{ name: '' }, /name is empty/],
+        [{ name: 'x'.repeat(513) }, /513 bytes.*512/],
+        [{ name: 'é'.repeat(257) }, /514 bytes/],
+        [{ name: 'bad\nname' }, /control character U\+000A/],
+        [{ name: 'bell\u0007' }, /U\+0007/],
+        [{ name: 'ok', mode: LockMode.UNSPECIFIED }, /mode is required/],
+        [{ name: 'ok', mode: 9 as LockMode }, /mode 9/],
+        [{ name: 'ok', waitTimeout: { seconds: -1n, nanos: 0 } }, /wait_timeout.*negative/],
+        [{ name: 'ok', waitTimeout: { seconds: 0n, nanos: 2_000_000_000 } }, /wait_timeout.*malformed/],
+        [{ name: 'ok', waitTimeout: { seconds: 10n ** 10n, nanos: 0 } }, /wait_timeout.*maximum/],
+        [{ name: 'ok', owner: 'o'.repeat(257) }, /owner is 257 bytes/],
+      ];
+      for (const [start, message] of cases) {
+        const outcome = await open(start).outcome;
+        expect(outcome.code, String(start.name).slice(0, 40)).toBe(status.INVALID_ARGUMENT);
+        expect(outcome.details).toMatch(message);
+      }
+      const releaseFirst = ctx.caller.openEmpty();
+      streams.push(releaseFirst);
+      releaseFirst.sendRelease();
+      expect(await releaseFirst.outcome).toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/first message must be `start`/),
+      });
+      const emptyStream = ctx.caller.openEmpty();
+      streams.push(emptyStream);
+      emptyStream.halfClose();
+      expect((await emptyStream.outcome).code).toBe(status.INVALID_ARGUMENT);
+
+      const twice = open({ name: 'twice' });
+      await twice.acquired();
+      twice.send({ kind: { $case: 'start', value: { name: 'twice', mode: LockMode.MUTEX, owner: '', waitTimeout: undefined } } });
+      expect(await twice.outcome).toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/only once/),
+      });
+
+      // The bystander still holds its lock: a try-lock on it fails.
+      const probe = open({ name: 'bystander', waitTimeout: seconds(0) });
+      expect((await probe.outcome).code).toBe(status.DEADLINE_EXCEEDED);
+      expect(bystander.isAcquired).toBe(true);
+      const later = open({ name: 'bystander' });
+      await later.queued();
+      await bystander.release();
+      expect(await later.acquired()).toBeGreaterThan(token);
+      await later.release();
+    });
+
+    it('keeps odd names apart and inside the root: slashes, dots, percent signs, Unicode, 512 bytes', async () => {
+      const names = ['a/b', 'a%2Fb', 'a', '..', '.', '/', '../../zookeeper', 'zookeeper', '🔒 ключ', 'ö'.repeat(256), ' '];
+      const holders = names.map((name) => open({ name, waitTimeout: seconds(0) }));
+      const tokens = await Promise.all(holders.map((h) => h.acquired()));
+      expect(new Set(tokens).size).toBe(names.length);
+      const lockDirs = await ctx.server.store.children(`${ctx.rootPath}/locks`);
+      expect(lockDirs).toHaveLength(names.length);
+      for (const dir of lockDirs) expect(dir).toMatch(/^[A-Za-z0-9_%-]+$/);
+      await Promise.all(holders.map((h) => h.release()));
+    });
+
+    it('aborts holders with ABORTED when the store session is lost, and queues waiters again', async () => {
+      const holder = open({ name: 'session' });
+      await holder.acquired();
+      const waiter = open({ name: 'session' });
+      await waiter.queued();
+      await backend.expireSession(ctx.server);
+      const outcome = await holder.outcome;
+      expect(outcome.code).toBe(status.ABORTED);
+      expect(outcome.details).toMatch(/"session" was lost/);
+      // The waiter never held anything: it is queued again on the new session and granted.
+      await waiter.acquired();
+      await waiter.release();
+    });
+
+    it('ends held and queued streams with UNAVAILABLE on shutdown', async () => {
+      const holder = open({ name: 'bye' });
+      await holder.acquired();
+      const waiter = open({ name: 'bye' });
+      await waiter.queued();
+      await ctx.server.stop();
+      expect((await holder.outcome).code).toBe(status.UNAVAILABLE);
+      expect((await waiter.outcome).code).toBe(status.UNAVAILABLE);
+      // Restart on the same root for afterEach's leftover check.
+      const config = loadConfig({}, ['--port', '0', '--root', ctx.rootPath, ...backend.serveArgs()]);
+      ctx.server = await startServer(config, testLogger());
+    });
+  });
+}
+
+/** No lock request node is left under the test's root. */
+async function expectNoLockNodes(ctx: ConformanceContext): Promise<void> {
+  const store = ctx.server.store;
+  const locksPath = `${ctx.rootPath}/locks`;
+  const leftovers: string[] = [];
+  for (const dir of await store.children(locksPath)) {
+    for (const node of await store.children(`${locksPath}/${dir}`)) leftovers.push(`${dir}/${node}`);
+  }
+  expect(leftovers).toEqual([]);
+}
+
+
+/** Silent unless LOCKSTREAM_TEST_LOG names a level (e.g. debug) for a failing run. */
+function testLogger(): ReturnType<typeof pino> {
+  return pino({ level: process.env['LOCKSTREAM_TEST_LOG'] ?? 'silent' });
+}

@@ -1,0 +1,148 @@
+import * as grpc from '@grpc/grpc-js';
+import {
+  LockMode,
+  LockServiceClient,
+  type AcquireRequest,
+  type AcquireResponse,
+  type AcquireStart,
+} from '../../src/gen/lockstream/v1/lockstream.js';
+
+export { LockMode };
+
+/** A promise with its resolve function outside (nice-grpc's test helper). */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+export interface CallOutcome {
+  readonly code: grpc.status;
+  readonly details: string;
+}
+
+/**
+ * One raw Acquire stream, driven the way a test wants: every server message is recorded, and
+ * each step (queued, acquired, the final status) can be awaited as an event.
+ */
+export class AcquireStream {
+  readonly messages: AcquireResponse[] = [];
+  /** Resolves with the final status; never rejects. */
+  readonly outcome: Promise<CallOutcome>;
+  readonly #call: grpc.ClientDuplexStream<AcquireRequest, AcquireResponse>;
+  readonly #waiters: Array<() => void> = [];
+  #ended: CallOutcome | undefined;
+
+  constructor(client: LockServiceClient, start: Partial<AcquireStart> | null) {
+    this.#call = client.acquire();
+    this.outcome = new Promise((resolve) => {
+      this.#call.on('status', (status: grpc.StatusObject) => {
+        this.#ended = { code: status.code, details: status.details };
+        resolve(this.#ended);
+        this.#notify();
+      });
+    });
+    this.#call.on('data', (message: AcquireResponse) => {
+      this.messages.push(message);
+      this.#notify();
+    });
+    // Errors arrive as the status too; without a listener they would be thrown.
+    this.#call.on('error', () => {});
+    if (start) {
+      const value = { name: '', mode: LockMode.MUTEX, owner: '', waitTimeout: undefined, ...start };
+      this.#call.write({ kind: { $case: 'start', value } });
+    }
+  }
+
+  /** Resolves with the fencing token once `acquired` arrives; rejects if the call ends first. */
+  async acquired(): Promise<bigint> {
+    const message = await this.#next((m) => m.kind?.$case === 'acquired');
+    if (message.kind?.$case !== 'acquired') throw new Error('INVARIANT: not acquired');
+    return message.kind.value.fencingToken;
+  }
+
+  /** Resolves with `ahead` of the first `queued` message (the n-th with `index`). */
+  async queued(index = 0): Promise<number> {
+    const message = await this.#next((m, all) => all.filter(isQueued).indexOf(m) === index && isQueued(m));
+    if (message.kind?.$case !== 'queued') throw new Error('INVARIANT: not queued');
+    return message.kind.value.ahead;
+  }
+
+  get isAcquired(): boolean {
+    return this.messages.some((m) => m.kind?.$case === 'acquired');
+  }
+
+  send(message: AcquireRequest): void {
+    this.#call.write(message);
+  }
+
+  sendRelease(): void {
+    this.#call.write({ kind: { $case: 'release', value: {} } });
+  }
+
+  halfClose(): void {
+    this.#call.end();
+  }
+
+  cancel(): void {
+    this.#call.cancel();
+  }
+
+  /** Half-closes and resolves with the outcome (OK after `released` when the lock was held). */
+  async release(): Promise<CallOutcome> {
+    this.halfClose();
+    return this.outcome;
+  }
+
+  async #next(
+    match: (message: AcquireResponse, all: AcquireResponse[]) => boolean,
+  ): Promise<AcquireResponse> {
+    for (;;) {
+      const found = this.messages.find((m) => match(m, this.messages));
+      if (found) return found;
+      const ended = this.#ended;
+      if (ended) {
+        throw new Error(
+          `call ended before the expected message: ${grpc.status[ended.code]} ${ended.details}`,
+        );
+      }
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    }
+  }
+
+  #notify(): void {
+    for (const wake of this.#waiters.splice(0)) wake();
+  }
+}
+
+function isQueued(message: AcquireResponse): boolean {
+  return message.kind?.$case === 'queued';
+}
+
+/** A gRPC client for tests, with helpers to open Acquire streams. */
+export class LockCaller {
+  readonly client: LockServiceClient;
+
+  constructor(address: string, options: grpc.ChannelOptions = {}) {
+    this.client = new LockServiceClient(address, grpc.credentials.createInsecure(), options);
+  }
+
+  open(start: Partial<AcquireStart>): AcquireStream {
+    return new AcquireStream(this.client, start);
+  }
+
+  /** A stream that has sent nothing yet. */
+  openEmpty(): AcquireStream {
+    return new AcquireStream(this.client, null);
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
+
+/** Seconds as a protobuf Duration. */
+export function seconds(value: number): { seconds: bigint; nanos: number } {
+  const whole = Math.floor(value);
+  return { seconds: BigInt(whole), nanos: Math.round((value - whole) * 1e9) };
+}
