@@ -48,7 +48,6 @@ interface OptionSpec {
   readonly env: string;
   readonly description: string;
   readonly default?: string;
-  readonly choices?: readonly string[];
 }
 
 const SERVE_OPTIONS: readonly OptionSpec[] = [
@@ -93,9 +92,10 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
     flags: '--log-level <level>',
     env: 'LOCKSTREAM_LOG_LEVEL',
-    description: 'log level',
+    // Checked in validate() rather than with commander's choices(), which would stop at the
+    // first bad value instead of reporting every problem at once.
+    description: `log level: ${LOG_LEVELS.join(', ')}`,
     default: DEFAULTS.logLevel,
-    choices: LOG_LEVELS,
   },
 ];
 
@@ -109,7 +109,6 @@ export function serveOptions(env: Readonly<Record<string, string | undefined>>):
     const option = new Option(spec.flags, `${spec.description} (env: ${spec.env})`);
     const value = env[spec.env] ?? spec.default;
     if (value !== undefined) option.default(value);
-    if (spec.choices) option.choices(spec.choices);
     return option;
   });
 }
@@ -139,14 +138,22 @@ function validate(values: OptionValues): Readonly<Config> {
   const problems: string[] = [];
   const duration = (key: string, flag: string, min: number): number => {
     const raw = String(values[key]);
-    const parsed = /^\d+$/.test(raw) ? Number(raw) : parseDuration(raw as parseDuration.StringValue);
+    // `ms` throws on an empty string and returns undefined for nonsense: both are problems.
+    const parsed =
+      raw.trim() === ''
+        ? undefined
+        : /^\d+$/.test(raw)
+          ? Number(raw)
+          : parseDuration(raw as parseDuration.StringValue);
     if (typeof parsed !== 'number' || !Number.isFinite(parsed) || parsed < min) {
       problems.push(`${flag} ${JSON.stringify(raw)}: expected a duration of at least ${min} ms, e.g. 10s or 500ms`);
       return min;
     }
     return Math.round(parsed);
   };
-  const port = Number(values['port']);
+  const rawPort = String(values['port']);
+  // Number('') is 0, which would silently pick a random port.
+  const port = /^\d+$/.test(rawPort) ? Number(rawPort) : Number.NaN;
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     problems.push(`--port ${JSON.stringify(values['port'])}: expected a port number from 0 to 65535`);
   }

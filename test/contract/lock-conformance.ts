@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
@@ -396,6 +396,6 @@ async function expectNoLockNodes(ctx: ConformanceContext): Promise<void> {
 
 
 /** Silent unless LOCKSTREAM_TEST_LOG names a level (e.g. debug) for a failing run. */
-function testLogger(): ReturnType<typeof pino> {
+function testLogger(): Logger {
   return pino({ level: process.env['LOCKSTREAM_TEST_LOG'] ?? 'silent' });
 }

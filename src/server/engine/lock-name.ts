@@ -18,7 +18,12 @@ export function validateLockName(name: string): void {
   if (bad) {
     const codePoint = bad[0].codePointAt(0) ?? 0;
     const hex = codePoint.toString(16).toUpperCase().padStart(4, '0');
-    const what = codePoint === 0xfffd ? 'invalid UTF-8 (U+FFFD)' : `control character U+${hex}`;
+    const what =
+      codePoint === 0xfffd
+        ? 'invalid UTF-8 (U+FFFD)'
+        : codePoint >= 0xd800 && codePoint <= 0xdfff
+          ? `lone surrogate U+${hex}`
+          : `control character U+${hex}`;
     throw invalidName(`name contains ${what} at index ${bad.index}`);
   }
 }

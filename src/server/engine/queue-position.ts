@@ -26,7 +26,9 @@ export type Position =
     }
   | { readonly kind: 'missing' };
 
-const NODE_NAME = /^(mutex|read|write)-([0-9a-f-]{36})-(-?\d{10})$/;
+// ZooKeeper formats the sequence with %010d: ten digits, or a sign and 9-10 digits once the
+// parent's signed 32-bit counter has overflowed (-2147483648 .. -000000001).
+const NODE_NAME = /^(mutex|read|write)-([0-9a-f-]{36})-(\d{10}|-\d{9,10})$/;
 
 /** The node name prefix for a request; the store appends the sequence number. */
 export function nodePrefix(mode: LockMode, requestId: string): string {

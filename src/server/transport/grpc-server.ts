@@ -1,13 +1,11 @@
-import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { ReflectionService } from '@grpc/reflection';
 import type { Logger } from 'pino';
 import { LockServiceService, type LockServiceServer } from '../../gen/lockstream/v1/lockstream.js';
 import { unboundedController } from '../../common/abort.js';
 import type { LockEngine } from '../engine/lock-engine.js';
 import { LockError } from '../engine/lock-error.js';
 import { createAcquireHandler } from './acquire-handler.js';
+import { addReflection } from './reflection.js';
 
 export interface GrpcServerOptions {
   readonly engine: LockEngine;
@@ -20,9 +18,6 @@ export interface GrpcServerOptions {
   readonly keepaliveTimeMs: number;
   readonly keepaliveTimeoutMs: number;
 }
-
-/** Where the .proto files are, in the source tree and in the built package alike. */
-export const PROTO_ROOT = fileURLToPath(new URL('../../../proto', import.meta.url));
 
 /** The gRPC face of lockstream: the lock service plus server reflection (v1 and v1alpha). */
 export class GrpcServer {
@@ -50,10 +45,7 @@ export class GrpcServer {
       }),
     };
     this.#server.addService(LockServiceService, lockService);
-    const definitions = protoLoader.loadSync('lockstream/v1/lockstream.proto', {
-      includeDirs: [PROTO_ROOT],
-    });
-    new ReflectionService(definitions).addToServer(this.#server);
+    addReflection(this.#server);
   }
 
   /** Calls whose handler has not finished (a lock held or queued, or being released). */

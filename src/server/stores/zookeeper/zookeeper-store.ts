@@ -161,7 +161,7 @@ export class ZooKeeperStore implements CoordinationStore {
 
   waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
     const { signal } = options;
-    signal.throwIfAborted();
+    if (signal.aborted) return Promise.reject(signal.reason as Error);
     let waiters = this.#watches.get(path);
     const arm = waiters === undefined;
     waiters ??= new Set();
@@ -196,6 +196,12 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#handle.close();
     this.#session.end(new LockError('LOCK_LOST', 'the server closed its ZooKeeper session'));
     for (const wake of this.#connectionWaiters) wake();
+    const closed = new LockError('UNAVAILABLE', 'the ZooKeeper store is closed');
+    for (const waiters of this.#watches.values()) {
+      for (const waiter of waiters) waiter.settle(closed);
+      waiters.clear();
+    }
+    this.#watches.clear();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -267,9 +273,17 @@ export class ZooKeeperStore implements CoordinationStore {
         code === zk.ZOO_EXPIRED_SESSION_STATE ? 'ZooKeeper session expired' : `ZooKeeper session closed (${code})`;
       this.#logger.warn({ session: expired.id }, `${why}; opening a new session`);
       this.#session = new ZooKeeperSession();
+      const orphaned = this.#watches;
       this.#watches = new Map();
       expired.end(new LockError('LOCK_LOST', why));
       this.#open();
+      // Watches die with their session. Arm them again on the new one: a node that went with
+      // the expired session wakes its waiters at once, another session's node keeps them waiting.
+      for (const [path, waiters] of orphaned) {
+        if (waiters.size === 0) continue;
+        this.#watches.set(path, waiters);
+        void this.#armDeletionWatch(path, waiters);
+      }
     });
     handle.init(config);
   }

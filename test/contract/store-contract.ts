@@ -1,0 +1,440 @@
+import { randomUUID } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isLockError, LockError } from '../../src/server/engine/lock-error.js';
+import type { CoordinationStore, StoreStats } from '../../src/server/stores/store.js';
+
+/** A store under test, and how to end its current session as an expiry would. */
+export interface StoreUnderTest {
+  readonly store: CoordinationStore;
+  readonly expireSession: () => Promise<void>;
+}
+
+const NO_DATA = new Uint8Array();
+
+/** A prefix that is unique per call, as the contract requires. */
+function uniquePrefix(label = 'node'): string {
+  return `${label}-${randomUUID()}-`;
+}
+
+/** The sequence number of a node created with `prefix`. */
+function sequenceOf(name: string, prefix: string): number {
+  expect(name.startsWith(prefix)).toBe(true);
+  const suffix = name.slice(prefix.length);
+  expect(suffix).toMatch(/^\d{10}$/);
+  return Number(suffix);
+}
+
+function nameOf(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1);
+}
+
+/** A promise whose settlement can be inspected without waiting for it. */
+interface Tracked<T> {
+  readonly promise: Promise<T>;
+  readonly state: () => 'pending' | 'resolved' | 'rejected';
+}
+
+function track<T>(promise: Promise<T>): Tracked<T> {
+  let state: 'pending' | 'resolved' | 'rejected' = 'pending';
+  promise.then(
+    () => {
+      state = 'resolved';
+    },
+    () => {
+      state = 'rejected';
+    },
+  );
+  return { promise, state: () => state };
+}
+
+function delta(before: Readonly<StoreStats>, after: Readonly<StoreStats>): Record<keyof StoreStats, number> {
+  return {
+    creates: after.creates - before.creates,
+    childrenListings: after.childrenListings - before.childrenListings,
+    creationIdReads: after.creationIdReads - before.creationIdReads,
+    deletes: after.deletes - before.deletes,
+    watchesArmed: after.watchesArmed - before.watchesArmed,
+    waitersWoken: after.waitersWoken - before.waitersWoken,
+  };
+}
+
+function neverAborted(): AbortSignal {
+  return new AbortController().signal;
+}
+
+/**
+ * The CoordinationStore contract (see src/server/stores/store.ts), written once and run against
+ * every store. The lock engine relies on exactly these properties; a store that fails a case
+ * would break the lock recipe on it.
+ */
+export function describeStoreContract(
+  name: string,
+  makeStore: () => Promise<StoreUnderTest>,
+): void {
+  describe(`the ${name} coordination store`, () => {
+    let store: CoordinationStore;
+    let expireSession: () => Promise<void>;
+    let root: string;
+    let dir: string;
+
+    /** Creates a node under `parent` (default: the test's lock dir) and returns its name. */
+    const create = async (parent = dir, prefix = uniquePrefix()): Promise<{ path: string; name: string; prefix: string }> => {
+      const created = await store.createSequential(parent, prefix, NO_DATA);
+      return { path: created.path, name: nameOf(created.path), prefix };
+    };
+
+    /**
+     * One more round trip after the calls already issued: the store answers in order, so once it
+     * returns, every earlier request (a watch being armed, a deletion) has been answered.
+     */
+    const roundTrip = async (): Promise<void> => {
+      await store.children(dir);
+    };
+
+    beforeEach(async () => {
+      ({ store, expireSession } = await makeStore());
+      root = `/store-test-${randomUUID()}`;
+      dir = `${root}/locks/name`;
+    });
+
+    afterEach(async () => {
+      await store.close();
+    });
+
+    describe('createSequential', () => {
+      it('names a node by its prefix followed by a 10-digit sequence number', async () => {
+        const prefix = uniquePrefix('mutex');
+        const created = await store.createSequential(dir, prefix, new TextEncoder().encode('data'));
+        expect(created.path).toMatch(new RegExp(`^${dir}/${prefix}\\d{10}$`));
+        expect(created.session).toBe(store.session);
+        expect(created.session.lost.aborted).toBe(false);
+      });
+
+      it('gives growing sequence numbers per parent, in creation order', async () => {
+        const sequences: number[] = [];
+        for (let i = 0; i < 5; i += 1) {
+          const node = await create();
+          sequences.push(sequenceOf(node.name, node.prefix));
+        }
+        for (let i = 1; i < sequences.length; i += 1) {
+          expect(sequences[i]).toBeGreaterThan(sequences[i - 1]!);
+        }
+      });
+
+      it('keeps one sequence per parent: a new parent starts from 0000000000 whatever its siblings did', async () => {
+        for (let i = 0; i < 3; i += 1) await create(`${root}/locks/a`);
+        const first = await create(`${root}/locks/b`);
+        expect(first.name).toBe(`${first.prefix}0000000000`);
+        const second = await create(`${root}/locks/a`);
+        expect(sequenceOf(second.name, second.prefix)).toBeGreaterThanOrEqual(3);
+      });
+
+      it('keeps growing when earlier nodes of the same parent have been deleted', async () => {
+        const keep = await create();
+        const gone = await create();
+        await store.delete(gone.path);
+        const later = await create();
+        expect(sequenceOf(later.name, later.prefix)).toBeGreaterThan(sequenceOf(gone.name, gone.prefix));
+        expect(sequenceOf(later.name, later.prefix)).toBeGreaterThan(sequenceOf(keep.name, keep.prefix));
+      });
+
+      it('creates missing parents, however deep', async () => {
+        const deep = `${root}/locks/x/y/z`;
+        const node = await create(deep);
+        expect(node.path).toBe(`${deep}/${node.name}`);
+        expect(await store.children(deep)).toEqual([node.name]);
+        expect(await store.creationId(node.path)).not.toBeNull();
+        expect(await store.children(`${root}/locks/x/y`)).toEqual(['z']);
+      });
+
+      it('creates the lock parent under an existing root without disturbing its other lock parents', async () => {
+        const a = await create(`${root}/locks/a`);
+        const b = await create(`${root}/locks/b`);
+        expect((await store.children(`${root}/locks`)).sort()).toEqual(['a', 'b']);
+        expect(await store.children(`${root}/locks/a`)).toEqual([a.name]);
+        expect(await store.children(`${root}/locks/b`)).toEqual([b.name]);
+      });
+    });
+
+    describe('children', () => {
+      it('returns the names of the children, not their paths (in no promised order)', async () => {
+        const names: string[] = [];
+        for (let i = 0; i < 4; i += 1) names.push((await create()).name);
+        const children = await store.children(dir);
+        expect(children.every((child) => !child.includes('/'))).toBe(true);
+        expect([...children].sort()).toEqual([...names].sort());
+      });
+
+      it('returns [] for a directory that does not exist', async () => {
+        expect(await store.children(`${root}/locks/never-created`)).toEqual([]);
+        expect(await store.children(`/store-test-${randomUUID()}`)).toEqual([]);
+      });
+
+      it('no longer lists a deleted node', async () => {
+        const a = await create();
+        const b = await create();
+        await store.delete(a.path);
+        expect(await store.children(dir)).toEqual([b.name]);
+      });
+    });
+
+    describe('creationId', () => {
+      it('grows with every creation, across different parents', async () => {
+        const parents = [`${root}/locks/a`, `${root}/locks/b`, `${root}/locks/a`, `${root}/other/c`, `${root}/locks/b`];
+        const ids: bigint[] = [];
+        for (const parent of parents) {
+          const node = await create(parent);
+          const id = await store.creationId(node.path);
+          expect(id).not.toBeNull();
+          ids.push(id!);
+        }
+        for (let i = 1; i < ids.length; i += 1) expect(ids[i]).toBeGreaterThan(ids[i - 1]!);
+      });
+
+      it('stays the same for one node however often it is read', async () => {
+        const node = await create();
+        const first = await store.creationId(node.path);
+        await create();
+        expect(await store.creationId(node.path)).toBe(first);
+      });
+
+      it('is null for a node that does not exist, or no longer exists', async () => {
+        expect(await store.creationId(`${dir}/missing-0000000000`)).toBeNull();
+        expect(await store.creationId(`/store-test-${randomUUID()}/a/b`)).toBeNull();
+        const node = await create();
+        await store.delete(node.path);
+        expect(await store.creationId(node.path)).toBeNull();
+      });
+    });
+
+    describe('delete', () => {
+      it('removes the node', async () => {
+        const node = await create();
+        await store.delete(node.path);
+        expect(await store.children(dir)).toEqual([]);
+      });
+
+      it('does not fail for a missing node, twice deleted or under a missing parent', async () => {
+        const node = await create();
+        await store.delete(node.path);
+        await expect(store.delete(node.path)).resolves.toBeUndefined();
+        await expect(store.delete(`/store-test-${randomUUID()}/a/b-0000000000`)).resolves.toBeUndefined();
+      });
+    });
+
+    describe('waitUntilDeleted', () => {
+      it('resolves when the node is deleted, and not before', async () => {
+        const node = await create();
+        const before = { ...store.stats };
+        const wait = track(store.waitUntilDeleted(node.path, { signal: neverAborted() }));
+        await roundTrip();
+        expect(wait.state()).toBe('pending');
+        await store.delete(node.path);
+        await expect(wait.promise).resolves.toBeUndefined();
+        expect(delta(before, store.stats)).toMatchObject({ watchesArmed: 1, waitersWoken: 1 });
+      });
+
+      it('resolves at once for a node that is already gone (it vanished before the watch was set)', async () => {
+        const node = await create();
+        await store.delete(node.path);
+        const before = { ...store.stats };
+        await expect(store.waitUntilDeleted(node.path, { signal: neverAborted() })).resolves.toBeUndefined();
+        await expect(
+          store.waitUntilDeleted(`/store-test-${randomUUID()}/never/existed`, { signal: neverAborted() }),
+        ).resolves.toBeUndefined();
+        // A wait that found nothing to wait for woke nobody.
+        expect(delta(before, store.stats).waitersWoken).toBe(0);
+      });
+
+      it('resolves when the deletion races with setting the watch', async () => {
+        const node = await create();
+        // The deletion is issued first and the wait right behind it, without waiting in between.
+        const deleted = store.delete(node.path);
+        const wait = store.waitUntilDeleted(node.path, { signal: neverAborted() });
+        await deleted;
+        await expect(wait).resolves.toBeUndefined();
+      });
+
+      it("rejects with the signal's reason when the signal aborts, and leaves other waiters on the path waiting", async () => {
+        const node = await create();
+        const controller = new AbortController();
+        const aborted = track(store.waitUntilDeleted(node.path, { signal: controller.signal }));
+        const other = track(store.waitUntilDeleted(node.path, { signal: neverAborted() }));
+        await roundTrip();
+        const reason = new Error('the caller gave up');
+        controller.abort(reason);
+        await expect(aborted.promise).rejects.toBe(reason);
+        await roundTrip();
+        expect(other.state()).toBe('pending');
+        await store.delete(node.path);
+        await expect(other.promise).resolves.toBeUndefined();
+      });
+
+      it("rejects with the signal's reason when the signal has already aborted, without throwing synchronously", async () => {
+        const node = await create();
+        const reason = new Error('aborted before the call');
+        let returned: Promise<void> | undefined;
+        expect(() => {
+          returned = store.waitUntilDeleted(node.path, { signal: AbortSignal.abort(reason) });
+        }).not.toThrow();
+        await expect(returned).rejects.toBe(reason);
+      });
+
+      it('wakes every waiter on a path with one deletion, on one shared watch', async () => {
+        const node = await create();
+        const before = { ...store.stats };
+        const waits = [1, 2, 3].map(() => track(store.waitUntilDeleted(node.path, { signal: neverAborted() })));
+        await roundTrip();
+        expect(waits.map((w) => w.state())).toEqual(['pending', 'pending', 'pending']);
+        await store.delete(node.path);
+        await Promise.all(waits.map((w) => w.promise));
+        expect(delta(before, store.stats)).toMatchObject({ watchesArmed: 1, waitersWoken: 3 });
+      });
+
+      it('arms one watch for waiters that come after another waiter on the same path gave up', async () => {
+        const node = await create();
+        const before = { ...store.stats };
+        const controller = new AbortController();
+        const first = store.waitUntilDeleted(node.path, { signal: controller.signal });
+        await roundTrip();
+        controller.abort(new Error('gone'));
+        await expect(first).rejects.toThrow('gone');
+        const second = store.waitUntilDeleted(node.path, { signal: neverAborted() });
+        await roundTrip();
+        await store.delete(node.path);
+        await expect(second).resolves.toBeUndefined();
+        expect(delta(before, store.stats).waitersWoken).toBe(1);
+      });
+
+      it('wakes only the waiters of the deleted path: deleting a sibling wakes nobody else', async () => {
+        const a = await create();
+        const b = await create();
+        const before = { ...store.stats };
+        const waitA = track(store.waitUntilDeleted(a.path, { signal: neverAborted() }));
+        const waitB = track(store.waitUntilDeleted(b.path, { signal: neverAborted() }));
+        await roundTrip();
+        await store.delete(b.path);
+        await waitB.promise;
+        // Anything the deletion of b set off has been delivered once a later request is answered.
+        await roundTrip();
+        expect(waitA.state()).toBe('pending');
+        expect(delta(before, store.stats).waitersWoken).toBe(1);
+        expect(await store.creationId(a.path)).not.toBeNull();
+        await store.delete(a.path);
+        await waitA.promise;
+        expect(delta(before, store.stats).waitersWoken).toBe(2);
+      });
+
+      it('wakes waiters in the order the deletions happened', async () => {
+        const nodes = [await create(), await create(), await create()];
+        const woken: string[] = [];
+        const waits = nodes.map((node) =>
+          store.waitUntilDeleted(node.path, { signal: neverAborted() }).then(() => {
+            woken.push(node.name);
+          }),
+        );
+        await roundTrip();
+        const order = [nodes[2]!, nodes[0]!, nodes[1]!];
+        await Promise.all(order.map((node) => store.delete(node.path)));
+        await Promise.all(waits);
+        expect(woken).toEqual(order.map((node) => node.name));
+      });
+    });
+
+    describe('sessions', () => {
+      it('on expiry removes every ephemeral node of the session at once and aborts session.lost with LOCK_LOST', async () => {
+        const session = store.session;
+        const a = await create(`${root}/locks/a`);
+        const b = await create(`${root}/locks/a`);
+        const c = await create(`${root}/locks/c`);
+        expect(session.lost.aborted).toBe(false);
+
+        await expireSession();
+
+        expect(session.lost.aborted).toBe(true);
+        const reason: unknown = session.lost.reason;
+        expect(reason).toBeInstanceOf(LockError);
+        expect(isLockError(reason, 'LOCK_LOST')).toBe(true);
+        for (const node of [a, b, c]) expect(await store.creationId(node.path)).toBeNull();
+        expect(await store.children(`${root}/locks/a`)).toEqual([]);
+        expect(await store.children(`${root}/locks/c`)).toEqual([]);
+      });
+
+      it('on expiry wakes the waiters on the deleted nodes', async () => {
+        const a = await create();
+        const b = await create();
+        const waitA = store.waitUntilDeleted(a.path, { signal: neverAborted() });
+        const waitB = store.waitUntilDeleted(b.path, { signal: neverAborted() });
+        await roundTrip();
+        await expireSession();
+        await expect(Promise.all([waitA, waitB])).resolves.toEqual([undefined, undefined]);
+      }, 15_000);
+
+      it('replaces the lost session with a new one, whose nodes survive', async () => {
+        const old = store.session;
+        const before = await create();
+        await expireSession();
+
+        const fresh = store.session;
+        expect(fresh).not.toBe(old);
+        expect(fresh.lost.aborted).toBe(false);
+        const created = await store.createSequential(dir, uniquePrefix(), NO_DATA);
+        expect(created.session).toBe(store.session);
+        expect(created.session).not.toBe(old);
+        expect(created.session.lost.aborted).toBe(false);
+
+        expect(await store.creationId(before.path)).toBeNull();
+        expect(await store.creationId(created.path)).not.toBeNull();
+        expect(await store.children(dir)).toEqual([nameOf(created.path)]);
+        // The old session is the one that was lost; the new one stays alive.
+        expect(old.lost.aborted).toBe(true);
+        expect(store.session.lost.aborted).toBe(false);
+      });
+    });
+
+    describe('lock parents (containers)', () => {
+      it('can be created again after the last child is deleted, with a larger creation id', async () => {
+        const first = await create();
+        const firstId = await store.creationId(first.path);
+        await store.delete(first.path);
+        expect(await store.children(dir)).toEqual([]);
+
+        if (store.kind === 'memory') {
+          // The embedded store drops an empty parent at once, so its sequence restarts.
+          expect(await store.children(`${root}/locks`)).toEqual([]);
+        }
+        // ZooKeeper removes the empty container a little later; creating must work either way.
+        const again = await create();
+        expect(again.path).toBe(`${dir}/${again.name}`);
+        if (store.kind === 'memory') expect(again.name).toBe(`${again.prefix}0000000000`);
+        expect(await store.children(dir)).toEqual([again.name]);
+        const againId = await store.creationId(again.path);
+        expect(againId).not.toBeNull();
+        expect(againId!).toBeGreaterThan(firstId!);
+      });
+    });
+
+    describe('close', () => {
+      it('is idempotent, ends the session, and makes later operations reject with UNAVAILABLE', async () => {
+        const node = await create();
+        const session = store.session;
+        await store.close();
+        await expect(store.close()).resolves.toBeUndefined();
+        expect(session.lost.aborted).toBe(true);
+
+        const unavailable = (error: unknown): boolean => isLockError(error, 'UNAVAILABLE');
+        const outcomes = await Promise.allSettled([
+          store.createSequential(dir, uniquePrefix(), NO_DATA),
+          store.children(dir),
+          store.creationId(node.path),
+          store.delete(node.path),
+          store.waitUntilDeleted(node.path, { signal: neverAborted() }),
+        ]);
+        for (const outcome of outcomes) {
+          expect(outcome.status).toBe('rejected');
+          if (outcome.status === 'rejected') expect(unavailable(outcome.reason)).toBe(true);
+        }
+      });
+    });
+  });
+}

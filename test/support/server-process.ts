@@ -1,0 +1,54 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+
+export interface ServerProcess {
+  readonly address: string;
+  readonly pid: number;
+  /** Every log line the server printed, parsed. */
+  readonly logs: Array<Record<string, unknown>>;
+  /** Resolves with the exit code (or signal) once the process has exited. */
+  readonly exited: Promise<number | NodeJS.Signals>;
+  kill(signal: NodeJS.Signals): Promise<number | NodeJS.Signals>;
+}
+
+const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+
+/** Runs `lockstream serve <args>` as its own process on a free port; resolves once it listens. */
+export async function startServerProcess(args: string[]): Promise<ServerProcess> {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ['--import', 'tsx', CLI, 'serve', '--port', '0', '--log-level', 'debug', ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const logs: Array<Record<string, unknown>> = [];
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = once(child, 'exit').then(([code, signal]) => (code ?? signal) as number | NodeJS.Signals);
+  const port = await new Promise<number>((resolve, reject) => {
+    let buffered = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines) {
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        logs.push(entry);
+        if (typeof entry['port'] === 'number' && String(entry['msg']).startsWith('lockstream listening')) {
+          resolve(entry['port']);
+        }
+      }
+    });
+    void exited.then((code) => reject(new Error(`lockstream serve exited (${code}) before listening:\n${stderr}`)));
+  });
+  return {
+    address: `127.0.0.1:${port}`,
+    pid: child.pid ?? -1,
+    logs,
+    exited,
+    kill: async (signal) => {
+      child.kill(signal);
+      return exited;
+    },
+  };
+}

@@ -1,0 +1,308 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConfigError, DEFAULTS, loadConfig } from '../../src/server/config.js';
+
+/** The ConfigError loadConfig throws for these inputs. */
+function problemsOf(env: Record<string, string | undefined>, argv: string[]): readonly string[] {
+  try {
+    loadConfig(env, argv);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as ConfigError).problems;
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify({ env, argv })}`);
+}
+
+describe('loadConfig', () => {
+  it('defaults to the memory back end on 127.0.0.1:50051 with root /lockstream and a 10 s session', () => {
+    expect(loadConfig({}, [])).toEqual({
+      host: '127.0.0.1',
+      port: 50051,
+      backend: 'memory',
+      zookeeper: undefined,
+      rootPath: '/lockstream',
+      sessionTimeoutMs: 10_000,
+      connectTimeoutMs: 15_000,
+      keepaliveTimeMs: 5_000,
+      keepaliveTimeoutMs: 5_000,
+      shutdownGraceMs: 5_000,
+      logLevel: 'info',
+    });
+    expect(DEFAULTS.rootPath).toBe('/lockstream');
+  });
+
+  it('returns a frozen config', () => {
+    expect(Object.isFrozen(loadConfig({}, []))).toBe(true);
+  });
+
+  it('reads every flag', () => {
+    const config = loadConfig({}, [
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '0',
+      '--zookeeper',
+      'zk1:2181,zk2:2181/chroot',
+      '--root',
+      '/locks/team-a',
+      '--session-timeout',
+      '4s',
+      '--connect-timeout',
+      '2500',
+      '--keepalive-time',
+      '1m',
+      '--keepalive-timeout',
+      '750ms',
+      '--shutdown-grace',
+      '0',
+      '--log-level',
+      'debug',
+    ]);
+    expect(config).toEqual({
+      host: '0.0.0.0',
+      port: 0,
+      backend: 'zookeeper',
+      zookeeper: 'zk1:2181,zk2:2181/chroot',
+      rootPath: '/locks/team-a',
+      sessionTimeoutMs: 4_000,
+      connectTimeoutMs: 2_500,
+      keepaliveTimeMs: 60_000,
+      keepaliveTimeoutMs: 750,
+      shutdownGraceMs: 0,
+      logLevel: 'debug',
+    });
+  });
+
+  it('accepts the --flag=value form', () => {
+    expect(loadConfig({}, ['--port=7000', '--zookeeper=127.0.0.1:2181'])).toMatchObject({
+      port: 7000,
+      backend: 'zookeeper',
+      zookeeper: '127.0.0.1:2181',
+    });
+  });
+
+  it('reads every environment variable', () => {
+    const config = loadConfig(
+      {
+        LOCKSTREAM_HOST: '::1',
+        LOCKSTREAM_PORT: '6000',
+        LOCKSTREAM_ZOOKEEPER: 'zk:2181',
+        LOCKSTREAM_ROOT: '/from-env',
+        LOCKSTREAM_SESSION_TIMEOUT: '6s',
+        LOCKSTREAM_CONNECT_TIMEOUT: '3s',
+        LOCKSTREAM_KEEPALIVE_TIME: '2s',
+        LOCKSTREAM_KEEPALIVE_TIMEOUT: '1s',
+        LOCKSTREAM_SHUTDOWN_GRACE: '500ms',
+        LOCKSTREAM_LOG_LEVEL: 'warn',
+      },
+      [],
+    );
+    expect(config).toEqual({
+      host: '::1',
+      port: 6000,
+      backend: 'zookeeper',
+      zookeeper: 'zk:2181',
+      rootPath: '/from-env',
+      sessionTimeoutMs: 6_000,
+      connectTimeoutMs: 3_000,
+      keepaliveTimeMs: 2_000,
+      keepaliveTimeoutMs: 1_000,
+      shutdownGraceMs: 500,
+      logLevel: 'warn',
+    });
+  });
+
+  it('lets a flag beat its environment variable', () => {
+    const config = loadConfig(
+      { LOCKSTREAM_PORT: '6000', LOCKSTREAM_ZOOKEEPER: 'env-zk:2181', LOCKSTREAM_LOG_LEVEL: 'warn' },
+      ['--port', '7000', '--zookeeper', 'flag-zk:2181', '--log-level', 'error'],
+    );
+    expect(config).toMatchObject({ port: 7000, zookeeper: 'flag-zk:2181', logLevel: 'error' });
+  });
+
+  it('ignores unrelated environment variables', () => {
+    expect(loadConfig({ PORT: '1', LOCKSTREAM_UNKNOWN: 'x', HOME: '/root' }, [])).toEqual(loadConfig({}, []));
+  });
+
+  describe('durations', () => {
+    it.each([
+      ['500ms', 500],
+      ['10s', 10_000],
+      ['1.5s', 1_500],
+      ['2m', 120_000],
+      ['1h', 3_600_000],
+      ['2500', 2_500],
+      ['1', 1],
+    ])('reads %s as %i ms', (raw, ms) => {
+      expect(loadConfig({}, ['--session-timeout', raw]).sessionTimeoutMs).toBe(ms);
+    });
+
+    it('rounds fractional milliseconds', () => {
+      expect(loadConfig({}, ['--session-timeout', '1.6ms']).sessionTimeoutMs).toBe(2);
+    });
+
+    it.each(['soon', '10 parsecs', 'ms', '0', '0s'])(
+      'rejects session timeout %j, which is not a duration of at least 1 ms',
+      (raw) => {
+        expect(problemsOf({}, ['--session-timeout', raw])).toEqual([
+          `--session-timeout ${JSON.stringify(raw)}: expected a duration of at least 1 ms, e.g. 10s or 500ms`,
+        ]);
+      },
+    );
+
+    it('reports an empty duration (flag or environment) as a problem rather than throwing a bare Error', () => {
+      expect(problemsOf({}, ['--session-timeout', ''])).toEqual([
+        '--session-timeout "": expected a duration of at least 1 ms, e.g. 10s or 500ms',
+      ]);
+      expect(problemsOf({ LOCKSTREAM_SHUTDOWN_GRACE: '' }, [])).toEqual([
+        '--shutdown-grace "": expected a duration of at least 0 ms, e.g. 10s or 500ms',
+      ]);
+    });
+
+    it('rejects a negative duration', () => {
+      expect(problemsOf({ LOCKSTREAM_CONNECT_TIMEOUT: '-5s' }, [])).toEqual([
+        '--connect-timeout "-5s": expected a duration of at least 1 ms, e.g. 10s or 500ms',
+      ]);
+    });
+
+    it('allows a shutdown grace of 0 but no other duration of 0', () => {
+      expect(loadConfig({}, ['--shutdown-grace', '0']).shutdownGraceMs).toBe(0);
+      expect(problemsOf({}, ['--keepalive-time', '0'])).toHaveLength(1);
+    });
+  });
+
+  describe('validation', () => {
+    it.each(['65536', '-1', '1.5', 'http', '99999999'])('rejects port %j', (raw) => {
+      expect(problemsOf({}, [`--port=${raw}`])).toEqual([
+        `--port ${JSON.stringify(raw)}: expected a port number from 0 to 65535`,
+      ]);
+    });
+
+    it('accepts ports 0 and 65535', () => {
+      expect(loadConfig({}, ['--port', '0']).port).toBe(0);
+      expect(loadConfig({}, ['--port', '65535']).port).toBe(65535);
+    });
+
+    it('rejects an empty port (flag or LOCKSTREAM_PORT) instead of reading it as 0, a random port', () => {
+      expect(problemsOf({}, ['--port', ''])).toEqual(['--port "": expected a port number from 0 to 65535']);
+      expect(problemsOf({ LOCKSTREAM_PORT: '' }, [])).toEqual([
+        '--port "": expected a port number from 0 to 65535',
+      ]);
+      expect(problemsOf({ LOCKSTREAM_PORT: ' ' }, [])).toEqual([
+        '--port " ": expected a port number from 0 to 65535',
+      ]);
+    });
+
+    it.each(['lockstream', '/', '/a/', '//a', '/a//b', ''])('rejects root %j', (raw) => {
+      expect(problemsOf({}, ['--root', raw])).toEqual([
+        `--root ${JSON.stringify(raw)}: expected an absolute znode path like /lockstream`,
+      ]);
+    });
+
+    it('accepts nested roots', () => {
+      expect(loadConfig({}, ['--root', '/a/b/c']).rootPath).toBe('/a/b/c');
+    });
+
+    it.each(['', 'zk1:2181, zk2:2181', 'zk1:2181,,zk2:2181', ',zk:2181', 'zk:2181 /chroot'])(
+      'rejects ZooKeeper connect string %j',
+      (raw) => {
+        expect(problemsOf({}, ['--zookeeper', raw])).toEqual([
+          `--zookeeper ${JSON.stringify(raw)}: expected host:port[,host:port...][/chroot]`,
+        ]);
+      },
+    );
+
+    it('accepts ZooKeeper connect strings with several hosts and a chroot', () => {
+      for (const raw of ['zk:2181', '10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181', 'zk:2181/apps/locks', '[::1]:2181']) {
+        expect(loadConfig({}, ['--zookeeper', raw]).zookeeper).toBe(raw);
+      }
+    });
+
+    it('rejects an unknown log level from the environment', () => {
+      expect(problemsOf({ LOCKSTREAM_LOG_LEVEL: 'loud' }, [])).toEqual([
+        '--log-level "loud": expected one of trace, debug, info, warn, error, fatal, silent',
+      ]);
+    });
+
+    it('rejects an unknown log level flag', () => {
+      const problems = problemsOf({}, ['--log-level', 'loud']);
+      expect(problems).toHaveLength(1);
+      expect(problems[0]).toMatch(/log-level/);
+      expect(problems[0]).toMatch(/loud/);
+    });
+
+    it('accepts every log level', () => {
+      for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']) {
+        expect(loadConfig({}, ['--log-level', level]).logLevel).toBe(level);
+      }
+    });
+
+    it('reports unknown options and stray arguments', () => {
+      expect(problemsOf({}, ['--bogus'])).toEqual(["unknown option '--bogus'"]);
+      expect(problemsOf({}, ['extra'])).toHaveLength(1);
+    });
+
+    it('reports every problem at once, in a message that lists them', () => {
+      let thrown: unknown;
+      try {
+        loadConfig({ LOCKSTREAM_KEEPALIVE_TIME: 'often' }, [
+          '--port',
+          '70000',
+          '--root',
+          'relative',
+          '--zookeeper',
+          'a b',
+          '--session-timeout',
+          'soon',
+        ]);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(ConfigError);
+      const error = thrown as ConfigError;
+      expect(error.problems).toEqual([
+        '--port "70000": expected a port number from 0 to 65535',
+        '--root "relative": expected an absolute znode path like /lockstream',
+        '--zookeeper "a b": expected host:port[,host:port...][/chroot]',
+        '--session-timeout "soon": expected a duration of at least 1 ms, e.g. 10s or 500ms',
+        '--keepalive-time "often": expected a duration of at least 1 ms, e.g. 10s or 500ms',
+      ]);
+      for (const problem of error.problems) expect(error.message).toContain(problem);
+    });
+
+    it('reports an invalid --log-level flag together with the other problems', () => {
+      const problems = problemsOf({}, ['--port', '70000', '--log-level', 'loud', '--root', 'relative']);
+      expect(problems).toHaveLength(3);
+      expect(problems.some((p) => p.startsWith('--port'))).toBe(true);
+      expect(problems.some((p) => p.startsWith('--root'))).toBe(true);
+      expect(problems.some((p) => p.includes('loud'))).toBe(true);
+    });
+  });
+
+  describe('purity', () => {
+    const saved = { port: process.env['LOCKSTREAM_PORT'], zookeeper: process.env['LOCKSTREAM_ZOOKEEPER'] };
+
+    afterEach(() => {
+      for (const [key, value] of [
+        ['LOCKSTREAM_PORT', saved.port],
+        ['LOCKSTREAM_ZOOKEEPER', saved.zookeeper],
+      ] as const) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    });
+
+    it('does not read process.env, only the environment it is given', () => {
+      process.env['LOCKSTREAM_PORT'] = '1234';
+      process.env['LOCKSTREAM_ZOOKEEPER'] = 'from-process-env:2181';
+      expect(loadConfig({}, [])).toMatchObject({ port: 50051, backend: 'memory', zookeeper: undefined });
+      expect(loadConfig({ LOCKSTREAM_PORT: '4321' }, []).port).toBe(4321);
+    });
+
+    it('does not change the arguments it is given', () => {
+      const argv = Object.freeze(['--port', '7000']);
+      const env = Object.freeze({ LOCKSTREAM_ROOT: '/x' });
+      expect(loadConfig(env, argv)).toMatchObject({ port: 7000, rootPath: '/x' });
+      expect(argv).toEqual(['--port', '7000']);
+    });
+  });
+});
