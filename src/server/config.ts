@@ -31,7 +31,7 @@ export const DEFAULTS = Object.freeze({
   keepaliveTime: '5s',
   keepaliveTimeout: '5s',
   shutdownGrace: '5s',
-  logLevel: 'info' as LogLevel,
+  logLevel: 'info',
 });
 
 const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
@@ -51,14 +51,30 @@ interface OptionSpec {
 }
 
 const SERVE_OPTIONS: readonly OptionSpec[] = [
-  { flags: '--host <address>', env: 'LOCKSTREAM_HOST', description: 'address to listen on', default: DEFAULTS.host },
-  { flags: '--port <port>', env: 'LOCKSTREAM_PORT', description: 'gRPC port (0 picks a free one)', default: String(DEFAULTS.port) },
+  {
+    flags: '--host <address>',
+    env: 'LOCKSTREAM_HOST',
+    description: 'address to listen on',
+    default: DEFAULTS.host,
+  },
+  {
+    flags: '--port <port>',
+    env: 'LOCKSTREAM_PORT',
+    description: 'gRPC port (0 picks a free one)',
+    default: String(DEFAULTS.port),
+  },
   {
     flags: '--zookeeper <connect-string>',
     env: 'LOCKSTREAM_ZOOKEEPER',
-    description: 'ZooKeeper ensemble, e.g. zk1:2181,zk2:2181[/chroot]; without it, locks live in this process only',
+    description:
+      'ZooKeeper ensemble, e.g. zk1:2181,zk2:2181[/chroot]; without it, locks live in this process only',
   },
-  { flags: '--root <path>', env: 'LOCKSTREAM_ROOT', description: 'root znode for lockstream', default: DEFAULTS.rootPath },
+  {
+    flags: '--root <path>',
+    env: 'LOCKSTREAM_ROOT',
+    description: 'root znode for lockstream',
+    default: DEFAULTS.rootPath,
+  },
   {
     flags: '--session-timeout <duration>',
     env: 'LOCKSTREAM_SESSION_TIMEOUT',
@@ -146,7 +162,9 @@ function validate(values: OptionValues): Readonly<Config> {
           ? Number(raw)
           : parseDuration(raw as parseDuration.StringValue);
     if (typeof parsed !== 'number' || !Number.isFinite(parsed) || parsed < min) {
-      problems.push(`${flag} ${JSON.stringify(raw)}: expected a duration of at least ${min} ms, e.g. 10s or 500ms`);
+      problems.push(
+        `${flag} ${JSON.stringify(raw)}: expected a duration of at least ${min} ms, e.g. 10s or 500ms`,
+      );
       return min;
     }
     return Math.round(parsed);

@@ -41,7 +41,10 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     await store.close();
     throw error;
   }
-  logger.info({ host: config.host, port, backend: store.kind }, `lockstream listening on ${config.host}:${port}`);
+  logger.info(
+    { host: config.host, port, backend: store.kind },
+    `lockstream listening on ${config.host}:${port}`,
+  );
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
@@ -81,5 +84,5 @@ function routeGrpcLogs(logger: Logger): void {
     error: (...args: unknown[]) => logger.error(args.map(String).join(' ')),
     info: (...args: unknown[]) => logger.debug(args.map(String).join(' ')),
     debug: (...args: unknown[]) => logger.trace(args.map(String).join(' ')),
-  } as Partial<Console> as Console);
+  });
 }

@@ -4,7 +4,7 @@ import { pino, type Logger } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
-import { AcquireStream, LockCaller, LockMode, seconds } from '../support/lock-caller.js';
+import { type AcquireStream, LockCaller, LockMode, seconds } from '../support/lock-caller.js';
 import { spawnLockHolder } from '../support/lock-holder-process.js';
 
 /** How a conformance run reaches one back end. */
@@ -254,7 +254,10 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
     it('hands out strictly increasing fencing tokens to successive holders, also after the queue empties', async () => {
       const tokens: bigint[] = [];
       for (let i = 0; i < 5; i += 1) {
-        const holder = open({ name: i % 2 ? 'tokens' : 'tokens', mode: i % 2 ? LockMode.WRITE : LockMode.MUTEX });
+        const holder = open({
+          name: i % 2 ? 'tokens' : 'tokens',
+          mode: i % 2 ? LockMode.WRITE : LockMode.MUTEX,
+        });
         tokens.push(await holder.acquired());
         await holder.release();
       }
@@ -326,7 +329,12 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
 
       const twice = open({ name: 'twice' });
       await twice.acquired();
-      twice.send({ kind: { $case: 'start', value: { name: 'twice', mode: LockMode.MUTEX, owner: '', waitTimeout: undefined } } });
+      twice.send({
+        kind: {
+          $case: 'start',
+          value: { name: 'twice', mode: LockMode.MUTEX, owner: '', waitTimeout: undefined },
+        },
+      });
       expect(await twice.outcome).toMatchObject({
         code: status.INVALID_ARGUMENT,
         details: expect.stringMatching(/only once/),
@@ -344,7 +352,19 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
     });
 
     it('keeps odd names apart and inside the root: slashes, dots, percent signs, Unicode, 512 bytes', async () => {
-      const names = ['a/b', 'a%2Fb', 'a', '..', '.', '/', '../../zookeeper', 'zookeeper', '🔒 ключ', 'ö'.repeat(256), ' '];
+      const names = [
+        'a/b',
+        'a%2Fb',
+        'a',
+        '..',
+        '.',
+        '/',
+        '../../zookeeper',
+        'zookeeper',
+        '🔒 ключ',
+        'ö'.repeat(256),
+        ' ',
+      ];
       const holders = names.map((name) => open({ name, waitTimeout: seconds(0) }));
       const tokens = await Promise.all(holders.map((h) => h.acquired()));
       expect(new Set(tokens).size).toBe(names.length);
@@ -393,7 +413,6 @@ async function expectNoLockNodes(ctx: ConformanceContext): Promise<void> {
   }
   expect(leftovers).toEqual([]);
 }
-
 
 /** Silent unless LOCKSTREAM_TEST_LOG names a level (e.g. debug) for a failing run. */
 function testLogger(): Logger {

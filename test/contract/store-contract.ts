@@ -67,10 +67,7 @@ function neverAborted(): AbortSignal {
  * every store. The lock engine relies on exactly these properties; a store that fails a case
  * would break the lock recipe on it.
  */
-export function describeStoreContract(
-  name: string,
-  makeStore: () => Promise<StoreUnderTest>,
-): void {
+export function describeStoreContract(name: string, makeStore: () => Promise<StoreUnderTest>): void {
   describe(`the ${name} coordination store`, () => {
     let store: CoordinationStore;
     let expireSession: () => Promise<void>;
@@ -78,7 +75,10 @@ export function describeStoreContract(
     let dir: string;
 
     /** Creates a node under `parent` (default: the test's lock dir) and returns its name. */
-    const create = async (parent = dir, prefix = uniquePrefix()): Promise<{ path: string; name: string; prefix: string }> => {
+    const create = async (
+      parent = dir,
+      prefix = uniquePrefix(),
+    ): Promise<{ path: string; name: string; prefix: string }> => {
       const created = await store.createSequential(parent, prefix, NO_DATA);
       return { path: created.path, name: nameOf(created.path), prefix };
     };
@@ -180,7 +180,13 @@ export function describeStoreContract(
 
     describe('creationId', () => {
       it('grows with every creation, across different parents', async () => {
-        const parents = [`${root}/locks/a`, `${root}/locks/b`, `${root}/locks/a`, `${root}/other/c`, `${root}/locks/b`];
+        const parents = [
+          `${root}/locks/a`,
+          `${root}/locks/b`,
+          `${root}/locks/a`,
+          `${root}/other/c`,
+          `${root}/locks/b`,
+        ];
         const ids: bigint[] = [];
         for (const parent of parents) {
           const node = await create(parent);
@@ -283,7 +289,9 @@ export function describeStoreContract(
       it('wakes every waiter on a path with one deletion, on one shared watch', async () => {
         const node = await create();
         const before = { ...store.stats };
-        const waits = [1, 2, 3].map(() => track(store.waitUntilDeleted(node.path, { signal: neverAborted() })));
+        const waits = [1, 2, 3].map(() =>
+          track(store.waitUntilDeleted(node.path, { signal: neverAborted() })),
+        );
         await roundTrip();
         expect(waits.map((w) => w.state())).toEqual(['pending', 'pending', 'pending']);
         await store.delete(node.path);

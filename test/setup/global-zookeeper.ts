@@ -27,12 +27,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const problem =
       'ZooKeeper is not installed (need java and /usr/share/java/zookeeper.jar from the Debian ' +
       '"zookeeper" package). Run scripts/install-test-deps.sh.';
-    if (process.env['CI'] === 'true')
-      throw new Error(`${problem} Refusing to run on CI without it.`);
+    if (process.env['CI'] === 'true') throw new Error(`${problem} Refusing to run on CI without it.`);
     const bar = '!'.repeat(100);
-    console.warn(
-      `\n${bar}\n!! ${problem}\n!! Integration tests that need ZooKeeper will not run.\n${bar}\n`,
-    );
+    console.warn(`\n${bar}\n!! ${problem}\n!! Integration tests that need ZooKeeper will not run.\n${bar}\n`);
     project.provide('zookeeperConnectString', null);
     project.provide('zookeeperPid', null);
     return async () => {};

@@ -143,9 +143,7 @@ function findJava(): string | null {
 }
 
 /** Starts a fresh standalone server and resolves once it is serving requests. */
-export async function startZooKeeper(
-  options: StartZooKeeperOptions = {},
-): Promise<ZooKeeperProcess> {
+export async function startZooKeeper(options: StartZooKeeperOptions = {}): Promise<ZooKeeperProcess> {
   const installation = findZooKeeperInstallation();
   if (installation === null) {
     throw new Error(

@@ -39,7 +39,9 @@ export async function startServerProcess(args: string[]): Promise<ServerProcess>
         }
       }
     });
-    void exited.then((code) => reject(new Error(`lockstream serve exited (${code}) before listening:\n${stderr}`)));
+    void exited.then((code) =>
+      reject(new Error(`lockstream serve exited (${code}) before listening:\n${stderr}`)),
+    );
   });
   return {
     address: `127.0.0.1:${port}`,

@@ -8,10 +8,7 @@ import type { CoordinationStore } from '../../src/server/stores/store.js';
  * If the store's own handle reconnects first and takes the session back, the close misses, so
  * it is repeated until the store's session is gone. Resolves once the store has noticed.
  */
-export async function expireZooKeeperSession(
-  store: CoordinationStore,
-  connectString: string,
-): Promise<void> {
+export async function expireZooKeeperSession(store: CoordinationStore, connectString: string): Promise<void> {
   if (!(store instanceof ZooKeeperStore)) throw new Error('INVARIANT: not the ZooKeeper store');
   const lost = store.session.lost;
   const { id, password } = store.sessionCredentials;

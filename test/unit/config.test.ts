@@ -212,7 +212,12 @@ describe('loadConfig', () => {
     );
 
     it('accepts ZooKeeper connect strings with several hosts and a chroot', () => {
-      for (const raw of ['zk:2181', '10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181', 'zk:2181/apps/locks', '[::1]:2181']) {
+      for (const raw of [
+        'zk:2181',
+        '10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181',
+        'zk:2181/apps/locks',
+        '[::1]:2181',
+      ]) {
         expect(loadConfig({}, ['--zookeeper', raw]).zookeeper).toBe(raw);
       }
     });

@@ -38,12 +38,18 @@ describe('toCallStatus', () => {
     ['NOT_HELD', status.FAILED_PRECONDITION],
   ];
 
-  it.each(documented)('maps LockError %s to gRPC status %i, keeping the message, without logging', (code, expected) => {
-    const { logger, lines } = capturingLogger();
-    const message = `lock "jobs/nightly": ${code.toLowerCase()} happened`;
-    expect(toCallStatus(new LockError(code, message), logger)).toEqual({ code: expected, details: message });
-    expect(lines).toEqual([]);
-  });
+  it.each(documented)(
+    'maps LockError %s to gRPC status %i, keeping the message, without logging',
+    (code, expected) => {
+      const { logger, lines } = capturingLogger();
+      const message = `lock "jobs/nightly": ${code.toLowerCase()} happened`;
+      expect(toCallStatus(new LockError(code, message), logger)).toEqual({
+        code: expected,
+        details: message,
+      });
+      expect(lines).toEqual([]);
+    },
+  );
 
   it('has a documented status for every LockErrorCode', () => {
     // Adding a code to LockErrorCode without mapping it fails type checking in error-status.ts;
@@ -62,13 +68,20 @@ describe('toCallStatus', () => {
 
   it('keeps a LockError message with a cause as it is, without the cause', () => {
     const { logger } = capturingLogger();
-    const error = new LockError('UNAVAILABLE', 'ZooKeeper unreachable', { cause: new Error('ECONNREFUSED 10.0.0.7') });
-    expect(toCallStatus(error, logger)).toEqual({ code: status.UNAVAILABLE, details: 'ZooKeeper unreachable' });
+    const error = new LockError('UNAVAILABLE', 'ZooKeeper unreachable', {
+      cause: new Error('ECONNREFUSED 10.0.0.7'),
+    });
+    expect(toCallStatus(error, logger)).toEqual({
+      code: status.UNAVAILABLE,
+      details: 'ZooKeeper unreachable',
+    });
   });
 
   it('turns any other error into INTERNAL with a fixed message that reveals neither its message nor its stack', () => {
     const { logger } = capturingLogger();
-    const secret = new TypeError('cannot read properties of undefined (reading "password") at /srv/secret.ts');
+    const secret = new TypeError(
+      'cannot read properties of undefined (reading "password") at /srv/secret.ts',
+    );
     const result = toCallStatus(secret, logger);
     expect(result).toEqual({ code: status.INTERNAL, details: INTERNAL_DETAILS });
     expect(result.details).not.toContain('password');
@@ -90,7 +103,13 @@ describe('toCallStatus', () => {
   });
 
   it('treats thrown non-errors as faults too', () => {
-    for (const thrown of ['a string', 42, null, undefined, { code: 'INVALID_ARGUMENT', message: 'looks like one' }]) {
+    for (const thrown of [
+      'a string',
+      42,
+      null,
+      undefined,
+      { code: 'INVALID_ARGUMENT', message: 'looks like one' },
+    ]) {
       const { logger, lines } = capturingLogger();
       expect(toCallStatus(thrown, logger)).toEqual({ code: status.INTERNAL, details: INTERNAL_DETAILS });
       expect(lines).toHaveLength(1);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isLockError, LockError } from '../../src/server/engine/lock-error.js';
+import { isLockError, type LockError } from '../../src/server/engine/lock-error.js';
 import { decodeLockName, encodeLockName, validateLockName } from '../../src/server/engine/lock-name.js';
 
 /** Deterministic PRNG (mulberry32). */
@@ -27,7 +27,29 @@ function rejection(name: string): LockError {
 
 /** Random valid Unicode strings, heavy on the characters that need escaping. */
 function randomName(random: () => number): string {
-  const specials = ['/', '.', '..', '%', '%2F', ' ', '~', '*', "'", '(', ')', '!', '-', '_', '+', '?', '#', '&', '=', '\\', ':'];
+  const specials = [
+    '/',
+    '.',
+    '..',
+    '%',
+    '%2F',
+    ' ',
+    '~',
+    '*',
+    "'",
+    '(',
+    ')',
+    '!',
+    '-',
+    '_',
+    '+',
+    '?',
+    '#',
+    '&',
+    '=',
+    '\\',
+    ':',
+  ];
   const length = 1 + Math.floor(random() * 20);
   let name = '';
   for (let i = 0; i < length; i += 1) {
@@ -48,7 +70,15 @@ function randomName(random: () => number): string {
 
 describe('validateLockName', () => {
   it('accepts ordinary names of 1 to 512 bytes', () => {
-    for (const name of ['a', 'jobs/nightly', 'orders:42', '../etc/passwd', '.', ' spaced name ', 'x'.repeat(512)]) {
+    for (const name of [
+      'a',
+      'jobs/nightly',
+      'orders:42',
+      '../etc/passwd',
+      '.',
+      ' spaced name ',
+      'x'.repeat(512),
+    ]) {
       expect(() => validateLockName(name), name).not.toThrow();
     }
   });
@@ -110,7 +140,9 @@ describe('validateLockName', () => {
   });
 
   it('calls a lone surrogate a lone surrogate, not a control character', () => {
-    expect(rejection('a\uD800').message).toBe('invalid lock name: name contains lone surrogate U+D800 at index 1');
+    expect(rejection('a\uD800').message).toBe(
+      'invalid lock name: name contains lone surrogate U+D800 at index 1',
+    );
   });
 
   it('checks the length before the characters', () => {

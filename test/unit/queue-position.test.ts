@@ -182,10 +182,30 @@ describe('position', () => {
   it('makes readers skip the readers between them and the last exclusive request', () => {
     const [w1, r1, w2, r2, r3] = queue('write', 'read', 'write', 'read', 'read');
     const children = [w1!, r1!, w2!, r2!, r3!];
-    expect(position(children, r1!)).toEqual({ kind: 'waiting', ahead: 1, predecessor: w1, predecessorIsHead: true });
-    expect(position(children, w2!)).toEqual({ kind: 'waiting', ahead: 2, predecessor: r1, predecessorIsHead: false });
-    expect(position(children, r2!)).toEqual({ kind: 'waiting', ahead: 3, predecessor: w2, predecessorIsHead: false });
-    expect(position(children, r3!)).toEqual({ kind: 'waiting', ahead: 4, predecessor: w2, predecessorIsHead: false });
+    expect(position(children, r1!)).toEqual({
+      kind: 'waiting',
+      ahead: 1,
+      predecessor: w1,
+      predecessorIsHead: true,
+    });
+    expect(position(children, w2!)).toEqual({
+      kind: 'waiting',
+      ahead: 2,
+      predecessor: r1,
+      predecessorIsHead: false,
+    });
+    expect(position(children, r2!)).toEqual({
+      kind: 'waiting',
+      ahead: 3,
+      predecessor: w2,
+      predecessorIsHead: false,
+    });
+    expect(position(children, r3!)).toEqual({
+      kind: 'waiting',
+      ahead: 4,
+      predecessor: w2,
+      predecessorIsHead: false,
+    });
   });
 
   it('reports predecessorIsHead for a reader whose only blocker is the head writer, several readers back', () => {
@@ -218,7 +238,10 @@ describe('position', () => {
     const positive = node('mutex', 2147483647);
     const negative = node('mutex', -2147483648);
     expect(position([positive, negative], negative)).toEqual({ kind: 'held', ahead: 0 });
-    expect(position([positive, negative], positive)).toMatchObject({ kind: 'waiting', predecessor: negative });
+    expect(position([positive, negative], positive)).toMatchObject({
+      kind: 'waiting',
+      predecessor: negative,
+    });
   });
 
   it('ignores foreign node names: they neither block nor count as ahead', () => {
@@ -245,7 +268,9 @@ describe('position', () => {
 
   it('counts everything ahead, holders included', () => {
     const children = queue('read', 'read', 'write', 'read', 'mutex', 'read');
-    expect(children.map((me) => (position(children, me) as { ahead: number }).ahead)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(children.map((me) => (position(children, me) as { ahead: number }).ahead)).toEqual([
+      0, 1, 2, 3, 4, 5,
+    ]);
   });
 });
 
@@ -290,9 +315,13 @@ describe('position, on 500 random queues', () => {
         if (isExclusive(modes[i]!)) {
           expect(predecessor, `${where}: an exclusive request waits on the node just before it`).toBe(i - 1);
         } else {
-          expect(isExclusive(modes[predecessor]!), `${where}: a reader waits on an exclusive node`).toBe(true);
+          expect(isExclusive(modes[predecessor]!), `${where}: a reader waits on an exclusive node`).toBe(
+            true,
+          );
           const between = modes.slice(predecessor + 1, i);
-          expect(between.some(isExclusive), `${where}: a reader waits on the last exclusive node`).toBe(false);
+          expect(between.some(isExclusive), `${where}: a reader waits on the last exclusive node`).toBe(
+            false,
+          );
         }
       });
     }

@@ -92,11 +92,7 @@ export class LockEngine {
       }),
     );
     for (;;) {
-      const created = await this.#store.createSequential(
-        dir,
-        nodePrefix(request.mode, randomUUID()),
-        data,
-      );
+      const created = await this.#store.createSequential(dir, nodePrefix(request.mode, randomUUID()), data);
       try {
         return await this.#waitForTurn(request, created.path, created.session, signal, options);
       } catch (error) {
@@ -124,10 +120,7 @@ export class LockEngine {
     const me = baseName(path);
     using waitSignal = linkSignals(signal, session.lost);
     // Both requests go out together; the store answers them in order after the create.
-    const [children, token] = await Promise.all([
-      this.#store.children(dir),
-      this.#store.creationId(path),
-    ]);
+    const [children, token] = await Promise.all([this.#store.children(dir), this.#store.creationId(path)]);
     if (token === null) throw nodeVanished(request.name);
     let current: Position = position(children, me);
     let lastAhead = -1;

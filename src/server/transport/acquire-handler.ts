@@ -134,11 +134,9 @@ function withdrawal(end: ClientEnd, name: string): LockError {
 function lockLost(lease: Lease): LockError {
   const reason: unknown = lease.lost.reason;
   const why = reason instanceof Error ? reason.message : 'the coordination session ended';
-  return new LockError(
-    'LOCK_LOST',
-    `lock "${lease.name}" was lost: ${why}; stop the work it protects`,
-    { cause: reason },
-  );
+  return new LockError('LOCK_LOST', `lock "${lease.name}" was lost: ${why}; stop the work it protects`, {
+    cause: reason,
+  });
 }
 
 /** Writes a message, waiting for 'drain' when the stream's buffer is full. */

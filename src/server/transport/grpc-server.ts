@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from 'pino';
 import { LockServiceService, type LockServiceServer } from '../../gen/lockstream/v1/lockstream.js';
 import { unboundedController } from '../../common/abort.js';
@@ -19,13 +20,17 @@ export interface GrpcServerOptions {
   readonly keepaliveTimeoutMs: number;
 }
 
-/** The gRPC face of lockstream: the lock service plus server reflection (v1 and v1alpha). */
+const LOCK_SERVICE = 'lockstream.v1.LockService';
+
+/** The gRPC face of lockstream: the lock service, health checking and server reflection (v1 and v1alpha). */
 export class GrpcServer {
   readonly #server: grpc.Server;
   readonly #logger: Logger;
   readonly #shutdown = unboundedController();
   readonly #openCalls = new Set<Promise<void>>();
   readonly #idleWaiters: Array<() => void> = [];
+  /** grpc.health.v1: SERVING from start until shutdown begins, for probes and load balancers. */
+  readonly #health = new HealthImplementation({ '': 'SERVING', [LOCK_SERVICE]: 'SERVING' });
 
   constructor(options: GrpcServerOptions) {
     this.#logger = options.logger;
@@ -45,6 +50,7 @@ export class GrpcServer {
       }),
     };
     this.#server.addService(LockServiceService, lockService);
+    this.#health.addToServer(this.#server);
     addReflection(this.#server);
   }
 
@@ -84,6 +90,8 @@ export class GrpcServer {
    */
   async shutdown(graceMs: number): Promise<void> {
     if (this.#shutdown.signal.aborted) return;
+    this.#health.setStatus('', 'NOT_SERVING');
+    this.#health.setStatus(LOCK_SERVICE, 'NOT_SERVING');
     // Streams never end by themselves, so tryShutdown alone would always wait out the grace.
     this.#shutdown.abort(new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down'));
     await new Promise<void>((resolve) => {

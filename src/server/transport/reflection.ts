@@ -1,25 +1,31 @@
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type { Server } from '@grpc/grpc-js';
 import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 
-/** `buf build` output (a FileDescriptorSet with imports and comments), written by `npm run gen`. */
-const DESCRIPTOR_SET = fileURLToPath(new URL('../../gen/lockstream.binpb', import.meta.url));
+/**
+ * FileDescriptorSets written by `buf build` in `npm run gen`: lockstream's own (with imports and
+ * comments), grpc.health.v1 and the reflection protocol itself.
+ */
+const DESCRIPTOR_SETS = ['lockstream', 'health', 'reflection'].map(
+  (name) => new URL(`../../gen/${name}.binpb`, import.meta.url),
+);
 
 /**
  * Adds server reflection (grpc.reflection.v1 and v1alpha), so grpcurl can list, describe and
- * call the service with no .proto files at hand, comments included.
+ * call every service on the server with no .proto files at hand, comments included.
  *
  * The descriptors come from buf rather than proto-loader: proto-loader regroups files by
- * package and drops their imports, and grpcurl then cannot resolve google.protobuf.Duration
- * (grpc/grpc-node#2958).
+ * package and drops their imports, so grpcurl cannot resolve google.protobuf.Duration
+ * (grpc/grpc-node#2958), and it names map entries in a way grpcurl rejects (health's List).
  */
 export function addReflection(server: Pick<Server, 'addService'>): void {
-  const files = fileDescriptorProtos(readFileSync(DESCRIPTOR_SET));
-  // @grpc/reflection reads only `fileDescriptorProtos` from each entry of the definition.
-  const definition = { 'lockstream.v1': { fileDescriptorProtos: files } };
+  const definition: Record<string, { fileDescriptorProtos: Uint8Array[] }> = {};
+  for (const url of DESCRIPTOR_SETS) {
+    // @grpc/reflection reads only `fileDescriptorProtos` from each entry of the definition.
+    definition[url.pathname] = { fileDescriptorProtos: fileDescriptorProtos(readFileSync(url)) };
+  }
   new ReflectionService(definition as unknown as PackageDefinition).addToServer(server);
 }
 

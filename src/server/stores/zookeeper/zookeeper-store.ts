@@ -161,7 +161,7 @@ export class ZooKeeperStore implements CoordinationStore {
 
   waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
     const { signal } = options;
-    if (signal.aborted) return Promise.reject(signal.reason as Error);
+    if (signal.aborted) return Promise.reject(signal.reason);
     let waiters = this.#watches.get(path);
     const arm = waiters === undefined;
     waiters ??= new Set();
@@ -270,7 +270,9 @@ export class ZooKeeperStore implements CoordinationStore {
       this.#connected = false;
       const expired = this.#session;
       const why =
-        code === zk.ZOO_EXPIRED_SESSION_STATE ? 'ZooKeeper session expired' : `ZooKeeper session closed (${code})`;
+        code === zk.ZOO_EXPIRED_SESSION_STATE
+          ? 'ZooKeeper session expired'
+          : `ZooKeeper session closed (${code})`;
       this.#logger.warn({ session: expired.id }, `${why}; opening a new session`);
       this.#session = new ZooKeeperSession();
       const orphaned = this.#watches;

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The one command that tests lockstream on a fresh machine (Debian, Node.js 20, Go, root or sudo):
+# installs ZooKeeper and grpcurl if missing, installs the npm packages from the lock file, then
+# runs every check in CI's order. `.ci/run` calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "system dependencies (ZooKeeper, Java, grpcurl)"
+bash scripts/install-test-deps.sh
+# `go install` puts grpcurl in GOPATH/bin, which a fresh shell may not have on PATH.
+if command -v go >/dev/null 2>&1; then
+  PATH="$PATH:$(go env GOPATH)/bin"
+  export PATH
+fi
+
+step "npm packages (npm ci: exactly the lock file; builds the native ZooKeeper client)"
+# node-gyp builds the addon against the installed Node.js headers instead of downloading them.
+if [[ -z ${npm_config_nodedir:-} && -f /usr/include/node/node.h ]]; then
+  export npm_config_nodedir=/usr
+fi
+npm ci --no-audit --no-fund
+
+export CI=true
+step "format";          npm run --silent format:check
+step "lint";            npm run --silent lint
+step "typecheck";       npm run --silent typecheck
+step "proto lint";      npm run --silent proto:lint
+step "generated code is up to date"; npm run --silent gen:check
+step "tests (unit, conformance on both back ends, ZooKeeper integration, grpcurl)"
+npx vitest run

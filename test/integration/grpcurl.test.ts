@@ -1,0 +1,136 @@
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grpcurl, InteractiveGrpcurl } from '../support/grpcurl.js';
+import { LockCaller } from '../support/lock-caller.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+
+/**
+ * What an operator does with grpcurl and no .proto files at hand: everything goes through
+ * server reflection, against a real `lockstream serve` process.
+ */
+describe('grpcurl through server reflection', () => {
+  let server: ServerProcess;
+  let caller: LockCaller;
+
+  beforeAll(async () => {
+    server = await startServerProcess([]);
+    caller = new LockCaller(server.address);
+  });
+
+  afterAll(async () => {
+    caller?.close();
+    await server?.kill('SIGTERM');
+  });
+
+  it('lists the lock service, health checking and both reflection services', async () => {
+    const services = (await grpcurl(['-plaintext', server.address, 'list'])).trim().split('\n');
+    expect(services.sort()).toEqual([
+      'grpc.health.v1.Health',
+      'grpc.reflection.v1.ServerReflection',
+      'grpc.reflection.v1alpha.ServerReflection',
+      'lockstream.v1.LockService',
+    ]);
+  });
+
+  it('answers health checks for the server and for the lock service', async () => {
+    for (const service of ['', 'lockstream.v1.LockService']) {
+      const answer = await grpcurl([
+        '-plaintext',
+        '-d',
+        JSON.stringify({ service }),
+        server.address,
+        'grpc.health.v1.Health/Check',
+      ]);
+      expect(JSON.parse(answer)).toEqual({ status: 'SERVING' });
+    }
+  });
+
+  it('describes the service and its messages with their comments, imports resolved', async () => {
+    const service = await grpcurl(['-plaintext', server.address, 'describe', 'lockstream.v1.LockService']);
+    expect(service).toContain(
+      'rpc Acquire ( stream .lockstream.v1.AcquireRequest ) returns ( stream .lockstream.v1.AcquireResponse )',
+    );
+    expect(service).toContain('holds it for as long as this stream stays open');
+    const start = await grpcurl(['-plaintext', server.address, 'describe', 'lockstream.v1.AcquireStart']);
+    expect(start).toContain('.google.protobuf.Duration wait_timeout = 3;');
+    expect(start).toContain('.lockstream.v1.LockMode mode = 2;');
+    const modes = await grpcurl(['-plaintext', server.address, 'describe', 'lockstream.v1.LockMode']);
+    for (const mode of ['LOCK_MODE_MUTEX', 'LOCK_MODE_READ', 'LOCK_MODE_WRITE'])
+      expect(modes).toContain(mode);
+  });
+
+  it('acquires a lock typed on stdin, holds it while stdin is open, and releases it on Ctrl-D', async () => {
+    const session = new InteractiveGrpcurl([
+      '-plaintext',
+      '-d',
+      '@',
+      server.address,
+      'lockstream.v1.LockService/Acquire',
+    ]);
+    try {
+      session.type({ start: { name: 'grpcurl/demo', mode: 'LOCK_MODE_MUTEX', owner: 'operator' } });
+      const [, token] = await session.waitFor(/"fencingToken": "(\d+)"/);
+
+      // Held: another client has to queue behind the grpcurl session.
+      const waiter = caller.open({ name: 'grpcurl/demo' });
+      expect(await waiter.queued()).toBe(1);
+
+      session.endInput();
+      await session.waitFor(/"released": \{\}/);
+      expect(await session.exited).toBe(0);
+      expect(await waiter.acquired()).toBeGreaterThan(BigInt(token!));
+      expect((await waiter.release()).code).toBe(grpc.status.OK);
+    } finally {
+      session.kill();
+    }
+  });
+
+  it('reports a try-lock on a held lock as DeadlineExceeded with the lock named', async () => {
+    const holder = caller.open({ name: 'grpcurl/busy' });
+    await holder.acquired();
+    const failed = grpcurl([
+      '-plaintext',
+      '-d',
+      '{"start":{"name":"grpcurl/busy","mode":"LOCK_MODE_WRITE","waitTimeout":"0s"}}',
+      server.address,
+      'lockstream.v1.LockService/Acquire',
+    ]);
+    await expect(failed).rejects.toMatchObject({
+      stderr: expect.stringMatching(/Code: DeadlineExceeded[\s\S]*"grpcurl\/busy" is not free/),
+    });
+    await holder.release();
+  });
+
+  it('answers the older v1alpha reflection protocol too', async () => {
+    const require = createRequire(import.meta.url);
+    const protoDir = path.join(path.dirname(require.resolve('@grpc/reflection/package.json')), 'build/proto');
+    const definition = protoLoader.loadSync('grpc/reflection/v1alpha/reflection.proto', {
+      includeDirs: [protoDir],
+    });
+    const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+      grpc: { reflection: { v1alpha: { ServerReflection: grpc.ServiceClientConstructor } } };
+    };
+    const Reflection = loaded.grpc.reflection.v1alpha.ServerReflection;
+    const client = new Reflection(server.address, grpc.credentials.createInsecure());
+    try {
+      const call = client['ServerReflectionInfo']!() as grpc.ClientDuplexStream<
+        unknown,
+        { listServicesResponse?: { service: Array<{ name: string }> } }
+      >;
+      const answer = new Promise<string[]>((resolve, reject) => {
+        call.once('data', (response) =>
+          resolve(response.listServicesResponse?.service.map((s) => s.name) ?? []),
+        );
+        call.once('error', reject);
+      });
+      call.write({ listServices: '' });
+      expect(await answer).toContain('lockstream.v1.LockService');
+      call.end();
+    } finally {
+      client.close();
+    }
+  });
+});
