@@ -116,12 +116,14 @@ describe('grpcurl through server reflection', () => {
     const Reflection = loaded.grpc.reflection.v1alpha.ServerReflection;
     const client = new Reflection(server.address, grpc.credentials.createInsecure());
     try {
-      const call = client['ServerReflectionInfo']!() as grpc.ClientDuplexStream<
+      type ListServicesResponse = { listServicesResponse?: { service: Array<{ name: string }> } };
+      const open = client['ServerReflectionInfo'] as () => grpc.ClientDuplexStream<
         unknown,
-        { listServicesResponse?: { service: Array<{ name: string }> } }
+        ListServicesResponse
       >;
+      const call = open.call(client);
       const answer = new Promise<string[]>((resolve, reject) => {
-        call.once('data', (response) =>
+        call.once('data', (response: ListServicesResponse) =>
           resolve(response.listServicesResponse?.service.map((s) => s.name) ?? []),
         );
         call.once('error', reject);
