@@ -382,7 +382,8 @@ function findFreePort(): Promise<number> {
   });
 }
 
-function sendFourLetterWord(port: number, cmd: string, timeoutMs: number): Promise<string> {
+/** Sends a four-letter word ("wchp", "mntr", ...) to the server on `port`; resolves with its answer. */
+export function sendFourLetterWord(port: number, cmd: string, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let failure: Error | undefined;

@@ -1,0 +1,240 @@
+import { randomUUID } from 'node:crypto';
+import { status } from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../../src/server/config.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { ZooKeeperStore } from '../../src/server/stores/zookeeper/zookeeper-store.js';
+import { sendFourLetterWord } from '../setup/zookeeper-process.js';
+import { LockCaller, LockMode, type AcquireStream } from '../support/lock-caller.js';
+import { requireZooKeeper } from '../support/require-zookeeper.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+
+const connectString = requireZooKeeper(inject('zookeeperConnectString'));
+const zookeeperPort = Number(connectString.split(':')[1]);
+const silent = pino({ level: 'silent' });
+
+/** ZooKeeper's own table of watches (`wchp`): watched path -> sessions watching it. */
+async function watchesUnder(prefix: string): Promise<Map<string, string[]>> {
+  const watches = new Map<string, string[]>();
+  let path: string | undefined;
+  for (const line of (await sendFourLetterWord(zookeeperPort, 'wchp', 5_000)).split('\n')) {
+    if (line.trim() === '') continue;
+    if (/^\s/.test(line)) {
+      if (path !== undefined) watches.get(path)?.push(line.trim());
+    } else {
+      path = line.trim();
+      if (path.startsWith(prefix)) watches.set(path, []);
+      else path = undefined;
+    }
+  }
+  return watches;
+}
+
+/**
+ * ZooKeeper arms a watch a moment after the `queued` message was sent, and has no event for it:
+ * ask its watch table until it shows `count` watches under `prefix`.
+ */
+async function watchesWhenCount(prefix: string, count: number): Promise<Map<string, string[]>> {
+  for (let attempt = 0; ; attempt += 1) {
+    const watches = await watchesUnder(prefix);
+    if (watches.size === count || attempt === 200) return watches;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
+  const cleanups: Array<() => Promise<void> | void> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function server(rootPath: string): Promise<{ server: RunningServer; caller: LockCaller }> {
+    const config = loadConfig({}, ['--port', '0', '--root', rootPath, '--zookeeper', connectString]);
+    const running = await startServer(config, silent);
+    const caller = new LockCaller(`127.0.0.1:${running.port}`);
+    cleanups.push(
+      () => running.stop(),
+      () => caller.close(),
+    );
+    return { server: running, caller };
+  }
+
+  it('has each waiter watch only its predecessor: one watch per waiting node, none on the lock itself', async () => {
+    const root = `/recipe-${randomUUID()}`;
+    const { server: running, caller } = await server(root);
+    const lockDir = `${root}/locks/herd`;
+    const holder = caller.open({ name: 'herd' });
+    await holder.acquired();
+    const waiters: AcquireStream[] = [];
+    for (let i = 0; i < 30; i += 1) {
+      const waiter = caller.open({ name: 'herd', mode: i % 3 === 0 ? LockMode.WRITE : LockMode.MUTEX });
+      cleanups.push(() => waiter.cancel());
+      expect(await waiter.queued()).toBe(i + 1);
+      waiters.push(waiter);
+    }
+
+    const queue = (await running.store.children(lockDir)).sort((a, b) =>
+      a.slice(-10).localeCompare(b.slice(-10)),
+    );
+    expect(queue).toHaveLength(31);
+    const watched = await watchesWhenCount(root, 30);
+    // Every node but the last is watched, by exactly one session (this server), and the lock's
+    // parent node is not watched at all: no herd on any change.
+    expect([...watched.keys()].sort()).toEqual(
+      queue
+        .slice(0, 30)
+        .map((node) => `${lockDir}/${node}`)
+        .sort(),
+    );
+    for (const sessions of watched.values()) expect(sessions).toHaveLength(1);
+    expect(watched.has(lockDir)).toBe(false);
+
+    const before = { ...running.store.stats };
+    await holder.release();
+    await waiters[0]!.acquired();
+    const after = { ...running.store.stats };
+    // One deletion notification, one waiter woken, no listing of the queue, no new watch.
+    expect(after.waitersWoken - before.waitersWoken).toBe(1);
+    expect(after.childrenListings - before.childrenListings).toBe(0);
+    expect(after.watchesArmed - before.watchesArmed).toBe(0);
+    expect((await watchesUnder(root)).size).toBe(29);
+    expect(waiters.filter((w) => w.isAcquired)).toHaveLength(1);
+  });
+
+  it('has a reader watch the last writer ahead of it, not its immediate predecessor', async () => {
+    const root = `/recipe-${randomUUID()}`;
+    const { server: running, caller } = await server(root);
+    const lockDir = `${root}/locks/doc`;
+    const writer = caller.open({ name: 'doc', mode: LockMode.WRITE });
+    await writer.acquired();
+    const readers = [0, 1, 2].map(() => caller.open({ name: 'doc', mode: LockMode.READ }));
+    for (const reader of readers) {
+      cleanups.push(() => reader.cancel());
+      await reader.queued();
+    }
+    const [writerNode] = (await running.store.children(lockDir)).filter((n) => n.startsWith('write-'));
+    const watched = await watchesWhenCount(root, 1);
+    // Three readers wait for the one writer: a single shared watch on its node.
+    expect([...watched.keys()]).toEqual([`${lockDir}/${writerNode}`]);
+    await writer.release();
+    await Promise.all(readers.map((r) => r.acquired()));
+  });
+
+  it('hands out czxids as tokens: unique across lock names, in creation order, not per-lock sequences', async () => {
+    const root = `/recipe-${randomUUID()}`;
+    const { server: running, caller } = await server(root);
+    const tokens: bigint[] = [];
+    for (const name of ['alpha', 'beta', 'alpha', 'gamma', 'beta']) {
+      const holder = caller.open({ name });
+      tokens.push(await holder.acquired());
+      const [node] = await running.store.children(`${root}/locks/${name}`);
+      // Each of these is the first node in its lock's queue at the time (sequence 0 or 1), but
+      // the tokens keep growing across names: they come from ZooKeeper's global zxid.
+      expect(Number(node!.slice(-10))).toBeLessThan(2);
+      await holder.release();
+    }
+    expect([...tokens].sort((x, y) => (x < y ? -1 : 1))).toEqual(tokens);
+    expect(new Set(tokens).size).toBe(tokens.length);
+  });
+});
+
+describe('lockstream processes sharing one ZooKeeper', () => {
+  const processes: ServerProcess[] = [];
+  const callers: LockCaller[] = [];
+  afterEach(async () => {
+    for (const caller of callers.splice(0)) caller.close();
+    await Promise.all(processes.splice(0).map((p) => p.kill('SIGTERM')));
+  });
+
+  async function serve(root: string): Promise<LockCaller> {
+    const server = await startServerProcess([
+      '--zookeeper',
+      connectString,
+      '--root',
+      root,
+      '--session-timeout',
+      '2s',
+    ]);
+    processes.push(server);
+    const caller = new LockCaller(server.address);
+    callers.push(caller);
+    return caller;
+  }
+
+  it("exclude each other's clients, in one FIFO queue across servers", async () => {
+    const root = `/shared-${randomUUID()}`;
+    const [a, b] = await Promise.all([serve(root), serve(root)]);
+    const first = a.open({ name: 'shared', owner: 'a1' });
+    const firstToken = await first.acquired();
+    const second = b.open({ name: 'shared', owner: 'b1' });
+    expect(await second.queued()).toBe(1);
+    const third = a.open({ name: 'shared', owner: 'a2' });
+    expect(await third.queued()).toBe(2);
+    const tryOnB = b.open({ name: 'shared', waitTimeout: { seconds: 0n, nanos: 0 } });
+    expect((await tryOnB.outcome).code).toBe(status.DEADLINE_EXCEEDED);
+
+    await first.release();
+    const secondToken = await second.acquired();
+    expect(secondToken).toBeGreaterThan(firstToken);
+    expect(third.isAcquired).toBe(false);
+    await second.release();
+    expect(await third.acquired()).toBeGreaterThan(secondToken);
+    await third.release();
+  });
+
+  it('free the locks of a server that dies, once its ZooKeeper session expires', async () => {
+    const root = `/shared-${randomUUID()}`;
+    const doomedCaller = await serve(root);
+    const doomed = processes.at(-1)!;
+    const survivor = await serve(root);
+    const holder = doomedCaller.open({ name: 'orphan' });
+    const orphanToken = await holder.acquired();
+    const waiter = survivor.open({ name: 'orphan' });
+    expect(await waiter.queued()).toBe(1);
+
+    await doomed.kill('SIGKILL');
+    processes.splice(processes.indexOf(doomed), 1);
+    expect((await holder.outcome).code).toBe(status.UNAVAILABLE);
+    // No one released anything: ZooKeeper deleted the dead server's node when its 2 s session
+    // expired, and the waiter on the other server was woken by its predecessor watch.
+    expect(await waiter.acquired()).toBeGreaterThan(orphanToken);
+    await waiter.release();
+  });
+});
+
+describe('ZooKeeper store under connection loss', () => {
+  it('finds its own node after a create whose reply was lost, instead of leaving a ghost', async () => {
+    const proxy = await TcpProxy.start(connectString);
+    const store = await ZooKeeperStore.connect({
+      connectString: proxy.address,
+      sessionTimeoutMs: 10_000,
+      connectTimeoutMs: 10_000,
+      logger: silent,
+    });
+    try {
+      const dir = `/ghost-${randomUUID()}/locks/job`;
+      // Someone already queues there, so the lock's parent exists and one create is all it takes.
+      const ahead = await store.createSequential(dir, `mutex-${randomUUID()}-`, new Uint8Array());
+      const prefix = `mutex-${randomUUID()}-`;
+      proxy.holdReplies();
+      const created = store.createSequential(dir, prefix, new Uint8Array());
+      // The create's reply carries the new node's path: ZooKeeper has applied it. Lose the reply.
+      await proxy.heldReplyContaining(prefix);
+      proxy.severAll();
+      const node = await created;
+
+      const children = await store.children(dir);
+      expect(children.filter((child) => child.startsWith(prefix))).toEqual([node.path.slice(dir.length + 1)]);
+      expect(children).toHaveLength(2);
+      expect(node.session.lost.aborted).toBe(false);
+      await store.delete(node.path);
+      await store.delete(ahead.path);
+      expect(await store.children(dir)).toEqual([]);
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  });
+});
