@@ -67,8 +67,7 @@ async function openStore(config: Readonly<Config>, logger: Logger): Promise<Coor
     return new MemoryStore();
   }
   const zookeeper = config.zookeeper ?? '';
-  // Imported lazily: the memory path never loads the native ZooKeeper addon.
-  const { ZooKeeperStore } = await import('./stores/zookeeper/zookeeper-store.js');
+  const { ZooKeeperStore } = await importZooKeeperStore();
   logger.info({ zookeeper, root: config.rootPath }, `connecting to ZooKeeper at ${zookeeper}`);
   const store = await ZooKeeperStore.connect({
     connectString: zookeeper,
@@ -77,6 +76,22 @@ async function openStore(config: Readonly<Config>, logger: Logger): Promise<Coor
     logger,
   });
   return store;
+}
+
+/**
+ * Loaded lazily: the embedded path never loads the native addon, and `zookeeper` is an optional
+ * dependency, so an install without a C toolchain still serves locks on the embedded store.
+ */
+async function importZooKeeperStore(): Promise<typeof import('./stores/zookeeper/zookeeper-store.js')> {
+  try {
+    return await import('./stores/zookeeper/zookeeper-store.js');
+  } catch (error) {
+    throw new Error(
+      'the ZooKeeper back end needs the native `zookeeper` package, which is not installed or did not ' +
+        'build: run `npm install zookeeper` (it compiles against the Node.js headers with a C compiler)',
+      { cause: error },
+    );
+  }
 }
 
 function routeGrpcLogs(logger: Logger): void {
