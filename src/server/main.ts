@@ -5,6 +5,7 @@ import type { Config } from './config.js';
 import { LockEngine } from './engine/lock-engine.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { CoordinationStore } from './stores/store.js';
+import type * as ZooKeeperStoreModule from './stores/zookeeper/zookeeper-store.js';
 import { GrpcServer } from './transport/grpc-server.js';
 
 export interface RunningServer {
@@ -82,7 +83,7 @@ async function openStore(config: Readonly<Config>, logger: Logger): Promise<Coor
  * Loaded lazily: the embedded path never loads the native addon, and `zookeeper` is an optional
  * dependency, so an install without a C toolchain still serves locks on the embedded store.
  */
-async function importZooKeeperStore(): Promise<typeof import('./stores/zookeeper/zookeeper-store.js')> {
+async function importZooKeeperStore(): Promise<typeof ZooKeeperStoreModule> {
   try {
     return await import('./stores/zookeeper/zookeeper-store.js');
   } catch (error) {
