@@ -12,14 +12,17 @@ export interface ServerProcess {
   kill(signal: NodeJS.Signals): Promise<number | NodeJS.Signals>;
 }
 
-const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+export const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
 /** Runs `lockstream serve <args>` as its own process on a free port; resolves once it listens. */
-export async function startServerProcess(args: string[]): Promise<ServerProcess> {
+export async function startServerProcess(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<ServerProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
     ['--import', 'tsx', CLI, 'serve', '--port', '0', '--log-level', 'debug', ...args],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   const logs: Array<Record<string, unknown>> = [];
   let stderr = '';
