@@ -1,18 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { mulberry32 } from '../support/random.js';
 import { isLockError, type LockError } from '../../src/server/engine/lock-error.js';
 import { decodeLockName, encodeLockName, validateLockName } from '../../src/server/engine/lock-name.js';
-
-/** Deterministic PRNG (mulberry32). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The error validateLockName throws for `name`, asserting that it is an INVALID_ARGUMENT LockError. */
 function rejection(name: string): LockError {

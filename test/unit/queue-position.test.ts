@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { mulberry32 } from '../support/random.js';
 import { isExclusive, type LockMode } from '../../src/server/engine/lock-mode.js';
 import {
   nodePrefix,
@@ -7,18 +8,6 @@ import {
   queueOrder,
   type Position,
 } from '../../src/server/engine/queue-position.js';
-
-/** Deterministic PRNG (mulberry32): the same seed gives the same cases on every run. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A sequence suffix as ZooKeeper writes it: Java's `%010d` of the parent's (signed int) cversion. */
 function zkSequence(n: number): string {
