@@ -1,0 +1,59 @@
+import { status as Status, type StatusObject } from '@grpc/grpc-js';
+
+/**
+ * A lock call failed with a gRPC status. `code` is the status (e.g. `Status.INVALID_ARGUMENT`),
+ * `details` the server's message, which names the lock and the problem.
+ */
+export class LockClientError extends Error {
+  override name = 'LockClientError';
+  /** The gRPC status code. */
+  readonly code: Status;
+  /** The server's message (or the client's, for failures seen only on this side). */
+  readonly details: string;
+  /** The lock the call was about. */
+  readonly lockName: string;
+
+  constructor(lockName: string, code: Status, details: string, options?: { cause?: unknown }) {
+    super(`lock "${lockName}": ${Status[code] ?? code}: ${details}`, options);
+    this.code = code;
+    this.details = details;
+    this.lockName = lockName;
+  }
+}
+
+/**
+ * The lock was not granted within `waitTimeout` (for `tryAcquire` or a `waitTimeout` of 0: it was
+ * not free). Nothing is left queued on the caller's behalf.
+ */
+export class LockTimeoutError extends LockClientError {
+  override name = 'LockTimeoutError';
+}
+
+/**
+ * A held lock was lost before it was released: the server reported it (its coordination session
+ * expired) or the stream broke (server gone, connection dead). Someone else may hold the lock now:
+ * stop the work it protects.
+ */
+export class LockLostError extends LockClientError {
+  override name = 'LockLostError';
+}
+
+/** The error for a call that ended with `status` before the lock was granted. */
+export function acquireFailure(
+  lockName: string,
+  status: Pick<StatusObject, 'code' | 'details'>,
+): LockClientError {
+  if (status.code === Status.DEADLINE_EXCEEDED) {
+    return new LockTimeoutError(lockName, status.code, status.details);
+  }
+  return new LockClientError(lockName, status.code, status.details);
+}
+
+/** The error for a held lock whose stream ended with `status` without our release. */
+export function lossFailure(lockName: string, status: Pick<StatusObject, 'code' | 'details'>): LockLostError {
+  const details =
+    status.code === Status.ABORTED
+      ? status.details
+      : `the stream holding it ended (${status.details || Status[status.code]}); the lock must be assumed lost`;
+  return new LockLostError(lockName, status.code, details);
+}

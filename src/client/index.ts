@@ -1,0 +1,18 @@
+/**
+ * The lockstream client SDK: hold distributed locks on a lockstream server.
+ *
+ * ```ts
+ * import { LockClient } from 'lockstream/client';
+ *
+ * const locks = new LockClient('127.0.0.1:50051');
+ * await locks.withLock('jobs/nightly', { waitTimeout: 10_000 }, async (signal) => {
+ *   await runNightlyJob({ signal });
+ * });
+ * ```
+ *
+ * @packageDocumentation
+ */
+export { LockClient, type AcquireOptions, type LockClientOptions } from './lock-client.js';
+export type { Lock, LockMode } from './lock-stream.js';
+export { LockClientError, LockLostError, LockTimeoutError } from './errors.js';
+export { status as Status } from '@grpc/grpc-js';

@@ -1,0 +1,208 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import {
+  credentials as grpcCredentials,
+  status as Status,
+  type ChannelCredentials,
+  type ChannelOptions,
+} from '@grpc/grpc-js';
+import { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
+import { LockClientError, LockTimeoutError } from './errors.js';
+import { LockStream, type Lock, type LockMode, type LockRequest } from './lock-stream.js';
+
+/** How to reach a lockstream server. Every field is optional. */
+export interface LockClientOptions {
+  /** Transport security (`credentials.createSsl(...)`); plaintext by default. */
+  readonly credentials?: ChannelCredentials;
+  /**
+   * HTTP/2 keepalive: a ping after this much idle time. Together with `keepaliveTimeoutMs` it
+   * bounds how long a dead server or network goes unnoticed, and so how late `lock.lost` fires.
+   * Default 5000.
+   */
+  readonly keepaliveTimeMs?: number;
+  /** How long a ping may go unanswered before the connection is declared dead. Default 5000. */
+  readonly keepaliveTimeoutMs?: number;
+  /**
+   * How many times `acquire` tries again when the server answers UNAVAILABLE before granting the
+   * lock (the server then holds and queues nothing for the caller, so a retry is safe; it queues
+   * at the back). Never after a grant: a lost lock is reported, not silently re-acquired.
+   * Default 2.
+   */
+  readonly unavailableRetries?: number;
+  /** Further grpc-js channel options; they override the settings above. */
+  readonly channelOptions?: ChannelOptions;
+}
+
+/** How to wait for a lock. Every field is optional. */
+export interface AcquireOptions {
+  /** `mutex` (default), `read` or `write`. */
+  readonly mode?: LockMode;
+  /**
+   * Milliseconds to wait in the queue before rejecting with `LockTimeoutError`. Absent: wait
+   * until `signal` aborts. 0: try once, fail at once if the lock is not free (`tryAcquire`).
+   */
+  readonly waitTimeout?: number;
+  /** Who is asking (e.g. "invoicer@host-7"), shown to operators; at most 256 bytes. */
+  readonly owner?: string;
+  /** Aborting it while waiting leaves the queue and rejects with the signal's reason. */
+  readonly signal?: AbortSignal;
+  /** Called with the number of requests ahead whenever the wait starts or that number changes. */
+  readonly onQueued?: (ahead: number) => void;
+}
+
+/** How long past `waitTimeout` the client waits for the server's own verdict before giving up. */
+const ANSWER_MARGIN_MS = 5_000;
+const RETRY_BACKOFF_MS = 100;
+
+/**
+ * A client for a lockstream server. One client holds one channel (one HTTP/2 connection) over
+ * which any number of locks can be held at once. Close it when done (`using` works too).
+ *
+ * ```ts
+ * const locks = new LockClient('127.0.0.1:50051');
+ * await using lock = await locks.acquire('billing/invoice-42', { mode: 'write', waitTimeout: 5_000 });
+ * await chargeCustomer({ fencingToken: lock.token, signal: lock.lost });
+ * ```
+ */
+export class LockClient implements Disposable {
+  readonly #grpc: LockServiceClient;
+  readonly #unavailableRetries: number;
+
+  /** `address` is `host:port`, or any gRPC target (`dns:///locks.internal:50051`). */
+  constructor(address: string, options: LockClientOptions = {}) {
+    this.#grpc = new LockServiceClient(address, options.credentials ?? grpcCredentials.createInsecure(), {
+      'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 5_000,
+      'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 5_000,
+      // Locks are held on streams that carry no data for long stretches: ping through them.
+      'grpc.keepalive_permit_without_calls': 1,
+      ...options.channelOptions,
+    });
+    this.#unavailableRetries = options.unavailableRetries ?? 2;
+  }
+
+  /**
+   * Waits for the lock and resolves once it is held.
+   *
+   * Rejects with `LockTimeoutError` when `waitTimeout` passes first; with the signal's reason when
+   * `signal` aborts first; with `LockClientError` (its `code` a gRPC status) for anything else,
+   * e.g. INVALID_ARGUMENT for a malformed name. After a rejection nothing is left queued.
+   */
+  async acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const request = lockRequest(name, options);
+    const deadline = request.waitTimeout === undefined ? undefined : Date.now() + request.waitTimeout;
+    for (let attempt = 0; ; attempt += 1) {
+      const waitTimeout =
+        deadline === undefined || request.waitTimeout === 0
+          ? request.waitTimeout
+          : Math.max(0, deadline - Date.now());
+      try {
+        return await this.#attempt({ ...request, waitTimeout }, signal);
+      } catch (error) {
+        const retryable =
+          error instanceof LockClientError &&
+          error.code === Status.UNAVAILABLE &&
+          attempt < this.#unavailableRetries &&
+          (deadline === undefined || request.waitTimeout === 0 || Date.now() < deadline);
+        if (!retryable) throw error;
+        await delay(RETRY_BACKOFF_MS * 2 ** attempt, undefined, { signal });
+      }
+    }
+  }
+
+  /**
+   * Takes the lock if it is free now, without queuing. Resolves with the held lock, or with
+   * `null` when someone holds it in a conflicting mode or is queued ahead.
+   */
+  async tryAcquire(
+    name: string,
+    options: Omit<AcquireOptions, 'waitTimeout' | 'onQueued'> = {},
+  ): Promise<Lock | null> {
+    try {
+      return await this.acquire(name, { ...options, waitTimeout: 0 });
+    } catch (error) {
+      if (error instanceof LockTimeoutError) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * Acquires the lock, runs `fn`, and always releases the lock, resolving with what `fn` returns.
+   * `fn` gets `lock.lost` as its signal: pass it on to the work, which should stop when it
+   * aborts. If the lock was lost while `fn` ran, rejects with `LockLostError` even when `fn`
+   * succeeded, since the work was not protected all along.
+   */
+  async withLock<T>(
+    name: string,
+    options: AcquireOptions,
+    fn: (signal: AbortSignal, lock: Lock) => Promise<T> | T,
+  ): Promise<T> {
+    const lock = await this.acquire(name, options);
+    let result: T;
+    try {
+      result = await fn(lock.lost, lock);
+    } catch (error) {
+      await lock[Symbol.asyncDispose]();
+      throw error;
+    }
+    await lock.release();
+    return result;
+  }
+
+  /** Closes the channel. Locks still held over it are released by the server. */
+  close(): void {
+    this.#grpc.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  async #attempt(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
+    const stream = new LockStream(this.#grpc.acquire(), request);
+    const onAbort = (): void => stream.cancel(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    // grpc-js has no connection-attempt timeout: bound the wait for the server's answer ourselves.
+    const bound = request.waitTimeout === undefined ? undefined : request.waitTimeout + ANSWER_MARGIN_MS;
+    const timer =
+      bound === undefined
+        ? undefined
+        : setTimeout(() => {
+            stream.cancel(
+              new LockTimeoutError(
+                request.name,
+                Status.DEADLINE_EXCEEDED,
+                `no answer from the server within ${bound} ms`,
+              ),
+            );
+          }, bound);
+    try {
+      await stream.granted();
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      clearTimeout(timer);
+    }
+    if (signal?.aborted) {
+      // Granted in the same moment as the caller gave up: the caller does not want it.
+      await stream[Symbol.asyncDispose]();
+      throw signal.reason;
+    }
+    return stream;
+  }
+}
+
+function lockRequest(name: string, options: AcquireOptions): LockRequest {
+  const mode = options.mode ?? 'mutex';
+  if (mode !== 'mutex' && mode !== 'read' && mode !== 'write') {
+    throw new TypeError(
+      `lock "${name}": mode must be "mutex", "read" or "write", not ${JSON.stringify(mode)}`,
+    );
+  }
+  const { waitTimeout } = options;
+  if (waitTimeout !== undefined && !(Number.isFinite(waitTimeout) && waitTimeout >= 0)) {
+    throw new TypeError(
+      `lock "${name}": waitTimeout must be a number of milliseconds >= 0, not ${waitTimeout}`,
+    );
+  }
+  return { name, mode, waitTimeout, owner: options.owner ?? '', onQueued: options.onQueued };
+}

@@ -1,0 +1,227 @@
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  LockClient,
+  LockClientError,
+  LockLostError,
+  LockTimeoutError,
+  Status,
+  type Lock,
+} from '../../src/client/index.js';
+import { loadConfig } from '../../src/server/config.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
+import { deferred } from '../support/lock-caller.js';
+import { startServerProcess } from '../support/server-process.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+
+/** Resolves with the signal's reason once it aborts. */
+function reasonOf(signal: AbortSignal): Promise<unknown> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve(signal.reason);
+    else signal.addEventListener('abort', () => resolve(signal.reason), { once: true });
+  });
+}
+
+/** Starts `acquire` and resolves once the server reports the request queued, with `ahead`. */
+async function queue(
+  client: LockClient,
+  name: string,
+  options: Parameters<LockClient['acquire']>[1] = {},
+): Promise<{ ahead: number; lock: Promise<Lock> }> {
+  const queued = deferred<number>();
+  const lock = client.acquire(name, { ...options, onQueued: (ahead) => queued.resolve(ahead) });
+  lock.catch(() => {});
+  const ahead = await Promise.race([
+    queued.promise,
+    lock.then(() => {
+      throw new Error(`"${name}" was granted instead of queued`);
+    }),
+  ]);
+  return { ahead, lock };
+}
+
+describe('the TypeScript client against a lockstream server', () => {
+  let server: RunningServer;
+  let client: LockClient;
+
+  beforeEach(async () => {
+    server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+    client = new LockClient(`127.0.0.1:${server.port}`);
+  });
+
+  afterEach(async () => {
+    client.close();
+    await server.stop();
+  });
+
+  it('acquires with a bigint token, queues the next caller, and hands over on release', async () => {
+    const lock = await client.acquire('billing/invoice-42', {
+      mode: 'write',
+      waitTimeout: 5_000,
+      owner: 'invoicer',
+    });
+    expect(typeof lock.token).toBe('bigint');
+    expect(lock).toMatchObject({ name: 'billing/invoice-42', mode: 'write' });
+    const next = await queue(client, 'billing/invoice-42', { mode: 'read' });
+    expect(next.ahead).toBe(1);
+    await lock.release();
+    await lock.release(); // idempotent
+    const reader = await next.lock;
+    expect(reader.token).toBeGreaterThan(lock.token);
+    expect(lock.lost.aborted).toBe(false);
+    await reader.release();
+  });
+
+  it('releases on scope exit with `await using`', async () => {
+    {
+      await using lock = await client.acquire('scoped');
+      expect(await client.tryAcquire('scoped')).toBeNull();
+      expect(lock.lost.aborted).toBe(false);
+    }
+    const again = await client.tryAcquire('scoped');
+    expect(again).not.toBeNull();
+    await again?.release();
+  });
+
+  it('withLock runs the callback under the lock, returns its result and always releases', async () => {
+    const result = await client.withLock('with', {}, async (signal, lock) => {
+      expect(signal).toBe(lock.lost);
+      expect(await client.tryAcquire('with')).toBeNull();
+      return 42;
+    });
+    expect(result).toBe(42);
+    const failure = new Error('the work failed');
+    await expect(
+      client.withLock('with', {}, () => {
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
+    const free = await client.tryAcquire('with');
+    expect(free).not.toBeNull();
+    await free?.release();
+  });
+
+  it('tryAcquire returns null on a held lock without leaving anything queued', async () => {
+    const holder = await client.acquire('try');
+    expect(await client.tryAcquire('try', { mode: 'read' })).toBeNull();
+    // Had the try left a request behind, this waiter would have two ahead.
+    expect((await queue(client, 'try')).ahead).toBe(1);
+    await holder.release();
+  });
+
+  it('rejects with LockTimeoutError naming the lock once waitTimeout passes, leaving the queue', async () => {
+    const holder = await client.acquire('slow');
+    const impatient = client.acquire('slow', { waitTimeout: 150 });
+    await expect(impatient).rejects.toBeInstanceOf(LockTimeoutError);
+    await expect(impatient).rejects.toMatchObject({
+      code: Status.DEADLINE_EXCEEDED,
+      lockName: 'slow',
+      message: expect.stringMatching(/"slow".*150 ms/),
+    });
+    expect((await queue(client, 'slow')).ahead).toBe(1);
+    await holder.release();
+  });
+
+  it('leaves the queue cleanly when the signal aborts while waiting, rejecting with its reason', async () => {
+    const holder = await client.acquire('abort');
+    const controller = new AbortController();
+    const waiting = await queue(client, 'abort', { signal: controller.signal });
+    expect(waiting.ahead).toBe(1);
+    const behind = await queue(client, 'abort');
+    expect(behind.ahead).toBe(2);
+    const reason = new Error('the caller gave up');
+    controller.abort(reason);
+    await expect(waiting.lock).rejects.toBe(reason);
+    await holder.release();
+    const next = await behind.lock;
+    expect(next.token).toBeGreaterThan(holder.token);
+    await next.release();
+  });
+
+  it('rejects at once when the signal has already aborted', async () => {
+    await expect(client.acquire('x', { signal: AbortSignal.abort(new Error('no')) })).rejects.toThrow('no');
+  });
+
+  it('reports a malformed request as LockClientError with INVALID_ARGUMENT and the reason', async () => {
+    const failure = client.acquire('bad\nname');
+    await expect(failure).rejects.toBeInstanceOf(LockClientError);
+    await expect(failure).rejects.toMatchObject({
+      code: Status.INVALID_ARGUMENT,
+      message: expect.stringMatching(/control character U\+000A/),
+    });
+    await expect(client.acquire('x', { mode: 'exclusive' as 'write' })).rejects.toThrow(/mode must be/);
+    await expect(client.acquire('x', { waitTimeout: -1 })).rejects.toThrow(/waitTimeout/);
+  });
+
+  it('fires `lost` with LockLostError (ABORTED) when the server loses the lock, and release() reports it', async () => {
+    const lock = await client.acquire('fragile');
+    const lost = reasonOf(lock.lost);
+    (server.store as MemoryStore).expireSession();
+    const reason = await lost;
+    expect(reason).toBeInstanceOf(LockLostError);
+    expect(reason).toMatchObject({
+      code: Status.ABORTED,
+      message: expect.stringMatching(/"fragile" was lost/),
+    });
+    await expect(lock.release()).rejects.toBe(reason);
+    await expect(lock[Symbol.asyncDispose]()).resolves.toBeUndefined();
+  });
+
+  it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
+    const outcome = client.withLock('lost-work', {}, async (signal) => {
+      (server.store as MemoryStore).expireSession();
+      await reasonOf(signal);
+      return 'done anyway';
+    });
+    await expect(outcome).rejects.toBeInstanceOf(LockLostError);
+  });
+});
+
+describe('the TypeScript client when the server or the network fails', () => {
+  it('fires `lost` with UNAVAILABLE when the server process dies', async () => {
+    const server = await startServerProcess([]);
+    const client = new LockClient(server.address);
+    try {
+      const lock = await client.acquire('doomed');
+      const lost = reasonOf(lock.lost);
+      await server.kill('SIGKILL');
+      expect(await lost).toMatchObject({
+        name: 'LockLostError',
+        code: Status.UNAVAILABLE,
+        lockName: 'doomed',
+      });
+    } finally {
+      client.close();
+    }
+  });
+
+  it('notices a silent network through keepalive and fires `lost`', async () => {
+    const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+    const proxy = await TcpProxy.start(`127.0.0.1:${server.port}`);
+    const client = new LockClient(proxy.address, { keepaliveTimeMs: 300, keepaliveTimeoutMs: 300 });
+    try {
+      const lock = await client.acquire('silent');
+      const lost = reasonOf(lock.lost);
+      // Nothing comes back from the server any more, and the connection is not closed either.
+      proxy.holdReplies();
+      expect(await lost).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
+    } finally {
+      client.close();
+      await proxy.close();
+      await server.stop();
+    }
+  });
+
+  it('gives up with UNAVAILABLE after its retries when no server answers', async () => {
+    const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+    const address = `127.0.0.1:${server.port}`;
+    await server.stop();
+    const client = new LockClient(address, { unavailableRetries: 1 });
+    try {
+      await expect(client.acquire('nobody-home')).rejects.toMatchObject({ code: Status.UNAVAILABLE });
+    } finally {
+      client.close();
+    }
+  });
+});
