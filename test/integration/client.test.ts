@@ -15,6 +15,12 @@ import { deferred } from '../support/lock-caller.js';
 import { startServerProcess } from '../support/server-process.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
+/** Ends the embedded store's session as an expiry would: every lock it holds is lost. */
+function expireSession(server: RunningServer): void {
+  if (!(server.store instanceof MemoryStore)) throw new Error('INVARIANT: not the embedded store');
+  server.store.expireSession();
+}
+
 /** Resolves with the signal's reason once it aborts. */
 function reasonOf(signal: AbortSignal): Promise<unknown> {
   return new Promise((resolve) => {
@@ -157,7 +163,7 @@ describe('the TypeScript client against a lockstream server', () => {
   it('fires `lost` with LockLostError (ABORTED) when the server loses the lock, and release() reports it', async () => {
     const lock = await client.acquire('fragile');
     const lost = reasonOf(lock.lost);
-    (server.store as MemoryStore).expireSession();
+    expireSession(server);
     const reason = await lost;
     expect(reason).toBeInstanceOf(LockLostError);
     expect(reason).toMatchObject({
@@ -170,7 +176,7 @@ describe('the TypeScript client against a lockstream server', () => {
 
   it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
     const outcome = client.withLock('lost-work', {}, async (signal) => {
-      (server.store as MemoryStore).expireSession();
+      expireSession(server);
       await reasonOf(signal);
       return 'done anyway';
     });
