@@ -28,5 +28,7 @@ step "lint";            npm run --silent lint
 step "typecheck";       npm run --silent typecheck
 step "proto lint";      npm run --silent proto:lint
 step "generated code is up to date"; npm run --silent gen:check
-step "tests (unit, conformance on both back ends, ZooKeeper integration, grpcurl)"
+step "tests (unit, conformance on both back ends, ZooKeeper integration, grpcurl, client SDK)"
 npx vitest run
+step "package: npm pack, install into an empty project, type-check and run the client there"
+bash scripts/check-package.sh

@@ -14,7 +14,9 @@ export class LockClientError extends Error {
   readonly lockName: string;
 
   constructor(lockName: string, code: Status, details: string, options?: { cause?: unknown }) {
-    super(`lock "${lockName}": ${Status[code] ?? code}: ${details}`, options);
+    // The server's messages already name the lock; say it only where they do not.
+    const about = details.includes(`"${lockName}"`) ? details : `lock "${lockName}": ${details}`;
+    super(`${Status[code] ?? code}: ${about}`, options);
     this.code = code;
     this.details = details;
     this.lockName = lockName;
