@@ -14,7 +14,8 @@ const lock: Lock = await locks.acquire('package/smoke', {
 });
 const token: bigint = lock.token;
 console.log(`acquired token=${token}`);
-console.log(`tryAcquire while held: ${String(await locks.tryAcquire('package/smoke', { mode: 'read' }))}`);
+const refused = await locks.tryAcquire('package/smoke', { mode: 'read' });
+console.log(`tryAcquire while held: ${refused === null ? 'null' : 'a lock'}`);
 await lock.release();
 
 const result = await locks.withLock('package/smoke', { mode: 'read' }, async (signal) => {
