@@ -3,7 +3,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { grpcurl, InteractiveGrpcurl } from '../support/grpcurl.js';
+import { grpcurl, interactiveGrpcurl } from '../support/grpcurl.js';
 import { LockCaller } from '../support/lock-caller.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 
@@ -63,7 +63,7 @@ describe('grpcurl through server reflection', () => {
   });
 
   it('acquires a lock typed on stdin, holds it while stdin is open, and releases it on Ctrl-D', async () => {
-    const session = new InteractiveGrpcurl([
+    const session = interactiveGrpcurl([
       '-plaintext',
       '-d',
       '@',

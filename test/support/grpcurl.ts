@@ -1,7 +1,8 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { InteractiveProcess } from './interactive-process.js';
 
 /**
  * The grpcurl binary: on PATH, or where `go install` put it (scripts/install-test-deps.sh).
@@ -31,72 +32,7 @@ export async function grpcurl(args: string[]): Promise<string> {
   return stdout;
 }
 
-/**
- * A grpcurl process whose stdin stays open, as an operator typing at a terminal: messages are
- * written as they come, and closing stdin is pressing Ctrl-D.
- */
-export class InteractiveGrpcurl {
-  readonly #child: ChildProcess;
-  #stdout = '';
-  #stderr = '';
-  readonly #waiters: Array<() => void> = [];
-  /** Resolves with the exit code once grpcurl has exited. */
-  readonly exited: Promise<number | null>;
-
-  constructor(args: string[]) {
-    this.#child = spawn(findGrpcurl(), args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    this.#child.stdout?.on('data', (chunk: Buffer) => {
-      this.#stdout += chunk.toString();
-      this.#notify();
-    });
-    this.#child.stderr?.on('data', (chunk: Buffer) => {
-      this.#stderr += chunk.toString();
-    });
-    this.exited = new Promise((resolve) => {
-      this.#child.once('exit', (code) => {
-        resolve(code);
-        this.#notify();
-      });
-    });
-  }
-
-  get stdout(): string {
-    return this.#stdout;
-  }
-
-  get stderr(): string {
-    return this.#stderr;
-  }
-
-  /** Types one JSON message. */
-  type(message: unknown): void {
-    this.#child.stdin?.write(`${JSON.stringify(message)}\n`);
-  }
-
-  /** Ctrl-D: closes stdin, which grpcurl turns into a half-close of the stream. */
-  endInput(): void {
-    this.#child.stdin?.end();
-  }
-
-  kill(): void {
-    this.#child.kill('SIGKILL');
-  }
-
-  /** Resolves with the first match of `pattern` in stdout; rejects if grpcurl exits first. */
-  async waitFor(pattern: RegExp): Promise<RegExpMatchArray> {
-    for (;;) {
-      const match = pattern.exec(this.#stdout);
-      if (match) return match;
-      if (this.#child.exitCode !== null) {
-        throw new Error(
-          `grpcurl exited (${this.#child.exitCode}) before printing ${pattern}:\n${this.#stdout}\n${this.#stderr}`,
-        );
-      }
-      await new Promise<void>((resolve) => this.#waiters.push(resolve));
-    }
-  }
-
-  #notify(): void {
-    for (const wake of this.#waiters.splice(0)) wake();
-  }
+/** A grpcurl process whose stdin stays open, as an operator typing at a terminal. */
+export function interactiveGrpcurl(args: string[]): InteractiveProcess {
+  return new InteractiveProcess(findGrpcurl(), args);
 }
