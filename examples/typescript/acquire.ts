@@ -1,0 +1,51 @@
+// Acquires a lockstream lock, prints the fencing token, holds the lock while it "works", then
+// releases it. The same command line as examples/go and examples/python:
+//
+//   npx tsx examples/typescript/acquire.ts --name examples/report --mode write --work-ms 2000
+//
+// Prints `queued ahead=N` while waiting, `acquired token=T`, then `released`; on failure
+// `error: <STATUS>: <details>` on stderr and exit code 1.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { LockClient, LockClientError, Status, type LockMode } from 'lockstream/client';
+
+const { values: flags } = parseArgs({
+  options: {
+    address: { type: 'string', default: '127.0.0.1:50051' },
+    name: { type: 'string', default: 'examples/report' },
+    mode: { type: 'string', default: 'mutex' },
+    owner: { type: 'string', default: 'example-typescript' },
+    'wait-timeout-ms': { type: 'string' },
+    'work-ms': { type: 'string', default: '1000' },
+    'hold-until-eof': { type: 'boolean', default: false },
+  },
+});
+
+const locks = new LockClient(flags.address);
+try {
+  const waitTimeout = flags['wait-timeout-ms'];
+  const lock = await locks.acquire(flags.name, {
+    mode: flags.mode as LockMode,
+    owner: flags.owner,
+    ...(waitTimeout === undefined ? {} : { waitTimeout: Number(waitTimeout) }),
+    onQueued: (ahead) => console.log(`queued ahead=${ahead}`),
+  });
+  console.log(`acquired token=${lock.token}`);
+
+  // The work. Pass lock.token to whatever the lock protects, and stop when lock.lost aborts.
+  if (flags['hold-until-eof']) {
+    process.stdin.resume();
+    await new Promise((resolve) => process.stdin.once('end', resolve));
+  } else {
+    await sleep(Number(flags['work-ms']), undefined, { signal: lock.lost });
+  }
+
+  await lock.release();
+  console.log('released');
+} catch (error) {
+  if (!(error instanceof LockClientError)) throw error;
+  console.error(`error: ${Status[error.code]}: ${error.details}`);
+  process.exitCode = 1;
+} finally {
+  locks.close();
+}
