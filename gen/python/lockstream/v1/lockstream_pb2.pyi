@@ -1,0 +1,71 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class LockMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LOCK_MODE_UNSPECIFIED: _ClassVar[LockMode]
+    LOCK_MODE_MUTEX: _ClassVar[LockMode]
+    LOCK_MODE_READ: _ClassVar[LockMode]
+    LOCK_MODE_WRITE: _ClassVar[LockMode]
+LOCK_MODE_UNSPECIFIED: LockMode
+LOCK_MODE_MUTEX: LockMode
+LOCK_MODE_READ: LockMode
+LOCK_MODE_WRITE: LockMode
+
+class AcquireRequest(_message.Message):
+    __slots__ = ("start", "release")
+    START_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    start: AcquireStart
+    release: AcquireRelease
+    def __init__(self, start: _Optional[_Union[AcquireStart, _Mapping]] = ..., release: _Optional[_Union[AcquireRelease, _Mapping]] = ...) -> None: ...
+
+class AcquireStart(_message.Message):
+    __slots__ = ("name", "mode", "wait_timeout", "owner")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mode: LockMode
+    wait_timeout: _duration_pb2.Duration
+    owner: str
+    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class AcquireRelease(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AcquireResponse(_message.Message):
+    __slots__ = ("queued", "acquired", "released")
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    ACQUIRED_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    queued: AcquireQueued
+    acquired: AcquireAcquired
+    released: AcquireReleased
+    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ...) -> None: ...
+
+class AcquireQueued(_message.Message):
+    __slots__ = ("ahead",)
+    AHEAD_FIELD_NUMBER: _ClassVar[int]
+    ahead: int
+    def __init__(self, ahead: _Optional[int] = ...) -> None: ...
+
+class AcquireAcquired(_message.Message):
+    __slots__ = ("fencing_token",)
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    fencing_token: int
+    def __init__(self, fencing_token: _Optional[int] = ...) -> None: ...
+
+class AcquireReleased(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
