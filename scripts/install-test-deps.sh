@@ -2,7 +2,12 @@
 # Installs what the integration tests need beyond node_modules, if it is missing:
 #   - Apache ZooKeeper from Debian's "zookeeper" package (pulls in a Java runtime and the jars in
 #     /usr/share/java that test/setup/zookeeper-process.ts runs directly);
-#   - grpcurl, via `go install`.
+#   - grpcurl, via `go install`;
+#   - protoc-gen-go and protoc-gen-go-grpc, via `go install`, at the versions that
+#     scripts/gen-polyglot.sh checks (it makes the Go stubs in gen/go with them);
+#   - the Python virtualenv .venv with examples/python/requirements.txt (grpc_tools.protoc for
+#     gen/python, grpcio for examples/python), with python3-venv from Debian if venv is missing;
+#   - the Go example, built to .tmp/bin/lockstream-example-go for the tests to run directly.
 # Idempotent: prints one line per dependency, found or installed, and nothing else when all is
 # already in place.
 set -euo pipefail
@@ -10,6 +15,16 @@ set -euo pipefail
 # Newest 1.9.x on the Go module proxy when this was written
 # (`go list -m -versions github.com/fullstorydev/grpcurl` → ... v1.9.3 v1.9.4).
 GRPCURL_VERSION="${GRPCURL_VERSION:-v1.9.4}"
+# Newest on the Go module proxy when this was written; scripts/gen-polyglot.sh refuses others, as
+# the generated code names the plugin versions.
+PROTOC_GEN_GO_VERSION=v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+VENV=$REPO/.venv
+PY_REQUIREMENTS=$REPO/examples/python/requirements.txt
+# Holds the sha256 of the requirements file that .venv was last installed from.
+PY_STAMP=$VENV/.requirements.sha256
+GO_EXAMPLE_BIN=$REPO/.tmp/bin/lockstream-example-go
 ZK_SERVER_SCRIPT=/usr/share/zookeeper/bin/zkServer.sh
 
 log() { printf 'install-test-deps: %s\n' "$*"; }
@@ -94,6 +109,105 @@ install_grpcurl() {
   log "grpcurl: installed $(grpcurl_version "$gobin/grpcurl") ($gobin/grpcurl)$hint"
 }
 
+go_bin_dir() {
+  local gobin
+  gobin=$(go env GOBIN)
+  [[ -n $gobin ]] || gobin="$(go env GOPATH)/bin"
+  printf '%s' "$gobin"
+}
+
+# The main module's version from a Go binary's build info, or nothing.
+go_module_version() {
+  go version -m "$1" 2>/dev/null | awk '$1 == "mod" { print $3; exit }' || true
+}
+
+# install_go_plugin NAME PACKAGE VERSION: `go install PACKAGE@VERSION` unless GOBIN has NAME at
+# VERSION already.
+install_go_plugin() {
+  local name=$1 package=$2 version=$3
+  command -v go >/dev/null 2>&1 || die "$name is missing and go is not installed to build it"
+  local gobin existing
+  gobin=$(go_bin_dir)
+  if [[ -x $gobin/$name ]]; then
+    existing=$(go_module_version "$gobin/$name")
+    if [[ $existing == "$version" ]]; then
+      log "$name: found $existing ($gobin/$name)"
+      return
+    fi
+  fi
+  local output
+  if ! output=$(GOFLAGS=-mod=mod go install "$package@$version" 2>&1); then
+    printf '%s\n' "$output" >&2
+    die "go install $package@$version failed"
+  fi
+  [[ -x $gobin/$name ]] || die "go install finished but $gobin/$name is missing"
+  log "$name: installed $(go_module_version "$gobin/$name")${existing:+ (was $existing)} ($gobin/$name)"
+}
+
+python_venv_versions() {
+  "$VENV/bin/python" - <<'PY' 2>/dev/null
+import importlib.metadata as m
+print(", ".join(f"{p} {m.version(p)}" for p in ("grpcio-tools", "grpcio", "protobuf")))
+PY
+}
+
+# .venv with examples/python/requirements.txt, skipped when the stamp shows it was installed from
+# this very file and its python still imports the packages.
+install_python_venv() {
+  local want
+  want=$(sha256sum "$PY_REQUIREMENTS" | awk '{ print $1 }')
+  if [[ -f $PY_STAMP && $(cat "$PY_STAMP") == "$want" ]] &&
+    "$VENV/bin/python" -c 'import grpc, grpc_tools, google.protobuf' >/dev/null 2>&1; then
+    log "python venv: found $(python_venv_versions) ($VENV)"
+    return
+  fi
+
+  command -v python3 >/dev/null 2>&1 || die "python3 is not installed (needed for $VENV)"
+  # Debian's python3 leaves out venv's ensurepip; it comes with the python3-venv package.
+  if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 ||
+      die "python3 has no working venv module and there is no apt-get: install python3-venv"
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq
+    as_root apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    python3 -c 'import ensurepip, venv' >/dev/null 2>&1 ||
+      die "apt-get installed python3-venv but python3 still cannot make a virtualenv"
+  fi
+  local output
+  # An existing .venv is kept (pip moves it to the pinned versions) unless its python is broken.
+  if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
+    if ! output=$(python3 -m venv --clear "$VENV" 2>&1); then
+      printf '%s\n' "$output" >&2
+      die "python3 -m venv $VENV failed"
+    fi
+  fi
+  if ! output=$("$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+    -r "$PY_REQUIREMENTS" 2>&1); then
+    printf '%s\n' "$output" >&2
+    die "pip install -r $PY_REQUIREMENTS failed"
+  fi
+  printf '%s\n' "$want" >"$PY_STAMP"
+  log "python venv: installed $(python_venv_versions) ($VENV)"
+}
+
+# Built every time (the Go build cache makes that quick) so the binary matches the source.
+build_go_example() {
+  command -v go >/dev/null 2>&1 || die "go is not installed to build examples/go"
+  local output
+  # -mod=readonly: the committed go.mod and go.sum must be complete.
+  if ! output=$(cd "$REPO/examples/go" &&
+    GOFLAGS="-mod=readonly -buildvcs=false" go build -o "$GO_EXAMPLE_BIN" ./ 2>&1); then
+    printf '%s\n' "$output" >&2
+    die "go build in examples/go failed"
+  fi
+  log "lockstream-example-go: built ($GO_EXAMPLE_BIN)"
+}
+
 install_zookeeper
 check_java
 install_grpcurl
+install_go_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
+install_go_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc \
+  "$PROTOC_GEN_GO_GRPC_VERSION"
+install_python_venv
+build_go_example
