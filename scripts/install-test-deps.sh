@@ -154,7 +154,7 @@ PY
 # .venv with examples/python/requirements.txt, skipped when the stamp shows it was installed from
 # this very file and its python still imports the packages.
 install_python_venv() {
-  local want
+  local want output
   want=$(sha256sum "$PY_REQUIREMENTS" | awk '{ print $1 }')
   if [[ -f $PY_STAMP && $(cat "$PY_STAMP") == "$want" ]] &&
     "$VENV/bin/python" -c 'import grpc, grpc_tools, google.protobuf' >/dev/null 2>&1; then
@@ -168,12 +168,14 @@ install_python_venv() {
     command -v apt-get >/dev/null 2>&1 ||
       die "python3 has no working venv module and there is no apt-get: install python3-venv"
     export DEBIAN_FRONTEND=noninteractive
-    as_root apt-get update -qq
-    as_root apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    if ! output=$({ as_root apt-get update -qq && as_root apt-get install -y -qq \
+      --no-install-recommends python3-venv; } 2>&1); then
+      printf '%s\n' "$output" >&2
+      die "apt-get install python3-venv failed"
+    fi
     python3 -c 'import ensurepip, venv' >/dev/null 2>&1 ||
       die "apt-get installed python3-venv but python3 still cannot make a virtualenv"
   fi
-  local output
   # An existing .venv is kept (pip moves it to the pinned versions) unless its python is broken.
   if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
     if ! output=$(python3 -m venv --clear "$VENV" 2>&1); then
