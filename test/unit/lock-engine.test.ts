@@ -381,4 +381,48 @@ describe('LockEngine over the embedded store', () => {
       expect(await nodes('vanish')).toEqual([]);
     });
   });
+
+  describe('a session in doubt', () => {
+    it('tells a holder when its lock is in doubt and when it is confirmed again', async () => {
+      const lease = await acquire({ name: 'doubt' }).lease;
+      const seen: boolean[] = [];
+      const unsubscribe = lease.onConfirmedChange((confirmed) => seen.push(confirmed));
+      expect(lease.confirmed).toBe(true);
+      store.setSessionConfirmed(false);
+      expect(lease.confirmed).toBe(false);
+      store.setSessionConfirmed(true);
+      unsubscribe();
+      store.setSessionConfirmed(false);
+      expect(seen).toEqual([false, true]);
+      expect(lease.lost.aborted).toBe(false);
+      store.setSessionConfirmed(true);
+      await lease.release();
+    });
+
+    it('grants nothing while the session is in doubt, and grants once it is confirmed', async () => {
+      store.setSessionConfirmed(false);
+      const pending = acquire({ name: 'unconfirmed' });
+      let granted = false;
+      void pending.lease.then(() => (granted = true));
+      // The request is created and first in its queue: only the doubt holds it back.
+      while ((await nodes('unconfirmed')).length === 0) await Promise.resolve();
+      for (let i = 0; i < 20; i += 1) await Promise.resolve();
+      expect(granted).toBe(false);
+      store.setSessionConfirmed(true);
+      const lease = await pending.lease;
+      expect(lease.confirmed).toBe(true);
+      await lease.release();
+    });
+
+    it('queues a request again when the doubt ends in a loss', async () => {
+      store.setSessionConfirmed(false);
+      const pending = acquire({ name: 'doubt-lost' });
+      while ((await nodes('doubt-lost')).length === 0) await Promise.resolve();
+      store.expireSession();
+      const lease = await pending.lease;
+      expect(lease.confirmed).toBe(true);
+      expect(await nodes('doubt-lost')).toHaveLength(1);
+      await lease.release();
+    });
+  });
 });

@@ -34,6 +34,13 @@ export interface Lease extends AsyncDisposable {
   readonly fencingToken: bigint;
   /** Aborts (reason: `LockError('LOCK_LOST')`) if the lock is lost before it is released. */
   readonly lost: AbortSignal;
+  /**
+   * Whether the store can vouch for the lock right now. False while the store's session is in
+   * doubt (e.g. disconnected from ZooKeeper): the lock may still be ours, or `lost` may follow.
+   */
+  readonly confirmed: boolean;
+  /** Calls `listener` whenever `confirmed` changes; returns a function that unsubscribes. */
+  onConfirmedChange(listener: (confirmed: boolean) => void): () => void;
   /** Deletes the lock node. Idempotent. Rejects with `LOCK_LOST` if the lock was lost first. */
   release(): Promise<void>;
 }
@@ -127,7 +134,11 @@ export class LockEngine {
     for (;;) {
       waitSignal.throwIfAborted();
       if (current.kind === 'missing') throw nodeVanished(request.name);
-      if (current.kind === 'held') return this.#lease(request, path, session, token);
+      if (current.kind === 'held') {
+        // Never grant on a session the store cannot vouch for: it may already be lost.
+        await whenConfirmed(session, waitSignal);
+        return this.#lease(request, path, session, token);
+      }
       if (request.waitTimeoutMs === 0) {
         throw new LockError(
           'TIMEOUT',
@@ -167,6 +178,10 @@ export class LockEngine {
       mode: request.mode,
       fencingToken: token,
       lost: session.lost,
+      get confirmed() {
+        return session.confirmed;
+      },
+      onConfirmedChange: (listener) => session.onConfirmedChange(listener),
       release,
       [Symbol.asyncDispose]: async () => {
         await release().catch((error: unknown) => {
@@ -213,6 +228,25 @@ function deadlineSignal(request: AcquireRequest): AbortSignal & Disposable {
           );
         }, ms);
   return Object.assign(controller.signal, { [Symbol.dispose]: () => clearTimeout(timer) });
+}
+
+/** Resolves once the store vouches for `session` again; rejects with the reason if `signal` aborts. */
+async function whenConfirmed(session: StoreSession, signal: AbortSignal): Promise<void> {
+  if (session.confirmed) return;
+  signal.throwIfAborted();
+  await new Promise<void>((resolve, reject) => {
+    const onAbort = (): void => {
+      unsubscribe();
+      reject(signal.reason);
+    };
+    const unsubscribe = session.onConfirmedChange((confirmed) => {
+      if (!confirmed) return;
+      unsubscribe();
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    });
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 function nodeVanished(name: string): LockError {

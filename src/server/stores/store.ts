@@ -56,8 +56,20 @@ export interface CoordinationStore extends AsyncDisposable {
 export interface StoreSession {
   /** Store-specific session id, for logs. */
   readonly id: string;
-  /** Aborts, with a `LockError('LOCK_LOST')` as reason, when the session's ephemeral nodes are gone. */
+  /**
+   * Aborts, with a `LockError('LOCK_LOST')` as reason, when the session's ephemeral nodes are
+   * gone, or must be assumed gone because the back end has been out of reach for so long that
+   * it may already have expired the session.
+   */
   readonly lost: AbortSignal;
+  /**
+   * True while the store can vouch that the session and its nodes are alive (connected, and
+   * heard from the back end recently). False while that is in doubt: disconnected, though the
+   * session may yet survive. Always false once `lost` has aborted.
+   */
+  readonly confirmed: boolean;
+  /** Calls `listener` whenever `confirmed` changes (not after `lost`); returns an unsubscribe function. */
+  onConfirmedChange(listener: (confirmed: boolean) => void): () => void;
 }
 
 export interface CreatedNode {

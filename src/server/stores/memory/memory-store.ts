@@ -1,4 +1,3 @@
-import { unboundedController } from '../../../common/abort.js';
 import { LockError } from '../../engine/lock-error.js';
 import {
   baseName,
@@ -10,6 +9,7 @@ import {
   type StoreSession,
   type StoreStats,
 } from '../store.js';
+import { SessionState } from '../session-state.js';
 
 interface MemoryNode {
   readonly creationId: bigint;
@@ -23,17 +23,9 @@ interface MemoryParent {
   readonly children: Map<string, MemoryNode>;
 }
 
-class MemorySession implements StoreSession {
-  readonly #controller = unboundedController();
-  constructor(readonly numericId: number) {}
-  get id(): string {
-    return `memory-${this.numericId}`;
-  }
-  get lost(): AbortSignal {
-    return this.#controller.signal;
-  }
-  end(reason: LockError): void {
-    this.#controller.abort(reason);
+class MemorySession extends SessionState {
+  constructor(readonly numericId: number) {
+    super(`memory-${numericId}`);
   }
 }
 
@@ -144,6 +136,14 @@ export class MemoryStore implements CoordinationStore {
       }
     }
     expired.end(new LockError('LOCK_LOST', 'the embedded store session ended'));
+  }
+
+  /**
+   * Test hook: puts the session in doubt, as a ZooKeeper disconnection does (`confirmed` turns
+   * false), or confirms it again.
+   */
+  setSessionConfirmed(confirmed: boolean): void {
+    this.#session.setConfirmed(confirmed);
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { unboundedController } from '../../../common/abort.js';
 import { LockError } from '../../engine/lock-error.js';
 import {
   ancestors,
@@ -10,6 +9,7 @@ import {
   type StoreSession,
   type StoreStats,
 } from '../store.js';
+import { SessionState } from '../session-state.js';
 import { ZooKeeper, zk, type ZooKeeperHandle, type ZooKeeperNative } from './zookeeper-client.js';
 
 export interface ZooKeeperStoreOptions {
@@ -25,16 +25,28 @@ export interface ZooKeeperStoreOptions {
 /** Attempts per operation across connection losses (each one waits for the reconnection). */
 const MAX_ATTEMPTS = 5;
 
-class ZooKeeperSession implements StoreSession {
-  readonly #controller = unboundedController();
-  id = 'connecting';
-  get lost(): AbortSignal {
-    return this.#controller.signal;
-  }
-  end(reason: LockError): void {
-    this.#controller.abort(reason);
+class ZooKeeperSession extends SessionState {
+  /** Set once ZooKeeper has granted the session: only then is there anything to lose. */
+  established = false;
+  constructor() {
+    super('connecting', false);
   }
 }
+
+/**
+ * How the store keeps its holders safe when ZooKeeper goes quiet, as fractions of the negotiated
+ * session timeout, counted on a monotonic clock from the send time of the newest request that
+ * got a reply (ZooKeeper heard from us no earlier than that, so it cannot expire the session
+ * before that time plus the session timeout):
+ * - a heartbeat request goes out every HEARTBEAT (the C client's own pings are invisible here);
+ * - with no reply for DOUBT, the session is in doubt (`confirmed` false), as on a disconnection;
+ * - with no reply for LOSS, the session is given up as lost *before* ZooKeeper can expire it and
+ *   let another server grant the same locks (Curator's advice: treat a long SUSPENDED as LOST;
+ *   CURATOR-206). The remaining third of the timeout covers timer and event-loop delays.
+ */
+const HEARTBEAT_FRACTION = 1 / 6;
+const DOUBT_FRACTION = 1 / 3;
+const LOSS_FRACTION = 2 / 3;
 
 interface DeletionWaiter {
   settle(error?: LockError): void;
@@ -66,6 +78,10 @@ export class ZooKeeperStore implements CoordinationStore {
   #watches = new Map<string, Set<DeletionWaiter>>();
   readonly #ensuredParents = new Set<string>();
   #closed = false;
+  /** performance.now() at the send of the newest request that got a reply on this session. */
+  #lastConfirmedAt = 0;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #watchdog: NodeJS.Timeout | undefined;
 
   private constructor(options: ZooKeeperStoreOptions) {
     this.#options = options;
@@ -192,6 +208,8 @@ export class ZooKeeperStore implements CoordinationStore {
     if (this.#closed) return;
     this.#closed = true;
     this.#connected = false;
+    clearInterval(this.#heartbeat);
+    clearTimeout(this.#watchdog);
     // Closing the session deletes our ephemeral nodes at once: the locks are free immediately.
     this.#handle.close();
     this.#session.end(new LockError('LOCK_LOST', 'the server closed its ZooKeeper session'));
@@ -252,42 +270,113 @@ export class ZooKeeperStore implements CoordinationStore {
     handle.on('connect', () => {
       if (this.#handle !== handle || this.#closed) return;
       this.#connected = true;
-      const isNew = this.#session.id === 'connecting';
-      this.#session.id = handle.client_id;
+      const session = this.#session;
+      const isNew = !session.established;
+      session.established = true;
+      session.id = handle.client_id;
       this.#logger.info(
         { session: handle.client_id, sessionTimeoutMs: handle.timeout },
         isNew ? 'ZooKeeper session established' : 'reconnected to ZooKeeper; session kept',
       );
+      this.#startHeartbeat(handle);
+      // The handshake is a reply: ZooKeeper has just heard from us.
+      this.#heardFrom(handle, performance.now());
       for (const wake of this.#connectionWaiters) wake();
     });
     handle.on('connecting', () => {
       if (this.#handle !== handle || this.#closed) return;
       this.#connected = false;
       this.#logger.warn({ session: this.#session.id }, 'disconnected from ZooKeeper; reconnecting');
+      this.#assessSession();
     });
     handle.on('close', (_self: unknown, code: number) => {
       if (this.#handle !== handle || this.#closed) return;
-      this.#connected = false;
-      const expired = this.#session;
       const why =
         code === zk.ZOO_EXPIRED_SESSION_STATE
           ? 'ZooKeeper session expired'
           : `ZooKeeper session closed (${code})`;
-      this.#logger.warn({ session: expired.id }, `${why}; opening a new session`);
-      this.#session = new ZooKeeperSession();
-      const orphaned = this.#watches;
-      this.#watches = new Map();
-      expired.end(new LockError('LOCK_LOST', why));
-      this.#open();
-      // Watches die with their session. Arm them again on the new one: a node that went with
-      // the expired session wakes its waiters at once, another session's node keeps them waiting.
-      for (const [path, waiters] of orphaned) {
-        if (waiters.size === 0) continue;
-        this.#watches.set(path, waiters);
-        void this.#armDeletionWatch(path, waiters);
-      }
+      this.#logger.warn({ session: this.#session.id }, `${why}; opening a new session`);
+      this.#replaceSession(why);
     });
     handle.init(config);
+  }
+
+  /**
+   * Ends the current session (its holders hear `lost`), opens a new one, and arms the deletion
+   * watches of waiters on the new one: a node that went with the old session wakes its waiters
+   * at once, another session's node keeps them waiting.
+   */
+  #replaceSession(why: string): void {
+    const old = { session: this.#session, handle: this.#handle, watches: this.#watches };
+    this.#connected = false;
+    clearInterval(this.#heartbeat);
+    this.#heartbeat = undefined;
+    this.#session = new ZooKeeperSession();
+    this.#watches = new Map();
+    old.session.end(new LockError('LOCK_LOST', why));
+    // Closing a handle that ZooKeeper already expired is a no-op; closing one given up on
+    // deletes its nodes at once if it still reaches ZooKeeper, else they go when it expires.
+    old.handle.close();
+    this.#open();
+    for (const [path, waiters] of old.watches) {
+      if (waiters.size === 0) continue;
+      this.#watches.set(path, waiters);
+      void this.#armDeletionWatch(path, waiters);
+    }
+  }
+
+  /** Sends a cheap request every HEARTBEAT of the session timeout, so silence is noticed. */
+  #startHeartbeat(handle: ZooKeeperHandle): void {
+    if (this.#heartbeat !== undefined) return;
+    this.#heartbeat = setInterval(() => {
+      if (this.#handle !== handle || !this.#connected) return;
+      void this.#send((native, done) => native.a_exists('/', false, done));
+    }, this.#sessionTimeoutMs() * HEARTBEAT_FRACTION);
+    this.#heartbeat.unref();
+  }
+
+  /** A reply arrived to a request sent at `sentAt`: ZooKeeper heard from this session then. */
+  #heardFrom(handle: ZooKeeperHandle, sentAt: number): void {
+    if (handle !== this.#handle || sentAt <= this.#lastConfirmedAt) return;
+    this.#lastConfirmedAt = sentAt;
+    this.#assessSession();
+  }
+
+  /**
+   * Decides, from the time since the newest reply, whether the session is confirmed, in doubt,
+   * or to be given up before ZooKeeper can expire it; and wakes itself for the next threshold.
+   */
+  #assessSession(): void {
+    const session = this.#session;
+    if (this.#closed || !session.established) return;
+    const timeoutMs = this.#sessionTimeoutMs();
+    const silentMs = performance.now() - this.#lastConfirmedAt;
+    if (silentMs >= timeoutMs * LOSS_FRACTION) {
+      const why =
+        `no reply from ZooKeeper for ${Math.round(silentMs)} ms of a ${timeoutMs} ms session timeout: ` +
+        'the session may expire at any moment, so its locks are given up first';
+      this.#logger.warn({ session: session.id, silentMs: Math.round(silentMs) }, why);
+      this.#replaceSession(why);
+      return;
+    }
+    session.setConfirmed(this.#connected && silentMs < timeoutMs * DOUBT_FRACTION);
+    if (this.#watchdog === undefined) {
+      const next = silentMs < timeoutMs * DOUBT_FRACTION ? DOUBT_FRACTION : LOSS_FRACTION;
+      this.#watchdog = setTimeout(
+        () => {
+          this.#watchdog = undefined;
+          this.#assessSession();
+        },
+        timeoutMs * next - silentMs,
+      );
+      this.#watchdog.unref();
+    }
+  }
+
+  /** The session timeout ZooKeeper granted, or the one asked for before it has answered. */
+  #sessionTimeoutMs(): number {
+    const negotiated = this.#handle.timeout;
+    return negotiated > 0 ? negotiated : this.#options.sessionTimeoutMs;
   }
 
   async #ensureParents(dir: string): Promise<void> {
@@ -317,14 +406,17 @@ export class ZooKeeperStore implements CoordinationStore {
     }
   }
 
-  /** Sends one request on the current handle. */
+  /** Sends one request on the current handle; every reply counts as word from ZooKeeper. */
   #send<T>(
     request: (native: ZooKeeperNative, done: (rc: number, error: string, value?: T | null) => void) => number,
   ): Promise<Reply<T>> {
+    const handle = this.#handle;
+    const sentAt = performance.now();
     return new Promise((resolve) => {
-      const rc = request(this.#handle.native, (replyRc, _error, value) =>
-        resolve({ rc: replyRc, value: value ?? null }),
-      );
+      const rc = request(handle.native, (replyRc, _error, value) => {
+        if (!isConnectionLoss(replyRc) && replyRc !== zk.ZSESSIONEXPIRED) this.#heardFrom(handle, sentAt);
+        resolve({ rc: replyRc, value: value ?? null });
+      });
       if (rc !== zk.ZOK) resolve({ rc, value: null });
     });
   }
