@@ -1,4 +1,5 @@
-// Command lockstream-example-go takes a lockstream lock, holds it while it "works", and releases it.
+// Command lockstream-example-go takes a lockstream lock, holds it while it "works",
+// and releases it.
 //
 //	go run . --name examples/report --mode write --work-ms 2000
 //
@@ -43,7 +44,8 @@ var modes = map[string]lockstreamv1.LockMode{
 }
 
 func main() {
-	flag.Func("wait-timeout-ms", "give up queuing after this many ms (0: only if free now)", func(s string) error {
+	usage := "give up queuing after this many ms (0: only if free now)"
+	flag.Func("wait-timeout-ms", usage, func(s string) error {
 		ms, err := strconv.ParseInt(s, 10, 64)
 		waitTimeout = durationpb.New(time.Duration(ms) * time.Millisecond)
 		return err
@@ -74,7 +76,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	start := &lockstreamv1.AcquireStart{Name: *name, Mode: modes[*mode], WaitTimeout: waitTimeout, Owner: *owner}
+	start := &lockstreamv1.AcquireStart{
+		Name: *name, Mode: modes[*mode], WaitTimeout: waitTimeout, Owner: *owner,
+	}
 	// Send returns io.EOF if the call already ended; Recv below then returns its status.
 	if err := stream.Send(&lockstreamv1.AcquireRequest{
 		Kind: &lockstreamv1.AcquireRequest_Start{Start: start},

@@ -32,10 +32,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--address", default="127.0.0.1:50051", help="lockstream server, host:port")
     parser.add_argument("--name", default="examples/report", help="lock name")
     parser.add_argument("--mode", choices=MODES, default="mutex", help="how the lock is shared")
-    parser.add_argument("--owner", default="example-python", help="who is asking, for operators' eyes")
+    parser.add_argument("--owner", default="example-python", help="who is asking, for operators")
     parser.add_argument("--wait-timeout-ms", type=int, help="give up queuing after this many ms "
                         "(0: only if free now; absent: wait as long as it takes)")
-    parser.add_argument("--work-ms", type=int, default=1000, help="simulated work while holding, in ms")
+    parser.add_argument("--work-ms", type=int, default=1000, help="simulated work, in ms")
     parser.add_argument("--hold-until-eof", action="store_true",
                         help="hold the lock until stdin reaches EOF instead")
     return parser.parse_args()
