@@ -1,0 +1,123 @@
+import { existsSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { LockClient } from '../../src/client/index.js';
+import { loadConfig } from '../../src/server/config.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { deferred } from '../support/lock-caller.js';
+import { InteractiveProcess } from '../support/interactive-process.js';
+import { requireZooKeeper } from '../support/require-zookeeper.js';
+
+const connectString = requireZooKeeper(inject('zookeeperConnectString'));
+const repo = fileURLToPath(new URL('../../', import.meta.url));
+
+/** The example programs (scripts/install-test-deps.sh prepares the Go binary and the Python venv). */
+function example(language: 'go' | 'python' | 'typescript', args: string[]): InteractiveProcess {
+  const commands = {
+    go: [`${repo}.tmp/bin/lockstream-example-go`],
+    python: [`${repo}.venv/bin/python`, `${repo}examples/python/acquire.py`],
+    typescript: [process.execPath, '--import', 'tsx', `${repo}examples/typescript/acquire.ts`],
+  } as const;
+  const [command, ...prefix] = commands[language];
+  if (!existsSync(command)) throw new Error(`${command} is missing: run scripts/install-test-deps.sh`);
+  return new InteractiveProcess(command, [...prefix, ...args], { cwd: repo });
+}
+
+describe('clients in three languages on one lock', () => {
+  let server: RunningServer;
+  let address: string;
+
+  beforeAll(async () => {
+    const config = loadConfig({}, [
+      '--port',
+      '0',
+      '--root',
+      `/polyglot-${randomUUID()}`,
+      '--zookeeper',
+      connectString,
+    ]);
+    server = await startServer(config, pino({ level: 'silent' }));
+    address = `127.0.0.1:${server.port}`;
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('grants a Python writer, then a TypeScript writer, then a Go reader, in queue order with growing tokens', async () => {
+    const name = 'polyglot/report';
+    const grants: Array<{ who: string; token: bigint }> = [];
+    const client = new LockClient(address);
+    const python = example('python', [
+      '--address',
+      address,
+      '--name',
+      name,
+      '--mode',
+      'write',
+      '--hold-until-eof',
+    ]);
+    let go: InteractiveProcess | undefined;
+    try {
+      const [, pythonToken] = await python.waitFor(/^acquired token=(\d+)$/m);
+      grants.push({ who: 'python', token: BigInt(pythonToken!) });
+
+      const tsQueued = deferred<number>();
+      const tsLock = client.acquire(name, { mode: 'write', owner: 'typescript', onQueued: tsQueued.resolve });
+      expect(await tsQueued.promise).toBe(1);
+
+      go = example('go', ['--address', address, '--name', name, '--mode', 'read', '--work-ms', '0']);
+      const [, goAhead] = await go.waitFor(/^queued ahead=(\d+)$/m);
+      expect(Number(goAhead)).toBe(2);
+
+      python.endInput();
+      await python.waitFor(/^released$/m);
+      expect(await python.exited).toBe(0);
+
+      const lock = await tsLock;
+      grants.push({ who: 'typescript', token: lock.token });
+      expect(go.stdout).not.toMatch(/acquired/);
+      await lock.release();
+
+      const [, goToken] = await go.waitFor(/^acquired token=(\d+)$/m);
+      grants.push({ who: 'go', token: BigInt(goToken!) });
+      await go.waitFor(/^released$/m);
+      expect(await go.exited).toBe(0);
+
+      expect(grants.map((g) => g.who)).toEqual(['python', 'typescript', 'go']);
+      expect(grants[1]!.token).toBeGreaterThan(grants[0]!.token);
+      expect(grants[2]!.token).toBeGreaterThan(grants[1]!.token);
+    } finally {
+      python.kill();
+      go?.kill();
+      client.close();
+    }
+  });
+
+  it.each(['go', 'python', 'typescript'] as const)(
+    'the %s example reports a try-lock on a held lock as DEADLINE_EXCEEDED and exits 1',
+    async (language) => {
+      const client = new LockClient(address);
+      const holder = await client.acquire(`polyglot/busy-${language}`);
+      const attempt = example(language, [
+        '--address',
+        address,
+        '--name',
+        `polyglot/busy-${language}`,
+        '--wait-timeout-ms',
+        '0',
+      ]);
+      try {
+        expect(await attempt.exited).toBe(1);
+        expect(attempt.stderr).toMatch(/^error: DEADLINE_EXCEEDED: .*is not free/m);
+        expect(attempt.stdout).toBe('');
+      } finally {
+        attempt.kill();
+        await holder.release();
+        client.close();
+      }
+    },
+  );
+});
