@@ -13,6 +13,11 @@ export interface BackendUnderTest {
   readonly serveArgs: () => string[];
   /** Ends the server's store session as an expiry would (its ephemeral nodes vanish). */
   readonly expireSession: (server: RunningServer) => Promise<void>;
+  /**
+   * Puts the server's store session in doubt (as a lost connection to the back end does) or
+   * confirms it again; resolves once the store says so.
+   */
+  readonly setSessionConfirmed: (server: RunningServer, confirmed: boolean) => Promise<void>;
 }
 
 export interface ConformanceContext {
@@ -386,6 +391,21 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       // The waiter never held anything: it is queued again on the new session and granted.
       await waiter.acquired();
       await waiter.release();
+    });
+
+    it('tells holders when their lock is in doubt and confirmed again, and grants nothing in between', async () => {
+      const holder = open({ name: 'doubt' });
+      await holder.acquired();
+      await backend.setSessionConfirmed(ctx.server, false);
+      await holder.receipt('inDoubt');
+      const newcomer = open({ name: 'doubt-free' });
+      await backend.setSessionConfirmed(ctx.server, true);
+      const confirmedAt = await holder.receipt('confirmed');
+      // The free lock was asked for during the doubt and granted only after it ended.
+      expect(await newcomer.receipt('acquired')).toBeGreaterThan(confirmedAt);
+      expect(holder.messages.map((m) => m.kind?.$case)).toEqual(['acquired', 'inDoubt', 'confirmed']);
+      expect((await holder.release()).code).toBe(status.OK);
+      await newcomer.release();
     });
 
     it('ends held and queued streams with UNAVAILABLE on shutdown', async () => {

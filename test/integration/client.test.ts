@@ -13,7 +13,7 @@ import { startServer, type RunningServer } from '../../src/server/main.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { deferred } from '../support/lock-caller.js';
 import { startServerProcess } from '../support/server-process.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 
 /** Ends the embedded store's session as an expiry would: every lock it holds is lost. */
 function expireSession(server: RunningServer): void {
@@ -204,13 +204,13 @@ describe('the TypeScript client when the server or the network fails', () => {
 
   it('notices a silent network through keepalive and fires `lost`', async () => {
     const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
-    const proxy = await TcpProxy.start(`127.0.0.1:${server.port}`);
+    const proxy = await TcpProxyProcess.start(`127.0.0.1:${server.port}`);
     const client = new LockClient(proxy.address, { keepaliveTimeMs: 300, keepaliveTimeoutMs: 300 });
     try {
       const lock = await client.acquire('silent');
       const lost = reasonOf(lock.lost);
       // Nothing comes back from the server any more, and the connection is not closed either.
-      proxy.holdReplies();
+      await proxy.holdReplies();
       expect(await lost).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
     } finally {
       client.close();

@@ -9,7 +9,7 @@ import { sendFourLetterWord } from '../setup/zookeeper-process.js';
 import { LockCaller, LockMode, type AcquireStream } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 const zookeeperPort = Number(connectString.split(':')[1]);
@@ -206,7 +206,7 @@ describe('lockstream processes sharing one ZooKeeper', () => {
 
 describe('ZooKeeper store under connection loss', () => {
   it('finds its own node after a create whose reply was lost, instead of leaving a ghost', async () => {
-    const proxy = await TcpProxy.start(connectString);
+    const proxy = await TcpProxyProcess.start(connectString);
     const store = await ZooKeeperStore.connect({
       connectString: proxy.address,
       sessionTimeoutMs: 10_000,
@@ -218,11 +218,11 @@ describe('ZooKeeper store under connection loss', () => {
       // Someone already queues there, so the lock's parent exists and one create is all it takes.
       const ahead = await store.createSequential(dir, `mutex-${randomUUID()}-`, new Uint8Array());
       const prefix = `mutex-${randomUUID()}-`;
-      proxy.holdReplies();
+      await proxy.holdReplies();
       const created = store.createSequential(dir, prefix, new Uint8Array());
       // The create's reply carries the new node's path: ZooKeeper has applied it. Lose the reply.
       await proxy.heldReplyContaining(prefix);
-      proxy.severAll();
+      await proxy.severAll();
       const node = await created;
 
       const children = await store.children(dir);

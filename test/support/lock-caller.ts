@@ -25,8 +25,13 @@ export interface CallOutcome {
  * One raw Acquire stream, driven the way a test wants: every server message is recorded, and
  * each step (queued, acquired, the final status) can be awaited as an event.
  */
+/** Orders the messages of every stream in this process by when they arrived. */
+let lastReceipt = 0;
+
 export class AcquireStream {
   readonly messages: AcquireResponse[] = [];
+  /** For each message in `messages`, its place in the arrival order across all streams. */
+  readonly receipts: number[] = [];
   /** Resolves with the final status; never rejects. */
   readonly outcome: Promise<CallOutcome>;
   readonly #call: grpc.ClientDuplexStream<AcquireRequest, AcquireResponse>;
@@ -44,6 +49,7 @@ export class AcquireStream {
     });
     this.#call.on('data', (message: AcquireResponse) => {
       this.messages.push(message);
+      this.receipts.push(++lastReceipt);
       this.#notify();
     });
     // Errors arrive as the status too; without a listener they would be thrown.
@@ -66,6 +72,17 @@ export class AcquireStream {
     const message = await this.#next((m, all) => all.filter(isQueued).indexOf(m) === index && isQueued(m));
     if (message.kind?.$case !== 'queued') throw new Error('INVARIANT: not queued');
     return message.kind.value.ahead;
+  }
+
+  /**
+   * Resolves, once a message of `kind` has arrived (the n-th with `index`), with its place in the
+   * arrival order across all streams: comparing two of them says which came first.
+   */
+  async receipt(kind: NonNullable<AcquireResponse['kind']>['$case'], index = 0): Promise<number> {
+    const message = await this.#next(
+      (m, all) => m.kind?.$case === kind && all.filter((x) => x.kind?.$case === kind).indexOf(m) === index,
+    );
+    return this.receipts[this.messages.indexOf(message)]!;
   }
 
   get isAcquired(): boolean {

@@ -1,15 +1,24 @@
 import net from 'node:net';
 
+interface Pair {
+  readonly client: net.Socket;
+  readonly upstream: net.Socket;
+  /** Bytes held back while frozen, per direction, in arrival order. */
+  readonly heldUp: Buffer[];
+  readonly heldDown: Buffer[];
+}
+
 /**
- * A loopback TCP proxy in front of a server, for fault injection: it can hold back the server's
- * replies and cut every connection, which is how a client sees a connection loss after its
- * request was already applied.
+ * A loopback TCP proxy in front of a server, for fault injection. It can hold back the server's
+ * replies, freeze a link in both directions without closing it (a network that silently drops
+ * everything, as a partition or a dead host looks), thaw it again, and cut every connection.
  */
 export class TcpProxy {
   readonly #server: net.Server;
   readonly #target: { host: string; port: number };
-  readonly #pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
-  #holding = false;
+  readonly #pairs = new Set<Pair>();
+  #holdingReplies = false;
+  #frozen = false;
   #held = Buffer.alloc(0);
   readonly #heldWaiters: Array<() => void> = [];
 
@@ -33,7 +42,7 @@ export class TcpProxy {
 
   /** From now on, bytes from the server are kept here instead of reaching the client. */
   holdReplies(): void {
-    this.#holding = true;
+    this.#holdingReplies = true;
   }
 
   /** Resolves once the held-back server bytes contain `text` (e.g. a created node's path). */
@@ -43,9 +52,24 @@ export class TcpProxy {
     }
   }
 
+  /** Nothing passes in either direction, on open or new connections, and nothing is closed. */
+  freeze(): void {
+    this.#frozen = true;
+  }
+
+  /** Ends a freeze: what was held back is delivered in order, and traffic flows again. */
+  thaw(): void {
+    this.#frozen = false;
+    for (const pair of this.#pairs) {
+      for (const chunk of pair.heldUp.splice(0)) pair.upstream.write(chunk);
+      for (const chunk of pair.heldDown.splice(0)) pair.client.write(chunk);
+    }
+  }
+
   /** Cuts every connection (held bytes are dropped) and forwards normally again. */
   severAll(): void {
-    this.#holding = false;
+    this.#holdingReplies = false;
+    this.#frozen = false;
     this.#held = Buffer.alloc(0);
     for (const { client, upstream } of this.#pairs) {
       client.destroy();
@@ -60,17 +84,24 @@ export class TcpProxy {
   }
 
   #accept(client: net.Socket): void {
-    const upstream = net.connect(this.#target);
-    const pair = { client, upstream };
+    // No Nagle delays: the proxy must not slow down small request/reply traffic.
+    const upstream = net.connect({ ...this.#target, noDelay: true });
+    client.setNoDelay(true);
+    const pair: Pair = { client, upstream, heldUp: [], heldDown: [] };
     this.#pairs.add(pair);
-    client.on('data', (chunk: Buffer) => upstream.write(chunk));
+    client.on('data', (chunk: Buffer) => {
+      if (this.#frozen) pair.heldUp.push(chunk);
+      else upstream.write(chunk);
+    });
     upstream.on('data', (chunk: Buffer) => {
-      if (!this.#holding) {
+      if (this.#frozen) {
+        pair.heldDown.push(chunk);
+      } else if (this.#holdingReplies) {
+        this.#held = Buffer.concat([this.#held, chunk]);
+        for (const wake of this.#heldWaiters.splice(0)) wake();
+      } else {
         client.write(chunk);
-        return;
       }
-      this.#held = Buffer.concat([this.#held, chunk]);
-      for (const wake of this.#heldWaiters.splice(0)) wake();
     });
     const drop = (): void => {
       this.#pairs.delete(pair);

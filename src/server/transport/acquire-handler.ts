@@ -75,6 +75,15 @@ async function serveAcquire(
     await send(call, { kind: { $case: 'acquired', value: { fencingToken: lease.fencingToken } } }, signal);
     logger.debug({ token: lease.fencingToken.toString() }, 'granted');
 
+    // Tell the holder whenever the store cannot vouch for its lock, and when it can again.
+    using _confirmation = subscription(
+      lease.onConfirmedChange((confirmed) => {
+        call.write({
+          kind: confirmed ? { $case: 'confirmed', value: {} } : { $case: 'inDoubt', value: {} },
+        });
+        logger.debug(confirmed ? 'confirmed' : 'in doubt');
+      }),
+    );
     using lost = whenAborted(lease.lost);
     using aborted = whenAborted(signal);
     const end = await Promise.race([clientEnd, lost.then(() => 'lost' as const), aborted]);
@@ -137,6 +146,11 @@ function lockLost(lease: Lease): LockError {
   return new LockError('LOCK_LOST', `lock "${lease.name}" was lost: ${why}; stop the work it protects`, {
     cause: reason,
   });
+}
+
+/** An unsubscribe function as a Disposable, for `using`. */
+function subscription(unsubscribe: () => void): Disposable {
+  return { [Symbol.dispose]: unsubscribe };
 }
 
 /** Writes a message, waiting for 'drain' when the stream's buffer is full. */

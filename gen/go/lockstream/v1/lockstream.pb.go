@@ -296,6 +296,8 @@ type AcquireResponse struct {
 	//	*AcquireResponse_Queued
 	//	*AcquireResponse_Acquired
 	//	*AcquireResponse_Released
+	//	*AcquireResponse_InDoubt
+	//	*AcquireResponse_Confirmed
 	Kind          isAcquireResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -365,6 +367,24 @@ func (x *AcquireResponse) GetReleased() *AcquireReleased {
 	return nil
 }
 
+func (x *AcquireResponse) GetInDoubt() *AcquireInDoubt {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireResponse_InDoubt); ok {
+			return x.InDoubt
+		}
+	}
+	return nil
+}
+
+func (x *AcquireResponse) GetConfirmed() *AcquireConfirmed {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireResponse_Confirmed); ok {
+			return x.Confirmed
+		}
+	}
+	return nil
+}
+
 type isAcquireResponse_Kind interface {
 	isAcquireResponse_Kind()
 }
@@ -384,11 +404,28 @@ type AcquireResponse_Released struct {
 	Released *AcquireReleased `protobuf:"bytes,3,opt,name=released,proto3,oneof"`
 }
 
+type AcquireResponse_InDoubt struct {
+	// The server has lost contact with its coordination back end (e.g. disconnected from
+	// ZooKeeper) and cannot vouch for the held lock: it may still be held, or the call may end
+	// with ABORTED. A careful holder pauses writes to what the lock protects until `confirmed`.
+	// Sent only while the lock is held.
+	InDoubt *AcquireInDoubt `protobuf:"bytes,4,opt,name=in_doubt,json=inDoubt,proto3,oneof"`
+}
+
+type AcquireResponse_Confirmed struct {
+	// After `in_doubt`: contact is back and the lock is still held by this stream.
+	Confirmed *AcquireConfirmed `protobuf:"bytes,5,opt,name=confirmed,proto3,oneof"`
+}
+
 func (*AcquireResponse_Queued) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_Acquired) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_Released) isAcquireResponse_Kind() {}
+
+func (*AcquireResponse_InDoubt) isAcquireResponse_Kind() {}
+
+func (*AcquireResponse_Confirmed) isAcquireResponse_Kind() {}
 
 // AcquireQueued reports a wait in the queue.
 type AcquireQueued struct {
@@ -523,6 +560,83 @@ func (*AcquireReleased) Descriptor() ([]byte, []int) {
 	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{6}
 }
 
+// AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
+// `confirmed` follows, the call ends with ABORTED before the back end could let anyone else
+// hold the lock (for ZooKeeper: within two thirds of the server's session timeout of the last
+// reply it had).
+type AcquireInDoubt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireInDoubt) Reset() {
+	*x = AcquireInDoubt{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireInDoubt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireInDoubt) ProtoMessage() {}
+
+func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireInDoubt.ProtoReflect.Descriptor instead.
+func (*AcquireInDoubt) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{7}
+}
+
+// AcquireConfirmed says that the lock, in doubt before, is confirmed held again.
+type AcquireConfirmed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireConfirmed) Reset() {
+	*x = AcquireConfirmed{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireConfirmed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireConfirmed) ProtoMessage() {}
+
+func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireConfirmed.ProtoReflect.Descriptor instead.
+func (*AcquireConfirmed) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{8}
+}
+
 var File_lockstream_v1_lockstream_proto protoreflect.FileDescriptor
 
 const file_lockstream_v1_lockstream_proto_rawDesc = "" +
@@ -537,17 +651,21 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12<\n" +
 	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\"\x10\n" +
-	"\x0eAcquireRelease\"\xcd\x01\n" +
+	"\x0eAcquireRelease\"\xca\x02\n" +
 	"\x0fAcquireResponse\x126\n" +
 	"\x06queued\x18\x01 \x01(\v2\x1c.lockstream.v1.AcquireQueuedH\x00R\x06queued\x12<\n" +
 	"\bacquired\x18\x02 \x01(\v2\x1e.lockstream.v1.AcquireAcquiredH\x00R\bacquired\x12<\n" +
-	"\breleased\x18\x03 \x01(\v2\x1e.lockstream.v1.AcquireReleasedH\x00R\breleasedB\x06\n" +
+	"\breleased\x18\x03 \x01(\v2\x1e.lockstream.v1.AcquireReleasedH\x00R\breleased\x12:\n" +
+	"\bin_doubt\x18\x04 \x01(\v2\x1d.lockstream.v1.AcquireInDoubtH\x00R\ainDoubt\x12?\n" +
+	"\tconfirmed\x18\x05 \x01(\v2\x1f.lockstream.v1.AcquireConfirmedH\x00R\tconfirmedB\x06\n" +
 	"\x04kind\"%\n" +
 	"\rAcquireQueued\x12\x14\n" +
 	"\x05ahead\x18\x01 \x01(\rR\x05ahead\"6\n" +
 	"\x0fAcquireAcquired\x12#\n" +
 	"\rfencing_token\x18\x01 \x01(\x04R\ffencingToken\"\x11\n" +
-	"\x0fAcquireReleased*c\n" +
+	"\x0fAcquireReleased\"\x10\n" +
+	"\x0eAcquireInDoubt\"\x12\n" +
+	"\x10AcquireConfirmed*c\n" +
 	"\bLockMode\x12\x19\n" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n" +
@@ -570,7 +688,7 @@ func file_lockstream_v1_lockstream_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstream_v1_lockstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(LockMode)(0),               // 0: lockstream.v1.LockMode
 	(*AcquireRequest)(nil),      // 1: lockstream.v1.AcquireRequest
@@ -580,23 +698,27 @@ var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(*AcquireQueued)(nil),       // 5: lockstream.v1.AcquireQueued
 	(*AcquireAcquired)(nil),     // 6: lockstream.v1.AcquireAcquired
 	(*AcquireReleased)(nil),     // 7: lockstream.v1.AcquireReleased
-	(*durationpb.Duration)(nil), // 8: google.protobuf.Duration
+	(*AcquireInDoubt)(nil),      // 8: lockstream.v1.AcquireInDoubt
+	(*AcquireConfirmed)(nil),    // 9: lockstream.v1.AcquireConfirmed
+	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
 }
 var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
-	2, // 0: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
-	3, // 1: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
-	0, // 2: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
-	8, // 3: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
-	5, // 4: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	6, // 5: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	7, // 6: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
-	1, // 7: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
-	4, // 8: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	2,  // 0: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
+	3,  // 1: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
+	0,  // 2: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
+	10, // 3: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
+	5,  // 4: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	6,  // 5: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	7,  // 6: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
+	8,  // 7: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	9,  // 8: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	1,  // 9: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
+	4,  // 10: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
+	10, // [10:11] is the sub-list for method output_type
+	9,  // [9:10] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_lockstream_v1_lockstream_proto_init() }
@@ -612,6 +734,8 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireResponse_Queued)(nil),
 		(*AcquireResponse_Acquired)(nil),
 		(*AcquireResponse_Released)(nil),
+		(*AcquireResponse_InDoubt)(nil),
+		(*AcquireResponse_Confirmed)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -619,7 +743,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstream_v1_lockstream_proto_rawDesc), len(file_lockstream_v1_lockstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

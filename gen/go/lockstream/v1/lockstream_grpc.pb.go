@@ -40,7 +40,10 @@ type LockServiceClient interface {
 	//     whenever the number of requests ahead changes while it waits).
 	//  3. The server sends `acquired` with a fencing token. From this message on, the client
 	//     holds the lock.
-	//  4. The lock is held until the client sends `release` or half-closes its side of the
+	//  4. While the lock is held the server may send `in_doubt` when it loses contact with its
+	//     coordination back end, and `confirmed` once contact is back (or end the call with
+	//     ABORTED if it cannot be restored in time).
+	//  5. The lock is held until the client sends `release` or half-closes its side of the
 	//     stream; the server then deletes the lock's node, sends `released` and ends the call
 	//     with OK. If instead the client cancels the call or its connection dies, the server
 	//     deletes the node without a reply. Either way the next waiter is granted the lock.
@@ -98,7 +101,10 @@ type LockServiceServer interface {
 	//     whenever the number of requests ahead changes while it waits).
 	//  3. The server sends `acquired` with a fencing token. From this message on, the client
 	//     holds the lock.
-	//  4. The lock is held until the client sends `release` or half-closes its side of the
+	//  4. While the lock is held the server may send `in_doubt` when it loses contact with its
+	//     coordination back end, and `confirmed` once contact is back (or end the call with
+	//     ABORTED if it cannot be restored in time).
+	//  5. The lock is held until the client sends `release` or half-closes its side of the
 	//     stream; the server then deletes the lock's node, sends `released` and ends the call
 	//     with OK. If instead the client cancels the call or its connection dies, the server
 	//     deletes the node without a reply. Either way the next waiter is granted the lock.

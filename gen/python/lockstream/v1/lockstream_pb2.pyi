@@ -45,14 +45,18 @@ class AcquireRelease(_message.Message):
     def __init__(self) -> None: ...
 
 class AcquireResponse(_message.Message):
-    __slots__ = ("queued", "acquired", "released")
+    __slots__ = ("queued", "acquired", "released", "in_doubt", "confirmed")
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
+    IN_DOUBT_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_FIELD_NUMBER: _ClassVar[int]
     queued: AcquireQueued
     acquired: AcquireAcquired
     released: AcquireReleased
-    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ...) -> None: ...
+    in_doubt: AcquireInDoubt
+    confirmed: AcquireConfirmed
+    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ...) -> None: ...
 
 class AcquireQueued(_message.Message):
     __slots__ = ("ahead",)
@@ -67,5 +71,13 @@ class AcquireAcquired(_message.Message):
     def __init__(self, fencing_token: _Optional[int] = ...) -> None: ...
 
 class AcquireReleased(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AcquireInDoubt(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AcquireConfirmed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -137,6 +137,17 @@ export interface AcquireResponse {
     | //
     /** The lock was released at the client's request; the call ends with OK right after. */
     { $case: "released"; value: AcquireReleased }
+    | //
+    /**
+     * The server has lost contact with its coordination back end (e.g. disconnected from
+     * ZooKeeper) and cannot vouch for the held lock: it may still be held, or the call may end
+     * with ABORTED. A careful holder pauses writes to what the lock protects until `confirmed`.
+     * Sent only while the lock is held.
+     */
+    { $case: "inDoubt"; value: AcquireInDoubt }
+    | //
+    /** After `in_doubt`: contact is back and the lock is still held by this stream. */
+    { $case: "confirmed"; value: AcquireConfirmed }
     | undefined;
 }
 
@@ -162,6 +173,19 @@ export interface AcquireAcquired {
 
 /** AcquireReleased confirms that the lock is no longer held by this stream. */
 export interface AcquireReleased {
+}
+
+/**
+ * AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
+ * `confirmed` follows, the call ends with ABORTED before the back end could let anyone else
+ * hold the lock (for ZooKeeper: within two thirds of the server's session timeout of the last
+ * reply it had).
+ */
+export interface AcquireInDoubt {
+}
+
+/** AcquireConfirmed says that the lock, in doubt before, is confirmed held again. */
+export interface AcquireConfirmed {
 }
 
 function createBaseAcquireRequest(): AcquireRequest {
@@ -456,6 +480,12 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "released":
         AcquireReleased.encode(message.kind.value, writer.uint32(26).fork()).join();
         break;
+      case "inDoubt":
+        AcquireInDoubt.encode(message.kind.value, writer.uint32(34).fork()).join();
+        break;
+      case "confirmed":
+        AcquireConfirmed.encode(message.kind.value, writer.uint32(42).fork()).join();
+        break;
     }
     return writer;
   },
@@ -497,6 +527,22 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
             message.kind = { $case: "released", value: AcquireReleased.decode(reader, reader.uint32()) };
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.kind = { $case: "inDoubt", value: AcquireInDoubt.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "confirmed", value: AcquireConfirmed.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -517,6 +563,12 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
         ? { $case: "acquired", value: AcquireAcquired.fromJSON(object.acquired) }
         : isSet(object.released)
         ? { $case: "released", value: AcquireReleased.fromJSON(object.released) }
+        : isSet(object.inDoubt)
+        ? { $case: "inDoubt", value: AcquireInDoubt.fromJSON(object.inDoubt) }
+        : isSet(object.in_doubt)
+        ? { $case: "inDoubt", value: AcquireInDoubt.fromJSON(object.in_doubt) }
+        : isSet(object.confirmed)
+        ? { $case: "confirmed", value: AcquireConfirmed.fromJSON(object.confirmed) }
         : undefined,
     };
   },
@@ -529,6 +581,10 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       obj.acquired = AcquireAcquired.toJSON(message.kind.value);
     } else if (message.kind?.$case === "released") {
       obj.released = AcquireReleased.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "inDoubt") {
+      obj.inDoubt = AcquireInDoubt.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "confirmed") {
+      obj.confirmed = AcquireConfirmed.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -554,6 +610,18 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "released": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "released", value: AcquireReleased.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "inDoubt": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "inDoubt", value: AcquireInDoubt.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "confirmed": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "confirmed", value: AcquireConfirmed.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -759,6 +827,110 @@ export const AcquireReleased: MessageFns<AcquireReleased> = {
   },
 };
 
+function createBaseAcquireInDoubt(): AcquireInDoubt {
+  return {};
+}
+
+export const AcquireInDoubt: MessageFns<AcquireInDoubt> = {
+  encode(_: AcquireInDoubt, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireInDoubt {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireInDoubt();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): AcquireInDoubt {
+    return {};
+  },
+
+  toJSON(_: AcquireInDoubt): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireInDoubt>): AcquireInDoubt {
+    return AcquireInDoubt.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<AcquireInDoubt>): AcquireInDoubt {
+    const message = createBaseAcquireInDoubt();
+    return message;
+  },
+};
+
+function createBaseAcquireConfirmed(): AcquireConfirmed {
+  return {};
+}
+
+export const AcquireConfirmed: MessageFns<AcquireConfirmed> = {
+  encode(_: AcquireConfirmed, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireConfirmed {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireConfirmed();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): AcquireConfirmed {
+    return {};
+  },
+
+  toJSON(_: AcquireConfirmed): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireConfirmed>): AcquireConfirmed {
+    return AcquireConfirmed.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<AcquireConfirmed>): AcquireConfirmed {
+    const message = createBaseAcquireConfirmed();
+    return message;
+  },
+};
+
 /**
  * LockService grants named locks. Each lock name has one first-in, first-out queue shared by all
  * modes and by every lockstream server attached to the same coordination back end, so two
@@ -775,7 +947,10 @@ export const LockServiceService = {
    *      whenever the number of requests ahead changes while it waits).
    *   3. The server sends `acquired` with a fencing token. From this message on, the client
    *      holds the lock.
-   *   4. The lock is held until the client sends `release` or half-closes its side of the
+   *   4. While the lock is held the server may send `in_doubt` when it loses contact with its
+   *      coordination back end, and `confirmed` once contact is back (or end the call with
+   *      ABORTED if it cannot be restored in time).
+   *   5. The lock is held until the client sends `release` or half-closes its side of the
    *      stream; the server then deletes the lock's node, sends `released` and ends the call
    *      with OK. If instead the client cancels the call or its connection dies, the server
    *      deletes the node without a reply. Either way the next waiter is granted the lock.
@@ -814,7 +989,10 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *      whenever the number of requests ahead changes while it waits).
    *   3. The server sends `acquired` with a fencing token. From this message on, the client
    *      holds the lock.
-   *   4. The lock is held until the client sends `release` or half-closes its side of the
+   *   4. While the lock is held the server may send `in_doubt` when it loses contact with its
+   *      coordination back end, and `confirmed` once contact is back (or end the call with
+   *      ABORTED if it cannot be restored in time).
+   *   5. The lock is held until the client sends `release` or half-closes its side of the
    *      stream; the server then deletes the lock's node, sends `released` and ends the call
    *      with OK. If instead the client cancels the call or its connection dies, the server
    *      deletes the node without a reply. Either way the next waiter is granted the lock.
@@ -845,7 +1023,10 @@ export interface LockServiceClient extends Client {
    *      whenever the number of requests ahead changes while it waits).
    *   3. The server sends `acquired` with a fencing token. From this message on, the client
    *      holds the lock.
-   *   4. The lock is held until the client sends `release` or half-closes its side of the
+   *   4. While the lock is held the server may send `in_doubt` when it loses contact with its
+   *      coordination back end, and `confirmed` once contact is back (or end the call with
+   *      ABORTED if it cannot be restored in time).
+   *   5. The lock is held until the client sends `release` or half-closes its side of the
    *      stream; the server then deletes the lock's node, sends `released` and ends the call
    *      with OK. If instead the client cancels the call or its connection dies, the server
    *      deletes the node without a reply. Either way the next waiter is granted the lock.

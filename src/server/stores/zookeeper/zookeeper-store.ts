@@ -81,6 +81,8 @@ export class ZooKeeperStore implements CoordinationStore {
   /** performance.now() at the send of the newest request that got a reply on this session. */
   #lastConfirmedAt = 0;
   #heartbeat: NodeJS.Timeout | undefined;
+  /** Handles of sessions given up as lost, not closed yet (see #replaceSession). */
+  readonly #abandoned = new Set<ZooKeeperHandle>();
   #watchdog: NodeJS.Timeout | undefined;
 
   private constructor(options: ZooKeeperStoreOptions) {
@@ -212,6 +214,13 @@ export class ZooKeeperStore implements CoordinationStore {
     clearTimeout(this.#watchdog);
     // Closing the session deletes our ephemeral nodes at once: the locks are free immediately.
     this.#handle.close();
+    for (const handle of this.#abandoned) handle.close();
+    this.#abandoned.clear();
+    // The addon closes its libuv poll handle asynchronously; a new handle (here or in another
+    // store) whose socket reuses the descriptor before that has happened misses its first events
+    // and connects only on its next timer tick (seen here: 1.5 s). One turn of the event loop
+    // lets the close finish.
+    await new Promise((resolve) => setImmediate(resolve));
     this.#session.end(new LockError('LOCK_LOST', 'the server closed its ZooKeeper session'));
     for (const wake of this.#connectionWaiters) wake();
     const closed = new LockError('UNAVAILABLE', 'the ZooKeeper store is closed');
@@ -258,7 +267,8 @@ export class ZooKeeperStore implements CoordinationStore {
     }
   }
 
-  #open(): void {
+  /** Opens a new handle (and session); `afterClose`: a handle was closed just now. */
+  #open(afterClose = false): void {
     const config = {
       connect: this.#options.connectString,
       timeout: this.#options.sessionTimeoutMs,
@@ -268,6 +278,12 @@ export class ZooKeeperStore implements CoordinationStore {
     const handle = new ZooKeeper(config);
     this.#handle = handle;
     handle.on('connect', () => {
+      if (this.#abandoned.delete(handle)) {
+        // A session given up as lost came back: close it now (it answers quickly) so the nodes
+        // its holders were told they lost are deleted rather than left until it expires.
+        setImmediate(() => handle.close());
+        return;
+      }
       if (this.#handle !== handle || this.#closed) return;
       this.#connected = true;
       const session = this.#session;
@@ -290,23 +306,37 @@ export class ZooKeeperStore implements CoordinationStore {
       this.#assessSession();
     });
     handle.on('close', (_self: unknown, code: number) => {
+      this.#abandoned.delete(handle);
       if (this.#handle !== handle || this.#closed) return;
       const why =
         code === zk.ZOO_EXPIRED_SESSION_STATE
           ? 'ZooKeeper session expired'
           : `ZooKeeper session closed (${code})`;
       this.#logger.warn({ session: this.#session.id }, `${why}; opening a new session`);
-      this.#replaceSession(why);
+      this.#replaceSession(why, true);
     });
-    handle.init(config);
+    if (!afterClose) {
+      handle.init(config);
+      return;
+    }
+    // See close(): let the closed handle's poll handle go before this one opens its socket.
+    setImmediate(() => {
+      if (this.#handle === handle && !this.#closed) handle.init(config);
+    });
   }
 
   /**
    * Ends the current session (its holders hear `lost`), opens a new one, and arms the deletion
    * watches of waiters on the new one: a node that went with the old session wakes its waiters
    * at once, another session's node keeps them waiting.
+   *
+   * `expired`: ZooKeeper ended the session and the addon has closed the handle already. Otherwise
+   * the session is given up while its link may be dead, and the old handle is not closed now:
+   * closing a connected handle blocks this thread until ZooKeeper answers or 1.5 s pass (the C
+   * client's `wait_for_session_to_be_closed`), which would stall every stream of the server. It
+   * is closed once it reconnects (so its nodes go at once) or the addon closes it on expiry.
    */
-  #replaceSession(why: string): void {
+  #replaceSession(why: string, expired: boolean): void {
     const old = { session: this.#session, handle: this.#handle, watches: this.#watches };
     this.#connected = false;
     clearInterval(this.#heartbeat);
@@ -314,10 +344,8 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#session = new ZooKeeperSession();
     this.#watches = new Map();
     old.session.end(new LockError('LOCK_LOST', why));
-    // Closing a handle that ZooKeeper already expired is a no-op; closing one given up on
-    // deletes its nodes at once if it still reaches ZooKeeper, else they go when it expires.
-    old.handle.close();
-    this.#open();
+    if (!expired) this.#abandoned.add(old.handle);
+    this.#open(expired);
     for (const [path, waiters] of old.watches) {
       if (waiters.size === 0) continue;
       this.#watches.set(path, waiters);
@@ -356,7 +384,7 @@ export class ZooKeeperStore implements CoordinationStore {
         `no reply from ZooKeeper for ${Math.round(silentMs)} ms of a ${timeoutMs} ms session timeout: ` +
         'the session may expire at any moment, so its locks are given up first';
       this.#logger.warn({ session: session.id, silentMs: Math.round(silentMs) }, why);
-      this.#replaceSession(why);
+      this.#replaceSession(why, false);
       return;
     }
     session.setConfirmed(this.#connected && silentMs < timeoutMs * DOUBT_FRACTION);
