@@ -18,6 +18,8 @@ export default tseslint.config(
       '@typescript-eslint/switch-exhaustiveness-check': 'error',
       // Methods are async to satisfy interfaces (CoordinationStore) whether or not they await.
       '@typescript-eslint/require-await': 'off',
+      // `using _subscription = ...` holds a resource for its scope without reading it.
+      '@typescript-eslint/no-unused-vars': ['error', { varsIgnorePattern: '^_', argsIgnorePattern: '^_' }],
       // Rejecting with an AbortSignal's reason (typed any) is the point of a signal.
       '@typescript-eslint/prefer-promise-reject-errors': [
         'error',
