@@ -47,6 +47,10 @@ export interface AcquireOptions {
   readonly signal?: AbortSignal;
   /** Called with the number of requests ahead whenever the wait starts or that number changes. */
   readonly onQueued?: (ahead: number) => void;
+  /** Called when the server can no longer vouch for the held lock (see `Lock.inDoubt`). */
+  readonly onInDoubt?: () => void;
+  /** Called when a lock that was in doubt is confirmed held again. */
+  readonly onConfirmed?: () => void;
 }
 
 /** How long past `waitTimeout` the client waits for the server's own verdict before giving up. */
@@ -204,5 +208,13 @@ function lockRequest(name: string, options: AcquireOptions): LockRequest {
       `lock "${name}": waitTimeout must be a number of milliseconds >= 0, not ${waitTimeout}`,
     );
   }
-  return { name, mode, waitTimeout, owner: options.owner ?? '', onQueued: options.onQueued };
+  return {
+    name,
+    mode,
+    waitTimeout,
+    owner: options.owner ?? '',
+    onQueued: options.onQueued,
+    onInDoubt: options.onInDoubt,
+    onConfirmed: options.onConfirmed,
+  };
 }

@@ -31,6 +31,17 @@ export interface Lock extends AsyncDisposable {
    */
   readonly lost: AbortSignal;
   /**
+   * True while the server cannot vouch for the lock (it lost contact with its coordination back
+   * end): the lock may still be held, or `lost` may follow. A careful holder pauses writes to
+   * what the lock protects until `whenConfirmed()` resolves.
+   */
+  readonly inDoubt: boolean;
+  /**
+   * Resolves at once while the lock is not in doubt, else once the server confirms it again.
+   * Rejects with `LockLostError` if the lock is lost (or was lost) instead.
+   */
+  whenConfirmed(): Promise<void>;
+  /**
    * Releases the lock. Resolves once the server confirms; idempotent (later calls return the
    * same promise). Rejects with `LockLostError` if the lock was lost first: the work done under
    * it may not have been exclusive.
@@ -53,6 +64,8 @@ export interface LockRequest {
   readonly waitTimeout: number | undefined;
   readonly owner: string;
   readonly onQueued: ((ahead: number) => void) | undefined;
+  readonly onInDoubt: (() => void) | undefined;
+  readonly onConfirmed: (() => void) | undefined;
 }
 
 type Phase =
@@ -76,6 +89,8 @@ export class LockStream implements Lock {
   #token: bigint | undefined;
   #phase: Phase = { kind: 'waiting' };
   #released: Promise<void> | undefined;
+  #inDoubt = false;
+  readonly #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
 
   constructor(call: ClientDuplexStream<AcquireRequest, AcquireResponse>, request: LockRequest) {
     this.name = request.name;
@@ -108,6 +123,16 @@ export class LockStream implements Lock {
 
   get lost(): AbortSignal {
     return this.#lost.signal;
+  }
+
+  get inDoubt(): boolean {
+    return this.#inDoubt;
+  }
+
+  whenConfirmed(): Promise<void> {
+    if (this.#lost.signal.aborted) return Promise.reject(this.#lost.signal.reason as Error);
+    if (!this.#inDoubt) return Promise.resolve();
+    return new Promise((resolve, reject) => this.#confirmationWaiters.push({ resolve, reject }));
   }
 
   /** Resolves with the token once granted; rejects with the call's failure. */
@@ -152,15 +177,38 @@ export class LockStream implements Lock {
 
   #onMessage(message: AcquireResponse, request: LockRequest): void {
     const kind = message.kind;
-    if (kind?.$case === 'queued') {
-      if (this.#phase.kind === 'waiting') request.onQueued?.(kind.value.ahead);
-    } else if (kind?.$case === 'acquired') {
-      if (this.#phase.kind !== 'waiting') return;
-      this.#token = kind.value.fencingToken;
-      this.#phase = { kind: 'held' };
-      this.#grant.resolve(kind.value.fencingToken);
+    switch (kind?.$case) {
+      case 'queued':
+        if (this.#phase.kind === 'waiting') request.onQueued?.(kind.value.ahead);
+        return;
+      case 'acquired':
+        if (this.#phase.kind !== 'waiting') return;
+        this.#token = kind.value.fencingToken;
+        this.#phase = { kind: 'held' };
+        this.#grant.resolve(kind.value.fencingToken);
+        return;
+      case 'inDoubt':
+        if (this.#phase.kind === 'waiting' || this.#inDoubt) return;
+        this.#inDoubt = true;
+        request.onInDoubt?.();
+        return;
+      case 'confirmed':
+        if (!this.#inDoubt) return;
+        this.#inDoubt = false;
+        for (const waiter of this.#confirmationWaiters.splice(0)) waiter.resolve();
+        request.onConfirmed?.();
+        return;
+      case 'released':
+      case undefined:
+        // `released` is followed by the OK status, which settles the release; a message kind
+        // this client does not know (from a newer server) is ignored.
+        return;
     }
-    // `released` is followed by the OK status, which settles the release.
+  }
+
+  #loseLock(failure: LockLostError): void {
+    this.#lost.abort(failure);
+    for (const waiter of this.#confirmationWaiters.splice(0)) waiter.reject(failure);
   }
 
   #onStatus(status: StatusObject): void {
@@ -172,8 +220,7 @@ export class LockStream implements Lock {
         return;
       case 'held': {
         // The stream ended while we held the lock and had not asked to release it.
-        const failure = lossFailure(this.name, status.code === Status.OK ? unexpectedEnd : status);
-        this.#lost.abort(failure);
+        this.#loseLock(lossFailure(this.name, status.code === Status.OK ? unexpectedEnd : status));
         return;
       }
       case 'releasing': {
@@ -182,7 +229,7 @@ export class LockStream implements Lock {
           return;
         }
         const failure = lossFailure(this.name, status);
-        this.#lost.abort(failure);
+        this.#loseLock(failure);
         phase.done(failure);
         return;
       }

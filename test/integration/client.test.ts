@@ -15,10 +15,9 @@ import { deferred } from '../support/lock-caller.js';
 import { startServerProcess } from '../support/server-process.js';
 import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 
-/** Ends the embedded store's session as an expiry would: every lock it holds is lost. */
-function expireSession(server: RunningServer): void {
+function embeddedStore(server: RunningServer): MemoryStore {
   if (!(server.store instanceof MemoryStore)) throw new Error('INVARIANT: not the embedded store');
-  server.store.expireSession();
+  return server.store;
 }
 
 /** Resolves with the signal's reason once it aborts. */
@@ -163,7 +162,7 @@ describe('the TypeScript client against a lockstream server', () => {
   it('fires `lost` with LockLostError (ABORTED) when the server loses the lock, and release() reports it', async () => {
     const lock = await client.acquire('fragile');
     const lost = reasonOf(lock.lost);
-    expireSession(server);
+    embeddedStore(server).expireSession();
     const reason = await lost;
     expect(reason).toBeInstanceOf(LockLostError);
     expect(reason).toMatchObject({
@@ -174,9 +173,42 @@ describe('the TypeScript client against a lockstream server', () => {
     await expect(lock[Symbol.asyncDispose]()).resolves.toBeUndefined();
   });
 
+  it('tells the holder when its lock is in doubt and confirmed again, and whenConfirmed waits for it', async () => {
+    const events: string[] = [];
+    const inDoubt = deferred();
+    const lock = await client.acquire('doubtful', {
+      onInDoubt: () => {
+        events.push('in doubt');
+        inDoubt.resolve();
+      },
+      onConfirmed: () => events.push('confirmed'),
+    });
+    await expect(lock.whenConfirmed()).resolves.toBeUndefined();
+    embeddedStore(server).setSessionConfirmed(false);
+    await inDoubt.promise;
+    expect(lock.inDoubt).toBe(true);
+    const confirmed = lock.whenConfirmed().then(() => events.push('whenConfirmed resolved'));
+    embeddedStore(server).setSessionConfirmed(true);
+    await confirmed;
+    expect(events).toEqual(['in doubt', 'confirmed', 'whenConfirmed resolved']);
+    expect(lock.inDoubt).toBe(false);
+    await lock.release();
+  });
+
+  it('rejects whenConfirmed with LockLostError when the doubt ends in a loss', async () => {
+    const inDoubt = deferred();
+    const lock = await client.acquire('doomed-doubt', { onInDoubt: () => inDoubt.resolve() });
+    embeddedStore(server).setSessionConfirmed(false);
+    await inDoubt.promise;
+    const confirmation = lock.whenConfirmed();
+    embeddedStore(server).expireSession();
+    await expect(confirmation).rejects.toBeInstanceOf(LockLostError);
+    await expect(lock.whenConfirmed()).rejects.toBeInstanceOf(LockLostError);
+  });
+
   it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
     const outcome = client.withLock('lost-work', {}, async (signal) => {
-      expireSession(server);
+      embeddedStore(server).expireSession();
       await reasonOf(signal);
       return 'done anyway';
     });
