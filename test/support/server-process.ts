@@ -35,7 +35,13 @@ export async function startServerProcess(
       const lines = buffered.split('\n');
       buffered = lines.pop() ?? '';
       for (const line of lines) {
-        const entry = JSON.parse(line) as Record<string, unknown>;
+        // The log is JSON lines; anything else on stdout is kept, marked, for tests to catch.
+        let entry: Record<string, unknown>;
+        try {
+          entry = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          entry = { notJson: line };
+        }
         logs.push(entry);
         if (typeof entry['port'] === 'number' && String(entry['msg']).startsWith('lockstream listening')) {
           resolve(entry['port']);

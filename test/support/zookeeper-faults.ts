@@ -18,7 +18,7 @@ export async function expireZooKeeperSession(store: CoordinationStore, connectSt
     const config = {
       connect: connectString,
       timeout: 10_000,
-      debug_level: 1,
+      debug_level: 0,
       host_order_deterministic: false,
       client_id: id,
       client_password: password,

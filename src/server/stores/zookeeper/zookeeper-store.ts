@@ -272,7 +272,9 @@ export class ZooKeeperStore implements CoordinationStore {
     const config = {
       connect: this.#options.connectString,
       timeout: this.#options.sessionTimeoutMs,
-      debug_level: zk.ZOO_LOG_LEVEL_ERROR,
+      // 0 turns the C client's and the addon's own logging off: they printf to stdout, in the
+      // middle of the server's JSON log lines. What matters is logged here, through pino.
+      debug_level: 0,
       host_order_deterministic: false,
     };
     const handle = new ZooKeeper(config);
