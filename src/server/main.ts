@@ -46,11 +46,13 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     { host: config.host, port, backend: store.kind },
     `lockstream listening on ${config.host}:${port}`,
   );
+  const unwatchHealth = followSessionHealth(store, (serving) => server.setServing(serving));
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       logger.info('shutting down');
+      unwatchHealth();
       await server.shutdown(config.shutdownGraceMs);
       await store.close();
       logger.info('stopped');
@@ -77,6 +79,36 @@ async function openStore(config: Readonly<Config>, logger: Logger): Promise<Coor
     logger,
   });
   return store;
+}
+
+/**
+ * Calls `report` with whether the store's current session is confirmed, now and on every change,
+ * following the store from a lost session to its next one. Returns a function that stops it.
+ */
+function followSessionHealth(store: CoordinationStore, report: (serving: boolean) => void): () => void {
+  let stopped = false;
+  let unsubscribe = (): void => {};
+  const follow = (): void => {
+    if (stopped) return;
+    const session = store.session;
+    report(session.confirmed);
+    const unsubscribeChange = session.onConfirmedChange(report);
+    // The store has put the next session in place by the time the lost one aborts.
+    const onLost = (): void => {
+      unsubscribeChange();
+      follow();
+    };
+    session.lost.addEventListener('abort', onLost, { once: true });
+    unsubscribe = () => {
+      unsubscribeChange();
+      session.lost.removeEventListener('abort', onLost);
+    };
+  };
+  follow();
+  return () => {
+    stopped = true;
+    unsubscribe();
+  };
 }
 
 /**

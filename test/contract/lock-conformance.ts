@@ -6,6 +6,7 @@ import { loadConfig, type Config } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { type AcquireStream, LockCaller, LockMode, seconds } from '../support/lock-caller.js';
 import { spawnLockHolder } from '../support/lock-holder-process.js';
+import { healthOf } from '../support/health.js';
 
 /** How a conformance run reaches one back end. */
 export interface BackendUnderTest {
@@ -386,21 +387,26 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       await waiter.queued();
       await backend.expireSession(ctx.server);
       const outcome = await holder.outcome;
+      // The server is on its new session and serving again.
+      await waiter.acquired();
+      expect(await healthOf(ctx.address)).toBe('SERVING');
       expect(outcome.code).toBe(status.ABORTED);
       expect(outcome.details).toMatch(/"session" was lost/);
-      // The waiter never held anything: it is queued again on the new session and granted.
-      await waiter.acquired();
+      // The waiter never held anything: it was queued again on the new session and granted.
       await waiter.release();
     });
 
     it('tells holders when their lock is in doubt and confirmed again, and grants nothing in between', async () => {
       const holder = open({ name: 'doubt' });
       await holder.acquired();
+      expect(await healthOf(ctx.address)).toBe('SERVING');
       await backend.setSessionConfirmed(ctx.server, false);
       await holder.receipt('inDoubt');
+      expect(await healthOf(ctx.address, 'lockstream.v1.LockService')).toBe('NOT_SERVING');
       const newcomer = open({ name: 'doubt-free' });
       await backend.setSessionConfirmed(ctx.server, true);
       const confirmedAt = await holder.receipt('confirmed');
+      expect(await healthOf(ctx.address)).toBe('SERVING');
       // The free lock was asked for during the doubt and granted only after it ended.
       expect(await newcomer.receipt('acquired')).toBeGreaterThan(confirmedAt);
       expect(holder.messages.map((m) => m.kind?.$case)).toEqual(['acquired', 'inDoubt', 'confirmed']);

@@ -29,7 +29,10 @@ export class GrpcServer {
   readonly #shutdown = unboundedController();
   readonly #openCalls = new Set<Promise<void>>();
   readonly #idleWaiters: Array<() => void> = [];
-  /** grpc.health.v1: SERVING from start until shutdown begins, for probes and load balancers. */
+  /**
+   * grpc.health.v1, for probes and load balancers: SERVING while the coordination store can
+   * vouch for its session (see `setServing`), NOT_SERVING from the start of shutdown on.
+   */
   readonly #health = new HealthImplementation({ '': 'SERVING', [LOCK_SERVICE]: 'SERVING' });
 
   constructor(options: GrpcServerOptions) {
@@ -52,6 +55,14 @@ export class GrpcServer {
     this.#server.addService(LockServiceService, lockService);
     this.#health.addToServer(this.#server);
     addReflection(this.#server);
+  }
+
+  /** Reports through health checking whether locks can be granted and vouched for now. */
+  setServing(serving: boolean): void {
+    if (this.#shutdown.signal.aborted) return;
+    const status = serving ? 'SERVING' : 'NOT_SERVING';
+    this.#health.setStatus('', status);
+    this.#health.setStatus(LOCK_SERVICE, status);
   }
 
   /** Calls whose handler has not finished (a lock held or queued, or being released). */
