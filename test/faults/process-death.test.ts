@@ -1,0 +1,136 @@
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { LockClient, Status, type Lock } from '../../src/client/index.js';
+import { deferred } from '../support/lock-caller.js';
+import { LockHistory } from '../support/lock-history.js';
+import { requireZooKeeper } from '../support/require-zookeeper.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
+
+const connectString = requireZooKeeper(inject('zookeeperConnectString'));
+const SESSION_TIMEOUT_MS = 3_000;
+
+describe('processes that die', () => {
+  const cleanups: Array<() => Promise<unknown> | void> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function serve(root: string, extra: string[] = []): Promise<ServerProcess> {
+    const server = await startServerProcess([
+      '--zookeeper',
+      connectString,
+      '--root',
+      root,
+      '--session-timeout',
+      `${SESSION_TIMEOUT_MS}ms`,
+      ...extra,
+    ]);
+    cleanups.push(() => server.kill('SIGKILL'));
+    return server;
+  }
+
+  function client(address: string): LockClient {
+    const locks = new LockClient(address);
+    cleanups.push(() => locks.close());
+    return locks;
+  }
+
+  /** Queues one request per lock name and resolves once all are queued, with their pending grants. */
+  async function queueFor(locks: LockClient, names: string[]): Promise<Array<Promise<Lock>>> {
+    const pending = names.map((name) => {
+      const queued = deferred<number>();
+      return { queued: queued.promise, lock: locks.acquire(name, { onQueued: queued.resolve }) };
+    });
+    expect(await Promise.all(pending.map((p) => p.queued))).toEqual(names.map(() => 1));
+    return pending.map((p) => p.lock);
+  }
+
+  it('a client host that vanishes without closing its connection has its lock freed by server keepalive (defaults)', async () => {
+    const root = `/dead-client-${randomUUID()}`;
+    const server = await serve(root);
+    const proxy = await TcpProxyProcess.start(server.address);
+    cleanups.push(() => proxy.close());
+    // The doomed client does not ping (its own keepalive would only notice from its side).
+    const doomed = client(proxy.address);
+    const survivor = client(server.address);
+    const holder = await doomed.acquire('vanishing-client');
+    const queued = deferred<number>();
+    const next = survivor.acquire('vanishing-client', { onQueued: queued.resolve });
+    await queued.promise;
+
+    await proxy.freeze();
+    const frozenAt = performance.now();
+    const lock = await next;
+    const releasedAfterMs = performance.now() - frozenAt;
+    expect(lock.token).toBeGreaterThan(holder.token);
+    console.info(
+      `dead client (no TCP reset): its lock went to the next waiter ${Math.round(releasedAfterMs)} ms after its link froze ` +
+        '(server keepalive 5 s + 5 s)',
+    );
+    await lock.release();
+  }, 40_000);
+
+  it('a lockstream server killed with SIGKILL holding many locks frees them all when its session expires; waiters elsewhere get them in order', async () => {
+    const root = `/kill9-${randomUUID()}`;
+    const doomedServer = await serve(root);
+    const survivorServer = await serve(root);
+    const doomed = client(doomedServer.address);
+    const survivors = [client(survivorServer.address), client(survivorServer.address)];
+    const names = Array.from({ length: 40 }, (_, i) => `kill9/${i}`);
+    const held = await Promise.all(names.map((name) => doomed.acquire(name)));
+    // Two waiters per lock on the other server: first and second in each queue.
+    const firsts = await queueFor(survivors[0]!, names);
+    const seconds = names.map((name) => survivors[1]!.acquire(name));
+    const history = new LockHistory();
+
+    await doomedServer.kill('SIGKILL');
+    const killedAt = performance.now();
+    const granted = await Promise.all(firsts);
+    const allFreedAfterMs = performance.now() - killedAt;
+    for (const [i, lock] of granted.entries()) {
+      history.held(`first@${i}`, lock);
+      expect(lock.token).toBeGreaterThan(held[i]!.token);
+    }
+    await Promise.all(granted.map((lock) => history.release(lock)));
+    for (const [i, lock] of (await Promise.all(seconds)).entries()) {
+      history.held(`second@${i}`, lock);
+      expect(lock.token).toBeGreaterThan(granted[i]!.token);
+      await history.release(lock);
+    }
+    history.verify();
+    console.info(
+      `kill -9: ${names.length} locks passed to the next waiters on another server within ${Math.round(allFreedAfterMs)} ms ` +
+        `(session timeout ${SESSION_TIMEOUT_MS} ms)`,
+    );
+  });
+
+  it('a lockstream server stopped with SIGTERM ends its streams with UNAVAILABLE and frees its locks at once', async () => {
+    const root = `/sigterm-${randomUUID()}`;
+    // A minute-long session: had the server left it to expire, the waiters would wait that long
+    // (and the test time out); closing it frees the locks at once.
+    const stopping = await serve(root, ['--shutdown-grace', '2s', '--session-timeout', '60s']);
+    const survivorServer = await serve(root);
+    const leaving = client(stopping.address);
+    const names = Array.from({ length: 20 }, (_, i) => `sigterm/${i}`);
+    const held = await Promise.all(names.map((name) => leaving.acquire(name)));
+    const lost = held.map(
+      (lock) =>
+        new Promise<unknown>((resolve) =>
+          lock.lost.addEventListener('abort', () => resolve(lock.lost.reason)),
+        ),
+    );
+    const waiting = await queueFor(client(survivorServer.address), names);
+
+    const termAt = performance.now();
+    expect(await stopping.kill('SIGTERM')).toBe(0);
+    const exitedAfterMs = performance.now() - termAt;
+    for (const reason of await Promise.all(lost)) expect(reason).toMatchObject({ code: Status.UNAVAILABLE });
+    const granted = await Promise.all(waiting);
+    const freedAfterMs = performance.now() - termAt;
+    for (const lock of granted) await lock.release();
+    console.info(
+      `SIGTERM: exited after ${Math.round(exitedAfterMs)} ms, ${names.length} locks passed on after ${Math.round(freedAfterMs)} ms`,
+    );
+  });
+});
