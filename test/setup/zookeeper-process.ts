@@ -191,26 +191,7 @@ async function startOnce(
     throw error;
   }
 
-  const args = [
-    '-Xmx256m',
-    '-XX:+UseSerialGC',
-    '-Djava.net.preferIPv4Stack=true',
-    // Anything that still resolves ${zookeeper.log.dir} must write to our temp dir, not /var/log.
-    `-Dzookeeper.log.dir=${dir}`,
-    ...loggingFlags(installation, log4jFile),
-    // Redundant with the zoo.cfg key (which the config parser copies into this property), kept
-    // so the command line alone shows that every four-letter word is allowed.
-    '-Dzookeeper.4lw.commands.whitelist=*',
-    // Not settable from zoo.cfg: unknown cfg keys become "zookeeper."-prefixed system properties,
-    // and ContainerManager reads the unprefixed name. The default is 60 s; with 1 s, empty
-    // CONTAINER znodes (that once had children) vanish within a couple of seconds.
-    '-Dznode.container.checkIntervalMs=1000',
-    '-cp',
-    installation.classpath,
-    // QuorumPeerMain is what zkServer.sh runs; with no server.N entries it runs standalone.
-    'org.apache.zookeeper.server.quorum.QuorumPeerMain',
-    configFile,
-  ];
+  const args = zooKeeperJvmArgs(installation, { logDir: dir, log4jFile, configFile });
   const command = [installation.java, ...args] as const;
 
   const spawnedAt = performance.now();
@@ -250,15 +231,13 @@ async function startOnce(
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
-      liveServers.delete(entry);
+      untrack();
       await terminate(child, exitPromise, () => exited);
       await rm(dir, { recursive: true, force: true, maxRetries: 3 });
     })();
     return stopping;
   };
-  const entry: LiveServer = { child, dir };
-  liveServers.add(entry);
-  registerExitHook();
+  const untrack = killOnExit(child, dir);
 
   const fourLetterWord = (cmd: string, timeoutMs = 5_000): Promise<string> =>
     sendFourLetterWord(port, cmd, timeoutMs);
@@ -305,6 +284,36 @@ async function startOnce(
   };
 }
 
+/**
+ * The JVM command line (after `java`) for one ZooKeeper server. Shared with the ensemble harness
+ * (zookeeper-ensemble.ts), whose members differ only in their zoo.cfg.
+ */
+export function zooKeeperJvmArgs(
+  installation: ZooKeeperInstallation,
+  files: { logDir: string; log4jFile: string; configFile: string },
+): string[] {
+  return [
+    '-Xmx256m',
+    '-XX:+UseSerialGC',
+    '-Djava.net.preferIPv4Stack=true',
+    // Anything that still resolves ${zookeeper.log.dir} must write to our temp dir, not /var/log.
+    `-Dzookeeper.log.dir=${files.logDir}`,
+    ...loggingFlags(installation, files.log4jFile),
+    // Redundant with the zoo.cfg key (which the config parser copies into this property), kept
+    // so the command line alone shows that every four-letter word is allowed.
+    '-Dzookeeper.4lw.commands.whitelist=*',
+    // Not settable from zoo.cfg: unknown cfg keys become "zookeeper."-prefixed system properties,
+    // and ContainerManager reads the unprefixed name. The default is 60 s; with 1 s, empty
+    // CONTAINER znodes (that once had children) vanish within a couple of seconds.
+    '-Dznode.container.checkIntervalMs=1000',
+    '-cp',
+    installation.classpath,
+    // QuorumPeerMain is what zkServer.sh runs; with no server.N entries it runs standalone.
+    'org.apache.zookeeper.server.quorum.QuorumPeerMain',
+    files.configFile,
+  ];
+}
+
 function zooCfg(c: {
   dataDir: string;
   port: number;
@@ -336,7 +345,7 @@ function zooCfg(c: {
 }
 
 /** Console-only log4j 1.2 config: the server's output goes to our pipe, never to /var/log. */
-const LOG4J_PROPERTIES = [
+export const LOG4J_PROPERTIES = [
   'log4j.rootLogger=INFO, CONSOLE',
   'log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender',
   'log4j.appender.CONSOLE.Target=System.out',
@@ -345,7 +354,7 @@ const LOG4J_PROPERTIES = [
   '',
 ].join('\n');
 
-function loggingFlags(installation: ZooKeeperInstallation, log4jFile: string): string[] {
+export function loggingFlags(installation: ZooKeeperInstallation, log4jFile: string): string[] {
   switch (installation.logging) {
     case 'log4j':
       return [
@@ -367,7 +376,7 @@ function loggingFlags(installation: ZooKeeperInstallation, log4jFile: string): s
 }
 
 /** A port that was free on 127.0.0.1 a moment ago. */
-function findFreePort(): Promise<number> {
+export function findFreePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.unref();
@@ -445,7 +454,7 @@ async function waitUntilServing(w: {
   }
 }
 
-async function terminate(
+export async function terminate(
   child: ChildProcess,
   exitPromise: Promise<void>,
   isExited: () => boolean,
@@ -475,6 +484,20 @@ interface LiveServer {
 }
 const liveServers = new Set<LiveServer>();
 let exitHookRegistered = false;
+
+/**
+ * SIGKILLs `child` and removes `dir` if this process exits while the child is tracked (SIGKILL
+ * also ends a SIGSTOPped JVM). Returns the function that stops tracking it; call it when the
+ * child is being stopped on purpose. Several children may share one `dir`.
+ */
+export function killOnExit(child: ChildProcess, dir: string): () => void {
+  const entry: LiveServer = { child, dir };
+  liveServers.add(entry);
+  registerExitHook();
+  return () => {
+    liveServers.delete(entry);
+  };
+}
 
 function registerExitHook(): void {
   if (exitHookRegistered) return;
