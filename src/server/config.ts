@@ -19,6 +19,12 @@ export interface Config {
   readonly keepaliveTimeMs: number;
   readonly keepaliveTimeoutMs: number;
   readonly shutdownGraceMs: number;
+  /** HTTP/2 streams (Acquire calls) one client connection may have open at once. */
+  readonly maxStreamsPerConnection: number;
+  /** Requests a lock's queue may hold ahead of a new one before it is refused. */
+  readonly maxWaitersPerLock: number;
+  /** Largest request message the server accepts, in bytes. */
+  readonly maxMessageBytes: number;
   readonly logLevel: LogLevel;
 }
 
@@ -31,6 +37,9 @@ export const DEFAULTS = Object.freeze({
   keepaliveTime: '5s',
   keepaliveTimeout: '5s',
   shutdownGrace: '5s',
+  maxStreamsPerConnection: 1000,
+  maxWaitersPerLock: 10_000,
+  maxMessageBytes: 4096,
   logLevel: 'info',
 });
 
@@ -104,6 +113,25 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     env: 'LOCKSTREAM_SHUTDOWN_GRACE',
     description: 'how long open calls may take to end on SIGTERM/SIGINT',
     default: DEFAULTS.shutdownGrace,
+  },
+  {
+    flags: '--max-streams-per-connection <count>',
+    env: 'LOCKSTREAM_MAX_STREAMS_PER_CONNECTION',
+    description: 'Acquire calls one client connection may have open at once (further calls wait)',
+    default: String(DEFAULTS.maxStreamsPerConnection),
+  },
+  {
+    flags: '--max-waiters-per-lock <count>',
+    env: 'LOCKSTREAM_MAX_WAITERS_PER_LOCK',
+    description:
+      'requests a lock may have queued ahead of a new one before it is refused (RESOURCE_EXHAUSTED)',
+    default: String(DEFAULTS.maxWaitersPerLock),
+  },
+  {
+    flags: '--max-message-bytes <bytes>',
+    env: 'LOCKSTREAM_MAX_MESSAGE_BYTES',
+    description: 'largest request message accepted (RESOURCE_EXHAUSTED beyond it)',
+    default: String(DEFAULTS.maxMessageBytes),
   },
   {
     flags: '--log-level <level>',
@@ -183,6 +211,15 @@ function validate(values: OptionValues): Readonly<Config> {
   if (zookeeper !== undefined && !/^[^\s,/]+(,[^\s,/]+)*(\/\S*)?$/.test(zookeeper)) {
     problems.push(`--zookeeper ${JSON.stringify(zookeeper)}: expected host:port[,host:port...][/chroot]`);
   }
+  const count = (key: string, flag: string, min: number, max: number): number => {
+    const raw = String(values[key]);
+    const parsed = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+    if (!(Number.isSafeInteger(parsed) && parsed >= min && parsed <= max)) {
+      problems.push(`${flag} ${JSON.stringify(raw)}: expected a whole number from ${min} to ${max}`);
+      return min;
+    }
+    return parsed;
+  };
   const logLevel = String(values['logLevel']) as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) {
     problems.push(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(', ')}`);
@@ -198,6 +235,10 @@ function validate(values: OptionValues): Readonly<Config> {
     keepaliveTimeMs: duration('keepaliveTime', '--keepalive-time', 1),
     keepaliveTimeoutMs: duration('keepaliveTimeout', '--keepalive-timeout', 1),
     shutdownGraceMs: duration('shutdownGrace', '--shutdown-grace', 0),
+    maxStreamsPerConnection: count('maxStreamsPerConnection', '--max-streams-per-connection', 1, 2 ** 31 - 1),
+    maxWaitersPerLock: count('maxWaitersPerLock', '--max-waiters-per-lock', 1, 2 ** 31 - 1),
+    // A start message with a 512-byte name and a 256-byte owner needs under 1 KiB.
+    maxMessageBytes: count('maxMessageBytes', '--max-message-bytes', 1024, 4 * 1024 * 1024),
     logLevel,
   };
   if (problems.length > 0) throw new ConfigError(problems);

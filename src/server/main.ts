@@ -28,12 +28,15 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     rootPath: config.rootPath,
     logger: logger.child({ component: 'engine' }),
     instanceId: randomUUID(),
+    maxWaitersPerLock: config.maxWaitersPerLock,
   });
   const server = new GrpcServer({
     engine,
     logger: logger.child({ component: 'transport' }),
     keepaliveTimeMs: config.keepaliveTimeMs,
     keepaliveTimeoutMs: config.keepaliveTimeoutMs,
+    maxStreamsPerConnection: config.maxStreamsPerConnection,
+    maxMessageBytes: config.maxMessageBytes,
   });
   let port: number;
   try {

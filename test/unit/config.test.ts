@@ -25,6 +25,9 @@ describe('loadConfig', () => {
       keepaliveTimeMs: 5_000,
       keepaliveTimeoutMs: 5_000,
       shutdownGraceMs: 5_000,
+      maxStreamsPerConnection: 1000,
+      maxWaitersPerLock: 10_000,
+      maxMessageBytes: 4096,
       logLevel: 'info',
     });
     expect(DEFAULTS.rootPath).toBe('/lockstream');
@@ -54,6 +57,12 @@ describe('loadConfig', () => {
       '750ms',
       '--shutdown-grace',
       '0',
+      '--max-streams-per-connection',
+      '10',
+      '--max-waiters-per-lock',
+      '20',
+      '--max-message-bytes',
+      '2048',
       '--log-level',
       'debug',
     ]);
@@ -68,6 +77,9 @@ describe('loadConfig', () => {
       keepaliveTimeMs: 60_000,
       keepaliveTimeoutMs: 750,
       shutdownGraceMs: 0,
+      maxStreamsPerConnection: 10,
+      maxWaitersPerLock: 20,
+      maxMessageBytes: 2048,
       logLevel: 'debug',
     });
   });
@@ -92,6 +104,9 @@ describe('loadConfig', () => {
         LOCKSTREAM_KEEPALIVE_TIME: '2s',
         LOCKSTREAM_KEEPALIVE_TIMEOUT: '1s',
         LOCKSTREAM_SHUTDOWN_GRACE: '500ms',
+        LOCKSTREAM_MAX_STREAMS_PER_CONNECTION: '11',
+        LOCKSTREAM_MAX_WAITERS_PER_LOCK: '21',
+        LOCKSTREAM_MAX_MESSAGE_BYTES: '3000',
         LOCKSTREAM_LOG_LEVEL: 'warn',
       },
       [],
@@ -107,6 +122,9 @@ describe('loadConfig', () => {
       keepaliveTimeMs: 2_000,
       keepaliveTimeoutMs: 1_000,
       shutdownGraceMs: 500,
+      maxStreamsPerConnection: 11,
+      maxWaitersPerLock: 21,
+      maxMessageBytes: 3000,
       logLevel: 'warn',
     });
   });
@@ -272,6 +290,16 @@ describe('loadConfig', () => {
         '--keepalive-time "often": expected a duration of at least 1 ms, e.g. 10s or 500ms',
       ]);
       for (const problem of error.problems) expect(error.message).toContain(problem);
+    });
+
+    it('rejects limits that are not whole numbers in range, naming the range', () => {
+      expect(problemsOf({}, ['--max-waiters-per-lock', '0', '--max-streams-per-connection', '1.5'])).toEqual([
+        '--max-streams-per-connection "1.5": expected a whole number from 1 to 2147483647',
+        '--max-waiters-per-lock "0": expected a whole number from 1 to 2147483647',
+      ]);
+      expect(problemsOf({ LOCKSTREAM_MAX_MESSAGE_BYTES: '100' }, [])).toEqual([
+        '--max-message-bytes "100": expected a whole number from 1024 to 4194304',
+      ]);
     });
 
     it('reports an invalid --log-level flag together with the other problems', () => {

@@ -36,6 +36,7 @@ describe('toCallStatus', () => {
     ['UNAVAILABLE', status.UNAVAILABLE],
     ['SHUTTING_DOWN', status.UNAVAILABLE],
     ['NOT_HELD', status.FAILED_PRECONDITION],
+    ['RESOURCE_EXHAUSTED', status.RESOURCE_EXHAUSTED],
   ];
 
   it.each(documented)(
@@ -62,6 +63,7 @@ describe('toCallStatus', () => {
       UNAVAILABLE: true,
       SHUTTING_DOWN: true,
       NOT_HELD: true,
+      RESOURCE_EXHAUSTED: true,
     };
     expect(documented.map(([code]) => code).sort()).toEqual(Object.keys(codes).sort());
   });

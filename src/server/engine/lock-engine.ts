@@ -52,6 +52,8 @@ export interface LockEngineOptions {
   readonly logger: Logger;
   /** Identifies this server in lock nodes. */
   readonly instanceId?: string;
+  /** A request that finds more than this many requests ahead of it is refused. Default: no limit. */
+  readonly maxWaitersPerLock?: number;
 }
 
 /**
@@ -65,8 +67,10 @@ export class LockEngine {
   readonly #locksPath: string;
   readonly #logger: Logger;
   readonly #instanceId: string;
+  readonly #maxWaitersPerLock: number;
 
   constructor(options: LockEngineOptions) {
+    this.#maxWaitersPerLock = options.maxWaitersPerLock ?? Number.POSITIVE_INFINITY;
     this.#store = options.store;
     this.#locksPath = joinPath(options.rootPath, 'locks');
     this.#logger = options.logger;
@@ -130,6 +134,12 @@ export class LockEngine {
     const [children, token] = await Promise.all([this.#store.children(dir), this.#store.creationId(path)]);
     if (token === null) throw nodeVanished(request.name);
     let current: Position = position(children, me);
+    if (current.kind === 'waiting' && current.ahead > this.#maxWaitersPerLock) {
+      throw new LockError(
+        'RESOURCE_EXHAUSTED',
+        `lock "${request.name}" has ${current.ahead} requests ahead; this server allows ${this.#maxWaitersPerLock}`,
+      );
+    }
     let lastAhead = -1;
     for (;;) {
       waitSignal.throwIfAborted();

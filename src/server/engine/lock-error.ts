@@ -1,6 +1,13 @@
 /** Every expected failure of the engine and the stores, as a closed set of domain codes. */
 export type LockErrorCode =
-  'INVALID_ARGUMENT' | 'TIMEOUT' | 'CANCELLED' | 'LOCK_LOST' | 'UNAVAILABLE' | 'SHUTTING_DOWN' | 'NOT_HELD';
+  | 'INVALID_ARGUMENT'
+  | 'TIMEOUT'
+  | 'CANCELLED'
+  | 'LOCK_LOST'
+  | 'UNAVAILABLE'
+  | 'SHUTTING_DOWN'
+  | 'NOT_HELD'
+  | 'RESOURCE_EXHAUSTED';
 
 /**
  * The one error class the engine and stores throw for expected outcomes. The message is meant

@@ -26,20 +26,95 @@ export type Position =
     }
   | { readonly kind: 'missing' };
 
-// ZooKeeper formats the sequence with %010d: ten digits, or a sign and 9-10 digits once the
-// parent's signed 32-bit counter has overflowed (-2147483648 .. -000000001).
-const NODE_NAME = /^(mutex|read|write)-([0-9a-f-]{36})-(\d{10}|-\d{9,10})$/;
-
 /** The node name prefix for a request; the store appends the sequence number. */
 export function nodePrefix(mode: LockMode, requestId: string): string {
   return `${mode}-${requestId}-`;
 }
 
+const DASH = 0x2d;
+const REQUEST_ID_LENGTH = 36;
+/** Where randomUUID() puts its dashes, from the start of the request id. */
+const UUID_DASHES = [8, 13, 18, 23] as const;
+
+/** Whether `text` stands in `nodeName` at `offset` (startsWith without its call overhead). */
+function hasAt(nodeName: string, text: string, offset: number): boolean {
+  for (let i = 0; i < text.length; i += 1) {
+    if (nodeName.charCodeAt(offset + i) !== text.charCodeAt(i)) return false;
+  }
+  return true;
+}
+
+/** The length of the `<mode>-` prefix of a request node's name, 0 if it has none. */
+function modePrefixLength(nodeName: string): number {
+  const first = nodeName.charCodeAt(0);
+  if (first === 0x6d /* m */) return hasAt(nodeName, 'mutex-', 0) ? 6 : 0;
+  if (first === 0x77 /* w */) return hasAt(nodeName, 'write-', 0) ? 6 : 0;
+  if (first === 0x72 /* r */) return hasAt(nodeName, 'read-', 0) ? 5 : 0;
+  return 0;
+}
+
+/**
+ * Sequence numbers by node name. `position()` needs every child's sequence for every request,
+ * so a queue of n waiters costs n²/2 lookups (50 million for 10,000 waiters; with a regular
+ * expression per name that took a minute). Names repeat from listing to listing: parse each once.
+ * Bounded by clearing, since it outlives the nodes it remembers.
+ */
+const sequences = new Map<string, number>();
+const SEQUENCES_LIMIT = 200_000;
+
+/** The sequence number of a request node, or NaN when the name is not one (see parseSequence). */
+function sequenceOf(nodeName: string): number {
+  let cached = sequences.get(nodeName);
+  if (cached === undefined) {
+    cached = parseSequence(nodeName);
+    if (sequences.size >= SEQUENCES_LIMIT) sequences.clear();
+    sequences.set(nodeName, cached);
+  }
+  return cached;
+}
+
+/**
+ * The sequence number of a request node `<mode>-<request id>-<sequence>`, or NaN when the name
+ * is not one. ZooKeeper formats the sequence with %010d: ten digits, or a sign and 9-10 digits
+ * once the parent's signed 32-bit counter has overflowed (-2147483648 .. -000000001). Checks only
+ * the request id's shape (its dashes); parseNodeName checks it in full.
+ */
+function parseSequence(nodeName: string): number {
+  const idStart = modePrefixLength(nodeName);
+  if (idStart === 0) return Number.NaN;
+  const idEnd = idStart + REQUEST_ID_LENGTH;
+  for (const dash of UUID_DASHES) if (nodeName.charCodeAt(idStart + dash) !== DASH) return Number.NaN;
+  if (nodeName.charCodeAt(idEnd) !== DASH) return Number.NaN;
+  let i = idEnd + 1;
+  const negative = nodeName.charCodeAt(i) === DASH;
+  if (negative) i += 1;
+  const digits = nodeName.length - i;
+  if (!(negative ? digits === 9 || digits === 10 : digits === 10)) return Number.NaN;
+  let value = 0;
+  for (; i < nodeName.length; i += 1) {
+    const digit = nodeName.charCodeAt(i) - 0x30;
+    if (digit < 0 || digit > 9) return Number.NaN;
+    value = value * 10 + digit;
+  }
+  return negative ? -value : value;
+}
+
+/** The mode of a node whose name `sequenceOf` accepted. */
+function modeOf(nodeName: string): LockMode {
+  const first = nodeName.charCodeAt(0);
+  return first === 0x6d /* m */ ? 'mutex' : first === 0x72 /* r */ ? 'read' : 'write';
+}
+
+const REQUEST_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Parses a request node's name in full (the request id too), or returns null. */
 export function parseNodeName(nodeName: string): QueueEntry | null {
-  const match = NODE_NAME.exec(nodeName);
-  if (!match) return null;
-  const [, mode, requestId, sequence] = match as unknown as [string, LockMode, string, string];
-  return { nodeName, mode, requestId, sequence: Number(sequence) };
+  const sequence = parseSequence(nodeName);
+  if (Number.isNaN(sequence)) return null;
+  const idStart = modePrefixLength(nodeName);
+  const requestId = nodeName.slice(idStart, idStart + REQUEST_ID_LENGTH);
+  if (!REQUEST_ID.test(requestId)) return null;
+  return { nodeName, mode: modeOf(nodeName), requestId, sequence };
 }
 
 /** Children in queue order: by the numeric sequence suffix, never by the whole name. */
@@ -57,23 +132,41 @@ export function queueOrder(children: readonly string[]): QueueEntry[] {
  * Where our request stands. Exclusive requests (mutex, write) hold when they are first and
  * otherwise wait for the node just before them; shared requests (read) hold when no exclusive
  * request is ahead and otherwise wait for the last exclusive request ahead of them.
+ *
+ * One pass over the children, no sort: every request lists its whole queue (the recipe's
+ * getChildren), so with 10,000 waiters an O(n log n) step per request would dominate.
  */
 export function position(children: readonly string[], me: string): Position {
-  const queue = queueOrder(children);
-  const index = queue.findIndex((entry) => entry.nodeName === me);
-  const mine = queue[index];
-  if (!mine) return { kind: 'missing' };
-
-  let blocker = index - 1;
-  if (!isExclusive(mine.mode)) {
-    while (blocker >= 0 && !isExclusive(queue[blocker]!.mode)) blocker -= 1;
+  const mySequence = sequenceOf(me);
+  if (Number.isNaN(mySequence)) return { kind: 'missing' };
+  const exclusive = isExclusive(modeOf(me));
+  let found = false;
+  let ahead = 0;
+  /** The lowest request of the queue, and the highest one ahead of ours that blocks it. */
+  let head: string | undefined;
+  let headSequence = Number.POSITIVE_INFINITY;
+  let blocker: string | undefined;
+  let blockerSequence = Number.NEGATIVE_INFINITY;
+  for (const child of children) {
+    if (child === me) {
+      found = true;
+      continue;
+    }
+    const sequence = sequenceOf(child);
+    // Nodes that are not lock requests (written by someone else) take no part in the queue;
+    // NaN compares false, so they fall through here.
+    if (!(sequence < mySequence)) continue;
+    ahead += 1;
+    if (sequence < headSequence) {
+      head = child;
+      headSequence = sequence;
+    }
+    if (sequence > blockerSequence && (exclusive || isExclusive(modeOf(child)))) {
+      blocker = child;
+      blockerSequence = sequence;
+    }
   }
-  const predecessor = queue[blocker];
-  if (!predecessor) return { kind: 'held', ahead: index };
-  return {
-    kind: 'waiting',
-    ahead: index,
-    predecessor: predecessor.nodeName,
-    predecessorIsHead: blocker === 0,
-  };
+  if (!found) return { kind: 'missing' };
+  if (blocker === undefined) return { kind: 'held', ahead };
+  return { kind: 'waiting', ahead, predecessor: blocker, predecessorIsHead: blocker === head };
 }

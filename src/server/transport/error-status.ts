@@ -10,6 +10,7 @@ const STATUS_BY_CODE: Record<LockErrorCode, status> = {
   UNAVAILABLE: status.UNAVAILABLE,
   SHUTTING_DOWN: status.UNAVAILABLE,
   NOT_HELD: status.FAILED_PRECONDITION,
+  RESOURCE_EXHAUSTED: status.RESOURCE_EXHAUSTED,
 };
 
 export type CallStatus = Pick<StatusObject, 'code' | 'details'>;

@@ -18,6 +18,10 @@ export interface GrpcServerOptions {
    */
   readonly keepaliveTimeMs: number;
   readonly keepaliveTimeoutMs: number;
+  /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: Acquire calls per client connection. */
+  readonly maxStreamsPerConnection: number;
+  /** Larger request messages end their call with RESOURCE_EXHAUSTED. */
+  readonly maxMessageBytes: number;
 }
 
 const LOCK_SERVICE = 'lockstream.v1.LockService';
@@ -43,6 +47,8 @@ export class GrpcServer {
       // Clients may ping as often as we do, even between calls, without being cut off.
       'grpc.http2.min_ping_interval_without_data_ms': Math.min(options.keepaliveTimeMs, 5_000),
       'grpc.keepalive_permit_without_calls': 1,
+      'grpc.max_concurrent_streams': options.maxStreamsPerConnection,
+      'grpc.max_receive_message_length': options.maxMessageBytes,
     });
     const lockService: LockServiceServer = {
       acquire: createAcquireHandler({

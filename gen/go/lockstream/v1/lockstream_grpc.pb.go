@@ -58,6 +58,8 @@ type LockServiceClient interface {
 	//	ABORTED             a held lock was lost, e.g. the server's ZooKeeper session expired; the
 	//	                    holder must stop the work the lock protects. Safe to retry Acquire.
 	//	CANCELLED           the client half-closed while still waiting; nothing is left queued.
+	//	RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
+	//	                    message is larger than it accepts; nothing is left queued.
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.
@@ -119,6 +121,8 @@ type LockServiceServer interface {
 	//	ABORTED             a held lock was lost, e.g. the server's ZooKeeper session expired; the
 	//	                    holder must stop the work the lock protects. Safe to retry Acquire.
 	//	CANCELLED           the client half-closed while still waiting; nothing is left queued.
+	//	RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
+	//	                    message is larger than it accepts; nothing is left queued.
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.

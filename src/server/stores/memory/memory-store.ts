@@ -59,7 +59,9 @@ export class MemoryStore implements CoordinationStore {
       parent = { nextSequence: 0, children: new Map() };
       this.#parents.set(dir, parent);
     }
-    const name = prefix + String(parent.nextSequence).padStart(10, '0');
+    // Copied into one flat string, as names from ZooKeeper are: a concatenation stays a rope in
+    // V8, and reading it char by char (the engine does, for every child of a queue) is 4x slower.
+    const name = Buffer.from(prefix + String(parent.nextSequence).padStart(10, '0')).toString();
     parent.nextSequence += 1;
     this.#lastCreationId += 1n;
     parent.children.set(name, {

@@ -1,0 +1,133 @@
+import * as grpc from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AcquireResponse } from '../../src/gen/lockstream/v1/lockstream.js';
+import { loadConfig } from '../../src/server/config.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { LockCaller, type AcquireStream, type CallOutcome } from '../support/lock-caller.js';
+
+/** Bad input and abuse: each gets a precise status, and nobody else's lock is harmed. */
+describe('limits and abuse', () => {
+  const cleanups: Array<() => Promise<unknown> | void> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function serve(args: string[]): Promise<{ server: RunningServer; caller: () => LockCaller }> {
+    const server = await startServer(loadConfig({}, ['--port', '0', ...args]), pino({ level: 'silent' }));
+    cleanups.push(() => server.stop());
+    // Each caller gets a connection of its own: grpc-js otherwise shares one between clients
+    // of the same address, and per-connection limits would apply to all of them together.
+    const caller = (): LockCaller => {
+      const c = new LockCaller(`127.0.0.1:${server.port}`, { 'grpc.use_local_subchannel_pool': 1 });
+      cleanups.push(() => c.close());
+      return c;
+    };
+    return { server, caller };
+  }
+
+  it('refuses a request that finds more waiters ahead than the server allows, with RESOURCE_EXHAUSTED', async () => {
+    const { caller } = await serve(['--max-waiters-per-lock', '3']);
+    const c = caller();
+    const holder = c.open({ name: 'crowded' });
+    await holder.acquired();
+    const waiters: AcquireStream[] = [];
+    for (let i = 1; i <= 3; i += 1) {
+      const waiter = c.open({ name: 'crowded' });
+      expect(await waiter.queued()).toBe(i);
+      waiters.push(waiter);
+    }
+    const refused = await c.open({ name: 'crowded' }).outcome;
+    expect(refused).toMatchObject({
+      code: grpc.status.RESOURCE_EXHAUSTED,
+      details: 'lock "crowded" has 4 requests ahead; this server allows 3',
+    });
+    // The refused request left nothing behind: the queue is still holder + 3.
+    waiters[2]!.cancel();
+    expect(await c.open({ name: 'crowded' }).queued()).toBe(3);
+    expect(holder.isAcquired).toBe(true);
+  });
+
+  it('ends a call whose message is over the size limit with RESOURCE_EXHAUSTED, and serves the next', async () => {
+    const { caller } = await serve(['--max-message-bytes', '1024']);
+    const c = caller();
+    const bystander = c.open({ name: 'bystander' });
+    await bystander.acquired();
+    const huge = await c.open({ name: 'n'.repeat(4000) }).outcome;
+    expect(huge.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(huge.details).toMatch(/message larger than max/i);
+    // The largest valid request (512-byte name, 256-byte owner) fits under the smallest limit.
+    const largest = c.open({ name: 'é'.repeat(256), owner: 'o'.repeat(256) });
+    await largest.acquired();
+    await largest.release();
+    expect(bystander.isAcquired).toBe(true);
+    expect((await bystander.release()).code).toBe(grpc.status.OK);
+  });
+
+  it('lets one connection have only so many Acquire calls open; the next waits for a free slot', async () => {
+    const { caller } = await serve(['--max-streams-per-connection', '5']);
+    const c = caller();
+    await c.open({ name: 'warm-up', waitTimeout: { seconds: 0n, nanos: 0 } }).release();
+    const holders = Array.from({ length: 5 }, (_, i) => c.open({ name: `slot-${i}` }));
+    await Promise.all(holders.map((h) => h.acquired()));
+    const sixth = c.open({ name: 'slot-6' });
+    await holders[0]!.release();
+    // A free lock, yet granted only after a slot was freed on the connection.
+    expect(await sixth.receipt('acquired')).toBeGreaterThan(await holders[0]!.receipt('released'));
+    // Another connection is not affected by this one's limit.
+    const other = caller().open({ name: 'other-connection' });
+    await other.acquired();
+  });
+
+  it('rejects a name that is not valid UTF-8 with INVALID_ARGUMENT', async () => {
+    const { server } = await serve([]);
+    const client = new grpc.Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
+    cleanups.push(() => client.close());
+    // AcquireRequest{start: AcquireStart{name: 0xFF 0xFE (not UTF-8), mode: MUTEX}}, encoded by hand.
+    const raw = Buffer.from([0x0a, 0x06, 0x0a, 0x02, 0xff, 0xfe, 0x10, 0x01]);
+    const call = client.makeBidiStreamRequest(
+      '/lockstream.v1.LockService/Acquire',
+      (message: Buffer) => message,
+      (bytes: Buffer) => AcquireResponse.decode(bytes),
+    );
+    const outcome = new Promise<CallOutcome>((resolve) => call.on('status', resolve));
+    call.on('error', () => {});
+    call.write(raw);
+    expect(await outcome).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: expect.stringMatching(/invalid UTF-8/),
+    });
+  });
+
+  it('queues 2,000 waiters through gRPC and grants them in order, waking each exactly once', async () => {
+    const { server, caller } = await serve([]);
+    // Spread over connections, 200 calls each (10,000 are queued at the engine level in
+    // test/unit/lock-engine.test.ts, without gRPC around them).
+    const callers = Array.from({ length: 11 }, () => caller());
+    const holder = callers[0]!.open({ name: 'ten-thousand' });
+    await holder.acquired();
+    const waiters = Array.from({ length: 2_000 }, (_, i) =>
+      callers[1 + (i % 10)]!.open({ name: 'ten-thousand' }),
+    );
+    // Requests on different connections reach the server in any order: each one's first
+    // `queued` says where it stands, and those places must be exactly 1..2000.
+    const places = await Promise.all(waiters.map((w) => w.queued()));
+    expect([...places].sort((a, b) => a - b)).toEqual(waiters.map((_, i) => i + 1));
+    const inQueueOrder = waiters
+      .map((waiter, i) => ({ waiter, place: places[i]! }))
+      .sort((a, b) => a.place - b.place);
+    const before = { ...server.store.stats };
+    await holder.release();
+    let previous = 0n;
+    for (const { waiter } of inQueueOrder) {
+      const token = await waiter.acquired();
+      // Nobody behind it holds the lock yet: grants follow the queue.
+      expect(token).toBeGreaterThan(previous);
+      previous = token;
+      await waiter.release();
+    }
+    const after = server.store.stats;
+    expect(inQueueOrder.every(({ waiter }) => waiter.isAcquired)).toBe(true);
+    expect(after.waitersWoken - before.waitersWoken).toBe(2_000);
+  }, 120_000);
+});
