@@ -14,16 +14,7 @@ import {
   type ZooKeeperEnsemble,
 } from '../setup/zookeeper-ensemble.js';
 import { sendFourLetterWord } from '../setup/zookeeper-process.js';
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw error;
-  }
-}
+import { isAlive } from '../support/is-alive.js';
 
 /** A client session on `connectString`, resolved once connected. */
 async function connect(connectString: string): Promise<ZooKeeperHandle> {

@@ -1,16 +1,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startZooKeeper, type ZooKeeperProcess } from '../setup/zookeeper-process.js';
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw error;
-  }
-}
+import { isAlive } from '../support/is-alive.js';
 
 describe('startZooKeeper (a second, private server)', () => {
   let zookeeper: ZooKeeperProcess;

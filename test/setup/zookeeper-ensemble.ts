@@ -26,6 +26,7 @@ import {
   killOnExit,
   LOG4J_PROPERTIES,
   sendFourLetterWord,
+  SHARED_ZOO_CFG,
   terminate,
   zooKeeperJvmArgs,
   type ZooKeeperInstallation,
@@ -258,16 +259,7 @@ function zooCfg(c: {
     // dynamic config file is written next to zoo.cfg.
     'standaloneEnabled=false',
     'reconfigEnabled=false',
-    // The AdminServer (Jetty) listens on 8080 by default: members would collide.
-    'admin.enableServer=false',
-    '4lw.commands.whitelist=*',
-    // 0 = no per-IP connection limit; every test client comes from 127.0.0.1.
-    'maxClientCnxns=0',
-    // Same as the standalone server (TTL nodes allowed), so tests can use either.
-    'extendedTypesEnabled=true',
-    // Throwaway data: skip the fsync per transaction and the 64 MB txn-log preallocation.
-    'forceSync=no',
-    'preAllocSize=1024',
+    ...SHARED_ZOO_CFG,
     ...c.servers.map((s) => `server.${s.id}=127.0.0.1:${s.quorumPort}:${s.electionPort}`),
     '',
   ].join('\n');

@@ -329,20 +329,25 @@ function zooCfg(c: {
     'clientPortAddress=127.0.0.1',
     `clientPort=${c.port}`,
     'standaloneEnabled=true',
-    // The AdminServer (Jetty) listens on 8080 by default: two servers would collide.
-    'admin.enableServer=false',
-    '4lw.commands.whitelist=*',
-    // 0 = no per-IP connection limit; every test client comes from 127.0.0.1.
-    'maxClientCnxns=0',
-    // Allows TTL nodes; harmless otherwise.
-    'extendedTypesEnabled=true',
-    // Throwaway data: skip the fsync per transaction (large speed-up on slow CI disks) and the
-    // 64 MB txn-log preallocation.
-    'forceSync=no',
-    'preAllocSize=1024',
+    ...SHARED_ZOO_CFG,
     '',
   ].join('\n');
 }
+
+/** zoo.cfg lines every test server has, standalone or in an ensemble. */
+export const SHARED_ZOO_CFG: readonly string[] = [
+  // The AdminServer (Jetty) listens on 8080 by default: two servers would collide.
+  'admin.enableServer=false',
+  '4lw.commands.whitelist=*',
+  // 0 = no per-IP connection limit; every test client comes from 127.0.0.1.
+  'maxClientCnxns=0',
+  // Allows TTL nodes; harmless otherwise.
+  'extendedTypesEnabled=true',
+  // Throwaway data: skip the fsync per transaction (large speed-up on slow CI disks) and the
+  // 64 MB txn-log preallocation.
+  'forceSync=no',
+  'preAllocSize=1024',
+];
 
 /** Console-only log4j 1.2 config: the server's output goes to our pipe, never to /var/log. */
 export const LOG4J_PROPERTIES = [
