@@ -19,6 +19,8 @@ export interface BackendUnderTest {
    * confirms it again; resolves once the store says so.
    */
   readonly setSessionConfirmed: (server: RunningServer, confirmed: boolean) => Promise<void>;
+  /** The back end's watched paths under `rootPath`, where it can tell (ZooKeeper's `wchp`). */
+  readonly watchedPaths?: (rootPath: string) => Promise<string[]>;
 }
 
 export interface ConformanceContext {
@@ -60,12 +62,15 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
     });
 
     afterEach(async () => {
-      for (const stream of streams.splice(0)) stream.cancel();
-      await Promise.all(streams.map((s) => s.outcome));
+      const leftOpen = streams.splice(0);
+      for (const stream of leftOpen) stream.cancel();
+      await Promise.all(leftOpen.map((s) => s.outcome));
       ctx.caller.close();
       await ctx.server.whenIdle();
-      // Every withdrawn, released or cancelled request must have deleted its node.
+      // Every withdrawn, released or cancelled request must have deleted its node, and no
+      // watch may be left behind on the back end.
       await expectNoLockNodes(ctx);
+      expect((await backend.watchedPaths?.(ctx.rootPath)) ?? []).toEqual([]);
       await ctx.server.stop();
     });
 

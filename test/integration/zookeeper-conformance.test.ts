@@ -4,6 +4,7 @@ import { describeLockConformance } from '../contract/lock-conformance.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 import { expireZooKeeperSession } from '../support/zookeeper-faults.js';
+import { watchesUnder } from '../support/zookeeper-watches.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -38,4 +39,7 @@ describeLockConformance('ZooKeeper', {
     await (confirmed ? proxy.thaw() : proxy.freeze());
     await untilConfirmed(server.store.session, confirmed);
   },
+  watchedPaths: async (rootPath) => [
+    ...(await watchesUnder(Number(connectString.split(':')[1]), rootPath)).keys(),
+  ],
 });

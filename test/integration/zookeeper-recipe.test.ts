@@ -5,7 +5,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { ZooKeeperStore } from '../../src/server/stores/zookeeper/zookeeper-store.js';
-import { sendFourLetterWord } from '../setup/zookeeper-process.js';
+import { watchesUnder } from '../support/zookeeper-watches.js';
 import { LockCaller, LockMode, type AcquireStream } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
@@ -15,30 +15,13 @@ const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 const zookeeperPort = Number(connectString.split(':')[1]);
 const silent = pino({ level: 'silent' });
 
-/** ZooKeeper's own table of watches (`wchp`): watched path -> sessions watching it. */
-async function watchesUnder(prefix: string): Promise<Map<string, string[]>> {
-  const watches = new Map<string, string[]>();
-  let path: string | undefined;
-  for (const line of (await sendFourLetterWord(zookeeperPort, 'wchp', 5_000)).split('\n')) {
-    if (line.trim() === '') continue;
-    if (/^\s/.test(line)) {
-      if (path !== undefined) watches.get(path)?.push(line.trim());
-    } else {
-      path = line.trim();
-      if (path.startsWith(prefix)) watches.set(path, []);
-      else path = undefined;
-    }
-  }
-  return watches;
-}
-
 /**
  * ZooKeeper arms a watch a moment after the `queued` message was sent, and has no event for it:
  * ask its watch table until it shows `count` watches under `prefix`.
  */
 async function watchesWhenCount(prefix: string, count: number): Promise<Map<string, string[]>> {
   for (let attempt = 0; ; attempt += 1) {
-    const watches = await watchesUnder(prefix);
+    const watches = await watchesUnder(zookeeperPort, prefix);
     if (watches.size === count || attempt === 200) return watches;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
@@ -99,7 +82,7 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     expect(after.waitersWoken - before.waitersWoken).toBe(1);
     expect(after.childrenListings - before.childrenListings).toBe(0);
     expect(after.watchesArmed - before.watchesArmed).toBe(0);
-    expect((await watchesUnder(root)).size).toBe(29);
+    expect((await watchesUnder(zookeeperPort, root)).size).toBe(29);
     expect(waiters.filter((w) => w.isAcquired)).toHaveLength(1);
   });
 
