@@ -70,6 +70,7 @@ const RETRY_BACKOFF_MS = 100;
 export class LockClient implements Disposable {
   readonly #grpc: LockServiceClient;
   readonly #unavailableRetries: number;
+  #closed = false;
 
   /** `address` is `host:port`, or any gRPC target (`dns:///locks.internal:50051`). */
   constructor(address: string, options: LockClientOptions = {}) {
@@ -93,6 +94,8 @@ export class LockClient implements Disposable {
   async acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
     const { signal } = options;
     signal?.throwIfAborted();
+    if (this.#closed)
+      throw new LockClientError(name, Status.FAILED_PRECONDITION, 'this LockClient was closed');
     const request = lockRequest(name, options);
     const deadline = request.waitTimeout === undefined ? undefined : Date.now() + request.waitTimeout;
     for (let attempt = 0; ; attempt += 1) {
@@ -153,8 +156,12 @@ export class LockClient implements Disposable {
     return result;
   }
 
-  /** Closes the channel. Locks still held over it are released by the server. */
+  /**
+   * Closes the channel. Locks still held over it are released by the server; later calls
+   * reject with `LockClientError` (FAILED_PRECONDITION).
+   */
   close(): void {
+    this.#closed = true;
     this.#grpc.close();
   }
 

@@ -144,6 +144,15 @@ describe('the TypeScript client against a lockstream server', () => {
     await next.release();
   });
 
+  it('rejects calls on a closed client with FAILED_PRECONDITION', async () => {
+    const closed = new LockClient(`127.0.0.1:${server.port}`);
+    closed.close();
+    await expect(closed.acquire('after-close')).rejects.toMatchObject({
+      code: Status.FAILED_PRECONDITION,
+      message: expect.stringMatching(/"after-close".*closed/),
+    });
+  });
+
   it('rejects at once when the signal has already aborted', async () => {
     await expect(client.acquire('x', { signal: AbortSignal.abort(new Error('no')) })).rejects.toThrow('no');
   });
