@@ -5,7 +5,7 @@
 //
 // The lock is an open Acquire stream: send `start`, read `queued` until `acquired`, do the work,
 // then half-close the stream; the server answers `released` and ends the call with OK.
-// Prints "queued ahead=N", "acquired token=T" and "released" on stdout; on a failing status,
+// Prints "queued ahead=N", "acquired token=T", "in doubt"/"confirmed" and "released" on stdout; on a failing status,
 // "error: <CODE>: <details>" on stderr, and exits 1.
 package main
 
@@ -148,6 +148,14 @@ func awaitReleased(stream lockstreamv1.LockService_AcquireClient) error {
 		case err != nil:
 			return err
 		}
-		released = released || resp.GetReleased() != nil
+		switch {
+		case resp.GetInDoubt() != nil:
+			// The server lost contact with ZooKeeper: pause writes to what the lock guards.
+			fmt.Println("in doubt")
+		case resp.GetConfirmed() != nil:
+			fmt.Println("confirmed")
+		case resp.GetReleased() != nil:
+			released = true
+		}
 	}
 }

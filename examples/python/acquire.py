@@ -5,7 +5,7 @@
 
 The lock is an open Acquire stream: send `start`, read `queued` until `acquired`, do the work,
 then half-close the stream; the server answers `released` and ends the call with OK.
-Prints "queued ahead=N", "acquired token=T" and "released" on stdout; on a failing status,
+Prints "queued ahead=N", "acquired token=T", "in doubt"/"confirmed" and "released" on stdout; on a failing status,
 "error: <CODE>: <details>" on stderr, and exits 1.
 """
 
@@ -81,6 +81,11 @@ def main() -> int:
                     # Work in another thread and keep reading here: if the call ends meanwhile
                     # (ABORTED: the lock was lost), we learn it at once.
                     threading.Thread(target=work_then_release, daemon=True).start()
+                elif kind == "in_doubt":
+                    # The server lost contact with ZooKeeper: pause writes to what the lock guards.
+                    print("in doubt", flush=True)
+                elif kind == "confirmed":
+                    print("confirmed", flush=True)
                 elif kind == "released":
                     released = True
         except grpc.RpcError as error:

@@ -3,7 +3,8 @@
 //
 //   npx tsx examples/typescript/acquire.ts --name examples/report --mode write --work-ms 2000
 //
-// Prints `queued ahead=N` while waiting, `acquired token=T`, then `released`; on failure
+// Prints `queued ahead=N` while waiting, `acquired token=T`, `in doubt` / `confirmed` if the
+// server loses and regains contact with ZooKeeper meanwhile, then `released`; on failure
 // `error: <STATUS>: <details>` on stderr and exit code 1.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -29,6 +30,9 @@ try {
     owner: flags.owner,
     ...(waitTimeout === undefined ? {} : { waitTimeout: Number(waitTimeout) }),
     onQueued: (ahead) => console.log(`queued ahead=${ahead}`),
+    // The server lost contact with ZooKeeper: pause writes to what the lock guards.
+    onInDoubt: () => console.log('in doubt'),
+    onConfirmed: () => console.log('confirmed'),
   });
   console.log(`acquired token=${lock.token}`);
 
