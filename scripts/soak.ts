@@ -22,6 +22,9 @@ const MODES: LockMode[] = ['mutex', 'read', 'write'];
 const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+// Ctrl-C or a timeout ends the run through process.exit, whose hooks kill the ZooKeeper and
+// lockstream processes it started.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
 const zookeeper = await startZooKeeper();
 const root = `/soak-${randomUUID()}`;
 const serverArgs = ['--zookeeper', zookeeper.connectString, '--root', root, '--session-timeout', '2s'];

@@ -485,17 +485,17 @@ export async function terminate(
  */
 interface LiveServer {
   child: ChildProcess;
-  dir: string;
+  dir: string | undefined;
 }
 const liveServers = new Set<LiveServer>();
 let exitHookRegistered = false;
 
 /**
- * SIGKILLs `child` and removes `dir` if this process exits while the child is tracked (SIGKILL
- * also ends a SIGSTOPped JVM). Returns the function that stops tracking it; call it when the
- * child is being stopped on purpose. Several children may share one `dir`.
+ * SIGKILLs `child` and removes `dir` (if given) if this process exits while the child is
+ * tracked (SIGKILL also ends a SIGSTOPped JVM). Returns the function that stops tracking it;
+ * call it when the child is being stopped on purpose. Several children may share one `dir`.
  */
-export function killOnExit(child: ChildProcess, dir: string): () => void {
+export function killOnExit(child: ChildProcess, dir?: string): () => void {
   const entry: LiveServer = { child, dir };
   liveServers.add(entry);
   registerExitHook();
@@ -510,7 +510,7 @@ function registerExitHook(): void {
   process.once('exit', () => {
     for (const { child, dir } of liveServers) {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
+      if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
     }
   });
 }

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { killOnExit } from '../setup/zookeeper-process.js';
 
 export interface ServerProcess {
   readonly address: string;
@@ -27,7 +28,12 @@ export async function startServerProcess(
   const logs: Array<Record<string, unknown>> = [];
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = once(child, 'exit').then(([code, signal]) => (code ?? signal) as number | NodeJS.Signals);
+  // Never outlive the test process, even when it is killed before it can stop the server.
+  const untrack = killOnExit(child);
+  const exited = once(child, 'exit').then(([code, signal]) => {
+    untrack();
+    return (code ?? signal) as number | NodeJS.Signals;
+  });
   const port = await new Promise<number>((resolve, reject) => {
     let buffered = '';
     child.stdout?.on('data', (chunk: Buffer) => {
