@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { onAbort } from '../common/abort.js';
 import type { Config } from './config.js';
 import { LockEngine } from './engine/lock-engine.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
@@ -97,14 +98,13 @@ function followSessionHealth(store: CoordinationStore, report: (serving: boolean
     report(session.confirmed);
     const unsubscribeChange = session.onConfirmedChange(report);
     // The store has put the next session in place by the time the lost one aborts.
-    const onLost = (): void => {
+    const unlinkLost = onAbort(session.lost, () => {
       unsubscribeChange();
       follow();
-    };
-    session.lost.addEventListener('abort', onLost, { once: true });
+    });
     unsubscribe = () => {
       unsubscribeChange();
-      session.lost.removeEventListener('abort', onLost);
+      unlinkLost();
     };
   };
   follow();

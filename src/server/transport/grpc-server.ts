@@ -65,7 +65,11 @@ export class GrpcServer {
 
   /** Reports through health checking whether locks can be granted and vouched for now. */
   setServing(serving: boolean): void {
-    if (this.#shutdown.signal.aborted) return;
+    if (!this.#shutdown.signal.aborted) this.#reportHealth(serving);
+  }
+
+  /** The same status for the server as a whole ('') and for the lock service. */
+  #reportHealth(serving: boolean): void {
     const status = serving ? 'SERVING' : 'NOT_SERVING';
     this.#health.setStatus('', status);
     this.#health.setStatus(LOCK_SERVICE, status);
@@ -107,8 +111,7 @@ export class GrpcServer {
    */
   async shutdown(graceMs: number): Promise<void> {
     if (this.#shutdown.signal.aborted) return;
-    this.#health.setStatus('', 'NOT_SERVING');
-    this.#health.setStatus(LOCK_SERVICE, 'NOT_SERVING');
+    this.#reportHealth(false);
     // Streams never end by themselves, so tryShutdown alone would always wait out the grace.
     this.#shutdown.abort(new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down'));
     await new Promise<void>((resolve) => {
