@@ -28,6 +28,20 @@ export interface LockClientOptions {
    * Default 2.
    */
   readonly unavailableRetries?: number;
+  /**
+   * How long the server keeps a request (its place in the queue, or the held lock) after its
+   * stream breaks, for this client to resume it on a new stream: a proxy restart or a short
+   * network cut is then a blip (the lock is in doubt, then confirmed), not a loss. Also the
+   * lock-delay after this process dies: nobody else gets the lock before the grace is over.
+   * Capped by the server's `--max-resume-grace`. 0 turns resuming off. Default 5000.
+   */
+  readonly resumeGraceMs?: number;
+  /**
+   * Heartbeats in both directions on every lock stream at this interval, so idle-timeout
+   * proxies do not cut a quiet stream, and a server gone silent for three intervals is noticed
+   * (then the stream is resumed, or the lock lost). 0 turns them off. Default 5000.
+   */
+  readonly heartbeatIntervalMs?: number;
   /** Further grpc-js channel options; they override the settings above. */
   readonly channelOptions?: ChannelOptions;
 }
@@ -70,6 +84,8 @@ const RETRY_BACKOFF_MS = 100;
 export class LockClient implements Disposable {
   readonly #grpc: LockServiceClient;
   readonly #unavailableRetries: number;
+  readonly #resumeGraceMs: number;
+  readonly #heartbeatIntervalMs: number;
   #closed = false;
 
   /** `address` is `host:port`, or any gRPC target (`dns:///locks.internal:50051`). */
@@ -82,6 +98,8 @@ export class LockClient implements Disposable {
       ...options.channelOptions,
     });
     this.#unavailableRetries = options.unavailableRetries ?? 2;
+    this.#resumeGraceMs = nonNegative('resumeGraceMs', options.resumeGraceMs ?? 5_000);
+    this.#heartbeatIntervalMs = nonNegative('heartbeatIntervalMs', options.heartbeatIntervalMs ?? 5_000);
   }
 
   /**
@@ -96,7 +114,11 @@ export class LockClient implements Disposable {
     signal?.throwIfAborted();
     if (this.#closed)
       throw new LockClientError(name, Status.FAILED_PRECONDITION, 'this LockClient was closed');
-    const request = lockRequest(name, options);
+    const request = {
+      ...lockRequest(name, options),
+      resumeGraceMs: this.#resumeGraceMs,
+      heartbeatIntervalMs: this.#heartbeatIntervalMs,
+    };
     const deadline = request.waitTimeout === undefined ? undefined : Date.now() + request.waitTimeout;
     for (let attempt = 0; ; attempt += 1) {
       const waitTimeout =
@@ -170,7 +192,7 @@ export class LockClient implements Disposable {
   }
 
   async #attempt(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
-    const stream = new LockStream(this.#grpc.acquire(), request);
+    const stream = new LockStream(() => this.#grpc.acquire(), request);
     const onAbort = (): void => stream.cancel(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
     // grpc-js has no connection-attempt timeout: bound the wait for the server's answer ourselves.
@@ -202,7 +224,17 @@ export class LockClient implements Disposable {
   }
 }
 
-function lockRequest(name: string, options: AcquireOptions): LockRequest {
+function nonNegative(option: string, value: number): number {
+  if (!(Number.isFinite(value) && value >= 0)) {
+    throw new TypeError(`${option} must be a number of milliseconds >= 0, not ${value}`);
+  }
+  return value;
+}
+
+function lockRequest(
+  name: string,
+  options: AcquireOptions,
+): Omit<LockRequest, 'resumeGraceMs' | 'heartbeatIntervalMs'> {
   const mode = options.mode ?? 'mutex';
   if (mode !== 'mutex' && mode !== 'read' && mode !== 'write') {
     throw new TypeError(

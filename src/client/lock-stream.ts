@@ -63,10 +63,16 @@ export interface LockRequest {
   /** ms; absent: wait until cancelled; 0: try once. */
   readonly waitTimeout: number | undefined;
   readonly owner: string;
+  /** ms the server keeps the request after the stream breaks, for a resume; 0: none. */
+  readonly resumeGraceMs: number;
+  /** ms between heartbeats in both directions; 0: none. */
+  readonly heartbeatIntervalMs: number;
   readonly onQueued: ((ahead: number) => void) | undefined;
   readonly onInDoubt: (() => void) | undefined;
   readonly onConfirmed: (() => void) | undefined;
 }
+
+type Call = ClientDuplexStream<AcquireRequest, AcquireResponse>;
 
 type Phase =
   | { readonly kind: 'waiting' }
@@ -74,44 +80,61 @@ type Phase =
   | { readonly kind: 'releasing'; readonly done: (error?: LockClientError) => void }
   | { readonly kind: 'ended' };
 
+/** Statuses that say the stream broke, not what the server decided: worth a resume. */
+const BREAKS = new Set([Status.UNAVAILABLE, Status.INTERNAL, Status.UNKNOWN, Status.CANCELLED]);
+const RESUME_BACKOFF_MS = 100;
+const RESUME_BACKOFF_MAX_MS = 1_000;
+
 /**
- * One Acquire stream, from `start` to its final status: the lock while it is held. Follows the
- * server's messages (`queued`, `acquired`, `released`) and turns the final status into the
- * outcome that matters to the caller at that moment (a failed acquire, a release, a loss).
+ * One lock request, from `start` to its end: the lock while it is held. Follows the server's
+ * messages (`queued`, `acquired`, `released`, ...) and turns the final status into the outcome
+ * that matters to the caller at that moment (a failed acquire, a release, a loss).
+ *
+ * A request that asked for a resume grace outlives a broken stream: the server keeps it for the
+ * grace, and this class opens new streams with the resume token until one gets through (or the
+ * grace is over). A held lock is in doubt meanwhile and confirmed once resumed; a waiting
+ * request keeps its place in the queue.
  */
 export class LockStream implements Lock {
   readonly name: string;
   readonly mode: LockMode;
-  readonly #call: ClientDuplexStream<AcquireRequest, AcquireResponse>;
+  readonly #request: LockRequest;
+  readonly #openCall: () => Call;
   readonly #lost = new AbortController();
   readonly #granted: Promise<bigint>;
   #grant!: { resolve: (token: bigint) => void; reject: (error: unknown) => void };
+  #call: Call;
+  #stopHeartbeats: () => void = () => {};
   #token: bigint | undefined;
   #phase: Phase = { kind: 'waiting' };
   #released: Promise<void> | undefined;
   #inDoubt = false;
   readonly #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
+  /** From `resumable`: how to take the request over after a break. */
+  #resumeToken: string | undefined;
+  #resumeGraceMs = 0;
+  /** While resuming after a break: when the server gives up on us, and how many tries so far. */
+  #resuming: { readonly deadline: number; readonly timer: NodeJS.Timeout; attempts: number } | undefined;
+  /** Calls given up as broken: whatever they still say is stale. */
+  readonly #brokenCalls = new WeakSet<Call>();
 
-  constructor(call: ClientDuplexStream<AcquireRequest, AcquireResponse>, request: LockRequest) {
+  constructor(openCall: () => Call, request: LockRequest) {
     this.name = request.name;
     this.mode = request.mode;
-    this.#call = call;
+    this.#request = request;
+    this.#openCall = openCall;
     this.#granted = new Promise((resolve, reject) => (this.#grant = { resolve, reject }));
     // The caller awaits `granted()`; an unobserved rejection here is not a second failure.
     this.#granted.catch(() => {});
-    call.on('data', (message: AcquireResponse) => this.#onMessage(message, request));
-    call.on('status', (status: StatusObject) => this.#onStatus(status));
-    // Every failure also arrives as the status; without a listener grpc-js would throw it.
-    call.on('error', () => {});
-    call.write({
-      kind: {
-        $case: 'start',
-        value: {
-          name: request.name,
-          mode: WIRE_MODES[request.mode],
-          waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
-          owner: request.owner,
-        },
+    this.#call = this.#open({
+      $case: 'start',
+      value: {
+        name: request.name,
+        mode: WIRE_MODES[request.mode],
+        waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
+        owner: request.owner,
+        resumeGrace: request.resumeGraceMs > 0 ? toDuration(request.resumeGraceMs) : undefined,
+        heartbeatInterval: this.#heartbeatInterval(),
       },
     });
   }
@@ -140,12 +163,23 @@ export class LockStream implements Lock {
     return this.#granted;
   }
 
-  /** Gives up waiting, rejecting `granted()` with `reason`; the server deletes the request's node. */
+  /**
+   * Gives up waiting, rejecting `granted()` with `reason`. The server withdraws the request at
+   * once: a resumable request is withdrawn with `release` (a cancel would look like a break and
+   * keep it queued for its grace).
+   */
   cancel(reason: unknown): void {
     if (this.#phase.kind !== 'waiting') return;
     this.#phase = { kind: 'ended' };
     this.#grant.reject(reason);
-    this.#call.cancel();
+    this.#stopResuming();
+    this.#stopHeartbeats();
+    if (this.#resumeToken !== undefined && !this.#brokenCalls.has(this.#call)) {
+      this.#call.write({ kind: { $case: 'release', value: {} } });
+      this.#call.end();
+    } else {
+      this.#call.cancel();
+    }
   }
 
   release(): Promise<void> {
@@ -162,7 +196,8 @@ export class LockStream implements Lock {
         kind: 'releasing',
         done: (error) => (error ? reject(error) : resolve()),
       };
-      this.#call.end();
+      // While resuming, the release goes out on the resumed stream.
+      if (this.#resuming === undefined) this.#endCall();
     });
     return this.#released;
   }
@@ -175,17 +210,93 @@ export class LockStream implements Lock {
     }
   }
 
-  #onMessage(message: AcquireResponse, request: LockRequest): void {
+  /** Opens a call that starts with `first`; only the current call's events count. */
+  #open(first: NonNullable<AcquireRequest['kind']>): Call {
+    const call = this.#openCall();
+    const current = (): boolean => call === this.#call && !this.#brokenCalls.has(call);
+    call.on('data', (message: AcquireResponse) => {
+      if (current()) this.#onMessage(message);
+    });
+    call.on('status', (status: StatusObject) => {
+      if (!current()) return;
+      this.#stopHeartbeats();
+      this.#onStatus(status);
+    });
+    // Every failure also arrives as the status; without a listener grpc-js would throw it.
+    call.on('error', () => {});
+    call.write({ kind: first });
+    this.#stopHeartbeats = this.#heartbeat(call);
+    return call;
+  }
+
+  /**
+   * Sends heartbeats on `call` at the requested interval, and treats it as broken when the
+   * server has said nothing for three intervals (a proxy may answer HTTP/2 pings for a server
+   * that is gone). Returns a function that stops both.
+   */
+  #heartbeat(call: Call): () => void {
+    const intervalMs = this.#request.heartbeatIntervalMs;
+    if (intervalMs === 0) return () => {};
+    const ticker = setInterval(() => call.write({ kind: { $case: 'heartbeat', value: {} } }), intervalMs);
+    const silence = setTimeout(() => {
+      if (call !== this.#call || this.#brokenCalls.has(call)) return;
+      this.#stopHeartbeats();
+      this.#onStatus({
+        code: Status.UNAVAILABLE,
+        details: `no message from the server for ${3 * intervalMs} ms (3 heartbeat intervals)`,
+      });
+      call.cancel();
+    }, 3 * intervalMs);
+    ticker.unref();
+    silence.unref();
+    const heard = (): void => {
+      silence.refresh();
+    };
+    call.on('data', heard);
+    return () => {
+      clearInterval(ticker);
+      clearTimeout(silence);
+      call.off('data', heard);
+    };
+  }
+
+  #heartbeatInterval(): Duration | undefined {
+    const ms = this.#request.heartbeatIntervalMs;
+    return ms > 0 ? toDuration(ms) : undefined;
+  }
+
+  /** Sends `release` and half-closes: the server releases the lock and answers OK. */
+  #endCall(): void {
+    this.#stopHeartbeats();
+    this.#call.write({ kind: { $case: 'release', value: {} } });
+    this.#call.end();
+  }
+
+  #onMessage(message: AcquireResponse): void {
     const kind = message.kind;
+    const request = this.#request;
     switch (kind?.$case) {
+      case 'resumable':
+        this.#resumeToken = kind.value.resumeToken;
+        this.#resumeGraceMs = fromDuration(kind.value.resumeGrace);
+        return;
       case 'queued':
-        if (this.#phase.kind === 'waiting') request.onQueued?.(kind.value.ahead);
+        if (this.#phase.kind !== 'waiting') return;
+        this.#stopResuming();
+        request.onQueued?.(kind.value.ahead);
         return;
       case 'acquired':
-        if (this.#phase.kind !== 'waiting') return;
-        this.#token = kind.value.fencingToken;
-        this.#phase = { kind: 'held' };
-        this.#grant.resolve(kind.value.fencingToken);
+        if (this.#phase.kind === 'waiting') {
+          this.#stopResuming();
+          this.#token = kind.value.fencingToken;
+          this.#phase = { kind: 'held' };
+          this.#grant.resolve(kind.value.fencingToken);
+        } else if (this.#resuming && kind.value.fencingToken === this.#token) {
+          // Resumed with the lock still ours.
+          this.#stopResuming();
+          this.#confirm();
+          if (this.#phase.kind === 'releasing') this.#endCall();
+        }
         return;
       case 'inDoubt':
         if (this.#phase.kind === 'waiting' || this.#inDoubt) return;
@@ -193,12 +304,10 @@ export class LockStream implements Lock {
         request.onInDoubt?.();
         return;
       case 'confirmed':
-        if (!this.#inDoubt) return;
-        this.#inDoubt = false;
-        for (const waiter of this.#confirmationWaiters.splice(0)) waiter.resolve();
-        request.onConfirmed?.();
+        if (!this.#resuming) this.#confirm();
         return;
       case 'released':
+      case 'heartbeat':
       case undefined:
         // `released` is followed by the OK status, which settles the release; a message kind
         // this client does not know (from a newer server) is ignored.
@@ -206,17 +315,39 @@ export class LockStream implements Lock {
     }
   }
 
+  #confirm(): void {
+    if (!this.#inDoubt) return;
+    this.#inDoubt = false;
+    for (const waiter of this.#confirmationWaiters.splice(0)) waiter.resolve();
+    this.#request.onConfirmed?.();
+  }
+
   #loseLock(failure: LockLostError): void {
     this.#lost.abort(failure);
     for (const waiter of this.#confirmationWaiters.splice(0)) waiter.reject(failure);
   }
 
-  #onStatus(status: StatusObject): void {
+  #onStatus(status: Pick<StatusObject, 'code' | 'details'>): void {
     const phase = this.#phase;
+    if (phase.kind === 'ended') return;
+    if (BREAKS.has(status.code) && this.#resumeToken !== undefined) {
+      this.#resume(status);
+      return;
+    }
+    const resumed = this.#resuming !== undefined;
+    this.#stopResuming();
     this.#phase = { kind: 'ended' };
     switch (phase.kind) {
       case 'waiting':
-        this.#grant.reject(acquireFailure(this.name, status));
+        // A request the server no longer has lost its place: retryable, like a refused call.
+        this.#grant.reject(
+          acquireFailure(
+            this.name,
+            resumed && status.code === Status.NOT_FOUND
+              ? { code: Status.UNAVAILABLE, details: `lost its place in the queue: ${status.details}` }
+              : status,
+          ),
+        );
         return;
       case 'held': {
         // The stream ended while we held the lock and had not asked to release it.
@@ -233,9 +364,65 @@ export class LockStream implements Lock {
         phase.done(failure);
         return;
       }
-      case 'ended':
-        return;
     }
+  }
+
+  /**
+   * The stream broke: open another with the resume token, backing off, until one gets through
+   * or the grace is over (from the first break; the server counts from when it noticed, which
+   * is no later). A held lock is in doubt meanwhile.
+   */
+  #resume(cause: Pick<StatusObject, 'code' | 'details'>): void {
+    this.#brokenCalls.add(this.#call);
+    if (this.#phase.kind !== 'waiting' && !this.#inDoubt) {
+      this.#inDoubt = true;
+      this.#request.onInDoubt?.();
+    }
+    const now = performance.now();
+    this.#resuming ??= {
+      deadline: now + this.#resumeGraceMs,
+      attempts: 0,
+      timer: setTimeout(() => {
+        const call = this.#call;
+        this.#resuming = undefined;
+        this.#resumeToken = undefined;
+        this.#onStatus({
+          code: Status.UNAVAILABLE,
+          details: `the stream broke (${cause.details || Status[cause.code]}) and could not be resumed within its ${this.#resumeGraceMs} ms grace`,
+        });
+        call.cancel();
+      }, this.#resumeGraceMs),
+    };
+    const resuming = this.#resuming;
+    const backoff =
+      Math.min(RESUME_BACKOFF_MAX_MS, RESUME_BACKOFF_MS * 2 ** resuming.attempts) * Math.random();
+    resuming.attempts += 1;
+    setTimeout(
+      () => {
+        if (this.#resuming !== resuming || this.#phase.kind === 'ended') return;
+        try {
+          this.#call = this.#open({
+            $case: 'resume',
+            value: { resumeToken: this.#resumeToken ?? '', heartbeatInterval: this.#heartbeatInterval() },
+          });
+        } catch (error) {
+          // The LockClient was closed: no stream can be opened any more.
+          this.#stopResuming();
+          this.#resumeToken = undefined;
+          const why = error instanceof Error ? error.message : String(error);
+          this.#onStatus({
+            code: Status.UNAVAILABLE,
+            details: `the stream broke and could not be resumed: ${why}`,
+          });
+        }
+      },
+      resuming.attempts === 1 ? 0 : backoff,
+    ).unref();
+  }
+
+  #stopResuming(): void {
+    if (this.#resuming) clearTimeout(this.#resuming.timer);
+    this.#resuming = undefined;
   }
 }
 
@@ -245,4 +432,8 @@ const unexpectedEnd = { code: Status.UNKNOWN, details: 'the server ended the str
 function toDuration(ms: number): Duration {
   const seconds = Math.floor(ms / 1000);
   return { seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
+}
+
+function fromDuration(duration: Duration | undefined): number {
+  return duration === undefined ? 0 : Number(duration.seconds) * 1000 + Math.floor(duration.nanos / 1e6);
 }

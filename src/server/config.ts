@@ -19,6 +19,8 @@ export interface Config {
   readonly keepaliveTimeMs: number;
   readonly keepaliveTimeoutMs: number;
   readonly shutdownGraceMs: number;
+  /** Longest resume grace a client may ask for; 0: requests are never kept after an abnormal end. */
+  readonly maxResumeGraceMs: number;
   /** HTTP/2 streams (Acquire calls) one client connection may have open at once. */
   readonly maxStreamsPerConnection: number;
   /** Requests a lock's queue may hold ahead of a new one before it is refused. */
@@ -37,6 +39,7 @@ export const DEFAULTS = Object.freeze({
   keepaliveTime: '5s',
   keepaliveTimeout: '5s',
   shutdownGrace: '5s',
+  maxResumeGrace: '60s',
   maxStreamsPerConnection: 1000,
   maxWaitersPerLock: 10_000,
   maxMessageBytes: 4096,
@@ -113,6 +116,13 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     env: 'LOCKSTREAM_SHUTDOWN_GRACE',
     description: 'how long open calls may take to end on SIGTERM/SIGINT',
     default: DEFAULTS.shutdownGrace,
+  },
+  {
+    flags: '--max-resume-grace <duration>',
+    env: 'LOCKSTREAM_MAX_RESUME_GRACE',
+    description:
+      'longest time a request (queued or holding) may wait to be resumed after its stream ends abnormally, if its client asks; 0 turns resuming off',
+    default: DEFAULTS.maxResumeGrace,
   },
   {
     flags: '--max-streams-per-connection <count>',
@@ -235,6 +245,7 @@ function validate(values: OptionValues): Readonly<Config> {
     keepaliveTimeMs: duration('keepaliveTime', '--keepalive-time', 1),
     keepaliveTimeoutMs: duration('keepaliveTimeout', '--keepalive-timeout', 1),
     shutdownGraceMs: duration('shutdownGrace', '--shutdown-grace', 0),
+    maxResumeGraceMs: duration('maxResumeGrace', '--max-resume-grace', 0),
     maxStreamsPerConnection: count('maxStreamsPerConnection', '--max-streams-per-connection', 1, 2 ** 31 - 1),
     maxWaitersPerLock: count('maxWaitersPerLock', '--max-waiters-per-lock', 1, 2 ** 31 - 1),
     // A start message with a 512-byte name and a 256-byte owner needs under 1 KiB.

@@ -3,6 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { onAbort } from '../common/abort.js';
 import type { Config } from './config.js';
+import { ClaimRegistry } from './engine/claims.js';
 import { LockEngine } from './engine/lock-engine.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { CoordinationStore } from './stores/store.js';
@@ -14,6 +15,7 @@ export interface RunningServer {
   readonly port: number;
   readonly store: CoordinationStore;
   readonly engine: LockEngine;
+  readonly claims: ClaimRegistry;
   /** Resolves once every call has ended and released its lock. */
   whenIdle(): Promise<void>;
   /** Graceful stop: streams end with UNAVAILABLE, then the store's session closes. Idempotent. */
@@ -24,15 +26,22 @@ export interface RunningServer {
 export async function startServer(config: Readonly<Config>, logger: Logger): Promise<RunningServer> {
   routeGrpcLogs(logger.child({ component: 'grpc-js' }));
   const store = await openStore(config, logger.child({ component: 'store' }));
+  const instanceId = randomUUID();
   const engine = new LockEngine({
     store,
     rootPath: config.rootPath,
     logger: logger.child({ component: 'engine' }),
-    instanceId: randomUUID(),
+    instanceId,
     maxWaitersPerLock: config.maxWaitersPerLock,
   });
-  const server = new GrpcServer({
+  const claims = new ClaimRegistry({
     engine,
+    logger: logger.child({ component: 'claims' }),
+    instanceId,
+    maxResumeGraceMs: config.maxResumeGraceMs,
+  });
+  const server = new GrpcServer({
+    claims,
     logger: logger.child({ component: 'transport' }),
     keepaliveTimeMs: config.keepaliveTimeMs,
     keepaliveTimeoutMs: config.keepaliveTimeoutMs,
@@ -58,12 +67,14 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
       logger.info('shutting down');
       unwatchHealth();
       await server.shutdown(config.shutdownGraceMs);
+      // Requests kept for a resume that can no longer come: release them with the session.
+      await claims.close();
       await store.close();
       logger.info('stopped');
     })();
     return stopping;
   };
-  return { port, store, engine, stop, whenIdle: () => server.whenIdle() };
+  return { port, store, engine, claims, stop, whenIdle: () => server.whenIdle() };
 }
 
 async function openStore(config: Readonly<Config>, logger: Logger): Promise<CoordinationStore> {

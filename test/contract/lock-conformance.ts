@@ -70,6 +70,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       // Every withdrawn, released or cancelled request must have deleted its node, and no
       // watch may be left behind on the back end.
       await expectNoLockNodes(ctx);
+      expect(ctx.server.claims.size).toBe(0);
       expect((await backend.watchedPaths?.(ctx.rootPath)) ?? []).toEqual([]);
       await ctx.server.stop();
     });
@@ -343,7 +344,14 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       twice.send({
         kind: {
           $case: 'start',
-          value: { name: 'twice', mode: LockMode.MUTEX, owner: '', waitTimeout: undefined },
+          value: {
+            name: 'twice',
+            mode: LockMode.MUTEX,
+            owner: '',
+            waitTimeout: undefined,
+            resumeGrace: undefined,
+            heartbeatInterval: undefined,
+          },
         },
       });
       expect(await twice.outcome).toMatchObject({
@@ -417,6 +425,171 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       expect(holder.messages.map((m) => m.kind?.$case)).toEqual(['acquired', 'inDoubt', 'confirmed']);
       expect((await holder.release()).code).toBe(status.OK);
       await newcomer.release();
+    });
+
+    it('keeps a held lock through a broken stream for its resume grace; a resume gets it back with the same token', async () => {
+      const holder = open({ name: 'blip', owner: 'long-task', resumeGrace: seconds(30) });
+      const token = await holder.acquired();
+      const { token: resumeToken, graceMs } = await holder.resumable();
+      expect(graceMs).toBe(30_000);
+      expect(holder.messages.map((m) => m.kind?.$case)).toEqual(['resumable', 'acquired']);
+      const waiter = open({ name: 'blip' });
+      expect(await waiter.queued()).toBe(1);
+      holder.cancel();
+      await holder.outcome;
+      const resumed = ctx.caller.resume(resumeToken);
+      expect(await resumed.acquired()).toBe(token);
+      expect(await resumed.resumable()).toEqual({ token: resumeToken, graceMs });
+      // Still the holder: the waiter was never granted, and gets the lock on the clean release.
+      expect(waiter.isAcquired).toBe(false);
+      expect((await resumed.release()).code).toBe(status.OK);
+      expect(await waiter.acquired()).toBeGreaterThan(token);
+      await waiter.release();
+      // A released request cannot be resumed.
+      const late = ctx.caller.resume(resumeToken);
+      expect(await late.outcome).toMatchObject({
+        code: status.NOT_FOUND,
+        details: expect.stringMatching(/unknown/),
+      });
+    });
+
+    it('lets nobody else have a lock whose stream broke before its grace is over (lock-delay), then releases it', async () => {
+      const graceMs = 400;
+      const holder = open({ name: 'delay', resumeGrace: seconds(graceMs / 1000) });
+      await holder.acquired();
+      const { token: resumeToken } = await holder.resumable();
+      const waiter = open({ name: 'delay' });
+      await waiter.queued();
+      const brokeAt = performance.now();
+      holder.cancel();
+      await waiter.acquired();
+      expect(performance.now() - brokeAt).toBeGreaterThanOrEqual(graceMs);
+      expect(await ctx.caller.resume(resumeToken).outcome).toMatchObject({ code: status.NOT_FOUND });
+      await waiter.release();
+    });
+
+    it("keeps a waiter's place in the queue across a resume, and carries its wait timeout over", async () => {
+      const holder = open({ name: 'place' });
+      await holder.acquired();
+      const first = open({ name: 'place', resumeGrace: seconds(30) });
+      expect(await first.queued()).toBe(1);
+      const { token: resumeToken } = await first.resumable();
+      const second = open({ name: 'place' });
+      expect(await second.queued()).toBe(2);
+      first.cancel();
+      await first.outcome;
+      const resumed = ctx.caller.resume(resumeToken);
+      expect(await resumed.queued()).toBe(1);
+      await holder.release();
+      await resumed.acquired();
+      expect(second.isAcquired).toBe(false);
+      await resumed.release();
+      await second.acquired();
+      await second.release();
+
+      // A deadline set by `start` still applies to the resumed stream.
+      const blocker = open({ name: 'deadline' });
+      await blocker.acquired();
+      const timed = open({ name: 'deadline', waitTimeout: seconds(0.3), resumeGrace: seconds(30) });
+      const { token: timedToken } = await timed.resumable();
+      await timed.queued();
+      timed.cancel();
+      await timed.outcome;
+      const resumedTimed = ctx.caller.resume(timedToken);
+      expect(await resumedTimed.outcome).toMatchObject({ code: status.DEADLINE_EXCEEDED });
+      await blocker.release();
+    });
+
+    it('releases at once on a clean end even with a resume grace, and on a break without one', async () => {
+      const graced = open({ name: 'clean', resumeGrace: seconds(30) });
+      await graced.acquired();
+      expect((await graced.release()).code).toBe(status.OK);
+      const waiterGone = open({ name: 'clean', resumeGrace: seconds(30) });
+      await waiterGone.acquired();
+      const queued = open({ name: 'clean', resumeGrace: seconds(30) });
+      await queued.queued();
+      // `release` while waiting withdraws at once too.
+      queued.sendRelease();
+      expect((await queued.outcome).code).toBe(status.CANCELLED);
+      expect((await waiterGone.release()).code).toBe(status.OK);
+      // Without a grace, nothing is kept after a break: the next in line gets the lock.
+      const next = open({ name: 'clean', waitTimeout: seconds(0) });
+      await next.acquired();
+      expect(next.messages.map((m) => m.kind?.$case)).toEqual(['acquired']);
+      const after = open({ name: 'clean' });
+      await after.queued();
+      next.cancel();
+      await after.acquired();
+      await after.release();
+    });
+
+    it('hands a request over to a resuming stream, caps the grace at the server maximum, and refuses bad tokens', async () => {
+      const holder = open({ name: 'takeover', resumeGrace: seconds(3600) });
+      const token = await holder.acquired();
+      const resumable = await holder.resumable();
+      // The server's default maximum is 60 s.
+      expect(resumable.graceMs).toBe(60_000);
+      // The old stream is still open (its client thinks it is broken): the resume takes over.
+      const resumed = ctx.caller.resume(resumable.token);
+      expect(await resumed.acquired()).toBe(token);
+      expect(await holder.outcome).toMatchObject({
+        code: status.ABORTED,
+        details: expect.stringMatching(/resumed on another stream/),
+      });
+      expect((await resumed.release()).code).toBe(status.OK);
+
+      const foreign = ctx.caller.resume('a1b2c3d4-0000-4000-8000-000000000000.c2VjcmV0');
+      expect(await foreign.outcome).toMatchObject({
+        code: status.NOT_FOUND,
+        details: expect.stringMatching(
+          /issued by lockstream instance "a1b2c3d4-0000-4000-8000-000000000000"/,
+        ),
+      });
+      const empty = ctx.caller.resume('');
+      expect(await empty.outcome).toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/resume_token/),
+      });
+      const badHeartbeat = open({ name: 'takeover', heartbeatInterval: seconds(0.01) });
+      expect(await badHeartbeat.outcome).toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/heartbeat_interval 10 ms is out of range/),
+      });
+    });
+
+    it('sends heartbeats, and treats a client silent for three intervals as a broken stream', async () => {
+      const holder = open({ name: 'heartbeat', heartbeatInterval: seconds(0.1), resumeGrace: seconds(30) });
+      const token = await holder.acquired();
+      const { token: resumeToken } = await holder.resumable();
+      await holder.receipt('heartbeat', 1);
+      // This client never sends a heartbeat back.
+      expect(await holder.outcome).toMatchObject({
+        code: status.UNAVAILABLE,
+        details: expect.stringMatching(/no message from the client for 300 ms/),
+      });
+      const resumed = ctx.caller.resume(resumeToken);
+      expect(await resumed.acquired()).toBe(token);
+      expect((await resumed.release()).code).toBe(status.OK);
+    });
+
+    it('reports a lock lost while its stream was broken as ABORTED on resume', async () => {
+      const holder = open({
+        name: 'lost-meanwhile',
+        resumeGrace: seconds(30),
+        heartbeatInterval: seconds(0.1),
+      });
+      await holder.acquired();
+      const { token: resumeToken } = await holder.resumable();
+      // The server ends the silent stream itself, so it has detached the request by the time
+      // this client hears of it.
+      expect((await holder.outcome).code).toBe(status.UNAVAILABLE);
+      await backend.expireSession(ctx.server);
+      const resumed = ctx.caller.resume(resumeToken);
+      expect(await resumed.outcome).toMatchObject({
+        code: status.ABORTED,
+        details: expect.stringMatching(/"lost-meanwhile" was lost/),
+      });
+      expect(resumed.isAcquired).toBe(false);
     });
 
     it('ends held and queued streams with UNAVAILABLE on shutdown', async () => {

@@ -226,18 +226,21 @@ describe('the TypeScript client against a lockstream server', () => {
 });
 
 describe('the TypeScript client when the server or the network fails', () => {
-  it('fires `lost` with UNAVAILABLE when the server process dies', async () => {
+  it('puts the lock in doubt, then fires `lost` with UNAVAILABLE, when the server process dies', async () => {
     const server = await startServerProcess([]);
-    const client = new LockClient(server.address);
+    const client = new LockClient(server.address, { resumeGraceMs: 1_000 });
     try {
-      const lock = await client.acquire('doomed');
+      const events: string[] = [];
+      const lock = await client.acquire('doomed', { onInDoubt: () => events.push('in doubt') });
       const lost = reasonOf(lock.lost);
       await server.kill('SIGKILL');
       expect(await lost).toMatchObject({
         name: 'LockLostError',
         code: Status.UNAVAILABLE,
         lockName: 'doomed',
+        message: expect.stringMatching(/could not be resumed within its 1000 ms grace/),
       });
+      expect(events).toEqual(['in doubt']);
     } finally {
       client.close();
     }
@@ -246,7 +249,12 @@ describe('the TypeScript client when the server or the network fails', () => {
   it('notices a silent network through keepalive and fires `lost`', async () => {
     const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
     const proxy = await TcpProxyProcess.start(`127.0.0.1:${server.port}`);
-    const client = new LockClient(proxy.address, { keepaliveTimeMs: 300, keepaliveTimeoutMs: 300 });
+    const client = new LockClient(proxy.address, {
+      keepaliveTimeMs: 300,
+      keepaliveTimeoutMs: 300,
+      heartbeatIntervalMs: 0,
+      resumeGraceMs: 0,
+    });
     try {
       const lock = await client.acquire('silent');
       const lost = reasonOf(lock.lost);
@@ -270,5 +278,121 @@ describe('the TypeScript client when the server or the network fails', () => {
     } finally {
       client.close();
     }
+  });
+});
+
+describe('the TypeScript client resuming its requests after a broken stream', () => {
+  let server: RunningServer;
+  let proxy: TcpProxyProcess;
+  const clients: LockClient[] = [];
+  /** A client of its own connection through the proxy (grpc-js would otherwise share one). */
+  const throughProxy = (options: ConstructorParameters<typeof LockClient>[1] = {}): LockClient => {
+    const client = new LockClient(proxy.address, {
+      ...options,
+      channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
+    });
+    clients.push(client);
+    return client;
+  };
+  const direct = (): LockClient => {
+    const client = new LockClient(`127.0.0.1:${server.port}`, {
+      channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
+    });
+    clients.push(client);
+    return client;
+  };
+
+  beforeEach(async () => {
+    server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+    proxy = await TcpProxyProcess.start(`127.0.0.1:${server.port}`);
+  });
+
+  afterEach(async () => {
+    for (const client of clients.splice(0)) client.close();
+    await proxy.close();
+    await server.stop();
+  });
+
+  it('rides out a cut connection: in doubt, then confirmed with the same token, and nobody else holds the lock meanwhile', async () => {
+    const events: string[] = [];
+    const confirmed = deferred();
+    const lock = await throughProxy({ resumeGraceMs: 10_000 }).acquire('blip', {
+      onInDoubt: () => events.push('in doubt'),
+      onConfirmed: () => {
+        events.push('confirmed');
+        confirmed.resolve();
+      },
+    });
+    const other = await queue(direct(), 'blip');
+    expect(other.ahead).toBe(1);
+    let otherGranted = false;
+    void other.lock.then(() => (otherGranted = true));
+    await proxy.severAll();
+    await confirmed.promise;
+    expect(events).toEqual(['in doubt', 'confirmed']);
+    expect(lock.inDoubt).toBe(false);
+    expect(lock.lost.aborted).toBe(false);
+    expect(otherGranted).toBe(false);
+    await lock.release();
+    const otherLock = await other.lock;
+    expect(otherLock.token).toBeGreaterThan(lock.token);
+    await otherLock.release();
+    expect(server.claims.size).toBe(0);
+  });
+
+  it("keeps a waiter's place in the queue across a cut connection", async () => {
+    const holder = await direct().acquire('line');
+    const first = await queue(throughProxy({ resumeGraceMs: 10_000 }), 'line');
+    const second = await queue(direct(), 'line');
+    expect([first.ahead, second.ahead]).toEqual([1, 2]);
+    await proxy.severAll();
+    await holder.release();
+    const firstLock = await first.lock;
+    let secondGranted = false;
+    void second.lock.then(() => (secondGranted = true));
+    await firstLock.whenConfirmed();
+    expect(secondGranted).toBe(false);
+    await firstLock.release();
+    expect((await second.lock).token).toBeGreaterThan(firstLock.token);
+  });
+
+  it('fires `lost` once the grace passes without a resume; the server frees the lock only after the holder was told it is in doubt', async () => {
+    const events: Array<{ what: string; at: number }> = [];
+    const lock = await throughProxy({ resumeGraceMs: 1_000, heartbeatIntervalMs: 200 }).acquire('cut-off', {
+      onInDoubt: () => events.push({ what: 'in doubt', at: performance.now() }),
+    });
+    const other = await queue(direct(), 'cut-off');
+    const lost = reasonOf(lock.lost);
+    // Nothing passes either way and nothing is closed: only the heartbeats can tell.
+    await proxy.freeze();
+    const otherLock = await other.lock;
+    events.push({ what: 'granted to the other client', at: performance.now() });
+    expect(await lost).toMatchObject({
+      name: 'LockLostError',
+      code: Status.UNAVAILABLE,
+      message: expect.stringMatching(/no message from the server for 600 ms/),
+    });
+    expect(events.map((e) => e.what)).toEqual(['in doubt', 'granted to the other client']);
+    expect(otherLock.token).toBeGreaterThan(lock.token);
+    await otherLock.release();
+  });
+
+  it('keeps a quiet lock alive through a proxy that cuts idle connections, with heartbeats', async () => {
+    // No HTTP/2 pings within the test: only the lockstream heartbeats make traffic.
+    const quiet = { keepaliveTimeMs: 60_000, keepaliveTimeoutMs: 60_000 };
+    await proxy.cutIdleAfter(1_000);
+    const events: string[] = [];
+    const withHeartbeats = await throughProxy({ ...quiet, heartbeatIntervalMs: 200 }).acquire('busy', {
+      onInDoubt: () => events.push('in doubt'),
+    });
+    const without = await throughProxy({ ...quiet, heartbeatIntervalMs: 0, resumeGraceMs: 0 }).acquire(
+      'idle',
+    );
+    // The stream without heartbeats is cut after a second of silence...
+    expect(await reasonOf(without.lost)).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
+    // ...while the one with heartbeats, as old, was never cut.
+    expect(events).toEqual([]);
+    expect(withHeartbeats.lost.aborted).toBe(false);
+    await withHeartbeats.release();
   });
 });

@@ -43,7 +43,8 @@ describe('limits and abuse', () => {
       details: 'lock "crowded" has 4 requests ahead; this server allows 3',
     });
     // The refused request left nothing behind: the queue is still holder + 3.
-    waiters[2]!.cancel();
+    waiters[2]!.halfClose();
+    expect((await waiters[2]!.outcome).code).toBe(grpc.status.CANCELLED);
     expect(await c.open({ name: 'crowded' }).queued()).toBe(3);
     expect(holder.isAcquired).toBe(true);
   });

@@ -38,7 +38,7 @@ export class AcquireStream {
   readonly #waiters: Array<() => void> = [];
   #ended: CallOutcome | undefined;
 
-  constructor(client: LockServiceClient, start: Partial<AcquireStart> | null) {
+  constructor(client: LockServiceClient, first: Partial<AcquireStart> | AcquireRequest | null) {
     this.#call = client.acquire();
     this.outcome = new Promise((resolve) => {
       this.#call.on('status', (status: grpc.StatusObject) => {
@@ -54,8 +54,18 @@ export class AcquireStream {
     });
     // Errors arrive as the status too; without a listener they would be thrown.
     this.#call.on('error', () => {});
-    if (start) {
-      const value = { name: '', mode: LockMode.MUTEX, owner: '', waitTimeout: undefined, ...start };
+    if (first && 'kind' in first) {
+      this.#call.write(first);
+    } else if (first) {
+      const value: AcquireStart = {
+        name: '',
+        mode: LockMode.MUTEX,
+        owner: '',
+        waitTimeout: undefined,
+        resumeGrace: undefined,
+        heartbeatInterval: undefined,
+        ...first,
+      };
       this.#call.write({ kind: { $case: 'start', value } });
     }
   }
@@ -65,6 +75,15 @@ export class AcquireStream {
     const message = await this.#next((m) => m.kind?.$case === 'acquired');
     if (message.kind?.$case !== 'acquired') throw new Error('INVARIANT: not acquired');
     return message.kind.value.fencingToken;
+  }
+
+  /** Resolves with the `resumable` message's token and grace (ms) once it arrives. */
+  async resumable(): Promise<{ token: string; graceMs: number }> {
+    const message = await this.#next((m) => m.kind?.$case === 'resumable');
+    if (message.kind?.$case !== 'resumable') throw new Error('INVARIANT: not resumable');
+    const { resumeToken, resumeGrace } = message.kind.value;
+    const graceMs = resumeGrace ? Number(resumeGrace.seconds) * 1000 + resumeGrace.nanos / 1e6 : 0;
+    return { token: resumeToken, graceMs };
   }
 
   /** Resolves with `ahead` of the first `queued` message (the n-th with `index`). */
@@ -146,6 +165,13 @@ export class LockCaller {
 
   open(start: Partial<AcquireStart>): AcquireStream {
     return new AcquireStream(this.client, start);
+  }
+
+  /** A stream that takes over the request `resumeToken` was issued for. */
+  resume(resumeToken: string, heartbeatInterval?: { seconds: bigint; nanos: number }): AcquireStream {
+    return new AcquireStream(this.client, {
+      kind: { $case: 'resume', value: { resumeToken, heartbeatInterval } },
+    });
   }
 
   /** A stream that has sent nothing yet. */

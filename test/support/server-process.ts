@@ -8,6 +8,10 @@ export interface ServerProcess {
   readonly pid: number;
   /** Every log line the server printed, parsed. */
   readonly logs: Array<Record<string, unknown>>;
+  /** What the server printed on stderr (a crash's stack trace). */
+  readonly stderr: () => string;
+  /** Null while it runs. */
+  readonly exitCode: () => number | NodeJS.Signals | null;
   /** Resolves with the exit code (or signal) once the process has exited. */
   readonly exited: Promise<number | NodeJS.Signals>;
   kill(signal: NodeJS.Signals): Promise<number | NodeJS.Signals>;
@@ -62,6 +66,8 @@ export async function startServerProcess(
     address: `127.0.0.1:${port}`,
     pid: child.pid ?? -1,
     logs,
+    stderr: () => stderr,
+    exitCode: () => child.exitCode ?? child.signalCode,
     exited,
     kill: async (signal) => {
       child.kill(signal);

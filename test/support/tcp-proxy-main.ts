@@ -21,6 +21,8 @@ process.on('message', (message: { id: number; op: string; arg?: string }) => {
         return proxy.thaw();
       case 'severAll':
         return proxy.severAll();
+      case 'cutIdleAfter':
+        return proxy.cutIdleAfter(Number(arg));
       default:
         throw new Error(`unknown proxy operation ${op}`);
     }

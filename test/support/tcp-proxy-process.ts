@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 
-type Operation = 'holdReplies' | 'heldReplyContaining' | 'freeze' | 'thaw' | 'severAll';
+type Operation = 'holdReplies' | 'heldReplyContaining' | 'freeze' | 'thaw' | 'severAll' | 'cutIdleAfter';
 
 interface Reply {
   readonly id?: number;
@@ -65,6 +65,10 @@ export class TcpProxyProcess {
 
   severAll(): Promise<void> {
     return this.#do('severAll');
+  }
+
+  cutIdleAfter(ms: number): Promise<void> {
+    return this.#do('cutIdleAfter', String(ms));
   }
 
   async close(): Promise<void> {

@@ -11,7 +11,8 @@ interface Pair {
 /**
  * A loopback TCP proxy in front of a server, for fault injection. It can hold back the server's
  * replies, freeze a link in both directions without closing it (a network that silently drops
- * everything, as a partition or a dead host looks), thaw it again, and cut every connection.
+ * everything, as a partition or a dead host looks), thaw it again, cut every connection, and cut
+ * connections that stay idle too long (as load balancers and NAT gateways do).
  */
 export class TcpProxy {
   readonly #server: net.Server;
@@ -20,6 +21,7 @@ export class TcpProxy {
   #holdingReplies = false;
   #frozen = false;
   #held = Buffer.alloc(0);
+  #idleCutMs: number | undefined;
   readonly #heldWaiters: Array<() => void> = [];
 
   private constructor(target: { host: string; port: number }) {
@@ -66,6 +68,11 @@ export class TcpProxy {
     }
   }
 
+  /** From now on, a connection that carries no byte in either direction for `ms` is cut. */
+  cutIdleAfter(ms: number): void {
+    this.#idleCutMs = ms;
+  }
+
   /** Cuts every connection (held bytes are dropped) and forwards normally again. */
   severAll(): void {
     this.#holdingReplies = false;
@@ -89,6 +96,13 @@ export class TcpProxy {
     client.setNoDelay(true);
     const pair: Pair = { client, upstream, heldUp: [], heldDown: [] };
     this.#pairs.add(pair);
+    let idle: NodeJS.Timeout | undefined;
+    const active = (): void => {
+      clearTimeout(idle);
+      if (this.#idleCutMs !== undefined) idle = setTimeout(drop, this.#idleCutMs);
+    };
+    client.on('data', active);
+    upstream.on('data', active);
     client.on('data', (chunk: Buffer) => {
       if (this.#frozen) pair.heldUp.push(chunk);
       else upstream.write(chunk);
@@ -104,10 +118,12 @@ export class TcpProxy {
       }
     });
     const drop = (): void => {
+      clearTimeout(idle);
       this.#pairs.delete(pair);
       client.destroy();
       upstream.destroy();
     };
+    active();
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
   }

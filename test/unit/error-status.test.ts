@@ -36,6 +36,7 @@ describe('toCallStatus', () => {
     ['UNAVAILABLE', status.UNAVAILABLE],
     ['SHUTTING_DOWN', status.UNAVAILABLE],
     ['NOT_HELD', status.FAILED_PRECONDITION],
+    ['NOT_FOUND', status.NOT_FOUND],
     ['RESOURCE_EXHAUSTED', status.RESOURCE_EXHAUSTED],
   ];
 
@@ -63,6 +64,7 @@ describe('toCallStatus', () => {
       UNAVAILABLE: true,
       SHUTTING_DOWN: true,
       NOT_HELD: true,
+      NOT_FOUND: true,
       RESOURCE_EXHAUSTED: true,
     };
     expect(documented.map(([code]) => code).sort()).toEqual(Object.keys(codes).sort());

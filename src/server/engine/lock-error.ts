@@ -7,6 +7,7 @@ export type LockErrorCode =
   | 'UNAVAILABLE'
   | 'SHUTTING_DOWN'
   | 'NOT_HELD'
+  | 'NOT_FOUND'
   | 'RESOURCE_EXHAUSTED';
 
 /**

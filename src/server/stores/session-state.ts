@@ -27,6 +27,11 @@ export class SessionState implements StoreSession {
     return this.#confirmed && !this.#lost.signal.aborted;
   }
 
+  /** Listeners subscribed to `confirmed` changes (each held lock has one), for leak checks. */
+  get listenerCount(): number {
+    return this.#listeners.size;
+  }
+
   onConfirmedChange(listener: (confirmed: boolean) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);

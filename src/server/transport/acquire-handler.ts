@@ -2,30 +2,32 @@ import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { linkSignals, whenAborted } from '../../common/abort.js';
 import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
-import type { Lease, LockEngine } from '../engine/lock-engine.js';
-import { LockError } from '../engine/lock-error.js';
-import { toAcquireRequest } from './acquire-request.js';
+import type { Claim, ClaimRegistry } from '../engine/claims.js';
+import type { Lease } from '../engine/lock-engine.js';
+import { isLockError, LockError } from '../engine/lock-error.js';
+import { toStreamOpening } from './acquire-request.js';
 import { toCallStatus } from './error-status.js';
 
 type AcquireCall = ServerDuplexStream<AcquireRequest, AcquireResponse>;
-type Messages = AsyncIterator<AcquireRequest>;
 
-/** How the client's side of the stream ended after `start`. */
+/** How the client's side of the stream ended after its first message. */
 type ClientEnd = 'release' | 'half-close' | LockError;
 
 export interface AcquireHandlerOptions {
-  readonly engine: LockEngine;
+  readonly claims: ClaimRegistry;
   readonly logger: Logger;
   /** Aborts (reason: a `SHUTTING_DOWN` error) when the server shuts down. */
   readonly shutdown: AbortSignal;
-  /** Told about each call's work, until its lock is released. */
+  /** Told about each call's work, until its lock is released or its claim detached. */
   readonly track: (work: Promise<void>) => void;
 }
 
 /**
- * The Acquire RPC: read `start`, queue through the engine, report `queued` and `acquired`, and
- * hold the lock for exactly as long as the stream: `release` or half-close deletes the node
- * and ends the call with OK; cancel, disconnect or shutdown delete it too.
+ * The Acquire RPC: read `start` (or `resume`), queue through a claim, report `queued` and
+ * `acquired`, and hold the lock for as long as the stream: `release` or half-close deletes the
+ * node and ends the call with OK; shutdown deletes it too. An abnormal end (cancel, broken
+ * connection, missed heartbeats) detaches the claim, which keeps the request for its resume
+ * grace (none by default: then it is released at once).
  */
 export function createAcquireHandler(options: AcquireHandlerOptions): (call: AcquireCall) => void {
   let lastCallId = 0;
@@ -38,52 +40,62 @@ export function createAcquireHandler(options: AcquireHandlerOptions): (call: Acq
 
 async function serveAcquire(
   call: AcquireCall,
-  { engine, shutdown }: AcquireHandlerOptions,
+  { claims, shutdown }: AcquireHandlerOptions,
   logger: Logger,
 ): Promise<void> {
-  const cancelled = new AbortController();
+  // An abnormal end: the client cancelled, its connection broke, or it went silent.
+  const broken = new AbortController();
   call.once('cancelled', () => {
-    cancelled.abort(new LockError('CANCELLED', 'the client cancelled the call'));
+    broken.abort(new LockError('CANCELLED', 'the client cancelled the call'));
   });
-  using signal = linkSignals(cancelled.signal, shutdown);
-  // Reading stops early on purpose; without destroyOnReturn: false that would destroy the call.
-  const messages: Messages = call.iterator({ destroyOnReturn: false });
-  let lease: Lease | undefined;
+  const replaced = new AbortController();
+  using signal = linkSignals(broken.signal, replaced.signal, shutdown);
+  const client = followClient(call);
+  let claim: Claim | undefined;
   let released = false;
   try {
-    const first = await nextMessage(messages, signal);
-    if (first?.kind?.$case !== 'start') {
-      throw new LockError(
-        'INVALID_ARGUMENT',
-        first ? 'the first message must be `start`' : 'the stream ended before a `start` message',
-      );
-    }
-    const request = toAcquireRequest(first.kind.value, call.getPeer());
+    const opening = toStreamOpening(await untilAborted(client.first, signal), call.getPeer());
+    claim =
+      opening.kind === 'start'
+        ? claims.open(opening.request, opening.resumeGraceMs, logger)
+        : claims.resume(opening.resumeToken);
+    const { request } = claim;
     logger = logger.child({ lock: request.name, mode: request.mode });
-
-    const clientEnd = readUntilEnd(messages);
-    const withdrawn = new AbortController();
-    void clientEnd.then((end) => withdrawn.abort(withdrawal(end, request.name)));
+    using heartbeats = heartbeat(call, opening.heartbeatIntervalMs, broken);
+    client.heard = heartbeats.heard;
+    const clientEnd = client.end;
     const reportQueued = latestOnly(call);
-    {
-      using acquireSignal = linkSignals(signal, withdrawn.signal);
-      lease = await engine.acquire(request, {
-        signal: acquireSignal,
-        onQueued: (ahead) => reportQueued({ kind: { $case: 'queued', value: { ahead } } }),
-      });
-    }
-    await send(call, { kind: { $case: 'acquired', value: { fencingToken: lease.fencingToken } } }, signal);
-    logger.debug({ token: lease.fencingToken.toString() }, 'granted');
-
-    // Tell the holder whenever the store cannot vouch for its lock, and when it can again.
-    using _confirmation = subscription(
-      lease.onConfirmedChange((confirmed) => {
-        call.write({
-          kind: confirmed ? { $case: 'confirmed', value: {} } : { $case: 'inDoubt', value: {} },
-        });
+    const attached = claim.attach({
+      queued: (ahead) => reportQueued({ kind: { $case: 'queued', value: { ahead } } }),
+      confirmedChange: (confirmed) => {
+        call.write({ kind: confirmed ? { $case: 'confirmed', value: {} } : { $case: 'inDoubt', value: {} } });
         logger.debug(confirmed ? 'confirmed' : 'in doubt');
-      }),
-    );
+      },
+      replaced: () =>
+        replaced.abort(new LockError('LOCK_LOST', `lock "${request.name}" was resumed on another stream`)),
+    });
+    const heldClaim = claim;
+    // Before the grant, a clean end withdraws the request; after it, it releases the lock below.
+    void clientEnd.then((end) => {
+      if (attached()) heldClaim.withdraw(withdrawal(end, request.name));
+    });
+    if (claim.resumeToken !== undefined) {
+      const resumeGrace = {
+        seconds: BigInt(Math.floor(claim.graceMs / 1000)),
+        nanos: (claim.graceMs % 1000) * 1e6,
+      };
+      call.write({ kind: { $case: 'resumable', value: { resumeToken: claim.resumeToken, resumeGrace } } });
+    }
+    // A resumed stream is told where its request stands.
+    if (opening.kind === 'resume' && claim.lease === undefined && claim.ahead !== undefined) {
+      reportQueued({ kind: { $case: 'queued', value: { ahead: claim.ahead } } });
+    }
+    const lease = await untilAborted(claim.granted, signal);
+    if (lease.lost.aborted) throw lockLost(lease);
+    await send(call, { kind: { $case: 'acquired', value: { fencingToken: lease.fencingToken } } }, signal);
+    if (!lease.confirmed && !lease.lost.aborted) call.write({ kind: { $case: 'inDoubt', value: {} } });
+    logger.debug({ token: lease.fencingToken.toString(), resumed: opening.kind === 'resume' }, 'granted');
+
     using lost = whenAborted(lease.lost);
     using aborted = whenAborted(signal);
     const end = await Promise.race([clientEnd, lost.then(() => 'lost' as const), aborted]);
@@ -96,42 +108,103 @@ async function serveAcquire(
     logger.debug('released');
     call.end();
   } catch (error) {
-    if (!cancelled.signal.aborted) {
+    if (!isLockError(broken.signal.reason, 'CANCELLED')) {
+      const lease = claim?.lease;
       const failure = lease?.lost.aborted && !released ? lockLost(lease) : error;
       call.emit('error', toCallStatus(failure, logger));
     }
   } finally {
-    if (lease && !released) {
-      await lease.release().catch((error: unknown) => {
-        if (!(error instanceof LockError && error.code === 'LOCK_LOST')) {
-          logger.warn({ err: error }, 'could not release a lock after its call ended');
-        }
-      });
+    if (claim && !replaced.signal.aborted) {
+      if (broken.signal.aborted && !shutdown.aborted) claim.detach();
+      else await claim.end(new LockError('CANCELLED', 'the stream ended'));
     }
   }
 }
 
-/** The next client message, `null` at half-close; rejects with the reason if `signal` aborts. */
-async function nextMessage(messages: Messages, signal: AbortSignal): Promise<AcquireRequest | null> {
+/**
+ * Heartbeats at the interval the client asked for (none without one): a `heartbeat` message
+ * every interval, and `broken` aborts when the client has said nothing for three intervals.
+ * `heard()` is called for every client message.
+ */
+function heartbeat(
+  call: AcquireCall,
+  intervalMs: number | undefined,
+  broken: AbortController,
+): Disposable & { heard: () => void } {
+  if (intervalMs === undefined) return { heard: () => {}, [Symbol.dispose]: () => {} };
+  const silenceMs = 3 * intervalMs;
+  const write = latestOnly(call);
+  const ticker = setInterval(() => write({ kind: { $case: 'heartbeat', value: {} } }), intervalMs);
+  const silence = setTimeout(() => {
+    broken.abort(
+      new LockError('UNAVAILABLE', `no message from the client for ${silenceMs} ms (3 heartbeat intervals)`),
+    );
+  }, silenceMs);
+  return {
+    heard: () => silence.refresh(),
+    [Symbol.dispose]: () => {
+      clearInterval(ticker);
+      clearTimeout(silence);
+    },
+  };
+}
+
+/** Resolves as `promise` does, or rejects with the signal's reason if it aborts first. */
+async function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   using aborted = whenAborted(signal);
-  const next = await Promise.race([messages.next(), aborted]);
-  if (next === undefined) throw signal.reason;
-  return next.done ? null : next.value;
+  const result = await Promise.race([promise, aborted.then(() => undefined)]);
+  signal.throwIfAborted();
+  return result as T;
 }
 
-/** Reads the rest of the stream after `start` and says how the client ended it. */
-async function readUntilEnd(messages: Messages): Promise<ClientEnd> {
-  try {
-    for (;;) {
-      const next = await messages.next();
-      if (next.done) return 'half-close';
-      if (next.value.kind?.$case === 'release') return 'release';
-      return new LockError('INVALID_ARGUMENT', '`start` may be sent only once per stream');
+/** The client's side of a stream: its first message, then how it ends. */
+interface ClientSide {
+  /** The first message; `null` if the client half-closed first. */
+  readonly first: Promise<AcquireRequest | null>;
+  /** How the client ended its side after the first message; pending while the stream is open or if it broke. */
+  readonly end: Promise<ClientEnd>;
+  /** Called for every message after the first (heartbeats included). */
+  heard: () => void;
+}
+
+/**
+ * Follows what the client sends, consuming each message as it arrives (so a flood of heartbeats
+ * piles nothing up). Not an async iterator on purpose: one that sees the call's 'error' event
+ * (how grpc-js is given a status) destroys the stream before the status and the messages
+ * written just before it go out.
+ */
+function followClient(call: AcquireCall): ClientSide {
+  let settleFirst!: (message: AcquireRequest | null) => void;
+  let settleEnd!: (end: ClientEnd) => void;
+  const side: ClientSide = {
+    first: new Promise((resolve) => (settleFirst = resolve)),
+    end: new Promise((resolve) => (settleEnd = resolve)),
+    heard: () => {},
+  };
+  let seenFirst = false;
+  call.on('data', (message: AcquireRequest) => {
+    if (!seenFirst) {
+      seenFirst = true;
+      settleFirst(message);
+      return;
     }
-  } catch {
-    // The stream broke (cancel, reset): the call's cancellation signal reports that.
-    return new Promise<never>(() => {});
-  }
+    side.heard();
+    const kind = message.kind?.$case;
+    if (kind === 'release') settleEnd('release');
+    else if (kind !== 'heartbeat') {
+      settleEnd(new LockError('INVALID_ARGUMENT', '`start` or `resume` may be sent only once per stream'));
+    }
+  });
+  call.on('end', () => {
+    // A cancelled call ends its readable side too, just before 'cancelled' is emitted: only an
+    // end that is not followed by a cancel is a half-close.
+    setImmediate(() => {
+      if (call.cancelled) return;
+      settleFirst(null);
+      settleEnd('half-close');
+    });
+  });
+  return side;
 }
 
 function withdrawal(end: ClientEnd, name: string): LockError {
@@ -146,11 +219,6 @@ function lockLost(lease: Lease): LockError {
   return new LockError('LOCK_LOST', `lock "${lease.name}" was lost: ${why}; stop the work it protects`, {
     cause: reason,
   });
-}
-
-/** An unsubscribe function as a Disposable, for `using`. */
-function subscription(unsubscribe: () => void): Disposable {
-  return { [Symbol.dispose]: unsubscribe };
 }
 
 /** Writes a message, waiting for 'drain' when the stream's buffer is full. */

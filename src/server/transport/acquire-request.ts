@@ -1,6 +1,10 @@
 import { OWNER_MAX_BYTES, WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
 import type { Duration } from '../../gen/google/protobuf/duration.js';
-import { LockMode as WireLockMode, type AcquireStart } from '../../gen/lockstream/v1/lockstream.js';
+import {
+  LockMode as WireLockMode,
+  type AcquireRequest as WireAcquireRequest,
+  type AcquireStart,
+} from '../../gen/lockstream/v1/lockstream.js';
 import type { AcquireRequest } from '../engine/lock-engine.js';
 import { LockError } from '../engine/lock-error.js';
 import type { LockMode } from '../engine/lock-mode.js';
@@ -12,6 +16,66 @@ const MODES = new Map<WireLockMode, LockMode>([
 ]);
 
 const CONTROL_CHARACTER = /\p{Cc}/u;
+
+/** Heartbeat intervals a client may ask for. */
+export const HEARTBEAT_INTERVAL_MIN_MS = 100;
+export const HEARTBEAT_INTERVAL_MAX_MS = 600_000;
+const RESUME_TOKEN_MAX_BYTES = 256;
+
+/** How a stream opens: a new request, or taking over one whose stream ended abnormally. */
+export type StreamOpening =
+  | {
+      readonly kind: 'start';
+      readonly request: AcquireRequest;
+      /** 0: none asked for. */
+      readonly resumeGraceMs: number;
+      readonly heartbeatIntervalMs: number | undefined;
+    }
+  | {
+      readonly kind: 'resume';
+      readonly resumeToken: string;
+      readonly heartbeatIntervalMs: number | undefined;
+    };
+
+/** Reads the stream's first message (`null`: the client half-closed first), or says precisely what is wrong. */
+export function toStreamOpening(first: WireAcquireRequest | null, peer: string): StreamOpening {
+  switch (first?.kind?.$case) {
+    case 'start': {
+      const start = first.kind.value;
+      return {
+        kind: 'start',
+        request: toAcquireRequest(start, peer),
+        resumeGraceMs: start.resumeGrace ? durationToMs(start.resumeGrace, 'resume_grace') : 0,
+        heartbeatIntervalMs: heartbeatInterval(start.heartbeatInterval),
+      };
+    }
+    case 'resume': {
+      const { resumeToken, heartbeatInterval: interval } = first.kind.value;
+      const bytes = Buffer.byteLength(resumeToken, 'utf8');
+      if (bytes === 0 || bytes > RESUME_TOKEN_MAX_BYTES) {
+        throw invalid(`resume_token is ${bytes} bytes; expected the token from a \`resumable\` message`);
+      }
+      return { kind: 'resume', resumeToken, heartbeatIntervalMs: heartbeatInterval(interval) };
+    }
+    case 'release':
+    case 'heartbeat':
+    case undefined:
+      throw invalid(
+        first ? 'the first message must be `start` or `resume`' : 'the stream ended before a `start` message',
+      );
+  }
+}
+
+function heartbeatInterval(interval: Duration | undefined): number | undefined {
+  if (interval === undefined) return undefined;
+  const ms = durationToMs(interval, 'heartbeat_interval');
+  if (ms < HEARTBEAT_INTERVAL_MIN_MS || ms > HEARTBEAT_INTERVAL_MAX_MS) {
+    throw invalid(
+      `heartbeat_interval ${ms} ms is out of range: expected ${HEARTBEAT_INTERVAL_MIN_MS} ms to ${HEARTBEAT_INTERVAL_MAX_MS / 60_000} minutes`,
+    );
+  }
+  return ms;
+}
 
 /** Turns the wire `start` message into an engine request, or says precisely what is wrong. */
 export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequest {
@@ -31,22 +95,21 @@ export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequ
   return {
     name: start.name,
     mode,
-    waitTimeoutMs: start.waitTimeout === undefined ? undefined : durationToMs(start.waitTimeout),
+    waitTimeoutMs:
+      start.waitTimeout === undefined ? undefined : durationToMs(start.waitTimeout, 'wait_timeout'),
     owner: start.owner,
     peer,
   };
 }
 
 /** A protobuf Duration in whole milliseconds, rounded up so a wait is never shorter than asked. */
-function durationToMs({ seconds, nanos }: Duration): number {
+function durationToMs({ seconds, nanos }: Duration, field: string): number {
   if (seconds < 0n || nanos < 0 || nanos > 999_999_999) {
-    throw invalid(`wait_timeout ${seconds}s ${nanos}ns is negative or malformed`);
+    throw invalid(`${field} ${seconds}s ${nanos}ns is negative or malformed`);
   }
   const ms = Number(seconds) * 1000 + Math.ceil(nanos / 1_000_000);
   if (ms > WAIT_TIMEOUT_MAX_MS) {
-    throw invalid(
-      `wait_timeout ${seconds}s exceeds the maximum of ${WAIT_TIMEOUT_MAX_MS} ms (about 24 days); omit it to wait without limit`,
-    );
+    throw invalid(`${field} ${seconds}s exceeds the maximum of ${WAIT_TIMEOUT_MAX_MS} ms (about 24 days)`);
   }
   return ms;
 }

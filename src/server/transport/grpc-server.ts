@@ -3,13 +3,14 @@ import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from 'pino';
 import { LockServiceService, type LockServiceServer } from '../../gen/lockstream/v1/lockstream.js';
 import { unboundedController } from '../../common/abort.js';
-import type { LockEngine } from '../engine/lock-engine.js';
+import type { ClaimRegistry } from '../engine/claims.js';
 import { LockError } from '../engine/lock-error.js';
 import { createAcquireHandler } from './acquire-handler.js';
 import { addReflection } from './reflection.js';
 
 export interface GrpcServerOptions {
-  readonly engine: LockEngine;
+  /** Lock requests, resumable ones included; the lock engine is behind them. */
+  readonly claims: ClaimRegistry;
   readonly logger: Logger;
   /**
    * HTTP/2 keepalive: a ping after this much idle time on a connection, and the connection
@@ -52,7 +53,7 @@ export class GrpcServer {
     });
     const lockService: LockServiceServer = {
       acquire: createAcquireHandler({
-        engine: options.engine,
+        claims: options.claims,
         logger: options.logger,
         shutdown: this.#shutdown.signal,
         track: (work) => this.#track(work),

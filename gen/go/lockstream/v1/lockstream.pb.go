@@ -92,6 +92,8 @@ type AcquireRequest struct {
 	//
 	//	*AcquireRequest_Start
 	//	*AcquireRequest_Release
+	//	*AcquireRequest_Resume
+	//	*AcquireRequest_Heartbeat
 	Kind          isAcquireRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -152,6 +154,24 @@ func (x *AcquireRequest) GetRelease() *AcquireRelease {
 	return nil
 }
 
+func (x *AcquireRequest) GetResume() *AcquireResume {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireRequest_Resume); ok {
+			return x.Resume
+		}
+	}
+	return nil
+}
+
+func (x *AcquireRequest) GetHeartbeat() *AcquireHeartbeat {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireRequest_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
 type isAcquireRequest_Kind interface {
 	isAcquireRequest_Kind()
 }
@@ -167,9 +187,25 @@ type AcquireRequest_Release struct {
 	Release *AcquireRelease `protobuf:"bytes,2,opt,name=release,proto3,oneof"`
 }
 
+type AcquireRequest_Resume struct {
+	// Take over a request whose stream ended abnormally, instead of `start`: the first message
+	// of the stream, accepted only once.
+	Resume *AcquireResume `protobuf:"bytes,3,opt,name=resume,proto3,oneof"`
+}
+
+type AcquireRequest_Heartbeat struct {
+	// Keeps the stream busy for proxies and tells the server the client is alive; see
+	// `heartbeat_interval`. Ignored otherwise.
+	Heartbeat *AcquireHeartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
+}
+
 func (*AcquireRequest_Start) isAcquireRequest_Kind() {}
 
 func (*AcquireRequest_Release) isAcquireRequest_Kind() {}
+
+func (*AcquireRequest_Resume) isAcquireRequest_Kind() {}
+
+func (*AcquireRequest_Heartbeat) isAcquireRequest_Kind() {}
 
 // AcquireStart names the lock to queue for and how to wait.
 type AcquireStart struct {
@@ -186,9 +222,15 @@ type AcquireStart struct {
 	WaitTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
 	// Who is asking, free-form (e.g. "invoicer@host-7"), for operators' eyes only; at most 256
 	// bytes of UTF-8. It lives as long as this request.
-	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	// How long the server keeps this request (queued or holding) after the stream ends
+	// abnormally, for a new stream to `resume` it. Absent or zero: an abnormal end releases at
+	// once. Longer than the server allows: the server's maximum applies, and `resumable` says so.
+	ResumeGrace *durationpb.Duration `protobuf:"bytes,5,opt,name=resume_grace,json=resumeGrace,proto3" json:"resume_grace,omitempty"`
+	// Ask for heartbeats in both directions at this interval (100 ms to 10 minutes). Absent: none.
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AcquireStart) Reset() {
@@ -249,6 +291,112 @@ func (x *AcquireStart) GetOwner() string {
 	return ""
 }
 
+func (x *AcquireStart) GetResumeGrace() *durationpb.Duration {
+	if x != nil {
+		return x.ResumeGrace
+	}
+	return nil
+}
+
+func (x *AcquireStart) GetHeartbeatInterval() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatInterval
+	}
+	return nil
+}
+
+// AcquireResume takes over a request whose stream ended abnormally.
+type AcquireResume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token from that request's `resumable` message.
+	ResumeToken string `protobuf:"bytes,1,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// Heartbeats for this stream, as in AcquireStart.
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *AcquireResume) Reset() {
+	*x = AcquireResume{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireResume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireResume) ProtoMessage() {}
+
+func (x *AcquireResume) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireResume.ProtoReflect.Descriptor instead.
+func (*AcquireResume) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AcquireResume) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *AcquireResume) GetHeartbeatInterval() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatInterval
+	}
+	return nil
+}
+
+// AcquireHeartbeat is sent in both directions at the interval the client asked for.
+type AcquireHeartbeat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireHeartbeat) Reset() {
+	*x = AcquireHeartbeat{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireHeartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireHeartbeat) ProtoMessage() {}
+
+func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireHeartbeat.ProtoReflect.Descriptor instead.
+func (*AcquireHeartbeat) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{3}
+}
+
 // AcquireRelease asks the server to release the lock held by this stream.
 type AcquireRelease struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -258,7 +406,7 @@ type AcquireRelease struct {
 
 func (x *AcquireRelease) Reset() {
 	*x = AcquireRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +418,7 @@ func (x *AcquireRelease) String() string {
 func (*AcquireRelease) ProtoMessage() {}
 
 func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +431,7 @@ func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRelease.ProtoReflect.Descriptor instead.
 func (*AcquireRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{2}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{4}
 }
 
 // AcquireResponse is a message from the server on an Acquire stream.
@@ -298,6 +446,8 @@ type AcquireResponse struct {
 	//	*AcquireResponse_Released
 	//	*AcquireResponse_InDoubt
 	//	*AcquireResponse_Confirmed
+	//	*AcquireResponse_Resumable
+	//	*AcquireResponse_Heartbeat
 	Kind          isAcquireResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -305,7 +455,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +467,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +480,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{3}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AcquireResponse) GetKind() isAcquireResponse_Kind {
@@ -385,6 +535,24 @@ func (x *AcquireResponse) GetConfirmed() *AcquireConfirmed {
 	return nil
 }
 
+func (x *AcquireResponse) GetResumable() *AcquireResumable {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireResponse_Resumable); ok {
+			return x.Resumable
+		}
+	}
+	return nil
+}
+
+func (x *AcquireResponse) GetHeartbeat() *AcquireHeartbeat {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
 type isAcquireResponse_Kind interface {
 	isAcquireResponse_Kind()
 }
@@ -417,6 +585,17 @@ type AcquireResponse_Confirmed struct {
 	Confirmed *AcquireConfirmed `protobuf:"bytes,5,opt,name=confirmed,proto3,oneof"`
 }
 
+type AcquireResponse_Resumable struct {
+	// Sent first, when the request asked for a `resume_grace`: how to take the request over
+	// after an abnormal end of this stream.
+	Resumable *AcquireResumable `protobuf:"bytes,6,opt,name=resumable,proto3,oneof"`
+}
+
+type AcquireResponse_Heartbeat struct {
+	// Sent at the `heartbeat_interval` the client asked for.
+	Heartbeat *AcquireHeartbeat `protobuf:"bytes,7,opt,name=heartbeat,proto3,oneof"`
+}
+
 func (*AcquireResponse_Queued) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_Acquired) isAcquireResponse_Kind() {}
@@ -426,6 +605,10 @@ func (*AcquireResponse_Released) isAcquireResponse_Kind() {}
 func (*AcquireResponse_InDoubt) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_Confirmed) isAcquireResponse_Kind() {}
+
+func (*AcquireResponse_Resumable) isAcquireResponse_Kind() {}
+
+func (*AcquireResponse_Heartbeat) isAcquireResponse_Kind() {}
 
 // AcquireQueued reports a wait in the queue.
 type AcquireQueued struct {
@@ -439,7 +622,7 @@ type AcquireQueued struct {
 
 func (x *AcquireQueued) Reset() {
 	*x = AcquireQueued{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +634,7 @@ func (x *AcquireQueued) String() string {
 func (*AcquireQueued) ProtoMessage() {}
 
 func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +647,7 @@ func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireQueued.ProtoReflect.Descriptor instead.
 func (*AcquireQueued) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{4}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AcquireQueued) GetAhead() uint32 {
@@ -488,7 +671,7 @@ type AcquireAcquired struct {
 
 func (x *AcquireAcquired) Reset() {
 	*x = AcquireAcquired{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +683,7 @@ func (x *AcquireAcquired) String() string {
 func (*AcquireAcquired) ProtoMessage() {}
 
 func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +696,7 @@ func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireAcquired.ProtoReflect.Descriptor instead.
 func (*AcquireAcquired) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{5}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AcquireAcquired) GetFencingToken() uint64 {
@@ -532,7 +715,7 @@ type AcquireReleased struct {
 
 func (x *AcquireReleased) Reset() {
 	*x = AcquireReleased{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +727,7 @@ func (x *AcquireReleased) String() string {
 func (*AcquireReleased) ProtoMessage() {}
 
 func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +740,7 @@ func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireReleased.ProtoReflect.Descriptor instead.
 func (*AcquireReleased) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{6}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{8}
 }
 
 // AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
@@ -572,7 +755,7 @@ type AcquireInDoubt struct {
 
 func (x *AcquireInDoubt) Reset() {
 	*x = AcquireInDoubt{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +767,7 @@ func (x *AcquireInDoubt) String() string {
 func (*AcquireInDoubt) ProtoMessage() {}
 
 func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +780,7 @@ func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireInDoubt.ProtoReflect.Descriptor instead.
 func (*AcquireInDoubt) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{7}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{9}
 }
 
 // AcquireConfirmed says that the lock, in doubt before, is confirmed held again.
@@ -609,7 +792,7 @@ type AcquireConfirmed struct {
 
 func (x *AcquireConfirmed) Reset() {
 	*x = AcquireConfirmed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +804,7 @@ func (x *AcquireConfirmed) String() string {
 func (*AcquireConfirmed) ProtoMessage() {}
 
 func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,30 +817,97 @@ func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireConfirmed.ProtoReflect.Descriptor instead.
 func (*AcquireConfirmed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{8}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{10}
+}
+
+// AcquireResumable says how to take the request over after an abnormal end of the stream.
+type AcquireResumable struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Send it in `resume` on a new stream, to the same lockstream instance. It is a secret: it
+	// lets its bearer hold the lock. The same for the life of the request.
+	ResumeToken string `protobuf:"bytes,1,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// How long after an abnormal end the request waits to be resumed: the grace the client asked
+	// for, or the server's maximum if that is lower.
+	ResumeGrace   *durationpb.Duration `protobuf:"bytes,2,opt,name=resume_grace,json=resumeGrace,proto3" json:"resume_grace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireResumable) Reset() {
+	*x = AcquireResumable{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireResumable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireResumable) ProtoMessage() {}
+
+func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireResumable.ProtoReflect.Descriptor instead.
+func (*AcquireResumable) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AcquireResumable) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *AcquireResumable) GetResumeGrace() *durationpb.Duration {
+	if x != nil {
+		return x.ResumeGrace
+	}
+	return nil
 }
 
 var File_lockstream_v1_lockstream_proto protoreflect.FileDescriptor
 
 const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\n" +
-	"\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\"\x88\x01\n" +
+	"\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\"\x81\x02\n" +
 	"\x0eAcquireRequest\x123\n" +
 	"\x05start\x18\x01 \x01(\v2\x1b.lockstream.v1.AcquireStartH\x00R\x05start\x129\n" +
-	"\arelease\x18\x02 \x01(\v2\x1d.lockstream.v1.AcquireReleaseH\x00R\areleaseB\x06\n" +
-	"\x04kind\"\xa3\x01\n" +
+	"\arelease\x18\x02 \x01(\v2\x1d.lockstream.v1.AcquireReleaseH\x00R\arelease\x126\n" +
+	"\x06resume\x18\x03 \x01(\v2\x1c.lockstream.v1.AcquireResumeH\x00R\x06resume\x12?\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeatB\x06\n" +
+	"\x04kind\"\xab\x02\n" +
 	"\fAcquireStart\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12<\n" +
 	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
-	"\x05owner\x18\x04 \x01(\tR\x05owner\"\x10\n" +
-	"\x0eAcquireRelease\"\xca\x02\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12<\n" +
+	"\fresume_grace\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\x12H\n" +
+	"\x12heartbeat_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"|\n" +
+	"\rAcquireResume\x12!\n" +
+	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12H\n" +
+	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\x12\n" +
+	"\x10AcquireHeartbeat\"\x10\n" +
+	"\x0eAcquireRelease\"\xcc\x03\n" +
 	"\x0fAcquireResponse\x126\n" +
 	"\x06queued\x18\x01 \x01(\v2\x1c.lockstream.v1.AcquireQueuedH\x00R\x06queued\x12<\n" +
 	"\bacquired\x18\x02 \x01(\v2\x1e.lockstream.v1.AcquireAcquiredH\x00R\bacquired\x12<\n" +
 	"\breleased\x18\x03 \x01(\v2\x1e.lockstream.v1.AcquireReleasedH\x00R\breleased\x12:\n" +
 	"\bin_doubt\x18\x04 \x01(\v2\x1d.lockstream.v1.AcquireInDoubtH\x00R\ainDoubt\x12?\n" +
-	"\tconfirmed\x18\x05 \x01(\v2\x1f.lockstream.v1.AcquireConfirmedH\x00R\tconfirmedB\x06\n" +
+	"\tconfirmed\x18\x05 \x01(\v2\x1f.lockstream.v1.AcquireConfirmedH\x00R\tconfirmed\x12?\n" +
+	"\tresumable\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireResumableH\x00R\tresumable\x12?\n" +
+	"\theartbeat\x18\a \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeatB\x06\n" +
 	"\x04kind\"%\n" +
 	"\rAcquireQueued\x12\x14\n" +
 	"\x05ahead\x18\x01 \x01(\rR\x05ahead\"6\n" +
@@ -665,7 +915,10 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\rfencing_token\x18\x01 \x01(\x04R\ffencingToken\"\x11\n" +
 	"\x0fAcquireReleased\"\x10\n" +
 	"\x0eAcquireInDoubt\"\x12\n" +
-	"\x10AcquireConfirmed*c\n" +
+	"\x10AcquireConfirmed\"s\n" +
+	"\x10AcquireResumable\x12!\n" +
+	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12<\n" +
+	"\fresume_grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace*c\n" +
 	"\bLockMode\x12\x19\n" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n" +
@@ -688,37 +941,48 @@ func file_lockstream_v1_lockstream_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstream_v1_lockstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(LockMode)(0),               // 0: lockstream.v1.LockMode
 	(*AcquireRequest)(nil),      // 1: lockstream.v1.AcquireRequest
 	(*AcquireStart)(nil),        // 2: lockstream.v1.AcquireStart
-	(*AcquireRelease)(nil),      // 3: lockstream.v1.AcquireRelease
-	(*AcquireResponse)(nil),     // 4: lockstream.v1.AcquireResponse
-	(*AcquireQueued)(nil),       // 5: lockstream.v1.AcquireQueued
-	(*AcquireAcquired)(nil),     // 6: lockstream.v1.AcquireAcquired
-	(*AcquireReleased)(nil),     // 7: lockstream.v1.AcquireReleased
-	(*AcquireInDoubt)(nil),      // 8: lockstream.v1.AcquireInDoubt
-	(*AcquireConfirmed)(nil),    // 9: lockstream.v1.AcquireConfirmed
-	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
+	(*AcquireResume)(nil),       // 3: lockstream.v1.AcquireResume
+	(*AcquireHeartbeat)(nil),    // 4: lockstream.v1.AcquireHeartbeat
+	(*AcquireRelease)(nil),      // 5: lockstream.v1.AcquireRelease
+	(*AcquireResponse)(nil),     // 6: lockstream.v1.AcquireResponse
+	(*AcquireQueued)(nil),       // 7: lockstream.v1.AcquireQueued
+	(*AcquireAcquired)(nil),     // 8: lockstream.v1.AcquireAcquired
+	(*AcquireReleased)(nil),     // 9: lockstream.v1.AcquireReleased
+	(*AcquireInDoubt)(nil),      // 10: lockstream.v1.AcquireInDoubt
+	(*AcquireConfirmed)(nil),    // 11: lockstream.v1.AcquireConfirmed
+	(*AcquireResumable)(nil),    // 12: lockstream.v1.AcquireResumable
+	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
 }
 var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
 	2,  // 0: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
-	3,  // 1: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
-	0,  // 2: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
-	10, // 3: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
-	5,  // 4: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	6,  // 5: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	7,  // 6: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
-	8,  // 7: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	9,  // 8: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	1,  // 9: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
-	4,  // 10: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	5,  // 1: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
+	3,  // 2: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
+	4,  // 3: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	0,  // 4: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
+	13, // 5: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
+	13, // 6: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
+	13, // 7: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
+	13, // 8: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	7,  // 9: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	8,  // 10: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	9,  // 11: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
+	10, // 12: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	11, // 13: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	12, // 14: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
+	4,  // 15: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	13, // 16: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
+	1,  // 17: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
+	6,  // 18: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
+	18, // [18:19] is the sub-list for method output_type
+	17, // [17:18] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_lockstream_v1_lockstream_proto_init() }
@@ -729,13 +993,17 @@ func file_lockstream_v1_lockstream_proto_init() {
 	file_lockstream_v1_lockstream_proto_msgTypes[0].OneofWrappers = []any{
 		(*AcquireRequest_Start)(nil),
 		(*AcquireRequest_Release)(nil),
+		(*AcquireRequest_Resume)(nil),
+		(*AcquireRequest_Heartbeat)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[3].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[5].OneofWrappers = []any{
 		(*AcquireResponse_Queued)(nil),
 		(*AcquireResponse_Acquired)(nil),
 		(*AcquireResponse_Released)(nil),
 		(*AcquireResponse_InDoubt)(nil),
 		(*AcquireResponse_Confirmed)(nil),
+		(*AcquireResponse_Resumable)(nil),
+		(*AcquireResponse_Heartbeat)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -743,7 +1011,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstream_v1_lockstream_proto_rawDesc), len(file_lockstream_v1_lockstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,12 +45,29 @@ type LockServiceClient interface {
 	//     ABORTED if it cannot be restored in time).
 	//  5. The lock is held until the client sends `release` or half-closes its side of the
 	//     stream; the server then deletes the lock's node, sends `released` and ends the call
-	//     with OK. If instead the client cancels the call or its connection dies, the server
-	//     deletes the node without a reply. Either way the next waiter is granted the lock.
+	//     with OK, and the next waiter is granted the lock at once.
+	//
+	// A stream that ends abnormally (the client cancels, its connection dies, or it stops
+	// sending heartbeats it asked for) is a blip, not a release, if the client asked for a
+	// `resume_grace` in `start`: the server sends `resumable` with a resume token right after
+	// `start`, and after an abnormal end keeps the request (its place in the queue, or the held
+	// lock) for the grace period. A new Acquire stream that sends `resume` with the token within
+	// the grace takes the request over: it is told where it stands (`queued`, or `acquired` with
+	// the same fencing token) and goes on as if nothing happened. Once the grace is over the
+	// request is withdrawn or the lock released. Nobody else is granted the lock during the grace
+	// (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
+	// Resume works on the lockstream instance that issued the token.
+	//
+	// Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
+	// and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
+	// directions keeps idle-timeout proxies from cutting the stream, and a server that hears
+	// nothing from the client for three intervals treats the stream as ended abnormally.
 	//
 	// The call ends with one of these statuses:
 	//
 	//	OK                  the lock was released at the client's request (`released` was sent).
+	//	NOT_FOUND           `resume` named a request this server does not have: its grace period
+	//	                    is over (it was withdrawn or released), or another instance issued it.
 	//	INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout` or
 	//	                    `owner` is malformed; the message names the field and the rule.
 	//	DEADLINE_EXCEEDED   `wait_timeout` passed before the lock was granted (for a zero
@@ -108,12 +125,29 @@ type LockServiceServer interface {
 	//     ABORTED if it cannot be restored in time).
 	//  5. The lock is held until the client sends `release` or half-closes its side of the
 	//     stream; the server then deletes the lock's node, sends `released` and ends the call
-	//     with OK. If instead the client cancels the call or its connection dies, the server
-	//     deletes the node without a reply. Either way the next waiter is granted the lock.
+	//     with OK, and the next waiter is granted the lock at once.
+	//
+	// A stream that ends abnormally (the client cancels, its connection dies, or it stops
+	// sending heartbeats it asked for) is a blip, not a release, if the client asked for a
+	// `resume_grace` in `start`: the server sends `resumable` with a resume token right after
+	// `start`, and after an abnormal end keeps the request (its place in the queue, or the held
+	// lock) for the grace period. A new Acquire stream that sends `resume` with the token within
+	// the grace takes the request over: it is told where it stands (`queued`, or `acquired` with
+	// the same fencing token) and goes on as if nothing happened. Once the grace is over the
+	// request is withdrawn or the lock released. Nobody else is granted the lock during the grace
+	// (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
+	// Resume works on the lockstream instance that issued the token.
+	//
+	// Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
+	// and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
+	// directions keeps idle-timeout proxies from cutting the stream, and a server that hears
+	// nothing from the client for three intervals treats the stream as ended abnormally.
 	//
 	// The call ends with one of these statuses:
 	//
 	//	OK                  the lock was released at the client's request (`released` was sent).
+	//	NOT_FOUND           `resume` named a request this server does not have: its grace period
+	//	                    is over (it was withdrawn or released), or another instance issued it.
 	//	INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout` or
 	//	                    `owner` is malformed; the message names the field and the rule.
 	//	DEADLINE_EXCEEDED   `wait_timeout` passed before the lock was granted (for a zero

@@ -21,42 +21,66 @@ LOCK_MODE_READ: LockMode
 LOCK_MODE_WRITE: LockMode
 
 class AcquireRequest(_message.Message):
-    __slots__ = ("start", "release")
+    __slots__ = ("start", "release", "resume", "heartbeat")
     START_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     start: AcquireStart
     release: AcquireRelease
-    def __init__(self, start: _Optional[_Union[AcquireStart, _Mapping]] = ..., release: _Optional[_Union[AcquireRelease, _Mapping]] = ...) -> None: ...
+    resume: AcquireResume
+    heartbeat: AcquireHeartbeat
+    def __init__(self, start: _Optional[_Union[AcquireStart, _Mapping]] = ..., release: _Optional[_Union[AcquireRelease, _Mapping]] = ..., resume: _Optional[_Union[AcquireResume, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ...) -> None: ...
 
 class AcquireStart(_message.Message):
-    __slots__ = ("name", "mode", "wait_timeout", "owner")
+    __slots__ = ("name", "mode", "wait_timeout", "owner", "resume_grace", "heartbeat_interval")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    RESUME_GRACE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     name: str
     mode: LockMode
     wait_timeout: _duration_pb2.Duration
     owner: str
-    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ...) -> None: ...
+    resume_grace: _duration_pb2.Duration
+    heartbeat_interval: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class AcquireResume(_message.Message):
+    __slots__ = ("resume_token", "heartbeat_interval")
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    resume_token: str
+    heartbeat_interval: _duration_pb2.Duration
+    def __init__(self, resume_token: _Optional[str] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class AcquireHeartbeat(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class AcquireRelease(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class AcquireResponse(_message.Message):
-    __slots__ = ("queued", "acquired", "released", "in_doubt", "confirmed")
+    __slots__ = ("queued", "acquired", "released", "in_doubt", "confirmed", "resumable", "heartbeat")
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     IN_DOUBT_FIELD_NUMBER: _ClassVar[int]
     CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    RESUMABLE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     queued: AcquireQueued
     acquired: AcquireAcquired
     released: AcquireReleased
     in_doubt: AcquireInDoubt
     confirmed: AcquireConfirmed
-    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ...) -> None: ...
+    resumable: AcquireResumable
+    heartbeat: AcquireHeartbeat
+    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., resumable: _Optional[_Union[AcquireResumable, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ...) -> None: ...
 
 class AcquireQueued(_message.Message):
     __slots__ = ("ahead",)
@@ -81,3 +105,11 @@ class AcquireInDoubt(_message.Message):
 class AcquireConfirmed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class AcquireResumable(_message.Message):
+    __slots__ = ("resume_token", "resume_grace")
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RESUME_GRACE_FIELD_NUMBER: _ClassVar[int]
+    resume_token: str
+    resume_grace: _duration_pb2.Duration
+    def __init__(self, resume_token: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...

@@ -92,6 +92,18 @@ export interface AcquireRequest {
      * `released` and ends the call with OK. Sent while still waiting, it withdraws the request.
      */
     { $case: "release"; value: AcquireRelease }
+    | //
+    /**
+     * Take over a request whose stream ended abnormally, instead of `start`: the first message
+     * of the stream, accepted only once.
+     */
+    { $case: "resume"; value: AcquireResume }
+    | //
+    /**
+     * Keeps the stream busy for proxies and tells the server the client is alive; see
+     * `heartbeat_interval`. Ignored otherwise.
+     */
+    { $case: "heartbeat"; value: AcquireHeartbeat }
     | undefined;
 }
 
@@ -118,6 +130,28 @@ export interface AcquireStart {
    * bytes of UTF-8. It lives as long as this request.
    */
   owner: string;
+  /**
+   * How long the server keeps this request (queued or holding) after the stream ends
+   * abnormally, for a new stream to `resume` it. Absent or zero: an abnormal end releases at
+   * once. Longer than the server allows: the server's maximum applies, and `resumable` says so.
+   */
+  resumeGrace:
+    | Duration
+    | undefined;
+  /** Ask for heartbeats in both directions at this interval (100 ms to 10 minutes). Absent: none. */
+  heartbeatInterval: Duration | undefined;
+}
+
+/** AcquireResume takes over a request whose stream ended abnormally. */
+export interface AcquireResume {
+  /** The token from that request's `resumable` message. */
+  resumeToken: string;
+  /** Heartbeats for this stream, as in AcquireStart. */
+  heartbeatInterval: Duration | undefined;
+}
+
+/** AcquireHeartbeat is sent in both directions at the interval the client asked for. */
+export interface AcquireHeartbeat {
 }
 
 /** AcquireRelease asks the server to release the lock held by this stream. */
@@ -148,6 +182,15 @@ export interface AcquireResponse {
     | //
     /** After `in_doubt`: contact is back and the lock is still held by this stream. */
     { $case: "confirmed"; value: AcquireConfirmed }
+    | //
+    /**
+     * Sent first, when the request asked for a `resume_grace`: how to take the request over
+     * after an abnormal end of this stream.
+     */
+    { $case: "resumable"; value: AcquireResumable }
+    | //
+    /** Sent at the `heartbeat_interval` the client asked for. */
+    { $case: "heartbeat"; value: AcquireHeartbeat }
     | undefined;
 }
 
@@ -188,6 +231,20 @@ export interface AcquireInDoubt {
 export interface AcquireConfirmed {
 }
 
+/** AcquireResumable says how to take the request over after an abnormal end of the stream. */
+export interface AcquireResumable {
+  /**
+   * Send it in `resume` on a new stream, to the same lockstream instance. It is a secret: it
+   * lets its bearer hold the lock. The same for the life of the request.
+   */
+  resumeToken: string;
+  /**
+   * How long after an abnormal end the request waits to be resumed: the grace the client asked
+   * for, or the server's maximum if that is lower.
+   */
+  resumeGrace: Duration | undefined;
+}
+
 function createBaseAcquireRequest(): AcquireRequest {
   return { kind: undefined };
 }
@@ -200,6 +257,12 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
         break;
       case "release":
         AcquireRelease.encode(message.kind.value, writer.uint32(18).fork()).join();
+        break;
+      case "resume":
+        AcquireResume.encode(message.kind.value, writer.uint32(26).fork()).join();
+        break;
+      case "heartbeat":
+        AcquireHeartbeat.encode(message.kind.value, writer.uint32(34).fork()).join();
         break;
     }
     return writer;
@@ -234,6 +297,22 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
             message.kind = { $case: "release", value: AcquireRelease.decode(reader, reader.uint32()) };
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.kind = { $case: "resume", value: AcquireResume.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.kind = { $case: "heartbeat", value: AcquireHeartbeat.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -252,6 +331,10 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
         ? { $case: "start", value: AcquireStart.fromJSON(object.start) }
         : isSet(object.release)
         ? { $case: "release", value: AcquireRelease.fromJSON(object.release) }
+        : isSet(object.resume)
+        ? { $case: "resume", value: AcquireResume.fromJSON(object.resume) }
+        : isSet(object.heartbeat)
+        ? { $case: "heartbeat", value: AcquireHeartbeat.fromJSON(object.heartbeat) }
         : undefined,
     };
   },
@@ -262,6 +345,10 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
       obj.start = AcquireStart.toJSON(message.kind.value);
     } else if (message.kind?.$case === "release") {
       obj.release = AcquireRelease.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "resume") {
+      obj.resume = AcquireResume.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "heartbeat") {
+      obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -284,13 +371,25 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
         }
         break;
       }
+      case "resume": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "resume", value: AcquireResume.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "heartbeat": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "heartbeat", value: AcquireHeartbeat.fromPartial(object.kind.value) };
+        }
+        break;
+      }
     }
     return message;
   },
 };
 
 function createBaseAcquireStart(): AcquireStart {
-  return { name: "", mode: 0, waitTimeout: undefined, owner: "" };
+  return { name: "", mode: 0, waitTimeout: undefined, owner: "", resumeGrace: undefined, heartbeatInterval: undefined };
 }
 
 export const AcquireStart: MessageFns<AcquireStart> = {
@@ -306,6 +405,12 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     }
     if (message.owner !== "") {
       writer.uint32(34).string(message.owner);
+    }
+    if (message.resumeGrace !== undefined) {
+      Duration.encode(message.resumeGrace, writer.uint32(42).fork()).join();
+    }
+    if (message.heartbeatInterval !== undefined) {
+      Duration.encode(message.heartbeatInterval, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -355,6 +460,22 @@ export const AcquireStart: MessageFns<AcquireStart> = {
             message.owner = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.resumeGrace = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.heartbeatInterval = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -377,6 +498,16 @@ export const AcquireStart: MessageFns<AcquireStart> = {
         ? Duration.fromJSON(object.wait_timeout)
         : undefined,
       owner: isSet(object.owner) ? globalThis.String(object.owner) : "",
+      resumeGrace: isSet(object.resumeGrace)
+        ? Duration.fromJSON(object.resumeGrace)
+        : isSet(object.resume_grace)
+        ? Duration.fromJSON(object.resume_grace)
+        : undefined,
+      heartbeatInterval: isSet(object.heartbeatInterval)
+        ? Duration.fromJSON(object.heartbeatInterval)
+        : isSet(object.heartbeat_interval)
+        ? Duration.fromJSON(object.heartbeat_interval)
+        : undefined,
     };
   },
 
@@ -394,6 +525,12 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     if (message.owner !== "") {
       obj.owner = message.owner;
     }
+    if (message.resumeGrace !== undefined) {
+      obj.resumeGrace = Duration.toJSON(message.resumeGrace);
+    }
+    if (message.heartbeatInterval !== undefined) {
+      obj.heartbeatInterval = Duration.toJSON(message.heartbeatInterval);
+    }
     return obj;
   },
 
@@ -408,6 +545,159 @@ export const AcquireStart: MessageFns<AcquireStart> = {
       ? Duration.fromPartial(object.waitTimeout)
       : undefined;
     message.owner = object.owner ?? "";
+    message.resumeGrace = (object.resumeGrace !== undefined && object.resumeGrace !== null)
+      ? Duration.fromPartial(object.resumeGrace)
+      : undefined;
+    message.heartbeatInterval = (object.heartbeatInterval !== undefined && object.heartbeatInterval !== null)
+      ? Duration.fromPartial(object.heartbeatInterval)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseAcquireResume(): AcquireResume {
+  return { resumeToken: "", heartbeatInterval: undefined };
+}
+
+export const AcquireResume: MessageFns<AcquireResume> = {
+  encode(message: AcquireResume, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.resumeToken !== "") {
+      writer.uint32(10).string(message.resumeToken);
+    }
+    if (message.heartbeatInterval !== undefined) {
+      Duration.encode(message.heartbeatInterval, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireResume {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireResume();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.resumeToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.heartbeatInterval = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AcquireResume {
+    return {
+      resumeToken: isSet(object.resumeToken)
+        ? globalThis.String(object.resumeToken)
+        : isSet(object.resume_token)
+        ? globalThis.String(object.resume_token)
+        : "",
+      heartbeatInterval: isSet(object.heartbeatInterval)
+        ? Duration.fromJSON(object.heartbeatInterval)
+        : isSet(object.heartbeat_interval)
+        ? Duration.fromJSON(object.heartbeat_interval)
+        : undefined,
+    };
+  },
+
+  toJSON(message: AcquireResume): unknown {
+    const obj: any = {};
+    if (message.resumeToken !== "") {
+      obj.resumeToken = message.resumeToken;
+    }
+    if (message.heartbeatInterval !== undefined) {
+      obj.heartbeatInterval = Duration.toJSON(message.heartbeatInterval);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireResume>): AcquireResume {
+    return AcquireResume.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AcquireResume>): AcquireResume {
+    const message = createBaseAcquireResume();
+    message.resumeToken = object.resumeToken ?? "";
+    message.heartbeatInterval = (object.heartbeatInterval !== undefined && object.heartbeatInterval !== null)
+      ? Duration.fromPartial(object.heartbeatInterval)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseAcquireHeartbeat(): AcquireHeartbeat {
+  return {};
+}
+
+export const AcquireHeartbeat: MessageFns<AcquireHeartbeat> = {
+  encode(_: AcquireHeartbeat, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireHeartbeat {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireHeartbeat();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): AcquireHeartbeat {
+    return {};
+  },
+
+  toJSON(_: AcquireHeartbeat): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireHeartbeat>): AcquireHeartbeat {
+    return AcquireHeartbeat.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<AcquireHeartbeat>): AcquireHeartbeat {
+    const message = createBaseAcquireHeartbeat();
     return message;
   },
 };
@@ -486,6 +776,12 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "confirmed":
         AcquireConfirmed.encode(message.kind.value, writer.uint32(42).fork()).join();
         break;
+      case "resumable":
+        AcquireResumable.encode(message.kind.value, writer.uint32(50).fork()).join();
+        break;
+      case "heartbeat":
+        AcquireHeartbeat.encode(message.kind.value, writer.uint32(58).fork()).join();
+        break;
     }
     return writer;
   },
@@ -543,6 +839,22 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
             message.kind = { $case: "confirmed", value: AcquireConfirmed.decode(reader, reader.uint32()) };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = { $case: "resumable", value: AcquireResumable.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.kind = { $case: "heartbeat", value: AcquireHeartbeat.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -569,6 +881,10 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
         ? { $case: "inDoubt", value: AcquireInDoubt.fromJSON(object.in_doubt) }
         : isSet(object.confirmed)
         ? { $case: "confirmed", value: AcquireConfirmed.fromJSON(object.confirmed) }
+        : isSet(object.resumable)
+        ? { $case: "resumable", value: AcquireResumable.fromJSON(object.resumable) }
+        : isSet(object.heartbeat)
+        ? { $case: "heartbeat", value: AcquireHeartbeat.fromJSON(object.heartbeat) }
         : undefined,
     };
   },
@@ -585,6 +901,10 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       obj.inDoubt = AcquireInDoubt.toJSON(message.kind.value);
     } else if (message.kind?.$case === "confirmed") {
       obj.confirmed = AcquireConfirmed.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "resumable") {
+      obj.resumable = AcquireResumable.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "heartbeat") {
+      obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -622,6 +942,18 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "confirmed": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "confirmed", value: AcquireConfirmed.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "resumable": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "resumable", value: AcquireResumable.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "heartbeat": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "heartbeat", value: AcquireHeartbeat.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -931,6 +1263,101 @@ export const AcquireConfirmed: MessageFns<AcquireConfirmed> = {
   },
 };
 
+function createBaseAcquireResumable(): AcquireResumable {
+  return { resumeToken: "", resumeGrace: undefined };
+}
+
+export const AcquireResumable: MessageFns<AcquireResumable> = {
+  encode(message: AcquireResumable, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.resumeToken !== "") {
+      writer.uint32(10).string(message.resumeToken);
+    }
+    if (message.resumeGrace !== undefined) {
+      Duration.encode(message.resumeGrace, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireResumable {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireResumable();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.resumeToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.resumeGrace = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AcquireResumable {
+    return {
+      resumeToken: isSet(object.resumeToken)
+        ? globalThis.String(object.resumeToken)
+        : isSet(object.resume_token)
+        ? globalThis.String(object.resume_token)
+        : "",
+      resumeGrace: isSet(object.resumeGrace)
+        ? Duration.fromJSON(object.resumeGrace)
+        : isSet(object.resume_grace)
+        ? Duration.fromJSON(object.resume_grace)
+        : undefined,
+    };
+  },
+
+  toJSON(message: AcquireResumable): unknown {
+    const obj: any = {};
+    if (message.resumeToken !== "") {
+      obj.resumeToken = message.resumeToken;
+    }
+    if (message.resumeGrace !== undefined) {
+      obj.resumeGrace = Duration.toJSON(message.resumeGrace);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireResumable>): AcquireResumable {
+    return AcquireResumable.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AcquireResumable>): AcquireResumable {
+    const message = createBaseAcquireResumable();
+    message.resumeToken = object.resumeToken ?? "";
+    message.resumeGrace = (object.resumeGrace !== undefined && object.resumeGrace !== null)
+      ? Duration.fromPartial(object.resumeGrace)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * LockService grants named locks. Each lock name has one first-in, first-out queue shared by all
  * modes and by every lockstream server attached to the same coordination back end, so two
@@ -952,11 +1379,28 @@ export const LockServiceService = {
    *      ABORTED if it cannot be restored in time).
    *   5. The lock is held until the client sends `release` or half-closes its side of the
    *      stream; the server then deletes the lock's node, sends `released` and ends the call
-   *      with OK. If instead the client cancels the call or its connection dies, the server
-   *      deletes the node without a reply. Either way the next waiter is granted the lock.
+   *      with OK, and the next waiter is granted the lock at once.
+   *
+   * A stream that ends abnormally (the client cancels, its connection dies, or it stops
+   * sending heartbeats it asked for) is a blip, not a release, if the client asked for a
+   * `resume_grace` in `start`: the server sends `resumable` with a resume token right after
+   * `start`, and after an abnormal end keeps the request (its place in the queue, or the held
+   * lock) for the grace period. A new Acquire stream that sends `resume` with the token within
+   * the grace takes the request over: it is told where it stands (`queued`, or `acquired` with
+   * the same fencing token) and goes on as if nothing happened. Once the grace is over the
+   * request is withdrawn or the lock released. Nobody else is granted the lock during the grace
+   * (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
+   * Resume works on the lockstream instance that issued the token.
+   *
+   * Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
+   * and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
+   * directions keeps idle-timeout proxies from cutting the stream, and a server that hears
+   * nothing from the client for three intervals treats the stream as ended abnormally.
    *
    * The call ends with one of these statuses:
    *   OK                  the lock was released at the client's request (`released` was sent).
+   *   NOT_FOUND           `resume` named a request this server does not have: its grace period
+   *                       is over (it was withdrawn or released), or another instance issued it.
    *   INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout` or
    *                       `owner` is malformed; the message names the field and the rule.
    *   DEADLINE_EXCEEDED   `wait_timeout` passed before the lock was granted (for a zero
@@ -996,11 +1440,28 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *      ABORTED if it cannot be restored in time).
    *   5. The lock is held until the client sends `release` or half-closes its side of the
    *      stream; the server then deletes the lock's node, sends `released` and ends the call
-   *      with OK. If instead the client cancels the call or its connection dies, the server
-   *      deletes the node without a reply. Either way the next waiter is granted the lock.
+   *      with OK, and the next waiter is granted the lock at once.
+   *
+   * A stream that ends abnormally (the client cancels, its connection dies, or it stops
+   * sending heartbeats it asked for) is a blip, not a release, if the client asked for a
+   * `resume_grace` in `start`: the server sends `resumable` with a resume token right after
+   * `start`, and after an abnormal end keeps the request (its place in the queue, or the held
+   * lock) for the grace period. A new Acquire stream that sends `resume` with the token within
+   * the grace takes the request over: it is told where it stands (`queued`, or `acquired` with
+   * the same fencing token) and goes on as if nothing happened. Once the grace is over the
+   * request is withdrawn or the lock released. Nobody else is granted the lock during the grace
+   * (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
+   * Resume works on the lockstream instance that issued the token.
+   *
+   * Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
+   * and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
+   * directions keeps idle-timeout proxies from cutting the stream, and a server that hears
+   * nothing from the client for three intervals treats the stream as ended abnormally.
    *
    * The call ends with one of these statuses:
    *   OK                  the lock was released at the client's request (`released` was sent).
+   *   NOT_FOUND           `resume` named a request this server does not have: its grace period
+   *                       is over (it was withdrawn or released), or another instance issued it.
    *   INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout` or
    *                       `owner` is malformed; the message names the field and the rule.
    *   DEADLINE_EXCEEDED   `wait_timeout` passed before the lock was granted (for a zero
@@ -1032,11 +1493,28 @@ export interface LockServiceClient extends Client {
    *      ABORTED if it cannot be restored in time).
    *   5. The lock is held until the client sends `release` or half-closes its side of the
    *      stream; the server then deletes the lock's node, sends `released` and ends the call
-   *      with OK. If instead the client cancels the call or its connection dies, the server
-   *      deletes the node without a reply. Either way the next waiter is granted the lock.
+   *      with OK, and the next waiter is granted the lock at once.
+   *
+   * A stream that ends abnormally (the client cancels, its connection dies, or it stops
+   * sending heartbeats it asked for) is a blip, not a release, if the client asked for a
+   * `resume_grace` in `start`: the server sends `resumable` with a resume token right after
+   * `start`, and after an abnormal end keeps the request (its place in the queue, or the held
+   * lock) for the grace period. A new Acquire stream that sends `resume` with the token within
+   * the grace takes the request over: it is told where it stands (`queued`, or `acquired` with
+   * the same fencing token) and goes on as if nothing happened. Once the grace is over the
+   * request is withdrawn or the lock released. Nobody else is granted the lock during the grace
+   * (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
+   * Resume works on the lockstream instance that issued the token.
+   *
+   * Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
+   * and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
+   * directions keeps idle-timeout proxies from cutting the stream, and a server that hears
+   * nothing from the client for three intervals treats the stream as ended abnormally.
    *
    * The call ends with one of these statuses:
    *   OK                  the lock was released at the client's request (`released` was sent).
+   *   NOT_FOUND           `resume` named a request this server does not have: its grace period
+   *                       is over (it was withdrawn or released), or another instance issued it.
    *   INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout` or
    *                       `owner` is malformed; the message names the field and the rule.
    *   DEADLINE_EXCEEDED   `wait_timeout` passed before the lock was granted (for a zero

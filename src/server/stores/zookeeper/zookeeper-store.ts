@@ -267,8 +267,8 @@ export class ZooKeeperStore implements CoordinationStore {
     }
   }
 
-  /** Opens a new handle (and session); `afterClose`: a handle was closed just now. */
-  #open(afterClose = false): void {
+  /** Opens a new handle (and session); `replacing`: another handle was in use until now. */
+  #open(replacing = false): void {
     const config = {
       connect: this.#options.connectString,
       timeout: this.#options.sessionTimeoutMs,
@@ -317,11 +317,16 @@ export class ZooKeeperStore implements CoordinationStore {
       this.#logger.warn({ session: this.#session.id }, `${why}; opening a new session`);
       this.#replaceSession(why, true);
     });
-    if (!afterClose) {
+    if (!replacing) {
       handle.init(config);
       return;
     }
-    // See close(): let the closed handle's poll handle go before this one opens its socket.
+    // The old handle may have closed its socket just now, inside the native callback that got
+    // us here (a disconnect or an expiry is reported from within its I/O callback): a socket
+    // opened now could reuse that descriptor while the old handle's libuv poll handle still
+    // watches it, and two poll handles on one descriptor crash the process (uv_poll_start /
+    // uv__io_stop assertions, or a segfault). One turn of the event loop lets the old handle
+    // let go of it first; see close() too.
     setImmediate(() => {
       if (this.#handle === handle && !this.#closed) handle.init(config);
     });
@@ -347,7 +352,7 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#watches = new Map();
     old.session.end(new LockError('LOCK_LOST', why));
     if (!expired) this.#abandoned.add(old.handle);
-    this.#open(expired);
+    this.#open(true);
     for (const [path, waiters] of old.watches) {
       if (waiters.size === 0) continue;
       this.#watches.set(path, waiters);

@@ -1,0 +1,216 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { AcquireRequest, Lease, LockEngine } from './lock-engine.js';
+import { isLockError, LockError } from './lock-error.js';
+
+/** What the stream attached to a claim is told, while it is attached. */
+export interface ClaimObserver {
+  /** The request is waiting with `ahead` requests ahead of it. */
+  queued(ahead: number): void;
+  /** The held lock became in doubt (`false`) or confirmed again (`true`). */
+  confirmedChange(confirmed: boolean): void;
+  /** Another stream resumed the claim: this one no longer speaks for it. */
+  replaced(): void;
+}
+
+export interface ClaimRegistryOptions {
+  readonly engine: LockEngine;
+  readonly logger: Logger;
+  /** Identifies this server in resume tokens, so another instance can say where one came from. */
+  readonly instanceId: string;
+  /** The longest resume grace a client may ask for; 0 turns resuming off. */
+  readonly maxResumeGraceMs: number;
+}
+
+/**
+ * One lock request, queued or holding, apart from the stream that made it: a stream that ends
+ * abnormally leaves its claim detached for the grace the client asked for, and another stream
+ * can resume it with its token (keeping its place in the queue, or the lock and its token).
+ * Nobody else is granted the lock while the claim is detached; that doubles as Chubby's
+ * lock-delay. Once the grace is over, the request is withdrawn or the lock released.
+ */
+export class Claim {
+  readonly request: AcquireRequest;
+  /** Set when the claim can be resumed (its grace is above zero). */
+  readonly resumeToken: string | undefined;
+  readonly graceMs: number;
+  /** Resolves with the held lock, or rejects as `LockEngine.acquire` does. */
+  readonly granted: Promise<Lease>;
+  readonly #logger: Logger;
+  readonly #withdrawal = new AbortController();
+  readonly #forget: () => void;
+  #lease: Lease | undefined;
+  #ahead: number | undefined;
+  #observer: ClaimObserver | undefined;
+  #graceTimer: NodeJS.Timeout | undefined;
+  #ended: Promise<void> | undefined;
+  #unsubscribe: () => void = () => {};
+
+  constructor(
+    engine: LockEngine,
+    request: AcquireRequest,
+    resume: { token: string; graceMs: number } | undefined,
+    logger: Logger,
+    forget: () => void,
+  ) {
+    this.request = request;
+    this.resumeToken = resume?.token;
+    this.graceMs = resume?.graceMs ?? 0;
+    this.#logger = logger;
+    this.#forget = forget;
+    this.granted = engine
+      .acquire(request, {
+        signal: this.#withdrawal.signal,
+        onQueued: (ahead) => {
+          this.#ahead = ahead;
+          this.#observer?.queued(ahead);
+        },
+      })
+      .then((lease) => {
+        this.#lease = lease;
+        // Dropped in end(): the session outlives the claim, and must not keep it alive.
+        this.#unsubscribe = lease.onConfirmedChange((confirmed) =>
+          this.#observer?.confirmedChange(confirmed),
+        );
+        if (this.#ended) this.#unsubscribe();
+        return lease;
+      });
+    // Observed by whoever is attached; a claim detached when it fails is not a second failure.
+    this.granted.catch(() => {});
+  }
+
+  /** The held lock, once granted. */
+  get lease(): Lease | undefined {
+    return this.#lease;
+  }
+
+  /** Requests ahead at the last count while waiting; undefined before the first count. */
+  get ahead(): number | undefined {
+    return this.#ahead;
+  }
+
+  /**
+   * Makes `observer` the claim's stream, ending a grace period in progress; a stream attached
+   * before is told it was `replaced`. Returns whether `observer` is still the one attached.
+   */
+  attach(observer: ClaimObserver): () => boolean {
+    clearTimeout(this.#graceTimer);
+    this.#graceTimer = undefined;
+    const previous = this.#observer;
+    this.#observer = observer;
+    previous?.replaced();
+    return () => this.#observer === observer;
+  }
+
+  /**
+   * The attached stream ended abnormally: keep the claim for its grace, then end it. A claim
+   * without grace ends at once.
+   */
+  detach(): void {
+    this.#observer = undefined;
+    if (this.graceMs === 0) {
+      void this.end(new LockError('CANCELLED', 'the stream ended'));
+      return;
+    }
+    this.#logger.debug(
+      { graceMs: this.graceMs },
+      'stream ended abnormally; keeping the request for its grace',
+    );
+    this.#graceTimer = setTimeout(() => {
+      this.#logger.debug('resume grace over; ending the request');
+      void this.end(new LockError('CANCELLED', `not resumed within its ${this.graceMs} ms grace`));
+    }, this.graceMs);
+  }
+
+  /**
+   * Withdraws the request if it is still waiting (the acquire rejects with `reason`, unless the
+   * grant came first). A held lock is left alone.
+   */
+  withdraw(reason: LockError): void {
+    this.#withdrawal.abort(reason);
+  }
+
+  /**
+   * Ends the claim for good: withdraws it if waiting, releases the lock if held, and forgets
+   * the resume token. Idempotent; never rejects (failures are logged).
+   */
+  end(reason: LockError): Promise<void> {
+    this.#ended ??= (async () => {
+      clearTimeout(this.#graceTimer);
+      this.#observer = undefined;
+      this.#forget();
+      this.withdraw(reason);
+      const lease = await this.granted.catch(() => undefined);
+      this.#unsubscribe();
+      await lease?.release().catch((error: unknown) => {
+        if (!isLockError(error, 'LOCK_LOST')) {
+          this.#logger.warn({ err: error }, 'could not release a lock after its claim ended');
+        }
+      });
+    })();
+    return this.#ended;
+  }
+}
+
+/**
+ * The claims that can be resumed, by token. Claims without a grace are not registered: they
+ * live and die with their stream.
+ */
+export class ClaimRegistry {
+  readonly #engine: LockEngine;
+  readonly #logger: Logger;
+  readonly #instanceId: string;
+  readonly #maxResumeGraceMs: number;
+  readonly #resumable = new Map<string, Claim>();
+  #closed = false;
+
+  constructor(options: ClaimRegistryOptions) {
+    this.#engine = options.engine;
+    this.#logger = options.logger;
+    this.#instanceId = options.instanceId;
+    this.#maxResumeGraceMs = options.maxResumeGraceMs;
+  }
+
+  /** Claims that can currently be resumed (attached or detached). */
+  get size(): number {
+    return this.#resumable.size;
+  }
+
+  /** Starts queuing for `request`; resumable for `graceMs` (capped at the server's maximum) after an abnormal end. */
+  open(request: AcquireRequest, graceMs: number, logger: Logger): Claim {
+    if (this.#closed) throw new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
+    const effectiveGraceMs = Math.min(graceMs, this.#maxResumeGraceMs);
+    if (effectiveGraceMs === 0) return new Claim(this.#engine, request, undefined, logger, () => {});
+    const token = `${this.#instanceId}.${randomBytes(24).toString('base64url')}`;
+    const claim = new Claim(this.#engine, request, { token, graceMs: effectiveGraceMs }, logger, () =>
+      this.#resumable.delete(token),
+    );
+    this.#resumable.set(token, claim);
+    return claim;
+  }
+
+  /** The claim `token` was issued for; NOT_FOUND if it ended or was never issued here. */
+  resume(token: string): Claim {
+    const claim = this.#resumable.get(token);
+    if (claim) return claim;
+    const issuer = token.slice(0, token.indexOf('.'));
+    if (issuer !== '' && issuer !== this.#instanceId && !token.startsWith(`${this.#instanceId}.`)) {
+      throw new LockError(
+        'NOT_FOUND',
+        `resume token was issued by lockstream instance ${JSON.stringify(issuer.slice(0, 64))}, not this one (${this.#instanceId}); resume on the instance that issued it`,
+      );
+    }
+    throw new LockError(
+      'NOT_FOUND',
+      'resume token is unknown: its request was released or withdrawn (clean end, or its resume grace passed), or the server restarted',
+    );
+  }
+
+  /** Ends every claim, attached or detached (server shutdown). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const reason = new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
+    await Promise.all([...this.#resumable.values()].map((claim) => claim.end(reason)));
+    this.#logger.debug('resumable claims ended');
+  }
+}
