@@ -95,6 +95,8 @@ export class LockClient implements Disposable {
       'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 5_000,
       // Locks are held on streams that carry no data for long stretches: ping through them.
       'grpc.keepalive_permit_without_calls': 1,
+      // Channelz is never served from a client; its per-call bookkeeping only costs.
+      'grpc.enable_channelz': 0,
       ...options.channelOptions,
     });
     this.#unavailableRetries = options.unavailableRetries ?? 2;

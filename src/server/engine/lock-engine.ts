@@ -6,7 +6,7 @@ import { baseName, joinPath, type CoordinationStore, type StoreSession } from '.
 import { isLockError, LockError } from './lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
-import { nodePrefix, position, type Position } from './queue-position.js';
+import { nodePrefix, position, SequenceCache, type Position } from './queue-position.js';
 
 export interface AcquireRequest {
   readonly name: string;
@@ -68,6 +68,11 @@ export class LockEngine {
   readonly #logger: Logger;
   readonly #instanceId: string;
   readonly #maxWaitersPerLock: number;
+  /**
+   * Parsed sequence numbers of the long queues, by lock path (see SequenceCache), kept while
+   * requests of this engine wait in that queue.
+   */
+  readonly #sequenceCaches = new Map<string, { cache: SequenceCache | undefined; waiting: number }>();
 
   constructor(options: LockEngineOptions) {
     this.#maxWaitersPerLock = options.maxWaitersPerLock ?? Number.POSITIVE_INFINITY;
@@ -130,10 +135,11 @@ export class LockEngine {
     const dir = path.slice(0, path.lastIndexOf('/'));
     const me = baseName(path);
     using waitSignal = linkSignals(signal, session.lost);
+    using _waiting = this.#waitingIn(dir);
     // Both requests go out together; the store answers them in order after the create.
     const [children, token] = await Promise.all([this.#store.children(dir), this.#store.creationId(path)]);
     if (token === null) throw nodeVanished(request.name);
-    let current: Position = position(children, me);
+    let current: Position = this.#position(dir, children, me);
     if (current.kind === 'waiting' && current.ahead > this.#maxWaitersPerLock) {
       throw new LockError(
         'RESOURCE_EXHAUSTED',
@@ -169,9 +175,39 @@ export class LockEngine {
         const stillThere = await this.#store.creationId(path);
         current = stillThere === null ? { kind: 'missing' } : { kind: 'held', ahead: 0 };
       } else {
-        current = position(await this.#store.children(dir), me);
+        current = this.#position(dir, await this.#store.children(dir), me);
       }
     }
+  }
+
+  /** Counts a request waiting in `dir` until disposed; the queue's cache goes with the last one. */
+  #waitingIn(dir: string): Disposable {
+    let entry = this.#sequenceCaches.get(dir);
+    if (!entry) {
+      entry = { cache: undefined, waiting: 0 };
+      this.#sequenceCaches.set(dir, entry);
+    }
+    entry.waiting += 1;
+    const counted = entry;
+    return {
+      [Symbol.dispose]: () => {
+        counted.waiting -= 1;
+        if (counted.waiting === 0) this.#sequenceCaches.delete(dir);
+      },
+    };
+  }
+
+  /** Where `me` stands in a listing of `dir`; a long queue's names are parsed once, not per listing. */
+  #position(dir: string, children: readonly string[], me: string): Position {
+    const entry = this.#sequenceCaches.get(dir);
+    if (!entry || children.length < SEQUENCE_CACHE_FROM) {
+      if (entry) entry.cache = undefined;
+      return position(children, me);
+    }
+    entry.cache ??= new SequenceCache();
+    const found = position(children, me, entry.cache);
+    entry.cache.prune(children);
+    return found;
   }
 
   #lease(request: AcquireRequest, path: string, session: StoreSession, token: bigint): Lease {
@@ -210,6 +246,9 @@ export class LockEngine {
     }
   }
 }
+
+/** Queues shorter than this are parsed afresh on every listing: cheap, and nothing to keep. */
+const SEQUENCE_CACHE_FROM = 64;
 
 function validateRequest(request: AcquireRequest): void {
   validateLockName(request.name);

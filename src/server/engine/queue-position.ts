@@ -54,23 +54,39 @@ function modePrefixLength(nodeName: string): number {
 }
 
 /**
- * Sequence numbers by node name. `position()` needs every child's sequence for every request,
- * so a queue of n waiters costs n²/2 lookups (50 million for 10,000 waiters; with a regular
- * expression per name that took a minute). Names repeat from listing to listing: parse each once.
- * Bounded by clearing, since it outlives the nodes it remembers.
+ * Sequence numbers of one lock's queue, by node name. `position()` needs every child's sequence
+ * for every request, so a queue of n waiters costs n²/2 lookups (50 million for 10,000 waiters);
+ * names repeat from listing to listing, so a long queue parses each once. Only long queues
+ * keep one (see the engine), and it is pruned to the names still listed, so memory follows
+ * the queues that exist, not the requests that have been.
  */
-const sequences = new Map<string, number>();
-const SEQUENCES_LIMIT = 200_000;
+export class SequenceCache {
+  readonly #sequences = new Map<string, number>();
+
+  sequenceOf(nodeName: string): number {
+    let sequence = this.#sequences.get(nodeName);
+    if (sequence === undefined) {
+      sequence = parseSequence(nodeName);
+      this.#sequences.set(nodeName, sequence);
+    }
+    return sequence;
+  }
+
+  /** Forgets the names that `children` (the latest listing) no longer has, once they are most. */
+  prune(children: readonly string[]): void {
+    if (this.#sequences.size <= 2 * children.length) return;
+    const listed = new Set(children);
+    for (const name of this.#sequences.keys()) if (!listed.has(name)) this.#sequences.delete(name);
+  }
+
+  get size(): number {
+    return this.#sequences.size;
+  }
+}
 
 /** The sequence number of a request node, or NaN when the name is not one (see parseSequence). */
 function sequenceOf(nodeName: string): number {
-  let cached = sequences.get(nodeName);
-  if (cached === undefined) {
-    cached = parseSequence(nodeName);
-    if (sequences.size >= SEQUENCES_LIMIT) sequences.clear();
-    sequences.set(nodeName, cached);
-  }
-  return cached;
+  return parseSequence(nodeName);
 }
 
 /**
@@ -136,8 +152,9 @@ export function queueOrder(children: readonly string[]): QueueEntry[] {
  * One pass over the children, no sort: every request lists its whole queue (the recipe's
  * getChildren), so with 10,000 waiters an O(n log n) step per request would dominate.
  */
-export function position(children: readonly string[], me: string): Position {
-  const mySequence = sequenceOf(me);
+export function position(children: readonly string[], me: string, cache?: SequenceCache): Position {
+  const sequenceOfChild = cache ? (name: string) => cache.sequenceOf(name) : sequenceOf;
+  const mySequence = sequenceOfChild(me);
   if (Number.isNaN(mySequence)) return { kind: 'missing' };
   const exclusive = isExclusive(modeOf(me));
   let found = false;
@@ -152,7 +169,7 @@ export function position(children: readonly string[], me: string): Position {
       found = true;
       continue;
     }
-    const sequence = sequenceOf(child);
+    const sequence = sequenceOfChild(child);
     // Nodes that are not lock requests (written by someone else) take no part in the queue;
     // NaN compares false, so they fall through here.
     if (!(sequence < mySequence)) continue;
