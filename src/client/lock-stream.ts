@@ -1,4 +1,5 @@
-import { status as Status, type ClientDuplexStream, type StatusObject } from '@grpc/grpc-js';
+import { status as Status, type ClientDuplexStream, type Metadata, type StatusObject } from '@grpc/grpc-js';
+import { REQUEST_STATE_KEY } from '../common/limits.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
 import {
   LockMode as WireLockMode,
@@ -327,10 +328,11 @@ export class LockStream implements Lock {
     for (const waiter of this.#confirmationWaiters.splice(0)) waiter.reject(failure);
   }
 
-  #onStatus(status: Pick<StatusObject, 'code' | 'details'>): void {
+  #onStatus(status: Pick<StatusObject, 'code' | 'details'> & { metadata?: Metadata }): void {
     const phase = this.#phase;
     if (phase.kind === 'ended') return;
-    if (BREAKS.has(status.code) && this.#resumeToken !== undefined) {
+    const ended = status.metadata?.get(REQUEST_STATE_KEY).includes('ended') ?? false;
+    if (BREAKS.has(status.code) && !ended && this.#resumeToken !== undefined) {
       this.#resume(status);
       return;
     }

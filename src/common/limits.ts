@@ -3,3 +3,9 @@ export const LOCK_NAME_MAX_BYTES = 512;
 export const OWNER_MAX_BYTES = 256;
 /** Largest wait_timeout: what a Node.js timer can represent (2^31 - 1 ms, about 24.8 days). */
 export const WAIT_TIMEOUT_MAX_MS = 2 ** 31 - 1;
+
+/**
+ * Trailing metadata on a failed Acquire call: `ended` when the server holds nothing for the
+ * request any more (a resume would find nothing), as opposed to a broken stream.
+ */
+export const REQUEST_STATE_KEY = 'lockstream-request';

@@ -19,6 +19,8 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
 export interface CallOutcome {
   readonly code: grpc.status;
   readonly details: string;
+  /** The server said it keeps nothing for the request (trailing `lockstream-request: ended`). */
+  readonly requestEnded: boolean;
 }
 
 /**
@@ -42,7 +44,8 @@ export class AcquireStream {
     this.#call = client.acquire();
     this.outcome = new Promise((resolve) => {
       this.#call.on('status', (status: grpc.StatusObject) => {
-        this.#ended = { code: status.code, details: status.details };
+        const requestEnded = status.metadata.get('lockstream-request').includes('ended');
+        this.#ended = { code: status.code, details: status.details, requestEnded };
         resolve(this.#ended);
         this.#notify();
       });

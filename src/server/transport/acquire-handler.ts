@@ -1,4 +1,5 @@
-import type { ServerDuplexStream } from '@grpc/grpc-js';
+import { Metadata, type ServerDuplexStream } from '@grpc/grpc-js';
+import { REQUEST_STATE_KEY } from '../../common/limits.js';
 import type { Logger } from 'pino';
 import { linkSignals, whenAborted } from '../../common/abort.js';
 import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
@@ -111,7 +112,13 @@ async function serveAcquire(
     if (!isLockError(broken.signal.reason, 'CANCELLED')) {
       const lease = claim?.lease;
       const failure = lease?.lost.aborted && !released ? lockLost(lease) : error;
-      call.emit('error', toCallStatus(failure, logger));
+      const status = toCallStatus(failure, logger);
+      // A client cannot tell this server's UNAVAILABLE from a broken connection's; say when the
+      // request is gone for good, so it does not try to resume it.
+      const detaching = broken.signal.aborted && !shutdown.aborted;
+      const metadata = new Metadata();
+      if (!detaching && !replaced.signal.aborted) metadata.set(REQUEST_STATE_KEY, 'ended');
+      call.emit('error', { ...status, metadata });
     }
   } finally {
     if (claim && !replaced.signal.aborted) {

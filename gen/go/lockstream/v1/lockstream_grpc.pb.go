@@ -80,6 +80,10 @@ type LockServiceClient interface {
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.
+	//
+	// A failed call whose request the server no longer keeps (nothing to resume) carries the
+	// trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
+	// connection, after which `resume` can still find the request within its grace.
 	Acquire(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AcquireRequest, AcquireResponse], error)
 }
 
@@ -160,6 +164,10 @@ type LockServiceServer interface {
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.
+	//
+	// A failed call whose request the server no longer keeps (nothing to resume) carries the
+	// trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
+	// connection, after which `resume` can still find the request within its grace.
 	Acquire(grpc.BidiStreamingServer[AcquireRequest, AcquireResponse]) error
 	mustEmbedUnimplementedLockServiceServer()
 }

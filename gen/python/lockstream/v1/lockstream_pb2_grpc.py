@@ -98,6 +98,10 @@ class LockServiceServicer:
         UNAVAILABLE         the coordination back end is unreachable or the server is shutting
         down; nothing is held or queued on the caller's behalf. Retryable.
         INTERNAL            an unexpected server fault; details are in the server's log.
+
+        A failed call whose request the server no longer keeps (nothing to resume) carries the
+        trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
+        connection, after which `resume` can still find the request within its grace.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

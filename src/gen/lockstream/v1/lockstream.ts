@@ -1413,6 +1413,10 @@ export const LockServiceService = {
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
    *                       down; nothing is held or queued on the caller's behalf. Retryable.
    *   INTERNAL            an unexpected server fault; details are in the server's log.
+   *
+   * A failed call whose request the server no longer keeps (nothing to resume) carries the
+   * trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
+   * connection, after which `resume` can still find the request within its grace.
    */
   acquire: {
     path: "/lockstream.v1.LockService/Acquire" as const,
@@ -1474,6 +1478,10 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
    *                       down; nothing is held or queued on the caller's behalf. Retryable.
    *   INTERNAL            an unexpected server fault; details are in the server's log.
+   *
+   * A failed call whose request the server no longer keeps (nothing to resume) carries the
+   * trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
+   * connection, after which `resume` can still find the request within its grace.
    */
   acquire: handleBidiStreamingCall<AcquireRequest, AcquireResponse>;
 }
@@ -1527,6 +1535,10 @@ export interface LockServiceClient extends Client {
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
    *                       down; nothing is held or queued on the caller's behalf. Retryable.
    *   INTERNAL            an unexpected server fault; details are in the server's log.
+   *
+   * A failed call whose request the server no longer keeps (nothing to resume) carries the
+   * trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
+   * connection, after which `resume` can still find the request within its grace.
    */
   acquire(): ClientDuplexStream<AcquireRequest, AcquireResponse>;
   acquire(options: Partial<CallOptions>): ClientDuplexStream<AcquireRequest, AcquireResponse>;
