@@ -114,8 +114,7 @@ export class LockClient implements Disposable {
   async acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
     const { signal } = options;
     signal?.throwIfAborted();
-    if (this.#closed)
-      throw new LockClientError(name, Status.FAILED_PRECONDITION, 'this LockClient was closed');
+    if (this.#closed) throw closedError(name);
     const request = {
       ...lockRequest(name, options),
       resumeGraceMs: this.#resumeGraceMs,
@@ -194,6 +193,8 @@ export class LockClient implements Disposable {
   }
 
   async #attempt(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
+    // Also checked here: the client may be closed while a retry waits.
+    if (this.#closed) throw closedError(request.name);
     const stream = new LockStream(() => this.#grpc.acquire(), request);
     const onAbort = (): void => stream.cancel(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -224,6 +225,10 @@ export class LockClient implements Disposable {
     }
     return stream;
   }
+}
+
+function closedError(name: string): LockClientError {
+  return new LockClientError(name, Status.FAILED_PRECONDITION, 'this LockClient was closed');
 }
 
 function nonNegative(option: string, value: number): number {
