@@ -5,6 +5,7 @@ import { onAbort } from '../common/abort.js';
 import type { Config } from './config.js';
 import { ClaimRegistry } from './engine/claims.js';
 import { LockEngine } from './engine/lock-engine.js';
+import { LockInspector } from './engine/lock-inspector.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { CoordinationStore } from './stores/store.js';
 import type * as ZooKeeperStoreModule from './stores/zookeeper/zookeeper-store.js';
@@ -42,6 +43,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   });
   const server = new GrpcServer({
     claims,
+    inspector: new LockInspector({ store, engine }),
     logger: logger.child({ component: 'transport' }),
     keepaliveTimeMs: config.keepaliveTimeMs,
     keepaliveTimeoutMs: config.keepaliveTimeoutMs,

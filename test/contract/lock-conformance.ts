@@ -594,6 +594,123 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       expect(resumed.isAcquired).toBe(false);
     });
 
+    it('describes holders and waiters in queue order, with mode, owner, token, instance and peer', async () => {
+      const r1 = open({ name: 'described', mode: LockMode.READ, owner: 'reader-1' });
+      const r2 = open({ name: 'described', mode: LockMode.READ, owner: 'reader-2' });
+      const [t1, t2] = await Promise.all([r1.acquired(), r2.acquired()]);
+      const writer = open({ name: 'described', mode: LockMode.WRITE, owner: 'writer' });
+      await writer.queued();
+      const r3 = open({ name: 'described', mode: LockMode.READ, owner: 'reader-3' });
+      await r3.queued();
+
+      const before = Date.now();
+      const described = await ctx.caller.describe('described');
+      expect(described.name).toBe('described');
+      const summary = (infos: typeof described.holders): Array<[LockMode, string]> =>
+        infos.map((info) => [info.mode, info.owner]);
+      expect(summary(described.holders)).toEqual([
+        [LockMode.READ, 'reader-1'],
+        [LockMode.READ, 'reader-2'],
+      ]);
+      expect(summary(described.waiters)).toEqual([
+        [LockMode.WRITE, 'writer'],
+        [LockMode.READ, 'reader-3'],
+      ]);
+      expect(described.holders.map((h) => h.fencingToken).sort()).toEqual([t1, t2].sort());
+      const all = [...described.holders, ...described.waiters];
+      for (const info of all) {
+        expect(info.instance).toBe(all[0]!.instance);
+        expect(info.instance).not.toBe('');
+        expect(info.peer).toMatch(/^(ipv4:)?127\.0\.0\.1:\d+$/);
+        expect(info.requestedAt!.getTime()).toBeLessThanOrEqual(before);
+        expect(info.requestedAt!.getTime()).toBeGreaterThan(before - 60_000);
+      }
+      // A waiter's token is the one it will hold: larger than the holders'.
+      expect(described.waiters[0]!.fencingToken).toBeGreaterThan(t2 > t1 ? t2 : t1);
+
+      await r1.release();
+      await r2.release();
+      const writeToken = await writer.acquired();
+      const after = await ctx.caller.describe('described');
+      expect(after.holders.map((h) => [h.owner, h.fencingToken])).toEqual([['writer', writeToken]]);
+      expect(summary(after.waiters)).toEqual([[LockMode.READ, 'reader-3']]);
+      await writer.release();
+      await r3.acquired();
+      await r3.release();
+
+      expect(await ctx.caller.describe('nobody-here')).toEqual({
+        name: 'nobody-here',
+        holders: [],
+        waiters: [],
+      });
+      await expect(ctx.caller.describe('')).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/name is empty/),
+      });
+    });
+
+    it('says whether a fencing token is held: only while its holder holds the lock', async () => {
+      const holder = open({ name: 'checked' });
+      const token = await holder.acquired();
+      const waiter = open({ name: 'checked' });
+      await waiter.queued();
+      const [waiterInfo] = (await ctx.caller.describe('checked')).waiters;
+      expect(await ctx.caller.checkToken('checked', token)).toBe(true);
+      expect(await ctx.caller.checkToken('checked', waiterInfo!.fencingToken)).toBe(false);
+      expect(await ctx.caller.checkToken('checked', token + 1_000_000n)).toBe(false);
+      expect(await ctx.caller.checkToken('elsewhere', token)).toBe(false);
+      await holder.release();
+      expect(await waiter.acquired()).toBe(waiterInfo!.fencingToken);
+      expect(await ctx.caller.checkToken('checked', token)).toBe(false);
+      expect(await ctx.caller.checkToken('checked', waiterInfo!.fencingToken)).toBe(true);
+      await waiter.release();
+      await expect(ctx.caller.checkToken('bad\u0000name', token)).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT,
+      });
+    });
+
+    it('lists the locks with holders or waiters by prefix, in name order, a page at a time', async () => {
+      const held = ['list/c', 'list/a', 'list/b', 'other/x'].map((name) => open({ name }));
+      await Promise.all(held.map((h) => h.acquired()));
+      const waiter = open({ name: 'list/b', mode: LockMode.READ });
+      await waiter.queued();
+
+      const first = await ctx.caller.list({ prefix: 'list/', pageSize: 2 });
+      expect(first.locks).toEqual([
+        { name: 'list/a', holders: 1, waiters: 0, heldMode: LockMode.MUTEX },
+        { name: 'list/b', holders: 1, waiters: 1, heldMode: LockMode.MUTEX },
+      ]);
+      expect(first.nextPageToken).not.toBe('');
+      const second = await ctx.caller.list({ prefix: 'list/', pageSize: 2, pageToken: first.nextPageToken });
+      expect(second).toEqual({
+        locks: [{ name: 'list/c', holders: 1, waiters: 0, heldMode: LockMode.MUTEX }],
+        nextPageToken: '',
+      });
+      expect((await ctx.caller.list()).locks.map((l) => l.name)).toEqual([
+        'list/a',
+        'list/b',
+        'list/c',
+        'other/x',
+      ]);
+
+      await Promise.all(held.map((h) => h.release()));
+      await waiter.acquired();
+      expect((await ctx.caller.list()).locks).toEqual([
+        { name: 'list/b', holders: 1, waiters: 0, heldMode: LockMode.READ },
+      ]);
+      await waiter.release();
+      expect((await ctx.caller.list()).locks).toEqual([]);
+
+      await expect(ctx.caller.list({ pageSize: 5000 })).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/page_size 5000/),
+      });
+      await expect(ctx.caller.list({ pageToken: 'not-a-token!' })).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/page_token/),
+      });
+    });
+
     it('ends held and queued streams with UNAVAILABLE on shutdown', async () => {
       const holder = open({ name: 'bye' });
       await holder.acquired();

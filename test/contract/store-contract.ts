@@ -178,6 +178,18 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe('nodeData', () => {
+      it('reads the creation id and the data written at creation; null once the node is gone', async () => {
+        const created = await store.createSequential(dir, uniquePrefix(), Buffer.from('{"owner":"ops"}'));
+        const read = await store.nodeData(created.path);
+        expect(read?.creationId).toBe(await store.creationId(created.path));
+        expect(Buffer.from(read!.data).toString()).toBe('{"owner":"ops"}');
+        await store.delete(created.path);
+        expect(await store.nodeData(created.path)).toBeNull();
+        expect(await store.nodeData(`/store-test-${randomUUID()}/a/b`)).toBeNull();
+      });
+    });
+
     describe('creationId', () => {
       it('grows with every creation, across different parents', async () => {
         const parents = [

@@ -66,7 +66,7 @@ describe('processes that die', () => {
     expect(lock.token).toBeGreaterThan(holder.token);
     console.info(
       `dead client (no TCP reset): its lock went to the next waiter ${Math.round(releasedAfterMs)} ms after its link froze ` +
-        '(server keepalive 5 s + 5 s)',
+        '(server keepalive 5 s + 5 s, then the 5 s resume grace the SDK asks for)',
     );
     await lock.release();
   }, 40_000);

@@ -157,6 +157,17 @@ describe('lockstream processes sharing one ZooKeeper', () => {
     expect(await third.queued()).toBe(2);
     const tryOnB = b.open({ name: 'shared', waitTimeout: { seconds: 0n, nanos: 0 } });
     expect((await tryOnB.outcome).code).toBe(status.DEADLINE_EXCEEDED);
+    // Either instance describes the whole queue, whichever instance serves each request.
+    const [fromA, fromB] = await Promise.all([a.describe('shared'), b.describe('shared')]);
+    expect(fromB).toEqual(fromA);
+    expect(fromA.holders.map((h) => h.owner)).toEqual(['a1']);
+    expect(fromA.waiters.map((w) => w.owner)).toEqual(['b1', 'a2']);
+    expect(fromA.holders[0]!.instance).toBe(fromA.waiters[1]!.instance);
+    expect(fromA.waiters[0]!.instance).not.toBe(fromA.holders[0]!.instance);
+    expect(await b.checkToken('shared', firstToken)).toBe(true);
+    expect((await b.list({ prefix: 'shared' })).locks).toEqual([
+      { name: 'shared', holders: 1, waiters: 2, heldMode: LockMode.MUTEX },
+    ]);
 
     await first.release();
     const secondToken = await second.acquired();

@@ -5,6 +5,10 @@ import {
   type AcquireRequest,
   type AcquireResponse,
   type AcquireStart,
+  type CheckTokenResponse,
+  type DescribeLockResponse,
+  type ListLocksRequest,
+  type ListLocksResponse,
 } from '../../src/gen/lockstream/v1/lockstream.js';
 
 export { LockMode };
@@ -177,6 +181,23 @@ export class LockCaller {
     });
   }
 
+  describe(name: string): Promise<DescribeLockResponse> {
+    return promisify((callback) => this.client.describeLock({ name }, callback));
+  }
+
+  list(request: Partial<ListLocksRequest> = {}): Promise<ListLocksResponse> {
+    return promisify((callback) =>
+      this.client.listLocks({ prefix: '', pageSize: 0, pageToken: '', ...request }, callback),
+    );
+  }
+
+  async checkToken(name: string, fencingToken: bigint): Promise<boolean> {
+    const response = await promisify<CheckTokenResponse>((callback) =>
+      this.client.checkToken({ name, fencingToken }, callback),
+    );
+    return response.held;
+  }
+
   /** A stream that has sent nothing yet. */
   openEmpty(): AcquireStream {
     return new AcquireStream(this.client, null);
@@ -191,4 +212,13 @@ export class LockCaller {
 export function seconds(value: number): { seconds: bigint; nanos: number } {
   const whole = Math.floor(value);
   return { seconds: BigInt(whole), nanos: Math.round((value - whole) * 1e9) };
+}
+
+/** A unary call as a promise; rejects with the call's ServiceError (its `code` and `details`). */
+function promisify<T>(
+  call: (callback: (error: grpc.ServiceError | null, value?: T) => void) => unknown,
+): Promise<T> {
+  return new Promise((resolve, reject) => {
+    call((error, value) => (error ? reject(error) : resolve(value as T)));
+  });
 }

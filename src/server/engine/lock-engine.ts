@@ -82,6 +82,11 @@ export class LockEngine {
     this.#instanceId = options.instanceId ?? randomUUID();
   }
 
+  /** The store path under which every lock's queue lives. */
+  get locksPath(): string {
+    return this.#locksPath;
+  }
+
   /** The store path of a lock's queue. */
   lockPath(name: string): string {
     return joinPath(this.#locksPath, encodeLockName(name));

@@ -187,3 +187,13 @@ export function position(children: readonly string[], me: string, cache?: Sequen
   if (blocker === undefined) return { kind: 'held', ahead };
   return { kind: 'waiting', ahead, predecessor: blocker, predecessorIsHead: blocker === head };
 }
+
+/** How many of `queue` (in queue order) hold the lock: the first exclusive request, or the leading readers. */
+export function holderCount(queue: readonly QueueEntry[]): number {
+  const first = queue[0];
+  if (!first) return 0;
+  if (isExclusive(first.mode)) return 1;
+  let readers = 0;
+  while (readers < queue.length && !isExclusive(queue[readers]!.mode)) readers += 1;
+  return readers;
+}

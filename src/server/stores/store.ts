@@ -34,6 +34,9 @@ export interface CoordinationStore extends AsyncDisposable {
    */
   creationId(path: string): Promise<bigint | null>;
 
+  /** The node's creation id and data; `null` when the node does not exist. For inspection. */
+  nodeData(path: string): Promise<NodeData | null>;
+
   /**
    * Resolves once `path` is deleted, at once if it is already gone. Rejects with the signal's
    * reason when `signal` aborts. Wakes only the callers waiting on this path.
@@ -70,6 +73,12 @@ export interface StoreSession {
   readonly confirmed: boolean;
   /** Calls `listener` whenever `confirmed` changes (not after `lost`); returns an unsubscribe function. */
   onConfirmedChange(listener: (confirmed: boolean) => void): () => void;
+}
+
+export interface NodeData {
+  /** As `creationId()`. */
+  readonly creationId: bigint;
+  readonly data: Uint8Array;
 }
 
 export interface CreatedNode {

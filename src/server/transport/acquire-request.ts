@@ -15,6 +15,13 @@ const MODES = new Map<WireLockMode, LockMode>([
   [WireLockMode.WRITE, 'write'],
 ]);
 
+const WIRE_MODES = new Map<LockMode, WireLockMode>([...MODES].map(([wire, mode]) => [mode, wire]));
+
+/** An engine mode as the wire enum. */
+export function toWireMode(mode: LockMode | undefined): WireLockMode {
+  return mode === undefined ? WireLockMode.UNSPECIFIED : (WIRE_MODES.get(mode) ?? WireLockMode.UNSPECIFIED);
+}
+
 const CONTROL_CHARACTER = /\p{Cc}/u;
 
 /** Heartbeat intervals a client may ask for. */

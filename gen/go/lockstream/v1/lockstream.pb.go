@@ -12,6 +12,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -83,6 +84,500 @@ func (LockMode) EnumDescriptor() ([]byte, []int) {
 	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{0}
 }
 
+// DescribeLockRequest names the lock to describe.
+type DescribeLockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name, as in AcquireStart.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeLockRequest) Reset() {
+	*x = DescribeLockRequest{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeLockRequest) ProtoMessage() {}
+
+func (x *DescribeLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeLockRequest.ProtoReflect.Descriptor instead.
+func (*DescribeLockRequest) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DescribeLockRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DescribeLockResponse is a lock's state.
+type DescribeLockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The requests holding the lock: one for MUTEX and WRITE, any number of READ.
+	Holders []*LockRequestInfo `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	// The requests waiting for it, first in line first.
+	Waiters       []*LockRequestInfo `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeLockResponse) Reset() {
+	*x = DescribeLockResponse{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeLockResponse) ProtoMessage() {}
+
+func (x *DescribeLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeLockResponse.ProtoReflect.Descriptor instead.
+func (*DescribeLockResponse) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DescribeLockResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DescribeLockResponse) GetHolders() []*LockRequestInfo {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *DescribeLockResponse) GetWaiters() []*LockRequestInfo {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+// LockRequestInfo is one request in a lock's queue, holding or waiting.
+type LockRequestInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How the request wants the lock.
+	Mode LockMode `protobuf:"varint,1,opt,name=mode,proto3,enum=lockstream.v1.LockMode" json:"mode,omitempty"`
+	// Who asked (AcquireStart.owner), possibly empty.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The fencing token the request holds, or will hold once granted.
+	FencingToken uint64 `protobuf:"varint,3,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// When the request was made (it queued then; an uncontended request was granted then too).
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	// The lockstream instance that serves the request.
+	Instance string `protobuf:"bytes,5,opt,name=instance,proto3" json:"instance,omitempty"`
+	// The client's address as that instance saw it.
+	Peer          string `protobuf:"bytes,6,opt,name=peer,proto3" json:"peer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockRequestInfo) Reset() {
+	*x = LockRequestInfo{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockRequestInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockRequestInfo) ProtoMessage() {}
+
+func (x *LockRequestInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockRequestInfo.ProtoReflect.Descriptor instead.
+func (*LockRequestInfo) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LockRequestInfo) GetMode() LockMode {
+	if x != nil {
+		return x.Mode
+	}
+	return LockMode_LOCK_MODE_UNSPECIFIED
+}
+
+func (x *LockRequestInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockRequestInfo) GetFencingToken() uint64 {
+	if x != nil {
+		return x.FencingToken
+	}
+	return 0
+}
+
+func (x *LockRequestInfo) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *LockRequestInfo) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *LockRequestInfo) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+// ListLocksRequest asks for a page of locks.
+type ListLocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only locks whose names start with this prefix; empty: all.
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// At most this many locks per page, 1 to 1000; 0: 100.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's `next_page_token`; empty for the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLocksRequest) Reset() {
+	*x = ListLocksRequest{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocksRequest) ProtoMessage() {}
+
+func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
+func (*ListLocksRequest) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListLocksRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ListLocksRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListLocksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListLocksResponse is a page of locks.
+type ListLocksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Locks with holders or waiters, in name order.
+	Locks []*LockSummary `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	// Pass it to get the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLocksResponse) Reset() {
+	*x = ListLocksResponse{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocksResponse) ProtoMessage() {}
+
+func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
+func (*ListLocksResponse) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListLocksResponse) GetLocks() []*LockSummary {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+func (x *ListLocksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// LockSummary counts a lock's holders and waiters.
+type LockSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How many requests hold the lock.
+	Holders uint32 `protobuf:"varint,2,opt,name=holders,proto3" json:"holders,omitempty"`
+	// How many requests wait for it.
+	Waiters uint32 `protobuf:"varint,3,opt,name=waiters,proto3" json:"waiters,omitempty"`
+	// The holders' mode (LOCK_MODE_UNSPECIFIED when nobody holds the lock).
+	HeldMode      LockMode `protobuf:"varint,4,opt,name=held_mode,json=heldMode,proto3,enum=lockstream.v1.LockMode" json:"held_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockSummary) Reset() {
+	*x = LockSummary{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockSummary) ProtoMessage() {}
+
+func (x *LockSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
+func (*LockSummary) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LockSummary) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockSummary) GetHolders() uint32 {
+	if x != nil {
+		return x.Holders
+	}
+	return 0
+}
+
+func (x *LockSummary) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+func (x *LockSummary) GetHeldMode() LockMode {
+	if x != nil {
+		return x.HeldMode
+	}
+	return LockMode_LOCK_MODE_UNSPECIFIED
+}
+
+// CheckTokenRequest asks about one fencing token.
+type CheckTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The token to check.
+	FencingToken  uint64 `protobuf:"varint,2,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTokenRequest) Reset() {
+	*x = CheckTokenRequest{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTokenRequest) ProtoMessage() {}
+
+func (x *CheckTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTokenRequest.ProtoReflect.Descriptor instead.
+func (*CheckTokenRequest) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CheckTokenRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CheckTokenRequest) GetFencingToken() uint64 {
+	if x != nil {
+		return x.FencingToken
+	}
+	return 0
+}
+
+// CheckTokenResponse answers CheckTokenRequest.
+type CheckTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether a request holding `name` has this token right now.
+	Held          bool `protobuf:"varint,1,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTokenResponse) Reset() {
+	*x = CheckTokenResponse{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTokenResponse) ProtoMessage() {}
+
+func (x *CheckTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTokenResponse.ProtoReflect.Descriptor instead.
+func (*CheckTokenResponse) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CheckTokenResponse) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
 // AcquireRequest is a message from the client on an Acquire stream.
 type AcquireRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -101,7 +596,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -113,7 +608,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -126,7 +621,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{0}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AcquireRequest) GetKind() isAcquireRequest_Kind {
@@ -235,7 +730,7 @@ type AcquireStart struct {
 
 func (x *AcquireStart) Reset() {
 	*x = AcquireStart{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +742,7 @@ func (x *AcquireStart) String() string {
 func (*AcquireStart) ProtoMessage() {}
 
 func (x *AcquireStart) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +755,7 @@ func (x *AcquireStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireStart.ProtoReflect.Descriptor instead.
 func (*AcquireStart) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{1}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AcquireStart) GetName() string {
@@ -318,7 +813,7 @@ type AcquireResume struct {
 
 func (x *AcquireResume) Reset() {
 	*x = AcquireResume{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +825,7 @@ func (x *AcquireResume) String() string {
 func (*AcquireResume) ProtoMessage() {}
 
 func (x *AcquireResume) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +838,7 @@ func (x *AcquireResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResume.ProtoReflect.Descriptor instead.
 func (*AcquireResume) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{2}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AcquireResume) GetResumeToken() string {
@@ -369,7 +864,7 @@ type AcquireHeartbeat struct {
 
 func (x *AcquireHeartbeat) Reset() {
 	*x = AcquireHeartbeat{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +876,7 @@ func (x *AcquireHeartbeat) String() string {
 func (*AcquireHeartbeat) ProtoMessage() {}
 
 func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +889,7 @@ func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireHeartbeat.ProtoReflect.Descriptor instead.
 func (*AcquireHeartbeat) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{3}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{11}
 }
 
 // AcquireRelease asks the server to release the lock held by this stream.
@@ -406,7 +901,7 @@ type AcquireRelease struct {
 
 func (x *AcquireRelease) Reset() {
 	*x = AcquireRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +913,7 @@ func (x *AcquireRelease) String() string {
 func (*AcquireRelease) ProtoMessage() {}
 
 func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +926,7 @@ func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRelease.ProtoReflect.Descriptor instead.
 func (*AcquireRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{4}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{12}
 }
 
 // AcquireResponse is a message from the server on an Acquire stream.
@@ -455,7 +950,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +962,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +975,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{5}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AcquireResponse) GetKind() isAcquireResponse_Kind {
@@ -622,7 +1117,7 @@ type AcquireQueued struct {
 
 func (x *AcquireQueued) Reset() {
 	*x = AcquireQueued{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +1129,7 @@ func (x *AcquireQueued) String() string {
 func (*AcquireQueued) ProtoMessage() {}
 
 func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +1142,7 @@ func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireQueued.ProtoReflect.Descriptor instead.
 func (*AcquireQueued) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{6}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireQueued) GetAhead() uint32 {
@@ -671,7 +1166,7 @@ type AcquireAcquired struct {
 
 func (x *AcquireAcquired) Reset() {
 	*x = AcquireAcquired{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +1178,7 @@ func (x *AcquireAcquired) String() string {
 func (*AcquireAcquired) ProtoMessage() {}
 
 func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +1191,7 @@ func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireAcquired.ProtoReflect.Descriptor instead.
 func (*AcquireAcquired) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{7}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireAcquired) GetFencingToken() uint64 {
@@ -715,7 +1210,7 @@ type AcquireReleased struct {
 
 func (x *AcquireReleased) Reset() {
 	*x = AcquireReleased{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +1222,7 @@ func (x *AcquireReleased) String() string {
 func (*AcquireReleased) ProtoMessage() {}
 
 func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +1235,7 @@ func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireReleased.ProtoReflect.Descriptor instead.
 func (*AcquireReleased) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{8}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
 }
 
 // AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
@@ -755,7 +1250,7 @@ type AcquireInDoubt struct {
 
 func (x *AcquireInDoubt) Reset() {
 	*x = AcquireInDoubt{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +1262,7 @@ func (x *AcquireInDoubt) String() string {
 func (*AcquireInDoubt) ProtoMessage() {}
 
 func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +1275,7 @@ func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireInDoubt.ProtoReflect.Descriptor instead.
 func (*AcquireInDoubt) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{9}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
 }
 
 // AcquireConfirmed says that the lock, in doubt before, is confirmed held again.
@@ -792,7 +1287,7 @@ type AcquireConfirmed struct {
 
 func (x *AcquireConfirmed) Reset() {
 	*x = AcquireConfirmed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +1299,7 @@ func (x *AcquireConfirmed) String() string {
 func (*AcquireConfirmed) ProtoMessage() {}
 
 func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +1312,7 @@ func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireConfirmed.ProtoReflect.Descriptor instead.
 func (*AcquireConfirmed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{10}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
 }
 
 // AcquireResumable says how to take the request over after an abnormal end of the stream.
@@ -835,7 +1330,7 @@ type AcquireResumable struct {
 
 func (x *AcquireResumable) Reset() {
 	*x = AcquireResumable{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1342,7 @@ func (x *AcquireResumable) String() string {
 func (*AcquireResumable) ProtoMessage() {}
 
 func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1355,7 @@ func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResumable.ProtoReflect.Descriptor instead.
 func (*AcquireResumable) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{11}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AcquireResumable) GetResumeToken() string {
@@ -881,7 +1376,38 @@ var File_lockstream_v1_lockstream_proto protoreflect.FileDescriptor
 
 const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\n" +
-	"\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\"\x81\x02\n" +
+	"\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n" +
+	"\x13DescribeLockRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x9e\x01\n" +
+	"\x14DescribeLockResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
+	"\aholders\x18\x02 \x03(\v2\x1e.lockstream.v1.LockRequestInfoR\aholders\x128\n" +
+	"\awaiters\x18\x03 \x03(\v2\x1e.lockstream.v1.LockRequestInfoR\awaiters\"\xe8\x01\n" +
+	"\x0fLockRequestInfo\x12+\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12#\n" +
+	"\rfencing_token\x18\x03 \x01(\x04R\ffencingToken\x12=\n" +
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x1a\n" +
+	"\binstance\x18\x05 \x01(\tR\binstance\x12\x12\n" +
+	"\x04peer\x18\x06 \x01(\tR\x04peer\"f\n" +
+	"\x10ListLocksRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"m\n" +
+	"\x11ListLocksResponse\x120\n" +
+	"\x05locks\x18\x01 \x03(\v2\x1a.lockstream.v1.LockSummaryR\x05locks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8b\x01\n" +
+	"\vLockSummary\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aholders\x18\x02 \x01(\rR\aholders\x12\x18\n" +
+	"\awaiters\x18\x03 \x01(\rR\awaiters\x124\n" +
+	"\theld_mode\x18\x04 \x01(\x0e2\x17.lockstream.v1.LockModeR\bheldMode\"L\n" +
+	"\x11CheckTokenRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\rfencing_token\x18\x02 \x01(\x04R\ffencingToken\"(\n" +
+	"\x12CheckTokenResponse\x12\x12\n" +
+	"\x04held\x18\x01 \x01(\bR\x04held\"\x81\x02\n" +
 	"\x0eAcquireRequest\x123\n" +
 	"\x05start\x18\x01 \x01(\v2\x1b.lockstream.v1.AcquireStartH\x00R\x05start\x129\n" +
 	"\arelease\x18\x02 \x01(\v2\x1d.lockstream.v1.AcquireReleaseH\x00R\arelease\x126\n" +
@@ -923,9 +1449,13 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n" +
 	"\x0eLOCK_MODE_READ\x10\x02\x12\x13\n" +
-	"\x0fLOCK_MODE_WRITE\x10\x032[\n" +
+	"\x0fLOCK_MODE_WRITE\x10\x032\xd7\x02\n" +
 	"\vLockService\x12L\n" +
-	"\aAcquire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x010\x01BX\n" +
+	"\aAcquire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x010\x01\x12W\n" +
+	"\fDescribeLock\x12\".lockstream.v1.DescribeLockRequest\x1a#.lockstream.v1.DescribeLockResponse\x12N\n" +
+	"\tListLocks\x12\x1f.lockstream.v1.ListLocksRequest\x1a .lockstream.v1.ListLocksResponse\x12Q\n" +
+	"\n" +
+	"CheckToken\x12 .lockstream.v1.CheckTokenRequest\x1a!.lockstream.v1.CheckTokenResponseBX\n" +
 	"\x10io.lockstream.v1P\x01ZBgithub.com/lockstream/lockstream/gen/go/lockstream/v1;lockstreamv1b\x06proto3"
 
 var (
@@ -941,48 +1471,69 @@ func file_lockstream_v1_lockstream_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstream_v1_lockstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_lockstream_v1_lockstream_proto_goTypes = []any{
-	(LockMode)(0),               // 0: lockstream.v1.LockMode
-	(*AcquireRequest)(nil),      // 1: lockstream.v1.AcquireRequest
-	(*AcquireStart)(nil),        // 2: lockstream.v1.AcquireStart
-	(*AcquireResume)(nil),       // 3: lockstream.v1.AcquireResume
-	(*AcquireHeartbeat)(nil),    // 4: lockstream.v1.AcquireHeartbeat
-	(*AcquireRelease)(nil),      // 5: lockstream.v1.AcquireRelease
-	(*AcquireResponse)(nil),     // 6: lockstream.v1.AcquireResponse
-	(*AcquireQueued)(nil),       // 7: lockstream.v1.AcquireQueued
-	(*AcquireAcquired)(nil),     // 8: lockstream.v1.AcquireAcquired
-	(*AcquireReleased)(nil),     // 9: lockstream.v1.AcquireReleased
-	(*AcquireInDoubt)(nil),      // 10: lockstream.v1.AcquireInDoubt
-	(*AcquireConfirmed)(nil),    // 11: lockstream.v1.AcquireConfirmed
-	(*AcquireResumable)(nil),    // 12: lockstream.v1.AcquireResumable
-	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
+	(LockMode)(0),                 // 0: lockstream.v1.LockMode
+	(*DescribeLockRequest)(nil),   // 1: lockstream.v1.DescribeLockRequest
+	(*DescribeLockResponse)(nil),  // 2: lockstream.v1.DescribeLockResponse
+	(*LockRequestInfo)(nil),       // 3: lockstream.v1.LockRequestInfo
+	(*ListLocksRequest)(nil),      // 4: lockstream.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),     // 5: lockstream.v1.ListLocksResponse
+	(*LockSummary)(nil),           // 6: lockstream.v1.LockSummary
+	(*CheckTokenRequest)(nil),     // 7: lockstream.v1.CheckTokenRequest
+	(*CheckTokenResponse)(nil),    // 8: lockstream.v1.CheckTokenResponse
+	(*AcquireRequest)(nil),        // 9: lockstream.v1.AcquireRequest
+	(*AcquireStart)(nil),          // 10: lockstream.v1.AcquireStart
+	(*AcquireResume)(nil),         // 11: lockstream.v1.AcquireResume
+	(*AcquireHeartbeat)(nil),      // 12: lockstream.v1.AcquireHeartbeat
+	(*AcquireRelease)(nil),        // 13: lockstream.v1.AcquireRelease
+	(*AcquireResponse)(nil),       // 14: lockstream.v1.AcquireResponse
+	(*AcquireQueued)(nil),         // 15: lockstream.v1.AcquireQueued
+	(*AcquireAcquired)(nil),       // 16: lockstream.v1.AcquireAcquired
+	(*AcquireReleased)(nil),       // 17: lockstream.v1.AcquireReleased
+	(*AcquireInDoubt)(nil),        // 18: lockstream.v1.AcquireInDoubt
+	(*AcquireConfirmed)(nil),      // 19: lockstream.v1.AcquireConfirmed
+	(*AcquireResumable)(nil),      // 20: lockstream.v1.AcquireResumable
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
 }
 var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
-	2,  // 0: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
-	5,  // 1: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
-	3,  // 2: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
-	4,  // 3: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	0,  // 4: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
-	13, // 5: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
-	13, // 6: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
-	13, // 7: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
-	13, // 8: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
-	7,  // 9: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	8,  // 10: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	9,  // 11: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
-	10, // 12: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	11, // 13: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	12, // 14: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
-	4,  // 15: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	13, // 16: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
-	1,  // 17: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
-	6,  // 18: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
-	18, // [18:19] is the sub-list for method output_type
-	17, // [17:18] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	3,  // 0: lockstream.v1.DescribeLockResponse.holders:type_name -> lockstream.v1.LockRequestInfo
+	3,  // 1: lockstream.v1.DescribeLockResponse.waiters:type_name -> lockstream.v1.LockRequestInfo
+	0,  // 2: lockstream.v1.LockRequestInfo.mode:type_name -> lockstream.v1.LockMode
+	21, // 3: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
+	6,  // 4: lockstream.v1.ListLocksResponse.locks:type_name -> lockstream.v1.LockSummary
+	0,  // 5: lockstream.v1.LockSummary.held_mode:type_name -> lockstream.v1.LockMode
+	10, // 6: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
+	13, // 7: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
+	11, // 8: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
+	12, // 9: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	0,  // 10: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
+	22, // 11: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
+	22, // 12: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
+	22, // 13: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
+	22, // 14: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	15, // 15: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	16, // 16: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	17, // 17: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
+	18, // 18: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	19, // 19: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	20, // 20: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
+	12, // 21: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	22, // 22: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
+	9,  // 23: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
+	1,  // 24: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
+	4,  // 25: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
+	7,  // 26: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
+	14, // 27: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
+	2,  // 28: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
+	5,  // 29: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
+	8,  // 30: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
+	27, // [27:31] is the sub-list for method output_type
+	23, // [23:27] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_lockstream_v1_lockstream_proto_init() }
@@ -990,13 +1541,13 @@ func file_lockstream_v1_lockstream_proto_init() {
 	if File_lockstream_v1_lockstream_proto != nil {
 		return
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[0].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[8].OneofWrappers = []any{
 		(*AcquireRequest_Start)(nil),
 		(*AcquireRequest_Release)(nil),
 		(*AcquireRequest_Resume)(nil),
 		(*AcquireRequest_Heartbeat)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[5].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[13].OneofWrappers = []any{
 		(*AcquireResponse_Queued)(nil),
 		(*AcquireResponse_Acquired)(nil),
 		(*AcquireResponse_Released)(nil),
@@ -1011,7 +1562,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstream_v1_lockstream_proto_rawDesc), len(file_lockstream_v1_lockstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,7 +21,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LockService_Acquire_FullMethodName = "/lockstream.v1.LockService/Acquire"
+	LockService_Acquire_FullMethodName      = "/lockstream.v1.LockService/Acquire"
+	LockService_DescribeLock_FullMethodName = "/lockstream.v1.LockService/DescribeLock"
+	LockService_ListLocks_FullMethodName    = "/lockstream.v1.LockService/ListLocks"
+	LockService_CheckToken_FullMethodName   = "/lockstream.v1.LockService/CheckToken"
 )
 
 // LockServiceClient is the client API for LockService service.
@@ -85,6 +88,19 @@ type LockServiceClient interface {
 	// trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
 	// connection, after which `resume` can still find the request within its grace.
 	Acquire(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AcquireRequest, AcquireResponse], error)
+	// DescribeLock says who holds a lock and who waits for it, in queue order, as the
+	// coordination back end sees it: requests made through every lockstream instance on it.
+	// A lock nobody holds or waits for is described with no holders and no waiters.
+	// INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is unreachable.
+	DescribeLock(ctx context.Context, in *DescribeLockRequest, opts ...grpc.CallOption) (*DescribeLockResponse, error)
+	// ListLocks lists the locks that have holders or waiters, in name order, a page at a time.
+	// INVALID_ARGUMENT for a bad page size or page token; UNAVAILABLE when the back end is
+	// unreachable.
+	ListLocks(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error)
+	// CheckToken says whether a fencing token is held for a lock right now (Chubby's
+	// CheckSequencer), for resources that validate their callers. A token that was never granted,
+	// or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
+	CheckToken(ctx context.Context, in *CheckTokenRequest, opts ...grpc.CallOption) (*CheckTokenResponse, error)
 }
 
 type lockServiceClient struct {
@@ -107,6 +123,36 @@ func (c *lockServiceClient) Acquire(ctx context.Context, opts ...grpc.CallOption
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_AcquireClient = grpc.BidiStreamingClient[AcquireRequest, AcquireResponse]
+
+func (c *lockServiceClient) DescribeLock(ctx context.Context, in *DescribeLockRequest, opts ...grpc.CallOption) (*DescribeLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeLockResponse)
+	err := c.cc.Invoke(ctx, LockService_DescribeLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) ListLocks(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLocksResponse)
+	err := c.cc.Invoke(ctx, LockService_ListLocks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) CheckToken(ctx context.Context, in *CheckTokenRequest, opts ...grpc.CallOption) (*CheckTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckTokenResponse)
+	err := c.cc.Invoke(ctx, LockService_CheckToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // LockServiceServer is the server API for LockService service.
 // All implementations must embed UnimplementedLockServiceServer
@@ -169,6 +215,19 @@ type LockServiceServer interface {
 	// trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
 	// connection, after which `resume` can still find the request within its grace.
 	Acquire(grpc.BidiStreamingServer[AcquireRequest, AcquireResponse]) error
+	// DescribeLock says who holds a lock and who waits for it, in queue order, as the
+	// coordination back end sees it: requests made through every lockstream instance on it.
+	// A lock nobody holds or waits for is described with no holders and no waiters.
+	// INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is unreachable.
+	DescribeLock(context.Context, *DescribeLockRequest) (*DescribeLockResponse, error)
+	// ListLocks lists the locks that have holders or waiters, in name order, a page at a time.
+	// INVALID_ARGUMENT for a bad page size or page token; UNAVAILABLE when the back end is
+	// unreachable.
+	ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error)
+	// CheckToken says whether a fencing token is held for a lock right now (Chubby's
+	// CheckSequencer), for resources that validate their callers. A token that was never granted,
+	// or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
+	CheckToken(context.Context, *CheckTokenRequest) (*CheckTokenResponse, error)
 	mustEmbedUnimplementedLockServiceServer()
 }
 
@@ -181,6 +240,15 @@ type UnimplementedLockServiceServer struct{}
 
 func (UnimplementedLockServiceServer) Acquire(grpc.BidiStreamingServer[AcquireRequest, AcquireResponse]) error {
 	return status.Error(codes.Unimplemented, "method Acquire not implemented")
+}
+func (UnimplementedLockServiceServer) DescribeLock(context.Context, *DescribeLockRequest) (*DescribeLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeLock not implemented")
+}
+func (UnimplementedLockServiceServer) ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLocks not implemented")
+}
+func (UnimplementedLockServiceServer) CheckToken(context.Context, *CheckTokenRequest) (*CheckTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckToken not implemented")
 }
 func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
 func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
@@ -210,13 +278,80 @@ func _LockService_Acquire_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_AcquireServer = grpc.BidiStreamingServer[AcquireRequest, AcquireResponse]
 
+func _LockService_DescribeLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).DescribeLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_DescribeLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).DescribeLock(ctx, req.(*DescribeLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_ListLocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).ListLocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_ListLocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).ListLocks(ctx, req.(*ListLocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_CheckToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).CheckToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_CheckToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).CheckToken(ctx, req.(*CheckTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var LockService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "lockstream.v1.LockService",
 	HandlerType: (*LockServiceServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "DescribeLock",
+			Handler:    _LockService_DescribeLock_Handler,
+		},
+		{
+			MethodName: "ListLocks",
+			Handler:    _LockService_ListLocks_Handler,
+		},
+		{
+			MethodName: "CheckToken",
+			Handler:    _LockService_CheckToken_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Acquire",

@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\"\xde\x01\n\x0e\x41\x63quireRequest\x12,\n\x05start\x18\x01 \x01(\x0b\x32\x1b.lockstream.v1.AcquireStartH\x00\x12\x30\n\x07release\x18\x02 \x01(\x0b\x32\x1d.lockstream.v1.AcquireReleaseH\x00\x12.\n\x06resume\x18\x03 \x01(\x0b\x32\x1c.lockstream.v1.AcquireResumeH\x00\x12\x34\n\theartbeat\x18\x04 \x01(\x0b\x32\x1f.lockstream.v1.AcquireHeartbeatH\x00\x42\x06\n\x04kind\"\xeb\x01\n\x0c\x41\x63quireStart\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.lockstream.v1.LockMode\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\x12/\n\x0cresume_grace\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12heartbeat_interval\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\\\n\rAcquireResume\x12\x14\n\x0cresume_token\x18\x01 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x12\n\x10\x41\x63quireHeartbeat\"\x10\n\x0e\x41\x63quireRelease\"\x86\x03\n\x0f\x41\x63quireResponse\x12.\n\x06queued\x18\x01 \x01(\x0b\x32\x1c.lockstream.v1.AcquireQueuedH\x00\x12\x32\n\x08\x61\x63quired\x18\x02 \x01(\x0b\x32\x1e.lockstream.v1.AcquireAcquiredH\x00\x12\x32\n\x08released\x18\x03 \x01(\x0b\x32\x1e.lockstream.v1.AcquireReleasedH\x00\x12\x31\n\x08in_doubt\x18\x04 \x01(\x0b\x32\x1d.lockstream.v1.AcquireInDoubtH\x00\x12\x34\n\tconfirmed\x18\x05 \x01(\x0b\x32\x1f.lockstream.v1.AcquireConfirmedH\x00\x12\x34\n\tresumable\x18\x06 \x01(\x0b\x32\x1f.lockstream.v1.AcquireResumableH\x00\x12\x34\n\theartbeat\x18\x07 \x01(\x0b\x32\x1f.lockstream.v1.AcquireHeartbeatH\x00\x42\x06\n\x04kind\"\x1e\n\rAcquireQueued\x12\r\n\x05\x61head\x18\x01 \x01(\r\"(\n\x0f\x41\x63quireAcquired\x12\x15\n\rfencing_token\x18\x01 \x01(\x04\"\x11\n\x0f\x41\x63quireReleased\"\x10\n\x0e\x41\x63quireInDoubt\"\x12\n\x10\x41\x63quireConfirmed\"Y\n\x10\x41\x63quireResumable\x12\x14\n\x0cresume_token\x18\x01 \x01(\t\x12/\n\x0cresume_grace\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration*c\n\x08LockMode\x12\x19\n\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n\x0eLOCK_MODE_READ\x10\x02\x12\x13\n\x0fLOCK_MODE_WRITE\x10\x03\x32[\n\x0bLockService\x12L\n\x07\x41\x63quire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x01\x30\x01\x42X\n\x10io.lockstream.v1P\x01ZBgithub.com/lockstream/lockstream/gen/go/lockstream/v1;lockstreamv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"#\n\x13\x44\x65scribeLockRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x86\x01\n\x14\x44\x65scribeLockResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\x07holders\x18\x02 \x03(\x0b\x32\x1e.lockstream.v1.LockRequestInfo\x12/\n\x07waiters\x18\x03 \x03(\x0b\x32\x1e.lockstream.v1.LockRequestInfo\"\xb0\x01\n\x0fLockRequestInfo\x12%\n\x04mode\x18\x01 \x01(\x0e\x32\x17.lockstream.v1.LockMode\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x15\n\rfencing_token\x18\x03 \x01(\x04\x12\x30\n\x0crequested_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08instance\x18\x05 \x01(\t\x12\x0c\n\x04peer\x18\x06 \x01(\t\"I\n\x10ListLocksRequest\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\"W\n\x11ListLocksResponse\x12)\n\x05locks\x18\x01 \x03(\x0b\x32\x1a.lockstream.v1.LockSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"i\n\x0bLockSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07holders\x18\x02 \x01(\r\x12\x0f\n\x07waiters\x18\x03 \x01(\r\x12*\n\theld_mode\x18\x04 \x01(\x0e\x32\x17.lockstream.v1.LockMode\"8\n\x11\x43heckTokenRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rfencing_token\x18\x02 \x01(\x04\"\"\n\x12\x43heckTokenResponse\x12\x0c\n\x04held\x18\x01 \x01(\x08\"\xde\x01\n\x0e\x41\x63quireRequest\x12,\n\x05start\x18\x01 \x01(\x0b\x32\x1b.lockstream.v1.AcquireStartH\x00\x12\x30\n\x07release\x18\x02 \x01(\x0b\x32\x1d.lockstream.v1.AcquireReleaseH\x00\x12.\n\x06resume\x18\x03 \x01(\x0b\x32\x1c.lockstream.v1.AcquireResumeH\x00\x12\x34\n\theartbeat\x18\x04 \x01(\x0b\x32\x1f.lockstream.v1.AcquireHeartbeatH\x00\x42\x06\n\x04kind\"\xeb\x01\n\x0c\x41\x63quireStart\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.lockstream.v1.LockMode\x12/\n\x0cwait_timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05owner\x18\x04 \x01(\t\x12/\n\x0cresume_grace\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x35\n\x12heartbeat_interval\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\\\n\rAcquireResume\x12\x14\n\x0cresume_token\x18\x01 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x12\n\x10\x41\x63quireHeartbeat\"\x10\n\x0e\x41\x63quireRelease\"\x86\x03\n\x0f\x41\x63quireResponse\x12.\n\x06queued\x18\x01 \x01(\x0b\x32\x1c.lockstream.v1.AcquireQueuedH\x00\x12\x32\n\x08\x61\x63quired\x18\x02 \x01(\x0b\x32\x1e.lockstream.v1.AcquireAcquiredH\x00\x12\x32\n\x08released\x18\x03 \x01(\x0b\x32\x1e.lockstream.v1.AcquireReleasedH\x00\x12\x31\n\x08in_doubt\x18\x04 \x01(\x0b\x32\x1d.lockstream.v1.AcquireInDoubtH\x00\x12\x34\n\tconfirmed\x18\x05 \x01(\x0b\x32\x1f.lockstream.v1.AcquireConfirmedH\x00\x12\x34\n\tresumable\x18\x06 \x01(\x0b\x32\x1f.lockstream.v1.AcquireResumableH\x00\x12\x34\n\theartbeat\x18\x07 \x01(\x0b\x32\x1f.lockstream.v1.AcquireHeartbeatH\x00\x42\x06\n\x04kind\"\x1e\n\rAcquireQueued\x12\r\n\x05\x61head\x18\x01 \x01(\r\"(\n\x0f\x41\x63quireAcquired\x12\x15\n\rfencing_token\x18\x01 \x01(\x04\"\x11\n\x0f\x41\x63quireReleased\"\x10\n\x0e\x41\x63quireInDoubt\"\x12\n\x10\x41\x63quireConfirmed\"Y\n\x10\x41\x63quireResumable\x12\x14\n\x0cresume_token\x18\x01 \x01(\t\x12/\n\x0cresume_grace\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration*c\n\x08LockMode\x12\x19\n\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n\x0eLOCK_MODE_READ\x10\x02\x12\x13\n\x0fLOCK_MODE_WRITE\x10\x03\x32\xd7\x02\n\x0bLockService\x12L\n\x07\x41\x63quire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x01\x30\x01\x12W\n\x0c\x44\x65scribeLock\x12\".lockstream.v1.DescribeLockRequest\x1a#.lockstream.v1.DescribeLockResponse\x12N\n\tListLocks\x12\x1f.lockstream.v1.ListLocksRequest\x1a .lockstream.v1.ListLocksResponse\x12Q\n\nCheckToken\x12 .lockstream.v1.CheckTokenRequest\x1a!.lockstream.v1.CheckTokenResponseBX\n\x10io.lockstream.v1P\x01ZBgithub.com/lockstream/lockstream/gen/go/lockstream/v1;lockstreamv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,32 +34,48 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'lockstream.v1.lockstream_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\020io.lockstream.v1P\001ZBgithub.com/lockstream/lockstream/gen/go/lockstream/v1;lockstreamv1'
-  _globals['_LOCKMODE']._serialized_start=1291
-  _globals['_LOCKMODE']._serialized_end=1390
-  _globals['_ACQUIREREQUEST']._serialized_start=82
-  _globals['_ACQUIREREQUEST']._serialized_end=304
-  _globals['_ACQUIRESTART']._serialized_start=307
-  _globals['_ACQUIRESTART']._serialized_end=542
-  _globals['_ACQUIRERESUME']._serialized_start=544
-  _globals['_ACQUIRERESUME']._serialized_end=636
-  _globals['_ACQUIREHEARTBEAT']._serialized_start=638
-  _globals['_ACQUIREHEARTBEAT']._serialized_end=656
-  _globals['_ACQUIRERELEASE']._serialized_start=658
-  _globals['_ACQUIRERELEASE']._serialized_end=674
-  _globals['_ACQUIRERESPONSE']._serialized_start=677
-  _globals['_ACQUIRERESPONSE']._serialized_end=1067
-  _globals['_ACQUIREQUEUED']._serialized_start=1069
-  _globals['_ACQUIREQUEUED']._serialized_end=1099
-  _globals['_ACQUIREACQUIRED']._serialized_start=1101
-  _globals['_ACQUIREACQUIRED']._serialized_end=1141
-  _globals['_ACQUIRERELEASED']._serialized_start=1143
-  _globals['_ACQUIRERELEASED']._serialized_end=1160
-  _globals['_ACQUIREINDOUBT']._serialized_start=1162
-  _globals['_ACQUIREINDOUBT']._serialized_end=1178
-  _globals['_ACQUIRECONFIRMED']._serialized_start=1180
-  _globals['_ACQUIRECONFIRMED']._serialized_end=1198
-  _globals['_ACQUIRERESUMABLE']._serialized_start=1200
-  _globals['_ACQUIRERESUMABLE']._serialized_end=1289
-  _globals['_LOCKSERVICE']._serialized_start=1392
-  _globals['_LOCKSERVICE']._serialized_end=1483
+  _globals['_LOCKMODE']._serialized_start=2042
+  _globals['_LOCKMODE']._serialized_end=2141
+  _globals['_DESCRIBELOCKREQUEST']._serialized_start=114
+  _globals['_DESCRIBELOCKREQUEST']._serialized_end=149
+  _globals['_DESCRIBELOCKRESPONSE']._serialized_start=152
+  _globals['_DESCRIBELOCKRESPONSE']._serialized_end=286
+  _globals['_LOCKREQUESTINFO']._serialized_start=289
+  _globals['_LOCKREQUESTINFO']._serialized_end=465
+  _globals['_LISTLOCKSREQUEST']._serialized_start=467
+  _globals['_LISTLOCKSREQUEST']._serialized_end=540
+  _globals['_LISTLOCKSRESPONSE']._serialized_start=542
+  _globals['_LISTLOCKSRESPONSE']._serialized_end=629
+  _globals['_LOCKSUMMARY']._serialized_start=631
+  _globals['_LOCKSUMMARY']._serialized_end=736
+  _globals['_CHECKTOKENREQUEST']._serialized_start=738
+  _globals['_CHECKTOKENREQUEST']._serialized_end=794
+  _globals['_CHECKTOKENRESPONSE']._serialized_start=796
+  _globals['_CHECKTOKENRESPONSE']._serialized_end=830
+  _globals['_ACQUIREREQUEST']._serialized_start=833
+  _globals['_ACQUIREREQUEST']._serialized_end=1055
+  _globals['_ACQUIRESTART']._serialized_start=1058
+  _globals['_ACQUIRESTART']._serialized_end=1293
+  _globals['_ACQUIRERESUME']._serialized_start=1295
+  _globals['_ACQUIRERESUME']._serialized_end=1387
+  _globals['_ACQUIREHEARTBEAT']._serialized_start=1389
+  _globals['_ACQUIREHEARTBEAT']._serialized_end=1407
+  _globals['_ACQUIRERELEASE']._serialized_start=1409
+  _globals['_ACQUIRERELEASE']._serialized_end=1425
+  _globals['_ACQUIRERESPONSE']._serialized_start=1428
+  _globals['_ACQUIRERESPONSE']._serialized_end=1818
+  _globals['_ACQUIREQUEUED']._serialized_start=1820
+  _globals['_ACQUIREQUEUED']._serialized_end=1850
+  _globals['_ACQUIREACQUIRED']._serialized_start=1852
+  _globals['_ACQUIREACQUIRED']._serialized_end=1892
+  _globals['_ACQUIRERELEASED']._serialized_start=1894
+  _globals['_ACQUIRERELEASED']._serialized_end=1911
+  _globals['_ACQUIREINDOUBT']._serialized_start=1913
+  _globals['_ACQUIREINDOUBT']._serialized_end=1929
+  _globals['_ACQUIRECONFIRMED']._serialized_start=1931
+  _globals['_ACQUIRECONFIRMED']._serialized_end=1949
+  _globals['_ACQUIRERESUMABLE']._serialized_start=1951
+  _globals['_ACQUIRERESUMABLE']._serialized_end=2040
+  _globals['_LOCKSERVICE']._serialized_start=2144
+  _globals['_LOCKSERVICE']._serialized_end=2487
 # @@protoc_insertion_point(module_scope)

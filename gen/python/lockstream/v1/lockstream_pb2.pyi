@@ -1,10 +1,12 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -19,6 +21,82 @@ LOCK_MODE_UNSPECIFIED: LockMode
 LOCK_MODE_MUTEX: LockMode
 LOCK_MODE_READ: LockMode
 LOCK_MODE_WRITE: LockMode
+
+class DescribeLockRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DescribeLockResponse(_message.Message):
+    __slots__ = ("name", "holders", "waiters")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    WAITERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    holders: _containers.RepeatedCompositeFieldContainer[LockRequestInfo]
+    waiters: _containers.RepeatedCompositeFieldContainer[LockRequestInfo]
+    def __init__(self, name: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockRequestInfo, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockRequestInfo, _Mapping]]] = ...) -> None: ...
+
+class LockRequestInfo(_message.Message):
+    __slots__ = ("mode", "owner", "fencing_token", "requested_at", "instance", "peer")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    mode: LockMode
+    owner: str
+    fencing_token: int
+    requested_at: _timestamp_pb2.Timestamp
+    instance: str
+    peer: str
+    def __init__(self, mode: _Optional[_Union[LockMode, str]] = ..., owner: _Optional[str] = ..., fencing_token: _Optional[int] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., instance: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
+
+class ListLocksRequest(_message.Message):
+    __slots__ = ("prefix", "page_size", "page_token")
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    prefix: str
+    page_size: int
+    page_token: str
+    def __init__(self, prefix: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListLocksResponse(_message.Message):
+    __slots__ = ("locks", "next_page_token")
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    locks: _containers.RepeatedCompositeFieldContainer[LockSummary]
+    next_page_token: str
+    def __init__(self, locks: _Optional[_Iterable[_Union[LockSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class LockSummary(_message.Message):
+    __slots__ = ("name", "holders", "waiters", "held_mode")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    WAITERS_FIELD_NUMBER: _ClassVar[int]
+    HELD_MODE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    holders: int
+    waiters: int
+    held_mode: LockMode
+    def __init__(self, name: _Optional[str] = ..., holders: _Optional[int] = ..., waiters: _Optional[int] = ..., held_mode: _Optional[_Union[LockMode, str]] = ...) -> None: ...
+
+class CheckTokenRequest(_message.Message):
+    __slots__ = ("name", "fencing_token")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    fencing_token: int
+    def __init__(self, name: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class CheckTokenResponse(_message.Message):
+    __slots__ = ("held",)
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    held: bool
+    def __init__(self, held: _Optional[bool] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
     __slots__ = ("start", "release", "resume", "heartbeat")

@@ -42,6 +42,21 @@ class LockServiceStub:
                 request_serializer=lockstream_dot_v1_dot_lockstream__pb2.AcquireRequest.SerializeToString,
                 response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.AcquireResponse.FromString,
                 _registered_method=True)
+        self.DescribeLock = channel.unary_unary(
+                '/lockstream.v1.LockService/DescribeLock',
+                request_serializer=lockstream_dot_v1_dot_lockstream__pb2.DescribeLockRequest.SerializeToString,
+                response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.DescribeLockResponse.FromString,
+                _registered_method=True)
+        self.ListLocks = channel.unary_unary(
+                '/lockstream.v1.LockService/ListLocks',
+                request_serializer=lockstream_dot_v1_dot_lockstream__pb2.ListLocksRequest.SerializeToString,
+                response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.ListLocksResponse.FromString,
+                _registered_method=True)
+        self.CheckToken = channel.unary_unary(
+                '/lockstream.v1.LockService/CheckToken',
+                request_serializer=lockstream_dot_v1_dot_lockstream__pb2.CheckTokenRequest.SerializeToString,
+                response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.CheckTokenResponse.FromString,
+                _registered_method=True)
 
 
 class LockServiceServicer:
@@ -107,6 +122,34 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLock(self, request, context):
+        """DescribeLock says who holds a lock and who waits for it, in queue order, as the
+        coordination back end sees it: requests made through every lockstream instance on it.
+        A lock nobody holds or waits for is described with no holders and no waiters.
+        INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is unreachable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLocks(self, request, context):
+        """ListLocks lists the locks that have holders or waiters, in name order, a page at a time.
+        INVALID_ARGUMENT for a bad page size or page token; UNAVAILABLE when the back end is
+        unreachable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckToken(self, request, context):
+        """CheckToken says whether a fencing token is held for a lock right now (Chubby's
+        CheckSequencer), for resources that validate their callers. A token that was never granted,
+        or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LockServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -114,6 +157,21 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.Acquire,
                     request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.AcquireRequest.FromString,
                     response_serializer=lockstream_dot_v1_dot_lockstream__pb2.AcquireResponse.SerializeToString,
+            ),
+            'DescribeLock': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLock,
+                    request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.DescribeLockRequest.FromString,
+                    response_serializer=lockstream_dot_v1_dot_lockstream__pb2.DescribeLockResponse.SerializeToString,
+            ),
+            'ListLocks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLocks,
+                    request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.ListLocksRequest.FromString,
+                    response_serializer=lockstream_dot_v1_dot_lockstream__pb2.ListLocksResponse.SerializeToString,
+            ),
+            'CheckToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckToken,
+                    request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.CheckTokenRequest.FromString,
+                    response_serializer=lockstream_dot_v1_dot_lockstream__pb2.CheckTokenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -146,6 +204,87 @@ class LockService:
             '/lockstream.v1.LockService/Acquire',
             lockstream_dot_v1_dot_lockstream__pb2.AcquireRequest.SerializeToString,
             lockstream_dot_v1_dot_lockstream__pb2.AcquireResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLock(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lockstream.v1.LockService/DescribeLock',
+            lockstream_dot_v1_dot_lockstream__pb2.DescribeLockRequest.SerializeToString,
+            lockstream_dot_v1_dot_lockstream__pb2.DescribeLockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLocks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lockstream.v1.LockService/ListLocks',
+            lockstream_dot_v1_dot_lockstream__pb2.ListLocksRequest.SerializeToString,
+            lockstream_dot_v1_dot_lockstream__pb2.ListLocksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lockstream.v1.LockService/CheckToken',
+            lockstream_dot_v1_dot_lockstream__pb2.CheckTokenRequest.SerializeToString,
+            lockstream_dot_v1_dot_lockstream__pb2.CheckTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,

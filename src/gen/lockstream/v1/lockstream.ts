@@ -12,12 +12,16 @@ import {
   Client,
   type ClientDuplexStream,
   type ClientOptions,
+  type ClientUnaryCall,
   type handleBidiStreamingCall,
+  type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
+  type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { Duration } from "../../google/protobuf/duration.js";
+import { Timestamp } from "../../google/protobuf/timestamp.js";
 
 export const protobufPackage = "lockstream.v1";
 
@@ -77,6 +81,84 @@ export function lockModeToJSON(object: LockMode): string {
     default:
       return "UNRECOGNIZED";
   }
+}
+
+/** DescribeLockRequest names the lock to describe. */
+export interface DescribeLockRequest {
+  /** The lock's name, as in AcquireStart. */
+  name: string;
+}
+
+/** DescribeLockResponse is a lock's state. */
+export interface DescribeLockResponse {
+  /** The lock's name. */
+  name: string;
+  /** The requests holding the lock: one for MUTEX and WRITE, any number of READ. */
+  holders: LockRequestInfo[];
+  /** The requests waiting for it, first in line first. */
+  waiters: LockRequestInfo[];
+}
+
+/** LockRequestInfo is one request in a lock's queue, holding or waiting. */
+export interface LockRequestInfo {
+  /** How the request wants the lock. */
+  mode: LockMode;
+  /** Who asked (AcquireStart.owner), possibly empty. */
+  owner: string;
+  /** The fencing token the request holds, or will hold once granted. */
+  fencingToken: bigint;
+  /** When the request was made (it queued then; an uncontended request was granted then too). */
+  requestedAt:
+    | Date
+    | undefined;
+  /** The lockstream instance that serves the request. */
+  instance: string;
+  /** The client's address as that instance saw it. */
+  peer: string;
+}
+
+/** ListLocksRequest asks for a page of locks. */
+export interface ListLocksRequest {
+  /** Only locks whose names start with this prefix; empty: all. */
+  prefix: string;
+  /** At most this many locks per page, 1 to 1000; 0: 100. */
+  pageSize: number;
+  /** From a previous response's `next_page_token`; empty for the first page. */
+  pageToken: string;
+}
+
+/** ListLocksResponse is a page of locks. */
+export interface ListLocksResponse {
+  /** Locks with holders or waiters, in name order. */
+  locks: LockSummary[];
+  /** Pass it to get the next page; empty on the last page. */
+  nextPageToken: string;
+}
+
+/** LockSummary counts a lock's holders and waiters. */
+export interface LockSummary {
+  /** The lock's name. */
+  name: string;
+  /** How many requests hold the lock. */
+  holders: number;
+  /** How many requests wait for it. */
+  waiters: number;
+  /** The holders' mode (LOCK_MODE_UNSPECIFIED when nobody holds the lock). */
+  heldMode: LockMode;
+}
+
+/** CheckTokenRequest asks about one fencing token. */
+export interface CheckTokenRequest {
+  /** The lock's name. */
+  name: string;
+  /** The token to check. */
+  fencingToken: bigint;
+}
+
+/** CheckTokenResponse answers CheckTokenRequest. */
+export interface CheckTokenResponse {
+  /** Whether a request holding `name` has this token right now. */
+  held: boolean;
 }
 
 /** AcquireRequest is a message from the client on an Acquire stream. */
@@ -244,6 +326,820 @@ export interface AcquireResumable {
    */
   resumeGrace: Duration | undefined;
 }
+
+function createBaseDescribeLockRequest(): DescribeLockRequest {
+  return { name: "" };
+}
+
+export const DescribeLockRequest: MessageFns<DescribeLockRequest> = {
+  encode(message: DescribeLockRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DescribeLockRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDescribeLockRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DescribeLockRequest {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: DescribeLockRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<DescribeLockRequest>): DescribeLockRequest {
+    return DescribeLockRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<DescribeLockRequest>): DescribeLockRequest {
+    const message = createBaseDescribeLockRequest();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseDescribeLockResponse(): DescribeLockResponse {
+  return { name: "", holders: [], waiters: [] };
+}
+
+export const DescribeLockResponse: MessageFns<DescribeLockResponse> = {
+  encode(message: DescribeLockResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    for (const v of message.holders) {
+      LockRequestInfo.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.waiters) {
+      LockRequestInfo.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DescribeLockResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDescribeLockResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.holders.push(LockRequestInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.waiters.push(LockRequestInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DescribeLockResponse {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      holders: globalThis.Array.isArray(object?.holders)
+        ? object.holders.map((e: any) => LockRequestInfo.fromJSON(e))
+        : [],
+      waiters: globalThis.Array.isArray(object?.waiters)
+        ? object.waiters.map((e: any) => LockRequestInfo.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: DescribeLockResponse): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.holders?.length) {
+      obj.holders = message.holders.map((e) => LockRequestInfo.toJSON(e));
+    }
+    if (message.waiters?.length) {
+      obj.waiters = message.waiters.map((e) => LockRequestInfo.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<DescribeLockResponse>): DescribeLockResponse {
+    return DescribeLockResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<DescribeLockResponse>): DescribeLockResponse {
+    const message = createBaseDescribeLockResponse();
+    message.name = object.name ?? "";
+    message.holders = object.holders?.map((e) => LockRequestInfo.fromPartial(e)) || [];
+    message.waiters = object.waiters?.map((e) => LockRequestInfo.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseLockRequestInfo(): LockRequestInfo {
+  return { mode: 0, owner: "", fencingToken: 0n, requestedAt: undefined, instance: "", peer: "" };
+}
+
+export const LockRequestInfo: MessageFns<LockRequestInfo> = {
+  encode(message: LockRequestInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.mode !== 0) {
+      writer.uint32(8).int32(message.mode);
+    }
+    if (message.owner !== "") {
+      writer.uint32(18).string(message.owner);
+    }
+    if (message.fencingToken !== 0n) {
+      if (BigInt.asUintN(64, message.fencingToken) !== message.fencingToken) {
+        throw new globalThis.Error("value provided for field message.fencingToken of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.fencingToken);
+    }
+    if (message.requestedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.requestedAt), writer.uint32(34).fork()).join();
+    }
+    if (message.instance !== "") {
+      writer.uint32(42).string(message.instance);
+    }
+    if (message.peer !== "") {
+      writer.uint32(50).string(message.peer);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LockRequestInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLockRequestInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.mode = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.owner = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.fencingToken = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.requestedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.instance = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.peer = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LockRequestInfo {
+    return {
+      mode: isSet(object.mode) ? lockModeFromJSON(object.mode) : 0,
+      owner: isSet(object.owner) ? globalThis.String(object.owner) : "",
+      fencingToken: isSet(object.fencingToken)
+        ? BigInt(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? BigInt(object.fencing_token)
+        : 0n,
+      requestedAt: isSet(object.requestedAt)
+        ? fromJsonTimestamp(object.requestedAt)
+        : isSet(object.requested_at)
+        ? fromJsonTimestamp(object.requested_at)
+        : undefined,
+      instance: isSet(object.instance) ? globalThis.String(object.instance) : "",
+      peer: isSet(object.peer) ? globalThis.String(object.peer) : "",
+    };
+  },
+
+  toJSON(message: LockRequestInfo): unknown {
+    const obj: any = {};
+    if (message.mode !== 0) {
+      obj.mode = lockModeToJSON(message.mode);
+    }
+    if (message.owner !== "") {
+      obj.owner = message.owner;
+    }
+    if (message.fencingToken !== 0n) {
+      obj.fencingToken = message.fencingToken.toString();
+    }
+    if (message.requestedAt !== undefined) {
+      obj.requestedAt = message.requestedAt.toISOString();
+    }
+    if (message.instance !== "") {
+      obj.instance = message.instance;
+    }
+    if (message.peer !== "") {
+      obj.peer = message.peer;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<LockRequestInfo>): LockRequestInfo {
+    return LockRequestInfo.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<LockRequestInfo>): LockRequestInfo {
+    const message = createBaseLockRequestInfo();
+    message.mode = object.mode ?? 0;
+    message.owner = object.owner ?? "";
+    message.fencingToken = (object.fencingToken !== undefined && object.fencingToken !== null)
+      ? BigInt(object.fencingToken)
+      : 0n;
+    message.requestedAt = object.requestedAt ?? undefined;
+    message.instance = object.instance ?? "";
+    message.peer = object.peer ?? "";
+    return message;
+  },
+};
+
+function createBaseListLocksRequest(): ListLocksRequest {
+  return { prefix: "", pageSize: 0, pageToken: "" };
+}
+
+export const ListLocksRequest: MessageFns<ListLocksRequest> = {
+  encode(message: ListLocksRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.prefix !== "") {
+      writer.uint32(10).string(message.prefix);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).uint32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListLocksRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListLocksRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.prefix = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListLocksRequest {
+    return {
+      prefix: isSet(object.prefix) ? globalThis.String(object.prefix) : "",
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListLocksRequest): unknown {
+    const obj: any = {};
+    if (message.prefix !== "") {
+      obj.prefix = message.prefix;
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListLocksRequest>): ListLocksRequest {
+    return ListLocksRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListLocksRequest>): ListLocksRequest {
+    const message = createBaseListLocksRequest();
+    message.prefix = object.prefix ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListLocksResponse(): ListLocksResponse {
+  return { locks: [], nextPageToken: "" };
+}
+
+export const ListLocksResponse: MessageFns<ListLocksResponse> = {
+  encode(message: ListLocksResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.locks) {
+      LockSummary.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListLocksResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListLocksResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.locks.push(LockSummary.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListLocksResponse {
+    return {
+      locks: globalThis.Array.isArray(object?.locks) ? object.locks.map((e: any) => LockSummary.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: ListLocksResponse): unknown {
+    const obj: any = {};
+    if (message.locks?.length) {
+      obj.locks = message.locks.map((e) => LockSummary.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListLocksResponse>): ListLocksResponse {
+    return ListLocksResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListLocksResponse>): ListLocksResponse {
+    const message = createBaseListLocksResponse();
+    message.locks = object.locks?.map((e) => LockSummary.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseLockSummary(): LockSummary {
+  return { name: "", holders: 0, waiters: 0, heldMode: 0 };
+}
+
+export const LockSummary: MessageFns<LockSummary> = {
+  encode(message: LockSummary, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.holders !== 0) {
+      writer.uint32(16).uint32(message.holders);
+    }
+    if (message.waiters !== 0) {
+      writer.uint32(24).uint32(message.waiters);
+    }
+    if (message.heldMode !== 0) {
+      writer.uint32(32).int32(message.heldMode);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LockSummary {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLockSummary();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.holders = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.waiters = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.heldMode = reader.int32() as any;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LockSummary {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      holders: isSet(object.holders) ? globalThis.Number(object.holders) : 0,
+      waiters: isSet(object.waiters) ? globalThis.Number(object.waiters) : 0,
+      heldMode: isSet(object.heldMode)
+        ? lockModeFromJSON(object.heldMode)
+        : isSet(object.held_mode)
+        ? lockModeFromJSON(object.held_mode)
+        : 0,
+    };
+  },
+
+  toJSON(message: LockSummary): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.holders !== 0) {
+      obj.holders = Math.round(message.holders);
+    }
+    if (message.waiters !== 0) {
+      obj.waiters = Math.round(message.waiters);
+    }
+    if (message.heldMode !== 0) {
+      obj.heldMode = lockModeToJSON(message.heldMode);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<LockSummary>): LockSummary {
+    return LockSummary.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<LockSummary>): LockSummary {
+    const message = createBaseLockSummary();
+    message.name = object.name ?? "";
+    message.holders = object.holders ?? 0;
+    message.waiters = object.waiters ?? 0;
+    message.heldMode = object.heldMode ?? 0;
+    return message;
+  },
+};
+
+function createBaseCheckTokenRequest(): CheckTokenRequest {
+  return { name: "", fencingToken: 0n };
+}
+
+export const CheckTokenRequest: MessageFns<CheckTokenRequest> = {
+  encode(message: CheckTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.fencingToken !== 0n) {
+      if (BigInt.asUintN(64, message.fencingToken) !== message.fencingToken) {
+        throw new globalThis.Error("value provided for field message.fencingToken of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.fencingToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckTokenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fencingToken = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CheckTokenRequest {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      fencingToken: isSet(object.fencingToken)
+        ? BigInt(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? BigInt(object.fencing_token)
+        : 0n,
+    };
+  },
+
+  toJSON(message: CheckTokenRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.fencingToken !== 0n) {
+      obj.fencingToken = message.fencingToken.toString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<CheckTokenRequest>): CheckTokenRequest {
+    return CheckTokenRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CheckTokenRequest>): CheckTokenRequest {
+    const message = createBaseCheckTokenRequest();
+    message.name = object.name ?? "";
+    message.fencingToken = (object.fencingToken !== undefined && object.fencingToken !== null)
+      ? BigInt(object.fencingToken)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseCheckTokenResponse(): CheckTokenResponse {
+  return { held: false };
+}
+
+export const CheckTokenResponse: MessageFns<CheckTokenResponse> = {
+  encode(message: CheckTokenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.held !== false) {
+      writer.uint32(8).bool(message.held);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CheckTokenResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckTokenResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.held = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CheckTokenResponse {
+    return { held: isSet(object.held) ? globalThis.Boolean(object.held) : false };
+  },
+
+  toJSON(message: CheckTokenResponse): unknown {
+    const obj: any = {};
+    if (message.held !== false) {
+      obj.held = message.held;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<CheckTokenResponse>): CheckTokenResponse {
+    return CheckTokenResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CheckTokenResponse>): CheckTokenResponse {
+    const message = createBaseCheckTokenResponse();
+    message.held = object.held ?? false;
+    return message;
+  },
+};
 
 function createBaseAcquireRequest(): AcquireRequest {
   return { kind: undefined };
@@ -1427,6 +2323,50 @@ export const LockServiceService = {
     responseSerialize: (value: AcquireResponse): Buffer => Buffer.from(AcquireResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AcquireResponse => AcquireResponse.decode(value),
   },
+  /**
+   * DescribeLock says who holds a lock and who waits for it, in queue order, as the
+   * coordination back end sees it: requests made through every lockstream instance on it.
+   * A lock nobody holds or waits for is described with no holders and no waiters.
+   * INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is unreachable.
+   */
+  describeLock: {
+    path: "/lockstream.v1.LockService/DescribeLock" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DescribeLockRequest): Buffer => Buffer.from(DescribeLockRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DescribeLockRequest => DescribeLockRequest.decode(value),
+    responseSerialize: (value: DescribeLockResponse): Buffer =>
+      Buffer.from(DescribeLockResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DescribeLockResponse => DescribeLockResponse.decode(value),
+  },
+  /**
+   * ListLocks lists the locks that have holders or waiters, in name order, a page at a time.
+   * INVALID_ARGUMENT for a bad page size or page token; UNAVAILABLE when the back end is
+   * unreachable.
+   */
+  listLocks: {
+    path: "/lockstream.v1.LockService/ListLocks" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListLocksRequest): Buffer => Buffer.from(ListLocksRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListLocksRequest => ListLocksRequest.decode(value),
+    responseSerialize: (value: ListLocksResponse): Buffer => Buffer.from(ListLocksResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListLocksResponse => ListLocksResponse.decode(value),
+  },
+  /**
+   * CheckToken says whether a fencing token is held for a lock right now (Chubby's
+   * CheckSequencer), for resources that validate their callers. A token that was never granted,
+   * or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
+   */
+  checkToken: {
+    path: "/lockstream.v1.LockService/CheckToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CheckTokenRequest): Buffer => Buffer.from(CheckTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CheckTokenRequest => CheckTokenRequest.decode(value),
+    responseSerialize: (value: CheckTokenResponse): Buffer => Buffer.from(CheckTokenResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CheckTokenResponse => CheckTokenResponse.decode(value),
+  },
 } as const;
 
 export interface LockServiceServer extends UntypedServiceImplementation {
@@ -1484,6 +2424,25 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    * connection, after which `resume` can still find the request within its grace.
    */
   acquire: handleBidiStreamingCall<AcquireRequest, AcquireResponse>;
+  /**
+   * DescribeLock says who holds a lock and who waits for it, in queue order, as the
+   * coordination back end sees it: requests made through every lockstream instance on it.
+   * A lock nobody holds or waits for is described with no holders and no waiters.
+   * INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is unreachable.
+   */
+  describeLock: handleUnaryCall<DescribeLockRequest, DescribeLockResponse>;
+  /**
+   * ListLocks lists the locks that have holders or waiters, in name order, a page at a time.
+   * INVALID_ARGUMENT for a bad page size or page token; UNAVAILABLE when the back end is
+   * unreachable.
+   */
+  listLocks: handleUnaryCall<ListLocksRequest, ListLocksResponse>;
+  /**
+   * CheckToken says whether a fencing token is held for a lock right now (Chubby's
+   * CheckSequencer), for resources that validate their callers. A token that was never granted,
+   * or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
+   */
+  checkToken: handleUnaryCall<CheckTokenRequest, CheckTokenResponse>;
 }
 
 export interface LockServiceClient extends Client {
@@ -1543,6 +2502,67 @@ export interface LockServiceClient extends Client {
   acquire(): ClientDuplexStream<AcquireRequest, AcquireResponse>;
   acquire(options: Partial<CallOptions>): ClientDuplexStream<AcquireRequest, AcquireResponse>;
   acquire(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<AcquireRequest, AcquireResponse>;
+  /**
+   * DescribeLock says who holds a lock and who waits for it, in queue order, as the
+   * coordination back end sees it: requests made through every lockstream instance on it.
+   * A lock nobody holds or waits for is described with no holders and no waiters.
+   * INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is unreachable.
+   */
+  describeLock(
+    request: DescribeLockRequest,
+    callback: (error: ServiceError | null, response: DescribeLockResponse) => void,
+  ): ClientUnaryCall;
+  describeLock(
+    request: DescribeLockRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DescribeLockResponse) => void,
+  ): ClientUnaryCall;
+  describeLock(
+    request: DescribeLockRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DescribeLockResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListLocks lists the locks that have holders or waiters, in name order, a page at a time.
+   * INVALID_ARGUMENT for a bad page size or page token; UNAVAILABLE when the back end is
+   * unreachable.
+   */
+  listLocks(
+    request: ListLocksRequest,
+    callback: (error: ServiceError | null, response: ListLocksResponse) => void,
+  ): ClientUnaryCall;
+  listLocks(
+    request: ListLocksRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListLocksResponse) => void,
+  ): ClientUnaryCall;
+  listLocks(
+    request: ListLocksRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListLocksResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CheckToken says whether a fencing token is held for a lock right now (Chubby's
+   * CheckSequencer), for resources that validate their callers. A token that was never granted,
+   * or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
+   */
+  checkToken(
+    request: CheckTokenRequest,
+    callback: (error: ServiceError | null, response: CheckTokenResponse) => void,
+  ): ClientUnaryCall;
+  checkToken(
+    request: CheckTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CheckTokenResponse) => void,
+  ): ClientUnaryCall;
+  checkToken(
+    request: CheckTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CheckTokenResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const LockServiceClient = makeGenericClientConstructor(
@@ -1562,6 +2582,28 @@ export type DeepPartial<T> = T extends bigint ? string | number | bigint
   : T extends { $case: string; value: unknown } ? { $case: T["$case"]; value?: DeepPartial<T["value"]> }
   : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
   : Partial<T>;
+
+function toTimestamp(date: Date): Timestamp {
+  const seconds = BigInt(Math.trunc(date.getTime() / 1_000));
+  const nanos = (date.getTime() % 1_000) * 1_000_000;
+  return { seconds, nanos };
+}
+
+function fromTimestamp(t: Timestamp): Date {
+  let millis = (globalThis.Number(t.seconds.toString()) || 0) * 1_000;
+  millis += (t.nanos || 0) / 1_000_000;
+  return new globalThis.Date(millis);
+}
+
+function fromJsonTimestamp(o: any): Date {
+  if (o instanceof globalThis.Date) {
+    return o;
+  } else if (typeof o === "string") {
+    return new globalThis.Date(o);
+  } else {
+    return fromTimestamp(Timestamp.fromJSON(o));
+  }
+}
 
 function isSet(value: any): boolean {
   return value !== null && value !== undefined;

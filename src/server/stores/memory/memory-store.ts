@@ -6,6 +6,7 @@ import {
   parentPath,
   type CoordinationStore,
   type CreatedNode,
+  type NodeData,
   type StoreSession,
   type StoreStats,
 } from '../store.js';
@@ -88,6 +89,12 @@ export class MemoryStore implements CoordinationStore {
     await this.#roundTrip();
     this.stats.creationIdReads += 1;
     return this.#node(path)?.creationId ?? null;
+  }
+
+  async nodeData(path: string): Promise<NodeData | null> {
+    await this.#roundTrip();
+    const node = this.#node(path);
+    return node ? { creationId: node.creationId, data: node.data } : null;
   }
 
   async waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {

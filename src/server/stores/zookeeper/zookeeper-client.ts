@@ -23,6 +23,7 @@ export interface ZooKeeperHandle extends EventEmitter {
 export interface ZooKeeperNative {
   a_create(path: string, data: Buffer | string, flags: number, cb: StringCallback): number;
   a_exists(path: string, watch: boolean, cb: StatCallback): number;
+  a_get(path: string, watch: boolean, cb: DataCallback): number;
   aw_get(path: string, watcher: WatchCallback, cb: DataCallback): number;
   a_get_children(path: string, watch: boolean, cb: ChildrenCallback): number;
   a_delete_(path: string, version: number, cb: VoidCallback): number;

@@ -6,11 +6,18 @@ import {
   joinPath,
   type CoordinationStore,
   type CreatedNode,
+  type NodeData,
   type StoreSession,
   type StoreStats,
 } from '../store.js';
 import { SessionState } from '../session-state.js';
-import { ZooKeeper, zk, type ZooKeeperHandle, type ZooKeeperNative } from './zookeeper-client.js';
+import {
+  ZooKeeper,
+  zk,
+  type ZooKeeperHandle,
+  type ZooKeeperNative,
+  type ZooKeeperStat,
+} from './zookeeper-client.js';
 
 export interface ZooKeeperStoreOptions {
   /** `host:port[,host:port...]`, optionally followed by a chroot path. */
@@ -169,6 +176,21 @@ export class ZooKeeperStore implements CoordinationStore {
     if (reply.rc === zk.ZNONODE) return null;
     if (reply.rc !== zk.ZOK || reply.value === null) throw unavailable('exists', reply.rc);
     return BigInt(reply.value.czxid);
+  }
+
+  async nodeData(path: string): Promise<NodeData | null> {
+    const reply = await this.#call<{ stat: ZooKeeperStat; data: Buffer | string | null }>(
+      'getData',
+      (native, done) =>
+        native.a_get(path, false, (rc, error, stat, data) => done(rc, error, stat ? { stat, data } : null)),
+    );
+    if (reply.rc === zk.ZNONODE) return null;
+    if (reply.rc !== zk.ZOK || reply.value === null) throw unavailable('getData', reply.rc);
+    const { stat, data } = reply.value;
+    return {
+      creationId: BigInt(stat.czxid),
+      data: typeof data === 'string' ? Buffer.from(data) : (data ?? Buffer.alloc(0)),
+    };
   }
 
   async delete(path: string): Promise<void> {

@@ -1,0 +1,161 @@
+import type { CoordinationStore } from '../stores/store.js';
+import { joinPath } from '../stores/store.js';
+import type { LockEngine } from './lock-engine.js';
+import { LockError } from './lock-error.js';
+import type { LockMode } from './lock-mode.js';
+import { decodeLockName, validateLockName } from './lock-name.js';
+import { holderCount, queueOrder, type QueueEntry } from './queue-position.js';
+
+/** One request in a lock's queue, from its node: what the instance serving it recorded. */
+export interface LockRequestInfo {
+  readonly mode: LockMode;
+  readonly owner: string;
+  readonly fencingToken: bigint;
+  /** Undefined for a node whose data is not lockstream's. */
+  readonly requestedAt: Date | undefined;
+  readonly instance: string;
+  readonly peer: string;
+}
+
+export interface LockDescription {
+  readonly name: string;
+  readonly holders: readonly LockRequestInfo[];
+  readonly waiters: readonly LockRequestInfo[];
+}
+
+export interface LockSummary {
+  readonly name: string;
+  readonly holders: number;
+  readonly waiters: number;
+  /** Undefined when nobody holds the lock. */
+  readonly heldMode: LockMode | undefined;
+}
+
+export interface LockPage {
+  readonly locks: readonly LockSummary[];
+  /** Empty on the last page. */
+  readonly nextPageToken: string;
+}
+
+export const LIST_PAGE_SIZE_DEFAULT = 100;
+export const LIST_PAGE_SIZE_MAX = 1000;
+
+/**
+ * The read side: who holds and waits for what, answered from the store alone, so any instance
+ * sees the requests of every instance on the same back end. Holders are computed the way the
+ * engine grants (the first exclusive request, or the leading readers), from one listing.
+ */
+export class LockInspector {
+  readonly #store: CoordinationStore;
+  readonly #engine: LockEngine;
+
+  constructor(options: { store: CoordinationStore; engine: LockEngine }) {
+    this.#store = options.store;
+    this.#engine = options.engine;
+  }
+
+  async describe(name: string): Promise<LockDescription> {
+    validateLockName(name);
+    const dir = this.#engine.lockPath(name);
+    const queue = queueOrder(await this.#store.children(dir));
+    const held = holderCount(queue);
+    const infos = await Promise.all(queue.map((entry) => this.#info(dir, entry)));
+    // A request that left between the listing and the read is simply not there any more.
+    const present = (info: LockRequestInfo | null): info is LockRequestInfo => info !== null;
+    return {
+      name,
+      holders: infos.slice(0, held).filter(present),
+      waiters: infos.slice(held).filter(present),
+    };
+  }
+
+  /** Whether a request holding `name` has `token` now: reads only the holders' nodes. */
+  async isHeld(name: string, token: bigint): Promise<boolean> {
+    validateLockName(name);
+    const dir = this.#engine.lockPath(name);
+    const queue = queueOrder(await this.#store.children(dir));
+    const holders = queue.slice(0, holderCount(queue));
+    const tokens = await Promise.all(
+      holders.map((entry) => this.#store.creationId(joinPath(dir, entry.nodeName))),
+    );
+    return tokens.includes(token);
+  }
+
+  /** Locks with holders or waiters whose names start with `prefix`, in name order, a page at a time. */
+  async list(options: { prefix: string; pageSize: number; pageToken: string }): Promise<LockPage> {
+    const pageSize = options.pageSize === 0 ? LIST_PAGE_SIZE_DEFAULT : options.pageSize;
+    if (!Number.isInteger(pageSize) || pageSize < 0 || pageSize > LIST_PAGE_SIZE_MAX) {
+      throw new LockError(
+        'INVALID_ARGUMENT',
+        `page_size ${options.pageSize} is out of range: 0 to ${LIST_PAGE_SIZE_MAX}`,
+      );
+    }
+    const after = decodePageToken(options.pageToken);
+    const names = (await this.#store.children(this.#engine.locksPath))
+      .map(decodedName)
+      .filter(
+        (name): name is string =>
+          name !== undefined && name.startsWith(options.prefix) && (after === undefined || name > after),
+      )
+      .sort();
+    const locks: LockSummary[] = [];
+    let last: string | undefined;
+    for (const name of names) {
+      if (locks.length === pageSize) return { locks, nextPageToken: encodePageToken(last ?? name) };
+      last = name;
+      const queue = queueOrder(await this.#store.children(this.#engine.lockPath(name)));
+      // An empty parent waits for ZooKeeper to remove it: nobody holds or waits for that lock.
+      if (queue.length === 0) continue;
+      const held = holderCount(queue);
+      locks.push({ name, holders: held, waiters: queue.length - held, heldMode: queue[0]?.mode });
+    }
+    return { locks, nextPageToken: '' };
+  }
+
+  async #info(dir: string, entry: QueueEntry): Promise<LockRequestInfo | null> {
+    const node = await this.#store.nodeData(joinPath(dir, entry.nodeName));
+    if (!node) return null;
+    const recorded = parseNodeData(node.data);
+    return { mode: entry.mode, fencingToken: node.creationId, ...recorded };
+  }
+}
+
+/** What the engine records in a request's node (see LockEngine.acquire); tolerant of foreign data. */
+function parseNodeData(data: Uint8Array): Omit<LockRequestInfo, 'mode' | 'fencingToken'> {
+  let parsed: Record<string, unknown> = {};
+  try {
+    const value: unknown = JSON.parse(Buffer.from(data).toString('utf8'));
+    if (typeof value === 'object' && value !== null) parsed = value as Record<string, unknown>;
+  } catch {
+    // Not lockstream's: described with what the node name says.
+  }
+  const text = (key: string): string => (typeof parsed[key] === 'string' ? parsed[key] : '');
+  const since = new Date(text('since'));
+  return {
+    owner: text('owner'),
+    peer: text('peer'),
+    instance: text('server'),
+    requestedAt: Number.isNaN(since.getTime()) ? undefined : since,
+  };
+}
+
+function decodedName(encoded: string): string | undefined {
+  try {
+    return decodeLockName(encoded);
+  } catch {
+    return undefined;
+  }
+}
+
+function encodePageToken(lastName: string): string {
+  return Buffer.from(lastName, 'utf8').toString('base64url');
+}
+
+function decodePageToken(token: string): string | undefined {
+  if (token === '') return undefined;
+  const name = Buffer.from(token, 'base64url').toString('utf8');
+  if (name === '' || encodePageToken(name) !== token) {
+    throw new LockError('INVALID_ARGUMENT', 'page_token is not one this server returned');
+  }
+  return name;
+}
