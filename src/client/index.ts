@@ -12,7 +12,14 @@
  *
  * @packageDocumentation
  */
-export { LockClient, type AcquireOptions, type LockClientOptions } from './lock-client.js';
-export type { Lock, LockMode } from './lock-stream.js';
+export {
+  LockClient,
+  type AcquireOptions,
+  type LockClientOptions,
+  type LockDescription,
+  type LockPage,
+  type LockRequestInfo,
+} from './lock-client.js';
+export type { Lock, LockMode, RevokeRequest } from './lock-stream.js';
 export { LockClientError, LockLostError, LockTimeoutError } from './errors.js';
 export { status as Status } from '@grpc/grpc-js';

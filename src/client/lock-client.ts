@@ -4,10 +4,26 @@ import {
   status as Status,
   type ChannelCredentials,
   type ChannelOptions,
+  type ServiceError,
 } from '@grpc/grpc-js';
-import { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
+import {
+  LockMode as WireLockMode,
+  LockServiceClient,
+  type CheckTokenResponse,
+  type DescribeLockResponse,
+  type ListLocksResponse,
+  type LockRequestInfo as WireLockRequestInfo,
+  type RevokeLockResponse,
+} from '../gen/lockstream/v1/lockstream.js';
 import { LockClientError, LockTimeoutError } from './errors.js';
-import { LockStream, type Lock, type LockMode, type LockRequest } from './lock-stream.js';
+import {
+  LockStream,
+  toDuration,
+  type Lock,
+  type LockMode,
+  type LockRequest,
+  type RevokeRequest,
+} from './lock-stream.js';
 
 /** How to reach a lockstream server. Every field is optional. */
 export interface LockClientOptions {
@@ -65,6 +81,8 @@ export interface AcquireOptions {
   readonly onInDoubt?: () => void;
   /** Called when a lock that was in doubt is confirmed held again. */
   readonly onConfirmed?: () => void;
+  /** Called when someone asks for the held lock back (see `Lock.revokeRequested`). */
+  readonly onRevokeRequested?: (request: RevokeRequest) => void;
 }
 
 /** How long past `waitTimeout` the client waits for the server's own verdict before giving up. */
@@ -179,6 +197,54 @@ export class LockClient implements Disposable {
     return result;
   }
 
+  /** Who holds `name` and who waits for it, in queue order (across every server on the back end). */
+  async describe(name: string): Promise<LockDescription> {
+    const response = await this.#unary<DescribeLockResponse>(name, (done) =>
+      this.#grpc.describeLock({ name }, done),
+    );
+    return {
+      name: response.name,
+      holders: response.holders.map(fromWireInfo),
+      waiters: response.waiters.map(fromWireInfo),
+    };
+  }
+
+  /** A page of the locks that have holders or waiters, by name prefix. */
+  async list(options: { prefix?: string; pageSize?: number; pageToken?: string } = {}): Promise<LockPage> {
+    const request = {
+      prefix: options.prefix ?? '',
+      pageSize: options.pageSize ?? 0,
+      pageToken: options.pageToken ?? '',
+    };
+    const response = await this.#unary<ListLocksResponse>(request.prefix, (done) =>
+      this.#grpc.listLocks(request, done),
+    );
+    return {
+      locks: response.locks.map((lock) => ({ ...lock, heldMode: fromWireMode(lock.heldMode) })),
+      nextPageToken: response.nextPageToken,
+    };
+  }
+
+  /** Whether `token` is held for `name` right now: for resources that check their callers. */
+  async checkToken(name: string, token: bigint): Promise<boolean> {
+    const response = await this.#unary<CheckTokenResponse>(name, (done) =>
+      this.#grpc.checkToken({ name, fencingToken: token }, done),
+    );
+    return response.held;
+  }
+
+  /**
+   * Asks every holder of `name` to release it; with `forceAfter` (ms), takes it away from a
+   * holder that has not by then. Resolves with how many holders were asked.
+   */
+  async revoke(name: string, options: { reason?: string; forceAfter?: number } = {}): Promise<number> {
+    const forceAfter = options.forceAfter === undefined ? undefined : toDuration(options.forceAfter);
+    const response = await this.#unary<RevokeLockResponse>(name, (done) =>
+      this.#grpc.revokeLock({ name, reason: options.reason ?? '', forceAfter }, done),
+    );
+    return response.holdersAsked;
+  }
+
   /**
    * Closes the channel. Locks still held over it are released by the server; later calls
    * reject with `LockClientError` (FAILED_PRECONDITION).
@@ -190,6 +256,19 @@ export class LockClient implements Disposable {
 
   [Symbol.dispose](): void {
     this.close();
+  }
+
+  #unary<T>(
+    name: string,
+    call: (done: (error: ServiceError | null, value?: T) => void) => unknown,
+  ): Promise<T> {
+    if (this.#closed) return Promise.reject(closedError(name));
+    return new Promise((resolve, reject) => {
+      call((error, value) => {
+        if (error) reject(new LockClientError(name, error.code, error.details, { cause: error }));
+        else resolve(value as T);
+      });
+    });
   }
 
   async #attempt(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
@@ -262,5 +341,57 @@ function lockRequest(
     onQueued: options.onQueued,
     onInDoubt: options.onInDoubt,
     onConfirmed: options.onConfirmed,
+    onRevokeRequested: options.onRevokeRequested,
+  };
+}
+
+/** One request in a lock's queue, as `describe` reports it. */
+export interface LockRequestInfo {
+  readonly mode: LockMode | undefined;
+  readonly owner: string;
+  /** The request's fencing token (a waiter's, once granted). */
+  readonly token: bigint;
+  readonly requestedAt: Date | undefined;
+  /** The lockstream server that serves it. */
+  readonly instance: string;
+  /** The client's address as that server saw it. */
+  readonly peer: string;
+}
+
+export interface LockDescription {
+  readonly name: string;
+  readonly holders: readonly LockRequestInfo[];
+  readonly waiters: readonly LockRequestInfo[];
+}
+
+export interface LockPage {
+  readonly locks: ReadonlyArray<{
+    readonly name: string;
+    readonly holders: number;
+    readonly waiters: number;
+    readonly heldMode: LockMode | undefined;
+  }>;
+  /** Pass it as `pageToken` for the next page; empty on the last one. */
+  readonly nextPageToken: string;
+}
+
+const MODES_FROM_WIRE = new Map<WireLockMode, LockMode>([
+  [WireLockMode.MUTEX, 'mutex'],
+  [WireLockMode.READ, 'read'],
+  [WireLockMode.WRITE, 'write'],
+]);
+
+function fromWireMode(mode: WireLockMode): LockMode | undefined {
+  return MODES_FROM_WIRE.get(mode);
+}
+
+function fromWireInfo(info: WireLockRequestInfo): LockRequestInfo {
+  return {
+    mode: fromWireMode(info.mode),
+    owner: info.owner,
+    token: info.fencingToken,
+    requestedAt: info.requestedAt,
+    instance: info.instance,
+    peer: info.peer,
   };
 }

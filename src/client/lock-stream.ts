@@ -43,6 +43,11 @@ export interface Lock extends AsyncDisposable {
    */
   whenConfirmed(): Promise<void>;
   /**
+   * Set once someone asked for the lock back (an operator's `lockstream revoke`): finish up and
+   * release it. With `forceAt`, the lock is taken away then (`lost` aborts) if still held.
+   */
+  readonly revokeRequested: RevokeRequest | undefined;
+  /**
    * Releases the lock. Resolves once the server confirms; idempotent (later calls return the
    * same promise). Rejects with `LockLostError` if the lock was lost first: the work done under
    * it may not have been exclusive.
@@ -50,6 +55,13 @@ export interface Lock extends AsyncDisposable {
   release(): Promise<void>;
   /** Releases the lock; a lock that was already lost is not an error here (see `lost`). */
   [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A request to give a held lock back. */
+export interface RevokeRequest {
+  readonly reason: string;
+  /** When the lock is taken away if still held; undefined: the request is cooperative only. */
+  readonly forceAt: Date | undefined;
 }
 
 const WIRE_MODES: Record<LockMode, WireLockMode> = {
@@ -71,6 +83,7 @@ export interface LockRequest {
   readonly onQueued: ((ahead: number) => void) | undefined;
   readonly onInDoubt: (() => void) | undefined;
   readonly onConfirmed: (() => void) | undefined;
+  readonly onRevokeRequested: ((request: RevokeRequest) => void) | undefined;
 }
 
 type Call = ClientDuplexStream<AcquireRequest, AcquireResponse>;
@@ -110,6 +123,7 @@ export class LockStream implements Lock {
   #phase: Phase = { kind: 'waiting' };
   #released: Promise<void> | undefined;
   #inDoubt = false;
+  #revokeRequested: RevokeRequest | undefined;
   readonly #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
   /** From `resumable`: how to take the request over after a break. */
   #resumeToken: string | undefined;
@@ -147,6 +161,10 @@ export class LockStream implements Lock {
 
   get lost(): AbortSignal {
     return this.#lost.signal;
+  }
+
+  get revokeRequested(): RevokeRequest | undefined {
+    return this.#revokeRequested;
   }
 
   get inDoubt(): boolean {
@@ -307,6 +325,11 @@ export class LockStream implements Lock {
       case 'confirmed':
         if (!this.#resuming) this.#confirm();
         return;
+      case 'revokeRequested':
+        if (this.#phase.kind === 'waiting' || this.#revokeRequested) return;
+        this.#revokeRequested = { reason: kind.value.reason, forceAt: kind.value.forceAt };
+        request.onRevokeRequested?.(this.#revokeRequested);
+        return;
       case 'released':
       case 'heartbeat':
       case undefined:
@@ -431,7 +454,7 @@ export class LockStream implements Lock {
 const unexpectedEnd = { code: Status.UNKNOWN, details: 'the server ended the stream without a release' };
 
 /** Milliseconds as a protobuf Duration. */
-function toDuration(ms: number): Duration {
+export function toDuration(ms: number): Duration {
   const seconds = Math.floor(ms / 1000);
   return { seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
 }

@@ -44,6 +44,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   const server = new GrpcServer({
     claims,
     inspector: new LockInspector({ store, engine }),
+    engine,
     logger: logger.child({ component: 'transport' }),
     keepaliveTimeMs: config.keepaliveTimeMs,
     keepaliveTimeoutMs: config.keepaliveTimeoutMs,

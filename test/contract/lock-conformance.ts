@@ -711,6 +711,47 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       });
     });
 
+    it('asks holders to release on RevokeLock, and takes the lock from a holder that ignores a deadline', async () => {
+      const polite = open({ name: 'revoked', owner: 'polite' });
+      const politeToken = await polite.acquired();
+      const stubborn = open({ name: 'revoked', owner: 'stubborn' });
+      await stubborn.queued();
+      expect(await ctx.caller.revoke('revoked', 'maintenance')).toBe(1);
+      await polite.receipt('revokeRequested');
+      expect(polite.messages.at(-1)).toEqual({
+        kind: { $case: 'revokeRequested', value: { reason: 'maintenance', forceAt: undefined } },
+      });
+      // Cooperative: still the holder until it releases.
+      expect(stubborn.isAcquired).toBe(false);
+      expect(await ctx.caller.checkToken('revoked', politeToken)).toBe(true);
+      expect((await polite.release()).code).toBe(status.OK);
+
+      const stubbornToken = await stubborn.acquired();
+      const next = open({ name: 'revoked', owner: 'next' });
+      await next.queued();
+      const askedAt = Date.now();
+      expect(await ctx.caller.revoke('revoked', 'deploy', 0.3)).toBe(1);
+      await stubborn.receipt('revokeRequested');
+      const request = stubborn.messages.at(-1)?.kind;
+      if (request?.$case !== 'revokeRequested') throw new Error('INVARIANT: not a revocation request');
+      expect(request.value.reason).toBe('deploy');
+      expect(request.value.forceAt!.getTime()).toBeGreaterThanOrEqual(askedAt + 300);
+      // It does not release: the lock is taken away, and the next waiter gets it.
+      expect(await stubborn.outcome).toMatchObject({
+        code: status.ABORTED,
+        details: expect.stringMatching(/"revoked" was revoked and not released in time: deploy/),
+      });
+      expect(await next.acquired()).toBeGreaterThan(stubbornToken);
+      expect(await ctx.caller.checkToken('revoked', stubbornToken)).toBe(false);
+      await next.release();
+
+      expect(await ctx.caller.revoke('revoked', 'nobody holds it')).toBe(0);
+      await expect(ctx.caller.revoke('revoked', 'bad\nreason')).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/reason contains a control character/),
+      });
+    });
+
     it('ends held and queued streams with UNAVAILABLE on shutdown', async () => {
       const holder = open({ name: 'bye' });
       await holder.acquired();

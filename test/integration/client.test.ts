@@ -215,6 +215,34 @@ describe('the TypeScript client against a lockstream server', () => {
     await expect(lock.whenConfirmed()).rejects.toBeInstanceOf(LockLostError);
   });
 
+  it('describes, lists, checks tokens and revokes, and the holder hears of the revocation', async () => {
+    const asked = deferred<{ reason: string; forceAt: Date | undefined }>();
+    const lock = await client.acquire('ops/report', { owner: 'reporter', onRevokeRequested: asked.resolve });
+    const waiting = await queue(client, 'ops/report', { mode: 'read', owner: 'reader' });
+    const described = await client.describe('ops/report');
+    expect(described.holders.map((h) => [h.mode, h.owner, h.token])).toEqual([
+      ['mutex', 'reporter', lock.token],
+    ]);
+    expect(described.waiters.map((w) => [w.mode, w.owner])).toEqual([['read', 'reader']]);
+    expect(await client.list({ prefix: 'ops/' })).toEqual({
+      locks: [{ name: 'ops/report', holders: 1, waiters: 1, heldMode: 'mutex' }],
+      nextPageToken: '',
+    });
+    expect(await client.checkToken('ops/report', lock.token)).toBe(true);
+
+    expect(await client.revoke('ops/report', { reason: 'shutting the host down' })).toBe(1);
+    expect(await asked.promise).toEqual({ reason: 'shutting the host down', forceAt: undefined });
+    expect(lock.revokeRequested).toEqual({ reason: 'shutting the host down', forceAt: undefined });
+    await lock.release();
+    const reader = await waiting.lock;
+    expect(await client.checkToken('ops/report', lock.token)).toBe(false);
+    await reader.release();
+    await expect(client.describe('')).rejects.toMatchObject({
+      name: 'LockClientError',
+      code: Status.INVALID_ARGUMENT,
+    });
+  });
+
   it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
     const outcome = client.withLock('lost-work', {}, async (signal) => {
       embeddedStore(server).expireSession();

@@ -168,6 +168,9 @@ describe('lockstream processes sharing one ZooKeeper', () => {
     expect((await b.list({ prefix: 'shared' })).locks).toEqual([
       { name: 'shared', holders: 1, waiters: 2, heldMode: LockMode.MUTEX },
     ]);
+    // A revocation asked on one instance reaches a holder served by the other.
+    expect(await b.revoke('shared', 'handover')).toBe(1);
+    await first.receipt('revokeRequested');
 
     await first.release();
     const secondToken = await second.acquired();

@@ -9,6 +9,7 @@ import {
   type DescribeLockResponse,
   type ListLocksRequest,
   type ListLocksResponse,
+  type RevokeLockResponse,
 } from '../../src/gen/lockstream/v1/lockstream.js';
 
 export { LockMode };
@@ -189,6 +190,20 @@ export class LockCaller {
     return promisify((callback) =>
       this.client.listLocks({ prefix: '', pageSize: 0, pageToken: '', ...request }, callback),
     );
+  }
+
+  async revoke(name: string, reason: string, forceAfterSeconds?: number): Promise<number> {
+    const response = await promisify<RevokeLockResponse>((callback) =>
+      this.client.revokeLock(
+        {
+          name,
+          reason,
+          forceAfter: forceAfterSeconds === undefined ? undefined : seconds(forceAfterSeconds),
+        },
+        callback,
+      ),
+    );
+    return response.holdersAsked;
   }
 
   async checkToken(name: string, fencingToken: bigint): Promise<boolean> {

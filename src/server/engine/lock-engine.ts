@@ -3,10 +3,18 @@ import type { Logger } from 'pino';
 import { linkSignals } from '../../common/abort.js';
 import { WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
 import { baseName, joinPath, type CoordinationStore, type StoreSession } from '../stores/store.js';
-import { isLockError, LockError } from './lock-error.js';
+import { LockError } from './lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
-import { nodePrefix, position, SequenceCache, type Position } from './queue-position.js';
+import {
+  holderCount,
+  nodePrefix,
+  position,
+  queueOrder,
+  SequenceCache,
+  type Position,
+} from './queue-position.js';
+import { HeldLease, parseNodeRecord } from './lease.js';
 
 export interface AcquireRequest {
   readonly name: string;
@@ -43,6 +51,17 @@ export interface Lease extends AsyncDisposable {
   onConfirmedChange(listener: (confirmed: boolean) => void): () => void;
   /** Deletes the lock node. Idempotent. Rejects with `LOCK_LOST` if the lock was lost first. */
   release(): Promise<void>;
+  /** Set once someone asked the holder to release the lock (RevokeLock). */
+  readonly revokeRequest: RevokeRequest | undefined;
+  /** Calls `listener` when a revocation is requested; returns a function that unsubscribes. */
+  onRevokeRequested(listener: (request: RevokeRequest) => void): () => void;
+}
+
+/** A request to release a held lock, and when it is taken away if not released. */
+export interface RevokeRequest {
+  readonly reason: string;
+  /** Undefined: cooperative only. */
+  readonly forceAt: Date | undefined;
 }
 
 export interface LockEngineOptions {
@@ -216,30 +235,46 @@ export class LockEngine {
   }
 
   #lease(request: AcquireRequest, path: string, session: StoreSession, token: bigint): Lease {
-    const store = this.#store;
-    let released: Promise<void> | undefined;
-    const release = (): Promise<void> => {
-      released ??= session.lost.aborted
-        ? Promise.reject(lockLost(request.name, session))
-        : store.delete(path);
-      return released;
+    return new HeldLease(this.#store, request, path, session, token);
+  }
+
+  /**
+   * Asks every holder of `name` to release it (Curator's Revoker: the request is written into
+   * the holder's node, where its server's watch sees it). With `forceAfterMs`, a holder that has
+   * not released by then loses the lock: its own server ends it, and this one deletes the node
+   * shortly after as a backstop. Resolves with how many holders were asked.
+   */
+  async revoke(name: string, reason: string, forceAfterMs: number | undefined): Promise<number> {
+    validateLockName(name);
+    const dir = this.lockPath(name);
+    const queue = queueOrder(await this.#store.children(dir));
+    const holders = queue.slice(0, holderCount(queue)).map((entry) => joinPath(dir, entry.nodeName));
+    const now = Date.now();
+    const revoke = {
+      reason,
+      requestedAt: new Date(now).toISOString(),
+      ...(forceAfterMs === undefined ? {} : { forceAt: new Date(now + forceAfterMs).toISOString() }),
     };
-    return {
-      name: request.name,
-      mode: request.mode,
-      fencingToken: token,
-      lost: session.lost,
-      get confirmed() {
-        return session.confirmed;
-      },
-      onConfirmedChange: (listener) => session.onConfirmedChange(listener),
-      release,
-      [Symbol.asyncDispose]: async () => {
-        await release().catch((error: unknown) => {
-          if (!isLockError(error, 'LOCK_LOST')) throw error;
-        });
-      },
-    };
+    const asked = await Promise.all(
+      holders.map(async (path) => {
+        const node = await this.#store.nodeData(path);
+        if (!node) return false;
+        const record = parseNodeRecord(node.data);
+        if (record.revoke) return true; // asked before: the first deadline stands
+        return this.#store.setData(path, Buffer.from(JSON.stringify({ ...record, revoke })));
+      }),
+    );
+    if (forceAfterMs !== undefined) {
+      const backstop = setTimeout(() => {
+        for (const path of holders) void this.#withdraw(path);
+      }, forceAfterMs + FORCE_BACKSTOP_MS);
+      backstop.unref();
+    }
+    this.#logger.info(
+      { lock: name, reason, holders: asked.filter(Boolean).length, forceAfterMs },
+      'revocation requested',
+    );
+    return asked.filter(Boolean).length;
   }
 
   async #withdraw(path: string): Promise<void> {
@@ -251,6 +286,9 @@ export class LockEngine {
     }
   }
 }
+
+/** How long after a forced revocation's deadline the revoking server deletes what is left. */
+const FORCE_BACKSTOP_MS = 2_000;
 
 /** Queues shorter than this are parsed afresh on every listing: cheap, and nothing to keep. */
 const SEQUENCE_CACHE_FROM = 64;
@@ -308,10 +346,4 @@ function nodeVanished(name: string): LockError {
     'LOCK_LOST',
     `lock "${name}": this request's queue node was deleted by someone else while it waited`,
   );
-}
-
-function lockLost(name: string, session: StoreSession): LockError {
-  const reason: unknown = session.lost.reason;
-  const why = reason instanceof Error ? reason.message : 'the store session ended';
-  return new LockError('LOCK_LOST', `lock "${name}" was lost: ${why}`, { cause: reason });
 }

@@ -1,5 +1,6 @@
 import type { CoordinationStore } from '../stores/store.js';
 import { joinPath } from '../stores/store.js';
+import { parseNodeRecord } from './lease.js';
 import type { LockEngine } from './lock-engine.js';
 import { LockError } from './lock-error.js';
 import type { LockMode } from './lock-mode.js';
@@ -120,21 +121,15 @@ export class LockInspector {
   }
 }
 
-/** What the engine records in a request's node (see LockEngine.acquire); tolerant of foreign data. */
+/** What the engine recorded in a request's node; tolerant of foreign data. */
 function parseNodeData(data: Uint8Array): Omit<LockRequestInfo, 'mode' | 'fencingToken'> {
-  let parsed: Record<string, unknown> = {};
-  try {
-    const value: unknown = JSON.parse(Buffer.from(data).toString('utf8'));
-    if (typeof value === 'object' && value !== null) parsed = value as Record<string, unknown>;
-  } catch {
-    // Not lockstream's: described with what the node name says.
-  }
-  const text = (key: string): string => (typeof parsed[key] === 'string' ? parsed[key] : '');
-  const since = new Date(text('since'));
+  const record = parseNodeRecord(data);
+  const text = (value: unknown): string => (typeof value === 'string' ? value : '');
+  const since = new Date(text(record.since));
   return {
-    owner: text('owner'),
-    peer: text('peer'),
-    instance: text('server'),
+    owner: text(record.owner),
+    peer: text(record.peer),
+    instance: text(record.server),
     requestedAt: Number.isNaN(since.getTime()) ? undefined : since,
   };
 }

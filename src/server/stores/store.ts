@@ -37,6 +37,16 @@ export interface CoordinationStore extends AsyncDisposable {
   /** The node's creation id and data; `null` when the node does not exist. For inspection. */
   nodeData(path: string): Promise<NodeData | null>;
 
+  /** Replaces a node's data; false when the node does not exist. */
+  setData(path: string, data: Uint8Array): Promise<boolean>;
+
+  /**
+   * Follows one node until `signal` aborts: `onData` with its data now and after every change,
+   * `onDeleted` once when it is deleted (at once if it does not exist). For a holder to hear
+   * about revocation, and about its node being deleted by someone else.
+   */
+  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void;
+
   /**
    * Resolves once `path` is deleted, at once if it is already gone. Rejects with the signal's
    * reason when `signal` aborts. Wakes only the callers waiting on this path.
@@ -73,6 +83,11 @@ export interface StoreSession {
   readonly confirmed: boolean;
   /** Calls `listener` whenever `confirmed` changes (not after `lost`); returns an unsubscribe function. */
   onConfirmedChange(listener: (confirmed: boolean) => void): () => void;
+}
+
+export interface NodeWatchHandlers {
+  onData(data: Uint8Array): void;
+  onDeleted(): void;
 }
 
 export interface NodeData {

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { linkSignals, whenAborted } from '../../common/abort.js';
 import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
 import type { Claim, ClaimRegistry } from '../engine/claims.js';
-import type { Lease } from '../engine/lock-engine.js';
+import type { Lease, RevokeRequest } from '../engine/lock-engine.js';
 import { isLockError, LockError } from '../engine/lock-error.js';
 import { toStreamOpening } from './acquire-request.js';
 import { toCallStatus } from './error-status.js';
@@ -97,6 +97,13 @@ async function serveAcquire(
     if (!lease.confirmed && !lease.lost.aborted) call.write({ kind: { $case: 'inDoubt', value: {} } });
     logger.debug({ token: lease.fencingToken.toString(), resumed: opening.kind === 'resume' }, 'granted');
 
+    // Revocation requests (RevokeLock, from any instance) reach the holder on its stream.
+    const sendRevokeRequested = ({ reason, forceAt }: RevokeRequest): void => {
+      call.write({ kind: { $case: 'revokeRequested', value: { reason, forceAt } } });
+      logger.info({ token: lease.fencingToken.toString(), reason, forceAt }, 'revocation requested');
+    };
+    if (lease.revokeRequest) sendRevokeRequested(lease.revokeRequest);
+    using _revocations = disposable(lease.onRevokeRequested(sendRevokeRequested));
     using lost = whenAborted(lease.lost);
     using aborted = whenAborted(signal);
     const end = await Promise.race([clientEnd, lost.then(() => 'lost' as const), aborted]);
@@ -222,10 +229,14 @@ function withdrawal(end: ClientEnd, name: string): LockError {
 
 function lockLost(lease: Lease): LockError {
   const reason: unknown = lease.lost.reason;
-  const why = reason instanceof Error ? reason.message : 'the coordination session ended';
-  return new LockError('LOCK_LOST', `lock "${lease.name}" was lost: ${why}; stop the work it protects`, {
-    cause: reason,
-  });
+  // The engine's reasons name the lock and say how it was lost.
+  const why = reason instanceof Error ? reason.message : `lock "${lease.name}" was lost`;
+  return new LockError('LOCK_LOST', `${why}; stop the work it protects`, { cause: reason });
+}
+
+/** An unsubscribe function as a Disposable, for `using`. */
+function disposable(unsubscribe: () => void): Disposable {
+  return { [Symbol.dispose]: unsubscribe };
 }
 
 /** Writes a message, waiting for 'drain' when the stream's buffer is full. */

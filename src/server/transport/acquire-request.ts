@@ -94,11 +94,7 @@ export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequ
         : `mode ${start.mode} is not a known LockMode`,
     );
   }
-  const ownerBytes = Buffer.byteLength(start.owner, 'utf8');
-  if (ownerBytes > OWNER_MAX_BYTES) {
-    throw invalid(`owner is ${ownerBytes} bytes of UTF-8; the limit is ${OWNER_MAX_BYTES}`);
-  }
-  if (CONTROL_CHARACTER.test(start.owner)) throw invalid('owner contains a control character');
+  validateLabel('owner', start.owner);
   return {
     name: start.name,
     mode,
@@ -109,8 +105,16 @@ export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequ
   };
 }
 
+/** Checks a free-form label (an owner, a reason): at most 256 bytes of UTF-8, no control characters. */
+export function validateLabel(field: string, value: string): void {
+  const bytes = Buffer.byteLength(value, 'utf8');
+  if (bytes > OWNER_MAX_BYTES)
+    throw invalid(`${field} is ${bytes} bytes of UTF-8; the limit is ${OWNER_MAX_BYTES}`);
+  if (CONTROL_CHARACTER.test(value)) throw invalid(`${field} contains a control character`);
+}
+
 /** A protobuf Duration in whole milliseconds, rounded up so a wait is never shorter than asked. */
-function durationToMs({ seconds, nanos }: Duration, field: string): number {
+export function durationToMs({ seconds, nanos }: Duration, field: string): number {
   if (seconds < 0n || nanos < 0 || nanos > 999_999_999) {
     throw invalid(`${field} ${seconds}s ${nanos}ns is negative or malformed`);
   }

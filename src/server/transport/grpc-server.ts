@@ -4,10 +4,11 @@ import type { Logger } from 'pino';
 import { LockServiceService, type LockServiceServer } from '../../gen/lockstream/v1/lockstream.js';
 import { unboundedController } from '../../common/abort.js';
 import type { ClaimRegistry } from '../engine/claims.js';
+import type { LockEngine } from '../engine/lock-engine.js';
 import type { LockInspector } from '../engine/lock-inspector.js';
 import { LockError } from '../engine/lock-error.js';
 import { createAcquireHandler } from './acquire-handler.js';
-import { createInspectHandlers } from './inspect-handlers.js';
+import { createUnaryHandlers } from './unary-handlers.js';
 import { addReflection } from './reflection.js';
 
 export interface GrpcServerOptions {
@@ -15,6 +16,8 @@ export interface GrpcServerOptions {
   readonly claims: ClaimRegistry;
   /** Answers DescribeLock, ListLocks and CheckToken. */
   readonly inspector: LockInspector;
+  /** Carries out RevokeLock. */
+  readonly engine: LockEngine;
   readonly logger: Logger;
   /**
    * HTTP/2 keepalive: a ping after this much idle time on a connection, and the connection
@@ -64,7 +67,7 @@ export class GrpcServer {
         shutdown: this.#shutdown.signal,
         track: (work) => this.#track(work),
       }),
-      ...createInspectHandlers(options.inspector, options.logger),
+      ...createUnaryHandlers(options, options.logger),
     };
     this.#server.addService(LockServiceService, lockService);
     this.#health.addToServer(this.#server);

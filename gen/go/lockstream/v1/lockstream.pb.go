@@ -84,6 +84,116 @@ func (LockMode) EnumDescriptor() ([]byte, []int) {
 	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{0}
 }
 
+// RevokeLockRequest names the lock whose holders are asked to release it.
+type RevokeLockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Why, for the holders and the logs: at most 256 bytes of UTF-8, no control characters.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Take the lock away from holders that have not released it after this long. Absent: only ask.
+	ForceAfter    *durationpb.Duration `protobuf:"bytes,3,opt,name=force_after,json=forceAfter,proto3" json:"force_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeLockRequest) Reset() {
+	*x = RevokeLockRequest{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeLockRequest) ProtoMessage() {}
+
+func (x *RevokeLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeLockRequest.ProtoReflect.Descriptor instead.
+func (*RevokeLockRequest) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RevokeLockRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeLockRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RevokeLockRequest) GetForceAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ForceAfter
+	}
+	return nil
+}
+
+// RevokeLockResponse says how many holders were asked.
+type RevokeLockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Holders of the lock when the request was made (0: nobody held it).
+	HoldersAsked  uint32 `protobuf:"varint,1,opt,name=holders_asked,json=holdersAsked,proto3" json:"holders_asked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeLockResponse) Reset() {
+	*x = RevokeLockResponse{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeLockResponse) ProtoMessage() {}
+
+func (x *RevokeLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeLockResponse.ProtoReflect.Descriptor instead.
+func (*RevokeLockResponse) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RevokeLockResponse) GetHoldersAsked() uint32 {
+	if x != nil {
+		return x.HoldersAsked
+	}
+	return 0
+}
+
 // DescribeLockRequest names the lock to describe.
 type DescribeLockRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -95,7 +205,7 @@ type DescribeLockRequest struct {
 
 func (x *DescribeLockRequest) Reset() {
 	*x = DescribeLockRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -107,7 +217,7 @@ func (x *DescribeLockRequest) String() string {
 func (*DescribeLockRequest) ProtoMessage() {}
 
 func (x *DescribeLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -120,7 +230,7 @@ func (x *DescribeLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLockRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLockRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{0}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DescribeLockRequest) GetName() string {
@@ -145,7 +255,7 @@ type DescribeLockResponse struct {
 
 func (x *DescribeLockResponse) Reset() {
 	*x = DescribeLockResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +267,7 @@ func (x *DescribeLockResponse) String() string {
 func (*DescribeLockResponse) ProtoMessage() {}
 
 func (x *DescribeLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +280,7 @@ func (x *DescribeLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLockResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLockResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{1}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DescribeLockResponse) GetName() string {
@@ -215,7 +325,7 @@ type LockRequestInfo struct {
 
 func (x *LockRequestInfo) Reset() {
 	*x = LockRequestInfo{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +337,7 @@ func (x *LockRequestInfo) String() string {
 func (*LockRequestInfo) ProtoMessage() {}
 
 func (x *LockRequestInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +350,7 @@ func (x *LockRequestInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequestInfo.ProtoReflect.Descriptor instead.
 func (*LockRequestInfo) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{2}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LockRequestInfo) GetMode() LockMode {
@@ -300,7 +410,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +422,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +435,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{3}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListLocksRequest) GetPrefix() string {
@@ -362,7 +472,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +484,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +497,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{4}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListLocksResponse) GetLocks() []*LockSummary {
@@ -421,7 +531,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +543,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +556,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{5}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LockSummary) GetName() string {
@@ -490,7 +600,7 @@ type CheckTokenRequest struct {
 
 func (x *CheckTokenRequest) Reset() {
 	*x = CheckTokenRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +612,7 @@ func (x *CheckTokenRequest) String() string {
 func (*CheckTokenRequest) ProtoMessage() {}
 
 func (x *CheckTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +625,7 @@ func (x *CheckTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTokenRequest.ProtoReflect.Descriptor instead.
 func (*CheckTokenRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{6}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CheckTokenRequest) GetName() string {
@@ -543,7 +653,7 @@ type CheckTokenResponse struct {
 
 func (x *CheckTokenResponse) Reset() {
 	*x = CheckTokenResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +665,7 @@ func (x *CheckTokenResponse) String() string {
 func (*CheckTokenResponse) ProtoMessage() {}
 
 func (x *CheckTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +678,7 @@ func (x *CheckTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTokenResponse.ProtoReflect.Descriptor instead.
 func (*CheckTokenResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{7}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CheckTokenResponse) GetHeld() bool {
@@ -596,7 +706,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +718,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +731,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{8}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AcquireRequest) GetKind() isAcquireRequest_Kind {
@@ -730,7 +840,7 @@ type AcquireStart struct {
 
 func (x *AcquireStart) Reset() {
 	*x = AcquireStart{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +852,7 @@ func (x *AcquireStart) String() string {
 func (*AcquireStart) ProtoMessage() {}
 
 func (x *AcquireStart) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +865,7 @@ func (x *AcquireStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireStart.ProtoReflect.Descriptor instead.
 func (*AcquireStart) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{9}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AcquireStart) GetName() string {
@@ -813,7 +923,7 @@ type AcquireResume struct {
 
 func (x *AcquireResume) Reset() {
 	*x = AcquireResume{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +935,7 @@ func (x *AcquireResume) String() string {
 func (*AcquireResume) ProtoMessage() {}
 
 func (x *AcquireResume) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +948,7 @@ func (x *AcquireResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResume.ProtoReflect.Descriptor instead.
 func (*AcquireResume) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{10}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcquireResume) GetResumeToken() string {
@@ -864,7 +974,7 @@ type AcquireHeartbeat struct {
 
 func (x *AcquireHeartbeat) Reset() {
 	*x = AcquireHeartbeat{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +986,7 @@ func (x *AcquireHeartbeat) String() string {
 func (*AcquireHeartbeat) ProtoMessage() {}
 
 func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +999,7 @@ func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireHeartbeat.ProtoReflect.Descriptor instead.
 func (*AcquireHeartbeat) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{11}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{13}
 }
 
 // AcquireRelease asks the server to release the lock held by this stream.
@@ -901,7 +1011,7 @@ type AcquireRelease struct {
 
 func (x *AcquireRelease) Reset() {
 	*x = AcquireRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1023,7 @@ func (x *AcquireRelease) String() string {
 func (*AcquireRelease) ProtoMessage() {}
 
 func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1036,7 @@ func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRelease.ProtoReflect.Descriptor instead.
 func (*AcquireRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{12}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{14}
 }
 
 // AcquireResponse is a message from the server on an Acquire stream.
@@ -943,6 +1053,7 @@ type AcquireResponse struct {
 	//	*AcquireResponse_Confirmed
 	//	*AcquireResponse_Resumable
 	//	*AcquireResponse_Heartbeat
+	//	*AcquireResponse_RevokeRequested
 	Kind          isAcquireResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -950,7 +1061,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1073,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1086,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{13}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireResponse) GetKind() isAcquireResponse_Kind {
@@ -1048,6 +1159,15 @@ func (x *AcquireResponse) GetHeartbeat() *AcquireHeartbeat {
 	return nil
 }
 
+func (x *AcquireResponse) GetRevokeRequested() *AcquireRevokeRequested {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireResponse_RevokeRequested); ok {
+			return x.RevokeRequested
+		}
+	}
+	return nil
+}
+
 type isAcquireResponse_Kind interface {
 	isAcquireResponse_Kind()
 }
@@ -1091,6 +1211,11 @@ type AcquireResponse_Heartbeat struct {
 	Heartbeat *AcquireHeartbeat `protobuf:"bytes,7,opt,name=heartbeat,proto3,oneof"`
 }
 
+type AcquireResponse_RevokeRequested struct {
+	// Someone asked the holder to release the lock (RevokeLock). Sent while the lock is held.
+	RevokeRequested *AcquireRevokeRequested `protobuf:"bytes,8,opt,name=revoke_requested,json=revokeRequested,proto3,oneof"`
+}
+
 func (*AcquireResponse_Queued) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_Acquired) isAcquireResponse_Kind() {}
@@ -1105,6 +1230,8 @@ func (*AcquireResponse_Resumable) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_Heartbeat) isAcquireResponse_Kind() {}
 
+func (*AcquireResponse_RevokeRequested) isAcquireResponse_Kind() {}
+
 // AcquireQueued reports a wait in the queue.
 type AcquireQueued struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1117,7 +1244,7 @@ type AcquireQueued struct {
 
 func (x *AcquireQueued) Reset() {
 	*x = AcquireQueued{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1256,7 @@ func (x *AcquireQueued) String() string {
 func (*AcquireQueued) ProtoMessage() {}
 
 func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1269,7 @@ func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireQueued.ProtoReflect.Descriptor instead.
 func (*AcquireQueued) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{14}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AcquireQueued) GetAhead() uint32 {
@@ -1166,7 +1293,7 @@ type AcquireAcquired struct {
 
 func (x *AcquireAcquired) Reset() {
 	*x = AcquireAcquired{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1305,7 @@ func (x *AcquireAcquired) String() string {
 func (*AcquireAcquired) ProtoMessage() {}
 
 func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1318,7 @@ func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireAcquired.ProtoReflect.Descriptor instead.
 func (*AcquireAcquired) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{15}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AcquireAcquired) GetFencingToken() uint64 {
@@ -1210,7 +1337,7 @@ type AcquireReleased struct {
 
 func (x *AcquireReleased) Reset() {
 	*x = AcquireReleased{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1349,7 @@ func (x *AcquireReleased) String() string {
 func (*AcquireReleased) ProtoMessage() {}
 
 func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1362,7 @@ func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireReleased.ProtoReflect.Descriptor instead.
 func (*AcquireReleased) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
 }
 
 // AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
@@ -1250,7 +1377,7 @@ type AcquireInDoubt struct {
 
 func (x *AcquireInDoubt) Reset() {
 	*x = AcquireInDoubt{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1389,7 @@ func (x *AcquireInDoubt) String() string {
 func (*AcquireInDoubt) ProtoMessage() {}
 
 func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1402,7 @@ func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireInDoubt.ProtoReflect.Descriptor instead.
 func (*AcquireInDoubt) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
 }
 
 // AcquireConfirmed says that the lock, in doubt before, is confirmed held again.
@@ -1287,7 +1414,7 @@ type AcquireConfirmed struct {
 
 func (x *AcquireConfirmed) Reset() {
 	*x = AcquireConfirmed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1426,7 @@ func (x *AcquireConfirmed) String() string {
 func (*AcquireConfirmed) ProtoMessage() {}
 
 func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1439,63 @@ func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireConfirmed.ProtoReflect.Descriptor instead.
 func (*AcquireConfirmed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{20}
+}
+
+// AcquireRevokeRequested asks the holder to finish up and release the lock.
+type AcquireRevokeRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the revoker gave as the reason.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When the lock is taken away if it has not been released (the call then ends with
+	// ABORTED). Absent: the request is cooperative only.
+	ForceAt       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=force_at,json=forceAt,proto3" json:"force_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireRevokeRequested) Reset() {
+	*x = AcquireRevokeRequested{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireRevokeRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireRevokeRequested) ProtoMessage() {}
+
+func (x *AcquireRevokeRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireRevokeRequested.ProtoReflect.Descriptor instead.
+func (*AcquireRevokeRequested) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AcquireRevokeRequested) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AcquireRevokeRequested) GetForceAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ForceAt
+	}
+	return nil
 }
 
 // AcquireResumable says how to take the request over after an abnormal end of the stream.
@@ -1330,7 +1513,7 @@ type AcquireResumable struct {
 
 func (x *AcquireResumable) Reset() {
 	*x = AcquireResumable{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1525,7 @@ func (x *AcquireResumable) String() string {
 func (*AcquireResumable) ProtoMessage() {}
 
 func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1538,7 @@ func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResumable.ProtoReflect.Descriptor instead.
 func (*AcquireResumable) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AcquireResumable) GetResumeToken() string {
@@ -1376,7 +1559,14 @@ var File_lockstream_v1_lockstream_proto protoreflect.FileDescriptor
 
 const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\n" +
-	"\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n" +
+	"\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"{\n" +
+	"\x11RevokeLockRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12:\n" +
+	"\vforce_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"forceAfter\"9\n" +
+	"\x12RevokeLockResponse\x12#\n" +
+	"\rholders_asked\x18\x01 \x01(\rR\fholdersAsked\")\n" +
 	"\x13DescribeLockRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x9e\x01\n" +
 	"\x14DescribeLockResponse\x12\x12\n" +
@@ -1425,7 +1615,7 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\x12\n" +
 	"\x10AcquireHeartbeat\"\x10\n" +
-	"\x0eAcquireRelease\"\xcc\x03\n" +
+	"\x0eAcquireRelease\"\xa0\x04\n" +
 	"\x0fAcquireResponse\x126\n" +
 	"\x06queued\x18\x01 \x01(\v2\x1c.lockstream.v1.AcquireQueuedH\x00R\x06queued\x12<\n" +
 	"\bacquired\x18\x02 \x01(\v2\x1e.lockstream.v1.AcquireAcquiredH\x00R\bacquired\x12<\n" +
@@ -1433,7 +1623,8 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\bin_doubt\x18\x04 \x01(\v2\x1d.lockstream.v1.AcquireInDoubtH\x00R\ainDoubt\x12?\n" +
 	"\tconfirmed\x18\x05 \x01(\v2\x1f.lockstream.v1.AcquireConfirmedH\x00R\tconfirmed\x12?\n" +
 	"\tresumable\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireResumableH\x00R\tresumable\x12?\n" +
-	"\theartbeat\x18\a \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeatB\x06\n" +
+	"\theartbeat\x18\a \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeat\x12R\n" +
+	"\x10revoke_requested\x18\b \x01(\v2%.lockstream.v1.AcquireRevokeRequestedH\x00R\x0frevokeRequestedB\x06\n" +
 	"\x04kind\"%\n" +
 	"\rAcquireQueued\x12\x14\n" +
 	"\x05ahead\x18\x01 \x01(\rR\x05ahead\"6\n" +
@@ -1441,7 +1632,10 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\rfencing_token\x18\x01 \x01(\x04R\ffencingToken\"\x11\n" +
 	"\x0fAcquireReleased\"\x10\n" +
 	"\x0eAcquireInDoubt\"\x12\n" +
-	"\x10AcquireConfirmed\"s\n" +
+	"\x10AcquireConfirmed\"g\n" +
+	"\x16AcquireRevokeRequested\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x125\n" +
+	"\bforce_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aforceAt\"s\n" +
 	"\x10AcquireResumable\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12<\n" +
 	"\fresume_grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace*c\n" +
@@ -1449,13 +1643,15 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n" +
 	"\x0eLOCK_MODE_READ\x10\x02\x12\x13\n" +
-	"\x0fLOCK_MODE_WRITE\x10\x032\xd7\x02\n" +
+	"\x0fLOCK_MODE_WRITE\x10\x032\xaa\x03\n" +
 	"\vLockService\x12L\n" +
 	"\aAcquire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x010\x01\x12W\n" +
 	"\fDescribeLock\x12\".lockstream.v1.DescribeLockRequest\x1a#.lockstream.v1.DescribeLockResponse\x12N\n" +
 	"\tListLocks\x12\x1f.lockstream.v1.ListLocksRequest\x1a .lockstream.v1.ListLocksResponse\x12Q\n" +
 	"\n" +
-	"CheckToken\x12 .lockstream.v1.CheckTokenRequest\x1a!.lockstream.v1.CheckTokenResponseBX\n" +
+	"CheckToken\x12 .lockstream.v1.CheckTokenRequest\x1a!.lockstream.v1.CheckTokenResponse\x12Q\n" +
+	"\n" +
+	"RevokeLock\x12 .lockstream.v1.RevokeLockRequest\x1a!.lockstream.v1.RevokeLockResponseBX\n" +
 	"\x10io.lockstream.v1P\x01ZBgithub.com/lockstream/lockstream/gen/go/lockstream/v1;lockstreamv1b\x06proto3"
 
 var (
@@ -1471,69 +1667,77 @@ func file_lockstream_v1_lockstream_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstream_v1_lockstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_lockstream_v1_lockstream_proto_goTypes = []any{
-	(LockMode)(0),                 // 0: lockstream.v1.LockMode
-	(*DescribeLockRequest)(nil),   // 1: lockstream.v1.DescribeLockRequest
-	(*DescribeLockResponse)(nil),  // 2: lockstream.v1.DescribeLockResponse
-	(*LockRequestInfo)(nil),       // 3: lockstream.v1.LockRequestInfo
-	(*ListLocksRequest)(nil),      // 4: lockstream.v1.ListLocksRequest
-	(*ListLocksResponse)(nil),     // 5: lockstream.v1.ListLocksResponse
-	(*LockSummary)(nil),           // 6: lockstream.v1.LockSummary
-	(*CheckTokenRequest)(nil),     // 7: lockstream.v1.CheckTokenRequest
-	(*CheckTokenResponse)(nil),    // 8: lockstream.v1.CheckTokenResponse
-	(*AcquireRequest)(nil),        // 9: lockstream.v1.AcquireRequest
-	(*AcquireStart)(nil),          // 10: lockstream.v1.AcquireStart
-	(*AcquireResume)(nil),         // 11: lockstream.v1.AcquireResume
-	(*AcquireHeartbeat)(nil),      // 12: lockstream.v1.AcquireHeartbeat
-	(*AcquireRelease)(nil),        // 13: lockstream.v1.AcquireRelease
-	(*AcquireResponse)(nil),       // 14: lockstream.v1.AcquireResponse
-	(*AcquireQueued)(nil),         // 15: lockstream.v1.AcquireQueued
-	(*AcquireAcquired)(nil),       // 16: lockstream.v1.AcquireAcquired
-	(*AcquireReleased)(nil),       // 17: lockstream.v1.AcquireReleased
-	(*AcquireInDoubt)(nil),        // 18: lockstream.v1.AcquireInDoubt
-	(*AcquireConfirmed)(nil),      // 19: lockstream.v1.AcquireConfirmed
-	(*AcquireResumable)(nil),      // 20: lockstream.v1.AcquireResumable
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(LockMode)(0),                  // 0: lockstream.v1.LockMode
+	(*RevokeLockRequest)(nil),      // 1: lockstream.v1.RevokeLockRequest
+	(*RevokeLockResponse)(nil),     // 2: lockstream.v1.RevokeLockResponse
+	(*DescribeLockRequest)(nil),    // 3: lockstream.v1.DescribeLockRequest
+	(*DescribeLockResponse)(nil),   // 4: lockstream.v1.DescribeLockResponse
+	(*LockRequestInfo)(nil),        // 5: lockstream.v1.LockRequestInfo
+	(*ListLocksRequest)(nil),       // 6: lockstream.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),      // 7: lockstream.v1.ListLocksResponse
+	(*LockSummary)(nil),            // 8: lockstream.v1.LockSummary
+	(*CheckTokenRequest)(nil),      // 9: lockstream.v1.CheckTokenRequest
+	(*CheckTokenResponse)(nil),     // 10: lockstream.v1.CheckTokenResponse
+	(*AcquireRequest)(nil),         // 11: lockstream.v1.AcquireRequest
+	(*AcquireStart)(nil),           // 12: lockstream.v1.AcquireStart
+	(*AcquireResume)(nil),          // 13: lockstream.v1.AcquireResume
+	(*AcquireHeartbeat)(nil),       // 14: lockstream.v1.AcquireHeartbeat
+	(*AcquireRelease)(nil),         // 15: lockstream.v1.AcquireRelease
+	(*AcquireResponse)(nil),        // 16: lockstream.v1.AcquireResponse
+	(*AcquireQueued)(nil),          // 17: lockstream.v1.AcquireQueued
+	(*AcquireAcquired)(nil),        // 18: lockstream.v1.AcquireAcquired
+	(*AcquireReleased)(nil),        // 19: lockstream.v1.AcquireReleased
+	(*AcquireInDoubt)(nil),         // 20: lockstream.v1.AcquireInDoubt
+	(*AcquireConfirmed)(nil),       // 21: lockstream.v1.AcquireConfirmed
+	(*AcquireRevokeRequested)(nil), // 22: lockstream.v1.AcquireRevokeRequested
+	(*AcquireResumable)(nil),       // 23: lockstream.v1.AcquireResumable
+	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 25: google.protobuf.Timestamp
 }
 var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
-	3,  // 0: lockstream.v1.DescribeLockResponse.holders:type_name -> lockstream.v1.LockRequestInfo
-	3,  // 1: lockstream.v1.DescribeLockResponse.waiters:type_name -> lockstream.v1.LockRequestInfo
-	0,  // 2: lockstream.v1.LockRequestInfo.mode:type_name -> lockstream.v1.LockMode
-	21, // 3: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
-	6,  // 4: lockstream.v1.ListLocksResponse.locks:type_name -> lockstream.v1.LockSummary
-	0,  // 5: lockstream.v1.LockSummary.held_mode:type_name -> lockstream.v1.LockMode
-	10, // 6: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
-	13, // 7: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
-	11, // 8: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
-	12, // 9: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	0,  // 10: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
-	22, // 11: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
-	22, // 12: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
-	22, // 13: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
-	22, // 14: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
-	15, // 15: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	16, // 16: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	17, // 17: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
-	18, // 18: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	19, // 19: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	20, // 20: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
-	12, // 21: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	22, // 22: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
-	9,  // 23: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
-	1,  // 24: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
-	4,  // 25: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
-	7,  // 26: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
-	14, // 27: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
-	2,  // 28: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
-	5,  // 29: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
-	8,  // 30: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
-	27, // [27:31] is the sub-list for method output_type
-	23, // [23:27] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	24, // 0: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
+	5,  // 1: lockstream.v1.DescribeLockResponse.holders:type_name -> lockstream.v1.LockRequestInfo
+	5,  // 2: lockstream.v1.DescribeLockResponse.waiters:type_name -> lockstream.v1.LockRequestInfo
+	0,  // 3: lockstream.v1.LockRequestInfo.mode:type_name -> lockstream.v1.LockMode
+	25, // 4: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
+	8,  // 5: lockstream.v1.ListLocksResponse.locks:type_name -> lockstream.v1.LockSummary
+	0,  // 6: lockstream.v1.LockSummary.held_mode:type_name -> lockstream.v1.LockMode
+	12, // 7: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
+	15, // 8: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
+	13, // 9: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
+	14, // 10: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	0,  // 11: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
+	24, // 12: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
+	24, // 13: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
+	24, // 14: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
+	24, // 15: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	17, // 16: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	18, // 17: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	19, // 18: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
+	20, // 19: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	21, // 20: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	23, // 21: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
+	14, // 22: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	22, // 23: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
+	25, // 24: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
+	24, // 25: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
+	11, // 26: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
+	3,  // 27: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
+	6,  // 28: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
+	9,  // 29: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
+	1,  // 30: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
+	16, // 31: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
+	4,  // 32: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
+	7,  // 33: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
+	10, // 34: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
+	2,  // 35: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
+	31, // [31:36] is the sub-list for method output_type
+	26, // [26:31] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_lockstream_v1_lockstream_proto_init() }
@@ -1541,13 +1745,13 @@ func file_lockstream_v1_lockstream_proto_init() {
 	if File_lockstream_v1_lockstream_proto != nil {
 		return
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[8].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[10].OneofWrappers = []any{
 		(*AcquireRequest_Start)(nil),
 		(*AcquireRequest_Release)(nil),
 		(*AcquireRequest_Resume)(nil),
 		(*AcquireRequest_Heartbeat)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[13].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[15].OneofWrappers = []any{
 		(*AcquireResponse_Queued)(nil),
 		(*AcquireResponse_Acquired)(nil),
 		(*AcquireResponse_Released)(nil),
@@ -1555,6 +1759,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireResponse_Confirmed)(nil),
 		(*AcquireResponse_Resumable)(nil),
 		(*AcquireResponse_Heartbeat)(nil),
+		(*AcquireResponse_RevokeRequested)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1562,7 +1767,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstream_v1_lockstream_proto_rawDesc), len(file_lockstream_v1_lockstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

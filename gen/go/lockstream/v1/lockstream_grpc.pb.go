@@ -25,6 +25,7 @@ const (
 	LockService_DescribeLock_FullMethodName = "/lockstream.v1.LockService/DescribeLock"
 	LockService_ListLocks_FullMethodName    = "/lockstream.v1.LockService/ListLocks"
 	LockService_CheckToken_FullMethodName   = "/lockstream.v1.LockService/CheckToken"
+	LockService_RevokeLock_FullMethodName   = "/lockstream.v1.LockService/RevokeLock"
 )
 
 // LockServiceClient is the client API for LockService service.
@@ -101,6 +102,13 @@ type LockServiceClient interface {
 	// CheckSequencer), for resources that validate their callers. A token that was never granted,
 	// or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
 	CheckToken(ctx context.Context, in *CheckTokenRequest, opts ...grpc.CallOption) (*CheckTokenResponse, error)
+	// RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
+	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
+	// With `force_after`, a holder that has not released by then loses the lock: its stream ends
+	// with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
+	// affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+	// name, reason or duration; UNAVAILABLE when the back end is unreachable.
+	RevokeLock(ctx context.Context, in *RevokeLockRequest, opts ...grpc.CallOption) (*RevokeLockResponse, error)
 }
 
 type lockServiceClient struct {
@@ -148,6 +156,16 @@ func (c *lockServiceClient) CheckToken(ctx context.Context, in *CheckTokenReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CheckTokenResponse)
 	err := c.cc.Invoke(ctx, LockService_CheckToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) RevokeLock(ctx context.Context, in *RevokeLockRequest, opts ...grpc.CallOption) (*RevokeLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeLockResponse)
+	err := c.cc.Invoke(ctx, LockService_RevokeLock_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +246,13 @@ type LockServiceServer interface {
 	// CheckSequencer), for resources that validate their callers. A token that was never granted,
 	// or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
 	CheckToken(context.Context, *CheckTokenRequest) (*CheckTokenResponse, error)
+	// RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
+	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
+	// With `force_after`, a holder that has not released by then loses the lock: its stream ends
+	// with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
+	// affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+	// name, reason or duration; UNAVAILABLE when the back end is unreachable.
+	RevokeLock(context.Context, *RevokeLockRequest) (*RevokeLockResponse, error)
 	mustEmbedUnimplementedLockServiceServer()
 }
 
@@ -249,6 +274,9 @@ func (UnimplementedLockServiceServer) ListLocks(context.Context, *ListLocksReque
 }
 func (UnimplementedLockServiceServer) CheckToken(context.Context, *CheckTokenRequest) (*CheckTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckToken not implemented")
+}
+func (UnimplementedLockServiceServer) RevokeLock(context.Context, *RevokeLockRequest) (*RevokeLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeLock not implemented")
 }
 func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
 func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
@@ -332,6 +360,24 @@ func _LockService_CheckToken_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LockService_RevokeLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).RevokeLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_RevokeLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).RevokeLock(ctx, req.(*RevokeLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -350,6 +396,10 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckToken",
 			Handler:    _LockService_CheckToken_Handler,
+		},
+		{
+			MethodName: "RevokeLock",
+			Handler:    _LockService_RevokeLock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -22,6 +22,22 @@ LOCK_MODE_MUTEX: LockMode
 LOCK_MODE_READ: LockMode
 LOCK_MODE_WRITE: LockMode
 
+class RevokeLockRequest(_message.Message):
+    __slots__ = ("name", "reason", "force_after")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FORCE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    reason: str
+    force_after: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., force_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class RevokeLockResponse(_message.Message):
+    __slots__ = ("holders_asked",)
+    HOLDERS_ASKED_FIELD_NUMBER: _ClassVar[int]
+    holders_asked: int
+    def __init__(self, holders_asked: _Optional[int] = ...) -> None: ...
+
 class DescribeLockRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -143,7 +159,7 @@ class AcquireRelease(_message.Message):
     def __init__(self) -> None: ...
 
 class AcquireResponse(_message.Message):
-    __slots__ = ("queued", "acquired", "released", "in_doubt", "confirmed", "resumable", "heartbeat")
+    __slots__ = ("queued", "acquired", "released", "in_doubt", "confirmed", "resumable", "heartbeat", "revoke_requested")
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +167,7 @@ class AcquireResponse(_message.Message):
     CONFIRMED_FIELD_NUMBER: _ClassVar[int]
     RESUMABLE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     queued: AcquireQueued
     acquired: AcquireAcquired
     released: AcquireReleased
@@ -158,7 +175,8 @@ class AcquireResponse(_message.Message):
     confirmed: AcquireConfirmed
     resumable: AcquireResumable
     heartbeat: AcquireHeartbeat
-    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., resumable: _Optional[_Union[AcquireResumable, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ...) -> None: ...
+    revoke_requested: AcquireRevokeRequested
+    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., resumable: _Optional[_Union[AcquireResumable, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ...) -> None: ...
 
 class AcquireQueued(_message.Message):
     __slots__ = ("ahead",)
@@ -183,6 +201,14 @@ class AcquireInDoubt(_message.Message):
 class AcquireConfirmed(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class AcquireRevokeRequested(_message.Message):
+    __slots__ = ("reason", "force_at")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FORCE_AT_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    force_at: _timestamp_pb2.Timestamp
+    def __init__(self, reason: _Optional[str] = ..., force_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AcquireResumable(_message.Message):
     __slots__ = ("resume_token", "resume_grace")

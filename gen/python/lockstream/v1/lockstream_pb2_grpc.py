@@ -57,6 +57,11 @@ class LockServiceStub:
                 request_serializer=lockstream_dot_v1_dot_lockstream__pb2.CheckTokenRequest.SerializeToString,
                 response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.CheckTokenResponse.FromString,
                 _registered_method=True)
+        self.RevokeLock = channel.unary_unary(
+                '/lockstream.v1.LockService/RevokeLock',
+                request_serializer=lockstream_dot_v1_dot_lockstream__pb2.RevokeLockRequest.SerializeToString,
+                response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.RevokeLockResponse.FromString,
+                _registered_method=True)
 
 
 class LockServiceServicer:
@@ -150,6 +155,18 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RevokeLock(self, request, context):
+        """RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
+        Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
+        With `force_after`, a holder that has not released by then loses the lock: its stream ends
+        with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
+        affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+        name, reason or duration; UNAVAILABLE when the back end is unreachable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LockServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +189,11 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.CheckToken,
                     request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.CheckTokenRequest.FromString,
                     response_serializer=lockstream_dot_v1_dot_lockstream__pb2.CheckTokenResponse.SerializeToString,
+            ),
+            'RevokeLock': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeLock,
+                    request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.RevokeLockRequest.FromString,
+                    response_serializer=lockstream_dot_v1_dot_lockstream__pb2.RevokeLockResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -285,6 +307,33 @@ class LockService:
             '/lockstream.v1.LockService/CheckToken',
             lockstream_dot_v1_dot_lockstream__pb2.CheckTokenRequest.SerializeToString,
             lockstream_dot_v1_dot_lockstream__pb2.CheckTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeLock(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lockstream.v1.LockService/RevokeLock',
+            lockstream_dot_v1_dot_lockstream__pb2.RevokeLockRequest.SerializeToString,
+            lockstream_dot_v1_dot_lockstream__pb2.RevokeLockResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -83,6 +83,22 @@ export function lockModeToJSON(object: LockMode): string {
   }
 }
 
+/** RevokeLockRequest names the lock whose holders are asked to release it. */
+export interface RevokeLockRequest {
+  /** The lock's name. */
+  name: string;
+  /** Why, for the holders and the logs: at most 256 bytes of UTF-8, no control characters. */
+  reason: string;
+  /** Take the lock away from holders that have not released it after this long. Absent: only ask. */
+  forceAfter: Duration | undefined;
+}
+
+/** RevokeLockResponse says how many holders were asked. */
+export interface RevokeLockResponse {
+  /** Holders of the lock when the request was made (0: nobody held it). */
+  holdersAsked: number;
+}
+
 /** DescribeLockRequest names the lock to describe. */
 export interface DescribeLockRequest {
   /** The lock's name, as in AcquireStart. */
@@ -273,6 +289,9 @@ export interface AcquireResponse {
     | //
     /** Sent at the `heartbeat_interval` the client asked for. */
     { $case: "heartbeat"; value: AcquireHeartbeat }
+    | //
+    /** Someone asked the holder to release the lock (RevokeLock). Sent while the lock is held. */
+    { $case: "revokeRequested"; value: AcquireRevokeRequested }
     | undefined;
 }
 
@@ -313,6 +332,17 @@ export interface AcquireInDoubt {
 export interface AcquireConfirmed {
 }
 
+/** AcquireRevokeRequested asks the holder to finish up and release the lock. */
+export interface AcquireRevokeRequested {
+  /** What the revoker gave as the reason. */
+  reason: string;
+  /**
+   * When the lock is taken away if it has not been released (the call then ends with
+   * ABORTED). Absent: the request is cooperative only.
+   */
+  forceAt: Date | undefined;
+}
+
 /** AcquireResumable says how to take the request over after an abnormal end of the stream. */
 export interface AcquireResumable {
   /**
@@ -326,6 +356,186 @@ export interface AcquireResumable {
    */
   resumeGrace: Duration | undefined;
 }
+
+function createBaseRevokeLockRequest(): RevokeLockRequest {
+  return { name: "", reason: "", forceAfter: undefined };
+}
+
+export const RevokeLockRequest: MessageFns<RevokeLockRequest> = {
+  encode(message: RevokeLockRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.reason !== "") {
+      writer.uint32(18).string(message.reason);
+    }
+    if (message.forceAfter !== undefined) {
+      Duration.encode(message.forceAfter, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RevokeLockRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRevokeLockRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.forceAfter = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RevokeLockRequest {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      forceAfter: isSet(object.forceAfter)
+        ? Duration.fromJSON(object.forceAfter)
+        : isSet(object.force_after)
+        ? Duration.fromJSON(object.force_after)
+        : undefined,
+    };
+  },
+
+  toJSON(message: RevokeLockRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.forceAfter !== undefined) {
+      obj.forceAfter = Duration.toJSON(message.forceAfter);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RevokeLockRequest>): RevokeLockRequest {
+    return RevokeLockRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RevokeLockRequest>): RevokeLockRequest {
+    const message = createBaseRevokeLockRequest();
+    message.name = object.name ?? "";
+    message.reason = object.reason ?? "";
+    message.forceAfter = (object.forceAfter !== undefined && object.forceAfter !== null)
+      ? Duration.fromPartial(object.forceAfter)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRevokeLockResponse(): RevokeLockResponse {
+  return { holdersAsked: 0 };
+}
+
+export const RevokeLockResponse: MessageFns<RevokeLockResponse> = {
+  encode(message: RevokeLockResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.holdersAsked !== 0) {
+      writer.uint32(8).uint32(message.holdersAsked);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RevokeLockResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRevokeLockResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.holdersAsked = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RevokeLockResponse {
+    return {
+      holdersAsked: isSet(object.holdersAsked)
+        ? globalThis.Number(object.holdersAsked)
+        : isSet(object.holders_asked)
+        ? globalThis.Number(object.holders_asked)
+        : 0,
+    };
+  },
+
+  toJSON(message: RevokeLockResponse): unknown {
+    const obj: any = {};
+    if (message.holdersAsked !== 0) {
+      obj.holdersAsked = Math.round(message.holdersAsked);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RevokeLockResponse>): RevokeLockResponse {
+    return RevokeLockResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RevokeLockResponse>): RevokeLockResponse {
+    const message = createBaseRevokeLockResponse();
+    message.holdersAsked = object.holdersAsked ?? 0;
+    return message;
+  },
+};
 
 function createBaseDescribeLockRequest(): DescribeLockRequest {
   return { name: "" };
@@ -1678,6 +1888,9 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "heartbeat":
         AcquireHeartbeat.encode(message.kind.value, writer.uint32(58).fork()).join();
         break;
+      case "revokeRequested":
+        AcquireRevokeRequested.encode(message.kind.value, writer.uint32(66).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1751,6 +1964,14 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
             message.kind = { $case: "heartbeat", value: AcquireHeartbeat.decode(reader, reader.uint32()) };
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.kind = { $case: "revokeRequested", value: AcquireRevokeRequested.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1781,6 +2002,10 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
         ? { $case: "resumable", value: AcquireResumable.fromJSON(object.resumable) }
         : isSet(object.heartbeat)
         ? { $case: "heartbeat", value: AcquireHeartbeat.fromJSON(object.heartbeat) }
+        : isSet(object.revokeRequested)
+        ? { $case: "revokeRequested", value: AcquireRevokeRequested.fromJSON(object.revokeRequested) }
+        : isSet(object.revoke_requested)
+        ? { $case: "revokeRequested", value: AcquireRevokeRequested.fromJSON(object.revoke_requested) }
         : undefined,
     };
   },
@@ -1801,6 +2026,8 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       obj.resumable = AcquireResumable.toJSON(message.kind.value);
     } else if (message.kind?.$case === "heartbeat") {
       obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "revokeRequested") {
+      obj.revokeRequested = AcquireRevokeRequested.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -1850,6 +2077,12 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "heartbeat": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "heartbeat", value: AcquireHeartbeat.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "revokeRequested": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "revokeRequested", value: AcquireRevokeRequested.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -2159,6 +2392,95 @@ export const AcquireConfirmed: MessageFns<AcquireConfirmed> = {
   },
 };
 
+function createBaseAcquireRevokeRequested(): AcquireRevokeRequested {
+  return { reason: "", forceAt: undefined };
+}
+
+export const AcquireRevokeRequested: MessageFns<AcquireRevokeRequested> = {
+  encode(message: AcquireRevokeRequested, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.reason !== "") {
+      writer.uint32(10).string(message.reason);
+    }
+    if (message.forceAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.forceAt), writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireRevokeRequested {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireRevokeRequested();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.forceAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AcquireRevokeRequested {
+    return {
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      forceAt: isSet(object.forceAt)
+        ? fromJsonTimestamp(object.forceAt)
+        : isSet(object.force_at)
+        ? fromJsonTimestamp(object.force_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: AcquireRevokeRequested): unknown {
+    const obj: any = {};
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.forceAt !== undefined) {
+      obj.forceAt = message.forceAt.toISOString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireRevokeRequested>): AcquireRevokeRequested {
+    return AcquireRevokeRequested.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AcquireRevokeRequested>): AcquireRevokeRequested {
+    const message = createBaseAcquireRevokeRequested();
+    message.reason = object.reason ?? "";
+    message.forceAt = object.forceAt ?? undefined;
+    return message;
+  },
+};
+
 function createBaseAcquireResumable(): AcquireResumable {
   return { resumeToken: "", resumeGrace: undefined };
 }
@@ -2367,6 +2689,23 @@ export const LockServiceService = {
     responseSerialize: (value: CheckTokenResponse): Buffer => Buffer.from(CheckTokenResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): CheckTokenResponse => CheckTokenResponse.decode(value),
   },
+  /**
+   * RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
+   * Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
+   * With `force_after`, a holder that has not released by then loses the lock: its stream ends
+   * with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
+   * affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+   * name, reason or duration; UNAVAILABLE when the back end is unreachable.
+   */
+  revokeLock: {
+    path: "/lockstream.v1.LockService/RevokeLock" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RevokeLockRequest): Buffer => Buffer.from(RevokeLockRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RevokeLockRequest => RevokeLockRequest.decode(value),
+    responseSerialize: (value: RevokeLockResponse): Buffer => Buffer.from(RevokeLockResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RevokeLockResponse => RevokeLockResponse.decode(value),
+  },
 } as const;
 
 export interface LockServiceServer extends UntypedServiceImplementation {
@@ -2443,6 +2782,15 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    * or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
    */
   checkToken: handleUnaryCall<CheckTokenRequest, CheckTokenResponse>;
+  /**
+   * RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
+   * Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
+   * With `force_after`, a holder that has not released by then loses the lock: its stream ends
+   * with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
+   * affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+   * name, reason or duration; UNAVAILABLE when the back end is unreachable.
+   */
+  revokeLock: handleUnaryCall<RevokeLockRequest, RevokeLockResponse>;
 }
 
 export interface LockServiceClient extends Client {
@@ -2562,6 +2910,29 @@ export interface LockServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CheckTokenResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
+   * Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
+   * With `force_after`, a holder that has not released by then loses the lock: its stream ends
+   * with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
+   * affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+   * name, reason or duration; UNAVAILABLE when the back end is unreachable.
+   */
+  revokeLock(
+    request: RevokeLockRequest,
+    callback: (error: ServiceError | null, response: RevokeLockResponse) => void,
+  ): ClientUnaryCall;
+  revokeLock(
+    request: RevokeLockRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RevokeLockResponse) => void,
+  ): ClientUnaryCall;
+  revokeLock(
+    request: RevokeLockRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RevokeLockResponse) => void,
   ): ClientUnaryCall;
 }
 

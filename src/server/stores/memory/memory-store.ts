@@ -7,6 +7,7 @@ import {
   type CoordinationStore,
   type CreatedNode,
   type NodeData,
+  type NodeWatchHandlers,
   type StoreSession,
   type StoreStats,
 } from '../store.js';
@@ -44,6 +45,7 @@ export class MemoryStore implements CoordinationStore {
 
   readonly #parents = new Map<string, MemoryParent>();
   readonly #watchers = new Map<string, Set<() => void>>();
+  readonly #nodeWatchers = new Map<string, Set<NodeWatchHandlers>>();
   #lastCreationId = 0n;
   #session = new MemorySession(1);
   #closed = false;
@@ -97,6 +99,47 @@ export class MemoryStore implements CoordinationStore {
     return node ? { creationId: node.creationId, data: node.data } : null;
   }
 
+  async setData(path: string, data: Uint8Array): Promise<boolean> {
+    await this.#roundTrip();
+    const dir = parentPath(path);
+    const node = this.#node(path);
+    if (!node) return false;
+    const copy = Uint8Array.from(data);
+    this.#parents.get(dir)?.children.set(baseName(path), { ...node, data: copy });
+    for (const handlers of this.#nodeWatchers.get(path) ?? []) handlers.onData(copy);
+    return true;
+  }
+
+  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void {
+    void this.#roundTrip().then(
+      () => {
+        if (signal.aborted) return;
+        const node = this.#node(path);
+        if (!node) {
+          handlers.onDeleted();
+          return;
+        }
+        let watchers = this.#nodeWatchers.get(path);
+        if (!watchers) {
+          watchers = new Set();
+          this.#nodeWatchers.set(path, watchers);
+        }
+        const own = watchers;
+        own.add(handlers);
+        signal.addEventListener(
+          'abort',
+          () => {
+            own.delete(handlers);
+            if (own.size === 0 && this.#nodeWatchers.get(path) === own) this.#nodeWatchers.delete(path);
+          },
+          { once: true },
+        );
+        handlers.onData(node.data);
+      },
+      () => {},
+    );
+  }
+
   async waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
     const { signal } = options;
     signal.throwIfAborted();
@@ -139,12 +182,14 @@ export class MemoryStore implements CoordinationStore {
   expireSession(): void {
     const expired = this.#session;
     this.#session = new MemorySession(expired.numericId + 1);
+    // The session ends first, as with ZooKeeper: its holders hear of the expiry, not of their
+    // nodes' deletion. Nothing runs in between (listeners only settle promises).
+    expired.end(new LockError('LOCK_LOST', 'the embedded store session ended'));
     for (const [dir, parent] of [...this.#parents]) {
       for (const [name, node] of [...parent.children]) {
         if (node.sessionId === expired.numericId) this.#remove(joinPath(dir, name));
       }
     }
-    expired.end(new LockError('LOCK_LOST', 'the embedded store session ended'));
   }
 
   /**
@@ -175,6 +220,9 @@ export class MemoryStore implements CoordinationStore {
     if (!parent?.children.delete(baseName(path))) return;
     // Containers vanish once empty (ZooKeeper does it a little later; nothing may rely on when).
     if (parent.children.size === 0) this.#parents.delete(dir);
+    const followers = this.#nodeWatchers.get(path);
+    this.#nodeWatchers.delete(path);
+    for (const handlers of followers ?? []) handlers.onDeleted();
     const watchers = this.#watchers.get(path);
     if (!watchers) return;
     this.#watchers.delete(path);

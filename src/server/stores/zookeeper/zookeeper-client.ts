@@ -24,9 +24,9 @@ export interface ZooKeeperNative {
   a_create(path: string, data: Buffer | string, flags: number, cb: StringCallback): number;
   a_exists(path: string, watch: boolean, cb: StatCallback): number;
   a_get(path: string, watch: boolean, cb: DataCallback): number;
-  aw_get(path: string, watcher: WatchCallback, cb: DataCallback): number;
   a_get_children(path: string, watch: boolean, cb: ChildrenCallback): number;
   a_delete_(path: string, version: number, cb: VoidCallback): number;
+  a_set(path: string, data: Buffer, version: number, cb: StatCallback): number;
 }
 
 export interface ZooKeeperConfig {
@@ -51,7 +51,6 @@ type StatCallback = (rc: number, error: string, stat: ZooKeeperStat | null) => v
 type DataCallback = (rc: number, error: string, stat: ZooKeeperStat | null, data: Buffer | null) => void;
 type ChildrenCallback = (rc: number, error: string, children: string[] | null) => void;
 type VoidCallback = (rc: number, error: string) => void;
-export type WatchCallback = (type: number, state: number, path: string) => void;
 
 interface ZooKeeperModule {
   new (config: ZooKeeperConfig): ZooKeeperHandle;
@@ -80,6 +79,7 @@ export const zk = {
   ZOO_CONTAINER: constant('ZOO_CONTAINER'),
   ZOO_EPHEMERAL_SEQUENTIAL: constant('ZOO_EPHEMERAL_SEQUENTIAL'),
   ZOO_DELETED_EVENT: constant('ZOO_DELETED_EVENT'),
+  ZOO_CHANGED_EVENT: constant('ZOO_CHANGED_EVENT'),
   ZOO_SESSION_EVENT: constant('ZOO_SESSION_EVENT'),
   ZOO_EXPIRED_SESSION_STATE: constant('ZOO_EXPIRED_SESSION_STATE'),
 } as const;

@@ -7,6 +7,7 @@ import {
   type CoordinationStore,
   type CreatedNode,
   type NodeData,
+  type NodeWatchHandlers,
   type StoreSession,
   type StoreStats,
 } from '../store.js';
@@ -83,6 +84,8 @@ export class ZooKeeperStore implements CoordinationStore {
   readonly #connectionWaiters = new Set<() => void>();
   /** One back-end watch per path, shared by every waiter on this server. */
   #watches = new Map<string, Set<DeletionWaiter>>();
+  /** Held nodes followed for data changes and deletion (see watchNode). */
+  #followers = new Map<string, Set<NodeWatchHandlers>>();
   readonly #ensuredParents = new Set<string>();
   #closed = false;
   /** performance.now() at the send of the newest request that got a reply on this session. */
@@ -187,10 +190,36 @@ export class ZooKeeperStore implements CoordinationStore {
     if (reply.rc === zk.ZNONODE) return null;
     if (reply.rc !== zk.ZOK || reply.value === null) throw unavailable('getData', reply.rc);
     const { stat, data } = reply.value;
-    return {
-      creationId: BigInt(stat.czxid),
-      data: typeof data === 'string' ? Buffer.from(data) : (data ?? Buffer.alloc(0)),
-    };
+    return { creationId: BigInt(stat.czxid), data: toBytes(data) };
+  }
+
+  async setData(path: string, data: Uint8Array): Promise<boolean> {
+    const reply = await this.#call<ZooKeeperStat>('setData', (native, done) =>
+      native.a_set(path, Buffer.from(data), -1, done),
+    );
+    if (reply.rc === zk.ZNONODE) return false;
+    if (reply.rc !== zk.ZOK) throw unavailable('setData', reply.rc);
+    return true;
+  }
+
+  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void {
+    if (signal.aborted) return;
+    let followers = this.#followers.get(path);
+    if (!followers) {
+      followers = new Set();
+      this.#followers.set(path, followers);
+    }
+    const own = followers;
+    own.add(handlers);
+    signal.addEventListener(
+      'abort',
+      () => {
+        own.delete(handlers);
+        if (own.size === 0 && this.#followers.get(path) === own) this.#followers.delete(path);
+      },
+      { once: true },
+    );
+    void this.#readFollowed(path, handlers);
   }
 
   async delete(path: string): Promise<void> {
@@ -251,6 +280,7 @@ export class ZooKeeperStore implements CoordinationStore {
       waiters.clear();
     }
     this.#watches.clear();
+    this.#followers.clear();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -263,29 +293,74 @@ export class ZooKeeperStore implements CoordinationStore {
    * once if it is already gone, or with the error if the watch cannot be armed.
    */
   async #armDeletionWatch(path: string, waiters: Set<DeletionWaiter>): Promise<void> {
-    const handle = this.#handle;
-    const settleAll = (error?: LockError): void => {
-      if (this.#watches.get(path) === waiters) this.#watches.delete(path);
-      for (const waiter of waiters) waiter.settle(error);
-      waiters.clear();
-    };
-    const onEvent = (type: number): void => {
-      // Session events are delivered to every watcher on connection changes: not a deletion.
-      if (type === zk.ZOO_SESSION_EVENT || this.#handle !== handle) return;
-      if (type === zk.ZOO_DELETED_EVENT) {
+    this.stats.watchesArmed += 1;
+    try {
+      const reply = await this.#call('getData', (native, done) =>
+        native.a_get(path, true, (rc, error) => done(rc, error, null)),
+      );
+      if (reply.rc === zk.ZNONODE) this.#settleWaiters(path, waiters);
+      else if (reply.rc !== zk.ZOK) this.#settleWaiters(path, waiters, unavailable('getData', reply.rc));
+    } catch (error) {
+      this.#settleWaiters(path, waiters, error instanceof LockError ? error : unavailable('getData', -1));
+    }
+  }
+
+  #settleWaiters(path: string, waiters: Set<DeletionWaiter>, error?: LockError): void {
+    if (this.#watches.get(path) === waiters) this.#watches.delete(path);
+    for (const waiter of waiters) waiter.settle(error);
+    waiters.clear();
+  }
+
+  /**
+   * Reads a followed node with a watch, and tells its followers (or only `newcomer`) what it
+   * holds, or that it is gone.
+   */
+  async #readFollowed(path: string, newcomer?: NodeWatchHandlers): Promise<void> {
+    let reply: Reply<Buffer | string>;
+    try {
+      reply = await this.#call<Buffer | string>('getData', (native, done) =>
+        native.a_get(path, true, (rc, error, _stat, data) => done(rc, error, data)),
+      );
+    } catch {
+      return; // the store is closed or unreachable: what holds on the session hears it there
+    }
+    const followers = this.#followers.get(path);
+    if (!followers) return;
+    const targets = newcomer ? (followers.has(newcomer) ? [newcomer] : []) : [...followers];
+    if (reply.rc === zk.ZNONODE) {
+      for (const target of targets) followers.delete(target);
+      if (followers.size === 0) this.#followers.delete(path);
+      for (const target of targets) target.onDeleted();
+    } else if (reply.rc === zk.ZOK) {
+      const data = toBytes(reply.value);
+      for (const target of targets) target.onData(data);
+    }
+  }
+
+  /**
+   * A node event from ZooKeeper's default watcher. Watches are armed with plain getData calls,
+   * not with a watcher function each: the addon never frees a per-call watcher function, so
+   * every lock cycle would leak one (and whatever it closes over). One watch per path serves
+   * every waiter and follower of that path.
+   */
+  #onNodeEvent(handle: ZooKeeperHandle, path: string, deleted: boolean): void {
+    if (this.#handle !== handle || this.#closed) return;
+    const waiters = this.#watches.get(path);
+    if (waiters) {
+      if (deleted) {
         this.stats.waitersWoken += waiters.size;
-        settleAll();
+        this.#settleWaiters(path, waiters);
       } else {
         void this.#armDeletionWatch(path, waiters); // data changed: the watch is used up
       }
-    };
-    this.stats.watchesArmed += 1;
-    try {
-      const reply = await this.#call('getData', (native, done) => native.aw_get(path, onEvent, done));
-      if (reply.rc === zk.ZNONODE) settleAll();
-      else if (reply.rc !== zk.ZOK) settleAll(unavailable('getData', reply.rc));
-    } catch (error) {
-      settleAll(error instanceof LockError ? error : unavailable('getData', -1));
+    }
+    const followers = this.#followers.get(path);
+    if (!followers) return;
+    if (deleted) {
+      this.#followers.delete(path);
+      for (const follower of followers) follower.onDeleted();
+    } else {
+      void this.#readFollowed(path);
     }
   }
 
@@ -323,6 +398,8 @@ export class ZooKeeperStore implements CoordinationStore {
       this.#heardFrom(handle, performance.now());
       for (const wake of this.#connectionWaiters) wake();
     });
+    handle.on('deleted', (_self: unknown, path: string) => this.#onNodeEvent(handle, path, true));
+    handle.on('changed', (_self: unknown, path: string) => this.#onNodeEvent(handle, path, false));
     handle.on('connecting', () => {
       if (this.#handle !== handle || this.#closed) return;
       this.#connected = false;
@@ -372,6 +449,8 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#heartbeat = undefined;
     this.#session = new ZooKeeperSession();
     this.#watches = new Map();
+    // Followers hold on the old session: their leases are lost with it.
+    this.#followers = new Map();
     old.session.end(new LockError('LOCK_LOST', why));
     if (!expired) this.#abandoned.add(old.handle);
     this.#open(true);
@@ -510,4 +589,9 @@ function isConnectionLoss(rc: number): boolean {
 
 function unavailable(operation: string, rc: number): LockError {
   return new LockError('UNAVAILABLE', `ZooKeeper ${operation} failed (code ${rc})`);
+}
+
+/** Node data as the addon hands it over (a Buffer, or a string with an encoding set). */
+function toBytes(data: Buffer | string | null): Uint8Array {
+  return typeof data === 'string' ? Buffer.from(data) : (data ?? Buffer.alloc(0));
 }

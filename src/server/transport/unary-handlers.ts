@@ -5,15 +5,24 @@ import type {
   LockRequestInfo as WireLockRequestInfo,
   LockServiceServer,
 } from '../../gen/lockstream/v1/lockstream.js';
+import type { LockEngine } from '../engine/lock-engine.js';
 import type { LockInspector, LockRequestInfo } from '../engine/lock-inspector.js';
-import { toWireMode } from './acquire-request.js';
+import { durationToMs, toWireMode, validateLabel } from './acquire-request.js';
 import { toCallStatus } from './error-status.js';
 
-type InspectRpcs = Pick<LockServiceServer, 'describeLock' | 'listLocks' | 'checkToken'>;
+type UnaryRpcs = Pick<LockServiceServer, 'describeLock' | 'listLocks' | 'checkToken' | 'revokeLock'>;
 
-/** The read-only RPCs: DescribeLock, ListLocks, CheckToken, answered by the inspector. */
-export function createInspectHandlers(inspector: LockInspector, logger: Logger): InspectRpcs {
+/** The unary RPCs: DescribeLock, ListLocks, CheckToken (the inspector) and RevokeLock (the engine). */
+export function createUnaryHandlers(
+  { inspector, engine }: { inspector: LockInspector; engine: LockEngine },
+  logger: Logger,
+): UnaryRpcs {
   return {
+    revokeLock: unary(logger, async ({ name, reason, forceAfter }) => {
+      validateLabel('reason', reason);
+      const forceAfterMs = forceAfter === undefined ? undefined : durationToMs(forceAfter, 'force_after');
+      return { holdersAsked: await engine.revoke(name, reason, forceAfterMs) };
+    }),
     describeLock: unary(logger, async ({ name }): Promise<DescribeLockResponse> => {
       const description = await inspector.describe(name);
       return {

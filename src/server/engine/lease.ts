@@ -1,0 +1,158 @@
+import { onAbort } from '../../common/abort.js';
+import type { CoordinationStore, StoreSession } from '../stores/store.js';
+import type { AcquireRequest, Lease, RevokeRequest } from './lock-engine.js';
+import { isLockError, LockError } from './lock-error.js';
+
+/**
+ * A held lock: its node, the session it lives in, and the watch on the node that tells the
+ * holder about a revocation request, and about the node being deleted by someone else (a
+ * forced revocation, an operator). Lost when the session is lost, when the node goes, or when a
+ * revocation's deadline passes; then the node is deleted too.
+ */
+export class HeldLease implements Lease {
+  readonly name: string;
+  readonly mode: AcquireRequest['mode'];
+  readonly fencingToken: bigint;
+  readonly #store: CoordinationStore;
+  readonly #path: string;
+  readonly #session: StoreSession;
+  readonly #lost = new AbortController();
+  readonly #watching = new AbortController();
+  readonly #unlinkSession: () => void;
+  readonly #revokeListeners = new Set<(request: RevokeRequest) => void>();
+  #revokeRequest: RevokeRequest | undefined;
+  #forceTimer: NodeJS.Timeout | undefined;
+  #released: Promise<void> | undefined;
+
+  constructor(
+    store: CoordinationStore,
+    request: AcquireRequest,
+    path: string,
+    session: StoreSession,
+    token: bigint,
+  ) {
+    this.name = request.name;
+    this.mode = request.mode;
+    this.fencingToken = token;
+    this.#store = store;
+    this.#path = path;
+    this.#session = session;
+    const sessionLost = (): void => this.#lose(lockLost(this.name, session.lost.reason));
+    this.#unlinkSession = session.lost.aborted ? () => {} : onAbort(session.lost, sessionLost);
+    if (session.lost.aborted) sessionLost();
+    store.watchNode(
+      path,
+      {
+        onData: (data) => this.#onData(data),
+        onDeleted: () => {
+          if (session.lost.aborted) return sessionLost();
+          const why = this.#revokeRequest
+            ? `lock "${this.name}" was revoked: ${this.#revokeRequest.reason || 'no reason given'}`
+            : `lock "${this.name}" was lost: its node was deleted by someone else`;
+          this.#lose(new LockError('LOCK_LOST', why));
+        },
+      },
+      this.#watching.signal,
+    );
+  }
+
+  get lost(): AbortSignal {
+    return this.#lost.signal;
+  }
+
+  get confirmed(): boolean {
+    return this.#session.confirmed && !this.#lost.signal.aborted;
+  }
+
+  onConfirmedChange(listener: (confirmed: boolean) => void): () => void {
+    return this.#session.onConfirmedChange(listener);
+  }
+
+  get revokeRequest(): RevokeRequest | undefined {
+    return this.#revokeRequest;
+  }
+
+  onRevokeRequested(listener: (request: RevokeRequest) => void): () => void {
+    this.#revokeListeners.add(listener);
+    return () => this.#revokeListeners.delete(listener);
+  }
+
+  release(): Promise<void> {
+    this.#released ??= this.#lost.signal.aborted
+      ? Promise.reject(this.#lost.signal.reason as Error)
+      : (this.#stopWatching(), this.#store.delete(this.#path));
+    return this.#released;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.release().catch((error: unknown) => {
+      if (!isLockError(error, 'LOCK_LOST')) throw error;
+    });
+  }
+
+  #onData(data: Uint8Array): void {
+    if (this.#revokeRequest || this.#lost.signal.aborted) return;
+    const request = parseRevokeRequest(data);
+    if (!request) return;
+    this.#revokeRequest = request;
+    for (const listener of [...this.#revokeListeners]) listener(request);
+    if (request.forceAt === undefined) return;
+    const reason = request.reason || 'no reason given';
+    this.#forceTimer = setTimeout(
+      () => {
+        this.#lose(
+          new LockError('LOCK_LOST', `lock "${this.name}" was revoked and not released in time: ${reason}`),
+        );
+        // Nobody else may wait on a holder that was told to go: free the lock now.
+        void this.#store.delete(this.#path).catch(() => {});
+      },
+      Math.max(0, request.forceAt.getTime() - Date.now()),
+    );
+  }
+
+  #lose(reason: LockError): void {
+    if (this.#lost.signal.aborted || this.#released) return;
+    this.#stopWatching();
+    this.#lost.abort(reason);
+  }
+
+  #stopWatching(): void {
+    clearTimeout(this.#forceTimer);
+    this.#unlinkSession();
+    this.#revokeListeners.clear();
+    this.#watching.abort();
+  }
+}
+
+function lockLost(name: string, reason: unknown): LockError {
+  const why = reason instanceof Error ? reason.message : 'the store session ended';
+  return new LockError('LOCK_LOST', `lock "${name}" was lost: ${why}`, { cause: reason });
+}
+
+/** What a request's node records (see LockEngine.acquire); `revoke` is added by RevokeLock. */
+export interface NodeRecord {
+  owner?: string;
+  peer?: string;
+  server?: string;
+  since?: string;
+  revoke?: { reason: string; requestedAt: string; forceAt?: string };
+}
+
+export function parseNodeRecord(data: Uint8Array): NodeRecord {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(data).toString('utf8'));
+    return typeof value === 'object' && value !== null ? (value) : {};
+  } catch {
+    return {};
+  }
+}
+
+function parseRevokeRequest(data: Uint8Array): RevokeRequest | undefined {
+  const revoke = parseNodeRecord(data).revoke;
+  if (typeof revoke !== 'object' || revoke === null) return undefined;
+  const forceAt = typeof revoke.forceAt === 'string' ? new Date(revoke.forceAt) : undefined;
+  return {
+    reason: typeof revoke.reason === 'string' ? revoke.reason : '',
+    forceAt: forceAt && !Number.isNaN(forceAt.getTime()) ? forceAt : undefined,
+  };
+}
