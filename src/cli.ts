@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { pino } from 'pino';
+import { addClientCommands } from './cli/client-commands.js';
+import { addRunCommand } from './cli/run-command.js';
 import { ConfigError, loadConfig, serveOptions } from './server/config.js';
 import { startServer } from './server/main.js';
 
@@ -37,5 +39,7 @@ const serve = program
     process.on('SIGINT', () => onSignal('SIGINT'));
   });
 for (const option of serveOptions(process.env)) serve.addOption(option);
+addClientCommands(program, process.env);
+addRunCommand(program, process.env);
 
 await program.parseAsync(process.argv);

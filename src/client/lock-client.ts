@@ -70,7 +70,7 @@ export interface AcquireOptions {
    * Milliseconds to wait in the queue before rejecting with `LockTimeoutError`. Absent: wait
    * until `signal` aborts. 0: try once, fail at once if the lock is not free (`tryAcquire`).
    */
-  readonly waitTimeout?: number;
+  readonly waitTimeout?: number | undefined;
   /** Who is asking (e.g. "invoicer@host-7"), shown to operators; at most 256 bytes. */
   readonly owner?: string;
   /** Aborting it while waiting leaves the queue and rejects with the signal's reason. */
@@ -237,7 +237,10 @@ export class LockClient implements Disposable {
    * Asks every holder of `name` to release it; with `forceAfter` (ms), takes it away from a
    * holder that has not by then. Resolves with how many holders were asked.
    */
-  async revoke(name: string, options: { reason?: string; forceAfter?: number } = {}): Promise<number> {
+  async revoke(
+    name: string,
+    options: { reason?: string | undefined; forceAfter?: number | undefined } = {},
+  ): Promise<number> {
     const forceAfter = options.forceAfter === undefined ? undefined : toDuration(options.forceAfter);
     const response = await this.#unary<RevokeLockResponse>(name, (done) =>
       this.#grpc.revokeLock({ name, reason: options.reason ?? '', forceAfter }, done),

@@ -141,7 +141,7 @@ export interface NodeRecord {
 export function parseNodeRecord(data: Uint8Array): NodeRecord {
   try {
     const value: unknown = JSON.parse(Buffer.from(data).toString('utf8'));
-    return typeof value === 'object' && value !== null ? (value) : {};
+    return typeof value === 'object' && value !== null ? value : {};
   } catch {
     return {};
   }

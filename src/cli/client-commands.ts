@@ -1,0 +1,177 @@
+import { type Command, Option } from 'commander';
+import parseDuration from 'ms';
+import { LockClient, LockClientError, type LockDescription, type LockRequestInfo } from '../client/index.js';
+
+/** Where client subcommands find the server: `--server`, else LOCKSTREAM_SERVER, else the default. */
+export const DEFAULT_SERVER = '127.0.0.1:50051';
+
+export function serverOption(env: Readonly<Record<string, string | undefined>>): Option {
+  return new Option('--server <host:port>', 'lockstream server to talk to (env: LOCKSTREAM_SERVER)').default(
+    env['LOCKSTREAM_SERVER'] ?? DEFAULT_SERVER,
+  );
+}
+
+/** Exit codes of the client subcommands (see README: "The lockstream command"). */
+export const EXIT = {
+  ok: 0,
+  /** `check`: the token is not held. */
+  notHeld: 1,
+  /** The server answered with an error, or could not be reached. */
+  failed: 69,
+  /** `run`: the lock was lost or revoked while the command ran; the command was stopped. */
+  lockLost: 74,
+  /** `run`: the lock was not acquired within `--wait`. */
+  timedOut: 75,
+} as const;
+
+/** `ms`-style durations (`500ms`, `10s`) or plain milliseconds. */
+export function durationArgument(flag: string): (value: string) => number {
+  return (value) => {
+    const parsed = /^\d+$/.test(value) ? Number(value) : parseDuration(value as parseDuration.StringValue);
+    if (typeof parsed !== 'number' || !Number.isFinite(parsed) || parsed < 0) {
+      throw new Error(`${flag} ${JSON.stringify(value)}: expected a duration such as 10s or 500ms`);
+    }
+    return Math.round(parsed);
+  };
+}
+
+/** Runs `work` with a client for `--server`, printing a failure as `error: CODE: details`. */
+export async function withClient(
+  server: string,
+  work: (client: LockClient) => Promise<number>,
+): Promise<number> {
+  const client = new LockClient(server, { unavailableRetries: 0 });
+  try {
+    return await work(client);
+  } catch (error) {
+    if (!(error instanceof LockClientError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return EXIT.failed;
+  } finally {
+    client.close();
+  }
+}
+
+/** `ls`, `describe`, `check` and `revoke`: readable tables by default, JSON with `--json`. */
+export function addClientCommands(program: Command, env: Readonly<Record<string, string | undefined>>): void {
+  program
+    .command('ls')
+    .description('list locks that have holders or waiters')
+    .argument('[prefix]', 'only names starting with this', '')
+    .addOption(serverOption(env))
+    .option('--json', 'print JSON lines, one per lock')
+    .action(async (prefix: string, options: { server: string; json?: boolean }) => {
+      process.exitCode = await withClient(options.server, async (client) => {
+        const rows: string[][] = [];
+        let pageToken = '';
+        do {
+          const page = await client.list({ prefix, pageToken, pageSize: 1000 });
+          for (const lock of page.locks) {
+            if (options.json) process.stdout.write(`${JSON.stringify(lock)}\n`);
+            else rows.push([lock.name, String(lock.holders), String(lock.waiters), lock.heldMode ?? '-']);
+          }
+          pageToken = page.nextPageToken;
+        } while (pageToken !== '');
+        if (!options.json) process.stdout.write(table(['NAME', 'HOLDERS', 'WAITERS', 'MODE'], rows));
+        return EXIT.ok;
+      });
+    });
+
+  program
+    .command('describe')
+    .description('show who holds a lock and who waits for it, in queue order')
+    .argument('<name>', 'the lock')
+    .addOption(serverOption(env))
+    .option('--json', 'print JSON')
+    .action(async (name: string, options: { server: string; json?: boolean }) => {
+      process.exitCode = await withClient(options.server, async (client) => {
+        const description = await client.describe(name);
+        process.stdout.write(options.json ? `${toJson(description)}\n` : describeText(description));
+        return EXIT.ok;
+      });
+    });
+
+  program
+    .command('check')
+    .description('say whether a fencing token is held for a lock now (exit 0: held, 1: not held)')
+    .argument('<name>', 'the lock')
+    .argument('<token>', 'the fencing token')
+    .addOption(serverOption(env))
+    .option('--json', 'print JSON')
+    .action(async (name: string, token: string, options: { server: string; json?: boolean }) => {
+      if (!/^\d+$/.test(token)) program.error(`check: token ${JSON.stringify(token)} is not a whole number`);
+      process.exitCode = await withClient(options.server, async (client) => {
+        const held = await client.checkToken(name, BigInt(token));
+        process.stdout.write(
+          options.json ? `${JSON.stringify({ name, token, held })}\n` : `${held ? 'held' : 'not held'}\n`,
+        );
+        return held ? EXIT.ok : EXIT.notHeld;
+      });
+    });
+
+  program
+    .command('revoke')
+    .description("ask a lock's holders to release it; with --force-after, take it away then")
+    .argument('<name>', 'the lock')
+    .addOption(serverOption(env))
+    .option('--reason <text>', 'told to the holders', '')
+    .option(
+      '--force-after <duration>',
+      'take the lock from holders that still hold it then',
+      durationArgument('--force-after'),
+    )
+    .option('--json', 'print JSON')
+    .action(
+      async (
+        name: string,
+        options: { server: string; reason: string; forceAfter?: number; json?: boolean },
+      ) => {
+        process.exitCode = await withClient(options.server, async (client) => {
+          const asked = await client.revoke(name, { reason: options.reason, forceAfter: options.forceAfter });
+          process.stdout.write(
+            options.json
+              ? `${JSON.stringify({ name, holdersAsked: asked })}\n`
+              : `asked ${asked} holder${asked === 1 ? '' : 's'} of "${name}" to release it\n`,
+          );
+          return EXIT.ok;
+        });
+      },
+    );
+}
+
+function describeText(description: LockDescription): string {
+  const row = (info: LockRequestInfo, place: string): string[] => [
+    place,
+    info.mode ?? '?',
+    info.owner || '-',
+    info.token.toString(),
+    info.requestedAt?.toISOString() ?? '-',
+    info.instance || '-',
+    info.peer || '-',
+  ];
+  const header = ['', 'MODE', 'OWNER', 'TOKEN', 'REQUESTED', 'INSTANCE', 'PEER'];
+  const rows = [
+    ...description.holders.map((info) => row(info, 'holds')),
+    ...description.waiters.map((info, i) => row(info, `#${i + 1}`)),
+  ];
+  const summary = `lock ${JSON.stringify(description.name)}: ${description.holders.length} holding, ${description.waiters.length} waiting\n`;
+  return rows.length === 0 ? summary : summary + table(header, rows);
+}
+
+/** Fixed-width columns, two spaces apart. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]?.length ?? 0)));
+  const line = (cells: string[]): string =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n') + '\n';
+}
+
+/** JSON with bigint tokens as strings (as grpcurl prints uint64). */
+export function toJson(value: unknown): string {
+  return JSON.stringify(value, (_key, field: unknown) =>
+    typeof field === 'bigint' ? field.toString() : field,
+  );
+}

@@ -1,0 +1,159 @@
+import { spawn } from 'node:child_process';
+import { hostname, userInfo } from 'node:os';
+import { constants } from 'node:os';
+import type { Command } from 'commander';
+import { LockClient, LockClientError, LockTimeoutError, type Lock, type LockMode } from '../client/index.js';
+import { durationArgument, EXIT, serverOption } from './client-commands.js';
+
+interface RunOptions {
+  readonly server: string;
+  readonly mode: string;
+  readonly wait?: number;
+  readonly owner: string;
+  readonly killAfter: number;
+}
+
+const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
+
+/**
+ * `lockstream run NAME -- command args...`: acquire, run the command while holding the lock,
+ * release when it exits, exit with its code (as flock(1), `etcdctl lock`, `consul lock`).
+ * Unlike `etcdctl lock`, a lost or revoked lock stops the command: its whole process group
+ * (grandchildren behind `sh -c` included) gets SIGTERM, then SIGKILL after `--kill-after`.
+ */
+export function addRunCommand(program: Command, env: Readonly<Record<string, string | undefined>>): void {
+  program
+    .command('run')
+    .description(
+      'hold a lock while a command runs: acquire, run it, release when it exits, exit with its code',
+    )
+    .argument('<name>', 'the lock')
+    .argument('<command...>', 'the command and its arguments (after --)')
+    .addOption(serverOption(env))
+    .option('--mode <mode>', 'mutex, read or write', 'mutex')
+    .option(
+      '--wait <duration>',
+      `give up after this long in the queue (exit ${EXIT.timedOut})`,
+      durationArgument('--wait'),
+    )
+    .option('--owner <text>', 'who is asking, shown to operators', defaultOwner())
+    .option(
+      '--kill-after <duration>',
+      'when the lock is lost or revoked: SIGTERM the command, then SIGKILL it after this long',
+      durationArgument('--kill-after'),
+      10_000,
+    )
+    .action(async (name: string, command: string[], options: RunOptions) => {
+      if (!['mutex', 'read', 'write'].includes(options.mode)) {
+        program.error(`run: --mode ${JSON.stringify(options.mode)}: expected mutex, read or write`);
+      }
+      process.exitCode = await runLocked(name, command, options);
+    });
+}
+
+async function runLocked(name: string, command: string[], options: RunOptions): Promise<number> {
+  const client = new LockClient(options.server);
+  const interrupted = new AbortController();
+  const onWaitSignal = (signal: NodeJS.Signals): void => interrupted.abort(signal);
+  for (const signal of FORWARDED_SIGNALS) process.on(signal, onWaitSignal);
+  let stopCommand: (why: string) => void = () => {};
+  let lock: Lock;
+  try {
+    lock = await client.acquire(name, {
+      mode: options.mode as LockMode,
+      waitTimeout: options.wait,
+      owner: options.owner,
+      signal: interrupted.signal,
+      onQueued: (ahead) => {
+        if (process.stderr.isTTY)
+          process.stderr.write(`\rwaiting for lock "${name}": ${ahead} ahead\u001b[K`);
+      },
+      onRevokeRequested: ({ reason }) =>
+        stopCommand(`lock "${name}" was revoked: ${reason || 'no reason given'}`),
+    });
+  } catch (error) {
+    client.close();
+    if (interrupted.signal.aborted) return 128 + signalNumber(interrupted.signal.reason as NodeJS.Signals);
+    if (error instanceof LockTimeoutError) {
+      process.stderr.write(`lockstream run: ${error.message}\n`);
+      return EXIT.timedOut;
+    }
+    if (error instanceof LockClientError) {
+      process.stderr.write(`lockstream run: ${error.message}\n`);
+      return EXIT.failed;
+    }
+    throw error;
+  } finally {
+    for (const signal of FORWARDED_SIGNALS) process.off(signal, onWaitSignal);
+    if (process.stderr.isTTY) process.stderr.write('\r\u001b[K');
+  }
+
+  const [file = '', ...args] = command;
+  const child = spawn(file, args, {
+    stdio: 'inherit',
+    // Its own process group, so that stopping it reaches everything it started.
+    detached: true,
+    env: {
+      ...process.env,
+      LOCKSTREAM_LOCK_NAME: name,
+      LOCKSTREAM_FENCING_TOKEN: lock.token.toString(),
+      LOCKSTREAM_SERVER: options.server,
+    },
+  });
+  const group = (signal: NodeJS.Signals): void => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, signal);
+    } catch {
+      // The group is gone already.
+    }
+  };
+  const forward = (signal: NodeJS.Signals): void => group(signal);
+  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
+  let stoppedBecause: string | undefined;
+  let killTimer: NodeJS.Timeout | undefined;
+  stopCommand = (why) => {
+    if (stoppedBecause !== undefined) return;
+    stoppedBecause = why;
+    process.stderr.write(`lockstream run: ${why}; stopping the command\n`);
+    group('SIGTERM');
+    killTimer = setTimeout(() => group('SIGKILL'), options.killAfter);
+  };
+  if (lock.revokeRequested)
+    stopCommand(`lock "${name}" was revoked: ${lock.revokeRequested.reason || 'no reason given'}`);
+  const onLost = (): void => stopCommand((lock.lost.reason as Error).message);
+  lock.lost.addEventListener('abort', onLost, { once: true });
+
+  const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
+    (resolve) => {
+      child.once('error', (error) => resolve({ code: null, signal: null, error }));
+      child.once('exit', (code, signal) => resolve({ code, signal }));
+    },
+  );
+  clearTimeout(killTimer);
+  for (const signal of FORWARDED_SIGNALS) process.off(signal, forward);
+  lock.lost.removeEventListener('abort', onLost);
+  // Whatever the command left running in its group must not outlive the lock.
+  if (stoppedBecause !== undefined) group('SIGKILL');
+  await lock[Symbol.asyncDispose]();
+  client.close();
+  if (exit.error) {
+    process.stderr.write(`lockstream run: could not run ${JSON.stringify(file)}: ${exit.error.message}\n`);
+    return 127;
+  }
+  if (stoppedBecause !== undefined) return EXIT.lockLost;
+  return exit.code ?? 128 + signalNumber(exit.signal ?? 'SIGKILL');
+}
+
+function signalNumber(signal: NodeJS.Signals): number {
+  return constants.signals[signal] ?? 0;
+}
+
+function defaultOwner(): string {
+  let user = 'unknown';
+  try {
+    user = userInfo().username;
+  } catch {
+    // No user name (some containers).
+  }
+  return `${user}@${hostname()}:${process.pid}`;
+}

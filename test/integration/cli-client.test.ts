@@ -1,0 +1,197 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LockClient } from '../../src/client/index.js';
+import { loadConfig } from '../../src/server/config.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
+import { deferred } from '../support/lock-caller.js';
+import { isRunning } from '../support/is-alive.js';
+import { CLI } from '../support/server-process.js';
+
+/** One `lockstream` command as its own process, with what it printed so far. */
+interface CliRun {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number>;
+  stdout: string;
+  stderr: string;
+  /** Resolves once stdout has a line matching `pattern`, with its match. */
+  line(pattern: RegExp): Promise<RegExpMatchArray>;
+}
+
+function lockstream(args: string[], env: Record<string, string> = {}): CliRun {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const waiters: Array<() => void> = [];
+  const run: CliRun = {
+    child,
+    exited: once(child, 'exit').then(
+      ([code, signal]) => (code as number | null) ?? 128 + (signal === 'SIGKILL' ? 9 : 15),
+    ),
+    stdout: '',
+    stderr: '',
+    line: async (pattern) => {
+      for (;;) {
+        const match = pattern.exec(run.stdout);
+        if (match) return match;
+        if (child.exitCode !== null)
+          throw new Error(`exited before printing ${pattern}: ${run.stdout}${run.stderr}`);
+        await new Promise<void>((resolve) => waiters.push(resolve));
+      }
+    },
+  };
+  const wake = (): void => {
+    for (const resolve of waiters.splice(0)) resolve();
+  };
+  child.stdout.on('data', (chunk: Buffer) => {
+    run.stdout += chunk.toString();
+    wake();
+  });
+  child.stderr.on('data', (chunk: Buffer) => (run.stderr += chunk.toString()));
+  child.once('exit', wake);
+  return run;
+}
+
+describe('the lockstream command as a client', () => {
+  let server: RunningServer;
+  let client: LockClient;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+    client = new LockClient(`127.0.0.1:${server.port}`);
+    env = { LOCKSTREAM_SERVER: `127.0.0.1:${server.port}` };
+  });
+
+  afterAll(async () => {
+    client.close();
+    await server.stop();
+  });
+
+  it('ls, describe, check and revoke print tables for people and JSON for scripts', async () => {
+    const asked = deferred<string>();
+    const lock = await client.acquire('cli/report', {
+      owner: 'reporter',
+      onRevokeRequested: (r) => asked.resolve(r.reason),
+    });
+    const ls = lockstream(['ls', 'cli/'], env);
+    expect(await ls.exited).toBe(0);
+    expect(ls.stdout).toBe('NAME        HOLDERS  WAITERS  MODE\ncli/report  1        0        mutex\n');
+    const lsJson = lockstream(['ls', '--json'], env);
+    expect(await lsJson.exited).toBe(0);
+    expect(JSON.parse(lsJson.stdout)).toEqual({
+      name: 'cli/report',
+      holders: 1,
+      waiters: 0,
+      heldMode: 'mutex',
+    });
+
+    const described = lockstream(['describe', 'cli/report', '--server', `127.0.0.1:${server.port}`]);
+    expect(await described.exited).toBe(0);
+    expect(described.stdout).toMatch(/^lock "cli\/report": 1 holding, 0 waiting\n/);
+    expect(described.stdout).toMatch(new RegExp(`holds\\s+mutex\\s+reporter\\s+${lock.token}\\s+\\d{4}-`));
+    const describedJson = lockstream(['describe', 'cli/report', '--json'], env);
+    expect(await describedJson.exited).toBe(0);
+    expect(JSON.parse(describedJson.stdout)).toMatchObject({
+      name: 'cli/report',
+      holders: [{ mode: 'mutex', owner: 'reporter', token: lock.token.toString() }],
+      waiters: [],
+    });
+
+    const held = lockstream(['check', 'cli/report', lock.token.toString()], env);
+    expect([await held.exited, held.stdout]).toEqual([0, 'held\n']);
+    const notHeld = lockstream(['check', 'cli/report', String(lock.token + 1n), '--json'], env);
+    expect(await notHeld.exited).toBe(1);
+    expect(JSON.parse(notHeld.stdout)).toEqual({
+      name: 'cli/report',
+      token: String(lock.token + 1n),
+      held: false,
+    });
+
+    const revoke = lockstream(['revoke', 'cli/report', '--reason', 'maintenance'], env);
+    expect([await revoke.exited, revoke.stdout]).toEqual([
+      0,
+      'asked 1 holder of "cli/report" to release it\n',
+    ]);
+    expect(await asked.promise).toBe('maintenance');
+    await lock.release();
+
+    const bad = lockstream(['describe', ''], env);
+    expect(await bad.exited).toBe(69);
+    expect(bad.stderr).toMatch(/^error: INVALID_ARGUMENT: .*name is empty/);
+  });
+
+  it('run holds the lock while the command runs, passes name and token, and exits with its code', async () => {
+    const run = lockstream(
+      [
+        'run',
+        'cli/job',
+        '--owner',
+        'nightly',
+        '--',
+        'sh',
+        '-c',
+        'echo "token=$LOCKSTREAM_FENCING_TOKEN name=$LOCKSTREAM_LOCK_NAME"; read _ < /dev/null; exit 7',
+      ],
+      env,
+    );
+    expect(await run.exited).toBe(7);
+    const [, token] = /token=(\d+) name=cli\/job/.exec(run.stdout) ?? [];
+    expect(token).toBeDefined();
+    // Released when the command exited: free again.
+    const after = await client.tryAcquire('cli/job');
+    expect(after?.token).toBeGreaterThan(BigInt(token!));
+    await after?.release();
+  });
+
+  it('run forwards signals to the command and exits with what the command does about them', async () => {
+    const run = lockstream(
+      [
+        'run',
+        'cli/signals',
+        '--',
+        'sh',
+        '-c',
+        'trap "echo got TERM; exit 3" TERM; echo ready; while true; do sleep 0.05; done',
+      ],
+      env,
+    );
+    await run.line(/ready/);
+    expect((await client.describe('cli/signals')).holders).toHaveLength(1);
+    run.child.kill('SIGTERM');
+    expect(await run.exited).toBe(3);
+    expect(run.stdout).toMatch(/got TERM/);
+    expect((await client.describe('cli/signals')).holders).toEqual([]);
+  });
+
+  it('run stops the whole command, grandchildren included, when the lock is revoked or lost, and exits 74', async () => {
+    const revoked = lockstream(
+      ['run', 'cli/revoked', '--', 'sh', '-c', 'sleep 300 & echo "grandchild=$!"; wait'],
+      env,
+    );
+    const [, grandchild] = await revoked.line(/grandchild=(\d+)/);
+    expect(await client.revoke('cli/revoked', { reason: 'deploy' })).toBe(1);
+    expect(await revoked.exited).toBe(74);
+    expect(revoked.stderr).toMatch(/lock "cli\/revoked" was revoked: deploy; stopping the command/);
+    expect(isRunning(Number(grandchild))).toBe(false);
+
+    const lost = lockstream(['run', 'cli/lost', '--', 'sh', '-c', 'echo started; sleep 300'], env);
+    await lost.line(/started/);
+    if (!(server.store instanceof MemoryStore)) throw new Error('INVARIANT: embedded store');
+    server.store.expireSession();
+    expect(await lost.exited).toBe(74);
+    expect(lost.stderr).toMatch(/"cli\/lost" was lost/);
+  });
+
+  it('run gives up with exit 75 when the lock is not acquired within --wait, without running the command', async () => {
+    const holder = await client.acquire('cli/busy');
+    const run = lockstream(['run', 'cli/busy', '--wait', '200ms', '--', 'sh', '-c', 'echo ran'], env);
+    expect(await run.exited).toBe(75);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toMatch(/DEADLINE_EXCEEDED: lock "cli\/busy" was not acquired within/);
+    await holder.release();
+  });
+});
