@@ -27,6 +27,10 @@ export interface Config {
   readonly maxWaitersPerLock: number;
   /** Largest request message the server accepts, in bytes. */
   readonly maxMessageBytes: number;
+  /** Address of the HTTP port (metrics). */
+  readonly httpHost: string;
+  /** HTTP port for metrics; undefined: no HTTP server; 0 picks a free one. */
+  readonly httpPort: number | undefined;
   readonly logLevel: LogLevel;
 }
 
@@ -144,6 +148,17 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     default: String(DEFAULTS.maxMessageBytes),
   },
   {
+    flags: '--http-port <port>',
+    env: 'LOCKSTREAM_HTTP_PORT',
+    description: 'serve Prometheus metrics on /metrics at this port (0 picks a free one); off by default',
+  },
+  {
+    flags: '--http-host <address>',
+    env: 'LOCKSTREAM_HTTP_HOST',
+    description: 'address for the HTTP port',
+    default: '127.0.0.1',
+  },
+  {
     flags: '--log-level <level>',
     env: 'LOCKSTREAM_LOG_LEVEL',
     // Checked in validate() rather than with commander's choices(), which would stop at the
@@ -230,6 +245,12 @@ function validate(values: OptionValues): Readonly<Config> {
     }
     return parsed;
   };
+  const rawHttpPort = values['httpPort'] === undefined ? undefined : String(values['httpPort']);
+  const httpPort =
+    rawHttpPort === undefined ? undefined : /^\d+$/.test(rawHttpPort) ? Number(rawHttpPort) : Number.NaN;
+  if (httpPort !== undefined && !(Number.isInteger(httpPort) && httpPort <= 65535)) {
+    problems.push(`--http-port ${JSON.stringify(rawHttpPort)}: expected a port number from 0 to 65535`);
+  }
   const logLevel = String(values['logLevel']) as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) {
     problems.push(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(', ')}`);
@@ -250,6 +271,8 @@ function validate(values: OptionValues): Readonly<Config> {
     maxWaitersPerLock: count('maxWaitersPerLock', '--max-waiters-per-lock', 1, 2 ** 31 - 1),
     // A start message with a 512-byte name and a 256-byte owner needs under 1 KiB.
     maxMessageBytes: count('maxMessageBytes', '--max-message-bytes', 1024, 4 * 1024 * 1024),
+    httpHost: String(values['httpHost']),
+    httpPort,
     logLevel,
   };
   if (problems.length > 0) throw new ConfigError(problems);

@@ -9,11 +9,16 @@ import { LockInspector } from './engine/lock-inspector.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { CoordinationStore } from './stores/store.js';
 import type * as ZooKeeperStoreModule from './stores/zookeeper/zookeeper-store.js';
+import { HttpServer } from './observability/http-server.js';
+import { InstrumentedStore } from './observability/instrumented-store.js';
+import { Metrics } from './observability/metrics.js';
 import { GrpcServer } from './transport/grpc-server.js';
 
 export interface RunningServer {
   /** The bound gRPC port. */
   readonly port: number;
+  /** The bound HTTP port, when --http-port is set. */
+  readonly httpPort: number | undefined;
   readonly store: CoordinationStore;
   readonly engine: LockEngine;
   readonly claims: ClaimRegistry;
@@ -27,9 +32,12 @@ export interface RunningServer {
 export async function startServer(config: Readonly<Config>, logger: Logger): Promise<RunningServer> {
   routeGrpcLogs(logger.child({ component: 'grpc-js' }));
   const store = await openStore(config, logger.child({ component: 'store' }));
+  const metrics = new Metrics({ store });
+  // The engine and the inspector see a store whose operations are timed; tests see the store itself.
+  const timedStore = new InstrumentedStore(store, metrics);
   const instanceId = randomUUID();
   const engine = new LockEngine({
-    store,
+    store: timedStore,
     rootPath: config.rootPath,
     logger: logger.child({ component: 'engine' }),
     instanceId,
@@ -43,18 +51,32 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   });
   const server = new GrpcServer({
     claims,
-    inspector: new LockInspector({ store, engine }),
+    inspector: new LockInspector({ store: timedStore, engine }),
     engine,
+    metrics,
     logger: logger.child({ component: 'transport' }),
     keepaliveTimeMs: config.keepaliveTimeMs,
     keepaliveTimeoutMs: config.keepaliveTimeoutMs,
     maxStreamsPerConnection: config.maxStreamsPerConnection,
     maxMessageBytes: config.maxMessageBytes,
   });
+  const http =
+    config.httpPort === undefined
+      ? undefined
+      : new HttpServer({ metrics, logger: logger.child({ component: 'http' }) });
   let port: number;
+  let httpPort: number | undefined;
   try {
     port = await server.listen(config.host, config.port);
+    if (http) {
+      httpPort = await http.listen(config.httpHost, config.httpPort ?? 0);
+      logger.info(
+        { httpHost: config.httpHost, httpPort },
+        `metrics on http://${config.httpHost}:${httpPort}/metrics`,
+      );
+    }
   } catch (error) {
+    await server.shutdown(0);
     await store.close();
     throw error;
   }
@@ -70,6 +92,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
       logger.info('shutting down');
       unwatchHealth();
       await server.shutdown(config.shutdownGraceMs);
+      await http?.close();
       // Requests kept for a resume that can no longer come: release them with the session.
       await claims.close();
       await store.close();
@@ -77,7 +100,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     })();
     return stopping;
   };
-  return { port, store, engine, claims, stop, whenIdle: () => server.whenIdle() };
+  return { port, httpPort, store, engine, claims, stop, whenIdle: () => server.whenIdle() };
 }
 
 async function openStore(config: Readonly<Config>, logger: Logger): Promise<CoordinationStore> {

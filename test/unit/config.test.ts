@@ -29,6 +29,8 @@ describe('loadConfig', () => {
       maxStreamsPerConnection: 1000,
       maxWaitersPerLock: 10_000,
       maxMessageBytes: 4096,
+      httpHost: '127.0.0.1',
+      httpPort: undefined,
       logLevel: 'info',
     });
     expect(DEFAULTS.rootPath).toBe('/lockstream');
@@ -66,6 +68,10 @@ describe('loadConfig', () => {
       '20',
       '--max-message-bytes',
       '2048',
+      '--http-port',
+      '9090',
+      '--http-host',
+      '0.0.0.0',
       '--log-level',
       'debug',
     ]);
@@ -84,6 +90,8 @@ describe('loadConfig', () => {
       maxStreamsPerConnection: 10,
       maxWaitersPerLock: 20,
       maxMessageBytes: 2048,
+      httpHost: '0.0.0.0',
+      httpPort: 9090,
       logLevel: 'debug',
     });
   });
@@ -112,6 +120,7 @@ describe('loadConfig', () => {
         LOCKSTREAM_MAX_STREAMS_PER_CONNECTION: '11',
         LOCKSTREAM_MAX_WAITERS_PER_LOCK: '21',
         LOCKSTREAM_MAX_MESSAGE_BYTES: '3000',
+        LOCKSTREAM_HTTP_PORT: '0',
         LOCKSTREAM_LOG_LEVEL: 'warn',
       },
       [],
@@ -131,6 +140,8 @@ describe('loadConfig', () => {
       maxStreamsPerConnection: 11,
       maxWaitersPerLock: 21,
       maxMessageBytes: 3000,
+      httpHost: '127.0.0.1',
+      httpPort: 0,
       logLevel: 'warn',
     });
   });

@@ -34,6 +34,8 @@ export class Claim {
   /** Set when the claim can be resumed (its grace is above zero). */
   readonly resumeToken: string | undefined;
   readonly graceMs: number;
+  readonly #openedAt = performance.now();
+  #grantedAt: number | undefined;
   /** Resolves with the held lock, or rejects as `LockEngine.acquire` does. */
   readonly granted: Promise<Lease>;
   readonly #logger: Logger;
@@ -68,6 +70,7 @@ export class Claim {
       })
       .then((lease) => {
         this.#lease = lease;
+        this.#grantedAt = performance.now();
         // Dropped in end(): the session outlives the claim, and must not keep it alive.
         this.#unsubscribe = lease.onConfirmedChange((confirmed) =>
           this.#observer?.confirmedChange(confirmed),
@@ -77,6 +80,11 @@ export class Claim {
       });
     // Observed by whoever is attached; a claim detached when it fails is not a second failure.
     this.granted.catch(() => {});
+  }
+
+  /** How long the request waited for its grant (so far, while it waits). */
+  get waitedMs(): number {
+    return (this.#grantedAt ?? performance.now()) - this.#openedAt;
   }
 
   /** The held lock, once granted. */

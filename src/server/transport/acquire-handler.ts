@@ -6,6 +6,7 @@ import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lo
 import type { Claim, ClaimRegistry } from '../engine/claims.js';
 import type { Lease, RevokeRequest } from '../engine/lock-engine.js';
 import { isLockError, LockError } from '../engine/lock-error.js';
+import type { HoldOutcome, Metrics } from '../observability/metrics.js';
 import { toStreamOpening } from './acquire-request.js';
 import { toCallStatus } from './error-status.js';
 
@@ -19,6 +20,7 @@ export interface AcquireHandlerOptions {
   readonly logger: Logger;
   /** Aborts (reason: a `SHUTTING_DOWN` error) when the server shuts down. */
   readonly shutdown: AbortSignal;
+  readonly metrics: Metrics;
   /** Told about each call's work, until its lock is released or its claim detached. */
   readonly track: (work: Promise<void>) => void;
 }
@@ -41,9 +43,13 @@ export function createAcquireHandler(options: AcquireHandlerOptions): (call: Acq
 
 async function serveAcquire(
   call: AcquireCall,
-  { claims, shutdown }: AcquireHandlerOptions,
+  { claims, shutdown, metrics }: AcquireHandlerOptions,
   logger: Logger,
 ): Promise<void> {
+  using _stream = disposable(metrics.streamOpened());
+  // Set while this stream waits, and while it holds (called with how the hold ended).
+  let stopWaiting: (() => void) | undefined;
+  let endHold: ((outcome: HoldOutcome) => void) | undefined;
   // An abnormal end: the client cancelled, its connection broke, or it went silent.
   const broken = new AbortController();
   call.once('cancelled', () => {
@@ -62,6 +68,9 @@ async function serveAcquire(
         : claims.resume(opening.resumeToken);
     const { request } = claim;
     logger = logger.child({ lock: request.name, mode: request.mode });
+    // A claim granted before this stream attached (a resume) was counted by the stream it had then.
+    const grantedBefore = claim.lease !== undefined;
+    if (!grantedBefore) stopWaiting = metrics.waiting(request.mode);
     using heartbeats = heartbeat(call, opening.heartbeatIntervalMs, broken);
     client.heard = heartbeats.heard;
     const clientEnd = client.end;
@@ -93,6 +102,9 @@ async function serveAcquire(
     }
     const lease = await untilAborted(claim.granted, signal);
     if (lease.lost.aborted) throw lockLost(lease);
+    stopWaiting?.();
+    stopWaiting = undefined;
+    endHold = grantedBefore ? metrics.holding(request.mode) : metrics.granted(request.mode, claim.waitedMs);
     await send(call, { kind: { $case: 'acquired', value: { fencingToken: lease.fencingToken } } }, signal);
     if (!lease.confirmed && !lease.lost.aborted) call.write({ kind: { $case: 'inDoubt', value: {} } });
     logger.debug({ token: lease.fencingToken.toString(), resumed: opening.kind === 'resume' }, 'granted');
@@ -111,11 +123,22 @@ async function serveAcquire(
     if (end === undefined) throw signal.reason;
     await lease.release();
     released = true;
+    endHold('released');
     if (end instanceof LockError) throw end;
     await send(call, { kind: { $case: 'released', value: {} } }, signal);
     logger.debug('released');
     call.end();
   } catch (error) {
+    if (
+      stopWaiting &&
+      claim &&
+      claim.lease === undefined &&
+      !broken.signal.aborted &&
+      !replaced.signal.aborted
+    ) {
+      metrics.notGranted(claim.request.mode, error);
+    }
+    endHold?.(replaced.signal.aborted ? 'replaced' : broken.signal.aborted ? 'detached' : 'lost');
     if (!isLockError(broken.signal.reason, 'CANCELLED')) {
       const lease = claim?.lease;
       const failure = lease?.lost.aborted && !released ? lockLost(lease) : error;
@@ -128,6 +151,7 @@ async function serveAcquire(
       call.emit('error', { ...status, metadata });
     }
   } finally {
+    stopWaiting?.();
     if (claim && !replaced.signal.aborted) {
       if (broken.signal.aborted && !shutdown.aborted) claim.detach();
       else await claim.end(new LockError('CANCELLED', 'the stream ended'));

@@ -6,6 +6,7 @@ import { unboundedController } from '../../common/abort.js';
 import type { ClaimRegistry } from '../engine/claims.js';
 import type { LockEngine } from '../engine/lock-engine.js';
 import type { LockInspector } from '../engine/lock-inspector.js';
+import type { Metrics } from '../observability/metrics.js';
 import { LockError } from '../engine/lock-error.js';
 import { createAcquireHandler } from './acquire-handler.js';
 import { createUnaryHandlers } from './unary-handlers.js';
@@ -18,6 +19,7 @@ export interface GrpcServerOptions {
   readonly inspector: LockInspector;
   /** Carries out RevokeLock. */
   readonly engine: LockEngine;
+  readonly metrics: Metrics;
   readonly logger: Logger;
   /**
    * HTTP/2 keepalive: a ping after this much idle time on a connection, and the connection
@@ -65,6 +67,7 @@ export class GrpcServer {
         claims: options.claims,
         logger: options.logger,
         shutdown: this.#shutdown.signal,
+        metrics: options.metrics,
         track: (work) => this.#track(work),
       }),
       ...createUnaryHandlers(options, options.logger),

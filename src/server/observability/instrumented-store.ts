@@ -1,0 +1,84 @@
+import type {
+  CoordinationStore,
+  CreatedNode,
+  NodeData,
+  NodeWatchHandlers,
+  StoreSession,
+  StoreStats,
+} from '../stores/store.js';
+import type { Metrics } from './metrics.js';
+
+/** A store whose operations are timed into `lockstream_store_operation_seconds`; otherwise the store itself. */
+export class InstrumentedStore implements CoordinationStore {
+  readonly #store: CoordinationStore;
+  readonly #metrics: Metrics;
+
+  constructor(store: CoordinationStore, metrics: Metrics) {
+    this.#store = store;
+    this.#metrics = metrics;
+  }
+
+  get kind(): string {
+    return this.#store.kind;
+  }
+
+  get session(): StoreSession {
+    return this.#store.session;
+  }
+
+  get stats(): Readonly<StoreStats> {
+    return this.#store.stats;
+  }
+
+  createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode> {
+    return this.#timed('create', () => this.#store.createSequential(dir, prefix, data));
+  }
+
+  children(dir: string): Promise<string[]> {
+    return this.#timed('getChildren', () => this.#store.children(dir));
+  }
+
+  creationId(path: string): Promise<bigint | null> {
+    return this.#timed('exists', () => this.#store.creationId(path));
+  }
+
+  nodeData(path: string): Promise<NodeData | null> {
+    return this.#timed('getData', () => this.#store.nodeData(path));
+  }
+
+  setData(path: string, data: Uint8Array): Promise<boolean> {
+    return this.#timed('setData', () => this.#store.setData(path, data));
+  }
+
+  delete(path: string): Promise<void> {
+    return this.#timed('delete', () => this.#store.delete(path));
+  }
+
+  waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
+    return this.#store.waitUntilDeleted(path, options);
+  }
+
+  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void {
+    this.#store.watchNode(path, handlers, signal);
+  }
+
+  close(): Promise<void> {
+    return this.#store.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.#store.close();
+  }
+
+  async #timed<T>(operation: string, work: () => Promise<T>): Promise<T> {
+    const start = performance.now();
+    let ok = false;
+    try {
+      const result = await work();
+      ok = true;
+      return result;
+    } finally {
+      this.#metrics.storeOperation(operation, (performance.now() - start) / 1000, ok);
+    }
+  }
+}

@@ -1,0 +1,143 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { isLockError } from '../engine/lock-error.js';
+import type { LockMode } from '../engine/lock-mode.js';
+import type { CoordinationStore } from '../stores/store.js';
+
+/** How a wait ended without a grant. */
+export type NotGrantedOutcome = 'timed_out' | 'withdrawn' | 'rejected' | 'unavailable' | 'failed';
+/** How a held lock's stream ended. */
+export type HoldOutcome = 'released' | 'lost' | 'detached' | 'replaced';
+
+const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600];
+
+/**
+ * lockstream's Prometheus metrics, in a registry of its own (several servers can share one
+ * process in tests). Counters by mode and outcome, wait and hold histograms, current holders,
+ * waiters and streams of this instance, the store's session state and operation latency.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly #requests = new Counter({
+    name: 'lockstream_acquire_requests_total',
+    help: 'Acquire requests by mode and by how their wait ended (granted, timed_out, withdrawn, rejected, unavailable, failed)',
+    labelNames: ['mode', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly #holds = new Counter({
+    name: 'lockstream_holds_total',
+    help: 'Held locks by mode and by how their stream ended (released, lost, detached, replaced)',
+    labelNames: ['mode', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly #waitSeconds = new Histogram({
+    name: 'lockstream_wait_seconds',
+    help: 'Time from request to grant',
+    labelNames: ['mode'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #holdSeconds = new Histogram({
+    name: 'lockstream_hold_seconds',
+    help: 'Time from grant to the end of the holding stream',
+    labelNames: ['mode'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #holders = new Gauge({
+    name: 'lockstream_holders',
+    help: 'Streams of this instance holding a lock',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
+  readonly #waiters = new Gauge({
+    name: 'lockstream_waiters',
+    help: 'Streams of this instance waiting for a lock',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
+  readonly #streams = new Gauge({
+    name: 'lockstream_acquire_streams',
+    help: 'Open Acquire streams on this instance',
+    registers: [this.registry],
+  });
+  readonly #storeOperationSeconds = new Histogram({
+    name: 'lockstream_store_operation_seconds',
+    help: 'Latency of coordination store operations, by operation and result',
+    labelNames: ['operation', 'result'] as const,
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+    registers: [this.registry],
+  });
+
+  constructor(options: { store: CoordinationStore }) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'lockstream_' });
+    const store = options.store;
+    new Gauge({
+      name: 'lockstream_store_session_confirmed',
+      help: '1 while the coordination store vouches for the session (connected, heard from recently), else 0',
+      labelNames: ['backend'] as const,
+      registers: [this.registry],
+      collect() {
+        this.set({ backend: store.kind }, store.session.confirmed ? 1 : 0);
+      },
+    });
+  }
+
+  /** Counts an open stream until the returned function is called. */
+  streamOpened(): () => void {
+    this.#streams.inc();
+    return once(() => this.#streams.dec());
+  }
+
+  /** Counts a waiting stream until the returned function is called. */
+  waiting(mode: LockMode): () => void {
+    this.#waiters.inc({ mode });
+    return once(() => this.#waiters.dec({ mode }));
+  }
+
+  /** A grant after `waitMs`; counts a holder until the returned function is called with how it ended. */
+  granted(mode: LockMode, waitMs: number): (outcome: HoldOutcome) => void {
+    this.#requests.inc({ mode, outcome: 'granted' });
+    this.#waitSeconds.observe({ mode }, waitMs / 1000);
+    this.#holders.inc({ mode });
+    const since = performance.now();
+    return once((outcome: HoldOutcome) => {
+      this.#holders.dec({ mode });
+      this.#holds.inc({ mode, outcome });
+      this.#holdSeconds.observe({ mode }, (performance.now() - since) / 1000);
+    });
+  }
+
+  /** A resumed stream holding a lock granted earlier: counts a holder, but not a new grant. */
+  holding(mode: LockMode): (outcome: HoldOutcome) => void {
+    this.#holders.inc({ mode });
+    return once((outcome: HoldOutcome) => {
+      this.#holders.dec({ mode });
+      this.#holds.inc({ mode, outcome });
+    });
+  }
+
+  notGranted(mode: LockMode, error: unknown): void {
+    this.#requests.inc({ mode, outcome: notGrantedOutcome(error) });
+  }
+
+  storeOperation(operation: string, seconds: number, ok: boolean): void {
+    this.#storeOperationSeconds.observe({ operation, result: ok ? 'ok' : 'error' }, seconds);
+  }
+}
+
+function notGrantedOutcome(error: unknown): NotGrantedOutcome {
+  if (isLockError(error, 'TIMEOUT')) return 'timed_out';
+  if (isLockError(error, 'CANCELLED')) return 'withdrawn';
+  if (isLockError(error, 'INVALID_ARGUMENT') || isLockError(error, 'RESOURCE_EXHAUSTED')) return 'rejected';
+  if (isLockError(error, 'UNAVAILABLE') || isLockError(error, 'SHUTTING_DOWN')) return 'unavailable';
+  return 'failed';
+}
+
+function once<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void {
+  let done = false;
+  return (...args) => {
+    if (done) return;
+    done = true;
+    fn(...args);
+  };
+}

@@ -1,0 +1,74 @@
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LockClient, LockTimeoutError } from '../../src/client/index.js';
+import { loadConfig } from '../../src/server/config.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { deferred } from '../support/lock-caller.js';
+
+/** The value of one sample in Prometheus text format, or undefined when it is absent. */
+function sample(text: string, name: string, labels = ''): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+describe('Prometheus metrics on --http-port', () => {
+  let server: RunningServer;
+  let client: LockClient;
+  const metrics = async (): Promise<string> => {
+    const response = await fetch(`http://127.0.0.1:${server.httpPort}/metrics`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/plain/);
+    return response.text();
+  };
+
+  beforeAll(async () => {
+    server = await startServer(
+      loadConfig({}, ['--port', '0', '--http-port', '0']),
+      pino({ level: 'silent' }),
+    );
+    client = new LockClient(`127.0.0.1:${server.port}`);
+  });
+
+  afterAll(async () => {
+    client.close();
+    await server.stop();
+  });
+
+  it('counts requests by mode and outcome, times waits and holds, and gauges holders, waiters and streams', async () => {
+    const writer = await client.acquire('metered', { mode: 'write' });
+    const queued = deferred();
+    const reader = client.acquire('metered', { mode: 'read', onQueued: () => queued.resolve() });
+    await queued.promise;
+    await expect(client.acquire('metered', { waitTimeout: 1 })).rejects.toBeInstanceOf(LockTimeoutError);
+
+    const during = await metrics();
+    expect(sample(during, 'lockstream_holders', '{mode="write"}')).toBe(1);
+    expect(sample(during, 'lockstream_waiters', '{mode="read"}')).toBe(1);
+    expect(sample(during, 'lockstream_acquire_streams')).toBe(2);
+    expect(sample(during, 'lockstream_acquire_requests_total', '{mode="write",outcome="granted"}')).toBe(1);
+    expect(sample(during, 'lockstream_acquire_requests_total', '{mode="mutex",outcome="timed_out"}')).toBe(1);
+    expect(sample(during, 'lockstream_store_session_confirmed', '{backend="memory"}')).toBe(1);
+
+    await writer.release();
+    await (await reader).release();
+    await server.whenIdle();
+    const after = await metrics();
+    expect(sample(after, 'lockstream_holders', '{mode="write"}')).toBe(0);
+    expect(sample(after, 'lockstream_waiters', '{mode="read"}')).toBe(0);
+    expect(sample(after, 'lockstream_acquire_streams')).toBe(0);
+    expect(sample(after, 'lockstream_holds_total', '{mode="write",outcome="released"}')).toBe(1);
+    expect(sample(after, 'lockstream_holds_total', '{mode="read",outcome="released"}')).toBe(1);
+    expect(sample(after, 'lockstream_wait_seconds_count', '{mode="read"}')).toBe(1);
+    expect(sample(after, 'lockstream_hold_seconds_count', '{mode="write"}')).toBe(1);
+    expect(
+      sample(after, 'lockstream_store_operation_seconds_count', '{operation="create",result="ok"}'),
+    ).toBe(3);
+    // Process metrics come with them.
+    expect(sample(after, 'lockstream_process_resident_memory_bytes')).toBeGreaterThan(0);
+  });
+
+  it('answers 404 elsewhere and 405 to anything but GET', async () => {
+    expect((await fetch(`http://127.0.0.1:${server.httpPort}/nope`)).status).toBe(404);
+    expect((await fetch(`http://127.0.0.1:${server.httpPort}/metrics`, { method: 'POST' })).status).toBe(405);
+  });
+});
