@@ -752,6 +752,29 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       });
     });
 
+    it("streams a lock's state on WatchLock: now, then after every grant, release and queue change", async () => {
+      const owners = (infos: Array<{ owner: string }>): string[] => infos.map((info) => info.owner);
+      const watch = ctx.caller.watch('watched');
+      await watch.until((s) => s.holders.length === 0 && s.waiters.length === 0);
+      const holder = open({ name: 'watched', owner: 'first' });
+      await holder.acquired();
+      await watch.until((s) => owners(s.holders).join() === 'first' && s.waiters.length === 0);
+      const waiter = open({ name: 'watched', owner: 'second' });
+      await waiter.queued();
+      await watch.until((s) => owners(s.holders).join() === 'first' && owners(s.waiters).join() === 'second');
+      await holder.release();
+      await watch.until((s) => owners(s.holders).join() === 'second' && s.waiters.length === 0);
+      await waiter.release();
+      const last = await watch.until(
+        (s) => s.holders.length === 0 && s.waiters.length === 0 && watch.states.indexOf(s) > 0,
+      );
+      expect(last.name).toBe('watched');
+      watch.cancel();
+
+      const bad = ctx.caller.watch('');
+      expect(await bad.ended()).toMatchObject({ code: status.INVALID_ARGUMENT });
+    });
+
     it('ends held and queued streams with UNAVAILABLE on shutdown', async () => {
       const holder = open({ name: 'bye' });
       await holder.acquired();

@@ -10,6 +10,7 @@ import {
   type ListLocksRequest,
   type ListLocksResponse,
   type RevokeLockResponse,
+  type WatchLockResponse,
 } from '../../src/gen/lockstream/v1/lockstream.js';
 
 export { LockMode };
@@ -213,6 +214,11 @@ export class LockCaller {
     return response.held;
   }
 
+  /** A WatchLock stream: every state it delivers, and a way to await one. */
+  watch(name: string): LockWatch {
+    return new LockWatch(this.client.watchLock({ name }));
+  }
+
   /** A stream that has sent nothing yet. */
   openEmpty(): AcquireStream {
     return new AcquireStream(this.client, null);
@@ -236,4 +242,49 @@ function promisify<T>(
   return new Promise((resolve, reject) => {
     call((error, value) => (error ? reject(error) : resolve(value as T)));
   });
+}
+
+/** A WatchLock stream, recording the states it delivers. */
+export class LockWatch {
+  readonly states: DescribeLockResponse[] = [];
+  readonly #call: grpc.ClientReadableStream<WatchLockResponse>;
+  readonly #waiters: Array<() => void> = [];
+  #ended: CallOutcome | undefined;
+
+  constructor(call: grpc.ClientReadableStream<WatchLockResponse>) {
+    this.#call = call;
+    call.on('data', (message: WatchLockResponse) => {
+      if (message.state) this.states.push(message.state);
+      this.#wake();
+    });
+    call.on('status', (status: grpc.StatusObject) => {
+      this.#ended = { code: status.code, details: status.details, requestEnded: true };
+      this.#wake();
+    });
+    call.on('error', () => {});
+  }
+
+  /** Resolves with the first state (from now on, or already delivered) that `match` accepts. */
+  async until(match: (state: DescribeLockResponse) => boolean): Promise<DescribeLockResponse> {
+    for (let seen = 0; ;) {
+      for (; seen < this.states.length; seen += 1) if (match(this.states[seen]!)) return this.states[seen]!;
+      if (this.#ended)
+        throw new Error(`watch ended: ${grpc.status[this.#ended.code]} ${this.#ended.details}`);
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    }
+  }
+
+  /** Resolves with how the stream ended. */
+  async ended(): Promise<CallOutcome> {
+    while (!this.#ended) await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    return this.#ended;
+  }
+
+  cancel(): void {
+    this.#call.cancel();
+  }
+
+  #wake(): void {
+    for (const wake of this.#waiters.splice(0)) wake();
+  }
 }

@@ -70,6 +70,37 @@ export class LockInspector {
     };
   }
 
+  /**
+   * Calls `onState` with the lock's description now and after every change to its queue, until
+   * `signal` aborts. One description at a time: changes during one are folded into the next.
+   * Rejects (and stops) if a description fails.
+   */
+  async watch(name: string, signal: AbortSignal, onState: (state: LockDescription) => void): Promise<void> {
+    validateLockName(name);
+    let changed = true;
+    let wake: (() => void) | undefined;
+    this.#store.watchChildren(
+      this.#engine.lockPath(name),
+      () => {
+        changed = true;
+        wake?.();
+      },
+      signal,
+    );
+    const aborted = new Promise<void>((resolve) =>
+      signal.addEventListener('abort', () => resolve(), { once: true }),
+    );
+    while (!signal.aborted) {
+      if (!changed) {
+        await Promise.race([new Promise<void>((resolve) => (wake = resolve)), aborted]);
+        continue;
+      }
+      changed = false;
+      const state = await this.describe(name);
+      if (!signal.aborted) onState(state);
+    }
+  }
+
   /** Whether a request holding `name` has `token` now: reads only the holders' nodes. */
   async isHeld(name: string, token: bigint): Promise<boolean> {
     validateLockName(name);

@@ -62,6 +62,10 @@ export class InstrumentedStore implements CoordinationStore {
     this.#store.watchNode(path, handlers, signal);
   }
 
+  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
+    this.#store.watchChildren(dir, onChange, signal);
+  }
+
   close(): Promise<void> {
     return this.#store.close();
   }

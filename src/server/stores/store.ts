@@ -48,6 +48,13 @@ export interface CoordinationStore extends AsyncDisposable {
   watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void;
 
   /**
+   * Calls `onChange` whenever a child of `dir` is created or deleted (also while `dir` does not
+   * exist yet), until `signal` aborts. Changes close together may be reported once. For
+   * dashboards (WatchLock), not for the lock recipe, which never watches a parent.
+   */
+  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void;
+
+  /**
    * Resolves once `path` is deleted, at once if it is already gone. Rejects with the signal's
    * reason when `signal` aborts. Wakes only the callers waiting on this path.
    */

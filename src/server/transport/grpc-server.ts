@@ -70,7 +70,7 @@ export class GrpcServer {
         metrics: options.metrics,
         track: (work) => this.#track(work),
       }),
-      ...createUnaryHandlers(options, options.logger),
+      ...createUnaryHandlers({ ...options, shutdown: this.#shutdown.signal }, options.logger),
     };
     this.#server.addService(LockServiceService, lockService);
     this.#health.addToServer(this.#server);

@@ -1,20 +1,26 @@
-import type { sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
+import { status, type sendUnaryData, type ServerUnaryCall, type ServerWritableStream } from '@grpc/grpc-js';
+import { onAbort } from '../../common/abort.js';
 import type { Logger } from 'pino';
 import type {
   DescribeLockResponse,
   LockRequestInfo as WireLockRequestInfo,
   LockServiceServer,
+  WatchLockRequest,
+  WatchLockResponse,
 } from '../../gen/lockstream/v1/lockstream.js';
 import type { LockEngine } from '../engine/lock-engine.js';
-import type { LockInspector, LockRequestInfo } from '../engine/lock-inspector.js';
+import type { LockDescription, LockInspector, LockRequestInfo } from '../engine/lock-inspector.js';
 import { durationToMs, toWireMode, validateLabel } from './acquire-request.js';
 import { toCallStatus } from './error-status.js';
 
-type UnaryRpcs = Pick<LockServiceServer, 'describeLock' | 'listLocks' | 'checkToken' | 'revokeLock'>;
+type UnaryRpcs = Pick<
+  LockServiceServer,
+  'describeLock' | 'listLocks' | 'checkToken' | 'revokeLock' | 'watchLock'
+>;
 
 /** The unary RPCs: DescribeLock, ListLocks, CheckToken (the inspector) and RevokeLock (the engine). */
 export function createUnaryHandlers(
-  { inspector, engine }: { inspector: LockInspector; engine: LockEngine },
+  { inspector, engine, shutdown }: { inspector: LockInspector; engine: LockEngine; shutdown: AbortSignal },
   logger: Logger,
 ): UnaryRpcs {
   return {
@@ -23,14 +29,23 @@ export function createUnaryHandlers(
       const forceAfterMs = forceAfter === undefined ? undefined : durationToMs(forceAfter, 'force_after');
       return { holdersAsked: await engine.revoke(name, reason, forceAfterMs) };
     }),
-    describeLock: unary(logger, async ({ name }): Promise<DescribeLockResponse> => {
-      const description = await inspector.describe(name);
-      return {
-        name: description.name,
-        holders: description.holders.map(toWireInfo),
-        waiters: description.waiters.map(toWireInfo),
-      };
-    }),
+    describeLock: unary(logger, async ({ name }) => toWireDescription(await inspector.describe(name))),
+    watchLock: (call: ServerWritableStream<WatchLockRequest, WatchLockResponse>) => {
+      const stop = new AbortController();
+      call.once('cancelled', () => stop.abort());
+      const unlinkShutdown = onAbort(shutdown, () => {
+        stop.abort();
+        call.emit('error', { code: status.UNAVAILABLE, details: 'the lockstream server is shutting down' });
+      });
+      inspector
+        .watch(call.request.name, stop.signal, (state) => call.write({ state: toWireDescription(state) }))
+        .catch((error: unknown) => {
+          stop.abort();
+          if (!call.cancelled)
+            call.emit('error', toCallStatus(error, logger.child({ method: call.getPath() })));
+        })
+        .finally(unlinkShutdown);
+    },
     listLocks: unary(logger, async (request) => {
       const page = await inspector.list(request);
       return {
@@ -41,6 +56,14 @@ export function createUnaryHandlers(
     checkToken: unary(logger, async ({ name, fencingToken }) => ({
       held: await inspector.isHeld(name, fencingToken),
     })),
+  };
+}
+
+function toWireDescription(description: LockDescription): DescribeLockResponse {
+  return {
+    name: description.name,
+    holders: description.holders.map(toWireInfo),
+    waiters: description.waiters.map(toWireInfo),
   };
 }
 

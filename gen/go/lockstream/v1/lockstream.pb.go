@@ -84,6 +84,98 @@ func (LockMode) EnumDescriptor() ([]byte, []int) {
 	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{0}
 }
 
+// WatchLockRequest names the lock to watch.
+type WatchLockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLockRequest) Reset() {
+	*x = WatchLockRequest{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLockRequest) ProtoMessage() {}
+
+func (x *WatchLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLockRequest.ProtoReflect.Descriptor instead.
+func (*WatchLockRequest) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *WatchLockRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// WatchLockResponse is the lock's state after a change.
+type WatchLockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Holders and waiters, as DescribeLock returns them.
+	State         *DescribeLockResponse `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLockResponse) Reset() {
+	*x = WatchLockResponse{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLockResponse) ProtoMessage() {}
+
+func (x *WatchLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLockResponse.ProtoReflect.Descriptor instead.
+func (*WatchLockResponse) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WatchLockResponse) GetState() *DescribeLockResponse {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 // RevokeLockRequest names the lock whose holders are asked to release it.
 type RevokeLockRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -99,7 +191,7 @@ type RevokeLockRequest struct {
 
 func (x *RevokeLockRequest) Reset() {
 	*x = RevokeLockRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -111,7 +203,7 @@ func (x *RevokeLockRequest) String() string {
 func (*RevokeLockRequest) ProtoMessage() {}
 
 func (x *RevokeLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[0]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -124,7 +216,7 @@ func (x *RevokeLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeLockRequest.ProtoReflect.Descriptor instead.
 func (*RevokeLockRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{0}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RevokeLockRequest) GetName() string {
@@ -159,7 +251,7 @@ type RevokeLockResponse struct {
 
 func (x *RevokeLockResponse) Reset() {
 	*x = RevokeLockResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +263,7 @@ func (x *RevokeLockResponse) String() string {
 func (*RevokeLockResponse) ProtoMessage() {}
 
 func (x *RevokeLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[1]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +276,7 @@ func (x *RevokeLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeLockResponse.ProtoReflect.Descriptor instead.
 func (*RevokeLockResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{1}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RevokeLockResponse) GetHoldersAsked() uint32 {
@@ -205,7 +297,7 @@ type DescribeLockRequest struct {
 
 func (x *DescribeLockRequest) Reset() {
 	*x = DescribeLockRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +309,7 @@ func (x *DescribeLockRequest) String() string {
 func (*DescribeLockRequest) ProtoMessage() {}
 
 func (x *DescribeLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[2]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +322,7 @@ func (x *DescribeLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLockRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLockRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{2}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DescribeLockRequest) GetName() string {
@@ -255,7 +347,7 @@ type DescribeLockResponse struct {
 
 func (x *DescribeLockResponse) Reset() {
 	*x = DescribeLockResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -267,7 +359,7 @@ func (x *DescribeLockResponse) String() string {
 func (*DescribeLockResponse) ProtoMessage() {}
 
 func (x *DescribeLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[3]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -280,7 +372,7 @@ func (x *DescribeLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLockResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLockResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{3}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DescribeLockResponse) GetName() string {
@@ -325,7 +417,7 @@ type LockRequestInfo struct {
 
 func (x *LockRequestInfo) Reset() {
 	*x = LockRequestInfo{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +429,7 @@ func (x *LockRequestInfo) String() string {
 func (*LockRequestInfo) ProtoMessage() {}
 
 func (x *LockRequestInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[4]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +442,7 @@ func (x *LockRequestInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequestInfo.ProtoReflect.Descriptor instead.
 func (*LockRequestInfo) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{4}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LockRequestInfo) GetMode() LockMode {
@@ -410,7 +502,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +514,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[5]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +527,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{5}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListLocksRequest) GetPrefix() string {
@@ -472,7 +564,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +576,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[6]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +589,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{6}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListLocksResponse) GetLocks() []*LockSummary {
@@ -531,7 +623,7 @@ type LockSummary struct {
 
 func (x *LockSummary) Reset() {
 	*x = LockSummary{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +635,7 @@ func (x *LockSummary) String() string {
 func (*LockSummary) ProtoMessage() {}
 
 func (x *LockSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[7]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +648,7 @@ func (x *LockSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockSummary.ProtoReflect.Descriptor instead.
 func (*LockSummary) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{7}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LockSummary) GetName() string {
@@ -600,7 +692,7 @@ type CheckTokenRequest struct {
 
 func (x *CheckTokenRequest) Reset() {
 	*x = CheckTokenRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +704,7 @@ func (x *CheckTokenRequest) String() string {
 func (*CheckTokenRequest) ProtoMessage() {}
 
 func (x *CheckTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[8]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +717,7 @@ func (x *CheckTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTokenRequest.ProtoReflect.Descriptor instead.
 func (*CheckTokenRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{8}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CheckTokenRequest) GetName() string {
@@ -653,7 +745,7 @@ type CheckTokenResponse struct {
 
 func (x *CheckTokenResponse) Reset() {
 	*x = CheckTokenResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +757,7 @@ func (x *CheckTokenResponse) String() string {
 func (*CheckTokenResponse) ProtoMessage() {}
 
 func (x *CheckTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[9]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +770,7 @@ func (x *CheckTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckTokenResponse.ProtoReflect.Descriptor instead.
 func (*CheckTokenResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{9}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CheckTokenResponse) GetHeld() bool {
@@ -706,7 +798,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +810,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[10]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +823,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{10}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcquireRequest) GetKind() isAcquireRequest_Kind {
@@ -840,7 +932,7 @@ type AcquireStart struct {
 
 func (x *AcquireStart) Reset() {
 	*x = AcquireStart{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +944,7 @@ func (x *AcquireStart) String() string {
 func (*AcquireStart) ProtoMessage() {}
 
 func (x *AcquireStart) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[11]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +957,7 @@ func (x *AcquireStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireStart.ProtoReflect.Descriptor instead.
 func (*AcquireStart) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{11}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AcquireStart) GetName() string {
@@ -923,7 +1015,7 @@ type AcquireResume struct {
 
 func (x *AcquireResume) Reset() {
 	*x = AcquireResume{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1027,7 @@ func (x *AcquireResume) String() string {
 func (*AcquireResume) ProtoMessage() {}
 
 func (x *AcquireResume) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[12]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1040,7 @@ func (x *AcquireResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResume.ProtoReflect.Descriptor instead.
 func (*AcquireResume) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{12}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireResume) GetResumeToken() string {
@@ -974,7 +1066,7 @@ type AcquireHeartbeat struct {
 
 func (x *AcquireHeartbeat) Reset() {
 	*x = AcquireHeartbeat{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1078,7 @@ func (x *AcquireHeartbeat) String() string {
 func (*AcquireHeartbeat) ProtoMessage() {}
 
 func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1091,7 @@ func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireHeartbeat.ProtoReflect.Descriptor instead.
 func (*AcquireHeartbeat) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{13}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{15}
 }
 
 // AcquireRelease asks the server to release the lock held by this stream.
@@ -1011,7 +1103,7 @@ type AcquireRelease struct {
 
 func (x *AcquireRelease) Reset() {
 	*x = AcquireRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1115,7 @@ func (x *AcquireRelease) String() string {
 func (*AcquireRelease) ProtoMessage() {}
 
 func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1128,7 @@ func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRelease.ProtoReflect.Descriptor instead.
 func (*AcquireRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{14}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
 }
 
 // AcquireResponse is a message from the server on an Acquire stream.
@@ -1061,7 +1153,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1165,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1178,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{15}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AcquireResponse) GetKind() isAcquireResponse_Kind {
@@ -1244,7 +1336,7 @@ type AcquireQueued struct {
 
 func (x *AcquireQueued) Reset() {
 	*x = AcquireQueued{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1348,7 @@ func (x *AcquireQueued) String() string {
 func (*AcquireQueued) ProtoMessage() {}
 
 func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1361,7 @@ func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireQueued.ProtoReflect.Descriptor instead.
 func (*AcquireQueued) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AcquireQueued) GetAhead() uint32 {
@@ -1293,7 +1385,7 @@ type AcquireAcquired struct {
 
 func (x *AcquireAcquired) Reset() {
 	*x = AcquireAcquired{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1397,7 @@ func (x *AcquireAcquired) String() string {
 func (*AcquireAcquired) ProtoMessage() {}
 
 func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1410,7 @@ func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireAcquired.ProtoReflect.Descriptor instead.
 func (*AcquireAcquired) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AcquireAcquired) GetFencingToken() uint64 {
@@ -1337,7 +1429,7 @@ type AcquireReleased struct {
 
 func (x *AcquireReleased) Reset() {
 	*x = AcquireReleased{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1441,7 @@ func (x *AcquireReleased) String() string {
 func (*AcquireReleased) ProtoMessage() {}
 
 func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1454,7 @@ func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireReleased.ProtoReflect.Descriptor instead.
 func (*AcquireReleased) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{20}
 }
 
 // AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
@@ -1377,7 +1469,7 @@ type AcquireInDoubt struct {
 
 func (x *AcquireInDoubt) Reset() {
 	*x = AcquireInDoubt{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1481,7 @@ func (x *AcquireInDoubt) String() string {
 func (*AcquireInDoubt) ProtoMessage() {}
 
 func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1494,7 @@ func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireInDoubt.ProtoReflect.Descriptor instead.
 func (*AcquireInDoubt) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{21}
 }
 
 // AcquireConfirmed says that the lock, in doubt before, is confirmed held again.
@@ -1414,7 +1506,7 @@ type AcquireConfirmed struct {
 
 func (x *AcquireConfirmed) Reset() {
 	*x = AcquireConfirmed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1518,7 @@ func (x *AcquireConfirmed) String() string {
 func (*AcquireConfirmed) ProtoMessage() {}
 
 func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1531,7 @@ func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireConfirmed.ProtoReflect.Descriptor instead.
 func (*AcquireConfirmed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{20}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{22}
 }
 
 // AcquireRevokeRequested asks the holder to finish up and release the lock.
@@ -1456,7 +1548,7 @@ type AcquireRevokeRequested struct {
 
 func (x *AcquireRevokeRequested) Reset() {
 	*x = AcquireRevokeRequested{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1560,7 @@ func (x *AcquireRevokeRequested) String() string {
 func (*AcquireRevokeRequested) ProtoMessage() {}
 
 func (x *AcquireRevokeRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1573,7 @@ func (x *AcquireRevokeRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRevokeRequested.ProtoReflect.Descriptor instead.
 func (*AcquireRevokeRequested) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{21}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcquireRevokeRequested) GetReason() string {
@@ -1513,7 +1605,7 @@ type AcquireResumable struct {
 
 func (x *AcquireResumable) Reset() {
 	*x = AcquireResumable{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1617,7 @@ func (x *AcquireResumable) String() string {
 func (*AcquireResumable) ProtoMessage() {}
 
 func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1630,7 @@ func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResumable.ProtoReflect.Descriptor instead.
 func (*AcquireResumable) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{22}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AcquireResumable) GetResumeToken() string {
@@ -1559,7 +1651,11 @@ var File_lockstream_v1_lockstream_proto protoreflect.FileDescriptor
 
 const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\n" +
-	"\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"{\n" +
+	"\x1elockstream/v1/lockstream.proto\x12\rlockstream.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"&\n" +
+	"\x10WatchLockRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"N\n" +
+	"\x11WatchLockResponse\x129\n" +
+	"\x05state\x18\x01 \x01(\v2#.lockstream.v1.DescribeLockResponseR\x05state\"{\n" +
 	"\x11RevokeLockRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12:\n" +
@@ -1643,7 +1739,7 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n" +
 	"\x0eLOCK_MODE_READ\x10\x02\x12\x13\n" +
-	"\x0fLOCK_MODE_WRITE\x10\x032\xaa\x03\n" +
+	"\x0fLOCK_MODE_WRITE\x10\x032\xfc\x03\n" +
 	"\vLockService\x12L\n" +
 	"\aAcquire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x010\x01\x12W\n" +
 	"\fDescribeLock\x12\".lockstream.v1.DescribeLockRequest\x1a#.lockstream.v1.DescribeLockResponse\x12N\n" +
@@ -1651,7 +1747,8 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\n" +
 	"CheckToken\x12 .lockstream.v1.CheckTokenRequest\x1a!.lockstream.v1.CheckTokenResponse\x12Q\n" +
 	"\n" +
-	"RevokeLock\x12 .lockstream.v1.RevokeLockRequest\x1a!.lockstream.v1.RevokeLockResponseBX\n" +
+	"RevokeLock\x12 .lockstream.v1.RevokeLockRequest\x1a!.lockstream.v1.RevokeLockResponse\x12P\n" +
+	"\tWatchLock\x12\x1f.lockstream.v1.WatchLockRequest\x1a .lockstream.v1.WatchLockResponse0\x01BX\n" +
 	"\x10io.lockstream.v1P\x01ZBgithub.com/lockstream/lockstream/gen/go/lockstream/v1;lockstreamv1b\x06proto3"
 
 var (
@@ -1667,77 +1764,82 @@ func file_lockstream_v1_lockstream_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstream_v1_lockstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(LockMode)(0),                  // 0: lockstream.v1.LockMode
-	(*RevokeLockRequest)(nil),      // 1: lockstream.v1.RevokeLockRequest
-	(*RevokeLockResponse)(nil),     // 2: lockstream.v1.RevokeLockResponse
-	(*DescribeLockRequest)(nil),    // 3: lockstream.v1.DescribeLockRequest
-	(*DescribeLockResponse)(nil),   // 4: lockstream.v1.DescribeLockResponse
-	(*LockRequestInfo)(nil),        // 5: lockstream.v1.LockRequestInfo
-	(*ListLocksRequest)(nil),       // 6: lockstream.v1.ListLocksRequest
-	(*ListLocksResponse)(nil),      // 7: lockstream.v1.ListLocksResponse
-	(*LockSummary)(nil),            // 8: lockstream.v1.LockSummary
-	(*CheckTokenRequest)(nil),      // 9: lockstream.v1.CheckTokenRequest
-	(*CheckTokenResponse)(nil),     // 10: lockstream.v1.CheckTokenResponse
-	(*AcquireRequest)(nil),         // 11: lockstream.v1.AcquireRequest
-	(*AcquireStart)(nil),           // 12: lockstream.v1.AcquireStart
-	(*AcquireResume)(nil),          // 13: lockstream.v1.AcquireResume
-	(*AcquireHeartbeat)(nil),       // 14: lockstream.v1.AcquireHeartbeat
-	(*AcquireRelease)(nil),         // 15: lockstream.v1.AcquireRelease
-	(*AcquireResponse)(nil),        // 16: lockstream.v1.AcquireResponse
-	(*AcquireQueued)(nil),          // 17: lockstream.v1.AcquireQueued
-	(*AcquireAcquired)(nil),        // 18: lockstream.v1.AcquireAcquired
-	(*AcquireReleased)(nil),        // 19: lockstream.v1.AcquireReleased
-	(*AcquireInDoubt)(nil),         // 20: lockstream.v1.AcquireInDoubt
-	(*AcquireConfirmed)(nil),       // 21: lockstream.v1.AcquireConfirmed
-	(*AcquireRevokeRequested)(nil), // 22: lockstream.v1.AcquireRevokeRequested
-	(*AcquireResumable)(nil),       // 23: lockstream.v1.AcquireResumable
-	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 25: google.protobuf.Timestamp
+	(*WatchLockRequest)(nil),       // 1: lockstream.v1.WatchLockRequest
+	(*WatchLockResponse)(nil),      // 2: lockstream.v1.WatchLockResponse
+	(*RevokeLockRequest)(nil),      // 3: lockstream.v1.RevokeLockRequest
+	(*RevokeLockResponse)(nil),     // 4: lockstream.v1.RevokeLockResponse
+	(*DescribeLockRequest)(nil),    // 5: lockstream.v1.DescribeLockRequest
+	(*DescribeLockResponse)(nil),   // 6: lockstream.v1.DescribeLockResponse
+	(*LockRequestInfo)(nil),        // 7: lockstream.v1.LockRequestInfo
+	(*ListLocksRequest)(nil),       // 8: lockstream.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),      // 9: lockstream.v1.ListLocksResponse
+	(*LockSummary)(nil),            // 10: lockstream.v1.LockSummary
+	(*CheckTokenRequest)(nil),      // 11: lockstream.v1.CheckTokenRequest
+	(*CheckTokenResponse)(nil),     // 12: lockstream.v1.CheckTokenResponse
+	(*AcquireRequest)(nil),         // 13: lockstream.v1.AcquireRequest
+	(*AcquireStart)(nil),           // 14: lockstream.v1.AcquireStart
+	(*AcquireResume)(nil),          // 15: lockstream.v1.AcquireResume
+	(*AcquireHeartbeat)(nil),       // 16: lockstream.v1.AcquireHeartbeat
+	(*AcquireRelease)(nil),         // 17: lockstream.v1.AcquireRelease
+	(*AcquireResponse)(nil),        // 18: lockstream.v1.AcquireResponse
+	(*AcquireQueued)(nil),          // 19: lockstream.v1.AcquireQueued
+	(*AcquireAcquired)(nil),        // 20: lockstream.v1.AcquireAcquired
+	(*AcquireReleased)(nil),        // 21: lockstream.v1.AcquireReleased
+	(*AcquireInDoubt)(nil),         // 22: lockstream.v1.AcquireInDoubt
+	(*AcquireConfirmed)(nil),       // 23: lockstream.v1.AcquireConfirmed
+	(*AcquireRevokeRequested)(nil), // 24: lockstream.v1.AcquireRevokeRequested
+	(*AcquireResumable)(nil),       // 25: lockstream.v1.AcquireResumable
+	(*durationpb.Duration)(nil),    // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
 }
 var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
-	24, // 0: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
-	5,  // 1: lockstream.v1.DescribeLockResponse.holders:type_name -> lockstream.v1.LockRequestInfo
-	5,  // 2: lockstream.v1.DescribeLockResponse.waiters:type_name -> lockstream.v1.LockRequestInfo
-	0,  // 3: lockstream.v1.LockRequestInfo.mode:type_name -> lockstream.v1.LockMode
-	25, // 4: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
-	8,  // 5: lockstream.v1.ListLocksResponse.locks:type_name -> lockstream.v1.LockSummary
-	0,  // 6: lockstream.v1.LockSummary.held_mode:type_name -> lockstream.v1.LockMode
-	12, // 7: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
-	15, // 8: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
-	13, // 9: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
-	14, // 10: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	0,  // 11: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
-	24, // 12: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
-	24, // 13: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
-	24, // 14: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
-	24, // 15: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
-	17, // 16: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	18, // 17: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	19, // 18: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
-	20, // 19: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	21, // 20: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	23, // 21: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
-	14, // 22: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	22, // 23: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
-	25, // 24: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
-	24, // 25: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
-	11, // 26: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
-	3,  // 27: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
-	6,  // 28: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
-	9,  // 29: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
-	1,  // 30: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
-	16, // 31: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
-	4,  // 32: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
-	7,  // 33: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
-	10, // 34: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
-	2,  // 35: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
-	31, // [31:36] is the sub-list for method output_type
-	26, // [26:31] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	6,  // 0: lockstream.v1.WatchLockResponse.state:type_name -> lockstream.v1.DescribeLockResponse
+	26, // 1: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
+	7,  // 2: lockstream.v1.DescribeLockResponse.holders:type_name -> lockstream.v1.LockRequestInfo
+	7,  // 3: lockstream.v1.DescribeLockResponse.waiters:type_name -> lockstream.v1.LockRequestInfo
+	0,  // 4: lockstream.v1.LockRequestInfo.mode:type_name -> lockstream.v1.LockMode
+	27, // 5: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
+	10, // 6: lockstream.v1.ListLocksResponse.locks:type_name -> lockstream.v1.LockSummary
+	0,  // 7: lockstream.v1.LockSummary.held_mode:type_name -> lockstream.v1.LockMode
+	14, // 8: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
+	17, // 9: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
+	15, // 10: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
+	16, // 11: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	0,  // 12: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
+	26, // 13: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
+	26, // 14: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
+	26, // 15: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
+	26, // 16: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	19, // 17: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	20, // 18: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	21, // 19: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
+	22, // 20: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	23, // 21: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	25, // 22: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
+	16, // 23: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	24, // 24: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
+	27, // 25: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
+	26, // 26: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
+	13, // 27: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
+	5,  // 28: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
+	8,  // 29: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
+	11, // 30: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
+	3,  // 31: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
+	1,  // 32: lockstream.v1.LockService.WatchLock:input_type -> lockstream.v1.WatchLockRequest
+	18, // 33: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
+	6,  // 34: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
+	9,  // 35: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
+	12, // 36: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
+	4,  // 37: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
+	2,  // 38: lockstream.v1.LockService.WatchLock:output_type -> lockstream.v1.WatchLockResponse
+	33, // [33:39] is the sub-list for method output_type
+	27, // [27:33] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_lockstream_v1_lockstream_proto_init() }
@@ -1745,13 +1847,13 @@ func file_lockstream_v1_lockstream_proto_init() {
 	if File_lockstream_v1_lockstream_proto != nil {
 		return
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[10].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[12].OneofWrappers = []any{
 		(*AcquireRequest_Start)(nil),
 		(*AcquireRequest_Release)(nil),
 		(*AcquireRequest_Resume)(nil),
 		(*AcquireRequest_Heartbeat)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[15].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[17].OneofWrappers = []any{
 		(*AcquireResponse_Queued)(nil),
 		(*AcquireResponse_Acquired)(nil),
 		(*AcquireResponse_Released)(nil),
@@ -1767,7 +1869,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstream_v1_lockstream_proto_rawDesc), len(file_lockstream_v1_lockstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

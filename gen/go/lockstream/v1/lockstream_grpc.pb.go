@@ -26,6 +26,7 @@ const (
 	LockService_ListLocks_FullMethodName    = "/lockstream.v1.LockService/ListLocks"
 	LockService_CheckToken_FullMethodName   = "/lockstream.v1.LockService/CheckToken"
 	LockService_RevokeLock_FullMethodName   = "/lockstream.v1.LockService/RevokeLock"
+	LockService_WatchLock_FullMethodName    = "/lockstream.v1.LockService/WatchLock"
 )
 
 // LockServiceClient is the client API for LockService service.
@@ -109,6 +110,11 @@ type LockServiceClient interface {
 	// affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
 	// name, reason or duration; UNAVAILABLE when the back end is unreachable.
 	RevokeLock(ctx context.Context, in *RevokeLockRequest, opts ...grpc.CallOption) (*RevokeLockResponse, error)
+	// WatchLock streams a lock's state, as DescribeLock describes it: the current state first,
+	// then a new one after every change (a grant, a release, a request joining or leaving the
+	// queue). Changes close together may arrive as one state. The stream lasts until the client
+	// cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name.
+	WatchLock(ctx context.Context, in *WatchLockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLockResponse], error)
 }
 
 type lockServiceClient struct {
@@ -171,6 +177,25 @@ func (c *lockServiceClient) RevokeLock(ctx context.Context, in *RevokeLockReques
 	}
 	return out, nil
 }
+
+func (c *lockServiceClient) WatchLock(ctx context.Context, in *WatchLockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLockResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[1], LockService_WatchLock_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchLockRequest, WatchLockResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_WatchLockClient = grpc.ServerStreamingClient[WatchLockResponse]
 
 // LockServiceServer is the server API for LockService service.
 // All implementations must embed UnimplementedLockServiceServer
@@ -253,6 +278,11 @@ type LockServiceServer interface {
 	// affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
 	// name, reason or duration; UNAVAILABLE when the back end is unreachable.
 	RevokeLock(context.Context, *RevokeLockRequest) (*RevokeLockResponse, error)
+	// WatchLock streams a lock's state, as DescribeLock describes it: the current state first,
+	// then a new one after every change (a grant, a release, a request joining or leaving the
+	// queue). Changes close together may arrive as one state. The stream lasts until the client
+	// cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name.
+	WatchLock(*WatchLockRequest, grpc.ServerStreamingServer[WatchLockResponse]) error
 	mustEmbedUnimplementedLockServiceServer()
 }
 
@@ -277,6 +307,9 @@ func (UnimplementedLockServiceServer) CheckToken(context.Context, *CheckTokenReq
 }
 func (UnimplementedLockServiceServer) RevokeLock(context.Context, *RevokeLockRequest) (*RevokeLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeLock not implemented")
+}
+func (UnimplementedLockServiceServer) WatchLock(*WatchLockRequest, grpc.ServerStreamingServer[WatchLockResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchLock not implemented")
 }
 func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
 func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
@@ -378,6 +411,17 @@ func _LockService_RevokeLock_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LockService_WatchLock_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchLockRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LockServiceServer).WatchLock(m, &grpc.GenericServerStream[WatchLockRequest, WatchLockResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_WatchLockServer = grpc.ServerStreamingServer[WatchLockResponse]
+
 // LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -408,6 +452,11 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _LockService_Acquire_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchLock",
+			Handler:       _LockService_WatchLock_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "lockstream/v1/lockstream.proto",

@@ -22,6 +22,18 @@ LOCK_MODE_MUTEX: LockMode
 LOCK_MODE_READ: LockMode
 LOCK_MODE_WRITE: LockMode
 
+class WatchLockRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class WatchLockResponse(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: DescribeLockResponse
+    def __init__(self, state: _Optional[_Union[DescribeLockResponse, _Mapping]] = ...) -> None: ...
+
 class RevokeLockRequest(_message.Message):
     __slots__ = ("name", "reason", "force_after")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -62,6 +62,11 @@ class LockServiceStub:
                 request_serializer=lockstream_dot_v1_dot_lockstream__pb2.RevokeLockRequest.SerializeToString,
                 response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.RevokeLockResponse.FromString,
                 _registered_method=True)
+        self.WatchLock = channel.unary_stream(
+                '/lockstream.v1.LockService/WatchLock',
+                request_serializer=lockstream_dot_v1_dot_lockstream__pb2.WatchLockRequest.SerializeToString,
+                response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.WatchLockResponse.FromString,
+                _registered_method=True)
 
 
 class LockServiceServicer:
@@ -167,6 +172,16 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchLock(self, request, context):
+        """WatchLock streams a lock's state, as DescribeLock describes it: the current state first,
+        then a new one after every change (a grant, a release, a request joining or leaving the
+        queue). Changes close together may arrive as one state. The stream lasts until the client
+        cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LockServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -194,6 +209,11 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.RevokeLock,
                     request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.RevokeLockRequest.FromString,
                     response_serializer=lockstream_dot_v1_dot_lockstream__pb2.RevokeLockResponse.SerializeToString,
+            ),
+            'WatchLock': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchLock,
+                    request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.WatchLockRequest.FromString,
+                    response_serializer=lockstream_dot_v1_dot_lockstream__pb2.WatchLockResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -334,6 +354,33 @@ class LockService:
             '/lockstream.v1.LockService/RevokeLock',
             lockstream_dot_v1_dot_lockstream__pb2.RevokeLockRequest.SerializeToString,
             lockstream_dot_v1_dot_lockstream__pb2.RevokeLockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchLock(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/lockstream.v1.LockService/WatchLock',
+            lockstream_dot_v1_dot_lockstream__pb2.WatchLockRequest.SerializeToString,
+            lockstream_dot_v1_dot_lockstream__pb2.WatchLockResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,8 +12,10 @@ import {
   Client,
   type ClientDuplexStream,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
   type handleBidiStreamingCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -81,6 +83,18 @@ export function lockModeToJSON(object: LockMode): string {
     default:
       return "UNRECOGNIZED";
   }
+}
+
+/** WatchLockRequest names the lock to watch. */
+export interface WatchLockRequest {
+  /** The lock's name. */
+  name: string;
+}
+
+/** WatchLockResponse is the lock's state after a change. */
+export interface WatchLockResponse {
+  /** Holders and waiters, as DescribeLock returns them. */
+  state: DescribeLockResponse | undefined;
 }
 
 /** RevokeLockRequest names the lock whose holders are asked to release it. */
@@ -356,6 +370,142 @@ export interface AcquireResumable {
    */
   resumeGrace: Duration | undefined;
 }
+
+function createBaseWatchLockRequest(): WatchLockRequest {
+  return { name: "" };
+}
+
+export const WatchLockRequest: MessageFns<WatchLockRequest> = {
+  encode(message: WatchLockRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchLockRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchLockRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchLockRequest {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: WatchLockRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<WatchLockRequest>): WatchLockRequest {
+    return WatchLockRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<WatchLockRequest>): WatchLockRequest {
+    const message = createBaseWatchLockRequest();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseWatchLockResponse(): WatchLockResponse {
+  return { state: undefined };
+}
+
+export const WatchLockResponse: MessageFns<WatchLockResponse> = {
+  encode(message: WatchLockResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.state !== undefined) {
+      DescribeLockResponse.encode(message.state, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchLockResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchLockResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.state = DescribeLockResponse.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchLockResponse {
+    return { state: isSet(object.state) ? DescribeLockResponse.fromJSON(object.state) : undefined };
+  },
+
+  toJSON(message: WatchLockResponse): unknown {
+    const obj: any = {};
+    if (message.state !== undefined) {
+      obj.state = DescribeLockResponse.toJSON(message.state);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<WatchLockResponse>): WatchLockResponse {
+    return WatchLockResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<WatchLockResponse>): WatchLockResponse {
+    const message = createBaseWatchLockResponse();
+    message.state = (object.state !== undefined && object.state !== null)
+      ? DescribeLockResponse.fromPartial(object.state)
+      : undefined;
+    return message;
+  },
+};
 
 function createBaseRevokeLockRequest(): RevokeLockRequest {
   return { name: "", reason: "", forceAfter: undefined };
@@ -2706,6 +2856,21 @@ export const LockServiceService = {
     responseSerialize: (value: RevokeLockResponse): Buffer => Buffer.from(RevokeLockResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RevokeLockResponse => RevokeLockResponse.decode(value),
   },
+  /**
+   * WatchLock streams a lock's state, as DescribeLock describes it: the current state first,
+   * then a new one after every change (a grant, a release, a request joining or leaving the
+   * queue). Changes close together may arrive as one state. The stream lasts until the client
+   * cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name.
+   */
+  watchLock: {
+    path: "/lockstream.v1.LockService/WatchLock" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchLockRequest): Buffer => Buffer.from(WatchLockRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchLockRequest => WatchLockRequest.decode(value),
+    responseSerialize: (value: WatchLockResponse): Buffer => Buffer.from(WatchLockResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): WatchLockResponse => WatchLockResponse.decode(value),
+  },
 } as const;
 
 export interface LockServiceServer extends UntypedServiceImplementation {
@@ -2791,6 +2956,13 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    * name, reason or duration; UNAVAILABLE when the back end is unreachable.
    */
   revokeLock: handleUnaryCall<RevokeLockRequest, RevokeLockResponse>;
+  /**
+   * WatchLock streams a lock's state, as DescribeLock describes it: the current state first,
+   * then a new one after every change (a grant, a release, a request joining or leaving the
+   * queue). Changes close together may arrive as one state. The stream lasts until the client
+   * cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name.
+   */
+  watchLock: handleServerStreamingCall<WatchLockRequest, WatchLockResponse>;
 }
 
 export interface LockServiceClient extends Client {
@@ -2934,6 +3106,18 @@ export interface LockServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RevokeLockResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * WatchLock streams a lock's state, as DescribeLock describes it: the current state first,
+   * then a new one after every change (a grant, a release, a request joining or leaving the
+   * queue). Changes close together may arrive as one state. The stream lasts until the client
+   * cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name.
+   */
+  watchLock(request: WatchLockRequest, options?: Partial<CallOptions>): ClientReadableStream<WatchLockResponse>;
+  watchLock(
+    request: WatchLockRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<WatchLockResponse>;
 }
 
 export const LockServiceClient = makeGenericClientConstructor(

@@ -46,6 +46,7 @@ export class MemoryStore implements CoordinationStore {
   readonly #parents = new Map<string, MemoryParent>();
   readonly #watchers = new Map<string, Set<() => void>>();
   readonly #nodeWatchers = new Map<string, Set<NodeWatchHandlers>>();
+  readonly #childWatchers = new Map<string, Set<() => void>>();
   #lastCreationId = 0n;
   #session = new MemorySession(1);
   #closed = false;
@@ -72,6 +73,7 @@ export class MemoryStore implements CoordinationStore {
       sessionId: this.#session.numericId,
       data: Uint8Array.from(data),
     });
+    this.#childrenChanged(dir);
     return { path: joinPath(dir, name), session: this.#session };
   }
 
@@ -138,6 +140,29 @@ export class MemoryStore implements CoordinationStore {
       },
       () => {},
     );
+  }
+
+  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
+    if (signal.aborted) return;
+    let watchers = this.#childWatchers.get(dir);
+    if (!watchers) {
+      watchers = new Set();
+      this.#childWatchers.set(dir, watchers);
+    }
+    const own = watchers;
+    own.add(onChange);
+    signal.addEventListener(
+      'abort',
+      () => {
+        own.delete(onChange);
+        if (own.size === 0 && this.#childWatchers.get(dir) === own) this.#childWatchers.delete(dir);
+      },
+      { once: true },
+    );
+  }
+
+  #childrenChanged(dir: string): void {
+    for (const onChange of [...(this.#childWatchers.get(dir) ?? [])]) onChange();
   }
 
   async waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
@@ -220,6 +245,7 @@ export class MemoryStore implements CoordinationStore {
     if (!parent?.children.delete(baseName(path))) return;
     // Containers vanish once empty (ZooKeeper does it a little later; nothing may rely on when).
     if (parent.children.size === 0) this.#parents.delete(dir);
+    this.#childrenChanged(dir);
     const followers = this.#nodeWatchers.get(path);
     this.#nodeWatchers.delete(path);
     for (const handlers of followers ?? []) handlers.onDeleted();

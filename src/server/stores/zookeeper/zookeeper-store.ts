@@ -86,6 +86,8 @@ export class ZooKeeperStore implements CoordinationStore {
   #watches = new Map<string, Set<DeletionWaiter>>();
   /** Held nodes followed for data changes and deletion (see watchNode). */
   #followers = new Map<string, Set<NodeWatchHandlers>>();
+  /** Parents watched for children changes (see watchChildren). */
+  #childWatchers = new Map<string, Set<() => void>>();
   readonly #ensuredParents = new Set<string>();
   #closed = false;
   /** performance.now() at the send of the newest request that got a reply on this session. */
@@ -222,6 +224,45 @@ export class ZooKeeperStore implements CoordinationStore {
     void this.#readFollowed(path, handlers);
   }
 
+  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
+    if (signal.aborted) return;
+    let watchers = this.#childWatchers.get(dir);
+    const arm = watchers === undefined;
+    if (!watchers) {
+      watchers = new Set();
+      this.#childWatchers.set(dir, watchers);
+    }
+    const own = watchers;
+    own.add(onChange);
+    signal.addEventListener(
+      'abort',
+      () => {
+        own.delete(onChange);
+        if (own.size === 0 && this.#childWatchers.get(dir) === own) this.#childWatchers.delete(dir);
+      },
+      { once: true },
+    );
+    if (arm) void this.#armChildWatch(dir);
+  }
+
+  /**
+   * Arms a children watch on `dir`, or, while it does not exist, an exists watch that fires
+   * when it is created (a lock's parent comes and goes with its queue).
+   */
+  async #armChildWatch(dir: string): Promise<void> {
+    try {
+      const listing = await this.#call<string[]>('getChildren', (native, done) =>
+        native.a_get_children(dir, true, done),
+      );
+      if (listing.rc !== zk.ZNONODE) return;
+      const exists = await this.#call('exists', (native, done) => native.a_exists(dir, true, done));
+      // Created in between: watch its children after all (an exists watch then fires on deletion only).
+      if (exists.rc === zk.ZOK) await this.#armChildWatch(dir);
+    } catch {
+      // Store closed or unreachable: the session's fate reaches watchers through the caller.
+    }
+  }
+
   async delete(path: string): Promise<void> {
     const reply = await this.#call('delete', (native, done) => native.a_delete_(path, -1, done));
     this.stats.deletes += 1;
@@ -281,6 +322,7 @@ export class ZooKeeperStore implements CoordinationStore {
     }
     this.#watches.clear();
     this.#followers.clear();
+    this.#childWatchers.clear();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -343,8 +385,19 @@ export class ZooKeeperStore implements CoordinationStore {
    * every lock cycle would leak one (and whatever it closes over). One watch per path serves
    * every waiter and follower of that path.
    */
+  /** A children or creation event on a watched parent: re-arm, and tell its watchers. */
+  #onParentEvent(handle: ZooKeeperHandle, dir: string): void {
+    if (this.#handle !== handle || this.#closed) return;
+    const watchers = this.#childWatchers.get(dir);
+    if (!watchers) return;
+    void this.#armChildWatch(dir);
+    for (const onChange of [...watchers]) onChange();
+  }
+
   #onNodeEvent(handle: ZooKeeperHandle, path: string, deleted: boolean): void {
     if (this.#handle !== handle || this.#closed) return;
+    // A watched parent that is deleted (its queue emptied) changed too.
+    if (deleted) this.#onParentEvent(handle, path);
     const waiters = this.#watches.get(path);
     if (waiters) {
       if (deleted) {
@@ -399,6 +452,8 @@ export class ZooKeeperStore implements CoordinationStore {
       for (const wake of this.#connectionWaiters) wake();
     });
     handle.on('deleted', (_self: unknown, path: string) => this.#onNodeEvent(handle, path, true));
+    handle.on('child', (_self: unknown, path: string) => this.#onParentEvent(handle, path));
+    handle.on('created', (_self: unknown, path: string) => this.#onParentEvent(handle, path));
     handle.on('changed', (_self: unknown, path: string) => this.#onNodeEvent(handle, path, false));
     handle.on('connecting', () => {
       if (this.#handle !== handle || this.#closed) return;
@@ -451,6 +506,8 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#watches = new Map();
     // Followers hold on the old session: their leases are lost with it.
     this.#followers = new Map();
+    // Dashboards keep watching: their watches move to the new session.
+    for (const dir of this.#childWatchers.keys()) void this.#armChildWatch(dir);
     old.session.end(new LockError('LOCK_LOST', why));
     if (!expired) this.#abandoned.add(old.handle);
     this.#open(true);
