@@ -7,7 +7,9 @@
 #     scripts/gen-polyglot.sh checks (it makes the Go stubs in gen/go with them);
 #   - the Python virtualenv .venv with examples/python/requirements.txt (grpc_tools.protoc for
 #     gen/python, grpcio for examples/python), with python3-venv from Debian if venv is missing;
-#   - the Go example, built to .tmp/bin/lockstream-example-go for the tests to run directly.
+#   - the Go example, built to .tmp/bin/lockstream-example-go for the tests to run directly;
+#   - Chromium from Debian's "chromium" package, which test/integration/page.test.ts drives
+#     headless through playwright-core (an npm dev dependency that downloads no browser).
 # Idempotent: prints one line per dependency, found or installed, and nothing else when all is
 # already in place.
 set -euo pipefail
@@ -58,6 +60,20 @@ install_zookeeper() {
   [[ -e $ZK_SERVER_SCRIPT ]] ||
     die "apt-get installed zookeeper but $ZK_SERVER_SCRIPT is still missing"
   log "zookeeper: installed $(zookeeper_version) ($ZK_SERVER_SCRIPT)"
+}
+
+install_chromium() {
+  if [[ -x /usr/bin/chromium ]]; then
+    log "chromium: found $(dpkg-query -W -f='${Version}' chromium 2>/dev/null || echo unknown) (/usr/bin/chromium)"
+    return
+  fi
+  command -v apt-get >/dev/null 2>&1 ||
+    die "chromium is missing and there is no apt-get: install Chromium at /usr/bin/chromium"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  as_root apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  [[ -x /usr/bin/chromium ]] || die "apt-get installed chromium but /usr/bin/chromium is missing"
+  log "chromium: installed $(dpkg-query -W -f='${Version}' chromium) (/usr/bin/chromium)"
 }
 
 check_java() {
@@ -207,6 +223,7 @@ build_go_example() {
 
 install_zookeeper
 check_java
+install_chromium
 install_grpcurl
 install_go_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
 install_go_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc \

@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
 import parseDuration from 'ms';
+import { toJson } from '../common/json.js';
 import { LockClient, LockClientError, type LockDescription, type LockRequestInfo } from '../client/index.js';
 
 /** Where client subcommands find the server: `--server`, else LOCKSTREAM_SERVER, else the default. */
@@ -167,11 +168,4 @@ export function table(header: string[], rows: string[][]): string {
       .join('  ')
       .trimEnd();
   return [line(header), ...rows.map(line)].join('\n') + '\n';
-}
-
-/** JSON with bigint tokens as strings (as grpcurl prints uint64). */
-export function toJson(value: unknown): string {
-  return JSON.stringify(value, (_key, field: unknown) =>
-    typeof field === 'bigint' ? field.toString() : field,
-  );
 }

@@ -49,9 +49,10 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     instanceId,
     maxResumeGraceMs: config.maxResumeGraceMs,
   });
+  const inspector = new LockInspector({ store: timedStore, engine });
   const server = new GrpcServer({
     claims,
-    inspector: new LockInspector({ store: timedStore, engine }),
+    inspector,
     engine,
     metrics,
     logger: logger.child({ component: 'transport' }),
@@ -63,7 +64,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   const http =
     config.httpPort === undefined
       ? undefined
-      : new HttpServer({ metrics, logger: logger.child({ component: 'http' }) });
+      : new HttpServer({ metrics, inspector, logger: logger.child({ component: 'http' }) });
   let port: number;
   let httpPort: number | undefined;
   try {
@@ -72,7 +73,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
       httpPort = await http.listen(config.httpHost, config.httpPort ?? 0);
       logger.info(
         { httpHost: config.httpHost, httpPort },
-        `metrics on http://${config.httpHost}:${httpPort}/metrics`,
+        `page on http://${config.httpHost}:${httpPort}/, metrics on /metrics`,
       );
     }
   } catch (error) {

@@ -1,34 +1,33 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { toJson } from '../../common/json.js';
+import { isLockError } from '../engine/lock-error.js';
+import type { LockDescription, LockInspector, LockSummary } from '../engine/lock-inspector.js';
 import type { Metrics } from './metrics.js';
+import { PAGE_HTML } from './page.js';
+
+/** How often the overview stream looks for changes while a page is open. */
+const OVERVIEW_INTERVAL_MS = 500;
 
 /**
- * The HTTP side of an instance, for operators: Prometheus metrics on `/metrics`. Read-only;
- * bound to loopback unless configured otherwise.
+ * The HTTP side of an instance, for operators, read-only: Prometheus metrics on `/metrics`, the
+ * live page on `/`, and its JSON (`/api/locks`, `/api/locks/<name>`) and event streams
+ * (`/api/events`, `/api/locks/<name>/events`). Bound to loopback unless configured otherwise.
  */
 export class HttpServer {
   readonly #server: Server;
+  readonly #metrics: Metrics;
+  readonly #inspector: LockInspector;
+  readonly #logger: Logger;
+  readonly #closing = new AbortController();
 
-  constructor(options: { metrics: Metrics; logger: Logger }) {
-    const { metrics, logger } = options;
+  constructor(options: { metrics: Metrics; inspector: LockInspector; logger: Logger }) {
+    this.#metrics = options.metrics;
+    this.#inspector = options.inspector;
+    this.#logger = options.logger;
     this.#server = createServer((request, response) => {
-      const path = new URL(request.url ?? '/', 'http://localhost').pathname;
-      if (request.method !== 'GET' && request.method !== 'HEAD') {
-        response.writeHead(405, { allow: 'GET, HEAD' }).end();
-        return;
-      }
-      if (path === '/metrics') {
-        metrics.registry.metrics().then(
-          (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-          (error: unknown) => {
-            logger.error({ err: error }, 'could not collect metrics');
-            response.writeHead(500).end();
-          },
-        );
-        return;
-      }
-      response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      this.#route(request, response).catch((error: unknown) => this.#fail(response, error));
     });
   }
 
@@ -45,7 +44,137 @@ export class HttpServer {
   }
 
   async close(): Promise<void> {
+    this.#closing.abort();
     this.#server.closeAllConnections();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
+
+  async #route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      response.writeHead(405, { allow: 'GET, HEAD' }).end();
+      return;
+    }
+    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+    if (path === '/') {
+      response
+        .writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' })
+        .end(PAGE_HTML);
+      return;
+    }
+    if (path === '/metrics') {
+      const text = await this.#metrics.registry.metrics();
+      response.writeHead(200, { 'content-type': this.#metrics.registry.contentType }).end(text);
+      return;
+    }
+    if (path === '/api/locks') {
+      sendJson(response, { locks: await this.#allLocks() });
+      return;
+    }
+    if (path === '/api/events') {
+      this.#streamOverview(request, response);
+      return;
+    }
+    const lock = /^\/api\/locks\/([^/]+)(\/events)?$/.exec(path);
+    if (lock) {
+      const name = decodeURIComponent(lock[1] ?? '');
+      if (lock[2]) this.#streamLock(name, request, response);
+      else sendJson(response, describeJson(await this.#inspector.describe(name)));
+      return;
+    }
+    response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+  }
+
+  async #allLocks(): Promise<LockSummary[]> {
+    const locks: LockSummary[] = [];
+    let pageToken = '';
+    do {
+      const page = await this.#inspector.list({ prefix: '', pageSize: 1000, pageToken });
+      locks.push(...page.locks);
+      pageToken = page.nextPageToken;
+    } while (pageToken !== '');
+    return locks;
+  }
+
+  /** Server-sent events: the list of locks now, and again whenever it changes. */
+  #streamOverview(request: IncomingMessage, response: ServerResponse): void {
+    const stop = openEventStream(request, response, this.#closing.signal);
+    let last = '';
+    const tick = async (): Promise<void> => {
+      let data: string;
+      try {
+        data = toJson({ locks: await this.#allLocks() });
+      } catch (error) {
+        data = toJson({ error: isLockError(error) ? error.message : 'could not list the locks' });
+      }
+      if (data !== last && !stop.aborted) response.write(`data: ${data}\n\n`);
+      last = data;
+    };
+    void tick();
+    const timer = setInterval(() => void tick(), OVERVIEW_INTERVAL_MS);
+    stop.addEventListener('abort', () => clearInterval(timer), { once: true });
+  }
+
+  /** Server-sent events: one lock's state now, and after every change (WatchLock's source). */
+  #streamLock(name: string, request: IncomingMessage, response: ServerResponse): void {
+    const stop = openEventStream(request, response, this.#closing.signal);
+    this.#inspector
+      .watch(name, stop, (state) => response.write(`data: ${toJson(describeJson(state))}\n\n`))
+      .catch((error: unknown) => {
+        const message = isLockError(error) ? error.message : 'could not describe the lock';
+        if (!stop.aborted) response.end(`data: ${toJson({ error: message })}\n\n`);
+      });
+  }
+
+  #fail(response: ServerResponse, error: unknown): void {
+    if (isLockError(error, 'INVALID_ARGUMENT')) {
+      sendJson(response, { error: error.message }, 400);
+      return;
+    }
+    if (isLockError(error)) {
+      sendJson(response, { error: error.message }, 503);
+      return;
+    }
+    this.#logger.error({ err: error }, 'HTTP request failed');
+    if (!response.headersSent) response.writeHead(500);
+    response.end();
+  }
+}
+
+/** Starts an event stream; the returned signal aborts when the client goes or the server closes. */
+function openEventStream(
+  request: IncomingMessage,
+  response: ServerResponse,
+  closing: AbortSignal,
+): AbortSignal {
+  response.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-store',
+    connection: 'keep-alive',
+  });
+  const stop = new AbortController();
+  const end = (): void => stop.abort();
+  request.once('close', end);
+  closing.addEventListener('abort', end, { once: true });
+  stop.signal.addEventListener('abort', () => closing.removeEventListener('abort', end), { once: true });
+  return stop.signal;
+}
+
+function describeJson(description: LockDescription): unknown {
+  const request = (info: LockDescription['holders'][number]): unknown => ({
+    mode: info.mode,
+    owner: info.owner,
+    token: info.fencingToken,
+    requestedAt: info.requestedAt?.toISOString(),
+    instance: info.instance,
+    peer: info.peer,
+  });
+  return {
+    name: description.name,
+    holders: description.holders.map(request),
+    waiters: description.waiters.map(request),
+  };
+}
+
+function sendJson(response: ServerResponse, body: unknown, status = 200): void {
+  response.writeHead(status, { 'content-type': 'application/json' }).end(toJson(body));
 }

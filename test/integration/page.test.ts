@@ -1,0 +1,92 @@
+// playwright-core's declarations speak of DOM types; only this test (not the server build) needs them.
+/// <reference lib="dom" />
+import { mkdirSync } from 'node:fs';
+import { chromium, type Browser } from 'playwright-core';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LockClient } from '../../src/client/index.js';
+import { loadConfig } from '../../src/server/config.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { deferred } from '../support/lock-caller.js';
+
+/** Where the screenshot goes (kept after the run, for people to look at). */
+const SCREENSHOTS = new URL('../../.tmp/screenshots/', import.meta.url);
+
+describe('the live page on the HTTP port, in headless Chromium', () => {
+  let server: RunningServer;
+  let client: LockClient;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    server = await startServer(
+      loadConfig({}, ['--port', '0', '--http-port', '0']),
+      pino({ level: 'silent' }),
+    );
+    client = new LockClient(`127.0.0.1:${server.port}`);
+    // Debian's chromium (scripts/install-test-deps.sh installs it); as root it needs --no-sandbox.
+    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    client?.close();
+    await server?.stop();
+  });
+
+  it('shows locks, holders and queues, and follows changes without a reload', async () => {
+    const holder = await client.acquire('billing/invoice-42', { mode: 'write', owner: 'invoicer' });
+    const queued = deferred();
+    const waiting = client.acquire('billing/invoice-42', {
+      mode: 'read',
+      owner: 'reporter',
+      onQueued: () => queued.resolve(),
+    });
+    await queued.promise;
+
+    const page = await browser.newPage();
+    await page.goto(`http://127.0.0.1:${server.httpPort}/`);
+    const overview = page.locator('#locks tbody tr');
+    await expect.poll(() => overview.allTextContents()).toEqual(['billing/invoice-4211write']);
+
+    await page.click('text=billing/invoice-42');
+    const holders = page.locator('#holders tbody tr');
+    const waiters = page.locator('#waiters tbody tr');
+    await expect.poll(() => holders.count()).toBe(1);
+    expect(await holders.first().textContent()).toContain('invoicer');
+    expect(await holders.first().textContent()).toContain(holder.token.toString());
+    expect(await waiters.first().textContent()).toContain('reporter');
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.screenshot({ path: new URL('page-detail.png', SCREENSHOTS).pathname, fullPage: true });
+
+    // The writer releases: the page, never reloaded, shows the reader holding and nobody waiting.
+    await holder.release();
+    const reader = await waiting;
+    await expect.poll(async () => (await holders.allTextContents()).join()).toContain('reporter');
+    expect(await waiters.count()).toBe(0);
+    expect(await page.locator('h2').allTextContents()).toEqual(['Holders (1)', 'Waiting (0)']);
+
+    await page.click('text=lockstream');
+    await reader.release();
+    await expect.poll(() => page.locator('main').textContent()).toContain('No lock is held or waited for.');
+    await page.screenshot({ path: new URL('page-empty.png', SCREENSHOTS).pathname });
+    await page.close();
+  });
+
+  it('serves the same as JSON, and refuses a malformed name with 400', async () => {
+    const holder = await client.acquire('json/view', { owner: 'scripted' });
+    const base = `http://127.0.0.1:${server.httpPort}`;
+    expect(await (await fetch(`${base}/api/locks`)).json()).toEqual({
+      locks: [{ name: 'json/view', holders: 1, waiters: 0, heldMode: 'mutex' }],
+    });
+    const described = (await (
+      await fetch(`${base}/api/locks/${encodeURIComponent('json/view')}`)
+    ).json()) as {
+      holders: Array<{ owner: string; token: string }>;
+    };
+    expect(described.holders).toMatchObject([{ owner: 'scripted', token: holder.token.toString() }]);
+    const bad = await fetch(`${base}/api/locks/%00`);
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toEqual({ error: expect.stringMatching(/control character/) });
+    await holder.release();
+  });
+});
