@@ -11,6 +11,7 @@ import {
   type StoreSession,
   type StoreStats,
 } from '../store.js';
+import { ListenerMap } from '../listener-map.js';
 import { SessionState } from '../session-state.js';
 
 interface MemoryNode {
@@ -45,8 +46,8 @@ export class MemoryStore implements CoordinationStore {
 
   readonly #parents = new Map<string, MemoryParent>();
   readonly #watchers = new Map<string, Set<() => void>>();
-  readonly #nodeWatchers = new Map<string, Set<NodeWatchHandlers>>();
-  readonly #childWatchers = new Map<string, Set<() => void>>();
+  readonly #nodeWatchers = new ListenerMap<NodeWatchHandlers>();
+  readonly #childWatchers = new ListenerMap<() => void>();
   #lastCreationId = 0n;
   #session = new MemorySession(1);
   #closed = false;
@@ -108,7 +109,7 @@ export class MemoryStore implements CoordinationStore {
     if (!node) return false;
     const copy = Uint8Array.from(data);
     this.#parents.get(dir)?.children.set(baseName(path), { ...node, data: copy });
-    for (const handlers of this.#nodeWatchers.get(path) ?? []) handlers.onData(copy);
+    for (const handlers of this.#nodeWatchers.get(path)) handlers.onData(copy);
     return true;
   }
 
@@ -121,21 +122,7 @@ export class MemoryStore implements CoordinationStore {
           handlers.onDeleted();
           return;
         }
-        let watchers = this.#nodeWatchers.get(path);
-        if (!watchers) {
-          watchers = new Set();
-          this.#nodeWatchers.set(path, watchers);
-        }
-        const own = watchers;
-        own.add(handlers);
-        signal.addEventListener(
-          'abort',
-          () => {
-            own.delete(handlers);
-            if (own.size === 0 && this.#nodeWatchers.get(path) === own) this.#nodeWatchers.delete(path);
-          },
-          { once: true },
-        );
+        this.#nodeWatchers.add(path, handlers, signal);
         handlers.onData(node.data);
       },
       () => {},
@@ -143,26 +130,11 @@ export class MemoryStore implements CoordinationStore {
   }
 
   watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
-    if (signal.aborted) return;
-    let watchers = this.#childWatchers.get(dir);
-    if (!watchers) {
-      watchers = new Set();
-      this.#childWatchers.set(dir, watchers);
-    }
-    const own = watchers;
-    own.add(onChange);
-    signal.addEventListener(
-      'abort',
-      () => {
-        own.delete(onChange);
-        if (own.size === 0 && this.#childWatchers.get(dir) === own) this.#childWatchers.delete(dir);
-      },
-      { once: true },
-    );
+    if (!signal.aborted) this.#childWatchers.add(dir, onChange, signal);
   }
 
   #childrenChanged(dir: string): void {
-    for (const onChange of [...(this.#childWatchers.get(dir) ?? [])]) onChange();
+    for (const onChange of this.#childWatchers.get(dir)) onChange();
   }
 
   async waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
@@ -248,7 +220,7 @@ export class MemoryStore implements CoordinationStore {
     this.#childrenChanged(dir);
     const followers = this.#nodeWatchers.get(path);
     this.#nodeWatchers.delete(path);
-    for (const handlers of followers ?? []) handlers.onDeleted();
+    for (const handlers of followers) handlers.onDeleted();
     const watchers = this.#watchers.get(path);
     if (!watchers) return;
     this.#watchers.delete(path);

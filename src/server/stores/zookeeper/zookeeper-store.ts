@@ -11,6 +11,7 @@ import {
   type StoreSession,
   type StoreStats,
 } from '../store.js';
+import { ListenerMap } from '../listener-map.js';
 import { SessionState } from '../session-state.js';
 import {
   ZooKeeper,
@@ -85,9 +86,9 @@ export class ZooKeeperStore implements CoordinationStore {
   /** One back-end watch per path, shared by every waiter on this server. */
   #watches = new Map<string, Set<DeletionWaiter>>();
   /** Held nodes followed for data changes and deletion (see watchNode). */
-  #followers = new Map<string, Set<NodeWatchHandlers>>();
+  readonly #followers = new ListenerMap<NodeWatchHandlers>();
   /** Parents watched for children changes (see watchChildren). */
-  #childWatchers = new Map<string, Set<() => void>>();
+  readonly #childWatchers = new ListenerMap<() => void>();
   readonly #ensuredParents = new Set<string>();
   #closed = false;
   /** performance.now() at the send of the newest request that got a reply on this session. */
@@ -206,43 +207,13 @@ export class ZooKeeperStore implements CoordinationStore {
 
   watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void {
     if (signal.aborted) return;
-    let followers = this.#followers.get(path);
-    if (!followers) {
-      followers = new Set();
-      this.#followers.set(path, followers);
-    }
-    const own = followers;
-    own.add(handlers);
-    signal.addEventListener(
-      'abort',
-      () => {
-        own.delete(handlers);
-        if (own.size === 0 && this.#followers.get(path) === own) this.#followers.delete(path);
-      },
-      { once: true },
-    );
+    this.#followers.add(path, handlers, signal);
     void this.#readFollowed(path, handlers);
   }
 
   watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
     if (signal.aborted) return;
-    let watchers = this.#childWatchers.get(dir);
-    const arm = watchers === undefined;
-    if (!watchers) {
-      watchers = new Set();
-      this.#childWatchers.set(dir, watchers);
-    }
-    const own = watchers;
-    own.add(onChange);
-    signal.addEventListener(
-      'abort',
-      () => {
-        own.delete(onChange);
-        if (own.size === 0 && this.#childWatchers.get(dir) === own) this.#childWatchers.delete(dir);
-      },
-      { once: true },
-    );
-    if (arm) void this.#armChildWatch(dir);
+    if (this.#childWatchers.add(dir, onChange, signal)) void this.#armChildWatch(dir);
   }
 
   /**
@@ -366,12 +337,13 @@ export class ZooKeeperStore implements CoordinationStore {
     } catch {
       return; // the store is closed or unreachable: what holds on the session hears it there
     }
-    const followers = this.#followers.get(path);
-    if (!followers) return;
-    const targets = newcomer ? (followers.has(newcomer) ? [newcomer] : []) : [...followers];
+    const targets = newcomer
+      ? this.#followers.has(path, newcomer)
+        ? [newcomer]
+        : []
+      : this.#followers.get(path);
     if (reply.rc === zk.ZNONODE) {
-      for (const target of targets) followers.delete(target);
-      if (followers.size === 0) this.#followers.delete(path);
+      for (const target of targets) this.#followers.delete(path, target);
       for (const target of targets) target.onDeleted();
     } else if (reply.rc === zk.ZOK) {
       const data = toBytes(reply.value);
@@ -388,10 +360,9 @@ export class ZooKeeperStore implements CoordinationStore {
   /** A children or creation event on a watched parent: re-arm, and tell its watchers. */
   #onParentEvent(handle: ZooKeeperHandle, dir: string): void {
     if (this.#handle !== handle || this.#closed) return;
-    const watchers = this.#childWatchers.get(dir);
-    if (!watchers) return;
+    if (!this.#childWatchers.has(dir)) return;
     void this.#armChildWatch(dir);
-    for (const onChange of [...watchers]) onChange();
+    for (const onChange of this.#childWatchers.get(dir)) onChange();
   }
 
   #onNodeEvent(handle: ZooKeeperHandle, path: string, deleted: boolean): void {
@@ -407,9 +378,9 @@ export class ZooKeeperStore implements CoordinationStore {
         void this.#armDeletionWatch(path, waiters); // data changed: the watch is used up
       }
     }
-    const followers = this.#followers.get(path);
-    if (!followers) return;
+    if (!this.#followers.has(path)) return;
     if (deleted) {
+      const followers = this.#followers.get(path);
       this.#followers.delete(path);
       for (const follower of followers) follower.onDeleted();
     } else {
@@ -505,7 +476,7 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#session = new ZooKeeperSession();
     this.#watches = new Map();
     // Followers hold on the old session: their leases are lost with it.
-    this.#followers = new Map();
+    this.#followers.clear();
     // Dashboards keep watching: their watches move to the new session.
     for (const dir of this.#childWatchers.keys()) void this.#armChildWatch(dir);
     old.session.end(new LockError('LOCK_LOST', why));
