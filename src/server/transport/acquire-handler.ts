@@ -67,7 +67,7 @@ async function serveAcquire(
         ? claims.open(opening.request, opening.resumeGraceMs, logger)
         : claims.resume(opening.resumeToken);
     const { request } = claim;
-    logger = logger.child({ lock: request.name, mode: request.mode });
+    logger = logger.child({ lock: request.name, mode: request.mode, owner: request.owner });
     // A claim granted before this stream attached (a resume) was counted by the stream it had then.
     const grantedBefore = claim.lease !== undefined;
     if (!grantedBefore) stopWaiting = metrics.waiting(request.mode);
