@@ -3,26 +3,36 @@
 import { mkdirSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LockClient } from '../../src/client/index.js';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { deferred } from '../support/lock-caller.js';
+import { requireZooKeeper } from '../support/require-zookeeper.js';
+
+const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
 /** Where the screenshot goes (kept after the run, for people to look at). */
 const SCREENSHOTS = new URL('../../.tmp/screenshots/', import.meta.url);
 
-describe('the live page on the HTTP port, in headless Chromium', () => {
+describe('the live page on the HTTP port, in headless Chromium, across two instances on ZooKeeper', () => {
+  let lockServer: RunningServer;
   let server: RunningServer;
   let client: LockClient;
   let browser: Browser;
 
   beforeAll(async () => {
-    server = await startServer(
-      loadConfig({}, ['--port', '0', '--http-port', '0']),
-      pino({ level: 'silent' }),
-    );
-    client = new LockClient(`127.0.0.1:${server.port}`);
+    // Two instances on one ZooKeeper: locks are taken through one, the page is served by the other.
+    const root = `/page-${randomUUID()}`;
+    const serve = (extra: string[]): Promise<RunningServer> =>
+      startServer(
+        loadConfig({}, ['--port', '0', '--zookeeper', connectString, '--root', root, ...extra]),
+        pino({ level: 'silent' }),
+      );
+    lockServer = await serve([]);
+    server = await serve(['--http-port', '0']);
+    client = new LockClient(`127.0.0.1:${lockServer.port}`);
     // Debian's chromium (scripts/install-test-deps.sh installs it); as root it needs --no-sandbox.
     browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
   }, 60_000);
@@ -31,6 +41,7 @@ describe('the live page on the HTTP port, in headless Chromium', () => {
     await browser?.close();
     client?.close();
     await server?.stop();
+    await lockServer?.stop();
   });
 
   it('shows locks, holders and queues, and follows changes without a reload', async () => {

@@ -158,6 +158,7 @@ describe('lockstream processes sharing one ZooKeeper', () => {
     const tryOnB = b.open({ name: 'shared', waitTimeout: { seconds: 0n, nanos: 0 } });
     expect((await tryOnB.outcome).code).toBe(status.DEADLINE_EXCEEDED);
     // Either instance describes the whole queue, whichever instance serves each request.
+    const watchOnB = b.watch('shared');
     const [fromA, fromB] = await Promise.all([a.describe('shared'), b.describe('shared')]);
     expect(fromB).toEqual(fromA);
     expect(fromA.holders.map((h) => h.owner)).toEqual(['a1']);
@@ -174,6 +175,9 @@ describe('lockstream processes sharing one ZooKeeper', () => {
 
     await first.release();
     const secondToken = await second.acquired();
+    // A watch on one instance follows grants made by the other.
+    await watchOnB.until((s) => s.holders.map((h) => h.owner).join() === 'b1' && s.waiters.length === 1);
+    watchOnB.cancel();
     expect(secondToken).toBeGreaterThan(firstToken);
     expect(third.isAcquired).toBe(false);
     await second.release();
