@@ -28,7 +28,8 @@ function lockstream(args: string[], env: Record<string, string> = {}): CliRun {
   const waiters: Array<() => void> = [];
   const run: CliRun = {
     child,
-    exited: once(child, 'exit').then(
+    // 'close', not 'exit': only then has everything it printed been read.
+    exited: once(child, 'close').then(
       ([code, signal]) => (code as number | null) ?? 128 + (signal === 'SIGKILL' ? 9 : 15),
     ),
     stdout: '',
@@ -51,7 +52,7 @@ function lockstream(args: string[], env: Record<string, string> = {}): CliRun {
     wake();
   });
   child.stderr.on('data', (chunk: Buffer) => (run.stderr += chunk.toString()));
-  child.once('exit', wake);
+  child.once('close', wake);
   return run;
 }
 

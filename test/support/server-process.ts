@@ -34,7 +34,8 @@ export async function startServerProcess(
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   // Never outlive the test process, even when it is killed before it can stop the server.
   const untrack = killOnExit(child);
-  const exited = once(child, 'exit').then(([code, signal]) => {
+  // 'close', not 'exit': only then has everything the server printed been read.
+  const exited = once(child, 'close').then(([code, signal]) => {
     untrack();
     return (code ?? signal) as number | NodeJS.Signals;
   });
