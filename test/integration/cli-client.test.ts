@@ -1,14 +1,18 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LockClient } from '../../src/client/index.js';
-import { loadConfig } from '../../src/server/config.js';
+import { loadConfig, serveOptions } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { deferred } from '../support/lock-caller.js';
 import { isRunning } from '../support/is-alive.js';
+import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { CLI } from '../support/server-process.js';
+
+const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
 /** One `lockstream` command as its own process, with what it printed so far. */
 interface CliRun {
@@ -194,5 +198,69 @@ describe('the lockstream command as a client', () => {
     expect(run.stdout).toBe('');
     expect(run.stderr).toMatch(/DEADLINE_EXCEEDED: lock "cli\/busy" was not acquired within/);
     await holder.release();
+  });
+});
+
+describe('the lockstream command across two instances on one ZooKeeper', () => {
+  const servers: RunningServer[] = [];
+  beforeAll(async () => {
+    const root = `/cli-${randomUUID()}`;
+    for (let i = 0; i < 2; i += 1) {
+      const args = ['--port', '0', '--zookeeper', connectString, '--root', root];
+      servers.push(await startServer(loadConfig({}, args), pino({ level: 'silent' })));
+    }
+  });
+  afterAll(async () => {
+    for (const server of servers) await server.stop();
+  });
+
+  it('a run through one instance is listed, described and revoked through the other', async () => {
+    const [a, b] = servers.map((server) => `127.0.0.1:${server.port}`);
+    const run = lockstream([
+      'run',
+      'shared/job',
+      '--server',
+      a!,
+      '--owner',
+      'batch',
+      '--',
+      'sh',
+      '-c',
+      'echo started; sleep 300',
+    ]);
+    await run.line(/started/);
+    const described = lockstream(['describe', 'shared/job', '--json', '--server', b!]);
+    expect(await described.exited).toBe(0);
+    expect(JSON.parse(described.stdout)).toMatchObject({
+      holders: [{ owner: 'batch', mode: 'mutex' }],
+      waiters: [],
+    });
+    const listed = lockstream(['ls', 'shared/', '--server', b!]);
+    expect(await listed.exited).toBe(0);
+    expect(listed.stdout).toMatch(/^shared\/job\s+1\s+0\s+mutex$/m);
+    const revoke = lockstream(['revoke', 'shared/job', '--reason', 'failover', '--server', b!]);
+    expect(await revoke.exited).toBe(0);
+    expect(await run.exited).toBe(74);
+    expect(run.stderr).toMatch(/revoked: failover/);
+    const after = lockstream(['ls', 'shared/', '--server', b!]);
+    expect(await after.exited).toBe(0);
+    expect(after.stdout).toBe('NAME  HOLDERS  WAITERS  MODE\n');
+  });
+});
+
+describe('lockstream --help', () => {
+  it('lists every command, and serve --help every flag with its environment variable', async () => {
+    const top = lockstream(['--help']);
+    expect(await top.exited).toBe(0);
+    for (const command of ['serve', 'ls', 'describe', 'check', 'revoke', 'run']) {
+      expect(top.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
+    }
+    const serve = lockstream(['serve', '--help']);
+    expect(await serve.exited).toBe(0);
+    const flat = serve.stdout.replace(/\s+/g, ' ');
+    for (const option of serveOptions({})) {
+      expect(flat).toContain(option.long!);
+      expect(flat).toContain(/\(env: (\w+)\)/.exec(option.description)![1]);
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { Metadata, type ServerDuplexStream } from '@grpc/grpc-js';
+import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import { REQUEST_STATE_KEY } from '../../common/limits.js';
 import type { Logger } from 'pino';
 import { linkSignals, whenAborted } from '../../common/abort.js';
@@ -126,7 +126,7 @@ async function serveAcquire(
     endHold('released');
     if (end instanceof LockError) throw end;
     await send(call, { kind: { $case: 'released', value: {} } }, signal);
-    logger.debug('released');
+    logger.debug({ token: lease.fencingToken.toString() }, 'released');
     call.end();
   } catch (error) {
     if (
@@ -143,6 +143,7 @@ async function serveAcquire(
       const lease = claim?.lease;
       const failure = lease?.lost.aborted && !released ? lockLost(lease) : error;
       const status = toCallStatus(failure, logger);
+      logger.debug({ status: grpcStatus[status.code], details: status.details }, 'ended');
       // A client cannot tell this server's UNAVAILABLE from a broken connection's; say when the
       // request is gone for good, so it does not try to resume it.
       const detaching = broken.signal.aborted && !shutdown.aborted;
