@@ -1,9 +1,13 @@
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LockClient, LockTimeoutError } from '../../src/client/index.js';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { deferred } from '../support/lock-caller.js';
+import { requireZooKeeper } from '../support/require-zookeeper.js';
+
+const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
 /** The value of one sample in Prometheus text format, or undefined when it is absent. */
 function sample(text: string, name: string, labels = ''): number | undefined {
@@ -11,7 +15,10 @@ function sample(text: string, name: string, labels = ''): number | undefined {
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
-describe('Prometheus metrics on --http-port', () => {
+describe.each([
+  ['memory', (): string[] => []],
+  ['zookeeper', (): string[] => ['--zookeeper', connectString, '--root', `/metrics-${randomUUID()}`]],
+])('Prometheus metrics on --http-port (%s back end)', (backend, backendArgs) => {
   let server: RunningServer;
   let client: LockClient;
   const metrics = async (): Promise<string> => {
@@ -23,7 +30,7 @@ describe('Prometheus metrics on --http-port', () => {
 
   beforeAll(async () => {
     server = await startServer(
-      loadConfig({}, ['--port', '0', '--http-port', '0']),
+      loadConfig({}, ['--port', '0', '--http-port', '0', ...backendArgs()]),
       pino({ level: 'silent' }),
     );
     client = new LockClient(`127.0.0.1:${server.port}`);
@@ -47,7 +54,7 @@ describe('Prometheus metrics on --http-port', () => {
     expect(sample(during, 'lockstream_acquire_streams')).toBe(2);
     expect(sample(during, 'lockstream_acquire_requests_total', '{mode="write",outcome="granted"}')).toBe(1);
     expect(sample(during, 'lockstream_acquire_requests_total', '{mode="mutex",outcome="timed_out"}')).toBe(1);
-    expect(sample(during, 'lockstream_store_session_confirmed', '{backend="memory"}')).toBe(1);
+    expect(sample(during, 'lockstream_store_session_confirmed', `{backend="${backend}"}`)).toBe(1);
 
     await writer.release();
     await (await reader).release();

@@ -16,22 +16,22 @@ const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 /** Where the screenshot goes (kept after the run, for people to look at). */
 const SCREENSHOTS = new URL('../../.tmp/screenshots/', import.meta.url);
 
-describe('the live page on the HTTP port, in headless Chromium, across two instances on ZooKeeper', () => {
+describe.each([
+  ['the embedded store', false],
+  ['two instances on one ZooKeeper (locks taken through one, the page served by the other)', true],
+])('the live page on the HTTP port, in headless Chromium, on %s', (_backend, onZooKeeper) => {
   let lockServer: RunningServer;
   let server: RunningServer;
   let client: LockClient;
   let browser: Browser;
 
   beforeAll(async () => {
-    // Two instances on one ZooKeeper: locks are taken through one, the page is served by the other.
     const root = `/page-${randomUUID()}`;
+    const backend = onZooKeeper ? ['--zookeeper', connectString, '--root', root] : [];
     const serve = (extra: string[]): Promise<RunningServer> =>
-      startServer(
-        loadConfig({}, ['--port', '0', '--zookeeper', connectString, '--root', root, ...extra]),
-        pino({ level: 'silent' }),
-      );
-    lockServer = await serve([]);
+      startServer(loadConfig({}, ['--port', '0', ...backend, ...extra]), pino({ level: 'silent' }));
     server = await serve(['--http-port', '0']);
+    lockServer = onZooKeeper ? await serve([]) : server;
     client = new LockClient(`127.0.0.1:${lockServer.port}`);
     // Debian's chromium (scripts/install-test-deps.sh installs it); as root it needs --no-sandbox.
     browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
@@ -41,7 +41,7 @@ describe('the live page on the HTTP port, in headless Chromium, across two insta
     await browser?.close();
     client?.close();
     await server?.stop();
-    await lockServer?.stop();
+    if (lockServer !== server) await lockServer?.stop();
   });
 
   it('shows locks, holders and queues, and follows changes without a reload', async () => {
@@ -67,7 +67,10 @@ describe('the live page on the HTTP port, in headless Chromium, across two insta
     expect(await holders.first().textContent()).toContain(holder.token.toString());
     expect(await waiters.first().textContent()).toContain('reporter');
     mkdirSync(SCREENSHOTS, { recursive: true });
-    await page.screenshot({ path: new URL('page-detail.png', SCREENSHOTS).pathname, fullPage: true });
+    await page.screenshot({
+      path: new URL(`page-detail${onZooKeeper ? '-zookeeper' : ''}.png`, SCREENSHOTS).pathname,
+      fullPage: true,
+    });
 
     // The writer releases: the page, never reloaded, shows the reader holding and nobody waiting.
     await holder.release();
@@ -79,7 +82,9 @@ describe('the live page on the HTTP port, in headless Chromium, across two insta
     await page.click('text=lockstream');
     await reader.release();
     await expect.poll(() => page.locator('main').textContent()).toContain('No lock is held or waited for.');
-    await page.screenshot({ path: new URL('page-empty.png', SCREENSHOTS).pathname });
+    await page.screenshot({
+      path: new URL(`page-empty${onZooKeeper ? '-zookeeper' : ''}.png`, SCREENSHOTS).pathname,
+    });
     await page.close();
   });
 
