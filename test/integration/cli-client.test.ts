@@ -191,6 +191,48 @@ describe('the lockstream command as a client', () => {
     expect(lost.stderr).toMatch(/"cli\/lost" was lost/);
   });
 
+  it('run escalates to SIGKILL after --kill-after when the command ignores SIGTERM', async () => {
+    // `trap "" TERM` makes sh and everything it starts ignore SIGTERM.
+    const run = lockstream(
+      [
+        'run',
+        'cli/stubborn',
+        '--kill-after',
+        '300ms',
+        '--',
+        'sh',
+        '-c',
+        'trap "" TERM; sleep 300 & echo "grandchild=$!"; wait',
+      ],
+      env,
+    );
+    const [, grandchild] = await run.line(/grandchild=(\d+)/);
+    const revokedAt = performance.now();
+    await client.revoke('cli/stubborn', { reason: 'now' });
+    expect(await run.exited).toBe(74);
+    expect(performance.now() - revokedAt).toBeGreaterThanOrEqual(300);
+    expect(isRunning(Number(grandchild))).toBe(false);
+    expect((await client.describe('cli/stubborn')).holders).toEqual([]);
+  });
+
+  it('run shows on a terminal that it is waiting and how many are ahead', async () => {
+    const holder = await client.acquire('cli/tty');
+    // script(1) gives the command a terminal; its output is what that terminal shows.
+    const command = `${process.execPath} --import tsx ${CLI} run cli/tty -- sh -c 'echo ran'`;
+    const run = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...process.env, ...env } });
+    let screen = '';
+    const waiting = deferred();
+    run.stdout.on('data', (chunk: Buffer) => {
+      screen += chunk.toString();
+      if (/waiting for lock "cli\/tty": 1 ahead/.test(screen)) waiting.resolve();
+    });
+    await waiting.promise;
+    await holder.release();
+    const [code] = (await once(run, 'close')) as [number];
+    expect(code).toBe(0);
+    expect(screen).toMatch(/ran/);
+  });
+
   it('run gives up with exit 75 when the lock is not acquired within --wait, without running the command', async () => {
     const holder = await client.acquire('cli/busy');
     const run = lockstream(['run', 'cli/busy', '--wait', '200ms', '--', 'sh', '-c', 'echo ran'], env);
