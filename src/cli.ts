@@ -23,16 +23,18 @@ const serve = program
     const logger = pino({ level: config.logLevel, base: { service: 'lockstream' } });
     const server = await startServer(config, logger).catch((error: unknown) => {
       logger.fatal({ err: error }, 'could not start');
-      process.exit(1);
+      logger.flush(() => process.exit(1));
+      return undefined;
     });
+    if (!server) return;
     let signals = 0;
     const onSignal = (name: string): void => {
       signals += 1;
       if (signals > 1) process.exit(130);
       logger.info({ signal: name }, 'received signal');
       void server.stop().then(() => {
-        logger.flush();
-        process.exit(0);
+        // Exit only once the last lines ("stopped") are written: stdout is written asynchronously.
+        logger.flush(() => process.exit(0));
       });
     };
     process.on('SIGTERM', () => onSignal('SIGTERM'));
