@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import parseDuration from 'ms';
+import { parseDurationMs } from '../common/duration.js';
 import { toJson } from '../common/json.js';
 import { LockClient, LockClientError, type LockDescription, type LockRequestInfo } from '../client/index.js';
 
@@ -28,8 +28,8 @@ export const EXIT = {
 /** `ms`-style durations (`500ms`, `10s`) or plain milliseconds. */
 export function durationArgument(flag: string): (value: string) => number {
   return (value) => {
-    const parsed = /^\d+$/.test(value) ? Number(value) : parseDuration(value as parseDuration.StringValue);
-    if (typeof parsed !== 'number' || !Number.isFinite(parsed) || parsed < 0) {
+    const parsed = parseDurationMs(value);
+    if (parsed === undefined || parsed < 0) {
       throw new Error(`${flag} ${JSON.stringify(value)}: expected a duration such as 10s or 500ms`);
     }
     return Math.round(parsed);

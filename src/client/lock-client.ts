@@ -7,7 +7,7 @@ import {
   type ServiceError,
 } from '@grpc/grpc-js';
 import {
-  LockMode as WireLockMode,
+  type LockMode as WireLockMode,
   LockServiceClient,
   type CheckTokenResponse,
   type DescribeLockResponse,
@@ -19,6 +19,7 @@ import { LockClientError, LockTimeoutError } from './errors.js';
 import {
   LockStream,
   toDuration,
+  WIRE_MODES,
   type Lock,
   type LockMode,
   type LockRequest,
@@ -378,11 +379,9 @@ export interface LockPage {
   readonly nextPageToken: string;
 }
 
-const MODES_FROM_WIRE = new Map<WireLockMode, LockMode>([
-  [WireLockMode.MUTEX, 'mutex'],
-  [WireLockMode.READ, 'read'],
-  [WireLockMode.WRITE, 'write'],
-]);
+const MODES_FROM_WIRE = new Map(
+  (Object.entries(WIRE_MODES) as Array<[LockMode, WireLockMode]>).map(([mode, wire]) => [wire, mode]),
+);
 
 function fromWireMode(mode: WireLockMode): LockMode | undefined {
   return MODES_FROM_WIRE.get(mode);

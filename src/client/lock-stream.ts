@@ -64,7 +64,7 @@ export interface RevokeRequest {
   readonly forceAt: Date | undefined;
 }
 
-const WIRE_MODES: Record<LockMode, WireLockMode> = {
+export const WIRE_MODES: Readonly<Record<LockMode, WireLockMode>> = {
   mutex: WireLockMode.MUTEX,
   read: WireLockMode.READ,
   write: WireLockMode.WRITE,

@@ -1,5 +1,5 @@
 import { Command, Option, type OptionValues } from 'commander';
-import parseDuration from 'ms';
+import { parseDurationMs } from '../common/duration.js';
 
 export type Backend = 'memory' | 'zookeeper';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -207,14 +207,8 @@ function validate(values: OptionValues): Readonly<Config> {
   const problems: string[] = [];
   const duration = (key: string, flag: string, min: number): number => {
     const raw = String(values[key]);
-    // `ms` throws on an empty string and returns undefined for nonsense: both are problems.
-    const parsed =
-      raw.trim() === ''
-        ? undefined
-        : /^\d+$/.test(raw)
-          ? Number(raw)
-          : parseDuration(raw as parseDuration.StringValue);
-    if (typeof parsed !== 'number' || !Number.isFinite(parsed) || parsed < min) {
+    const parsed = parseDurationMs(raw);
+    if (parsed === undefined || parsed < min) {
       problems.push(
         `${flag} ${JSON.stringify(raw)}: expected a duration of at least ${min} ms, e.g. 10s or 500ms`,
       );
