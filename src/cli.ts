@@ -20,22 +20,22 @@ const serve = program
       console.error(`lockstream serve: ${error.message}`);
       process.exit(2);
     }
-    const logger = pino({ level: config.logLevel, base: { service: 'lockstream' } });
+    // Synchronous stdout: a lock server logs little at its default level, and nothing may be lost on exit
+    // (an asynchronous destination's flush() returns before a write already in flight has finished).
+    const logger = pino(
+      { level: config.logLevel, base: { service: 'lockstream' } },
+      pino.destination({ dest: 1, sync: true }),
+    );
     const server = await startServer(config, logger).catch((error: unknown) => {
       logger.fatal({ err: error }, 'could not start');
-      logger.flush(() => process.exit(1));
-      return undefined;
+      process.exit(1);
     });
-    if (!server) return;
     let signals = 0;
     const onSignal = (name: string): void => {
       signals += 1;
       if (signals > 1) process.exit(130);
       logger.info({ signal: name }, 'received signal');
-      void server.stop().then(() => {
-        // Exit only once the last lines ("stopped") are written: stdout is written asynchronously.
-        logger.flush(() => process.exit(0));
-      });
+      void server.stop().then(() => process.exit(0));
     };
     process.on('SIGTERM', () => onSignal('SIGTERM'));
     process.on('SIGINT', () => onSignal('SIGINT'));
