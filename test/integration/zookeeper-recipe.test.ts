@@ -50,6 +50,7 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     const lockDir = `${root}/locks/herd`;
     const holder = caller.open({ name: 'herd' });
     await holder.acquired();
+    const queuing = { ...running.store.stats };
     const waiters: AcquireStream[] = [];
     for (let i = 0; i < 30; i += 1) {
       const waiter = caller.open({ name: 'herd', mode: i % 3 === 0 ? LockMode.WRITE : LockMode.MUTEX });
@@ -62,17 +63,15 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
       a.slice(-10).localeCompare(b.slice(-10)),
     );
     expect(queue).toHaveLength(31);
-    const watched = await watchesWhenCount(root, 30);
-    // Every node but the last is watched, by exactly one session (this server), and the lock's
-    // parent node is not watched at all: no herd on any change.
-    expect([...watched.keys()].sort()).toEqual(
-      queue
-        .slice(0, 30)
-        .map((node) => `${lockDir}/${node}`)
-        .sort(),
-    );
+    const watched = await watchesWhenCount(root, 31);
+    // Every node is watched by its own request (for its token, and to hear of its deletion or a
+    // revocation), and each waiter armed one deletion watch, on the node ahead of it; the same
+    // session's watches on one path are one watch in ZooKeeper. The lock's parent node is not
+    // watched at all: no herd on any change.
+    expect([...watched.keys()].sort()).toEqual(queue.map((node) => `${lockDir}/${node}`).sort());
     for (const sessions of watched.values()) expect(sessions).toHaveLength(1);
     expect(watched.has(lockDir)).toBe(false);
+    expect(running.store.stats.watchesArmed - queuing.watchesArmed).toBe(30);
 
     const before = { ...running.store.stats };
     await holder.release();
@@ -82,7 +81,7 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     expect(after.waitersWoken - before.waitersWoken).toBe(1);
     expect(after.childrenListings - before.childrenListings).toBe(0);
     expect(after.watchesArmed - before.watchesArmed).toBe(0);
-    expect((await watchesUnder(zookeeperPort, root)).size).toBe(29);
+    expect((await watchesUnder(zookeeperPort, root)).size).toBe(30);
     expect(waiters.filter((w) => w.isAcquired)).toHaveLength(1);
   });
 
@@ -92,17 +91,21 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     const lockDir = `${root}/locks/doc`;
     const writer = caller.open({ name: 'doc', mode: LockMode.WRITE });
     await writer.acquired();
+    const queuing = { ...running.store.stats };
     const readers = [0, 1, 2].map(() => caller.open({ name: 'doc', mode: LockMode.READ }));
     for (const reader of readers) {
       cleanups.push(() => reader.cancel());
       await reader.queued();
     }
-    const [writerNode] = (await running.store.children(lockDir)).filter((n) => n.startsWith('write-'));
-    const watched = await watchesWhenCount(root, 1);
-    // Three readers wait for the one writer: a single shared watch on its node.
-    expect([...watched.keys()]).toEqual([`${lockDir}/${writerNode}`]);
+    const queue = await running.store.children(lockDir);
+    const watched = await watchesWhenCount(root, 4);
+    // Three readers wait for the one writer: a single deletion watch, shared, on its node (the
+    // other watches are each request's own).
+    expect([...watched.keys()].sort()).toEqual(queue.map((node) => `${lockDir}/${node}`).sort());
+    expect(running.store.stats.watchesArmed - queuing.watchesArmed).toBe(1);
     await writer.release();
     await Promise.all(readers.map((r) => r.acquired()));
+    expect(running.store.stats.waitersWoken - queuing.waitersWoken).toBe(3);
   });
 
   it('hands out czxids as tokens: unique across lock names, in creation order, not per-lock sequences', async () => {

@@ -44,6 +44,11 @@ export interface StartZooKeeperOptions {
   startTimeoutMs?: number;
   /** Receives every line the server prints (stdout and stderr). */
   logger?: (line: string) => void;
+  /**
+   * Run as in production: fsync every transaction and keep ZooKeeper's default container check
+   * (60 s). For benchmarks; tests skip the fsync and reap empty containers within a second.
+   */
+  production?: boolean;
 }
 
 export interface ZooKeeperProcess {
@@ -183,7 +188,14 @@ async function startOnce(
     port = await findFreePort();
     await writeFile(
       configFile,
-      zooCfg({ dataDir, port, tickTimeMs, minSessionTimeoutMs, maxSessionTimeoutMs }),
+      zooCfg({
+        dataDir,
+        port,
+        tickTimeMs,
+        minSessionTimeoutMs,
+        maxSessionTimeoutMs,
+        forceSync: options.production ?? false,
+      }),
     );
     await writeFile(log4jFile, LOG4J_PROPERTIES);
   } catch (error) {
@@ -191,7 +203,12 @@ async function startOnce(
     throw error;
   }
 
-  const args = zooKeeperJvmArgs(installation, { logDir: dir, log4jFile, configFile });
+  const args = zooKeeperJvmArgs(installation, {
+    logDir: dir,
+    log4jFile,
+    configFile,
+    production: options.production ?? false,
+  });
   const command = [installation.java, ...args] as const;
 
   const spawnedAt = performance.now();
@@ -290,7 +307,7 @@ async function startOnce(
  */
 export function zooKeeperJvmArgs(
   installation: ZooKeeperInstallation,
-  files: { logDir: string; log4jFile: string; configFile: string },
+  files: { logDir: string; log4jFile: string; configFile: string; production?: boolean },
 ): string[] {
   return [
     '-Xmx256m',
@@ -305,7 +322,7 @@ export function zooKeeperJvmArgs(
     // Not settable from zoo.cfg: unknown cfg keys become "zookeeper."-prefixed system properties,
     // and ContainerManager reads the unprefixed name. The default is 60 s; with 1 s, empty
     // CONTAINER znodes (that once had children) vanish within a couple of seconds.
-    '-Dznode.container.checkIntervalMs=1000',
+    ...(files.production ? [] : ['-Dznode.container.checkIntervalMs=1000']),
     '-cp',
     installation.classpath,
     // QuorumPeerMain is what zkServer.sh runs; with no server.N entries it runs standalone.
@@ -320,6 +337,7 @@ function zooCfg(c: {
   tickTimeMs: number;
   minSessionTimeoutMs: number;
   maxSessionTimeoutMs: number;
+  forceSync: boolean;
 }): string {
   return [
     `tickTime=${c.tickTimeMs}`,
@@ -329,7 +347,7 @@ function zooCfg(c: {
     'clientPortAddress=127.0.0.1',
     `clientPort=${c.port}`,
     'standaloneEnabled=true',
-    ...SHARED_ZOO_CFG,
+    ...SHARED_ZOO_CFG.filter((line) => !(c.forceSync && line.startsWith('forceSync='))),
     '',
   ].join('\n');
 }

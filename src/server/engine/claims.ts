@@ -1,7 +1,14 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AcquireRequest, Lease, LockEngine } from './lock-engine.js';
 import { isLockError, LockError } from './lock-error.js';
+
+/**
+ * Why a claim ends when its stream ended (cleanly, or abnormally without a grace): one shared
+ * error, as nobody sees it but a request that was still waiting, and an error per stream costs a
+ * stack trace per lock cycle.
+ */
+export const STREAM_ENDED = new LockError('CANCELLED', 'the stream ended');
 
 /** What the stream attached to a claim is told, while it is attached. */
 export interface ClaimObserver {
@@ -117,7 +124,7 @@ export class Claim {
   detach(): void {
     this.#observer = undefined;
     if (this.graceMs === 0) {
-      void this.end(new LockError('CANCELLED', 'the stream ended'));
+      void this.end(STREAM_ENDED);
       return;
     }
     this.#logger.debug(
@@ -189,7 +196,7 @@ export class ClaimRegistry {
     if (this.#closed) throw new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
     const effectiveGraceMs = Math.min(graceMs, this.#maxResumeGraceMs);
     if (effectiveGraceMs === 0) return new Claim(this.#engine, request, undefined, logger, () => {});
-    const token = `${this.#instanceId}.${randomBytes(24).toString('base64url')}`;
+    const token = `${this.#instanceId}.${randomToken()}`;
     const claim = new Claim(this.#engine, request, { token, graceMs: effectiveGraceMs }, logger, () =>
       this.#resumable.delete(token),
     );
@@ -221,4 +228,20 @@ export class ClaimRegistry {
     await Promise.all([...this.#resumable.values()].map((claim) => claim.end(reason)));
     this.#logger.debug('resumable claims ended');
   }
+}
+
+const TOKEN_BYTES = 24;
+/** Random bytes for resume tokens, drawn from the system in batches rather than per token. */
+const tokenPool = Buffer.alloc(TOKEN_BYTES * 256);
+let tokenPoolOffset = tokenPool.length;
+
+/** 24 random bytes, base64url: a resume token's secret part. */
+function randomToken(): string {
+  if (tokenPoolOffset === tokenPool.length) {
+    randomFillSync(tokenPool);
+    tokenPoolOffset = 0;
+  }
+  const token = tokenPool.toString('base64url', tokenPoolOffset, tokenPoolOffset + TOKEN_BYTES);
+  tokenPoolOffset += TOKEN_BYTES;
+  return token;
 }

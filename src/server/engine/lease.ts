@@ -4,10 +4,11 @@ import type { AcquireRequest, Lease, RevokeRequest } from './lock-engine.js';
 import { isLockError, LockError } from './lock-error.js';
 
 /**
- * A held lock: its node, the session it lives in, and the watch on the node that tells the
- * holder about a revocation request, and about the node being deleted by someone else (a
- * forced revocation, an operator). Lost when the session is lost, when the node goes, or when a
- * revocation's deadline passes; then the node is deleted too.
+ * A held lock: its node, the session it lives in, and the watch on the node (armed when the
+ * request was queued, see LockEngine) that tells the holder about a revocation request, and
+ * about the node being deleted by someone else (a forced revocation, an operator). Lost when
+ * the session is lost, when the node goes, or when a revocation's deadline passes; then the
+ * node is deleted too.
  */
 export class HeldLease implements Lease {
   readonly name: string;
@@ -17,43 +18,48 @@ export class HeldLease implements Lease {
   readonly #path: string;
   readonly #session: StoreSession;
   readonly #lost = new AbortController();
-  readonly #watching = new AbortController();
+  readonly #unfollow: () => void;
   readonly #unlinkSession: () => void;
   readonly #revokeListeners = new Set<(request: RevokeRequest) => void>();
   #revokeRequest: RevokeRequest | undefined;
   #forceTimer: NodeJS.Timeout | undefined;
   #released: Promise<void> | undefined;
 
+  /** `unfollow` stops the watch on the node; until then, its events go to nodeChanged/nodeDeleted. */
   constructor(
     store: CoordinationStore,
     request: AcquireRequest,
-    path: string,
-    session: StoreSession,
-    token: bigint,
+    node: { readonly path: string; readonly session: StoreSession; readonly token: bigint },
+    unfollow: () => void,
   ) {
     this.name = request.name;
     this.mode = request.mode;
-    this.fencingToken = token;
+    this.fencingToken = node.token;
     this.#store = store;
-    this.#path = path;
-    this.#session = session;
+    this.#path = node.path;
+    this.#session = node.session;
+    this.#unfollow = unfollow;
+    const { session } = node;
     const sessionLost = (): void => this.#lose(lockLost(this.name, session.lost.reason));
     this.#unlinkSession = session.lost.aborted ? () => {} : onAbort(session.lost, sessionLost);
     if (session.lost.aborted) sessionLost();
-    store.watchNode(
-      path,
-      {
-        onData: (data) => this.#onData(data),
-        onDeleted: () => {
-          if (session.lost.aborted) return sessionLost();
-          const why = this.#revokeRequest
-            ? `lock "${this.name}" was revoked: ${this.#revokeRequest.reason || 'no reason given'}`
-            : `lock "${this.name}" was lost: its node was deleted by someone else`;
-          this.#lose(new LockError('LOCK_LOST', why));
-        },
-      },
-      this.#watching.signal,
-    );
+  }
+
+  /** The node's data changed (or was read): a revocation request may be in it. */
+  nodeChanged(data: Uint8Array): void {
+    this.#onData(data);
+  }
+
+  /** The node was deleted, by someone else or with the session. */
+  nodeDeleted(): void {
+    if (this.#session.lost.aborted) {
+      this.#lose(lockLost(this.name, this.#session.lost.reason));
+      return;
+    }
+    const why = this.#revokeRequest
+      ? `lock "${this.name}" was revoked: ${this.#revokeRequest.reason || 'no reason given'}`
+      : `lock "${this.name}" was lost: its node was deleted by someone else`;
+    this.#lose(new LockError('LOCK_LOST', why));
   }
 
   get lost(): AbortSignal {
@@ -120,7 +126,7 @@ export class HeldLease implements Lease {
     clearTimeout(this.#forceTimer);
     this.#unlinkSession();
     this.#revokeListeners.clear();
-    this.#watching.abort();
+    this.#unfollow();
   }
 }
 

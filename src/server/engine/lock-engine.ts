@@ -2,7 +2,13 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { linkSignals } from '../../common/abort.js';
 import { WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
-import { baseName, joinPath, type CoordinationStore, type StoreSession } from '../stores/store.js';
+import {
+  baseName,
+  joinPath,
+  type CoordinationStore,
+  type CreatedNode,
+  type StoreSession,
+} from '../stores/store.js';
 import { LockError } from './lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
@@ -133,9 +139,11 @@ export class LockEngine {
     );
     for (;;) {
       const created = await this.#store.createSequential(dir, nodePrefix(request.mode, randomUUID()), data);
+      const node = new FollowedNode(this.#store, request.name, created.path, data);
       try {
-        return await this.#waitForTurn(request, created.path, created.session, signal, options);
+        return await this.#waitForTurn(request, created, node, signal, options);
       } catch (error) {
+        node.unfollow();
         const sessionLost = created.session.lost.aborted;
         if (!sessionLost) await this.#withdraw(created.path);
         // The session (and with it our place in the queue) ended while we waited: queue again
@@ -151,19 +159,17 @@ export class LockEngine {
 
   async #waitForTurn(
     request: AcquireRequest,
-    path: string,
-    session: StoreSession,
+    created: CreatedNode,
+    node: FollowedNode,
     signal: AbortSignal,
     options: AcquireOptions,
   ): Promise<Lease> {
+    const { path, session } = created;
     const dir = path.slice(0, path.lastIndexOf('/'));
     const me = baseName(path);
-    using waitSignal = linkSignals(signal, session.lost);
+    using waitSignal = linkSignals(signal, session.lost, node.vanished);
     using _waiting = this.#waitingIn(dir);
-    // Both requests go out together; the store answers them in order after the create.
-    const [children, token] = await Promise.all([this.#store.children(dir), this.#store.creationId(path)]);
-    if (token === null) throw nodeVanished(request.name);
-    let current: Position = this.#position(dir, children, me);
+    let current: Position = this.#position(dir, created.siblings, me);
     if (current.kind === 'waiting' && current.ahead > this.#maxWaitersPerLock) {
       throw new LockError(
         'RESOURCE_EXHAUSTED',
@@ -177,7 +183,9 @@ export class LockEngine {
       if (current.kind === 'held') {
         // Never grant on a session the store cannot vouch for: it may already be lost.
         await whenConfirmed(session, waitSignal);
-        return this.#lease(request, path, session, token);
+        const token = await node.token;
+        waitSignal.throwIfAborted();
+        return node.hold(request, session, token);
       }
       if (request.waitTimeoutMs === 0) {
         throw new LockError(
@@ -193,14 +201,12 @@ export class LockEngine {
         signal: waitSignal,
       });
       waitSignal.throwIfAborted();
-      if (current.predecessorIsHead) {
-        // Nothing that blocks us is left ahead; confirm our node still exists before granting
-        // (a waiter whose node vanished must never be granted).
-        const stillThere = await this.#store.creationId(path);
-        current = stillThere === null ? { kind: 'missing' } : { kind: 'held', ahead: 0 };
-      } else {
-        current = this.#position(dir, await this.#store.children(dir), me);
-      }
+      // Nothing that blocked us is left ahead: we hold the lock, no listing needed. Our node
+      // still exists: its watch, armed since it was created, would have fired first otherwise
+      // (a store reports a session's watch events in the order of the changes).
+      current = current.predecessorIsHead
+        ? { kind: 'held', ahead: 0 }
+        : this.#position(dir, await this.#store.children(dir), me);
     }
   }
 
@@ -232,10 +238,6 @@ export class LockEngine {
     const found = position(children, me, entry.cache);
     entry.cache.prune(children);
     return found;
-  }
-
-  #lease(request: AcquireRequest, path: string, session: StoreSession, token: bigint): Lease {
-    return new HeldLease(this.#store, request, path, session, token);
   }
 
   /**
@@ -340,6 +342,67 @@ async function whenConfirmed(session: StoreSession, signal: AbortSignal): Promis
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/**
+ * A request's own node, watched from its creation on (one read, which also yields the fencing
+ * token): while the request waits, its deletion by someone else ends the wait; once it holds,
+ * the lease hears revocation requests and deletion through the same watch.
+ */
+class FollowedNode {
+  /** The node's creation id; rejects with LOCK_LOST if the node is gone before it is read. */
+  readonly token: Promise<bigint>;
+  readonly #following = new AbortController();
+  readonly #vanished = new AbortController();
+  readonly #store: CoordinationStore;
+  readonly #path: string;
+  #lease: HeldLease | undefined;
+  /** Data seen before the grant that differs from what was written (a revocation, perhaps). */
+  #changedData: Uint8Array | undefined;
+
+  constructor(store: CoordinationStore, name: string, path: string, written: Uint8Array) {
+    this.#store = store;
+    this.#path = path;
+    const read = store.watchNode(
+      path,
+      {
+        onData: (data) => (this.#lease ? this.#lease.nodeChanged(data) : (this.#changedData = data)),
+        onDeleted: () => (this.#lease ? this.#lease.nodeDeleted() : this.#vanished.abort(nodeVanished(name))),
+      },
+      this.#following.signal,
+    );
+    this.token = read.then((node) => {
+      if (node === null) {
+        const reason = nodeVanished(name);
+        this.#vanished.abort(reason);
+        throw reason;
+      }
+      if (node.data.byteLength !== written.byteLength) this.#changedData ??= node.data;
+      return node.creationId;
+    });
+    this.token.catch(() => {}); // observed by the grant, if there is one
+  }
+
+  /** Aborts when the node is found deleted before the grant. */
+  get vanished(): AbortSignal {
+    return this.#vanished.signal;
+  }
+
+  hold(request: AcquireRequest, session: StoreSession, token: bigint): HeldLease {
+    const lease = new HeldLease(this.#store, request, { path: this.#path, session, token }, () =>
+      this.unfollow(),
+    );
+    this.#lease = lease;
+    if (this.#changedData) lease.nodeChanged(this.#changedData);
+    return lease;
+  }
+
+  unfollow(): void {
+    this.#following.abort(UNFOLLOWED);
+  }
+}
+
+/** The reason a node's watch is dropped with: a constant, as nobody ever sees it. */
+const UNFOLLOWED = new Error('no longer followed');
 
 function nodeVanished(name: string): LockError {
   return new LockError(

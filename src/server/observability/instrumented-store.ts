@@ -58,8 +58,8 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#store.waitUntilDeleted(path, options);
   }
 
-  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void {
-    this.#store.watchNode(path, handlers, signal);
+  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): Promise<NodeData | null> {
+    return this.#timed('getData', () => this.#store.watchNode(path, handlers, signal));
   }
 
   watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {

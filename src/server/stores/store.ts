@@ -17,10 +17,13 @@ export interface CoordinationStore extends AsyncDisposable {
 
   /**
    * Creates an ephemeral node named `prefix` + a 10-digit sequence number that grows per
-   * parent, creating the (container) parent `dir` and its ancestors as needed. `prefix` must be
-   * unique per call: after a connection loss the store looks for it to find out whether the
-   * create went through before trying again, so no ghost node is left behind.
-   * Resolves with the node's path and the session that owns it.
+   * parent, creating the (container) parent `dir` and its ancestors as needed, and lists `dir`
+   * right after: the listing is sent behind the create without waiting for its reply (a store
+   * answers a session's requests in order), so it includes the new node and costs no extra
+   * round trip. `prefix` must be unique per call: after a connection loss the store looks for
+   * it to find out whether the create went through before trying again, so no ghost node is
+   * left behind.
+   * Resolves with the node's path, the session that owns it, and the listing.
    * Rejects with `LockError('UNAVAILABLE')` when the store cannot be reached.
    */
   createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode>;
@@ -41,11 +44,13 @@ export interface CoordinationStore extends AsyncDisposable {
   setData(path: string, data: Uint8Array): Promise<boolean>;
 
   /**
-   * Follows one node until `signal` aborts: `onData` with its data now and after every change,
-   * `onDeleted` once when it is deleted (at once if it does not exist). For a holder to hear
-   * about revocation, and about its node being deleted by someone else.
+   * Follows one node until `signal` aborts: resolves with its creation id and data as read
+   * when the watch was armed (`null`, and nothing follows, if it does not exist); then calls
+   * `onData` after every change and `onDeleted` once when it is deleted. One read arms it: for
+   * a request to learn its fencing token, hear of its node's deletion while it waits, and, once
+   * holding, of revocation requests.
    */
-  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void;
+  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): Promise<NodeData | null>;
 
   /**
    * Calls `onChange` whenever a child of `dir` is created or deleted (also while `dir` does not
@@ -106,6 +111,8 @@ export interface NodeData {
 export interface CreatedNode {
   readonly path: string;
   readonly session: StoreSession;
+  /** The names of `dir`'s children right after the create, this node's among them. */
+  readonly siblings: string[];
 }
 
 export interface StoreStats {

@@ -3,7 +3,7 @@ import { REQUEST_STATE_KEY } from '../../common/limits.js';
 import type { Logger } from 'pino';
 import { linkSignals, whenAborted } from '../../common/abort.js';
 import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
-import type { Claim, ClaimRegistry } from '../engine/claims.js';
+import { STREAM_ENDED, type Claim, type ClaimRegistry } from '../engine/claims.js';
 import type { Lease, RevokeRequest } from '../engine/lock-engine.js';
 import { isLockError, LockError } from '../engine/lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
@@ -52,9 +52,8 @@ async function serveAcquire(
   let endHold: ((outcome: HoldOutcome) => void) | undefined;
   // An abnormal end: the client cancelled, its connection broke, or it went silent.
   const broken = new AbortController();
-  call.once('cancelled', () => {
-    broken.abort(new LockError('CANCELLED', 'the client cancelled the call'));
-  });
+  // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
+  call.once('cancelled', () => broken.abort(CLIENT_CANCELLED));
   const replaced = new AbortController();
   using signal = linkSignals(broken.signal, replaced.signal, shutdown);
   const client = followClient(call);
@@ -87,7 +86,7 @@ async function serveAcquire(
     const heldClaim = claim;
     // Before the grant, a clean end withdraws the request; after it, it releases the lock below.
     void clientEnd.then((end) => {
-      if (attached()) heldClaim.withdraw(withdrawal(end, request.name));
+      if (attached() && heldClaim.lease === undefined) heldClaim.withdraw(withdrawal(end, request.name));
     });
     if (claim.resumeToken !== undefined) {
       const resumeGrace = {
@@ -155,7 +154,7 @@ async function serveAcquire(
     stopWaiting?.();
     if (claim && !replaced.signal.aborted) {
       if (broken.signal.aborted && !shutdown.aborted) claim.detach();
-      else await claim.end(new LockError('CANCELLED', 'the stream ended'));
+      else await claim.end(STREAM_ENDED);
     }
   }
 }
@@ -245,6 +244,9 @@ function followClient(call: AcquireCall): ClientSide {
   });
   return side;
 }
+
+/** A shared reason: 'cancelled' comes with every stream's end, and most are not cancellations. */
+const CLIENT_CANCELLED = new LockError('CANCELLED', 'the client cancelled the call');
 
 function withdrawal(end: ClientEnd, name: string): LockError {
   if (end instanceof LockError) return end;

@@ -75,7 +75,8 @@ export class MemoryStore implements CoordinationStore {
       data: Uint8Array.from(data),
     });
     this.#childrenChanged(dir);
-    return { path: joinPath(dir, name), session: this.#session };
+    this.stats.childrenListings += 1;
+    return { path: joinPath(dir, name), session: this.#session, siblings: [...parent.children.keys()] };
   }
 
   async children(dir: string): Promise<string[]> {
@@ -113,20 +114,12 @@ export class MemoryStore implements CoordinationStore {
     return true;
   }
 
-  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void {
-    void this.#roundTrip().then(
-      () => {
-        if (signal.aborted) return;
-        const node = this.#node(path);
-        if (!node) {
-          handlers.onDeleted();
-          return;
-        }
-        this.#nodeWatchers.add(path, handlers, signal);
-        handlers.onData(node.data);
-      },
-      () => {},
-    );
+  async watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): Promise<NodeData | null> {
+    await this.#roundTrip();
+    const node = this.#node(path);
+    if (signal.aborted || !node) return null;
+    this.#nodeWatchers.add(path, handlers, signal);
+    return { creationId: node.creationId, data: node.data };
   }
 
   watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {

@@ -138,12 +138,18 @@ export class ZooKeeperStore implements CoordinationStore {
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
       await this.#whenConnected('create');
       const session = this.#session;
-      const reply = await this.#send<string>((native, done) =>
+      // Pipelined: the listing goes out behind the create and is answered after it.
+      const creating = this.#send<string>((native, done) =>
         native.a_create(joinPath(dir, prefix), buffer, zk.ZOO_EPHEMERAL_SEQUENTIAL, done),
       );
+      const listing = this.#send<string[]>((native, done) => native.a_get_children(dir, false, done));
+      const [reply, listed] = await Promise.all([creating, listing]);
       if (reply.rc === zk.ZOK && reply.value !== null) {
         this.stats.creates += 1;
-        return { path: reply.value, session };
+        this.stats.childrenListings += 1;
+        const siblings =
+          listed.rc === zk.ZOK && listed.value !== null ? listed.value : await this.children(dir);
+        return { path: reply.value, session, siblings };
       }
       if (reply.rc === zk.ZNONODE) {
         // The lock's parent does not exist (first use, or its empty container was removed).
@@ -155,10 +161,11 @@ export class ZooKeeperStore implements CoordinationStore {
       // so look for it before creating again: a second node would block the queue as a ghost.
       await this.#whenConnected('create');
       if (this.#session !== session) continue; // the session died, and any node with it
-      const existing = (await this.children(dir)).find((child) => child.startsWith(prefix));
+      const siblings = await this.children(dir);
+      const existing = siblings.find((child) => child.startsWith(prefix));
       if (existing !== undefined) {
         this.stats.creates += 1;
-        return { path: joinPath(dir, existing), session };
+        return { path: joinPath(dir, existing), session, siblings };
       }
     }
     throw new LockError('UNAVAILABLE', `ZooKeeper create under ${dir} kept losing its connection`);
@@ -205,10 +212,20 @@ export class ZooKeeperStore implements CoordinationStore {
     return true;
   }
 
-  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): void {
-    if (signal.aborted) return;
+  async watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): Promise<NodeData | null> {
+    if (signal.aborted) return null;
     this.#followers.add(path, handlers, signal);
-    void this.#readFollowed(path, handlers);
+    const reply = await this.#call<{ stat: ZooKeeperStat; data: Buffer | string | null }>(
+      'getData',
+      (native, done) =>
+        native.a_get(path, true, (rc, error, stat, data) => done(rc, error, stat ? { stat, data } : null)),
+    );
+    if (reply.rc === zk.ZOK && reply.value !== null) {
+      return { creationId: BigInt(reply.value.stat.czxid), data: toBytes(reply.value.data) };
+    }
+    this.#followers.delete(path, handlers);
+    if (reply.rc === zk.ZNONODE) return null;
+    throw unavailable('getData', reply.rc);
   }
 
   watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
@@ -324,11 +341,8 @@ export class ZooKeeperStore implements CoordinationStore {
     waiters.clear();
   }
 
-  /**
-   * Reads a followed node with a watch, and tells its followers (or only `newcomer`) what it
-   * holds, or that it is gone.
-   */
-  async #readFollowed(path: string, newcomer?: NodeWatchHandlers): Promise<void> {
+  /** Reads a followed node again with a watch (it changed), and tells its followers. */
+  async #readFollowed(path: string): Promise<void> {
     let reply: Reply<Buffer | string>;
     try {
       reply = await this.#call<Buffer | string>('getData', (native, done) =>
@@ -337,13 +351,9 @@ export class ZooKeeperStore implements CoordinationStore {
     } catch {
       return; // the store is closed or unreachable: what holds on the session hears it there
     }
-    const targets = newcomer
-      ? this.#followers.has(path, newcomer)
-        ? [newcomer]
-        : []
-      : this.#followers.get(path);
+    const targets = this.#followers.get(path);
     if (reply.rc === zk.ZNONODE) {
-      for (const target of targets) this.#followers.delete(path, target);
+      this.#followers.delete(path);
       for (const target of targets) target.onDeleted();
     } else if (reply.rc === zk.ZOK) {
       const data = toBytes(reply.value);

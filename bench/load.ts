@@ -1,0 +1,124 @@
+/**
+ * A load process: runs one workload against one target and reports on stdout (JSON lines):
+ * `{"event":"ready"}` once warmed up, then, after reading `go` on stdin,
+ * `{"event":"done","result":{...}}` (see WorkloadResult). bench/run.ts drives it, and takes its
+ * snapshots of server CPU and ZooKeeper counters between `go` and `done`.
+ *
+ * Targets:
+ * - `grpc --server host:port`: one LockClient (its own HTTP/2 connection) per client;
+ * - `engine --zookeeper …`: lockstream's lock engine in this process on one ZooKeeper session;
+ * - `naive --zookeeper …`: the textbook recipe in this process on one ZooKeeper session.
+ */
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { LockClient } from '../dist/client/index.js';
+import { LockEngine } from '../dist/server/engine/lock-engine.js';
+import { ZooKeeperStore } from '../dist/server/stores/zookeeper/zookeeper-store.js';
+import { NaiveRecipe } from './naive-recipe.js';
+import { clientCount, runWorkload, type LockSession, type WorkloadName } from './workloads.js';
+
+const { values } = parseArgs({
+  options: {
+    target: { type: 'string' },
+    server: { type: 'string' },
+    zookeeper: { type: 'string' },
+    workload: { type: 'string' },
+    prefix: { type: 'string', default: 'bench' },
+    cycles: { type: 'string', default: '2000' },
+    warmup: { type: 'string', default: '200' },
+    clients: { type: 'string' },
+    readers: { type: 'string', default: '16' },
+    writers: { type: 'string', default: '2' },
+    'duration-ms': { type: 'string', default: '10000' },
+    'warmup-ms': { type: 'string', default: '1000' },
+  },
+});
+
+const workload = values.workload as WorkloadName;
+const settings = {
+  workload,
+  prefix: values.prefix,
+  cycles: Number(values.cycles),
+  warmupCycles: Number(values.warmup),
+  clients: Number(values.clients ?? (workload === 'P' ? 64 : 32)),
+  readers: Number(values.readers),
+  writers: Number(values.writers),
+  durationMs: Number(values['duration-ms']),
+  warmupMs: Number(values['warmup-ms']),
+};
+
+function say(message: object): void {
+  process.stdout.write(`${JSON.stringify(message)}\n`);
+}
+
+const stdin = createInterface({ input: process.stdin });
+const lines = stdin[Symbol.asyncIterator]();
+
+async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<void> }> {
+  const count = clientCount(settings);
+  switch (values.target) {
+    case 'grpc': {
+      const clients = Array.from(
+        { length: count },
+        () =>
+          // Each client its own connection, as separate client processes would have.
+          new LockClient(values.server ?? '', { channelOptions: { 'grpc.use_local_subchannel_pool': 1 } }),
+      );
+      const sessions = clients.map((client) => ({
+        async acquire(name: string, mode: 'mutex' | 'read' | 'write') {
+          const lock = await client.acquire(name, { mode });
+          return () => lock.release();
+        },
+      }));
+      return { sessions, close: async () => clients.forEach((client) => client.close()) };
+    }
+    case 'engine': {
+      const logger = pino({ level: 'silent' });
+      const store = await ZooKeeperStore.connect({
+        connectString: values.zookeeper ?? '',
+        sessionTimeoutMs: 10_000,
+        connectTimeoutMs: 15_000,
+        logger,
+      });
+      const engine = new LockEngine({ store, rootPath: '/bench-engine', logger });
+      const signal = new AbortController().signal;
+      const session: LockSession = {
+        async acquire(name, mode) {
+          const lease = await engine.acquire({ name, mode }, { signal });
+          return () => lease.release();
+        },
+      };
+      return { sessions: Array.from({ length: count }, () => session), close: () => store.close() };
+    }
+    case 'naive': {
+      const recipe = await NaiveRecipe.connect(values.zookeeper ?? '', '/bench-naive');
+      return {
+        sessions: Array.from({ length: count }, () => recipe),
+        close: async () => recipe.close(),
+      };
+    }
+    case undefined:
+    default:
+      throw new Error(`unknown target ${values.target ?? '(none: --target grpc|engine|naive)'}`);
+  }
+}
+
+try {
+  const { sessions, close } = await open();
+  const result = await runWorkload(settings, sessions, async () => {
+    say({ event: 'ready' });
+    const line = await lines.next();
+    if (line.done || line.value.trim() !== 'go') throw new Error('expected "go" on stdin');
+  });
+  // Reported before closing: closing a ZooKeeper session is a write the run should not count.
+  say({ event: 'done', result });
+  await close();
+  stdin.close();
+} catch (error) {
+  say({ event: 'error', message: error instanceof Error ? error.message : String(error) });
+  process.exitCode = 1;
+  stdin.close();
+}
+// Native handles (the ZooKeeper client) may keep the loop alive a moment: leave once reported.
+process.stdout.write('', () => process.exit());

@@ -1,0 +1,441 @@
+/**
+ * `npm run bench`: lockstream against its floors and the alternatives, in one run, on one
+ * ZooKeeper (standalone, fsync on, loopback).
+ *
+ * Targets, each driven by a separate load process (bench/load.ts, or the Java program for
+ * Curator) through the same workloads (bench/workloads.ts):
+ * - naive: the textbook recipe in-process (the baseline of the targets);
+ * - engine: lockstream's lock engine in-process, no gRPC (floor 1);
+ * - curator: Apache Curator's InterProcessMutex / InterProcessReadWriteLock in-process (Java);
+ * - grpc-floor: a gRPC server that grants at once, no store (floor 2);
+ * - lockstream-zk and lockstream-memory: `lockstream serve` on ZooKeeper and on its embedded store.
+ *
+ * Prints one table per workload and the targets, writes JSON to bench/results/, then runs the
+ * capacity run (bench/capacity.ts). `--smoke` runs everything briefly, for CI.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { startZooKeeper, type ZooKeeperProcess } from '../test/setup/zookeeper-process.js';
+import { runCapacity, type CapacityResult } from './capacity.js';
+import { lockstreamCpuMicros, zooKeeperCounters, zooKeeperDelta } from './measure.js';
+import { BENCH_DIR, nodeScript, spawnLineProcess, startLockstreamServer } from './processes.js';
+import type { WorkloadName, WorkloadResult } from './workloads.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    smoke: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    targets: { type: 'string' },
+    workloads: { type: 'string' },
+    capacity: { type: 'boolean', default: true },
+    'no-capacity': { type: 'boolean', default: false },
+    out: { type: 'string' },
+  },
+});
+
+const SMOKE = flags.smoke;
+const ROUNDS = Number(flags.rounds ?? (SMOKE ? 1 : 3));
+const WORKLOADS = (flags.workloads?.split(',') ?? ['U', 'H', 'P', 'RW']) as WorkloadName[];
+const WORKLOAD_ARGS = SMOKE
+  ? ['--cycles', '200', '--warmup', '20', '--duration-ms', '1000', '--warmup-ms', '200']
+  : ['--cycles', '2000', '--warmup', '200', '--duration-ms', '10000', '--warmup-ms', '1000'];
+
+type TargetId = 'naive' | 'engine' | 'curator' | 'grpc-floor' | 'lockstream-zk' | 'lockstream-memory';
+const ALL_TARGETS: TargetId[] = [
+  'naive',
+  'engine',
+  'curator',
+  'grpc-floor',
+  'lockstream-zk',
+  'lockstream-memory',
+];
+const TARGETS = (flags.targets?.split(',') ?? ALL_TARGETS) as TargetId[];
+
+const LABELS: Record<TargetId, string> = {
+  naive: 'textbook recipe, in-process',
+  engine: 'lockstream engine, in-process (floor)',
+  curator: 'Apache Curator 5.4, in-process',
+  'grpc-floor': 'gRPC floor (grants at once)',
+  'lockstream-zk': 'lockstream on ZooKeeper',
+  'lockstream-memory': 'lockstream, embedded store',
+};
+
+/** A target while it runs: how to start a load process against it, and its server's CPU. */
+interface RunningTarget {
+  loadCommand(workloadArgs: string[]): [string, string[]];
+  /** CPU µs of the lock server so far; undefined when the recipe runs inside the load process. */
+  serverCpuMicros(): Promise<number | undefined>;
+  stop(): Promise<void>;
+}
+
+interface Measurement {
+  readonly target: TargetId;
+  readonly workload: WorkloadName;
+  readonly round: number;
+  readonly result: WorkloadResult;
+  /** Grants per second in the window (H: handoffs/s). */
+  readonly opsPerSec: number;
+  readonly readsPerSec?: number;
+  readonly writesPerSec?: number;
+  /** Per grant (every grant after `go`): lock-server CPU, load-process CPU, ZooKeeper's work. */
+  readonly serverCpuMicrosPerOp?: number;
+  readonly loadCpuMicrosPerOp: number;
+  readonly zkWritesPerOp: number;
+  readonly zkReadsPerOp: number;
+  readonly zkCpuMicrosPerOp: number;
+}
+
+async function startTarget(
+  id: TargetId,
+  zookeeper: ZooKeeperProcess,
+  curatorClasspath?: string,
+): Promise<RunningTarget> {
+  const load = (extra: string[]) => (workloadArgs: string[]) =>
+    nodeScript('./load.ts', [...extra, ...workloadArgs]);
+  switch (id) {
+    case 'naive':
+    case 'engine':
+      return {
+        loadCommand: load(['--target', id, '--zookeeper', zookeeper.connectString]),
+        serverCpuMicros: async () => undefined,
+        stop: async () => {},
+      };
+    case 'curator':
+      return {
+        loadCommand: (workloadArgs) => [
+          'java',
+          [
+            '-Xmx512m',
+            '-cp',
+            curatorClasspath ?? '',
+            'CuratorBench',
+            '--zookeeper',
+            zookeeper.connectString,
+            ...workloadArgs,
+          ],
+        ],
+        serverCpuMicros: async () => undefined,
+        stop: async () => {},
+      };
+    case 'grpc-floor': {
+      const floor = spawnLineProcess(...nodeScript('./grpc-floor.ts', []));
+      const { port } = (await floor.next('listening')) as { port: number };
+      return {
+        loadCommand: load(['--target', 'grpc', '--server', `127.0.0.1:${port}`]),
+        serverCpuMicros: async () => {
+          floor.send('cpu');
+          return ((await floor.next('cpu')) as { micros: number }).micros;
+        },
+        stop: async () => void (await floor.kill()),
+      };
+    }
+    case 'lockstream-zk':
+    case 'lockstream-memory': {
+      const server = await startLockstreamServer(
+        id === 'lockstream-zk' ? zookeeper.connectString : undefined,
+      );
+      return {
+        loadCommand: load(['--target', 'grpc', '--server', server.address]),
+        serverCpuMicros: () => lockstreamCpuMicros(server.httpPort),
+        stop: () => server.stop(),
+      };
+    }
+  }
+}
+
+async function measure(
+  id: TargetId,
+  target: RunningTarget,
+  workload: WorkloadName,
+  round: number,
+  zookeeper: ZooKeeperProcess,
+): Promise<Measurement> {
+  const prefix = `r${round}-${workload.toLowerCase()}-${Date.now().toString(36)}`;
+  const load = spawnLineProcess(
+    ...target.loadCommand(['--workload', workload, '--prefix', prefix, ...WORKLOAD_ARGS]),
+  );
+  try {
+    await load.next('ready');
+    const zkBefore = await zooKeeperCounters(zookeeper.port, zookeeper.pid);
+    const serverBefore = await target.serverCpuMicros();
+    load.send('go');
+    const { result } = (await load.next('done')) as { result: WorkloadResult };
+    const serverAfter = await target.serverCpuMicros();
+    const zk = zooKeeperDelta(zkBefore, await zooKeeperCounters(zookeeper.port, zookeeper.pid));
+    const ops = Math.max(1, result.allAcquisitions);
+    const perSecond = (count: number): number => (count * 1000) / result.durationMs;
+    return {
+      target: id,
+      workload,
+      round,
+      result,
+      opsPerSec: perSecond(result.acquisitions),
+      ...(result.reads === undefined ? {} : { readsPerSec: perSecond(result.reads) }),
+      ...(result.writes === undefined ? {} : { writesPerSec: perSecond(result.writes) }),
+      ...(serverBefore === undefined || serverAfter === undefined
+        ? {}
+        : { serverCpuMicrosPerOp: (serverAfter - serverBefore) / ops }),
+      loadCpuMicrosPerOp: result.cpuMicros / ops,
+      zkWritesPerOp: zk.writes / ops,
+      zkReadsPerOp: zk.reads / ops,
+      zkCpuMicrosPerOp: zk.cpuMicros / ops,
+    };
+  } finally {
+    await load.exited;
+  }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
+
+type Summary = Omit<Measurement, 'round' | 'result'> & {
+  p50: number;
+  p99: number;
+  perClient?: { min: number; max: number };
+};
+
+/** Per target and workload, the median of each figure over the rounds. */
+function summarize(measurements: Measurement[]): Summary[] {
+  const summaries: Summary[] = [];
+  for (const workload of WORKLOADS) {
+    for (const target of TARGETS) {
+      const runs = measurements.filter((m) => m.target === target && m.workload === workload);
+      if (runs.length === 0) continue;
+      const of = (pick: (m: Measurement) => number | undefined): number | undefined => {
+        const picked = runs.map(pick).filter((v): v is number => v !== undefined);
+        return picked.length === 0 ? undefined : median(picked);
+      };
+      const optional = <K extends string>(key: K, value: number | undefined): Partial<Record<K, number>> =>
+        value === undefined ? {} : ({ [key]: value } as Record<K, number>);
+      const perClient = runs[Math.floor(runs.length / 2)]?.result.perClient;
+      summaries.push({
+        target,
+        workload,
+        opsPerSec: of((m) => m.opsPerSec) ?? 0,
+        ...optional(
+          'readsPerSec',
+          of((m) => m.readsPerSec),
+        ),
+        ...optional(
+          'writesPerSec',
+          of((m) => m.writesPerSec),
+        ),
+        p50: of((m) => m.result.latencyMs.p50) ?? 0,
+        p99: of((m) => m.result.latencyMs.p99) ?? 0,
+        ...(perClient ? { perClient } : {}),
+        ...optional(
+          'serverCpuMicrosPerOp',
+          of((m) => m.serverCpuMicrosPerOp),
+        ),
+        loadCpuMicrosPerOp: of((m) => m.loadCpuMicrosPerOp) ?? 0,
+        zkWritesPerOp: of((m) => m.zkWritesPerOp) ?? 0,
+        zkReadsPerOp: of((m) => m.zkReadsPerOp) ?? 0,
+        zkCpuMicrosPerOp: of((m) => m.zkCpuMicrosPerOp) ?? 0,
+      });
+    }
+  }
+  return summaries;
+}
+
+const fixed = (value: number | undefined, digits = 0): string =>
+  value === undefined || !Number.isFinite(value) ? '–' : value.toFixed(digits);
+
+function table(summaries: Summary[]): string {
+  const lines: string[] = [];
+  const find = (target: TargetId, workload: WorkloadName): Summary | undefined =>
+    summaries.find((s) => s.target === target && s.workload === workload);
+  const heading: Record<WorkloadName, string> = {
+    U: 'U: 1 client, 1 mutex (ops/s; cycle latency)',
+    H: 'H: 32 clients, 1 mutex (handoffs/s; wait latency)',
+    P: 'P: 64 clients, 64 mutexes (ops/s; cycle latency)',
+    RW: 'RW: 16 readers + 2 writers, 1 lock (reads/s + writes/s; writer wait)',
+  };
+  for (const workload of WORKLOADS) {
+    lines.push('', heading[workload]);
+    lines.push(
+      '| target | ops/s | p50 ms | p99 ms | ÷ naive | ÷ engine | ÷ gRPC floor | ÷ Curator | server CPU µs/op | load CPU µs/op | ZK writes/op | ZK reads/op |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    );
+    const ratio = (s: Summary, base: TargetId): string => {
+      const of = find(base, workload);
+      return of && of.opsPerSec > 0 && s.target !== base ? `${(s.opsPerSec / of.opsPerSec).toFixed(2)}×` : '';
+    };
+    for (const target of TARGETS) {
+      const s = find(target, workload);
+      if (!s) continue;
+      const ops =
+        s.readsPerSec === undefined
+          ? fixed(s.opsPerSec)
+          : `${fixed(s.opsPerSec)} (${fixed(s.readsPerSec)} + ${fixed(s.writesPerSec)})`;
+      lines.push(
+        `| ${LABELS[target]} | ${ops} | ${fixed(s.p50, 3)} | ${fixed(s.p99, 3)} | ${ratio(s, 'naive')} | ${ratio(s, 'engine')} | ${
+          target.startsWith('lockstream') ? ratio(s, 'grpc-floor') : ''
+        } | ${ratio(s, 'curator')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${fixed(
+          s.zkWritesPerOp,
+          2,
+        )} | ${fixed(s.zkReadsPerOp, 2)} |`,
+      );
+    }
+  }
+  return lines.join('\n');
+}
+
+interface Verdict {
+  readonly target: string;
+  readonly measured: string;
+  readonly met: boolean | undefined;
+}
+
+function verdicts(summaries: Summary[], capacity: CapacityResult | undefined): Verdict[] {
+  const find = (target: TargetId, workload: WorkloadName): Summary | undefined =>
+    summaries.find((s) => s.target === target && s.workload === workload);
+  const out: Verdict[] = [];
+  const ratio = (workload: WorkloadName, base: TargetId, floor: number, label: string): void => {
+    const ours = find('lockstream-zk', workload);
+    const theirs = find(base, workload);
+    if (!ours || !theirs) return;
+    const r = ours.opsPerSec / theirs.opsPerSec;
+    out.push({ target: `${label} ≥ ${floor}×`, measured: `${r.toFixed(2)}×`, met: r >= floor });
+  };
+  ratio('U', 'naive', 0.9, 'U ops/s ÷ textbook recipe');
+  const u = find('lockstream-zk', 'U');
+  if (u) {
+    const spread = u.p99 / u.p50;
+    out.push({ target: 'U p99 ≤ 2 × p50', measured: `${spread.toFixed(2)} × p50`, met: spread <= 2 });
+    out.push({
+      target: 'uncontended cycle: exactly 2 ZooKeeper writes, ≤ 1 read',
+      measured: `${u.zkWritesPerOp.toFixed(2)} writes, ${u.zkReadsPerOp.toFixed(2)} reads`,
+      met: Math.abs(u.zkWritesPerOp - 2) < 0.02 && u.zkReadsPerOp <= 1.02,
+    });
+  }
+  ratio('H', 'naive', 1.0, 'H handoffs/s ÷ textbook recipe');
+  ratio('RW', 'naive', 0.9, 'RW acquisitions/s ÷ textbook recipe');
+  const p = find('lockstream-zk', 'P');
+  if (p?.serverCpuMicrosPerOp !== undefined) {
+    out.push({
+      target: 'P server CPU ≤ 400 µs per cycle',
+      measured: `${p.serverCpuMicrosPerOp.toFixed(0)} µs`,
+      met: p.serverCpuMicrosPerOp <= 400,
+    });
+  }
+  ratio('P', 'curator', 0.6, 'P ops/s ÷ Curator');
+  const memory = find('lockstream-memory', 'U');
+  if (memory) {
+    out.push({
+      target: 'embedded store U ≥ 3000 ops/s',
+      measured: `${memory.opsPerSec.toFixed(0)} ops/s`,
+      met: memory.opsPerSec >= 3000,
+    });
+  }
+  if (capacity) {
+    const mb = capacity.rssLoadedBytes / 2 ** 20;
+    out.push({
+      target: `${capacity.held} held + ${capacity.waiting} waiting < 400 MB RSS`,
+      measured: `${mb.toFixed(0)} MB`,
+      met: mb < 400,
+    });
+    const slowdown = capacity.uLoaded.p50 / capacity.uIdle.p50;
+    out.push({
+      target: 'U p50 under that load ≤ 1.5 × idle',
+      measured: `${slowdown.toFixed(2)} ×`,
+      met: slowdown <= 1.5,
+    });
+  }
+  return out;
+}
+
+function gitCommit(): string {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+function curatorClasspath(): string | undefined {
+  try {
+    const out = path.join(BENCH_DIR, '..', '.tmp', 'bench', 'curator');
+    return execFileSync('bash', [path.join(BENCH_DIR, 'curator', 'build.sh'), out], {
+      encoding: 'utf8',
+    }).trim();
+  } catch (error) {
+    console.error(`Curator is not benchmarked: ${(error as Error).message}`);
+    return undefined;
+  }
+}
+
+const startedAt = new Date();
+// Servers, SDK and engine run as built JavaScript, as users run them (tsx adds per-closure work).
+execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
+const zookeeper = await startZooKeeper({ production: true });
+const measurements: Measurement[] = [];
+let capacity: CapacityResult | undefined;
+try {
+  const classpath = TARGETS.includes('curator') ? curatorClasspath() : undefined;
+  const targets = TARGETS.filter((t) => t !== 'curator' || classpath !== undefined);
+  console.log(
+    `lockstream bench${SMOKE ? ' (smoke)' : ''}: ${ROUNDS} round(s) of ${WORKLOADS.join(', ')} against ${targets.join(', ')}; ZooKeeper ${zookeeper.connectString} (fsync on)`,
+  );
+  for (let round = 1; round <= ROUNDS; round += 1) {
+    for (const id of targets) {
+      const target = await startTarget(id, zookeeper, classpath);
+      try {
+        for (const workload of WORKLOADS) {
+          const m = await measure(id, target, workload, round, zookeeper);
+          measurements.push(m);
+          console.log(
+            `  round ${round} ${id} ${workload}: ${m.opsPerSec.toFixed(0)} ops/s, p50 ${m.result.latencyMs.p50} ms, p99 ${m.result.latencyMs.p99} ms`,
+          );
+        }
+      } finally {
+        await target.stop();
+      }
+    }
+  }
+  if (flags.capacity && !flags['no-capacity']) {
+    capacity = await runCapacity(zookeeper, SMOKE ? { held: 500, waiting: 500, cycles: 200 } : undefined);
+  }
+} finally {
+  await zookeeper.stop();
+}
+
+const summaries = summarize(measurements);
+const checks = verdicts(summaries, capacity);
+console.log(table(summaries));
+if (capacity) {
+  console.log(
+    `\nCapacity: ${capacity.held} locks held + ${capacity.waiting} waiting over ${capacity.connections} connections: server RSS ${(capacity.rssIdleBytes / 2 ** 20).toFixed(0)} MB idle → ${(capacity.rssHeldBytes / 2 ** 20).toFixed(0)} MB held → ${(capacity.rssLoadedBytes / 2 ** 20).toFixed(0)} MB with waiters; ${(capacity.bytesPerHeld / 1024).toFixed(1)} KiB per held lock, ${(capacity.bytesPerWaiter / 1024).toFixed(1)} KiB per waiter; U p50 ${capacity.uIdle.p50} ms idle, ${capacity.uLoaded.p50} ms loaded (p99 ${capacity.uIdle.p99} → ${capacity.uLoaded.p99} ms)`,
+  );
+}
+console.log('\nTargets (lockstream on ZooKeeper unless named):');
+for (const check of checks) console.log(`  ${check.met ? '✓' : '✗'} ${check.target}: ${check.measured}`);
+
+const report = {
+  commit: gitCommit(),
+  startedAt: startedAt.toISOString(),
+  smoke: SMOKE,
+  rounds: ROUNDS,
+  machine: {
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model,
+    memoryBytes: os.totalmem(),
+    node: process.version,
+    zookeeper: 'standalone, fsync on, loopback',
+  },
+  summaries,
+  capacity,
+  targets: checks,
+  measurements,
+};
+const out =
+  flags.out ??
+  path.join(BENCH_DIR, 'results', `${startedAt.toISOString().replace(/[:.]/g, '-')}-${report.commit}.json`);
+await mkdir(path.dirname(out), { recursive: true });
+await writeFile(out, `${JSON.stringify(report, null, 2)}\n`);
+console.log(`\nJSON: ${path.relative(process.cwd(), out)}`);
