@@ -126,8 +126,10 @@ export class LockEngine {
   async acquire(request: AcquireRequest, options: AcquireOptions): Promise<Lease> {
     validateRequest(request);
     options.signal.throwIfAborted();
+    // Signals cost: a deadline and a link to it only when the request has a wait timeout.
     using deadline = deadlineSignal(request);
-    using signal = linkSignals(options.signal, deadline);
+    using linked = deadline ? linkSignals(options.signal, deadline) : undefined;
+    const signal = linked ?? options.signal;
     const dir = this.lockPath(request.name);
     const data = Buffer.from(
       JSON.stringify({
@@ -167,9 +169,16 @@ export class LockEngine {
     const { path, session } = created;
     const dir = path.slice(0, path.lastIndexOf('/'));
     const me = baseName(path);
+    let current: Position = this.#position(dir, created.siblings, me);
+    if (current.kind === 'held' && session.confirmed) {
+      // Uncontended: no wait, so no signal linking the request to its session and node.
+      const token = await node.token;
+      signal.throwIfAborted();
+      session.lost.throwIfAborted();
+      return node.hold(request, session, token);
+    }
     using waitSignal = linkSignals(signal, session.lost, node.vanished);
     using _waiting = this.#waitingIn(dir);
-    let current: Position = this.#position(dir, created.siblings, me);
     if (current.kind === 'waiting' && current.ahead > this.#maxWaitersPerLock) {
       throw new LockError(
         'RESOURCE_EXHAUSTED',
@@ -309,18 +318,17 @@ function validateRequest(request: AcquireRequest): void {
   }
 }
 
-/** A signal that aborts with a TIMEOUT error once the request's wait timeout has passed. */
-function deadlineSignal(request: AcquireRequest): AbortSignal & Disposable {
-  const controller = new AbortController();
+/**
+ * A signal that aborts with a TIMEOUT error once the request's wait timeout has passed; none
+ * without a timeout (or for a try, which never waits).
+ */
+function deadlineSignal(request: AcquireRequest): (AbortSignal & Disposable) | undefined {
   const ms = request.waitTimeoutMs;
-  const timer =
-    ms === undefined || ms === 0
-      ? undefined
-      : setTimeout(() => {
-          controller.abort(
-            new LockError('TIMEOUT', `lock "${request.name}" was not acquired within ${ms} ms`),
-          );
-        }, ms);
+  if (ms === undefined || ms === 0) return undefined;
+  const controller = new AbortController();
+  const timer = setTimeout(() => {
+    controller.abort(new LockError('TIMEOUT', `lock "${request.name}" was not acquired within ${ms} ms`));
+  }, ms);
   return Object.assign(controller.signal, { [Symbol.dispose]: () => clearTimeout(timer) });
 }
 

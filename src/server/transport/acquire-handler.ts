@@ -1,7 +1,8 @@
 import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import { REQUEST_STATE_KEY } from '../../common/limits.js';
 import type { Logger } from 'pino';
-import { linkSignals, whenAborted } from '../../common/abort.js';
+import { onAbort, whenAborted } from '../../common/abort.js';
+import { lazyChild } from '../../common/lazy-logger.js';
 import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
 import { STREAM_ENDED, type Claim, type ClaimRegistry } from '../engine/claims.js';
 import type { Lease, RevokeRequest } from '../engine/lock-engine.js';
@@ -36,7 +37,7 @@ export function createAcquireHandler(options: AcquireHandlerOptions): (call: Acq
   let lastCallId = 0;
   return (call) => {
     lastCallId += 1;
-    const logger = options.logger.child({ callId: lastCallId, peer: call.getPeer() });
+    const logger = lazyChild(options.logger, { callId: lastCallId, peer: call.getPeer() });
     options.track(serveAcquire(call, options, logger));
   };
 }
@@ -51,11 +52,10 @@ async function serveAcquire(
   let stopWaiting: (() => void) | undefined;
   let endHold: ((outcome: HoldOutcome) => void) | undefined;
   // An abnormal end: the client cancelled, its connection broke, or it went silent.
-  const broken = new AbortController();
+  using interruption = new StreamInterruption(shutdown);
+  const { signal } = interruption;
   // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
-  call.once('cancelled', () => broken.abort(CLIENT_CANCELLED));
-  const replaced = new AbortController();
-  using signal = linkSignals(broken.signal, replaced.signal, shutdown);
+  call.once('cancelled', () => interruption.break(CLIENT_CANCELLED));
   const client = followClient(call);
   let claim: Claim | undefined;
   let released = false;
@@ -70,7 +70,7 @@ async function serveAcquire(
     // A claim granted before this stream attached (a resume) was counted by the stream it had then.
     const grantedBefore = claim.lease !== undefined;
     if (!grantedBefore) stopWaiting = metrics.waiting(request.mode);
-    using heartbeats = heartbeat(call, opening.heartbeatIntervalMs, broken);
+    using heartbeats = heartbeat(call, opening.heartbeatIntervalMs, interruption);
     client.heard = heartbeats.heard;
     const clientEnd = client.end;
     const reportQueued = latestOnly(call);
@@ -81,7 +81,9 @@ async function serveAcquire(
         logger.debug(confirmed ? 'confirmed' : 'in doubt');
       },
       replaced: () =>
-        replaced.abort(new LockError('LOCK_LOST', `lock "${request.name}" was resumed on another stream`)),
+        interruption.replace(
+          new LockError('LOCK_LOST', `lock "${request.name}" was resumed on another stream`),
+        ),
     });
     const heldClaim = claim;
     // Before the grant, a clean end withdraws the request; after it, it releases the lock below.
@@ -128,32 +130,26 @@ async function serveAcquire(
     logger.debug({ token: lease.fencingToken.toString() }, 'released');
     call.end();
   } catch (error) {
-    if (
-      stopWaiting &&
-      claim &&
-      claim.lease === undefined &&
-      !broken.signal.aborted &&
-      !replaced.signal.aborted
-    ) {
+    if (stopWaiting && claim && claim.lease === undefined && !interruption.broken && !interruption.replaced) {
       metrics.notGranted(claim.request.mode, error);
     }
-    endHold?.(replaced.signal.aborted ? 'replaced' : broken.signal.aborted ? 'detached' : 'lost');
-    if (!isLockError(broken.signal.reason, 'CANCELLED')) {
+    endHold?.(interruption.replaced ? 'replaced' : interruption.broken ? 'detached' : 'lost');
+    if (!isLockError(interruption.brokenBy, 'CANCELLED')) {
       const lease = claim?.lease;
       const failure = lease?.lost.aborted && !released ? lockLost(lease) : error;
       const status = toCallStatus(failure, logger);
       logger.debug({ status: grpcStatus[status.code], details: status.details }, 'ended');
       // A client cannot tell this server's UNAVAILABLE from a broken connection's; say when the
       // request is gone for good, so it does not try to resume it.
-      const detaching = broken.signal.aborted && !shutdown.aborted;
+      const detaching = interruption.broken && !shutdown.aborted;
       const metadata = new Metadata();
-      if (!detaching && !replaced.signal.aborted) metadata.set(REQUEST_STATE_KEY, 'ended');
+      if (!detaching && !interruption.replaced) metadata.set(REQUEST_STATE_KEY, 'ended');
       call.emit('error', { ...status, metadata });
     }
   } finally {
     stopWaiting?.();
-    if (claim && !replaced.signal.aborted) {
-      if (broken.signal.aborted && !shutdown.aborted) claim.detach();
+    if (claim && !interruption.replaced) {
+      if (interruption.broken && !shutdown.aborted) claim.detach();
       else await claim.end(STREAM_ENDED);
     }
   }
@@ -161,20 +157,20 @@ async function serveAcquire(
 
 /**
  * Heartbeats at the interval the client asked for (none without one): a `heartbeat` message
- * every interval, and `broken` aborts when the client has said nothing for three intervals.
+ * every interval, and the stream is broken when the client has said nothing for three intervals.
  * `heard()` is called for every client message.
  */
 function heartbeat(
   call: AcquireCall,
   intervalMs: number | undefined,
-  broken: AbortController,
+  interruption: StreamInterruption,
 ): Disposable & { heard: () => void } {
   if (intervalMs === undefined) return { heard: () => {}, [Symbol.dispose]: () => {} };
   const silenceMs = 3 * intervalMs;
   const write = latestOnly(call);
   const ticker = setInterval(() => write({ kind: { $case: 'heartbeat', value: {} } }), intervalMs);
   const silence = setTimeout(() => {
-    broken.abort(
+    interruption.break(
       new LockError('UNAVAILABLE', `no message from the client for ${silenceMs} ms (3 heartbeat intervals)`),
     );
   }, silenceMs);
@@ -185,6 +181,57 @@ function heartbeat(
       clearTimeout(silence);
     },
   };
+}
+
+/**
+ * What ends a stream's say over its claim before a clean end, as one signal (one per stream, as
+ * signals are costly): the stream broke (cancel, dead connection, silence), another stream
+ * resumed the claim, or the server shuts down. Both `broken` and `replaced` are remembered;
+ * the signal carries the first reason.
+ */
+class StreamInterruption implements Disposable {
+  readonly #controller = new AbortController();
+  readonly #unlinkShutdown: () => void;
+  #brokenBy: LockError | undefined;
+  #replaced = false;
+
+  constructor(shutdown: AbortSignal) {
+    if (shutdown.aborted) this.#controller.abort(shutdown.reason);
+    this.#unlinkShutdown = shutdown.aborted
+      ? () => {}
+      : onAbort(shutdown, () => this.#controller.abort(shutdown.reason));
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** Why the stream broke, if it did. */
+  get brokenBy(): LockError | undefined {
+    return this.#brokenBy;
+  }
+
+  get broken(): boolean {
+    return this.#brokenBy !== undefined;
+  }
+
+  get replaced(): boolean {
+    return this.#replaced;
+  }
+
+  break(reason: LockError): void {
+    this.#brokenBy ??= reason;
+    this.#controller.abort(reason);
+  }
+
+  replace(reason: LockError): void {
+    this.#replaced = true;
+    this.#controller.abort(reason);
+  }
+
+  [Symbol.dispose](): void {
+    this.#unlinkShutdown();
+  }
 }
 
 /** Resolves as `promise` does, or rejects with the signal's reason if it aborts first. */
