@@ -154,6 +154,51 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(await store.children(`${root}/locks/a`)).toEqual([a.name]);
         expect(await store.children(`${root}/locks/b`)).toEqual([b.name]);
       });
+
+      it('lists the siblings behind the create, and follows the new node from the start when asked', async () => {
+        const followedDir = `${root}/locks/followed`;
+        const plain = await store.createSequential(followedDir, uniquePrefix(), Buffer.alloc(0));
+        expect(plain.siblings).toEqual([plain.path.slice(followedDir.length + 1)]);
+        expect(plain.followed).toBeUndefined();
+        await store.delete(plain.path);
+        const events: string[] = [];
+        let heard = (): void => {};
+        const nextEvent = (): Promise<void> => new Promise((resolve) => (heard = resolve));
+        const following = new AbortController();
+        const handlers = {
+          onData: (data: Uint8Array) => {
+            events.push(`data ${Buffer.from(data).toString()}`);
+            heard();
+          },
+          onDeleted: () => {
+            events.push('deleted');
+            heard();
+          },
+        };
+        // Under a parent new to it, a store reads the node after its create; under one it knows
+        // (ZooKeeper), within the create's round trip, on the path the node is expected to get.
+        for (const [round, under] of [
+          [1, dir],
+          [2, dir],
+          [3, followedDir],
+        ] as const) {
+          const created = await store.createSequential(under, uniquePrefix(), Buffer.from(`v${round}`), {
+            handlers,
+            signal: following.signal,
+          });
+          expect(created.siblings).toEqual([created.path.slice(under.length + 1)]);
+          expect(created.followed?.creationId).toBe(await store.creationId(created.path));
+          expect(Buffer.from(created.followed!.data).toString()).toBe(`v${round}`);
+          let event = nextEvent();
+          await store.setData(created.path, Buffer.from('revoked'));
+          await event;
+          event = nextEvent();
+          await store.delete(created.path);
+          await event;
+        }
+        expect(events).toEqual(Array.from({ length: 3 }, () => ['data revoked', 'deleted']).flat());
+        following.abort();
+      });
     });
 
     describe('children', () => {

@@ -7,6 +7,7 @@ import {
   joinPath,
   type CoordinationStore,
   type CreatedNode,
+  type NodeWatchHandlers,
   type StoreSession,
 } from '../stores/store.js';
 import { LockError } from './lock-error.js';
@@ -140,10 +141,21 @@ export class LockEngine {
       }),
     );
     for (;;) {
-      const created = await this.#store.createSequential(dir, nodePrefix(request.mode, randomUUID()), data);
-      const node = new FollowedNode(this.#store, request.name, created.path, data);
+      const node = new FollowedNode(this.#store, request.name);
+      let created: CreatedNode;
       try {
-        return await this.#waitForTurn(request, created, node, signal, options);
+        created = await this.#store.createSequential(
+          dir,
+          nodePrefix(request.mode, randomUUID()),
+          data,
+          node.follow,
+        );
+      } catch (error) {
+        node.unfollow();
+        throw error;
+      }
+      try {
+        return await this.#waitForTurn(request, created, node.token(created, data), node, signal, options);
       } catch (error) {
         node.unfollow();
         const sessionLost = created.session.lost.aborted;
@@ -162,6 +174,7 @@ export class LockEngine {
   async #waitForTurn(
     request: AcquireRequest,
     created: CreatedNode,
+    token: bigint,
     node: FollowedNode,
     signal: AbortSignal,
     options: AcquireOptions,
@@ -172,10 +185,9 @@ export class LockEngine {
     let current: Position = this.#position(dir, created.siblings, me);
     if (current.kind === 'held' && session.confirmed) {
       // Uncontended: no wait, so no signal linking the request to its session and node.
-      const token = await node.token;
       signal.throwIfAborted();
       session.lost.throwIfAborted();
-      return node.hold(request, session, token);
+      return node.hold(request, created, token);
     }
     using waitSignal = linkSignals(signal, session.lost, node.vanished);
     using _waiting = this.#waitingIn(dir);
@@ -192,9 +204,7 @@ export class LockEngine {
       if (current.kind === 'held') {
         // Never grant on a session the store cannot vouch for: it may already be lost.
         await whenConfirmed(session, waitSignal);
-        const token = await node.token;
-        waitSignal.throwIfAborted();
-        return node.hold(request, session, token);
+        return node.hold(request, created, token);
       }
       if (request.waitTimeoutMs === 0) {
         throw new LockError(
@@ -352,42 +362,42 @@ async function whenConfirmed(session: StoreSession, signal: AbortSignal): Promis
 }
 
 /**
- * A request's own node, watched from its creation on (one read, which also yields the fencing
- * token): while the request waits, its deletion by someone else ends the wait; once it holds,
- * the lease hears revocation requests and deletion through the same watch.
+ * A request's own node, followed from its creation on (the store reads it with a watch in the
+ * create's round trip, which also yields the fencing token): while the request waits, the
+ * node's deletion by someone else ends the wait; once it holds, the lease hears revocation
+ * requests and deletion through the same watch.
  */
 class FollowedNode {
-  /** The node's creation id; rejects with LOCK_LOST if the node is gone before it is read. */
-  readonly token: Promise<bigint>;
   readonly #following = new AbortController();
   readonly #vanished = new AbortController();
   readonly #store: CoordinationStore;
-  readonly #path: string;
+  readonly #name: string;
   #lease: HeldLease | undefined;
   /** Data seen before the grant that differs from what was written (a revocation, perhaps). */
   #changedData: Uint8Array | undefined;
 
-  constructor(store: CoordinationStore, name: string, path: string, written: Uint8Array) {
+  constructor(store: CoordinationStore, name: string) {
     this.#store = store;
-    this.#path = path;
-    const read = store.watchNode(
-      path,
-      {
-        onData: (data) => (this.#lease ? this.#lease.nodeChanged(data) : (this.#changedData = data)),
-        onDeleted: () => (this.#lease ? this.#lease.nodeDeleted() : this.#vanished.abort(nodeVanished(name))),
-      },
-      this.#following.signal,
-    );
-    this.token = read.then((node) => {
-      if (node === null) {
-        const reason = nodeVanished(name);
-        this.#vanished.abort(reason);
-        throw reason;
-      }
-      if (node.data.byteLength !== written.byteLength) this.#changedData ??= node.data;
-      return node.creationId;
-    });
-    this.token.catch(() => {}); // observed by the grant, if there is one
+    this.#name = name;
+  }
+
+  /** What to hand to `createSequential`. */
+  get follow(): { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal } {
+    return {
+      handlers: { onData: (data) => this.#changed(data), onDeleted: () => this.#deleted() },
+      signal: this.#following.signal,
+    };
+  }
+
+  /** The token from the first read of the created node; LOCK_LOST if it was already gone. */
+  token(created: CreatedNode, written: Uint8Array): bigint {
+    const node = created.followed;
+    if (!node) {
+      this.#deleted();
+      throw nodeVanished(this.#name);
+    }
+    if (node.data.byteLength !== written.byteLength) this.#changed(node.data);
+    return node.creationId;
   }
 
   /** Aborts when the node is found deleted before the grant. */
@@ -395,9 +405,12 @@ class FollowedNode {
     return this.#vanished.signal;
   }
 
-  hold(request: AcquireRequest, session: StoreSession, token: bigint): HeldLease {
-    const lease = new HeldLease(this.#store, request, { path: this.#path, session, token }, () =>
-      this.unfollow(),
+  hold(request: AcquireRequest, created: CreatedNode, token: bigint): HeldLease {
+    const lease = new HeldLease(
+      this.#store,
+      request,
+      { path: created.path, session: created.session, token },
+      () => this.unfollow(),
     );
     this.#lease = lease;
     if (this.#changedData) lease.nodeChanged(this.#changedData);
@@ -406,6 +419,16 @@ class FollowedNode {
 
   unfollow(): void {
     this.#following.abort(UNFOLLOWED);
+  }
+
+  #changed(data: Uint8Array): void {
+    if (this.#lease) this.#lease.nodeChanged(data);
+    else this.#changedData = data;
+  }
+
+  #deleted(): void {
+    if (this.#lease) this.#lease.nodeDeleted();
+    else this.#vanished.abort(nodeVanished(this.#name));
   }
 }
 

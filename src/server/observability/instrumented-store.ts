@@ -30,8 +30,13 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#store.stats;
   }
 
-  createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode> {
-    return this.#timed('create', () => this.#store.createSequential(dir, prefix, data));
+  createSequential(
+    dir: string,
+    prefix: string,
+    data: Uint8Array,
+    follow?: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
+  ): Promise<CreatedNode> {
+    return this.#timed('create', () => this.#store.createSequential(dir, prefix, data, follow));
   }
 
   children(dir: string): Promise<string[]> {

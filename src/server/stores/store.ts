@@ -20,13 +20,19 @@ export interface CoordinationStore extends AsyncDisposable {
    * parent, creating the (container) parent `dir` and its ancestors as needed, and lists `dir`
    * right after: the listing is sent behind the create without waiting for its reply (a store
    * answers a session's requests in order), so it includes the new node and costs no extra
-   * round trip. `prefix` must be unique per call: after a connection loss the store looks for
-   * it to find out whether the create went through before trying again, so no ghost node is
-   * left behind.
-   * Resolves with the node's path, the session that owns it, and the listing.
+   * round trip. With `follow`, the new node is also followed as by `watchNode` from the start,
+   * and its creation id read (ZooKeeper: a getData sent with the create, on the path the node
+   * is expected to get; if it got another, one more round trip). `prefix` must be unique per
+   * call: after a connection loss the store looks for it to find out whether the create went
+   * through before trying again, so no ghost node is left behind.
    * Rejects with `LockError('UNAVAILABLE')` when the store cannot be reached.
    */
-  createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode>;
+  createSequential(
+    dir: string,
+    prefix: string,
+    data: Uint8Array,
+    follow?: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
+  ): Promise<CreatedNode>;
 
   /** Names (not paths) of the children of `dir`, unsorted; `[]` when `dir` does not exist. */
   children(dir: string): Promise<string[]>;
@@ -113,6 +119,11 @@ export interface CreatedNode {
   readonly session: StoreSession;
   /** The names of `dir`'s children right after the create, this node's among them. */
   readonly siblings: string[];
+  /**
+   * With `follow`: the node as the follow's first read saw it (`null` if it was already gone,
+   * and then nothing follows).
+   */
+  readonly followed?: NodeData | null;
 }
 
 export interface StoreStats {

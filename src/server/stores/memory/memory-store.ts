@@ -56,7 +56,12 @@ export class MemoryStore implements CoordinationStore {
     return this.#session;
   }
 
-  async createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode> {
+  async createSequential(
+    dir: string,
+    prefix: string,
+    data: Uint8Array,
+    follow?: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
+  ): Promise<CreatedNode> {
     await this.#roundTrip();
     this.stats.creates += 1;
     let parent = this.#parents.get(dir);
@@ -69,14 +74,22 @@ export class MemoryStore implements CoordinationStore {
     const name = Buffer.from(prefix + String(parent.nextSequence).padStart(10, '0')).toString();
     parent.nextSequence += 1;
     this.#lastCreationId += 1n;
-    parent.children.set(name, {
+    const node = {
       creationId: this.#lastCreationId,
       sessionId: this.#session.numericId,
       data: Uint8Array.from(data),
-    });
+    };
+    parent.children.set(name, node);
+    const path = joinPath(dir, name);
+    if (follow && !follow.signal.aborted) this.#nodeWatchers.add(path, follow.handlers, follow.signal);
     this.#childrenChanged(dir);
     this.stats.childrenListings += 1;
-    return { path: joinPath(dir, name), session: this.#session, siblings: [...parent.children.keys()] };
+    return {
+      path,
+      session: this.#session,
+      siblings: [...parent.children.keys()],
+      ...(follow ? { followed: { creationId: node.creationId, data: node.data } } : {}),
+    };
   }
 
   async children(dir: string): Promise<string[]> {

@@ -31,6 +31,9 @@ export interface ZooKeeperStoreOptions {
   readonly logger: Logger;
 }
 
+/** Lock parents whose next sequence number is remembered, at most. */
+const MAX_REMEMBERED_SEQUENCES = 10_000;
+
 /** Attempts per operation across connection losses (each one waits for the reconnection). */
 const MAX_ATTEMPTS = 5;
 
@@ -90,6 +93,8 @@ export class ZooKeeperStore implements CoordinationStore {
   /** Parents watched for children changes (see watchChildren). */
   readonly #childWatchers = new ListenerMap<() => void>();
   readonly #ensuredParents = new Set<string>();
+  /** The sequence number the next node under a lock's parent should get (see createSequential). */
+  readonly #sequences = new Map<string, number>();
   #closed = false;
   /** performance.now() at the send of the newest request that got a reply on this session. */
   #lastConfirmedAt = 0;
@@ -133,24 +138,46 @@ export class ZooKeeperStore implements CoordinationStore {
     return { id: this.#handle.client_id, password: this.#handle.client_password };
   }
 
-  async createSequential(dir: string, prefix: string, data: Uint8Array): Promise<CreatedNode> {
+  async createSequential(
+    dir: string,
+    prefix: string,
+    data: Uint8Array,
+    follow?: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
+  ): Promise<CreatedNode> {
     const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
       await this.#whenConnected('create');
       const session = this.#session;
-      // Pipelined: the listing goes out behind the create and is answered after it.
+      // Pipelined, answered in this order: the create, the listing, and (with `follow`) a
+      // getData with a watch on the path the node should get, the sequence number after the
+      // last one seen under `dir`. Our prefix is unique, so a wrong guess finds no node.
       const creating = this.#send<string>((native, done) =>
         native.a_create(joinPath(dir, prefix), buffer, zk.ZOO_EPHEMERAL_SEQUENTIAL, done),
       );
       const listing = this.#send<string[]>((native, done) => native.a_get_children(dir, false, done));
-      const [reply, listed] = await Promise.all([creating, listing]);
+      const guess = follow && this.#nextSequence(dir, prefix);
+      const guessed = guess === undefined ? undefined : this.#followFirst(guess, follow!);
+      const [reply, listed, read] = await Promise.all([creating, listing, guessed]);
       if (reply.rc === zk.ZOK && reply.value !== null) {
+        const path = reply.value;
         this.stats.creates += 1;
         this.stats.childrenListings += 1;
+        this.#sawSequence(dir, path);
         const siblings =
           listed.rc === zk.ZOK && listed.value !== null ? listed.value : await this.children(dir);
-        return { path: reply.value, session, siblings };
+        if (!follow) return { path, session, siblings };
+        if (guess === path && read !== undefined && read !== 'missing') {
+          return { path, session, siblings, followed: read };
+        }
+        if (guess !== undefined) this.#followers.delete(guess, follow.handlers);
+        return {
+          path,
+          session,
+          siblings,
+          followed: await this.watchNode(path, follow.handlers, follow.signal),
+        };
       }
+      if (guess !== undefined && follow) this.#followers.delete(guess, follow.handlers);
       if (reply.rc === zk.ZNONODE) {
         // The lock's parent does not exist (first use, or its empty container was removed).
         await this.#ensureParents(dir);
@@ -165,10 +192,47 @@ export class ZooKeeperStore implements CoordinationStore {
       const existing = siblings.find((child) => child.startsWith(prefix));
       if (existing !== undefined) {
         this.stats.creates += 1;
-        return { path: joinPath(dir, existing), session, siblings };
+        const path = joinPath(dir, existing);
+        if (!follow) return { path, session, siblings };
+        return {
+          path,
+          session,
+          siblings,
+          followed: await this.watchNode(path, follow.handlers, follow.signal),
+        };
       }
     }
     throw new LockError('UNAVAILABLE', `ZooKeeper create under ${dir} kept losing its connection`);
+  }
+
+  /** The path `prefix` would get under `dir` if nobody else creates there first; undefined if unknown. */
+  #nextSequence(dir: string, prefix: string): string | undefined {
+    const next = this.#sequences.get(dir);
+    return next === undefined ? undefined : joinPath(dir, prefix + String(next).padStart(10, '0'));
+  }
+
+  #sawSequence(dir: string, path: string): void {
+    // Bounded: one entry per lock name in use; forgetting one only costs a round trip.
+    if (this.#sequences.size >= MAX_REMEMBERED_SEQUENCES && !this.#sequences.has(dir))
+      this.#sequences.clear();
+    this.#sequences.set(dir, Number(path.slice(-10)) + 1);
+  }
+
+  /** Registers `follow` on `path` and reads it with a watch: its data, or 'missing' (then unregistered). */
+  async #followFirst(
+    path: string,
+    follow: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
+  ): Promise<NodeData | 'missing'> {
+    if (follow.signal.aborted) return 'missing';
+    this.#followers.add(path, follow.handlers, follow.signal);
+    const reply = await this.#send<{ stat: ZooKeeperStat; data: Buffer | string | null }>((native, done) =>
+      native.a_get(path, true, (rc, error, stat, data) => done(rc, error, stat ? { stat, data } : null)),
+    );
+    if (reply.rc === zk.ZOK && reply.value !== null) {
+      return { creationId: BigInt(reply.value.stat.czxid), data: toBytes(reply.value.data) };
+    }
+    this.#followers.delete(path, follow.handlers);
+    return 'missing';
   }
 
   async children(dir: string): Promise<string[]> {
