@@ -9,7 +9,9 @@
 #     gen/python, grpcio for examples/python), with python3-venv from Debian if venv is missing;
 #   - the Go example, built to .tmp/bin/lockstream-example-go for the tests to run directly;
 #   - Chromium from Debian's "chromium" package, which test/integration/page.test.ts drives
-#     headless through playwright-core (an npm dev dependency that downloads no browser).
+#     headless through playwright-core (an npm dev dependency that downloads no browser);
+#   - Apache Curator from Debian's "libcurator-recipes-java" package, the comparison row of
+#     `npm run bench` (its smoke run is part of CI).
 # Idempotent: prints one line per dependency, found or installed, and nothing else when all is
 # already in place.
 set -euo pipefail
@@ -74,6 +76,29 @@ install_chromium() {
   as_root apt-get install -y -qq --no-install-recommends chromium >/dev/null
   [[ -x /usr/bin/chromium ]] || die "apt-get installed chromium but /usr/bin/chromium is missing"
   log "chromium: installed $(dpkg-query -W -f='${Version}' chromium) (/usr/bin/chromium)"
+}
+
+install_curator() {
+  local jar=/usr/share/java/curator-recipes.jar
+  # bench/curator/build.sh compiles the Curator load program: it needs a JDK, not only a JRE.
+  if ! command -v javac >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || die "javac is missing and there is no apt-get: install a JDK"
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq
+    as_root apt-get install -y -qq --no-install-recommends default-jdk-headless >/dev/null
+    log "javac: installed $(javac -version 2>&1)"
+  fi
+  if [[ -e $jar ]]; then
+    log "curator: found $(dpkg-query -W -f='${Version}' libcurator-recipes-java 2>/dev/null || echo unknown) ($jar)"
+    return
+  fi
+  command -v apt-get >/dev/null 2>&1 ||
+    die "Curator is missing and there is no apt-get: install libcurator-recipes-java's jars in /usr/share/java"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  as_root apt-get install -y -qq --no-install-recommends libcurator-recipes-java >/dev/null
+  [[ -e $jar ]] || die "apt-get installed libcurator-recipes-java but $jar is missing"
+  log "curator: installed $(dpkg-query -W -f='${Version}' libcurator-recipes-java) ($jar)"
 }
 
 check_java() {
@@ -224,6 +249,7 @@ build_go_example() {
 install_zookeeper
 check_java
 install_chromium
+install_curator
 install_grpcurl
 install_go_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
 install_go_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc \

@@ -30,5 +30,7 @@ step "proto lint";      npm run --silent proto:lint
 step "generated code is up to date"; npm run --silent gen:check
 step "tests (unit, conformance on both back ends, ZooKeeper integration, grpcurl, client SDK)"
 npx vitest run
+step "benchmark smoke (every workload against every target, briefly; figures are not checked)"
+npm run --silent bench:smoke -- --out .tmp/bench-smoke.json
 step "package: npm pack, install into an empty project, type-check and run the client there"
 bash scripts/check-package.sh

@@ -369,7 +369,9 @@ async function whenConfirmed(session: StoreSession, signal: AbortSignal): Promis
  */
 class FollowedNode {
   readonly #following = new AbortController();
-  readonly #vanished = new AbortController();
+  /** Made only for a request that waits (signals cost, and most requests never wait). */
+  #vanished: AbortController | undefined;
+  #vanishedReason: LockError | undefined;
   readonly #store: CoordinationStore;
   readonly #name: string;
   #lease: HeldLease | undefined;
@@ -402,6 +404,10 @@ class FollowedNode {
 
   /** Aborts when the node is found deleted before the grant. */
   get vanished(): AbortSignal {
+    if (!this.#vanished) {
+      this.#vanished = new AbortController();
+      if (this.#vanishedReason) this.#vanished.abort(this.#vanishedReason);
+    }
     return this.#vanished.signal;
   }
 
@@ -427,8 +433,12 @@ class FollowedNode {
   }
 
   #deleted(): void {
-    if (this.#lease) this.#lease.nodeDeleted();
-    else this.#vanished.abort(nodeVanished(this.#name));
+    if (this.#lease) {
+      this.#lease.nodeDeleted();
+      return;
+    }
+    this.#vanishedReason ??= nodeVanished(this.#name);
+    this.#vanished?.abort(this.#vanishedReason);
   }
 }
 
