@@ -44,61 +44,46 @@ as_root() {
   fi
 }
 
-zookeeper_version() {
-  dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo unknown
+package_version() {
+  dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown
+}
+
+# ensure_package NAME PACKAGE FILE HINT: installs Debian's PACKAGE unless FILE exists; HINT says
+# what to do where there is no apt-get.
+ensure_package() {
+  local name=$1 package=$2 file=$3 hint=$4
+  if [[ -e $file ]]; then
+    log "$name: found $(package_version "$package") ($file)"
+    return
+  fi
+  command -v apt-get >/dev/null 2>&1 || die "$name is missing and there is no apt-get: $hint"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  as_root apt-get install -y -qq --no-install-recommends "$package" >/dev/null
+  [[ -e $file ]] || die "apt-get installed $package but $file is still missing"
+  log "$name: installed $(package_version "$package") ($file)"
 }
 
 install_zookeeper() {
-  if [[ -e $ZK_SERVER_SCRIPT ]]; then
-    log "zookeeper: found $(zookeeper_version) ($ZK_SERVER_SCRIPT)"
-    return
-  fi
-  command -v apt-get >/dev/null 2>&1 ||
-    die "zookeeper is missing and there is no apt-get: install ZooKeeper yourself and set" \
-      "LOCKSTREAM_ZK_CLASSPATH (see test/setup/zookeeper-process.ts)"
-  export DEBIAN_FRONTEND=noninteractive
-  as_root apt-get update -qq
-  as_root apt-get install -y -qq --no-install-recommends zookeeper >/dev/null
-  [[ -e $ZK_SERVER_SCRIPT ]] ||
-    die "apt-get installed zookeeper but $ZK_SERVER_SCRIPT is still missing"
-  log "zookeeper: installed $(zookeeper_version) ($ZK_SERVER_SCRIPT)"
+  ensure_package zookeeper zookeeper "$ZK_SERVER_SCRIPT" \
+    "install ZooKeeper yourself and set LOCKSTREAM_ZK_CLASSPATH (see test/setup/zookeeper-process.ts)"
 }
 
 install_chromium() {
-  if [[ -x /usr/bin/chromium ]]; then
-    log "chromium: found $(dpkg-query -W -f='${Version}' chromium 2>/dev/null || echo unknown) (/usr/bin/chromium)"
-    return
-  fi
-  command -v apt-get >/dev/null 2>&1 ||
-    die "chromium is missing and there is no apt-get: install Chromium at /usr/bin/chromium"
-  export DEBIAN_FRONTEND=noninteractive
-  as_root apt-get update -qq
-  as_root apt-get install -y -qq --no-install-recommends chromium >/dev/null
-  [[ -x /usr/bin/chromium ]] || die "apt-get installed chromium but /usr/bin/chromium is missing"
-  log "chromium: installed $(dpkg-query -W -f='${Version}' chromium) (/usr/bin/chromium)"
+  ensure_package chromium chromium /usr/bin/chromium "install Chromium at /usr/bin/chromium"
 }
 
 install_curator() {
-  local jar=/usr/share/java/curator-recipes.jar
   # bench/curator/build.sh compiles the Curator load program: it needs a JDK, not only a JRE.
-  if ! command -v javac >/dev/null 2>&1; then
-    command -v apt-get >/dev/null 2>&1 || die "javac is missing and there is no apt-get: install a JDK"
-    export DEBIAN_FRONTEND=noninteractive
-    as_root apt-get update -qq
-    as_root apt-get install -y -qq --no-install-recommends default-jdk-headless >/dev/null
-    log "javac: installed $(javac -version 2>&1)"
+  local javac
+  javac=$(command -v javac || true)
+  if [[ -n $javac ]]; then
+    log "javac: found $("$javac" -version 2>&1) ($javac)"
+  else
+    ensure_package javac default-jdk-headless /usr/bin/javac "install a JDK"
   fi
-  if [[ -e $jar ]]; then
-    log "curator: found $(dpkg-query -W -f='${Version}' libcurator-recipes-java 2>/dev/null || echo unknown) ($jar)"
-    return
-  fi
-  command -v apt-get >/dev/null 2>&1 ||
-    die "Curator is missing and there is no apt-get: install libcurator-recipes-java's jars in /usr/share/java"
-  export DEBIAN_FRONTEND=noninteractive
-  as_root apt-get update -qq
-  as_root apt-get install -y -qq --no-install-recommends libcurator-recipes-java >/dev/null
-  [[ -e $jar ]] || die "apt-get installed libcurator-recipes-java but $jar is missing"
-  log "curator: installed $(dpkg-query -W -f='${Version}' libcurator-recipes-java) ($jar)"
+  ensure_package curator libcurator-recipes-java /usr/share/java/curator-recipes.jar \
+    "install Apache Curator's jars in /usr/share/java"
 }
 
 check_java() {
