@@ -4,7 +4,6 @@
  * `waiting` of them; the server's RSS idle, with the holders, and with the waiters too; and the
  * U latency (a separate load process, another lock) idle and while all that is held.
  */
-import { setMaxListeners } from 'node:events';
 import { LockClient, type Lock } from '../dist/client/index.js';
 import type { ZooKeeperProcess } from '../test/setup/zookeeper-process.js';
 import { residentBytes } from './measure.js';
@@ -50,7 +49,6 @@ export async function runCapacity(
   const holderClients = clients(options.connections);
   const waiterClients = clients(options.connections);
   const waitersGone = new AbortController();
-  setMaxListeners(0, waitersGone.signal); // every waiter listens to it
   const held: Lock[] = [];
   const waiting: Array<Promise<unknown>> = [];
   try {

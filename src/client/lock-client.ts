@@ -15,6 +15,7 @@ import {
   type LockRequestInfo as WireLockRequestInfo,
   type RevokeLockResponse,
 } from '../gen/lockstream/v1/lockstream.js';
+import { onAbort } from '../common/abort.js';
 import { LockClientError, LockTimeoutError } from './errors.js';
 import {
   LockStream,
@@ -279,8 +280,9 @@ export class LockClient implements Disposable {
     // Also checked here: the client may be closed while a retry waits.
     if (this.#closed) throw closedError(request.name);
     const stream = new LockStream(() => this.#grpc.acquire(), request);
-    const onAbort = (): void => stream.cancel(signal?.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    // Through one listener per signal: a signal shared by thousands of waits stays O(1) per wait.
+    const unlink =
+      signal && !signal.aborted ? onAbort(signal, () => stream.cancel(signal.reason)) : undefined;
     // grpc-js has no connection-attempt timeout: bound the wait for the server's answer ourselves.
     const bound = request.waitTimeout === undefined ? undefined : request.waitTimeout + ANSWER_MARGIN_MS;
     const timer =
@@ -298,7 +300,7 @@ export class LockClient implements Disposable {
     try {
       await stream.granted();
     } finally {
-      signal?.removeEventListener('abort', onAbort);
+      unlink?.();
       clearTimeout(timer);
     }
     if (signal?.aborted) {

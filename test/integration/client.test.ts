@@ -144,6 +144,27 @@ describe('the TypeScript client against a lockstream server', () => {
     await next.release();
   });
 
+  it('withdraws hundreds of waits that share one signal, with one listener on it', async () => {
+    const holder = await client.acquire('shared-signal');
+    const controller = new AbortController();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): number => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const waits = await Promise.all(
+        Array.from({ length: 500 }, () => queue(client, 'shared-signal', { signal: controller.signal })),
+      );
+      const reason = new Error('the caller gave up on all of them');
+      controller.abort(reason);
+      for (const wait of waits) await expect(wait.lock).rejects.toBe(reason);
+      await holder.release();
+      expect(await client.tryAcquire('shared-signal')).not.toBeNull();
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('rejects calls on a closed client with FAILED_PRECONDITION', async () => {
     const closed = new LockClient(`127.0.0.1:${server.port}`);
     closed.close();
