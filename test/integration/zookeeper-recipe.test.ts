@@ -83,6 +83,15 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     expect(after.watchesArmed - before.watchesArmed).toBe(0);
     expect((await watchesUnder(zookeeperPort, root)).size).toBe(30);
     expect(waiters.filter((w) => w.isAcquired)).toHaveLength(1);
+
+    // The next waiter was not behind the head when it listed the queue, but its predecessor was
+    // an exclusive holder of this server, released: it holds without listing either.
+    const second = { ...running.store.stats };
+    await waiters[0]!.release();
+    await waiters[1]!.acquired();
+    expect(running.store.stats.waitersWoken - second.waitersWoken).toBe(1);
+    expect(running.store.stats.childrenListings - second.childrenListings).toBe(0);
+    expect(waiters.slice(2).filter((w) => w.isAcquired)).toHaveLength(0);
   });
 
   it('has a reader watch the last writer ahead of it, not its immediate predecessor', async () => {

@@ -19,18 +19,23 @@ export class HeldLease implements Lease {
   readonly #session: StoreSession;
   readonly #lost = new AbortController();
   readonly #unfollow: () => void;
+  readonly #releasing: () => void;
   readonly #unlinkSession: () => void;
   readonly #revokeListeners = new Set<(request: RevokeRequest) => void>();
   #revokeRequest: RevokeRequest | undefined;
   #forceTimer: NodeJS.Timeout | undefined;
   #released: Promise<void> | undefined;
 
-  /** `unfollow` stops the watch on the node; until then, its events go to nodeChanged/nodeDeleted. */
+  /**
+   * `unfollow` stops the watch on the node; until then, its events go to nodeChanged/nodeDeleted.
+   * `releasing` is called when a release deletes the node while the lock is still held.
+   */
   constructor(
     store: CoordinationStore,
     request: AcquireRequest,
     node: { readonly path: string; readonly session: StoreSession; readonly token: bigint },
     unfollow: () => void,
+    releasing: () => void = () => {},
   ) {
     this.name = request.name;
     this.mode = request.mode;
@@ -39,6 +44,7 @@ export class HeldLease implements Lease {
     this.#path = node.path;
     this.#session = node.session;
     this.#unfollow = unfollow;
+    this.#releasing = releasing;
     const { session } = node;
     const sessionLost = (): void => this.#lose(lockLost(this.name, session.lost.reason));
     this.#unlinkSession = session.lost.aborted ? () => {} : onAbort(session.lost, sessionLost);
@@ -86,7 +92,7 @@ export class HeldLease implements Lease {
   release(): Promise<void> {
     this.#released ??= this.#lost.signal.aborted
       ? Promise.reject(this.#lost.signal.reason as Error)
-      : (this.#stopWatching(), this.#store.delete(this.#path));
+      : (this.#stopWatching(), this.#releasing(), this.#store.delete(this.#path));
     return this.#released;
   }
 

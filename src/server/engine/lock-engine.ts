@@ -99,6 +99,10 @@ export class LockEngine {
    * requests of this engine wait in that queue.
    */
   readonly #sequenceCaches = new Map<string, { cache: SequenceCache | undefined; waiting: number }>();
+  /** Nodes of exclusive holders of this server, released while waiters here watched them. */
+  readonly #releasedHolders = new Set<string>();
+  /** Predecessor nodes that waiters of this engine wait for, with how many wait for each. */
+  readonly #awaited = new Map<string, number>();
 
   constructor(options: LockEngineOptions) {
     this.#maxWaitersPerLock = options.maxWaitersPerLock ?? Number.POSITIVE_INFINITY;
@@ -187,7 +191,7 @@ export class LockEngine {
       // Uncontended: no wait, so no signal linking the request to its session and node.
       signal.throwIfAborted();
       session.lost.throwIfAborted();
-      return node.hold(request, created, token);
+      return node.hold(request, created, token, this.#releasing(request, path));
     }
     using waitSignal = linkSignals(signal, session.lost, node.vanished);
     using _waiting = this.#waitingIn(dir);
@@ -204,7 +208,7 @@ export class LockEngine {
       if (current.kind === 'held') {
         // Never grant on a session the store cannot vouch for: it may already be lost.
         await whenConfirmed(session, waitSignal);
-        return node.hold(request, created, token);
+        return node.hold(request, created, token, this.#releasing(request, path));
       }
       if (request.waitTimeoutMs === 0) {
         throw new LockError(
@@ -216,17 +220,45 @@ export class LockEngine {
         lastAhead = current.ahead;
         options.onQueued?.(current.ahead);
       }
-      await this.#store.waitUntilDeleted(joinPath(dir, current.predecessor), {
-        signal: waitSignal,
-      });
-      waitSignal.throwIfAborted();
-      // Nothing that blocked us is left ahead: we hold the lock, no listing needed. Our node
-      // still exists: its watch, armed since it was created, would have fired first otherwise
-      // (a store reports a session's watch events in the order of the changes).
-      current = current.predecessorIsHead
-        ? { kind: 'held', ahead: 0 }
-        : this.#position(dir, await this.#store.children(dir), me);
+      const predecessor = joinPath(dir, current.predecessor);
+      // Nothing that blocked us is left ahead when the predecessor was the head at our last
+      // listing, or was an exclusive holder of this server released just now (nothing was
+      // ahead of it, and between it and us nothing that blocks us): we hold the lock, no
+      // listing needed. Our node still exists: its watch, armed since it was created, would
+      // have fired first otherwise (a store reports a session's watch events in order).
+      let clear: boolean;
+      this.#awaited.set(predecessor, (this.#awaited.get(predecessor) ?? 0) + 1);
+      try {
+        await this.#store.waitUntilDeleted(predecessor, { signal: waitSignal });
+        waitSignal.throwIfAborted();
+        clear = current.predecessorIsHead || this.#releasedHolders.has(predecessor);
+      } finally {
+        const count = (this.#awaited.get(predecessor) ?? 1) - 1;
+        if (count > 0) this.#awaited.set(predecessor, count);
+        else {
+          this.#awaited.delete(predecessor);
+          this.#releasedHolders.delete(predecessor);
+        }
+      }
+      current = clear ? { kind: 'held', ahead: 0 } : this.#position(dir, await this.#store.children(dir), me);
     }
+  }
+
+  /**
+   * Called as an exclusive lease of this server releases its node: waiters here that watch that
+   * node then know nothing is ahead of them. Only nodes a waiter here waits for are kept, and
+   * at most MAX_RELEASED_HOLDERS (a waiter that gave up leaves its entry behind).
+   */
+  #releasing(request: AcquireRequest, path: string): (() => void) | undefined {
+    if (request.mode === 'read') return undefined;
+    return () => {
+      if (!this.#awaited.has(path)) return; // nobody here waits for it
+      if (this.#releasedHolders.size >= MAX_RELEASED_HOLDERS) {
+        const oldest = this.#releasedHolders.values().next();
+        if (!oldest.done) this.#releasedHolders.delete(oldest.value);
+      }
+      this.#releasedHolders.add(path);
+    };
   }
 
   /** Counts a request waiting in `dir` until disposed; the queue's cache goes with the last one. */
@@ -310,6 +342,9 @@ export class LockEngine {
 
 /** How long after a forced revocation's deadline the revoking server deletes what is left. */
 const FORCE_BACKSTOP_MS = 2_000;
+
+/** Released exclusive holders remembered for the waiters behind them, at most. */
+const MAX_RELEASED_HOLDERS = 10_000;
 
 /** Queues shorter than this are parsed afresh on every listing: cheap, and nothing to keep. */
 const SEQUENCE_CACHE_FROM = 64;
@@ -411,12 +446,13 @@ class FollowedNode {
     return this.#vanished.signal;
   }
 
-  hold(request: AcquireRequest, created: CreatedNode, token: bigint): HeldLease {
+  hold(request: AcquireRequest, created: CreatedNode, token: bigint, releasing?: () => void): HeldLease {
     const lease = new HeldLease(
       this.#store,
       request,
       { path: created.path, session: created.session, token },
       () => this.unfollow(),
+      releasing,
     );
     this.#lease = lease;
     if (this.#changedData) lease.nodeChanged(this.#changedData);

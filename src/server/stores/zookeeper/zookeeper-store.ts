@@ -93,8 +93,11 @@ export class ZooKeeperStore implements CoordinationStore {
   /** Parents watched for children changes (see watchChildren). */
   readonly #childWatchers = new ListenerMap<() => void>();
   readonly #ensuredParents = new Set<string>();
-  /** The sequence number the next node under a lock's parent should get (see createSequential). */
-  readonly #sequences = new Map<string, number>();
+  /**
+   * The sequence number the next node under a lock's parent should get (see createSequential);
+   * null where the last create found others queued: a guess there would mostly miss.
+   */
+  readonly #sequences = new Map<string, number | null>();
   #closed = false;
   /** performance.now() at the send of the newest request that got a reply on this session. */
   #lastConfirmedAt = 0;
@@ -162,9 +165,9 @@ export class ZooKeeperStore implements CoordinationStore {
         const path = reply.value;
         this.stats.creates += 1;
         this.stats.childrenListings += 1;
-        this.#sawSequence(dir, path);
         const siblings =
           listed.rc === zk.ZOK && listed.value !== null ? listed.value : await this.children(dir);
+        this.#sawSequence(dir, path, siblings.length === 1);
         if (!follow) return { path, session, siblings };
         if (guess === path && read !== undefined && read !== 'missing') {
           return { path, session, siblings, followed: read };
@@ -205,17 +208,21 @@ export class ZooKeeperStore implements CoordinationStore {
     throw new LockError('UNAVAILABLE', `ZooKeeper create under ${dir} kept losing its connection`);
   }
 
-  /** The path `prefix` would get under `dir` if nobody else creates there first; undefined if unknown. */
+  /**
+   * The path `prefix` would get under `dir` if nobody else creates there first; undefined when
+   * unknown, or when others were queued there last time (contended: a guess would mostly miss).
+   */
   #nextSequence(dir: string, prefix: string): string | undefined {
     const next = this.#sequences.get(dir);
-    return next === undefined ? undefined : joinPath(dir, prefix + String(next).padStart(10, '0'));
+    return next == null ? undefined : joinPath(dir, prefix + String(next).padStart(10, '0'));
   }
 
-  #sawSequence(dir: string, path: string): void {
+  /** `alone`: the node just created at `path` was its parent's only child. */
+  #sawSequence(dir: string, path: string, alone: boolean): void {
     // Bounded: one entry per lock name in use; forgetting one only costs a round trip.
     if (this.#sequences.size >= MAX_REMEMBERED_SEQUENCES && !this.#sequences.has(dir))
       this.#sequences.clear();
-    this.#sequences.set(dir, Number(path.slice(-10)) + 1);
+    this.#sequences.set(dir, alone ? Number(path.slice(-10)) + 1 : null);
   }
 
   /** Registers `follow` on `path` and reads it with a watch: its data, or 'missing' (then unregistered). */
