@@ -51,11 +51,6 @@ export class HeldLease implements Lease {
     if (session.lost.aborted) sessionLost();
   }
 
-  /** The node's data changed (or was read): a revocation request may be in it. */
-  nodeChanged(data: Uint8Array): void {
-    this.#onData(data);
-  }
-
   /** The node was deleted, by someone else or with the session. */
   nodeDeleted(): void {
     if (this.#session.lost.aborted) {
@@ -102,7 +97,8 @@ export class HeldLease implements Lease {
     });
   }
 
-  #onData(data: Uint8Array): void {
+  /** The node's data changed (or was read): a revocation request may be in it. */
+  nodeChanged(data: Uint8Array): void {
     if (this.#revokeRequest || this.#lost.signal.aborted) return;
     const request = parseRevokeRequest(data);
     if (!request) return;

@@ -7,7 +7,7 @@ import {
   joinPath,
   type CoordinationStore,
   type CreatedNode,
-  type NodeWatchHandlers,
+  type NodeFollow,
   type StoreSession,
 } from '../stores/store.js';
 import { LockError } from './lock-error.js';
@@ -419,7 +419,7 @@ class FollowedNode {
   }
 
   /** What to hand to `createSequential`. */
-  get follow(): { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal } {
+  get follow(): NodeFollow {
     return {
       handlers: { onData: (data) => this.#changed(data), onDeleted: () => this.#deleted() },
       signal: this.#following.signal,

@@ -3,6 +3,7 @@ import type {
   CreatedNode,
   NodeData,
   NodeWatchHandlers,
+  NodeFollow,
   StoreSession,
   StoreStats,
 } from '../stores/store.js';
@@ -30,12 +31,7 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#store.stats;
   }
 
-  createSequential(
-    dir: string,
-    prefix: string,
-    data: Uint8Array,
-    follow?: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
-  ): Promise<CreatedNode> {
+  createSequential(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode> {
     return this.#timed('create', () => this.#store.createSequential(dir, prefix, data, follow));
   }
 

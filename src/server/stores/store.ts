@@ -27,12 +27,7 @@ export interface CoordinationStore extends AsyncDisposable {
    * through before trying again, so no ghost node is left behind.
    * Rejects with `LockError('UNAVAILABLE')` when the store cannot be reached.
    */
-  createSequential(
-    dir: string,
-    prefix: string,
-    data: Uint8Array,
-    follow?: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
-  ): Promise<CreatedNode>;
+  createSequential(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode>;
 
   /** Names (not paths) of the children of `dir`, unsorted; `[]` when `dir` does not exist. */
   children(dir: string): Promise<string[]>;
@@ -106,6 +101,12 @@ export interface StoreSession {
 export interface NodeWatchHandlers {
   onData(data: Uint8Array): void;
   onDeleted(): void;
+}
+
+/** Who follows a node (see `watchNode`), and until when. */
+export interface NodeFollow {
+  readonly handlers: NodeWatchHandlers;
+  readonly signal: AbortSignal;
 }
 
 export interface NodeData {

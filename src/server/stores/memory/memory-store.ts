@@ -8,6 +8,7 @@ import {
   type CreatedNode,
   type NodeData,
   type NodeWatchHandlers,
+  type NodeFollow,
   type StoreSession,
   type StoreStats,
 } from '../store.js';
@@ -60,7 +61,7 @@ export class MemoryStore implements CoordinationStore {
     dir: string,
     prefix: string,
     data: Uint8Array,
-    follow?: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
+    follow?: NodeFollow,
   ): Promise<CreatedNode> {
     await this.#roundTrip();
     this.stats.creates += 1;

@@ -8,6 +8,7 @@ import {
   type CreatedNode,
   type NodeData,
   type NodeWatchHandlers,
+  type NodeFollow,
   type StoreSession,
   type StoreStats,
 } from '../store.js';
@@ -145,7 +146,7 @@ export class ZooKeeperStore implements CoordinationStore {
     dir: string,
     prefix: string,
     data: Uint8Array,
-    follow?: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
+    follow?: NodeFollow,
   ): Promise<CreatedNode> {
     const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
@@ -159,7 +160,11 @@ export class ZooKeeperStore implements CoordinationStore {
       );
       const listing = this.#send<string[]>((native, done) => native.a_get_children(dir, false, done));
       const guess = follow && this.#nextSequence(dir, prefix);
-      const guessed = guess === undefined ? undefined : this.#followFirst(guess, follow!);
+      // A wrong guess (or a failed read) only costs the read after the create, below.
+      const guessed =
+        guess === undefined || !follow
+          ? undefined
+          : this.watchNode(guess, follow.handlers, follow.signal).catch(() => null);
       const [reply, listed, read] = await Promise.all([creating, listing, guessed]);
       if (reply.rc === zk.ZOK && reply.value !== null) {
         const path = reply.value;
@@ -169,10 +174,7 @@ export class ZooKeeperStore implements CoordinationStore {
           listed.rc === zk.ZOK && listed.value !== null ? listed.value : await this.children(dir);
         this.#sawSequence(dir, path, siblings.length === 1);
         if (!follow) return { path, session, siblings };
-        if (guess === path && read !== undefined && read !== 'missing') {
-          return { path, session, siblings, followed: read };
-        }
-        if (guess !== undefined) this.#followers.delete(guess, follow.handlers);
+        if (guess === path && read) return { path, session, siblings, followed: read };
         return {
           path,
           session,
@@ -180,7 +182,6 @@ export class ZooKeeperStore implements CoordinationStore {
           followed: await this.watchNode(path, follow.handlers, follow.signal),
         };
       }
-      if (guess !== undefined && follow) this.#followers.delete(guess, follow.handlers);
       if (reply.rc === zk.ZNONODE) {
         // The lock's parent does not exist (first use, or its empty container was removed).
         await this.#ensureParents(dir);
@@ -225,23 +226,6 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#sequences.set(dir, alone ? Number(path.slice(-10)) + 1 : null);
   }
 
-  /** Registers `follow` on `path` and reads it with a watch: its data, or 'missing' (then unregistered). */
-  async #followFirst(
-    path: string,
-    follow: { readonly handlers: NodeWatchHandlers; readonly signal: AbortSignal },
-  ): Promise<NodeData | 'missing'> {
-    if (follow.signal.aborted) return 'missing';
-    this.#followers.add(path, follow.handlers, follow.signal);
-    const reply = await this.#send<{ stat: ZooKeeperStat; data: Buffer | string | null }>((native, done) =>
-      native.a_get(path, true, (rc, error, stat, data) => done(rc, error, stat ? { stat, data } : null)),
-    );
-    if (reply.rc === zk.ZOK && reply.value !== null) {
-      return { creationId: BigInt(reply.value.stat.czxid), data: toBytes(reply.value.data) };
-    }
-    this.#followers.delete(path, follow.handlers);
-    return 'missing';
-  }
-
   async children(dir: string): Promise<string[]> {
     const reply = await this.#call<string[]>('getChildren', (native, done) =>
       native.a_get_children(dir, false, done),
@@ -262,11 +246,16 @@ export class ZooKeeperStore implements CoordinationStore {
     return BigInt(reply.value.czxid);
   }
 
-  async nodeData(path: string): Promise<NodeData | null> {
+  nodeData(path: string): Promise<NodeData | null> {
+    return this.#getData(path, false);
+  }
+
+  /** getData, with a watch on the node if `watch` (dispatched by #onNodeEvent); null when it is missing. */
+  async #getData(path: string, watch: boolean): Promise<NodeData | null> {
     const reply = await this.#call<{ stat: ZooKeeperStat; data: Buffer | string | null }>(
       'getData',
       (native, done) =>
-        native.a_get(path, false, (rc, error, stat, data) => done(rc, error, stat ? { stat, data } : null)),
+        native.a_get(path, watch, (rc, error, stat, data) => done(rc, error, stat ? { stat, data } : null)),
     );
     if (reply.rc === zk.ZNONODE) return null;
     if (reply.rc !== zk.ZOK || reply.value === null) throw unavailable('getData', reply.rc);
@@ -286,17 +275,13 @@ export class ZooKeeperStore implements CoordinationStore {
   async watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): Promise<NodeData | null> {
     if (signal.aborted) return null;
     this.#followers.add(path, handlers, signal);
-    const reply = await this.#call<{ stat: ZooKeeperStat; data: Buffer | string | null }>(
-      'getData',
-      (native, done) =>
-        native.a_get(path, true, (rc, error, stat, data) => done(rc, error, stat ? { stat, data } : null)),
-    );
-    if (reply.rc === zk.ZOK && reply.value !== null) {
-      return { creationId: BigInt(reply.value.stat.czxid), data: toBytes(reply.value.data) };
+    let node: NodeData | null = null;
+    try {
+      node = await this.#getData(path, true);
+      return node;
+    } finally {
+      if (node === null) this.#followers.delete(path, handlers);
     }
-    this.#followers.delete(path, handlers);
-    if (reply.rc === zk.ZNONODE) return null;
-    throw unavailable('getData', reply.rc);
   }
 
   watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
