@@ -79,3 +79,24 @@ export function unboundedController(): AbortController {
   setMaxListeners(0, controller.signal);
   return controller;
 }
+
+/** What backpressure needs of a writable stream (a gRPC server stream, an HTTP response). */
+interface DrainableStream<T> {
+  write(chunk: T): boolean;
+  once(event: 'drain', listener: () => void): unknown;
+}
+
+/**
+ * Writes `chunk`; when that fills the stream's buffer (a reader that does not keep up), resolves
+ * only once the buffer has drained or `signal` aborts, so a slow reader costs one buffer, not an
+ * ever-growing queue of messages.
+ */
+export async function writeDrained<T>(
+  stream: DrainableStream<T>,
+  chunk: T,
+  signal: AbortSignal,
+): Promise<void> {
+  if (stream.write(chunk)) return;
+  using aborted = whenAborted(signal);
+  await Promise.race([new Promise<void>((resolve) => stream.once('drain', resolve)), aborted]);
+}

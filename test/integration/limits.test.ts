@@ -100,6 +100,44 @@ describe('limits and abuse', () => {
     });
   });
 
+  it('keeps a WatchLock reader that stops reading to one buffer: it gets the newest state when it reads again', async () => {
+    const { caller } = await serve([]);
+    const slow = caller().watch('busy');
+    await slow.until((state) => state.waiters.length === 0);
+    slow.pause();
+    // Twenty waiters with long owners make every state a few KiB, so the stream backs up fast.
+    const c = caller();
+    const holder = c.open({ name: 'busy', owner: 'holder' });
+    await holder.acquired();
+    for (let i = 0; i < 20; i += 1) await c.open({ name: 'busy', owner: `${i}-${'w'.repeat(250)}` }).queued();
+    // Churn at the back of the queue: 300 requests that queue and withdraw, 600 changes.
+    const changes = 600;
+    for (let i = 0; i < changes / 2; i += 1) {
+      const churn = c.open({ name: 'busy', owner: 'churn' });
+      await churn.queued();
+      churn.halfClose();
+      await churn.outcome;
+    }
+    // Meanwhile the server serves everyone else.
+    const other = c.open({ name: 'elsewhere', waitTimeout: { seconds: 0n, nanos: 0 } });
+    await other.acquired();
+    await other.release();
+    await c.open({ name: 'busy', owner: 'last' }).queued();
+
+    const before = slow.states.length;
+    slow.resume();
+    await slow.until((state) => state.waiters.some((w) => w.owner === 'last'));
+    const delivered = slow.states.length - before;
+    // What the stream's buffers held when it backed up, then the newest state: not 600 states.
+    expect(delivered).toBeLessThan(changes / 4);
+    expect(
+      slow.states
+        .at(-1)!
+        .waiters.map((w) => w.owner)
+        .at(-1),
+    ).toBe('last');
+  }, 60_000);
+
   it('queues 2,000 waiters through gRPC and grants them in order, waking each exactly once', async () => {
     const { server, caller } = await serve([]);
     // Spread over connections, 200 calls each (10,000 are queued at the engine level in

@@ -284,6 +284,15 @@ export class LockWatch {
     this.#call.cancel();
   }
 
+  /** Stops reading: the stream backs up (HTTP/2 flow control) as a slow reader's does. */
+  pause(): void {
+    this.#call.pause();
+  }
+
+  resume(): void {
+    this.#call.resume();
+  }
+
   #wake(): void {
     for (const wake of this.#waiters.splice(0)) wake();
   }

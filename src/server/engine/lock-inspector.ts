@@ -72,10 +72,15 @@ export class LockInspector {
 
   /**
    * Calls `onState` with the lock's description now and after every change to its queue, until
-   * `signal` aborts. One description at a time: changes during one are folded into the next.
+   * `signal` aborts. One description at a time: changes during one, or while the promise
+   * `onState` returned is pending (a slow reader's backed-up stream), are folded into the next.
    * Rejects (and stops) if a description fails.
    */
-  async watch(name: string, signal: AbortSignal, onState: (state: LockDescription) => void): Promise<void> {
+  async watch(
+    name: string,
+    signal: AbortSignal,
+    onState: (state: LockDescription) => void | Promise<void>,
+  ): Promise<void> {
     validateLockName(name);
     let changed = true;
     let wake: (() => void) | undefined;
@@ -97,7 +102,7 @@ export class LockInspector {
       }
       changed = false;
       const state = await this.describe(name);
-      if (!signal.aborted) onState(state);
+      if (!signal.aborted) await onState(state);
     }
   }
 

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { writeDrained } from '../../common/abort.js';
 import { toJson } from '../../common/json.js';
 import { isLockError } from '../engine/lock-error.js';
 import type { LockDescription, LockInspector, LockSummary } from '../engine/lock-inspector.js';
@@ -106,7 +107,9 @@ export class HttpServer {
       } catch (error) {
         data = toJson({ error: isLockError(error) ? error.message : 'could not list the locks' });
       }
-      if (data !== last && !stop.aborted) response.write(`data: ${data}\n\n`);
+      // A reader that has not taken the last update gets the newest one once it has.
+      if (data === last || stop.aborted || response.writableNeedDrain) return;
+      response.write(`data: ${data}\n\n`);
       last = data;
     };
     void tick();
@@ -118,7 +121,7 @@ export class HttpServer {
   #streamLock(name: string, request: IncomingMessage, response: ServerResponse): void {
     const stop = openEventStream(request, response, this.#closing.signal);
     this.#inspector
-      .watch(name, stop, (state) => response.write(`data: ${toJson(describeJson(state))}\n\n`))
+      .watch(name, stop, (state) => writeDrained(response, `data: ${toJson(describeJson(state))}\n\n`, stop))
       .catch((error: unknown) => {
         const message = isLockError(error) ? error.message : 'could not describe the lock';
         if (!stop.aborted) response.end(`data: ${toJson({ error: message })}\n\n`);

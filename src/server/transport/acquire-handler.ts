@@ -1,7 +1,7 @@
 import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import { REQUEST_STATE_KEY } from '../../common/limits.js';
 import type { Logger } from 'pino';
-import { onAbort, whenAborted } from '../../common/abort.js';
+import { onAbort, whenAborted, writeDrained } from '../../common/abort.js';
 import { lazyChild } from '../../common/lazy-logger.js';
 import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
 import { STREAM_ENDED, type Claim, type ClaimRegistry } from '../engine/claims.js';
@@ -315,10 +315,7 @@ function disposable(unsubscribe: () => void): Disposable {
 
 /** Writes a message, waiting for 'drain' when the stream's buffer is full. */
 async function send(call: AcquireCall, message: AcquireResponse, signal: AbortSignal): Promise<void> {
-  if (call.write(message)) return;
-  using aborted = whenAborted(signal);
-  const drained = new Promise<void>((resolve) => call.once('drain', resolve));
-  await Promise.race([drained, aborted]);
+  await writeDrained(call, message, signal);
   signal.throwIfAborted();
 }
 

@@ -1,5 +1,5 @@
 import { status, type sendUnaryData, type ServerUnaryCall, type ServerWritableStream } from '@grpc/grpc-js';
-import { onAbort } from '../../common/abort.js';
+import { onAbort, writeDrained } from '../../common/abort.js';
 import type { Logger } from 'pino';
 import type {
   DescribeLockResponse,
@@ -38,7 +38,9 @@ export function createUnaryHandlers(
         call.emit('error', { code: status.UNAVAILABLE, details: 'the lockstream server is shutting down' });
       });
       inspector
-        .watch(call.request.name, stop.signal, (state) => call.write({ state: toWireDescription(state) }))
+        .watch(call.request.name, stop.signal, (state) =>
+          writeDrained(call, { state: toWireDescription(state) }, stop.signal),
+        )
         .catch((error: unknown) => {
           stop.abort();
           if (!call.cancelled)
