@@ -40,8 +40,11 @@ export const DEFAULTS = Object.freeze({
   rootPath: '/lockstream',
   sessionTimeout: '10s',
   connectTimeout: '15s',
-  keepaliveTime: '5s',
-  keepaliveTimeout: '5s',
+  // A vanished client's connection is dropped 4-8 s after it went silent; with the SDK's 5 s
+  // resume grace its locks are free within 13 s. The SDK notices a dead path within 8 s, so
+  // its holder is in doubt before the server can free the lock (at the earliest 4 + 5 s).
+  keepaliveTime: '4s',
+  keepaliveTimeout: '4s',
   shutdownGrace: '5s',
   maxResumeGrace: '60s',
   maxStreamsPerConnection: 1000,

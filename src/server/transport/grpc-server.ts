@@ -54,8 +54,9 @@ export class GrpcServer {
     this.#server = new grpc.Server({
       'grpc.keepalive_time_ms': options.keepaliveTimeMs,
       'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs,
-      // Clients may ping as often as we do, even between calls, without being cut off.
-      'grpc.http2.min_ping_interval_without_data_ms': Math.min(options.keepaliveTimeMs, 5_000),
+      // Clients may ping every second, even between calls, without being cut off (the SDK
+      // pings every 4 s whatever this server's own interval).
+      'grpc.http2.min_ping_interval_without_data_ms': Math.min(options.keepaliveTimeMs, 1_000),
       'grpc.keepalive_permit_without_calls': 1,
       'grpc.max_concurrent_streams': options.maxStreamsPerConnection,
       'grpc.max_receive_message_length': options.maxMessageBytes,
