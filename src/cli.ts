@@ -27,6 +27,10 @@ const serve = program
       pino.destination({ dest: 1, sync: true }),
     );
     const server = await startServer(config, logger).catch((error: unknown) => {
+      if (error instanceof ConfigError) {
+        console.error(`lockstream serve: ${error.message}`);
+        process.exit(2);
+      }
       logger.fatal({ err: error }, 'could not start');
       process.exit(1);
     });

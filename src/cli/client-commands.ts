@@ -1,16 +1,18 @@
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
 import { toJson } from '../common/json.js';
-import { LockClient, LockClientError, type LockDescription, type LockRequestInfo } from '../client/index.js';
-
-/** Where client subcommands find the server: `--server`, else LOCKSTREAM_SERVER, else the default. */
-export const DEFAULT_SERVER = '127.0.0.1:50051';
-
-export function serverOption(env: Readonly<Record<string, string | undefined>>): Option {
-  return new Option('--server <host:port>', 'lockstream server to talk to (env: LOCKSTREAM_SERVER)').default(
-    env['LOCKSTREAM_SERVER'] ?? DEFAULT_SERVER,
-  );
-}
+import {
+  addConnectionOptions,
+  connect,
+  ConnectionOptionsError,
+  type ConnectionOptions,
+} from './connection.js';
+import {
+  type LockClient,
+  LockClientError,
+  type LockDescription,
+  type LockRequestInfo,
+} from '../client/index.js';
 
 /** Exit codes of the client subcommands (see README: "The lockstream command"). */
 export const EXIT = {
@@ -23,6 +25,8 @@ export const EXIT = {
   lockLost: 74,
   /** `run`: the lock was not acquired within `--wait`. */
   timedOut: 75,
+  /** The connection options name a file that cannot be read, or are incomplete. */
+  usage: 2,
 } as const;
 
 /** `ms`-style durations (`500ms`, `10s`) or plain milliseconds. */
@@ -36,12 +40,20 @@ export function durationArgument(flag: string): (value: string) => number {
   };
 }
 
-/** Runs `work` with a client for `--server`, printing a failure as `error: CODE: details`. */
+/** Runs `work` with a client for the connection options, printing a failure as `error: CODE: details`. */
 export async function withClient(
-  server: string,
+  options: ConnectionOptions,
+  env: Readonly<Record<string, string | undefined>>,
   work: (client: LockClient) => Promise<number>,
 ): Promise<number> {
-  const client = new LockClient(server, { unavailableRetries: 0 });
+  let client: LockClient;
+  try {
+    client = connect(options, env, { unavailableRetries: 0 });
+  } catch (error) {
+    if (!(error instanceof ConnectionOptionsError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return EXIT.usage;
+  }
   try {
     return await work(client);
   } catch (error) {
@@ -55,14 +67,12 @@ export async function withClient(
 
 /** `ls`, `describe`, `check` and `revoke`: readable tables by default, JSON with `--json`. */
 export function addClientCommands(program: Command, env: Readonly<Record<string, string | undefined>>): void {
-  program
-    .command('ls')
+  addConnectionOptions(program.command('ls'), env)
     .description('list locks that have holders or waiters')
     .argument('[prefix]', 'only names starting with this', '')
-    .addOption(serverOption(env))
     .option('--json', 'print JSON lines, one per lock')
-    .action(async (prefix: string, options: { server: string; json?: boolean }) => {
-      process.exitCode = await withClient(options.server, async (client) => {
+    .action(async (prefix: string, options: ConnectionOptions & { json?: boolean }) => {
+      process.exitCode = await withClient(options, env, async (client) => {
         const rows: string[][] = [];
         let pageToken = '';
         do {
@@ -78,30 +88,26 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
       });
     });
 
-  program
-    .command('describe')
+  addConnectionOptions(program.command('describe'), env)
     .description('show who holds a lock and who waits for it, in queue order')
     .argument('<name>', 'the lock')
-    .addOption(serverOption(env))
     .option('--json', 'print JSON')
-    .action(async (name: string, options: { server: string; json?: boolean }) => {
-      process.exitCode = await withClient(options.server, async (client) => {
+    .action(async (name: string, options: ConnectionOptions & { json?: boolean }) => {
+      process.exitCode = await withClient(options, env, async (client) => {
         const description = await client.describe(name);
         process.stdout.write(options.json ? `${toJson(description)}\n` : describeText(description));
         return EXIT.ok;
       });
     });
 
-  program
-    .command('check')
+  addConnectionOptions(program.command('check'), env)
     .description('say whether a fencing token is held for a lock now (exit 0: held, 1: not held)')
     .argument('<name>', 'the lock')
     .argument('<token>', 'the fencing token')
-    .addOption(serverOption(env))
     .option('--json', 'print JSON')
-    .action(async (name: string, token: string, options: { server: string; json?: boolean }) => {
+    .action(async (name: string, token: string, options: ConnectionOptions & { json?: boolean }) => {
       if (!/^\d+$/.test(token)) program.error(`check: token ${JSON.stringify(token)} is not a whole number`);
-      process.exitCode = await withClient(options.server, async (client) => {
+      process.exitCode = await withClient(options, env, async (client) => {
         const held = await client.checkToken(name, BigInt(token));
         process.stdout.write(
           options.json ? `${JSON.stringify({ name, token, held })}\n` : `${held ? 'held' : 'not held'}\n`,
@@ -110,11 +116,9 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
       });
     });
 
-  program
-    .command('revoke')
+  addConnectionOptions(program.command('revoke'), env)
     .description("ask a lock's holders to release it; with --force-after, take it away then")
     .argument('<name>', 'the lock')
-    .addOption(serverOption(env))
     .option('--reason <text>', 'told to the holders', '')
     .option(
       '--force-after <duration>',
@@ -125,9 +129,9 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
     .action(
       async (
         name: string,
-        options: { server: string; reason: string; forceAfter?: number; json?: boolean },
+        options: ConnectionOptions & { reason: string; forceAfter?: number; json?: boolean },
       ) => {
-        process.exitCode = await withClient(options.server, async (client) => {
+        process.exitCode = await withClient(options, env, async (client) => {
           const asked = await client.revoke(name, { reason: options.reason, forceAfter: options.forceAfter });
           process.stdout.write(
             options.json

@@ -2,11 +2,16 @@ import { spawn } from 'node:child_process';
 import { hostname, userInfo } from 'node:os';
 import { constants } from 'node:os';
 import type { Command } from 'commander';
-import { LockClient, LockClientError, LockTimeoutError, type Lock, type LockMode } from '../client/index.js';
-import { durationArgument, EXIT, serverOption } from './client-commands.js';
+import { LockClientError, LockTimeoutError, type Lock, type LockMode } from '../client/index.js';
+import { durationArgument, EXIT } from './client-commands.js';
+import {
+  addConnectionOptions,
+  connect,
+  ConnectionOptionsError,
+  type ConnectionOptions,
+} from './connection.js';
 
-interface RunOptions {
-  readonly server: string;
+interface RunOptions extends ConnectionOptions {
   readonly mode: string;
   readonly wait?: number;
   readonly owner: string;
@@ -22,14 +27,12 @@ const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
  * (grandchildren behind `sh -c` included) gets SIGTERM, then SIGKILL after `--kill-after`.
  */
 export function addRunCommand(program: Command, env: Readonly<Record<string, string | undefined>>): void {
-  program
-    .command('run')
+  addConnectionOptions(program.command('run'), env)
     .description(
       'hold a lock while a command runs: acquire, run it, release when it exits, exit with its code',
     )
     .argument('<name>', 'the lock')
     .argument('<command...>', 'the command and its arguments (after --)')
-    .addOption(serverOption(env))
     .option('--mode <mode>', 'mutex, read or write', 'mutex')
     .option(
       '--wait <duration>',
@@ -47,12 +50,24 @@ export function addRunCommand(program: Command, env: Readonly<Record<string, str
       if (!['mutex', 'read', 'write'].includes(options.mode)) {
         program.error(`run: --mode ${JSON.stringify(options.mode)}: expected mutex, read or write`);
       }
-      process.exitCode = await runLocked(name, command, options);
+      process.exitCode = await runLocked(name, command, options, env);
     });
 }
 
-async function runLocked(name: string, command: string[], options: RunOptions): Promise<number> {
-  const client = new LockClient(options.server);
+async function runLocked(
+  name: string,
+  command: string[],
+  options: RunOptions,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<number> {
+  let client;
+  try {
+    client = connect(options, env);
+  } catch (error) {
+    if (!(error instanceof ConnectionOptionsError)) throw error;
+    process.stderr.write(`lockstream run: ${error.message}\n`);
+    return EXIT.usage;
+  }
   const interrupted = new AbortController();
   const onWaitSignal = (signal: NodeJS.Signals): void => interrupted.abort(signal);
   for (const signal of FORWARDED_SIGNALS) process.on(signal, onWaitSignal);

@@ -1,6 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import {
+  InterceptingCall,
   credentials as grpcCredentials,
+  type Interceptor,
   status as Status,
   type ChannelCredentials,
   type ChannelOptions,
@@ -29,8 +31,16 @@ import {
 
 /** How to reach a lockstream server. Every field is optional. */
 export interface LockClientOptions {
-  /** Transport security (`credentials.createSsl(...)`); plaintext by default. */
+  /**
+   * Transport security: `credentials.createSsl(ca, key, cert)` for TLS (with `key` and `cert`,
+   * the client certificate for a server that requires one); plaintext by default.
+   */
   readonly credentials?: ChannelCredentials;
+  /**
+   * A bearer token the server's access policy knows, sent as `authorization: Bearer <token>` on
+   * every call. Beyond loopback use it with TLS: over plaintext anyone on the path can read it.
+   */
+  readonly token?: string;
   /**
    * HTTP/2 keepalive: a ping after this much idle time. Together with `keepaliveTimeoutMs` it
    * bounds how long a dead server or network goes unnoticed, and so how late `lock.lost` fires.
@@ -119,6 +129,7 @@ export class LockClient implements Disposable {
       // Channelz is never served from a client; its per-call bookkeeping only costs.
       'grpc.enable_channelz': 0,
       ...options.channelOptions,
+      ...(options.token === undefined ? {} : { interceptors: [bearerToken(options.token)] }),
     });
     this.#unavailableRetries = options.unavailableRetries ?? 2;
     this.#resumeGraceMs = nonNegative('resumeGraceMs', options.resumeGraceMs ?? 5_000);
@@ -399,4 +410,23 @@ function fromWireInfo(info: WireLockRequestInfo): LockRequestInfo {
     instance: info.instance,
     peer: info.peer,
   };
+}
+
+/**
+ * Adds `authorization: Bearer <token>` to every call. An interceptor rather than call
+ * credentials: grpc-js refuses call credentials on a plaintext channel, and a token over
+ * loopback plaintext (a sidecar, a test) is legitimate.
+ */
+function bearerToken(token: string): Interceptor {
+  if (!/^[\x21-\x7e]+$/.test(token)) {
+    throw new TypeError('token must be printable ASCII without spaces (an HTTP/2 header value)');
+  }
+  const value = `Bearer ${token}`;
+  return (options, nextCall) =>
+    new InterceptingCall(nextCall(options), {
+      start: (metadata, listener, next) => {
+        metadata.set('authorization', value);
+        next(metadata, listener);
+      },
+    });
 }

@@ -32,6 +32,13 @@ export interface Config {
   /** HTTP port for metrics; undefined: no HTTP server; 0 picks a free one. */
   readonly httpPort: number | undefined;
   readonly logLevel: LogLevel;
+  /** PEM certificate chain and private key for TLS on the gRPC port; both or neither. */
+  readonly tlsCert: string | undefined;
+  readonly tlsKey: string | undefined;
+  /** PEM CA certificates: client certificates signed by them are required (mTLS). */
+  readonly tlsClientCa: string | undefined;
+  /** The access policy (YAML): callers, their tokens or certificates, and their grants. */
+  readonly authFile: string | undefined;
 }
 
 export const DEFAULTS = Object.freeze({
@@ -151,6 +158,28 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     default: String(DEFAULTS.maxMessageBytes),
   },
   {
+    flags: '--tls-cert <file>',
+    env: 'LOCKSTREAM_TLS_CERT',
+    description: 'PEM certificate chain for TLS on the gRPC port (with --tls-key)',
+  },
+  {
+    flags: '--tls-key <file>',
+    env: 'LOCKSTREAM_TLS_KEY',
+    description: 'PEM private key for --tls-cert',
+  },
+  {
+    flags: '--tls-client-ca <file>',
+    env: 'LOCKSTREAM_TLS_CLIENT_CA',
+    description:
+      'PEM CA certificates; clients must present a certificate they signed (mTLS), whose identity names the caller',
+  },
+  {
+    flags: '--auth-file <file>',
+    env: 'LOCKSTREAM_AUTH_FILE',
+    description:
+      'access policy (YAML): callers by token or certificate, the lock prefixes and modes each may use, and who may revoke',
+  },
+  {
     flags: '--http-port <port>',
     env: 'LOCKSTREAM_HTTP_PORT',
     description: 'serve Prometheus metrics on /metrics at this port (0 picks a free one); off by default',
@@ -252,6 +281,15 @@ function validate(values: OptionValues): Readonly<Config> {
   if (!LOG_LEVELS.includes(logLevel)) {
     problems.push(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(', ')}`);
   }
+  const file = (key: string): string | undefined =>
+    values[key] === undefined || values[key] === '' ? undefined : String(values[key]);
+  const [tlsCert, tlsKey, tlsClientCa, authFile] = ['tlsCert', 'tlsKey', 'tlsClientCa', 'authFile'].map(file);
+  if ((tlsCert === undefined) !== (tlsKey === undefined)) {
+    problems.push('--tls-cert and --tls-key: give both (TLS) or neither (plaintext)');
+  }
+  if (tlsClientCa !== undefined && tlsCert === undefined) {
+    problems.push('--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked over TLS');
+  }
   const config: Config = {
     host: String(values['host']),
     port,
@@ -271,6 +309,10 @@ function validate(values: OptionValues): Readonly<Config> {
     httpHost: String(values['httpHost']),
     httpPort,
     logLevel,
+    tlsCert,
+    tlsKey,
+    tlsClientCa,
+    authFile,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

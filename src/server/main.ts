@@ -13,6 +13,7 @@ import { HttpServer } from './observability/http-server.js';
 import { InstrumentedStore } from './observability/instrumented-store.js';
 import { Metrics } from './observability/metrics.js';
 import { GrpcServer } from './transport/grpc-server.js';
+import { loadSecurity, type Security } from './security/security.js';
 
 export interface RunningServer {
   /** The bound gRPC port. */
@@ -31,6 +32,8 @@ export interface RunningServer {
 /** config -> store -> engine -> transport, and the reverse order on stop. */
 export async function startServer(config: Readonly<Config>, logger: Logger): Promise<RunningServer> {
   routeGrpcLogs(logger.child({ component: 'grpc-js' }));
+  // Files first: a bad certificate or access policy is reported before anything connects.
+  const security = await loadSecurity(config);
   const store = await openStore(config, logger.child({ component: 'store' }));
   const metrics = new Metrics({ store });
   // The engine and the inspector see a store whose operations are timed; tests see the store itself.
@@ -60,6 +63,8 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     keepaliveTimeoutMs: config.keepaliveTimeoutMs,
     maxStreamsPerConnection: config.maxStreamsPerConnection,
     maxMessageBytes: config.maxMessageBytes,
+    credentials: security.credentials,
+    gate: security.gate,
   });
   const http =
     config.httpPort === undefined
@@ -82,9 +87,16 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     throw error;
   }
   logger.info(
-    { host: config.host, port, backend: store.kind },
+    {
+      host: config.host,
+      port,
+      backend: store.kind,
+      tls: security.tls,
+      authenticated: security.authenticated,
+    },
     `lockstream listening on ${config.host}:${port}`,
   );
+  warnIfExposed(config, security, logger);
   const unwatchHealth = followSessionHealth(store, (serving) => server.setServing(serving));
 
   let stopping: Promise<void> | undefined;
@@ -102,6 +114,26 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     return stopping;
   };
   return { port, httpPort, store, engine, claims, stop, whenIdle: () => server.whenIdle() };
+}
+
+/**
+ * Says loudly when the gRPC port is reachable beyond this machine without TLS or without
+ * authentication: anyone who can reach it could then take, hold or revoke any lock.
+ */
+function warnIfExposed(config: Readonly<Config>, security: Security, logger: Logger): void {
+  if (isLoopback(config.host) || (security.tls && security.authenticated)) return;
+  const missing = [
+    security.tls ? [] : ['TLS (--tls-cert, --tls-key)'],
+    security.authenticated ? [] : ['authentication (--auth-file or --tls-client-ca)'],
+  ].flat();
+  logger.warn(
+    { host: config.host, missing },
+    `listening on ${config.host} beyond loopback without ${missing.join(' or ')}: anyone who can reach this port can take, hold and revoke any lock`,
+  );
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 async function openStore(config: Readonly<Config>, logger: Logger): Promise<CoordinationStore> {

@@ -38,6 +38,8 @@ describe('toCallStatus', () => {
     ['NOT_HELD', status.FAILED_PRECONDITION],
     ['NOT_FOUND', status.NOT_FOUND],
     ['RESOURCE_EXHAUSTED', status.RESOURCE_EXHAUSTED],
+    ['UNAUTHENTICATED', status.UNAUTHENTICATED],
+    ['PERMISSION_DENIED', status.PERMISSION_DENIED],
   ];
 
   it.each(documented)(
@@ -66,6 +68,8 @@ describe('toCallStatus', () => {
       NOT_HELD: true,
       NOT_FOUND: true,
       RESOURCE_EXHAUSTED: true,
+      UNAUTHENTICATED: true,
+      PERMISSION_DENIED: true,
     };
     expect(documented.map(([code]) => code).sort()).toEqual(Object.keys(codes).sort());
   });

@@ -215,10 +215,7 @@ export class ClaimRegistry {
         `resume token was issued by lockstream instance ${JSON.stringify(issuer.slice(0, 64))}, not this one (${this.#instanceId}); resume on the instance that issued it`,
       );
     }
-    throw new LockError(
-      'NOT_FOUND',
-      'resume token is unknown: its request was released or withdrawn (clean end, or its resume grace passed), or the server restarted',
-    );
+    throw new LockError('NOT_FOUND', UNKNOWN_RESUME_TOKEN);
   }
 
   /** Ends every claim, attached or detached (server shutdown). */
@@ -231,6 +228,9 @@ export class ClaimRegistry {
 }
 
 const TOKEN_BYTES = 24;
+
+export const UNKNOWN_RESUME_TOKEN =
+  'resume token is unknown: its request was released or withdrawn (clean end, or its resume grace passed), or the server restarted';
 /** Random bytes for resume tokens, drawn from the system in batches rather than per token. */
 const tokenPool = Buffer.alloc(TOKEN_BYTES * 256);
 let tokenPoolOffset = tokenPool.length;

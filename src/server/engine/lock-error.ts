@@ -1,5 +1,7 @@
-/** Every expected failure of the engine and the stores, as a closed set of domain codes. */
+/** Every expected failure of a request, as a closed set of domain codes. */
 export type LockErrorCode =
+  | 'UNAUTHENTICATED'
+  | 'PERMISSION_DENIED'
   | 'INVALID_ARGUMENT'
   | 'TIMEOUT'
   | 'CANCELLED'

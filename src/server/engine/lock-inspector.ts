@@ -118,8 +118,16 @@ export class LockInspector {
     return tokens.includes(token);
   }
 
-  /** Locks with holders or waiters whose names start with `prefix`, in name order, a page at a time. */
-  async list(options: { prefix: string; pageSize: number; pageToken: string }): Promise<LockPage> {
+  /**
+   * Locks with holders or waiters whose names start with `prefix`, in name order, a page at a
+   * time; only those `visible` accepts, if given (what the caller may see).
+   */
+  async list(options: {
+    prefix: string;
+    pageSize: number;
+    pageToken: string;
+    visible?: (name: string) => boolean;
+  }): Promise<LockPage> {
     const pageSize = options.pageSize === 0 ? LIST_PAGE_SIZE_DEFAULT : options.pageSize;
     if (!Number.isInteger(pageSize) || pageSize < 0 || pageSize > LIST_PAGE_SIZE_MAX) {
       throw new LockError(
@@ -132,7 +140,10 @@ export class LockInspector {
       .map(decodedName)
       .filter(
         (name): name is string =>
-          name !== undefined && name.startsWith(options.prefix) && (after === undefined || name > after),
+          name !== undefined &&
+          name.startsWith(options.prefix) &&
+          (after === undefined || name > after) &&
+          (options.visible === undefined || options.visible(name)),
       )
       .sort();
     const locks: LockSummary[] = [];

@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { onAbort, whenAborted, writeDrained } from '../../common/abort.js';
 import { lazyChild } from '../../common/lazy-logger.js';
 import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
-import { STREAM_ENDED, type Claim, type ClaimRegistry } from '../engine/claims.js';
+import { STREAM_ENDED, UNKNOWN_RESUME_TOKEN, type Claim, type ClaimRegistry } from '../engine/claims.js';
+import type { Gate } from '../security/gate.js';
 import type { Lease, RevokeRequest } from '../engine/lock-engine.js';
 import { isLockError, LockError } from '../engine/lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
@@ -22,6 +23,8 @@ export interface AcquireHandlerOptions {
   /** Aborts (reason: a `SHUTTING_DOWN` error) when the server shuts down. */
   readonly shutdown: AbortSignal;
   readonly metrics: Metrics;
+  /** Admits the caller, and says which locks and modes it may take. */
+  readonly gate: Gate;
   /** Told about each call's work, until its lock is released or its claim detached. */
   readonly track: (work: Promise<void>) => void;
 }
@@ -44,7 +47,7 @@ export function createAcquireHandler(options: AcquireHandlerOptions): (call: Acq
 
 async function serveAcquire(
   call: AcquireCall,
-  { claims, shutdown, metrics }: AcquireHandlerOptions,
+  { claims, shutdown, metrics, gate }: AcquireHandlerOptions,
   logger: Logger,
 ): Promise<void> {
   using _stream = disposable(metrics.streamOpened());
@@ -60,11 +63,22 @@ async function serveAcquire(
   let claim: Claim | undefined;
   let released = false;
   try {
+    const caller = gate.admit(call);
     const opening = toStreamOpening(await untilAborted(client.first, signal), call.getPeer());
-    claim =
-      opening.kind === 'start'
-        ? claims.open(opening.request, opening.resumeGraceMs, logger)
-        : claims.resume(opening.resumeToken);
+    if (opening.kind === 'start') {
+      const { request: asked } = opening;
+      caller.checkAcquire(asked.name, asked.mode);
+      // An authenticated caller that names no owner is recorded as itself.
+      const request = asked.owner === '' && caller.name ? { ...asked, owner: caller.name } : asked;
+      claim = claims.open(request, opening.resumeGraceMs, logger);
+    } else {
+      const resumed = claims.resume(opening.resumeToken);
+      // Someone else's token gets the answer an unknown one does: it reveals no lock.
+      if (!caller.mayAcquire(resumed.request.name, resumed.request.mode)) {
+        throw new LockError('NOT_FOUND', UNKNOWN_RESUME_TOKEN);
+      }
+      claim = resumed;
+    }
     const { request } = claim;
     logger = logger.child({ lock: request.name, mode: request.mode, owner: request.owner });
     // A claim granted before this stream attached (a resume) was counted by the stream it had then.

@@ -3,6 +3,8 @@ import type { Logger } from 'pino';
 import { LockError, type LockErrorCode } from '../engine/lock-error.js';
 
 const STATUS_BY_CODE: Record<LockErrorCode, status> = {
+  UNAUTHENTICATED: status.UNAUTHENTICATED,
+  PERMISSION_DENIED: status.PERMISSION_DENIED,
   INVALID_ARGUMENT: status.INVALID_ARGUMENT,
   TIMEOUT: status.DEADLINE_EXCEEDED,
   CANCELLED: status.CANCELLED,

@@ -11,6 +11,7 @@ import { LockError } from '../engine/lock-error.js';
 import { createAcquireHandler } from './acquire-handler.js';
 import { createUnaryHandlers } from './unary-handlers.js';
 import { addReflection } from './reflection.js';
+import type { Gate } from '../security/gate.js';
 
 export interface GrpcServerOptions {
   /** Lock requests, resumable ones included; the lock engine is behind them. */
@@ -32,6 +33,10 @@ export interface GrpcServerOptions {
   readonly maxStreamsPerConnection: number;
   /** Larger request messages end their call with RESOURCE_EXHAUSTED. */
   readonly maxMessageBytes: number;
+  /** Plaintext, TLS or mTLS on the port. */
+  readonly credentials: grpc.ServerCredentials;
+  /** Admits each call's caller, and says what it may do. */
+  readonly gate: Gate;
 }
 
 const LOCK_SERVICE = 'lockstream.v1.LockService';
@@ -40,6 +45,7 @@ const LOCK_SERVICE = 'lockstream.v1.LockService';
 export class GrpcServer {
   readonly #server: grpc.Server;
   readonly #logger: Logger;
+  readonly #credentials: grpc.ServerCredentials;
   readonly #shutdown = unboundedController();
   readonly #openCalls = new Set<Promise<void>>();
   readonly #idleWaiters: Array<() => void> = [];
@@ -51,6 +57,7 @@ export class GrpcServer {
 
   constructor(options: GrpcServerOptions) {
     this.#logger = options.logger;
+    this.#credentials = options.credentials;
     this.#server = new grpc.Server({
       'grpc.keepalive_time_ms': options.keepaliveTimeMs,
       'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs,
@@ -69,6 +76,7 @@ export class GrpcServer {
         logger: options.logger,
         shutdown: this.#shutdown.signal,
         metrics: options.metrics,
+        gate: options.gate,
         track: (work) => this.#track(work),
       }),
       ...createUnaryHandlers({ ...options, shutdown: this.#shutdown.signal }, options.logger),
@@ -113,7 +121,7 @@ export class GrpcServer {
   listen(host: string, port: number): Promise<number> {
     const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
     return new Promise((resolve, reject) => {
-      this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, bound) => {
+      this.#server.bindAsync(address, this.#credentials, (error, bound) => {
         if (error) reject(error);
         else resolve(bound);
       });

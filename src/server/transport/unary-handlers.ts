@@ -12,24 +12,37 @@ import type { LockEngine } from '../engine/lock-engine.js';
 import type { LockDescription, LockInspector, LockRequestInfo } from '../engine/lock-inspector.js';
 import { durationToMs, toWireMode, validateLabel } from './acquire-request.js';
 import { toCallStatus } from './error-status.js';
+import type { Caller, Gate } from '../security/gate.js';
 
 type UnaryRpcs = Pick<
   LockServiceServer,
   'describeLock' | 'listLocks' | 'checkToken' | 'revokeLock' | 'watchLock'
 >;
 
-/** The unary RPCs: DescribeLock, ListLocks, CheckToken (the inspector) and RevokeLock (the engine). */
+/**
+ * The unary RPCs: DescribeLock, ListLocks, CheckToken (the inspector) and RevokeLock (the engine),
+ * and the WatchLock stream. Each admits its caller through the gate before it reads anything.
+ */
 export function createUnaryHandlers(
-  { inspector, engine, shutdown }: { inspector: LockInspector; engine: LockEngine; shutdown: AbortSignal },
+  {
+    inspector,
+    engine,
+    shutdown,
+    gate,
+  }: { inspector: LockInspector; engine: LockEngine; shutdown: AbortSignal; gate: Gate },
   logger: Logger,
 ): UnaryRpcs {
   return {
-    revokeLock: unary(logger, async ({ name, reason, forceAfter }) => {
+    revokeLock: unary(logger, gate, async ({ name, reason, forceAfter }, caller) => {
+      caller.checkRevoke(name);
       validateLabel('reason', reason);
       const forceAfterMs = forceAfter === undefined ? undefined : durationToMs(forceAfter, 'force_after');
       return { holdersAsked: await engine.revoke(name, reason, forceAfterMs) };
     }),
-    describeLock: unary(logger, async ({ name }) => toWireDescription(await inspector.describe(name))),
+    describeLock: unary(logger, gate, async ({ name }, caller) => {
+      caller.checkSee(name);
+      return toWireDescription(await inspector.describe(name));
+    }),
     watchLock: (call: ServerWritableStream<WatchLockRequest, WatchLockResponse>) => {
       const stop = new AbortController();
       call.once('cancelled', () => stop.abort());
@@ -37,10 +50,13 @@ export function createUnaryHandlers(
         stop.abort();
         call.emit('error', { code: status.UNAVAILABLE, details: 'the lockstream server is shutting down' });
       });
-      inspector
-        .watch(call.request.name, stop.signal, (state) =>
+      const watched = async (): Promise<void> => {
+        gate.admit(call).checkSee(call.request.name);
+        await inspector.watch(call.request.name, stop.signal, (state) =>
           writeDrained(call, { state: toWireDescription(state) }, stop.signal),
-        )
+        );
+      };
+      watched()
         .catch((error: unknown) => {
           stop.abort();
           if (!call.cancelled)
@@ -48,16 +64,17 @@ export function createUnaryHandlers(
         })
         .finally(unlinkShutdown);
     },
-    listLocks: unary(logger, async (request) => {
-      const page = await inspector.list(request);
+    listLocks: unary(logger, gate, async (request, caller) => {
+      const page = await inspector.list({ ...request, visible: (name) => caller.maySee(name) });
       return {
         locks: page.locks.map((lock) => ({ ...lock, heldMode: toWireMode(lock.heldMode) })),
         nextPageToken: page.nextPageToken,
       };
     }),
-    checkToken: unary(logger, async ({ name, fencingToken }) => ({
-      held: await inspector.isHeld(name, fencingToken),
-    })),
+    checkToken: unary(logger, gate, async ({ name, fencingToken }, caller) => {
+      caller.checkSee(name);
+      return { held: await inspector.isHeld(name, fencingToken) };
+    }),
   };
 }
 
@@ -73,18 +90,21 @@ function toWireInfo(info: LockRequestInfo): WireLockRequestInfo {
   return { ...info, mode: toWireMode(info.mode) };
 }
 
-/** A unary handler from an async function; failures become statuses as in Acquire. */
+/** A unary handler from an async function, for an admitted caller; failures become statuses as in Acquire. */
 function unary<Request, Response>(
   logger: Logger,
-  work: (request: Request) => Promise<Response>,
+  gate: Gate,
+  work: (request: Request, caller: Caller) => Promise<Response>,
 ): (call: ServerUnaryCall<Request, Response>, callback: sendUnaryData<Response>) => void {
   return (call, callback) => {
-    work(call.request).then(
-      (response) => callback(null, response),
-      (error: unknown) => {
-        const status = toCallStatus(error, logger.child({ method: call.getPath() }));
-        callback({ ...status, name: 'LockError', message: status.details });
-      },
-    );
+    Promise.resolve()
+      .then(() => work(call.request, gate.admit(call)))
+      .then(
+        (response) => callback(null, response),
+        (error: unknown) => {
+          const status = toCallStatus(error, logger.child({ method: call.getPath() }));
+          callback({ ...status, name: 'LockError', message: status.details });
+        },
+      );
   };
 }
