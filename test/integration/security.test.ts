@@ -1,0 +1,316 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { credentials, Metadata, status, type ChannelCredentials, type StatusObject } from '@grpc/grpc-js';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { LockClient, LockClientError, type LockMode } from '../../src/client/index.js';
+import { LockServiceClient } from '../../src/gen/lockstream/v1/lockstream.js';
+import { ConfigError, loadConfig } from '../../src/server/config.js';
+import { sha256 } from '../../src/server/security/access-policy.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { createTestPki, type Issued, type TestPki } from '../support/test-pki.js';
+
+const TOKENS = { billing: 'billing-token-7f3a9c', reporter: 'reporter-token-41d2e8' } as const;
+
+const POLICY = `
+# Who may do what on the test servers.
+callers:
+  - name: billing
+    token_sha256: ${sha256(TOKENS.billing).toString('hex')}
+    locks:
+      - prefix: billing/
+        modes: [mutex, read, write]
+  - name: reporter
+    token_sha256: ${sha256(TOKENS.reporter).toString('hex')}
+    locks:
+      - { prefix: billing/, modes: [read] }
+      - { prefix: reports/, modes: [mutex] }
+  - name: operator
+    certificate: spiffe://example.org/ops
+    admin: true
+    locks:
+      - { prefix: "", modes: [read] }
+  - name: batch
+    certificate: batch-runner
+    locks:
+      - { prefix: batch/, modes: [mutex] }
+`;
+
+let pki: TestPki;
+let policyFile: string;
+beforeAll(async () => {
+  pki = await createTestPki();
+  policyFile = join(pki.dir, 'access.yaml');
+  await writeFile(policyFile, POLICY);
+}, 60_000);
+afterAll(async () => {
+  await pki?.remove();
+});
+
+const cleanups: Array<() => Promise<unknown> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function serve(args: string[]): Promise<RunningServer> {
+  const server = await startServer(
+    loadConfig({}, ['--port', '0', '--max-resume-grace', '0s', ...args]),
+    pino({ level: 'silent' }),
+  );
+  cleanups.push(() => server.stop());
+  return server;
+}
+
+const tlsArgs = (): string[] => ['--tls-cert', pki.server.certFile, '--tls-key', pki.server.keyFile];
+const mtlsArgs = (): string[] => [...tlsArgs(), '--tls-client-ca', pki.ca.certFile];
+
+/** TLS trusting the test CA, with `client`'s certificate if given. */
+function tls(client?: Issued, trusted: Buffer = pki.ca.cert): ChannelCredentials {
+  return credentials.createSsl(trusted, client?.key ?? null, client?.cert ?? null);
+}
+
+function lockClient(server: RunningServer, channel: ChannelCredentials, token?: string): LockClient {
+  const client = new LockClient(`127.0.0.1:${server.port}`, {
+    credentials: channel,
+    ...(token === undefined ? {} : { token }),
+    unavailableRetries: 0,
+    // Each client its own connection: grpc-js would otherwise share one between equal targets.
+    channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
+  });
+  cleanups.push(() => client.close());
+  return client;
+}
+
+/** The gRPC status an SDK call ends with: OK, or the code it was refused with. */
+async function outcome(call: Promise<unknown>): Promise<string> {
+  try {
+    const result = await call;
+    if (result && typeof result === 'object' && 'release' in result) {
+      await (result as { release: () => Promise<void> }).release();
+    }
+    return 'OK';
+  } catch (error) {
+    if (error instanceof LockClientError) return status[error.code] ?? String(error.code);
+    throw error;
+  }
+}
+
+/** WatchLock through the generated client (the SDK has no watch): its first reply or status. */
+function watchOutcome(
+  server: RunningServer,
+  channel: ChannelCredentials,
+  token?: string,
+): (name: string) => Promise<string> {
+  const client = new LockServiceClient(`127.0.0.1:${server.port}`, channel);
+  cleanups.push(() => client.close());
+  return (name) =>
+    new Promise((resolve) => {
+      const metadata = new Metadata();
+      if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
+      const call = client.watchLock({ name }, metadata);
+      call.once('data', () => {
+        resolve('OK');
+        call.cancel();
+      });
+      call.on('error', () => {});
+      call.once('status', (s: StatusObject) => resolve(status[s.code] ?? String(s.code)));
+    });
+}
+
+describe('TLS on the gRPC port', () => {
+  it('serves TLS clients that trust its CA, and no plaintext client or client that does not trust it', async () => {
+    const server = await serve(tlsArgs());
+    expect(await outcome(lockClient(server, tls()).tryAcquire('anything'))).toBe('OK');
+    expect(await outcome(lockClient(server, credentials.createInsecure()).describe('anything'))).toBe(
+      'UNAVAILABLE',
+    );
+    expect(await outcome(lockClient(server, tls(undefined, pki.strangerClient.cert)).describe('x'))).toBe(
+      'UNAVAILABLE',
+    );
+  });
+
+  it('with --tls-client-ca, admits only certificates its CA signed and that are valid now, and records their identity as the owner', async () => {
+    const server = await serve(mtlsArgs());
+    expect(await outcome(lockClient(server, tls()).describe('x'))).toBe('UNAVAILABLE');
+    expect(await outcome(lockClient(server, tls(pki.strangerClient)).describe('x'))).toBe('UNAVAILABLE');
+    expect(await outcome(lockClient(server, tls(pki.expiredClient)).describe('x'))).toBe('UNAVAILABLE');
+
+    // Without an access policy every certified caller may do anything; its identity is the owner.
+    const ops = lockClient(server, tls(pki.spiffeClient));
+    const batch = lockClient(server, tls(pki.cnClient));
+    await using _first = await ops.acquire('shared', { mode: 'read' });
+    await using _second = await batch.acquire('shared', { mode: 'read', owner: 'named by itself' });
+    const described = await ops.describe('shared');
+    expect(described.holders.map((h) => h.owner).sort()).toEqual([
+      'named by itself',
+      'spiffe://example.org/ops',
+    ]);
+    // An owner given explicitly is kept; the URI SAN wins over the CN; a CN-only certificate names by CN.
+    await using _third = await batch.acquire('batch-only');
+    expect((await ops.describe('batch-only')).holders[0]?.owner).toBe('batch-runner');
+  });
+});
+
+describe('an access policy with bearer tokens (--auth-file, over TLS)', () => {
+  let server: RunningServer;
+  const as = (who: keyof typeof TOKENS | 'nobody' | 'forger'): LockClient =>
+    lockClient(
+      server,
+      tls(),
+      who === 'nobody' ? undefined : who === 'forger' ? 'not-a-known-token' : TOKENS[who],
+    );
+  afterEach(() => {});
+
+  type Rpc = 'acquire' | 'describe' | 'check' | 'revoke' | 'watch' | 'list';
+  const cases: Array<
+    [who: Parameters<typeof as>[0], rpc: Rpc, name: string, mode: LockMode | '', expected: string]
+  > = [
+    ['nobody', 'acquire', 'billing/invoice', 'mutex', 'UNAUTHENTICATED'],
+    ['nobody', 'describe', 'billing/invoice', '', 'UNAUTHENTICATED'],
+    ['nobody', 'list', '', '', 'UNAUTHENTICATED'],
+    ['nobody', 'watch', 'billing/invoice', '', 'UNAUTHENTICATED'],
+    ['forger', 'acquire', 'billing/invoice', 'mutex', 'UNAUTHENTICATED'],
+    ['forger', 'check', 'billing/invoice', '', 'UNAUTHENTICATED'],
+    ['billing', 'acquire', 'billing/invoice', 'mutex', 'OK'],
+    ['billing', 'acquire', 'billing/invoice', 'write', 'OK'],
+    ['billing', 'acquire', 'billing/invoice', 'read', 'OK'],
+    ['billing', 'acquire', 'billingx', 'mutex', 'PERMISSION_DENIED'],
+    ['billing', 'acquire', 'reports/daily', 'mutex', 'PERMISSION_DENIED'],
+    ['billing', 'describe', 'billing/invoice', '', 'OK'],
+    ['billing', 'check', 'billing/invoice', '', 'OK'],
+    ['billing', 'watch', 'billing/invoice', '', 'OK'],
+    ['billing', 'describe', 'reports/daily', '', 'PERMISSION_DENIED'],
+    ['billing', 'check', 'reports/daily', '', 'PERMISSION_DENIED'],
+    ['billing', 'watch', 'reports/daily', '', 'PERMISSION_DENIED'],
+    ['billing', 'revoke', 'billing/invoice', '', 'PERMISSION_DENIED'],
+    ['reporter', 'acquire', 'billing/invoice', 'read', 'OK'],
+    ['reporter', 'acquire', 'billing/invoice', 'write', 'PERMISSION_DENIED'],
+    ['reporter', 'acquire', 'billing/invoice', 'mutex', 'PERMISSION_DENIED'],
+    ['reporter', 'acquire', 'reports/daily', 'mutex', 'OK'],
+    ['reporter', 'acquire', 'reports/daily', 'read', 'PERMISSION_DENIED'],
+    ['reporter', 'describe', 'billing/invoice', '', 'OK'],
+    ['reporter', 'revoke', 'reports/daily', '', 'PERMISSION_DENIED'],
+  ];
+
+  it.each(cases)('%s: %s %s %s → %s', async (who, rpc, name, mode, expected) => {
+    server = await serve([...tlsArgs(), '--auth-file', policyFile]);
+    const client = as(who);
+    const calls: Record<Rpc, () => Promise<unknown>> = {
+      acquire: () => client.tryAcquire(name, { mode: mode || 'mutex' }),
+      describe: () => client.describe(name),
+      check: () => client.checkToken(name, 1n),
+      revoke: () => client.revoke(name),
+      list: () => client.list({ prefix: name }),
+      watch: async () => {
+        const watched = await watchOutcome(
+          server,
+          tls(),
+          who in TOKENS
+            ? TOKENS[who as keyof typeof TOKENS]
+            : who === 'forger'
+              ? 'not-a-known-token'
+              : undefined,
+        )(name);
+        if (watched !== 'OK')
+          throw new LockClientError(name, status[watched as keyof typeof status] as status, watched);
+      },
+    };
+    expect(await outcome(calls[rpc]())).toBe(expected);
+  });
+
+  it("lists only the locks a caller's grants cover, and denies without saying whether a lock exists", async () => {
+    server = await serve([...tlsArgs(), '--auth-file', policyFile]);
+    await using _report = await as('reporter').acquire('reports/daily', { owner: 'nightly' });
+    await using _invoice = await as('billing').acquire('billing/invoice');
+    expect((await as('billing').list()).locks.map((lock) => lock.name)).toEqual(['billing/invoice']);
+    expect((await as('reporter').list()).locks.map((lock) => lock.name)).toEqual([
+      'billing/invoice',
+      'reports/daily',
+    ]);
+
+    const refusal = async (name: string): Promise<string> => {
+      try {
+        await as('billing').describe(name);
+        return 'described';
+      } catch (error) {
+        return error instanceof LockClientError
+          ? `${status[error.code]} ${error.details.replace(name, '<name>')}`
+          : 'other';
+      }
+    };
+    const held = await refusal('reports/daily');
+    expect(held).toMatch(/^PERMISSION_DENIED /);
+    expect(await refusal('reports/never-used')).toBe(held);
+    // The recorded owner of a request that names none is the caller's name in the policy.
+    await using _unnamed = await as('billing').acquire('billing/unnamed', { owner: '' });
+    expect((await as('billing').describe('billing/unnamed')).holders[0]?.owner).toBe('billing');
+  });
+});
+
+describe('an access policy with client certificates (--auth-file with --tls-client-ca)', () => {
+  it('knows callers by certificate identity, lets only admins revoke, and lets a token name a certified caller', async () => {
+    const server = await serve([...mtlsArgs(), '--auth-file', policyFile]);
+    const operator = lockClient(server, tls(pki.spiffeClient));
+    const batch = lockClient(server, tls(pki.cnClient));
+    const intruder = lockClient(server, tls(pki.unknownClient));
+
+    expect(await outcome(batch.tryAcquire('batch/nightly'))).toBe('OK');
+    expect(await outcome(batch.tryAcquire('billing/invoice'))).toBe('PERMISSION_DENIED');
+    expect(await outcome(batch.revoke('batch/nightly'))).toBe('PERMISSION_DENIED');
+    expect(await outcome(intruder.describe('batch/nightly'))).toBe('UNAUTHENTICATED');
+    expect(await outcome(operator.tryAcquire('batch/nightly', { mode: 'mutex' }))).toBe('PERMISSION_DENIED');
+    expect(await outcome(operator.tryAcquire('batch/nightly', { mode: 'read' }))).toBe('OK');
+
+    const held = await batch.acquire('batch/nightly');
+    expect((await operator.describe('batch/nightly')).holders[0]?.owner).toBe('batch');
+    expect(await operator.revoke('batch/nightly', { reason: 'maintenance', forceAfter: 0 })).toBe(1);
+    await expect(
+      new Promise((resolve) =>
+        held.lost.addEventListener('abort', () => resolve(held.lost.reason), { once: true }),
+      ),
+    ).resolves.toMatchObject({ name: 'LockLostError' });
+
+    // A token on a certified connection names the caller: the token's grants apply.
+    const billingOverBatchCert = lockClient(server, tls(pki.cnClient), TOKENS.billing);
+    expect(await outcome(billingOverBatchCert.tryAcquire('billing/invoice'))).toBe('OK');
+    expect(await outcome(billingOverBatchCert.tryAcquire('batch/nightly'))).toBe('PERMISSION_DENIED');
+  });
+});
+
+describe('security configuration', () => {
+  it('reports unreadable files, a malformed policy and half a TLS setup at start-up, every problem at once', async () => {
+    const broken = join(pki.dir, 'broken.yaml');
+    await writeFile(
+      broken,
+      'callers:\n  - name: a\n    token_sha256: abc\n    locks: [{ prefix: x, modes: [exclusive] }]\n  - name: b\n',
+    );
+    const problems = async (args: string[]): Promise<readonly string[]> => {
+      try {
+        await serve(args);
+      } catch (error) {
+        if (error instanceof ConfigError) return error.problems;
+        throw error;
+      }
+      return [];
+    };
+    expect(
+      await problems([
+        '--auth-file',
+        broken,
+        '--tls-cert',
+        join(pki.dir, 'missing.crt'),
+        '--tls-key',
+        pki.server.keyFile,
+      ]),
+    ).toEqual([
+      expect.stringMatching(/^--tls-cert ".*missing\.crt": cannot read it \(ENOENT\)$/),
+      expect.stringMatching(/callers\[0\]\.token_sha256: expected the 64 hex digits/),
+      expect.stringMatching(/callers\[0\]\.locks\[0\]\.modes\[0\]:/),
+      expect.stringMatching(/callers\[1\]: a caller needs token_sha256, certificate, or both/),
+    ]);
+    expect(() => loadConfig({}, ['--tls-cert', pki.server.certFile])).toThrow(/give both/);
+    expect(await problems(['--tls-cert', pki.server.certFile, '--tls-key', pki.cnClient.keyFile])).toEqual([
+      expect.stringMatching(/^--tls-cert\/--tls-key: /),
+    ]);
+  });
+});
