@@ -153,13 +153,10 @@ describe('TLS on the gRPC port', () => {
 
 describe('an access policy with bearer tokens (--auth-file, over TLS)', () => {
   let server: RunningServer;
-  const as = (who: keyof typeof TOKENS | 'nobody' | 'forger'): LockClient =>
-    lockClient(
-      server,
-      tls(),
-      who === 'nobody' ? undefined : who === 'forger' ? 'not-a-known-token' : TOKENS[who],
-    );
-  afterEach(() => {});
+  type Who = keyof typeof TOKENS | 'nobody' | 'forger';
+  const tokenOf = (who: Who): string | undefined =>
+    who === 'nobody' ? undefined : who === 'forger' ? 'not-a-known-token' : TOKENS[who];
+  const as = (who: Who): LockClient => lockClient(server, tls(), tokenOf(who));
 
   type Rpc = 'acquire' | 'describe' | 'check' | 'revoke' | 'watch' | 'list';
   const cases: Array<
@@ -202,17 +199,9 @@ describe('an access policy with bearer tokens (--auth-file, over TLS)', () => {
       revoke: () => client.revoke(name),
       list: () => client.list({ prefix: name }),
       watch: async () => {
-        const watched = await watchOutcome(
-          server,
-          tls(),
-          who in TOKENS
-            ? TOKENS[who as keyof typeof TOKENS]
-            : who === 'forger'
-              ? 'not-a-known-token'
-              : undefined,
-        )(name);
+        const watched = await watchOutcome(server, tls(), tokenOf(who))(name);
         if (watched !== 'OK')
-          throw new LockClientError(name, status[watched as keyof typeof status] as status, watched);
+          throw new LockClientError(name, status[watched as keyof typeof status], watched);
       },
     };
     expect(await outcome(calls[rpc]())).toBe(expected);
