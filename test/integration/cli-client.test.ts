@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { pino } from 'pino';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -11,6 +13,9 @@ import { deferred } from '../support/lock-caller.js';
 import { isRunning } from '../support/is-alive.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { CLI } from '../support/server-process.js';
+import { createTestPki, type TestPki } from '../support/test-pki.js';
+import { sha256 } from '../../src/server/security/access-policy.js';
+import { EXIT } from '../../src/cli/client-commands.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -304,5 +309,98 @@ describe('lockstream --help', () => {
       expect(flat).toContain(option.long!);
       expect(flat).toContain(/\(env: (\w+)\)/.exec(option.description)![1]);
     }
+  });
+});
+
+describe('the lockstream command against a server with TLS and an access policy', () => {
+  let pki: TestPki;
+  let server: RunningServer;
+  let tokenFile: string;
+  const token = 'cli-test-token-5b1e';
+
+  beforeAll(async () => {
+    pki = await createTestPki();
+    tokenFile = join(pki.dir, 'token');
+    await writeFile(tokenFile, `${token}\n`);
+    const policyFile = join(pki.dir, 'access.yaml');
+    await writeFile(
+      policyFile,
+      [
+        'callers:',
+        '  - name: deployer',
+        `    token_sha256: ${sha256(token).toString('hex')}`,
+        '    locks: [{ prefix: deploy/, modes: [mutex] }]',
+        '  - name: batch',
+        '    certificate: batch-runner',
+        '    locks: [{ prefix: batch/, modes: [mutex] }]',
+      ].join('\n'),
+    );
+    server = await startServer(
+      loadConfig({}, [
+        '--port',
+        '0',
+        '--tls-cert',
+        pki.server.certFile,
+        '--tls-key',
+        pki.server.keyFile,
+        '--tls-client-ca',
+        pki.ca.certFile,
+        '--auth-file',
+        policyFile,
+      ]),
+      pino({ level: 'silent' }),
+    );
+  }, 60_000);
+
+  afterAll(async () => {
+    await server?.stop();
+    await pki?.remove();
+  });
+
+  it('takes the CA, client certificate and token from flags or the environment, and says what is wrong', async () => {
+    const address = `127.0.0.1:${server.port}`;
+    const tlsFlags = ['--server', address, '--ca', pki.ca.certFile, '--cert', pki.cnClient.certFile];
+    const withKey = [...tlsFlags, '--key', pki.cnClient.keyFile];
+
+    const asBatch = lockstream([
+      'run',
+      'batch/nightly',
+      ...withKey,
+      '--',
+      'sh',
+      '-c',
+      'echo "token=$LOCKSTREAM_FENCING_TOKEN"',
+    ]);
+    expect(await asBatch.exited).toBe(0);
+    expect(asBatch.stdout).toMatch(/^token=\d+$/m);
+
+    // The token names the caller; the environment works as the flags do.
+    const env = {
+      LOCKSTREAM_SERVER: address,
+      LOCKSTREAM_CA: pki.ca.certFile,
+      LOCKSTREAM_CERT: pki.cnClient.certFile,
+      LOCKSTREAM_KEY: pki.cnClient.keyFile,
+    };
+    const asDeployer = lockstream(['describe', 'deploy/web', '--token-file', tokenFile], env);
+    expect(await asDeployer.exited).toBe(0);
+    expect(asDeployer.stdout).toBe('lock "deploy/web": 0 holding, 0 waiting\n');
+    const fromVariable = lockstream(['describe', 'deploy/web'], { ...env, LOCKSTREAM_TOKEN: token });
+    expect(await fromVariable.exited).toBe(0);
+
+    const outsideGrant = lockstream(['describe', 'batch/nightly', '--token-file', tokenFile], env);
+    expect(await outsideGrant.exited).toBe(EXIT.failed);
+    expect(outsideGrant.stderr).toMatch(
+      /^error: PERMISSION_DENIED: caller "deployer" may not see lock "batch\/nightly"/,
+    );
+
+    const noKey = lockstream(['ls', ...tlsFlags]);
+    expect(await noKey.exited).toBe(EXIT.usage);
+    expect(noKey.stderr).toBe('error: --cert and --key: give both, or neither\n');
+    const missingCa = lockstream(['ls', '--ca', join(pki.dir, 'nope.crt')], env);
+    expect(await missingCa.exited).toBe(EXIT.usage);
+    expect(missingCa.stderr).toMatch(/^error: --ca ".*nope\.crt": cannot read it \(ENOENT\)/);
+    const plaintext = lockstream(['ls', '--server', address]);
+    expect(await plaintext.exited).toBe(EXIT.failed);
+    expect(plaintext.stderr).toMatch(/^error: UNAVAILABLE/);
   });
 });

@@ -52,10 +52,10 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function serve(args: string[]): Promise<RunningServer> {
+async function serve(args: string[], logger = pino({ level: 'silent' })): Promise<RunningServer> {
   const server = await startServer(
     loadConfig({}, ['--port', '0', '--max-resume-grace', '0s', ...args]),
-    pino({ level: 'silent' }),
+    logger,
   );
   cleanups.push(() => server.stop());
   return server;
@@ -233,6 +233,20 @@ describe('an access policy with bearer tokens (--auth-file, over TLS)', () => {
     // The recorded owner of a request that names none is the caller's name in the policy.
     await using _unnamed = await as('billing').acquire('billing/unnamed', { owner: '' });
     expect((await as('billing').describe('billing/unnamed')).holders[0]?.owner).toBe('billing');
+  });
+});
+
+describe('secrets', () => {
+  it('never appear in the log, even at trace level, whether the token is known or not', async () => {
+    let logged = '';
+    const logger = pino({ level: 'trace' }, { write: (line: string) => (logged += line) });
+    const server = await serve([...tlsArgs(), '--auth-file', policyFile], logger);
+    await using _held = await lockClient(server, tls(), TOKENS.billing).acquire('billing/logged');
+    await outcome(lockClient(server, tls(), 'forged-secret-3c9d').describe('billing/logged'));
+    await outcome(lockClient(server, tls(), TOKENS.reporter).revoke('billing/logged'));
+    expect(logged).toContain('billing/logged');
+    for (const secret of [TOKENS.billing, TOKENS.reporter, 'forged-secret-3c9d'])
+      expect(logged).not.toContain(secret);
   });
 });
 
