@@ -39,6 +39,8 @@ export interface Config {
   readonly tlsClientCa: string | undefined;
   /** The access policy (YAML): callers, their tokens or certificates, and their grants. */
   readonly authFile: string | undefined;
+  /** The HTTP port admits only access-policy callers with `http: true` (Basic or Bearer). */
+  readonly httpAuth: boolean;
 }
 
 export const DEFAULTS = Object.freeze({
@@ -191,6 +193,13 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     default: '127.0.0.1',
   },
   {
+    flags: '--http-auth <on|off>',
+    env: 'LOCKSTREAM_HTTP_AUTH',
+    description:
+      'require an access-policy caller with `http: true` on the HTTP port (Bearer token, or Basic with its name and token)',
+    default: 'off',
+  },
+  {
     flags: '--log-level <level>',
     env: 'LOCKSTREAM_LOG_LEVEL',
     // Checked in validate() rather than with commander's choices(), which would stop at the
@@ -290,6 +299,14 @@ function validate(values: OptionValues): Readonly<Config> {
   if (tlsClientCa !== undefined && tlsCert === undefined) {
     problems.push('--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked over TLS');
   }
+  const httpAuthRaw = String(values['httpAuth']).toLowerCase();
+  const httpAuth = ['on', 'true', '1'].includes(httpAuthRaw);
+  if (!httpAuth && !['off', 'false', '0'].includes(httpAuthRaw)) {
+    problems.push(`--http-auth ${JSON.stringify(values['httpAuth'])}: expected on or off`);
+  }
+  if (httpAuth && authFile === undefined) {
+    problems.push('--http-auth on needs --auth-file: the callers allowed on the HTTP port are named there');
+  }
   const config: Config = {
     host: String(values['host']),
     port,
@@ -313,6 +330,7 @@ function validate(values: OptionValues): Readonly<Config> {
     tlsKey,
     tlsClientCa,
     authFile,
+    httpAuth,
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -69,7 +69,12 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   const http =
     config.httpPort === undefined
       ? undefined
-      : new HttpServer({ metrics, inspector, logger: logger.child({ component: 'http' }) });
+      : new HttpServer({
+          metrics,
+          inspector,
+          logger: logger.child({ component: 'http' }),
+          admits: security.admitsHttp,
+        });
   let port: number;
   let httpPort: number | undefined;
   try {
@@ -96,7 +101,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     },
     `lockstream listening on ${config.host}:${port}`,
   );
-  warnIfExposed(config, security, logger);
+  for (const warning of exposureWarnings(config, security)) logger.warn(warning);
   const unwatchHealth = followSessionHealth(store, (serving) => server.setServing(serving));
 
   let stopping: Promise<void> | undefined;
@@ -117,19 +122,30 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
 }
 
 /**
- * Says loudly when the gRPC port is reachable beyond this machine without TLS or without
- * authentication: anyone who can reach it could then take, hold or revoke any lock.
+ * What start-up must warn about, loudly: a port reachable beyond this machine without
+ * protection (anyone who can reach the gRPC port could take, hold and revoke any lock; anyone
+ * who can reach the HTTP port sees every lock, owner and peer).
  */
-function warnIfExposed(config: Readonly<Config>, security: Security, logger: Logger): void {
-  if (isLoopback(config.host) || (security.tls && security.authenticated)) return;
-  const missing = [
-    security.tls ? [] : ['TLS (--tls-cert, --tls-key)'],
-    security.authenticated ? [] : ['authentication (--auth-file or --tls-client-ca)'],
-  ].flat();
-  logger.warn(
-    { host: config.host, missing },
-    `listening on ${config.host} beyond loopback without ${missing.join(' or ')}: anyone who can reach this port can take, hold and revoke any lock`,
-  );
+export function exposureWarnings(
+  config: Readonly<Config>,
+  security: Pick<Security, 'tls' | 'authenticated' | 'admitsHttp'>,
+): string[] {
+  const warnings: string[] = [];
+  if (!isLoopback(config.host) && !(security.tls && security.authenticated)) {
+    const missing = [
+      ...(security.tls ? [] : ['TLS (--tls-cert, --tls-key)']),
+      ...(security.authenticated ? [] : ['authentication (--auth-file or --tls-client-ca)']),
+    ];
+    warnings.push(
+      `listening on ${config.host} beyond loopback without ${missing.join(' or ')}: anyone who can reach this port can take, hold and revoke any lock`,
+    );
+  }
+  if (config.httpPort !== undefined && !isLoopback(config.httpHost) && !security.admitsHttp) {
+    warnings.push(
+      `HTTP port on ${config.httpHost} beyond loopback without --http-auth: anyone who can reach it sees every lock, owner and peer`,
+    );
+  }
+  return warnings;
 }
 
 function isLoopback(host: string): boolean {

@@ -7,10 +7,14 @@ import { LockClient, LockClientError, type LockMode } from '../../src/client/ind
 import { LockServiceClient } from '../../src/gen/lockstream/v1/lockstream.js';
 import { ConfigError, loadConfig } from '../../src/server/config.js';
 import { sha256 } from '../../src/server/security/access-policy.js';
-import { startServer, type RunningServer } from '../../src/server/main.js';
+import { exposureWarnings, startServer, type RunningServer } from '../../src/server/main.js';
 import { createTestPki, type Issued, type TestPki } from '../support/test-pki.js';
 
-const TOKENS = { billing: 'billing-token-7f3a9c', reporter: 'reporter-token-41d2e8' } as const;
+const TOKENS = {
+  billing: 'billing-token-7f3a9c',
+  reporter: 'reporter-token-41d2e8',
+  prometheus: 'prometheus-token-9e0b17',
+} as const;
 
 const POLICY = `
 # Who may do what on the test servers.
@@ -34,6 +38,9 @@ callers:
     certificate: batch-runner
     locks:
       - { prefix: batch/, modes: [mutex] }
+  - name: prometheus
+    token_sha256: ${sha256(TOKENS.prometheus).toString('hex')}
+    http: true
 `;
 
 let pki: TestPki;
@@ -277,6 +284,53 @@ describe('an access policy with client certificates (--auth-file with --tls-clie
     const billingOverBatchCert = lockClient(server, tls(pki.cnClient), TOKENS.billing);
     expect(await outcome(billingOverBatchCert.tryAcquire('billing/invoice'))).toBe('OK');
     expect(await outcome(billingOverBatchCert.tryAcquire('batch/nightly'))).toBe('PERMISSION_DENIED');
+  });
+});
+
+describe('the HTTP port with --http-auth on', () => {
+  it('answers only callers the policy lets read it, by Bearer token or Basic name and token', async () => {
+    const server = await serve(['--auth-file', policyFile, '--http-port', '0', '--http-auth', 'on']);
+    const get = async (path: string, authorization?: string): Promise<Response> =>
+      fetch(`http://127.0.0.1:${server.httpPort}${path}`, {
+        headers: authorization === undefined ? {} : { authorization },
+      });
+    const basic = (user: string, password: string): string =>
+      `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+
+    const anonymous = await get('/metrics');
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get('www-authenticate')).toBe('Basic realm="lockstream", charset="UTF-8"');
+    expect((await get('/metrics', `Bearer ${TOKENS.prometheus}`)).status).toBe(200);
+    expect((await get('/', basic('prometheus', TOKENS.prometheus))).status).toBe(200);
+    expect((await get('/api/locks', basic('prometheus', TOKENS.prometheus))).status).toBe(200);
+    // A known caller without `http: true`, a name that is not the token's, an unknown token.
+    expect((await get('/metrics', `Bearer ${TOKENS.billing}`)).status).toBe(401);
+    expect((await get('/metrics', basic('billing', TOKENS.prometheus))).status).toBe(401);
+    expect((await get('/metrics', 'Bearer not-a-known-token')).status).toBe(401);
+    expect((await get('/api/events', 'Basic %%%')).status).toBe(401);
+  });
+});
+
+describe('start-up warnings', () => {
+  const config = (args: string[]) => loadConfig({}, args);
+  const open = { tls: false, authenticated: false, admitsHttp: undefined };
+  const secured = { tls: true, authenticated: true, admitsHttp: () => true };
+
+  it('say so when a port is reachable beyond loopback without TLS, authentication or HTTP auth', () => {
+    expect(exposureWarnings(config([]), open)).toEqual([]);
+    expect(exposureWarnings(config(['--http-port', '9464']), open)).toEqual([]);
+    expect(
+      exposureWarnings(config(['--host', '0.0.0.0', '--http-port', '9464', '--http-host', '::']), open),
+    ).toEqual([
+      'listening on 0.0.0.0 beyond loopback without TLS (--tls-cert, --tls-key) or authentication (--auth-file or --tls-client-ca): anyone who can reach this port can take, hold and revoke any lock',
+      'HTTP port on :: beyond loopback without --http-auth: anyone who can reach it sees every lock, owner and peer',
+    ]);
+    expect(exposureWarnings(config(['--host', '10.0.0.5']), { ...open, tls: true })).toEqual([
+      expect.stringMatching(/without authentication \(--auth-file or --tls-client-ca\)/),
+    ]);
+    expect(
+      exposureWarnings(config(['--host', '0.0.0.0', '--http-host', '0.0.0.0', '--http-port', '0']), secured),
+    ).toEqual([]);
   });
 });
 

@@ -23,7 +23,16 @@ export class HttpServer {
   readonly #logger: Logger;
   readonly #closing = new AbortController();
 
-  constructor(options: { metrics: Metrics; inspector: LockInspector; logger: Logger }) {
+  readonly #admits: ((authorization: string | undefined) => boolean) | undefined;
+
+  /** `admits`, if given, decides from its `Authorization` header whether a request gets in. */
+  constructor(options: {
+    metrics: Metrics;
+    inspector: LockInspector;
+    logger: Logger;
+    admits?: ((authorization: string | undefined) => boolean) | undefined;
+  }) {
+    this.#admits = options.admits;
     this.#metrics = options.metrics;
     this.#inspector = options.inspector;
     this.#logger = options.logger;
@@ -51,6 +60,15 @@ export class HttpServer {
   }
 
   async #route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    if (this.#admits && !this.#admits(request.headers.authorization)) {
+      response
+        .writeHead(401, {
+          'www-authenticate': 'Basic realm="lockstream", charset="UTF-8"',
+          'content-type': 'text/plain',
+        })
+        .end('credentials required: Basic (caller name and token) or Bearer token\n');
+      return;
+    }
     if (request.method !== 'GET' && request.method !== 'HEAD') {
       response.writeHead(405, { allow: 'GET, HEAD' }).end();
       return;

@@ -15,6 +15,8 @@ export interface Principal {
   readonly name: string;
   /** May call the admin RPCs (RevokeLock) on the locks its grants cover. */
   readonly admin: boolean;
+  /** May read the HTTP port (metrics, and the page with every lock) when `--http-auth` is on. */
+  readonly http: boolean;
   readonly grants: readonly Grant[];
 }
 
@@ -29,6 +31,7 @@ const callerSchema = z
       .optional(),
     certificate: z.string().min(1).optional(),
     admin: z.boolean().default(false),
+    http: z.boolean().default(false),
     locks: z.array(z.strictObject({ prefix: z.string(), modes: z.array(z.enum(MODES)).min(1) })).default([]),
   })
   .refine((caller) => caller.token_sha256 !== undefined || caller.certificate !== undefined, {
@@ -92,6 +95,7 @@ export class AccessPolicy {
       const principal: Principal = {
         name: caller.name,
         admin: caller.admin,
+        http: caller.http,
         grants: caller.locks.map((grant) => ({ prefix: grant.prefix, modes: new Set(grant.modes) })),
       };
       if (caller.token_sha256 !== undefined) {
@@ -123,6 +127,24 @@ export class AccessPolicy {
       if (timingSafeEqual(entry.digest, digest)) found = entry.principal;
     }
     return found;
+  }
+
+  /**
+   * The caller an HTTP `Authorization` header names, if it may read the HTTP port: `Bearer
+   * <token>`, or `Basic` with the caller's name as user and its token as password (what a
+   * browser prompts for, and what Prometheus' `basic_auth` sends).
+   */
+  httpCaller(authorization: string | undefined): Principal | undefined {
+    const [scheme, credentials = ''] = (authorization ?? '').split(' ', 2);
+    let principal: Principal | undefined;
+    if (scheme?.toLowerCase() === 'bearer') principal = this.byToken(credentials);
+    if (scheme?.toLowerCase() === 'basic') {
+      const decoded = Buffer.from(credentials, 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      const found = colon < 0 ? undefined : this.byToken(decoded.slice(colon + 1));
+      if (found?.name === decoded.slice(0, colon)) principal = found;
+    }
+    return principal?.http ? principal : undefined;
   }
 
   /** The caller whose client certificate has this identity (see `certificateIdentity`), if any. */

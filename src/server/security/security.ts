@@ -13,6 +13,8 @@ export interface Security {
   readonly tls: boolean;
   /** Callers must prove who they are (an access policy, or client certificates). */
   readonly authenticated: boolean;
+  /** With `--http-auth on`: whether an HTTP `Authorization` header admits its request. */
+  readonly admitsHttp: ((authorization: string | undefined) => boolean) | undefined;
 }
 
 /**
@@ -69,5 +71,9 @@ export async function loadSecurity(config: Readonly<Config>): Promise<Security> 
     gate: new Gate(policy),
     tls: cert !== undefined,
     authenticated: policy !== undefined || clientCa !== undefined,
+    admitsHttp:
+      config.httpAuth && policy
+        ? (authorization) => policy.httpCaller(authorization) !== undefined
+        : undefined,
   };
 }
