@@ -14,7 +14,7 @@ process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
   const code = typeof rest[0] === 'object' ? (rest[0] as { code?: string } | null)?.code : rest[1];
   if (code === 'DEP0123') return;
   (emitWarning as (...args: unknown[]) => void)(warning, ...rest);
-}) as typeof process.emitWarning;
+});
 
 const program = new Command('lockstream').description('lockstream: a distributed lock service over gRPC');
 

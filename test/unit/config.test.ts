@@ -32,6 +32,11 @@ describe('loadConfig', () => {
       httpHost: '127.0.0.1',
       httpPort: undefined,
       logLevel: 'info',
+      tlsCert: undefined,
+      tlsKey: undefined,
+      tlsClientCa: undefined,
+      authFile: undefined,
+      httpAuth: false,
     });
     expect(DEFAULTS.rootPath).toBe('/lockstream');
   });
@@ -74,6 +79,16 @@ describe('loadConfig', () => {
       '0.0.0.0',
       '--log-level',
       'debug',
+      '--tls-cert',
+      'server.crt',
+      '--tls-key',
+      'server.key',
+      '--tls-client-ca',
+      'clients-ca.crt',
+      '--auth-file',
+      'access.yaml',
+      '--http-auth',
+      'on',
     ]);
     expect(config).toEqual({
       host: '0.0.0.0',
@@ -93,7 +108,21 @@ describe('loadConfig', () => {
       httpHost: '0.0.0.0',
       httpPort: 9090,
       logLevel: 'debug',
+      tlsCert: 'server.crt',
+      tlsKey: 'server.key',
+      tlsClientCa: 'clients-ca.crt',
+      authFile: 'access.yaml',
+      httpAuth: true,
     });
+  });
+
+  it('needs both halves of TLS, TLS for client certificates, and an access policy for HTTP auth', () => {
+    expect(problemsOf({}, ['--tls-key', 'k.pem', '--tls-client-ca', 'ca.pem', '--http-auth', 'on'])).toEqual([
+      '--tls-cert and --tls-key: give both (TLS) or neither (plaintext)',
+      '--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked over TLS',
+      '--http-auth on needs --auth-file: the callers allowed on the HTTP port are named there',
+    ]);
+    expect(problemsOf({}, ['--http-auth', 'maybe'])).toEqual(['--http-auth "maybe": expected on or off']);
   });
 
   it('accepts the --flag=value form', () => {
@@ -122,6 +151,11 @@ describe('loadConfig', () => {
         LOCKSTREAM_MAX_MESSAGE_BYTES: '3000',
         LOCKSTREAM_HTTP_PORT: '0',
         LOCKSTREAM_LOG_LEVEL: 'warn',
+        LOCKSTREAM_TLS_CERT: '/etc/lockstream/tls.crt',
+        LOCKSTREAM_TLS_KEY: '/etc/lockstream/tls.key',
+        LOCKSTREAM_TLS_CLIENT_CA: '/etc/lockstream/clients.crt',
+        LOCKSTREAM_AUTH_FILE: '/etc/lockstream/access.yaml',
+        LOCKSTREAM_HTTP_AUTH: 'true',
       },
       [],
     );
@@ -143,6 +177,11 @@ describe('loadConfig', () => {
       httpHost: '127.0.0.1',
       httpPort: 0,
       logLevel: 'warn',
+      tlsCert: '/etc/lockstream/tls.crt',
+      tlsKey: '/etc/lockstream/tls.key',
+      tlsClientCa: '/etc/lockstream/clients.crt',
+      authFile: '/etc/lockstream/access.yaml',
+      httpAuth: true,
     });
   });
 
