@@ -10,11 +10,11 @@ import { startServer } from './server/main.js';
 // then warns about it (nodejs/node#56189) on every `--server 10.0.0.5:50051 --tls` run; the
 // certificate is still checked against the address. Only that warning is dropped.
 const emitWarning = process.emitWarning.bind(process);
-process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
+process.emitWarning = (warning: string | Error, ...rest: unknown[]) => {
   const code = typeof rest[0] === 'object' ? (rest[0] as { code?: string } | null)?.code : rest[1];
   if (code === 'DEP0123') return;
   (emitWarning as (...args: unknown[]) => void)(warning, ...rest);
-});
+};
 
 const program = new Command('lockstream').description('lockstream: a distributed lock service over gRPC');
 

@@ -39,6 +39,8 @@ export interface Config {
   readonly tlsClientCa: string | undefined;
   /** The access policy (YAML): callers, their tokens or certificates, and their grants. */
   readonly authFile: string | undefined;
+  /** A file holding `user:password`: ZooKeeper digest credentials, and ACLs on lockstream's nodes. */
+  readonly zookeeperDigestFile: string | undefined;
   /** The HTTP port admits only access-policy callers with `http: true` (Basic or Bearer). */
   readonly httpAuth: boolean;
 }
@@ -96,6 +98,12 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     env: 'LOCKSTREAM_ZOOKEEPER',
     description:
       'ZooKeeper ensemble, e.g. zk1:2181,zk2:2181[/chroot]; without it, locks live in this process only',
+  },
+  {
+    flags: '--zookeeper-digest-file <file>',
+    env: 'LOCKSTREAM_ZOOKEEPER_DIGEST_FILE',
+    description:
+      'file holding user:password: the ZooKeeper session authenticates with them (digest), and only they may touch the nodes under --root',
   },
   {
     flags: '--root <path>',
@@ -292,7 +300,16 @@ function validate(values: OptionValues): Readonly<Config> {
   }
   const file = (key: string): string | undefined =>
     values[key] === undefined || values[key] === '' ? undefined : String(values[key]);
-  const [tlsCert, tlsKey, tlsClientCa, authFile] = ['tlsCert', 'tlsKey', 'tlsClientCa', 'authFile'].map(file);
+  const [tlsCert, tlsKey, tlsClientCa, authFile, zookeeperDigestFile] = [
+    'tlsCert',
+    'tlsKey',
+    'tlsClientCa',
+    'authFile',
+    'zookeeperDigestFile',
+  ].map(file);
+  if (zookeeperDigestFile !== undefined && zookeeper === undefined) {
+    problems.push('--zookeeper-digest-file needs --zookeeper: the embedded store has no ACLs');
+  }
   if ((tlsCert === undefined) !== (tlsKey === undefined)) {
     problems.push('--tls-cert and --tls-key: give both (TLS) or neither (plaintext)');
   }
@@ -330,6 +347,7 @@ function validate(values: OptionValues): Readonly<Config> {
     tlsKey,
     tlsClientCa,
     authFile,
+    zookeeperDigestFile,
     httpAuth,
   };
   if (problems.length > 0) throw new ConfigError(problems);

@@ -34,7 +34,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   routeGrpcLogs(logger.child({ component: 'grpc-js' }));
   // Files first: a bad certificate or access policy is reported before anything connects.
   const security = await loadSecurity(config);
-  const store = await openStore(config, logger.child({ component: 'store' }));
+  const store = await openStore(config, security.zookeeperDigest, logger.child({ component: 'store' }));
   const metrics = new Metrics({ store });
   // The engine and the inspector see a store whose operations are timed; tests see the store itself.
   const timedStore = new InstrumentedStore(store, metrics);
@@ -152,7 +152,11 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-async function openStore(config: Readonly<Config>, logger: Logger): Promise<CoordinationStore> {
+async function openStore(
+  config: Readonly<Config>,
+  digest: string | undefined,
+  logger: Logger,
+): Promise<CoordinationStore> {
   if (config.backend === 'memory') {
     logger.warn(
       'using the embedded in-memory store: single process, locks do not survive a restart; use --zookeeper for high availability',
@@ -161,12 +165,16 @@ async function openStore(config: Readonly<Config>, logger: Logger): Promise<Coor
   }
   const zookeeper = config.zookeeper ?? '';
   const { ZooKeeperStore } = await importZooKeeperStore();
-  logger.info({ zookeeper, root: config.rootPath }, `connecting to ZooKeeper at ${zookeeper}`);
+  logger.info(
+    { zookeeper, root: config.rootPath, protected: digest !== undefined },
+    `connecting to ZooKeeper at ${zookeeper}`,
+  );
   const store = await ZooKeeperStore.connect({
     connectString: zookeeper,
     sessionTimeoutMs: config.sessionTimeoutMs,
     connectTimeoutMs: config.connectTimeoutMs,
     logger,
+    ...(digest === undefined ? {} : { protection: { digest, root: config.rootPath } }),
   });
   return store;
 }

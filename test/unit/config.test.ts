@@ -36,6 +36,7 @@ describe('loadConfig', () => {
       tlsKey: undefined,
       tlsClientCa: undefined,
       authFile: undefined,
+      zookeeperDigestFile: undefined,
       httpAuth: false,
     });
     expect(DEFAULTS.rootPath).toBe('/lockstream');
@@ -89,6 +90,8 @@ describe('loadConfig', () => {
       'access.yaml',
       '--http-auth',
       'on',
+      '--zookeeper-digest-file',
+      'zk-digest',
     ]);
     expect(config).toEqual({
       host: '0.0.0.0',
@@ -112,6 +115,7 @@ describe('loadConfig', () => {
       tlsKey: 'server.key',
       tlsClientCa: 'clients-ca.crt',
       authFile: 'access.yaml',
+      zookeeperDigestFile: 'zk-digest',
       httpAuth: true,
     });
   });
@@ -123,6 +127,9 @@ describe('loadConfig', () => {
       '--http-auth on needs --auth-file: the callers allowed on the HTTP port are named there',
     ]);
     expect(problemsOf({}, ['--http-auth', 'maybe'])).toEqual(['--http-auth "maybe": expected on or off']);
+    expect(problemsOf({}, ['--zookeeper-digest-file', 'zk-digest'])).toEqual([
+      '--zookeeper-digest-file needs --zookeeper: the embedded store has no ACLs',
+    ]);
   });
 
   it('accepts the --flag=value form', () => {
@@ -156,6 +163,7 @@ describe('loadConfig', () => {
         LOCKSTREAM_TLS_CLIENT_CA: '/etc/lockstream/clients.crt',
         LOCKSTREAM_AUTH_FILE: '/etc/lockstream/access.yaml',
         LOCKSTREAM_HTTP_AUTH: 'true',
+        LOCKSTREAM_ZOOKEEPER_DIGEST_FILE: '/etc/lockstream/zookeeper',
       },
       [],
     );
@@ -181,6 +189,7 @@ describe('loadConfig', () => {
       tlsKey: '/etc/lockstream/tls.key',
       tlsClientCa: '/etc/lockstream/clients.crt',
       authFile: '/etc/lockstream/access.yaml',
+      zookeeperDigestFile: '/etc/lockstream/zookeeper',
       httpAuth: true,
     });
   });

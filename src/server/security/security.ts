@@ -13,6 +13,8 @@ export interface Security {
   readonly tls: boolean;
   /** Callers must prove who they are (an access policy, or client certificates). */
   readonly authenticated: boolean;
+  /** ZooKeeper digest credentials (`user:password`), from `--zookeeper-digest-file`. */
+  readonly zookeeperDigest: string | undefined;
   /** With `--http-auth on`: whether an HTTP `Authorization` header admits its request. */
   readonly admitsHttp: ((authorization: string | undefined) => boolean) | undefined;
 }
@@ -33,12 +35,19 @@ export async function loadSecurity(config: Readonly<Config>): Promise<Security> 
       return undefined;
     }
   };
-  const [cert, key, clientCa, authFile] = await Promise.all([
+  const [cert, key, clientCa, authFile, digestFile] = await Promise.all([
     read('--tls-cert', config.tlsCert),
     read('--tls-key', config.tlsKey),
     read('--tls-client-ca', config.tlsClientCa),
     read('--auth-file', config.authFile),
+    read('--zookeeper-digest-file', config.zookeeperDigestFile),
   ]);
+  const zookeeperDigest = digestFile?.toString('utf8').trim();
+  if (zookeeperDigest !== undefined && !/^[^:\s]+:\S+$/.test(zookeeperDigest)) {
+    problems.push(
+      `--zookeeper-digest-file ${JSON.stringify(config.zookeeperDigestFile)}: expected one line, user:password`,
+    );
+  }
   let policy: AccessPolicy | undefined;
   if (authFile) {
     try {
@@ -71,6 +80,7 @@ export async function loadSecurity(config: Readonly<Config>): Promise<Security> 
     gate: new Gate(policy),
     tls: cert !== undefined,
     authenticated: policy !== undefined || clientCa !== undefined,
+    zookeeperDigest,
     admitsHttp:
       config.httpAuth && policy
         ? (authorization) => policy.httpCaller(authorization) !== undefined

@@ -27,6 +27,16 @@ export interface ZooKeeperNative {
   a_get_children(path: string, watch: boolean, cb: ChildrenCallback): number;
   a_delete_(path: string, version: number, cb: VoidCallback): number;
   a_set(path: string, data: Buffer, version: number, cb: StatCallback): number;
+  a_set_acl(path: string, version: number, acl: readonly ZooKeeperAcl[], cb: VoidCallback): number;
+  a_get_acl(path: string, cb: AclCallback): number;
+  add_auth(scheme: string, auth: string, cb: VoidCallback): number;
+}
+
+/** One ACL entry as the addon takes it (`perm`, singular, is what its C++ reads). */
+export interface ZooKeeperAcl {
+  readonly perm: number;
+  readonly scheme: string;
+  readonly auth: string;
 }
 
 export interface ZooKeeperConfig {
@@ -51,6 +61,12 @@ type StatCallback = (rc: number, error: string, stat: ZooKeeperStat | null) => v
 type DataCallback = (rc: number, error: string, stat: ZooKeeperStat | null, data: Buffer | null) => void;
 type ChildrenCallback = (rc: number, error: string, children: string[] | null) => void;
 type VoidCallback = (rc: number, error: string) => void;
+type AclCallback = (
+  rc: number,
+  error: string,
+  acl: Array<{ perms: number; scheme: string; auth: string }> | null,
+  stat: ZooKeeperStat | null,
+) => void;
 
 interface ZooKeeperModule {
   new (config: ZooKeeperConfig): ZooKeeperHandle;
@@ -72,6 +88,8 @@ export const zk = {
   ZOK: constant('ZOK'),
   ZNONODE: constant('ZNONODE'),
   ZNODEEXISTS: constant('ZNODEEXISTS'),
+  ZNOAUTH: constant('ZNOAUTH'),
+  ZOO_PERM_ALL: constant('ZOO_PERM_ALL'),
   ZCONNECTIONLOSS: constant('ZCONNECTIONLOSS'),
   ZOPERATIONTIMEOUT: constant('ZOPERATIONTIMEOUT'),
   ZSESSIONEXPIRED: constant('ZSESSIONEXPIRED'),

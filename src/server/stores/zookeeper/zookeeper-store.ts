@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { LockError } from '../../engine/lock-error.js';
 import {
@@ -19,6 +20,8 @@ import {
   zk,
   type ZooKeeperHandle,
   type ZooKeeperNative,
+  type ZooKeeperAcl,
+  type ZooKeeperConfig,
   type ZooKeeperStat,
 } from './zookeeper-client.js';
 
@@ -30,6 +33,13 @@ export interface ZooKeeperStoreOptions {
   /** How long start-up and each operation wait for a (re)connection before giving up. */
   readonly connectTimeoutMs: number;
   readonly logger: Logger;
+  /**
+   * Digest credentials (`user:password`) for every session, and the path whose subtree is
+   * lockstream's (its root). The root, every node the store creates below it, and the lock
+   * parents already there get an ACL that gives those credentials everything and everyone else
+   * nothing: no one else can create or delete lock nodes, or even list them.
+   */
+  readonly protection?: { readonly digest: string; readonly root: string };
 }
 
 /** Lock parents whose next sequence number is remembered, at most. */
@@ -94,6 +104,8 @@ export class ZooKeeperStore implements CoordinationStore {
   /** Parents watched for children changes (see watchChildren). */
   readonly #childWatchers = new ListenerMap<() => void>();
   readonly #ensuredParents = new Set<string>();
+  /** The ACL of nodes in the protected subtree; undefined without protection. */
+  readonly #acl: readonly ZooKeeperAcl[] | undefined;
   /**
    * The sequence number the next node under a lock's parent should get (see createSequential);
    * null where the last create found others queued: a guess there would mostly miss.
@@ -110,6 +122,7 @@ export class ZooKeeperStore implements CoordinationStore {
   private constructor(options: ZooKeeperStoreOptions) {
     this.#options = options;
     this.#logger = options.logger;
+    this.#acl = options.protection && digestAcl(options.protection.digest);
     this.#open();
   }
 
@@ -118,6 +131,8 @@ export class ZooKeeperStore implements CoordinationStore {
     const store = new ZooKeeperStore(options);
     try {
       await store.#whenConnected('connect');
+      await store.#checkChroot();
+      await store.#protectTree();
     } catch (error) {
       await store.close();
       throw error;
@@ -509,7 +524,7 @@ export class ZooKeeperStore implements CoordinationStore {
       this.#replaceSession(why, true);
     });
     if (!replacing) {
-      handle.init(config);
+      this.#init(handle, config);
       return;
     }
     // The old handle may have closed its socket just now, inside the native callback that got
@@ -519,7 +534,20 @@ export class ZooKeeperStore implements CoordinationStore {
     // uv__io_stop assertions, or a segfault). One turn of the event loop lets the old handle
     // let go of it first; see close() too.
     setImmediate(() => {
-      if (this.#handle === handle && !this.#closed) handle.init(config);
+      if (this.#handle === handle && !this.#closed) this.#init(handle, config);
+    });
+  }
+
+  /**
+   * Starts connecting, with the digest credentials if any: the C client sends them ahead of
+   * every other request once the session is established, and again after each reconnection.
+   */
+  #init(handle: ZooKeeperHandle, config: ZooKeeperConfig): void {
+    handle.init(config);
+    const digest = this.#options.protection?.digest;
+    if (digest === undefined) return;
+    handle.native.add_auth('digest', digest, (rc) => {
+      if (rc !== zk.ZOK) this.#logger.error({ rc }, 'ZooKeeper refused the digest credentials');
     });
   }
 
@@ -619,9 +647,76 @@ export class ZooKeeperStore implements CoordinationStore {
     await this.#createParent(dir, zk.ZOO_CONTAINER);
   }
 
+  /**
+   * Creates a parent node unless it exists. In the protected subtree its ACL is set by a request
+   * pipelined right behind the create (the addon can only create world-open nodes), so no
+   * request of another client's can fall between the two but one sent in that same instant.
+   */
   async #createParent(path: string, flags: number): Promise<void> {
-    const reply = await this.#call('create', (native, done) => native.a_create(path, '', flags, done));
-    if (reply.rc !== zk.ZOK && reply.rc !== zk.ZNODEEXISTS) throw unavailable('create', reply.rc);
+    const acl = this.#aclFor(path);
+    for (let attempt = 1; ; attempt += 1) {
+      await this.#whenConnected('create');
+      const creating = this.#send((native, done) => native.a_create(path, '', flags, done));
+      const protecting = acl && this.#send((native, done) => native.a_set_acl(path, -1, acl, done));
+      const [created, secured] = await Promise.all([creating, protecting]);
+      const lost = isConnectionLoss(created.rc) || (secured !== undefined && isConnectionLoss(secured.rc));
+      if (lost && attempt < MAX_ATTEMPTS) continue;
+      if (created.rc !== zk.ZOK && created.rc !== zk.ZNODEEXISTS) throw unavailable('create', created.rc);
+      if (secured && secured.rc !== zk.ZOK) throw this.#protectionFailure(path, secured.rc);
+      return;
+    }
+  }
+
+  /** The ACL a node at `path` gets: the protected one at or below the root, none elsewhere. */
+  #aclFor(path: string): readonly ZooKeeperAcl[] | undefined {
+    const root = this.#options.protection?.root;
+    return root !== undefined && (path === root || path.startsWith(`${root}/`)) ? this.#acl : undefined;
+  }
+
+  #protectionFailure(path: string, rc: number): LockError {
+    return new LockError(
+      'UNAVAILABLE',
+      rc === zk.ZNOAUTH
+        ? `ZooKeeper node ${path} belongs to other credentials (NOAUTH): check the digest credentials, or pick another --root`
+        : `ZooKeeper setACL on ${path} failed (code ${rc})`,
+    );
+  }
+
+  /**
+   * At start-up with protection: the root and the nodes of the lock layout below it
+   * (`<root>/<dir>/<lock parent>`; request nodes under those have unguessable names and cannot
+   * be listed by others) get the protected ACL, including those an unprotected server created.
+   */
+  async #protectTree(): Promise<void> {
+    const root = this.#options.protection?.root;
+    if (root === undefined) return;
+    for (const ancestor of ancestors(root)) await this.#createParent(ancestor, zk.ZOO_PERSISTENT);
+    await this.#createParent(root, zk.ZOO_PERSISTENT);
+    for (const dir of await this.children(root)) {
+      const path = joinPath(root, dir);
+      await this.#setAcl(path);
+      await Promise.all((await this.children(path)).map((parent) => this.#setAcl(joinPath(path, parent))));
+    }
+  }
+
+  async #setAcl(path: string): Promise<void> {
+    const acl = this.#aclFor(path);
+    if (!acl) return;
+    const reply = await this.#call('setACL', (native, done) => native.a_set_acl(path, -1, acl, done));
+    if (reply.rc !== zk.ZOK && reply.rc !== zk.ZNONODE) throw this.#protectionFailure(path, reply.rc);
+  }
+
+  /** A connect string's chroot must exist: ZooKeeper would answer every request with NONODE. */
+  async #checkChroot(): Promise<void> {
+    const chroot = /^[^/]*(\/.*)$/.exec(this.#options.connectString)?.[1];
+    if (chroot === undefined || chroot === '/') return;
+    const reply = await this.#call('exists', (native, done) => native.a_exists('/', false, done));
+    if (reply.rc === zk.ZNONODE) {
+      throw new LockError(
+        'UNAVAILABLE',
+        `the chroot ${chroot} of the ZooKeeper connect string does not exist: create it first (zkCli.sh create ${chroot})`,
+      );
+    }
   }
 
   /** Sends an idempotent request, waiting out connection losses and sending it again. */
@@ -688,4 +783,14 @@ function unavailable(operation: string, rc: number): LockError {
 /** Node data as the addon hands it over (a Buffer, or a string with an encoding set). */
 function toBytes(data: Buffer | string | null): Uint8Array {
   return typeof data === 'string' ? Buffer.from(data) : (data ?? Buffer.alloc(0));
+}
+
+/**
+ * Everything for the holder of `user:password`, nothing for anyone else. ZooKeeper's digest
+ * scheme names an identity by `user:base64(sha1("user:password"))`.
+ */
+function digestAcl(credentials: string): readonly ZooKeeperAcl[] {
+  const user = credentials.slice(0, credentials.indexOf(':'));
+  const hash = createHash('sha1').update(credentials, 'utf8').digest('base64');
+  return [{ perm: zk.ZOO_PERM_ALL, scheme: 'digest', auth: `${user}:${hash}` }];
 }
