@@ -7,10 +7,15 @@
 // then half-close the stream; the server answers `released` and ends the call with OK.
 // Prints "queued ahead=N", "acquired token=T", "in doubt"/"confirmed" and "released" on stdout; on a failing status,
 // "error: <CODE>: <details>" on stderr, and exits 1.
+//
+// Credentials, as in the other examples: --ca ca.crt for TLS (with --cert and --key for a server
+// that wants a client certificate), and a bearer token in LOCKSTREAM_TOKEN.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +27,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -34,6 +41,9 @@ var (
 	owner        = flag.String("owner", "example-go", "who is asking, for operators' eyes")
 	workMs       = flag.Int("work-ms", 1000, "simulated work while holding the lock, in ms")
 	holdUntilEOF = flag.Bool("hold-until-eof", false, "hold the lock until stdin reaches EOF instead")
+	caFile       = flag.String("ca", "", "PEM CA certificates to trust: use TLS")
+	certFile     = flag.String("cert", "", "PEM client certificate (with --key), for mTLS")
+	keyFile      = flag.String("key", "", "PEM private key of --cert")
 	waitTimeout  *durationpb.Duration // --wait-timeout-ms; nil (absent): wait as long as it takes
 )
 
@@ -64,7 +74,11 @@ func main() {
 }
 
 func run() error {
-	conn, err := grpc.NewClient(*address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	transport, err := transportCredentials()
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(*address, grpc.WithTransportCredentials(transport))
 	if err != nil {
 		return err
 	}
@@ -72,6 +86,9 @@ func run() error {
 	// Returning early cancels the call, and the server then frees whatever it held or queued.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if token := os.Getenv("LOCKSTREAM_TOKEN"); token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
 	stream, err := lockstreamv1.NewLockServiceClient(conn).Acquire(ctx)
 	if err != nil {
 		return err
@@ -158,4 +175,29 @@ func awaitReleased(stream lockstreamv1.LockService_AcquireClient) error {
 			released = true
 		}
 	}
+}
+
+// transportCredentials is plaintext, or TLS trusting --ca, with a client certificate if --cert
+// and --key are given.
+func transportCredentials() (credentials.TransportCredentials, error) {
+	if *caFile == "" {
+		return insecure.NewCredentials(), nil
+	}
+	pem, err := os.ReadFile(*caFile)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", *caFile)
+	}
+	config := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if *certFile != "" {
+		pair, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return nil, err
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(config), nil
 }

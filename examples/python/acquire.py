@@ -7,6 +7,9 @@ The lock is an open Acquire stream: send `start`, read `queued` until `acquired`
 then half-close the stream; the server answers `released` and ends the call with OK.
 Prints "queued ahead=N", "acquired token=T", "in doubt"/"confirmed" and "released" on stdout; on a failing status,
 "error: <CODE>: <details>" on stderr, and exits 1.
+
+Credentials, as in the other examples: --ca ca.crt for TLS (with --cert and --key for a server
+that wants a client certificate), and a bearer token in LOCKSTREAM_TOKEN.
 """
 
 import argparse
@@ -36,9 +39,24 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--wait-timeout-ms", type=int, help="give up queuing after this many ms "
                         "(0: only if free now; absent: wait as long as it takes)")
     parser.add_argument("--work-ms", type=int, default=1000, help="simulated work, in ms")
+    parser.add_argument("--ca", help="PEM CA certificates to trust: use TLS")
+    parser.add_argument("--cert", help="PEM client certificate (with --key), for mTLS")
+    parser.add_argument("--key", help="PEM private key of --cert")
     parser.add_argument("--hold-until-eof", action="store_true",
                         help="hold the lock until stdin reaches EOF instead")
     return parser.parse_args()
+
+
+def open_channel(args: argparse.Namespace) -> grpc.Channel:
+    """Plaintext, or TLS trusting --ca, with a client certificate if --cert and --key are given."""
+    if args.ca is None:
+        return grpc.insecure_channel(args.address)
+
+    def pem(path):
+        return Path(path).read_bytes() if path else None
+
+    tls = grpc.ssl_channel_credentials(pem(args.ca), pem(args.key), pem(args.cert))
+    return grpc.secure_channel(args.address, tls)
 
 
 def main() -> int:
@@ -65,8 +83,10 @@ def main() -> int:
             time.sleep(args.work_ms / 1000)
         outbox.put(None)
 
-    with grpc.insecure_channel(args.address) as channel:
-        responses = pb_grpc.LockServiceStub(channel).Acquire(requests())
+    token = os.environ.get("LOCKSTREAM_TOKEN")
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    with open_channel(args) as channel:
+        responses = pb_grpc.LockServiceStub(channel).Acquire(requests(), metadata=metadata)
         released = False
         try:
             # Iterating yields the server's messages until the call ends with OK, and raises

@@ -6,7 +6,12 @@
 // Prints `queued ahead=N` while waiting, `acquired token=T`, `in doubt` / `confirmed` if the
 // server loses and regains contact with ZooKeeper meanwhile, then `released`; on failure
 // `error: <STATUS>: <details>` on stderr and exit code 1.
+//
+// Credentials, as in the other examples: `--ca ca.crt` for TLS (with `--cert` and `--key` for a
+// server that wants a client certificate), and a bearer token in LOCKSTREAM_TOKEN.
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { credentials } from '@grpc/grpc-js';
 import { parseArgs } from 'node:util';
 import { LockClient, LockClientError, Status, type LockMode } from 'lockstream/client';
 
@@ -19,10 +24,20 @@ const { values: flags } = parseArgs({
     'wait-timeout-ms': { type: 'string' },
     'work-ms': { type: 'string', default: '1000' },
     'hold-until-eof': { type: 'boolean', default: false },
+    ca: { type: 'string' },
+    cert: { type: 'string' },
+    key: { type: 'string' },
   },
 });
 
-const locks = new LockClient(flags.address);
+const pem = (path: string | undefined): Buffer | null => (path === undefined ? null : readFileSync(path));
+const token = process.env['LOCKSTREAM_TOKEN'];
+const locks = new LockClient(flags.address, {
+  ...(flags.ca === undefined
+    ? {}
+    : { credentials: credentials.createSsl(pem(flags.ca), pem(flags.key), pem(flags.cert)) }),
+  ...(token ? { token } : {}),
+});
 try {
   const waitTimeout = flags['wait-timeout-ms'];
   const lock = await locks.acquire(flags.name, {

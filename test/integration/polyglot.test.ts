@@ -1,4 +1,6 @@
 import { existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -9,12 +11,18 @@ import { startServer, type RunningServer } from '../../src/server/main.js';
 import { deferred } from '../support/lock-caller.js';
 import { InteractiveProcess } from '../support/interactive-process.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
+import { createTestPki, type TestPki } from '../support/test-pki.js';
+import { sha256 } from '../../src/server/security/access-policy.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 
 /** The example programs (scripts/install-test-deps.sh prepares the Go binary and the Python venv). */
-function example(language: 'go' | 'python' | 'typescript', args: string[]): InteractiveProcess {
+function example(
+  language: 'go' | 'python' | 'typescript',
+  args: string[],
+  env: Readonly<Record<string, string>> = {},
+): InteractiveProcess {
   const commands = {
     go: [`${repo}.tmp/bin/lockstream-example-go`],
     python: [`${repo}.venv/bin/python`, `${repo}examples/python/acquire.py`],
@@ -22,7 +30,7 @@ function example(language: 'go' | 'python' | 'typescript', args: string[]): Inte
   } as const;
   const [command, ...prefix] = commands[language];
   if (!existsSync(command)) throw new Error(`${command} is missing: run scripts/install-test-deps.sh`);
-  return new InteractiveProcess(command, [...prefix, ...args], { cwd: repo });
+  return new InteractiveProcess(command, [...prefix, ...args], { cwd: repo, env });
 }
 
 describe('clients in three languages on one lock', () => {
@@ -119,5 +127,72 @@ describe('clients in three languages on one lock', () => {
         client.close();
       }
     },
+  );
+});
+
+describe('the examples with credentials', () => {
+  const token = 'polyglot-token-e41f';
+  let pki: TestPki;
+  let tokenServer: RunningServer;
+  let certificateServer: RunningServer;
+
+  beforeAll(async () => {
+    pki = await createTestPki();
+    const policyFile = join(pki.dir, 'access.yaml');
+    await writeFile(
+      policyFile,
+      `callers:\n  - name: examples\n    token_sha256: ${sha256(token).toString('hex')}\n    locks: [{ prefix: polyglot/, modes: [mutex] }]\n`,
+    );
+    const tls = ['--tls-cert', pki.server.certFile, '--tls-key', pki.server.keyFile];
+    tokenServer = await startServer(
+      loadConfig({}, ['--port', '0', ...tls, '--auth-file', policyFile]),
+      pino({ level: 'silent' }),
+    );
+    certificateServer = await startServer(
+      loadConfig({}, ['--port', '0', ...tls, '--tls-client-ca', pki.ca.certFile]),
+      pino({ level: 'silent' }),
+    );
+  }, 60_000);
+
+  afterAll(async () => {
+    await tokenServer?.stop();
+    await certificateServer?.stop();
+    await pki?.remove();
+  });
+
+  it.each(['go', 'python', 'typescript'] as const)(
+    'the %s example takes a lock over TLS with a bearer token or a client certificate, and is refused without them',
+    async (language) => {
+      const name = ['--name', `polyglot/secure-${language}`, '--work-ms', '0'];
+      const viaToken = ['--address', `localhost:${tokenServer.port}`, '--ca', pki.ca.certFile, ...name];
+      const withToken = example(language, viaToken, { LOCKSTREAM_TOKEN: token });
+      expect(await withToken.exited).toBe(0);
+      expect(withToken.stdout).toMatch(/^acquired token=\d+\nreleased\n$/);
+
+      const withoutToken = example(language, viaToken);
+      expect(await withoutToken.exited).toBe(1);
+      expect(withoutToken.stderr).toMatch(/^error: UNAUTHENTICATED: no credentials/m);
+
+      const viaCertificate = [
+        '--address',
+        `localhost:${certificateServer.port}`,
+        '--ca',
+        pki.ca.certFile,
+        ...name,
+      ];
+      const certified = example(language, [
+        ...viaCertificate,
+        '--cert',
+        pki.cnClient.certFile,
+        '--key',
+        pki.cnClient.keyFile,
+      ]);
+      expect(await certified.exited).toBe(0);
+      expect(certified.stdout).toMatch(/^acquired token=\d+\nreleased\n$/);
+      const uncertified = example(language, viaCertificate);
+      expect(await uncertified.exited).toBe(1);
+      expect(uncertified.stderr).toMatch(/^error: UNAVAILABLE/m);
+    },
+    60_000,
   );
 });

@@ -13,9 +13,17 @@ export class InteractiveProcess {
   /** Resolves with the exit code once the process has exited. */
   readonly exited: Promise<number | null>;
 
-  constructor(command: string, args: readonly string[], options: { cwd?: string } = {}) {
+  constructor(
+    command: string,
+    args: readonly string[],
+    options: { cwd?: string; env?: Readonly<Record<string, string>> } = {},
+  ) {
     this.#description = [command, ...args].join(' ');
-    this.#child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], cwd: options.cwd });
+    this.#child = spawn(command, args, {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+    });
     this.#child.stdout?.on('data', (chunk: Buffer) => {
       this.#stdout += chunk.toString();
       this.#notify();
