@@ -44,11 +44,11 @@ export interface LockClientOptions {
   /**
    * HTTP/2 keepalive: a ping after this much idle time. Together with `keepaliveTimeoutMs` it
    * bounds how long a dead server or network goes unnoticed, and so how late `lock.lost` fires.
-   * Default 4000: with the timeout, a dead path is noticed within 8 s, before a server with
-   * default settings can have freed the lock (4 s keepalive timeout + 5 s resume grace).
+   * Default 3000: with the timeout, a dead path is noticed within 6 s, before a server with
+   * default settings can have freed the lock (3 s keepalive timeout + 5 s resume grace).
    */
   readonly keepaliveTimeMs?: number;
-  /** How long a ping may go unanswered before the connection is declared dead. Default 4000. */
+  /** How long a ping may go unanswered before the connection is declared dead. Default 3000. */
   readonly keepaliveTimeoutMs?: number;
   /**
    * How many times `acquire` tries again when the server answers UNAVAILABLE before granting the
@@ -122,8 +122,8 @@ export class LockClient implements Disposable {
   /** `address` is `host:port`, or any gRPC target (`dns:///locks.internal:50051`). */
   constructor(address: string, options: LockClientOptions = {}) {
     this.#grpc = new LockServiceClient(address, options.credentials ?? grpcCredentials.createInsecure(), {
-      'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 4_000,
-      'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 4_000,
+      'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 3_000,
+      'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 3_000,
       // Locks are held on streams that carry no data for long stretches: ping through them.
       'grpc.keepalive_permit_without_calls': 1,
       // Channelz is never served from a client; its per-call bookkeeping only costs.

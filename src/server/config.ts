@@ -51,11 +51,11 @@ export const DEFAULTS = Object.freeze({
   rootPath: '/lockstream',
   sessionTimeout: '10s',
   connectTimeout: '15s',
-  // A vanished client's connection is dropped 4-8 s after it went silent; with the SDK's 5 s
-  // resume grace its locks are free within 13 s. The SDK notices a dead path within 8 s, so
-  // its holder is in doubt before the server can free the lock (at the earliest 4 + 5 s).
-  keepaliveTime: '4s',
-  keepaliveTimeout: '4s',
+  // A vanished client's connection is dropped 3-6 s after it went silent; with the SDK's 5 s
+  // resume grace its locks are free within 11 s. The SDK notices a dead path within 6 s, so
+  // its holder is in doubt before the server can free the lock (at the earliest 3 + 5 s).
+  keepaliveTime: '3s',
+  keepaliveTimeout: '3s',
   shutdownGrace: '5s',
   maxResumeGrace: '60s',
   maxStreamsPerConnection: 1000,

@@ -69,9 +69,9 @@ describe('processes that die', () => {
     expect(lock.token).toBeGreaterThan(holder.token);
     console.info(
       `dead client (no TCP reset): its lock went to the next waiter ${Math.round(releasedAfterMs)} ms after its link froze ` +
-        '(server keepalive 4 s + 4 s, then the 5 s resume grace the SDK asks for)',
+        '(server keepalive 3 s + 3 s, then the 5 s resume grace the SDK asks for)',
     );
-    // The bound the README documents: 4-8 s to notice, 5 s grace, 2 s to spare.
+    // The bound the README documents: 3-6 s to notice, 5 s grace, 4 s to spare.
     expect(releasedAfterMs).toBeLessThan(DEAD_CLIENT_BOUND_MS);
     await lock.release();
   }, 40_000);

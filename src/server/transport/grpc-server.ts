@@ -62,7 +62,7 @@ export class GrpcServer {
       'grpc.keepalive_time_ms': options.keepaliveTimeMs,
       'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs,
       // Clients may ping every second, even between calls, without being cut off (the SDK
-      // pings every 4 s whatever this server's own interval).
+      // pings every 3 s whatever this server's own interval).
       'grpc.http2.min_ping_interval_without_data_ms': Math.min(options.keepaliveTimeMs, 1_000),
       'grpc.keepalive_permit_without_calls': 1,
       'grpc.max_concurrent_streams': options.maxStreamsPerConnection,
