@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { pino } from 'pino';
 import { addClientCommands } from './cli/client-commands.js';
 import { addRunCommand } from './cli/run-command.js';
+import { addTokenCommand } from './cli/token-command.js';
 import { ConfigError, loadConfig, serveOptions } from './server/config.js';
 import { startServer } from './server/main.js';
 
@@ -57,5 +58,6 @@ const serve = program
 for (const option of serveOptions(process.env)) serve.addOption(option);
 addClientCommands(program, process.env);
 addRunCommand(program, process.env);
+addTokenCommand(program);
 
 await program.parseAsync(process.argv);

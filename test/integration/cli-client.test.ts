@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -402,5 +402,22 @@ describe('the lockstream command against a server with TLS and an access policy'
     const plaintext = lockstream(['ls', '--server', address]);
     expect(await plaintext.exited).toBe(EXIT.failed);
     expect(plaintext.stderr).toMatch(/^error: UNAVAILABLE/);
+  });
+});
+
+describe('lockstream token', () => {
+  it('makes a random token with the policy line for it, and hashes a token read from stdin', async () => {
+    const made = lockstream(['token', 'new']);
+    expect(await made.exited).toBe(0);
+    const [, token, digest] =
+      /^token: ([A-Za-z0-9_-]{43})\ntoken_sha256: ([0-9a-f]{64})\n$/.exec(made.stdout) ?? [];
+    expect(digest).toBe(sha256(token ?? '').toString('hex'));
+    expect((await lockstream(['token', 'new']).line(/^token: (\S+)$/m))[1]).not.toBe(token);
+
+    const hashed = spawnSync(process.execPath, ['--import', 'tsx', CLI, 'token', 'hash'], {
+      input: `${token}\n`,
+    });
+    expect(hashed.status).toBe(0);
+    expect(hashed.stdout.toString()).toBe(`token_sha256: ${digest}\n`);
   });
 });
