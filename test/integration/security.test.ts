@@ -1,6 +1,14 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { credentials, Metadata, status, type ChannelCredentials, type StatusObject } from '@grpc/grpc-js';
+import {
+  credentials,
+  InterceptingCall,
+  Metadata,
+  status,
+  type ChannelCredentials,
+  type Interceptor,
+  type StatusObject,
+} from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LockClient, LockClientError, type LockMode } from '../../src/client/index.js';
@@ -9,6 +17,7 @@ import { ConfigError, loadConfig } from '../../src/server/config.js';
 import { sha256 } from '../../src/server/security/access-policy.js';
 import { exposureWarnings, startServer, type RunningServer } from '../../src/server/main.js';
 import { createTestPki, type Issued, type TestPki } from '../support/test-pki.js';
+import { LockCaller } from '../support/lock-caller.js';
 
 const TOKENS = {
   billing: 'billing-token-7f3a9c',
@@ -240,6 +249,44 @@ describe('an access policy with bearer tokens (--auth-file, over TLS)', () => {
     // The recorded owner of a request that names none is the caller's name in the policy.
     await using _unnamed = await as('billing').acquire('billing/unnamed', { owner: '' });
     expect((await as('billing').describe('billing/unnamed')).holders[0]?.owner).toBe('billing');
+  });
+});
+
+describe('resume tokens under an access policy', () => {
+  it('resume a request only for a caller that may take its lock; anyone else learns nothing', async () => {
+    const server = await serve([...tlsArgs(), '--auth-file', policyFile, '--max-resume-grace', '10s']);
+    const caller = (token?: string): LockCaller => {
+      const bearer: Interceptor = (options, next) =>
+        new InterceptingCall(next(options), {
+          start: (metadata, listener, proceed) => {
+            if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
+            proceed(metadata, listener);
+          },
+        });
+      const made = new LockCaller(
+        `127.0.0.1:${server.port}`,
+        { interceptors: [bearer], 'grpc.use_local_subchannel_pool': 1 },
+        tls(),
+      );
+      cleanups.push(() => made.close());
+      return made;
+    };
+    const billing = caller(TOKENS.billing);
+    const stream = billing.open({ name: 'billing/resumable', resumeGrace: { seconds: 10n, nanos: 0 } });
+    const { token: resumeToken } = await stream.resumable();
+    const fencingToken = await stream.acquired();
+    stream.cancel(); // an abnormal end: the request is kept for its grace
+
+    // A well-formed token of this instance that was never issued.
+    const neverIssued = `${resumeToken.slice(0, resumeToken.indexOf('.'))}.never-issued`;
+    const unknown = await caller(TOKENS.billing).resume(neverIssued).outcome;
+    const foreign = await caller(TOKENS.reporter).resume(resumeToken).outcome;
+    expect(foreign).toMatchObject({ code: status.NOT_FOUND, details: unknown.details });
+    expect((await caller().resume(resumeToken).outcome).code).toBe(status.UNAUTHENTICATED);
+
+    const resumed = billing.resume(resumeToken);
+    expect(await resumed.acquired()).toBe(fencingToken);
+    expect((await resumed.release()).code).toBe(status.OK);
   });
 });
 

@@ -168,8 +168,12 @@ function isQueued(message: AcquireResponse): boolean {
 export class LockCaller {
   readonly client: LockServiceClient;
 
-  constructor(address: string, options: grpc.ChannelOptions = {}) {
-    this.client = new LockServiceClient(address, grpc.credentials.createInsecure(), options);
+  constructor(
+    address: string,
+    options: Partial<grpc.ClientOptions> = {},
+    channel: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+  ) {
+    this.client = new LockServiceClient(address, channel, options);
   }
 
   open(start: Partial<AcquireStart>): AcquireStream {
