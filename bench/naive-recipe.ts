@@ -4,7 +4,11 @@
  * every step waits for the previous reply, and every wake-up lists the children again. The
  * benchmark's baseline: what an application gets by writing the recipe itself.
  */
-import { ZooKeeper, zk, type ZooKeeperHandle } from '../dist/server/stores/zookeeper/zookeeper-client.js';
+import {
+  connectPlainHandle,
+  zk,
+  type ZooKeeperHandle,
+} from '../dist/server/stores/zookeeper/zookeeper-client.js';
 import type { LockMode, LockSession } from './workloads.js';
 
 export class NaiveRecipe implements LockSession {
@@ -21,18 +25,7 @@ export class NaiveRecipe implements LockSession {
   }
 
   static async connect(connectString: string, root: string): Promise<NaiveRecipe> {
-    const config = {
-      connect: connectString,
-      timeout: 10_000,
-      debug_level: 0,
-      host_order_deterministic: false,
-    };
-    const handle = new ZooKeeper(config);
-    await new Promise<void>((resolve) => {
-      handle.once('connect', () => resolve());
-      handle.init(config);
-    });
-    return new NaiveRecipe(handle, root);
+    return new NaiveRecipe(await connectPlainHandle(connectString), root);
   }
 
   async acquire(name: string, mode: LockMode): Promise<() => Promise<void>> {

@@ -1,4 +1,8 @@
-import { ZooKeeper, zk, type ZooKeeperHandle } from '../../src/server/stores/zookeeper/zookeeper-client.js';
+import {
+  connectPlainHandle,
+  zk,
+  type ZooKeeperHandle,
+} from '../../src/server/stores/zookeeper/zookeeper-client.js';
 
 export interface Answer<T = unknown> {
   readonly rc: number;
@@ -14,18 +18,7 @@ export class RawZooKeeper {
 
   /** Connects to `connectString`, authenticated with digest `user:password` if given. */
   static async connect(connectString: string, digest?: string): Promise<RawZooKeeper> {
-    const config = {
-      connect: connectString,
-      timeout: 10_000,
-      debug_level: 0,
-      host_order_deterministic: false,
-    };
-    const handle = new ZooKeeper(config);
-    const connected = new Promise<void>((resolve) => handle.once('connect', () => resolve()));
-    handle.init(config);
-    if (digest !== undefined) handle.native.add_auth('digest', digest, () => {});
-    await connected;
-    return new RawZooKeeper(handle);
+    return new RawZooKeeper(await connectPlainHandle(connectString, digest));
   }
 
   children(path: string): Promise<Answer<string[]>> {

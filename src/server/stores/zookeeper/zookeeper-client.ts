@@ -77,6 +77,21 @@ const zookeeper = createRequire(import.meta.url)('zookeeper') as ZooKeeperModule
 
 export const ZooKeeper = zookeeper;
 
+/**
+ * A bare handle connected to `connect` (a session of its own, no store around it), for the
+ * benchmark's textbook recipe and for tests that act as another ZooKeeper user. `digest`
+ * (`user:password`) authenticates the session.
+ */
+export async function connectPlainHandle(connect: string, digest?: string): Promise<ZooKeeperHandle> {
+  const config = { connect, timeout: 10_000, debug_level: 0, host_order_deterministic: false };
+  const handle = new ZooKeeper(config);
+  const connected = new Promise<void>((resolve) => handle.once('connect', () => resolve()));
+  handle.init(config);
+  if (digest !== undefined) handle.native.add_auth('digest', digest, () => {});
+  await connected;
+  return handle;
+}
+
 function constant(name: string): number {
   const value = zookeeper.constants[name];
   if (value === undefined) throw new Error(`INVARIANT: zookeeper constant ${name} is missing`);
