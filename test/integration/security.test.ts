@@ -306,7 +306,12 @@ describe('secrets', () => {
 
 describe('an access policy with client certificates (--auth-file with --tls-client-ca)', () => {
   it('knows callers by certificate identity, lets only admins revoke, and lets a token name a certified caller', async () => {
-    const server = await serve([...mtlsArgs(), '--auth-file', policyFile]);
+    const logged: Array<Record<string, unknown>> = [];
+    const logger = pino(
+      { level: 'info' },
+      { write: (line: string) => logged.push(JSON.parse(line) as Record<string, unknown>) },
+    );
+    const server = await serve([...mtlsArgs(), '--auth-file', policyFile], logger);
     const operator = lockClient(server, tls(pki.spiffeClient));
     const batch = lockClient(server, tls(pki.cnClient));
     const intruder = lockClient(server, tls(pki.unknownClient));
@@ -321,6 +326,15 @@ describe('an access policy with client certificates (--auth-file with --tls-clie
     const held = await batch.acquire('batch/nightly');
     expect((await operator.describe('batch/nightly')).holders[0]?.owner).toBe('batch');
     expect(await operator.revoke('batch/nightly', { reason: 'maintenance', forceAfter: 0 })).toBe(1);
+    // The log says who revoked what.
+    expect(logged).toContainEqual(
+      expect.objectContaining({
+        msg: 'revocation asked',
+        lock: 'batch/nightly',
+        caller: 'operator',
+        reason: 'maintenance',
+      }),
+    );
     await expect(
       new Promise((resolve) =>
         held.lost.addEventListener('abort', () => resolve(held.lost.reason), { once: true }),

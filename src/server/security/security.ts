@@ -20,8 +20,9 @@ export interface Security {
 }
 
 /**
- * Reads the files `--tls-cert`, `--tls-key`, `--tls-client-ca` and `--auth-file` name. Throws
- * ConfigError listing every file that cannot be read or parsed.
+ * Reads the files `--tls-cert`, `--tls-key`, `--tls-client-ca`, `--auth-file` and
+ * `--zookeeper-digest-file` name. Throws ConfigError listing every file that cannot be read or
+ * parsed.
  */
 export async function loadSecurity(config: Readonly<Config>): Promise<Security> {
   const problems: string[] = [];

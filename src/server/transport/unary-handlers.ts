@@ -37,7 +37,13 @@ export function createUnaryHandlers(
       caller.checkRevoke(name);
       validateLabel('reason', reason);
       const forceAfterMs = forceAfter === undefined ? undefined : durationToMs(forceAfter, 'force_after');
-      return { holdersAsked: await engine.revoke(name, reason, forceAfterMs) };
+      const holdersAsked = await engine.revoke(name, reason, forceAfterMs);
+      // Who revoked what is an operator's first question afterwards.
+      logger.info(
+        { lock: name, caller: caller.name, reason, forceAfterMs, holdersAsked },
+        'revocation asked',
+      );
+      return { holdersAsked };
     }),
     describeLock: unary(logger, gate, async ({ name }, caller) => {
       caller.checkSee(name);
