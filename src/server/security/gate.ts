@@ -48,7 +48,7 @@ export class Gate {
   admit(call: CallCredentials): Caller {
     const certificate = call.getAuthContext().sslPeerCertificate;
     const identity = certificate ? certificateIdentity(certificate) : undefined;
-    if (!this.#policy) return unrestricted(identity);
+    if (!this.#policy) return identity === undefined ? ANONYMOUS : unrestricted(identity);
     const authorization = call.metadata.get('authorization');
     if (authorization.length > 1) {
       throw new LockError('UNAUTHENTICATED', 'more than one `authorization` header; send one bearer token');
@@ -78,6 +78,9 @@ export class Gate {
     return restricted(principal);
   }
 }
+
+/** Every caller of a server without a policy or client certificates: one object for all calls. */
+const ANONYMOUS: Caller = unrestricted(undefined);
 
 function unrestricted(name: string | undefined): Caller {
   return {
