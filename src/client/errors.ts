@@ -10,12 +10,13 @@ export class LockClientError extends Error {
   readonly code: Status;
   /** The server's message (or the client's, for failures seen only on this side). */
   readonly details: string;
-  /** The lock the call was about. */
+  /** The lock the call was about; '' for a call about no one lock (ListLocks). */
   readonly lockName: string;
 
   constructor(lockName: string, code: Status, details: string, options?: { cause?: unknown }) {
     // The server's messages already name the lock; say it only where they do not.
-    const about = details.includes(`"${lockName}"`) ? details : `lock "${lockName}": ${details}`;
+    const about =
+      lockName === '' || details.includes(`"${lockName}"`) ? details : `lock "${lockName}": ${details}`;
     super(`${Status[code] ?? code}: ${about}`, options);
     this.code = code;
     this.details = details;

@@ -230,9 +230,8 @@ export class LockClient implements Disposable {
       pageSize: options.pageSize ?? 0,
       pageToken: options.pageToken ?? '',
     };
-    const response = await this.#unary<ListLocksResponse>(request.prefix, (done) =>
-      this.#grpc.listLocks(request, done),
-    );
+    // About no one lock: its errors name none.
+    const response = await this.#unary<ListLocksResponse>('', (done) => this.#grpc.listLocks(request, done));
     return {
       locks: response.locks.map((lock) => ({ ...lock, heldMode: fromWireMode(lock.heldMode) })),
       nextPageToken: response.nextPageToken,

@@ -401,7 +401,7 @@ describe('the lockstream command against a server with TLS and an access policy'
     expect(missingCa.stderr).toMatch(/^error: --ca ".*nope\.crt": cannot read it \(ENOENT\)/);
     const plaintext = lockstream(['ls', '--server', address]);
     expect(await plaintext.exited).toBe(EXIT.failed);
-    expect(plaintext.stderr).toMatch(/^error: UNAVAILABLE/);
+    expect(plaintext.stderr).toMatch(/^error: UNAVAILABLE: No connection established/);
   });
 });
 
