@@ -135,15 +135,10 @@ export class AccessPolicy {
    * browser prompts for, and what Prometheus' `basic_auth` sends).
    */
   httpCaller(authorization: string | undefined): Principal | undefined {
-    const [scheme, credentials = ''] = (authorization ?? '').split(' ', 2);
-    let principal: Principal | undefined;
-    if (scheme?.toLowerCase() === 'bearer') principal = this.byToken(credentials);
-    if (scheme?.toLowerCase() === 'basic') {
-      const decoded = Buffer.from(credentials, 'base64').toString('utf8');
-      const colon = decoded.indexOf(':');
-      const found = colon < 0 ? undefined : this.byToken(decoded.slice(colon + 1));
-      if (found?.name === decoded.slice(0, colon)) principal = found;
-    }
+    const credentials = authorization === undefined ? undefined : parseAuthorization(authorization);
+    if (!credentials) return undefined;
+    const principal = this.byToken(credentials.token);
+    if (credentials.scheme === 'basic' && principal?.name !== credentials.user) return undefined;
     return principal?.http ? principal : undefined;
   }
 
@@ -151,6 +146,30 @@ export class AccessPolicy {
   byCertificate(identity: string): Principal | undefined {
     return this.#certificates.get(identity);
   }
+}
+
+/** What an `Authorization` value carries: a bearer token, or a Basic user and password (its token). */
+export type AuthorizationCredentials =
+  | { readonly scheme: 'bearer'; readonly token: string }
+  | { readonly scheme: 'basic'; readonly user: string; readonly token: string };
+
+const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
+const BASIC = /^Basic ([A-Za-z0-9+/]+=*)$/i;
+
+/**
+ * Parses `Bearer <token>` or `Basic base64(user:password)`, the one grammar of the gRPC
+ * `authorization` metadata and the HTTP header; undefined for anything else.
+ */
+export function parseAuthorization(value: string): AuthorizationCredentials | undefined {
+  const bearer = BEARER.exec(value)?.[1];
+  if (bearer !== undefined) return { scheme: 'bearer', token: bearer };
+  const basic = BASIC.exec(value)?.[1];
+  if (basic === undefined) return undefined;
+  const decoded = Buffer.from(basic, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon < 0
+    ? undefined
+    : { scheme: 'basic', user: decoded.slice(0, colon), token: decoded.slice(colon + 1) };
 }
 
 /** The SHA-256 of a token, as `token_sha256` in the access policy holds it. */

@@ -1,7 +1,13 @@
 import type { Metadata, ServerUnaryCall } from '@grpc/grpc-js';
 import { LockError } from '../engine/lock-error.js';
 import type { LockMode } from '../engine/lock-mode.js';
-import { mayAcquire, maySee, type AccessPolicy, type Principal } from './access-policy.js';
+import {
+  mayAcquire,
+  maySee,
+  parseAuthorization,
+  type AccessPolicy,
+  type Principal,
+} from './access-policy.js';
 import { certificateIdentity } from './certificate-identity.js';
 
 type AuthContext = ReturnType<ServerUnaryCall<unknown, unknown>['getAuthContext']>;
@@ -28,8 +34,6 @@ export interface Caller {
   checkRevoke(name: string): void;
 }
 
-const BEARER = /^Bearer ([\x21-\x7e]+)$/i;
-
 /**
  * Admits calls: without an access policy everyone may do everything (the certificate identity,
  * if mTLS gave one, still names the caller); with one, a call must carry a known bearer token
@@ -54,11 +58,11 @@ export class Gate {
       throw new LockError('UNAUTHENTICATED', 'more than one `authorization` header; send one bearer token');
     }
     if (authorization.length === 1) {
-      const match = BEARER.exec(String(authorization[0]));
-      if (!match?.[1]) {
+      const credentials = parseAuthorization(String(authorization[0]));
+      if (credentials?.scheme !== 'bearer') {
         throw new LockError('UNAUTHENTICATED', '`authorization` must be `Bearer <token>`');
       }
-      const principal = this.#policy.byToken(match[1]);
+      const principal = this.#policy.byToken(credentials.token);
       if (!principal) throw new LockError('UNAUTHENTICATED', 'the bearer token is not known to this server');
       return restricted(principal);
     }
