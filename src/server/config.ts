@@ -23,6 +23,8 @@ export interface Config {
   readonly maxResumeGraceMs: number;
   /** HTTP/2 streams (Acquire calls) one client connection may have open at once. */
   readonly maxStreamsPerConnection: number;
+  /** Lock requests one Session stream may have at once. */
+  readonly maxRequestsPerSession: number;
   /** Requests a lock's queue may hold ahead of a new one before it is refused. */
   readonly maxWaitersPerLock: number;
   /** Largest request message the server accepts, in bytes. */
@@ -59,6 +61,7 @@ export const DEFAULTS = Object.freeze({
   shutdownGrace: '5s',
   maxResumeGrace: '60s',
   maxStreamsPerConnection: 1000,
+  maxRequestsPerSession: 100_000,
   maxWaitersPerLock: 10_000,
   maxMessageBytes: 4096,
   logLevel: 'info',
@@ -153,6 +156,12 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     env: 'LOCKSTREAM_MAX_STREAMS_PER_CONNECTION',
     description: 'Acquire calls one client connection may have open at once (further calls wait)',
     default: String(DEFAULTS.maxStreamsPerConnection),
+  },
+  {
+    flags: '--max-requests-per-session <count>',
+    env: 'LOCKSTREAM_MAX_REQUESTS_PER_SESSION',
+    description: 'lock requests one Session stream may have at once (more end with RESOURCE_EXHAUSTED)',
+    default: String(DEFAULTS.maxRequestsPerSession),
   },
   {
     flags: '--max-waiters-per-lock <count>',
@@ -337,6 +346,7 @@ function validate(values: OptionValues): Readonly<Config> {
     shutdownGraceMs: duration('shutdownGrace', '--shutdown-grace', 0),
     maxResumeGraceMs: duration('maxResumeGrace', '--max-resume-grace', 0),
     maxStreamsPerConnection: count('maxStreamsPerConnection', '--max-streams-per-connection', 1, 2 ** 31 - 1),
+    maxRequestsPerSession: count('maxRequestsPerSession', '--max-requests-per-session', 1, 2 ** 31 - 1),
     maxWaitersPerLock: count('maxWaitersPerLock', '--max-waiters-per-lock', 1, 2 ** 31 - 1),
     // A start message with a 512-byte name and a 256-byte owner needs under 1 KiB.
     maxMessageBytes: count('maxMessageBytes', '--max-message-bytes', 1024, 4 * 1024 * 1024),

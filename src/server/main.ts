@@ -62,6 +62,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     keepaliveTimeMs: config.keepaliveTimeMs,
     keepaliveTimeoutMs: config.keepaliveTimeoutMs,
     maxStreamsPerConnection: config.maxStreamsPerConnection,
+    maxRequestsPerSession: config.maxRequestsPerSession,
     maxMessageBytes: config.maxMessageBytes,
     credentials: security.credentials,
     gate: security.gate,

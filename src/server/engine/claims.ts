@@ -2,6 +2,7 @@ import { randomFillSync } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AcquireRequest, Lease, LockEngine } from './lock-engine.js';
 import { isLockError, LockError } from './lock-error.js';
+import { LockSession, type RequestAccounting } from './lock-session.js';
 
 /**
  * Why a claim ends when its stream ended (cleanly, or abnormally without a grace): one shared
@@ -176,7 +177,10 @@ export class ClaimRegistry {
   readonly #logger: Logger;
   readonly #instanceId: string;
   readonly #maxResumeGraceMs: number;
-  readonly #resumable = new Map<string, Claim>();
+  /** Resumable claims (Acquire streams) and sessions (Session streams), by resume token. */
+  readonly #resumable = new Map<string, Claim | LockSession>();
+  /** Every session not ended yet, resumable or not: shutdown ends them all. */
+  readonly #sessions = new Set<LockSession>();
   #closed = false;
 
   constructor(options: ClaimRegistryOptions) {
@@ -186,9 +190,11 @@ export class ClaimRegistry {
     this.#maxResumeGraceMs = options.maxResumeGraceMs;
   }
 
-  /** Claims that can currently be resumed (attached or detached). */
+  /** Claims that can currently be resumed (attached or detached), and sessions not ended yet. */
   get size(): number {
-    return this.#resumable.size;
+    let size = this.#sessions.size;
+    for (const entry of this.#resumable.values()) if (entry instanceof Claim) size += 1;
+    return size;
   }
 
   /** Starts queuing for `request`; resumable for `graceMs` (capped at the server's maximum) after an abnormal end. */
@@ -204,25 +210,69 @@ export class ClaimRegistry {
     return claim;
   }
 
+  /**
+   * Opens a session of lock requests (the Session RPC), resumable for `graceMs` (capped at the
+   * server's maximum) after an abnormal end of its stream.
+   */
+  openSession(options: {
+    graceMs: number;
+    callerName: string | undefined;
+    accounting: RequestAccounting;
+    logger: Logger;
+  }): LockSession {
+    if (this.#closed) throw new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
+    const graceMs = Math.min(options.graceMs, this.#maxResumeGraceMs);
+    const token = graceMs === 0 ? undefined : `${this.#instanceId}.${randomToken()}`;
+    const session: LockSession = new LockSession({
+      engine: this.#engine,
+      logger: options.logger,
+      accounting: options.accounting,
+      resumeToken: token,
+      graceMs,
+      callerName: options.callerName,
+      forget: () => {
+        this.#sessions.delete(session);
+        if (token !== undefined) this.#resumable.delete(token);
+      },
+    });
+    this.#sessions.add(session);
+    if (token !== undefined) this.#resumable.set(token, session);
+    return session;
+  }
+
   /** The claim `token` was issued for; NOT_FOUND if it ended or was never issued here. */
   resume(token: string): Claim {
     const claim = this.#resumable.get(token);
-    if (claim) return claim;
+    if (claim instanceof Claim) return claim;
+    throw this.#unknownToken(token);
+  }
+
+  /** The session `token` was issued for; NOT_FOUND if it ended or was never issued here. */
+  resumeSession(token: string): LockSession {
+    const session = this.#resumable.get(token);
+    if (session instanceof LockSession) return session;
+    throw this.#unknownToken(token);
+  }
+
+  #unknownToken(token: string): LockError {
     const issuer = token.slice(0, token.indexOf('.'));
     if (issuer !== '' && issuer !== this.#instanceId && !token.startsWith(`${this.#instanceId}.`)) {
-      throw new LockError(
+      return new LockError(
         'NOT_FOUND',
         `resume token was issued by lockstream instance ${JSON.stringify(issuer.slice(0, 64))}, not this one (${this.#instanceId}); resume on the instance that issued it`,
       );
     }
-    throw new LockError('NOT_FOUND', UNKNOWN_RESUME_TOKEN);
+    return new LockError('NOT_FOUND', UNKNOWN_RESUME_TOKEN);
   }
 
   /** Ends every claim, attached or detached (server shutdown). */
   async close(): Promise<void> {
     this.#closed = true;
     const reason = new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
-    await Promise.all([...this.#resumable.values()].map((claim) => claim.end(reason)));
+    await Promise.all([
+      ...[...this.#resumable.values()].map((entry) => entry.end(reason)),
+      ...[...this.#sessions].map((session) => session.end(reason)),
+    ]);
     this.#logger.debug('resumable claims ended');
   }
 }

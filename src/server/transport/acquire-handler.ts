@@ -11,6 +11,7 @@ import { isLockError, LockError } from '../engine/lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
 import { toStreamOpening } from './acquire-request.js';
 import { toCallStatus } from './error-status.js';
+import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
 
 type AcquireCall = ServerDuplexStream<AcquireRequest, AcquireResponse>;
 
@@ -178,23 +179,13 @@ function heartbeat(
   call: AcquireCall,
   intervalMs: number | undefined,
   interruption: StreamInterruption,
-): Disposable & { heard: () => void } {
-  if (intervalMs === undefined) return { heard: () => {}, [Symbol.dispose]: () => {} };
-  const silenceMs = 3 * intervalMs;
+): StreamHeartbeat {
   const write = latestOnly(call);
-  const ticker = setInterval(() => write({ kind: { $case: 'heartbeat', value: {} } }), intervalMs);
-  const silence = setTimeout(() => {
-    interruption.break(
-      new LockError('UNAVAILABLE', `no message from the client for ${silenceMs} ms (3 heartbeat intervals)`),
-    );
-  }, silenceMs);
-  return {
-    heard: () => silence.refresh(),
-    [Symbol.dispose]: () => {
-      clearInterval(ticker);
-      clearTimeout(silence);
-    },
-  };
+  return startHeartbeat(
+    intervalMs,
+    () => write({ kind: { $case: 'heartbeat', value: {} } }),
+    (reason) => interruption.break(reason),
+  );
 }
 
 /**

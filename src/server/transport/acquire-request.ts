@@ -29,6 +29,14 @@ export const HEARTBEAT_INTERVAL_MIN_MS = 100;
 export const HEARTBEAT_INTERVAL_MAX_MS = 600_000;
 const RESUME_TOKEN_MAX_BYTES = 256;
 
+/** Checks a resume token's size before it is looked up. */
+export function checkResumeToken(resumeToken: string, issuedIn: 'resumable' | 'opened' = 'resumable'): void {
+  const bytes = Buffer.byteLength(resumeToken, 'utf8');
+  if (bytes === 0 || bytes > RESUME_TOKEN_MAX_BYTES) {
+    throw invalid(`resume_token is ${bytes} bytes; expected the token from a \`${issuedIn}\` message`);
+  }
+}
+
 /** How a stream opens: a new request, or taking over one whose stream ended abnormally. */
 export type StreamOpening =
   | {
@@ -58,10 +66,7 @@ export function toStreamOpening(first: WireAcquireRequest | null, peer: string):
     }
     case 'resume': {
       const { resumeToken, heartbeatInterval: interval } = first.kind.value;
-      const bytes = Buffer.byteLength(resumeToken, 'utf8');
-      if (bytes === 0 || bytes > RESUME_TOKEN_MAX_BYTES) {
-        throw invalid(`resume_token is ${bytes} bytes; expected the token from a \`resumable\` message`);
-      }
+      checkResumeToken(resumeToken);
       return { kind: 'resume', resumeToken, heartbeatIntervalMs: heartbeatInterval(interval) };
     }
     case 'release':
@@ -73,7 +78,8 @@ export function toStreamOpening(first: WireAcquireRequest | null, peer: string):
   }
 }
 
-function heartbeatInterval(interval: Duration | undefined): number | undefined {
+/** A heartbeat_interval in ms (undefined: none asked for), or says precisely what is wrong. */
+export function heartbeatInterval(interval: Duration | undefined): number | undefined {
   if (interval === undefined) return undefined;
   const ms = durationToMs(interval, 'heartbeat_interval');
   if (ms < HEARTBEAT_INTERVAL_MIN_MS || ms > HEARTBEAT_INTERVAL_MAX_MS) {

@@ -9,6 +9,7 @@ import type { LockInspector } from '../engine/lock-inspector.js';
 import type { Metrics } from '../observability/metrics.js';
 import { LockError } from '../engine/lock-error.js';
 import { createAcquireHandler } from './acquire-handler.js';
+import { createSessionHandler } from './session-handler.js';
 import { createUnaryHandlers } from './unary-handlers.js';
 import { addReflection } from './reflection.js';
 import type { Gate } from '../security/gate.js';
@@ -31,6 +32,8 @@ export interface GrpcServerOptions {
   readonly keepaliveTimeoutMs: number;
   /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: Acquire calls per client connection. */
   readonly maxStreamsPerConnection: number;
+  /** Requests one Session stream may have at once. */
+  readonly maxRequestsPerSession: number;
   /** Larger request messages end their call with RESOURCE_EXHAUSTED. */
   readonly maxMessageBytes: number;
   /** Plaintext, TLS or mTLS on the port. */
@@ -78,6 +81,15 @@ export class GrpcServer {
         metrics: options.metrics,
         gate: options.gate,
         track: (work) => this.#track(work),
+      }),
+      session: createSessionHandler({
+        claims: options.claims,
+        logger: options.logger,
+        shutdown: this.#shutdown.signal,
+        metrics: options.metrics,
+        gate: options.gate,
+        track: (work) => this.#track(work),
+        maxRequestsPerSession: options.maxRequestsPerSession,
       }),
       ...createUnaryHandlers({ ...options, shutdown: this.#shutdown.signal }, options.logger),
     };

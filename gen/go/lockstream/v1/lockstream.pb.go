@@ -1647,6 +1647,842 @@ func (x *AcquireResumable) GetResumeGrace() *durationpb.Duration {
 	return nil
 }
 
+// SessionRequest is a message from the client on a Session stream.
+type SessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the client is saying.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*SessionRequest_Open
+	//	*SessionRequest_Resume
+	//	*SessionRequest_Acquire
+	//	*SessionRequest_Release
+	//	*SessionRequest_Cancel
+	//	*SessionRequest_Heartbeat
+	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRequest) Reset() {
+	*x = SessionRequest{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRequest) ProtoMessage() {}
+
+func (x *SessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
+func (*SessionRequest) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SessionRequest) GetKind() isSessionRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetOpen() *SessionOpen {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetResume() *SessionResume {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Resume); ok {
+			return x.Resume
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetAcquire() *SessionAcquire {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetRelease() *SessionRelease {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetCancel() *SessionCancel {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetHeartbeat() *AcquireHeartbeat {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isSessionRequest_Kind interface {
+	isSessionRequest_Kind()
+}
+
+type SessionRequest_Open struct {
+	// Opens the session. Must be the first message of the stream, and is accepted only once.
+	Open *SessionOpen `protobuf:"bytes,1,opt,name=open,proto3,oneof"`
+}
+
+type SessionRequest_Resume struct {
+	// Takes over a session whose stream ended abnormally, instead of `open`: the first message
+	// of the stream, accepted only once.
+	Resume *SessionResume `protobuf:"bytes,2,opt,name=resume,proto3,oneof"`
+}
+
+type SessionRequest_Acquire struct {
+	// Queues a new request for a lock.
+	Acquire *SessionAcquire `protobuf:"bytes,3,opt,name=acquire,proto3,oneof"`
+}
+
+type SessionRequest_Release struct {
+	// Releases a held lock: the server answers `released`, then `ended` with OK. Sent while the
+	// request still waits, it withdraws it (`ended` with CANCELLED). A `request_id` the session
+	// does not have (it ended already) is ignored.
+	Release *SessionRelease `protobuf:"bytes,4,opt,name=release,proto3,oneof"`
+}
+
+type SessionRequest_Cancel struct {
+	// Gives a request up: a waiting request leaves the queue, a held lock is released; either
+	// way the request ends with CANCELLED. A `request_id` the session does not have is ignored.
+	Cancel *SessionCancel `protobuf:"bytes,5,opt,name=cancel,proto3,oneof"`
+}
+
+type SessionRequest_Heartbeat struct {
+	// Keeps the stream busy for proxies and tells the server the client is alive; see
+	// `heartbeat_interval`. Ignored otherwise.
+	Heartbeat *AcquireHeartbeat `protobuf:"bytes,6,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*SessionRequest_Open) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Resume) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Acquire) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Release) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Cancel) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Heartbeat) isSessionRequest_Kind() {}
+
+// SessionOpen sets what holds for the whole session.
+type SessionOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long the server keeps the session's requests (queued or holding) after the stream ends
+	// abnormally, for a new stream to `resume` them. Absent or zero: an abnormal end releases at
+	// once. Longer than the server allows: the server's maximum applies, and `opened` says so.
+	ResumeGrace *durationpb.Duration `protobuf:"bytes,1,opt,name=resume_grace,json=resumeGrace,proto3" json:"resume_grace,omitempty"`
+	// Ask for heartbeats in both directions at this interval (100 ms to 10 minutes). Absent: none.
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SessionOpen) Reset() {
+	*x = SessionOpen{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionOpen) ProtoMessage() {}
+
+func (x *SessionOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionOpen.ProtoReflect.Descriptor instead.
+func (*SessionOpen) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SessionOpen) GetResumeGrace() *durationpb.Duration {
+	if x != nil {
+		return x.ResumeGrace
+	}
+	return nil
+}
+
+func (x *SessionOpen) GetHeartbeatInterval() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatInterval
+	}
+	return nil
+}
+
+// SessionResume takes over a session whose stream ended abnormally.
+type SessionResume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token from that session's `opened` message.
+	ResumeToken string `protobuf:"bytes,1,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// Heartbeats for this stream, as in SessionOpen.
+	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SessionResume) Reset() {
+	*x = SessionResume{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionResume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionResume) ProtoMessage() {}
+
+func (x *SessionResume) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionResume.ProtoReflect.Descriptor instead.
+func (*SessionResume) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SessionResume) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *SessionResume) GetHeartbeatInterval() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatInterval
+	}
+	return nil
+}
+
+// SessionAcquire queues a request for a lock, as AcquireStart does on an Acquire stream.
+type SessionAcquire struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the request in every message about it: 1 or more, unique among the session's
+	// requests that have not ended. Free for reuse once the request's `ended` has arrived.
+	RequestId uint32 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The lock's name, as in AcquireStart.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// How the lock is shared. Required.
+	Mode LockMode `protobuf:"varint,3,opt,name=mode,proto3,enum=lockstream.v1.LockMode" json:"mode,omitempty"`
+	// How long to wait in the queue, as in AcquireStart: absent waits until the request is
+	// released, cancelled or the session ends; zero tries once without queuing.
+	WaitTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	// Who is asking, for operators' eyes only, as in AcquireStart.
+	Owner         string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionAcquire) Reset() {
+	*x = SessionAcquire{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionAcquire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionAcquire) ProtoMessage() {}
+
+func (x *SessionAcquire) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionAcquire.ProtoReflect.Descriptor instead.
+func (*SessionAcquire) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SessionAcquire) GetRequestId() uint32 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *SessionAcquire) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SessionAcquire) GetMode() LockMode {
+	if x != nil {
+		return x.Mode
+	}
+	return LockMode_LOCK_MODE_UNSPECIFIED
+}
+
+func (x *SessionAcquire) GetWaitTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.WaitTimeout
+	}
+	return nil
+}
+
+func (x *SessionAcquire) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+// SessionRelease releases one request's lock, or withdraws it while it waits.
+type SessionRelease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request to release.
+	RequestId     uint32 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRelease) Reset() {
+	*x = SessionRelease{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRelease) ProtoMessage() {}
+
+func (x *SessionRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRelease.ProtoReflect.Descriptor instead.
+func (*SessionRelease) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SessionRelease) GetRequestId() uint32 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+// SessionCancel gives one request up, waiting or holding.
+type SessionCancel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request to give up.
+	RequestId     uint32 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionCancel) Reset() {
+	*x = SessionCancel{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionCancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionCancel) ProtoMessage() {}
+
+func (x *SessionCancel) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionCancel.ProtoReflect.Descriptor instead.
+func (*SessionCancel) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SessionCancel) GetRequestId() uint32 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+// SessionResponse is a message from the server on a Session stream.
+type SessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request the message is about (as the client numbered it); 0 for `opened`, `resumed`
+	// and `heartbeat`, which are about the session.
+	RequestId uint32 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// What the server is saying.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*SessionResponse_Opened
+	//	*SessionResponse_Resumed
+	//	*SessionResponse_Queued
+	//	*SessionResponse_Acquired
+	//	*SessionResponse_Released
+	//	*SessionResponse_InDoubt
+	//	*SessionResponse_Confirmed
+	//	*SessionResponse_RevokeRequested
+	//	*SessionResponse_Ended
+	//	*SessionResponse_Heartbeat
+	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionResponse) Reset() {
+	*x = SessionResponse{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionResponse) ProtoMessage() {}
+
+func (x *SessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
+func (*SessionResponse) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SessionResponse) GetRequestId() uint32 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *SessionResponse) GetKind() isSessionResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetOpened() *SessionOpened {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Opened); ok {
+			return x.Opened
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetResumed() *SessionResumed {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Resumed); ok {
+			return x.Resumed
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetQueued() *AcquireQueued {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Queued); ok {
+			return x.Queued
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetAcquired() *AcquireAcquired {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Acquired); ok {
+			return x.Acquired
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetReleased() *AcquireReleased {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Released); ok {
+			return x.Released
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetInDoubt() *AcquireInDoubt {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_InDoubt); ok {
+			return x.InDoubt
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetConfirmed() *AcquireConfirmed {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Confirmed); ok {
+			return x.Confirmed
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetRevokeRequested() *AcquireRevokeRequested {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_RevokeRequested); ok {
+			return x.RevokeRequested
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetEnded() *SessionRequestEnded {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Ended); ok {
+			return x.Ended
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetHeartbeat() *AcquireHeartbeat {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isSessionResponse_Kind interface {
+	isSessionResponse_Kind()
+}
+
+type SessionResponse_Opened struct {
+	// The session is open: the first message after `open`.
+	Opened *SessionOpened `protobuf:"bytes,2,opt,name=opened,proto3,oneof"`
+}
+
+type SessionResponse_Resumed struct {
+	// The session was taken over: sent after the state of every request it has (see Session).
+	Resumed *SessionResumed `protobuf:"bytes,3,opt,name=resumed,proto3,oneof"`
+}
+
+type SessionResponse_Queued struct {
+	// The request is waiting in the lock's queue, with this many ahead (again whenever the
+	// number changes).
+	Queued *AcquireQueued `protobuf:"bytes,4,opt,name=queued,proto3,oneof"`
+}
+
+type SessionResponse_Acquired struct {
+	// The request holds the lock, from this message until it is released or the session ends.
+	Acquired *AcquireAcquired `protobuf:"bytes,5,opt,name=acquired,proto3,oneof"`
+}
+
+type SessionResponse_Released struct {
+	// The lock was released at the client's request; `ended` with OK follows.
+	Released *AcquireReleased `protobuf:"bytes,6,opt,name=released,proto3,oneof"`
+}
+
+type SessionResponse_InDoubt struct {
+	// The server cannot vouch for the held lock right now, as on Acquire.
+	InDoubt *AcquireInDoubt `protobuf:"bytes,7,opt,name=in_doubt,json=inDoubt,proto3,oneof"`
+}
+
+type SessionResponse_Confirmed struct {
+	// After `in_doubt`: the lock is still held.
+	Confirmed *AcquireConfirmed `protobuf:"bytes,8,opt,name=confirmed,proto3,oneof"`
+}
+
+type SessionResponse_RevokeRequested struct {
+	// Someone asked the holder to release the lock (RevokeLock).
+	RevokeRequested *AcquireRevokeRequested `protobuf:"bytes,9,opt,name=revoke_requested,json=revokeRequested,proto3,oneof"`
+}
+
+type SessionResponse_Ended struct {
+	// The request is over: nothing is held or queued for it any more, and its id is free.
+	Ended *SessionRequestEnded `protobuf:"bytes,10,opt,name=ended,proto3,oneof"`
+}
+
+type SessionResponse_Heartbeat struct {
+	// Sent at the `heartbeat_interval` the client asked for.
+	Heartbeat *AcquireHeartbeat `protobuf:"bytes,11,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*SessionResponse_Opened) isSessionResponse_Kind() {}
+
+func (*SessionResponse_Resumed) isSessionResponse_Kind() {}
+
+func (*SessionResponse_Queued) isSessionResponse_Kind() {}
+
+func (*SessionResponse_Acquired) isSessionResponse_Kind() {}
+
+func (*SessionResponse_Released) isSessionResponse_Kind() {}
+
+func (*SessionResponse_InDoubt) isSessionResponse_Kind() {}
+
+func (*SessionResponse_Confirmed) isSessionResponse_Kind() {}
+
+func (*SessionResponse_RevokeRequested) isSessionResponse_Kind() {}
+
+func (*SessionResponse_Ended) isSessionResponse_Kind() {}
+
+func (*SessionResponse_Heartbeat) isSessionResponse_Kind() {}
+
+// SessionOpened says the session is open, and how to resume it.
+type SessionOpened struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Send it in `resume` on a new stream, to the same lockstream instance, after an abnormal
+	// end. A secret: it lets its bearer hold the session's locks. Empty when the session has no
+	// resume grace.
+	ResumeToken string `protobuf:"bytes,1,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// How long after an abnormal end the session waits to be resumed: the grace the client asked
+	// for, or the server's maximum if that is lower.
+	ResumeGrace   *durationpb.Duration `protobuf:"bytes,2,opt,name=resume_grace,json=resumeGrace,proto3" json:"resume_grace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionOpened) Reset() {
+	*x = SessionOpened{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionOpened) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionOpened) ProtoMessage() {}
+
+func (x *SessionOpened) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
+func (*SessionOpened) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SessionOpened) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *SessionOpened) GetResumeGrace() *durationpb.Duration {
+	if x != nil {
+		return x.ResumeGrace
+	}
+	return nil
+}
+
+// SessionResumed closes the report of a resumed session's requests. A request the client still
+// expected news of and that was not reported before this message is unknown to the server: it
+// ended (and its `ended` was lost with the broken stream) or its `acquire` never arrived.
+type SessionResumed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionResumed) Reset() {
+	*x = SessionResumed{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionResumed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionResumed) ProtoMessage() {}
+
+func (x *SessionResumed) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionResumed.ProtoReflect.Descriptor instead.
+func (*SessionResumed) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{33}
+}
+
+// SessionRequestEnded is the last message about a request.
+type SessionRequestEnded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The status an Acquire call would have ended with (a google.rpc.Code: 0 OK, 1 CANCELLED,
+	// 4 DEADLINE_EXCEEDED, 10 ABORTED, ...), as listed for Acquire, plus PERMISSION_DENIED when
+	// the caller may not take the lock.
+	Code uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// What happened, naming the lock; for INVALID_ARGUMENT, the field and the rule.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRequestEnded) Reset() {
+	*x = SessionRequestEnded{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRequestEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRequestEnded) ProtoMessage() {}
+
+func (x *SessionRequestEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRequestEnded.ProtoReflect.Descriptor instead.
+func (*SessionRequestEnded) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SessionRequestEnded) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *SessionRequestEnded) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_lockstream_v1_lockstream_proto protoreflect.FileDescriptor
 
 const file_lockstream_v1_lockstream_proto_rawDesc = "" +
@@ -1734,14 +2570,64 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\bforce_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aforceAt\"s\n" +
 	"\x10AcquireResumable\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12<\n" +
-	"\fresume_grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace*c\n" +
+	"\fresume_grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\"\xf1\x02\n" +
+	"\x0eSessionRequest\x120\n" +
+	"\x04open\x18\x01 \x01(\v2\x1a.lockstream.v1.SessionOpenH\x00R\x04open\x126\n" +
+	"\x06resume\x18\x02 \x01(\v2\x1c.lockstream.v1.SessionResumeH\x00R\x06resume\x129\n" +
+	"\aacquire\x18\x03 \x01(\v2\x1d.lockstream.v1.SessionAcquireH\x00R\aacquire\x129\n" +
+	"\arelease\x18\x04 \x01(\v2\x1d.lockstream.v1.SessionReleaseH\x00R\arelease\x126\n" +
+	"\x06cancel\x18\x05 \x01(\v2\x1c.lockstream.v1.SessionCancelH\x00R\x06cancel\x12?\n" +
+	"\theartbeat\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeatB\x06\n" +
+	"\x04kind\"\x95\x01\n" +
+	"\vSessionOpen\x12<\n" +
+	"\fresume_grace\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\x12H\n" +
+	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"|\n" +
+	"\rSessionResume\x12!\n" +
+	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12H\n" +
+	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xc4\x01\n" +
+	"\x0eSessionAcquire\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\rR\trequestId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12+\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12<\n" +
+	"\fwait_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\"/\n" +
+	"\x0eSessionRelease\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\rR\trequestId\".\n" +
+	"\rSessionCancel\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\rR\trequestId\"\xad\x05\n" +
+	"\x0fSessionResponse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\rR\trequestId\x126\n" +
+	"\x06opened\x18\x02 \x01(\v2\x1c.lockstream.v1.SessionOpenedH\x00R\x06opened\x129\n" +
+	"\aresumed\x18\x03 \x01(\v2\x1d.lockstream.v1.SessionResumedH\x00R\aresumed\x126\n" +
+	"\x06queued\x18\x04 \x01(\v2\x1c.lockstream.v1.AcquireQueuedH\x00R\x06queued\x12<\n" +
+	"\bacquired\x18\x05 \x01(\v2\x1e.lockstream.v1.AcquireAcquiredH\x00R\bacquired\x12<\n" +
+	"\breleased\x18\x06 \x01(\v2\x1e.lockstream.v1.AcquireReleasedH\x00R\breleased\x12:\n" +
+	"\bin_doubt\x18\a \x01(\v2\x1d.lockstream.v1.AcquireInDoubtH\x00R\ainDoubt\x12?\n" +
+	"\tconfirmed\x18\b \x01(\v2\x1f.lockstream.v1.AcquireConfirmedH\x00R\tconfirmed\x12R\n" +
+	"\x10revoke_requested\x18\t \x01(\v2%.lockstream.v1.AcquireRevokeRequestedH\x00R\x0frevokeRequested\x12:\n" +
+	"\x05ended\x18\n" +
+	" \x01(\v2\".lockstream.v1.SessionRequestEndedH\x00R\x05ended\x12?\n" +
+	"\theartbeat\x18\v \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeatB\x06\n" +
+	"\x04kind\"p\n" +
+	"\rSessionOpened\x12!\n" +
+	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12<\n" +
+	"\fresume_grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\"\x10\n" +
+	"\x0eSessionResumed\"C\n" +
+	"\x13SessionRequestEnded\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*c\n" +
 	"\bLockMode\x12\x19\n" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n" +
 	"\x0eLOCK_MODE_READ\x10\x02\x12\x13\n" +
-	"\x0fLOCK_MODE_WRITE\x10\x032\xfc\x03\n" +
+	"\x0fLOCK_MODE_WRITE\x10\x032\xca\x04\n" +
 	"\vLockService\x12L\n" +
-	"\aAcquire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x010\x01\x12W\n" +
+	"\aAcquire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x010\x01\x12L\n" +
+	"\aSession\x12\x1d.lockstream.v1.SessionRequest\x1a\x1e.lockstream.v1.SessionResponse(\x010\x01\x12W\n" +
 	"\fDescribeLock\x12\".lockstream.v1.DescribeLockRequest\x1a#.lockstream.v1.DescribeLockResponse\x12N\n" +
 	"\tListLocks\x12\x1f.lockstream.v1.ListLocksRequest\x1a .lockstream.v1.ListLocksResponse\x12Q\n" +
 	"\n" +
@@ -1764,7 +2650,7 @@ func file_lockstream_v1_lockstream_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstream_v1_lockstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(LockMode)(0),                  // 0: lockstream.v1.LockMode
 	(*WatchLockRequest)(nil),       // 1: lockstream.v1.WatchLockRequest
@@ -1792,16 +2678,26 @@ var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(*AcquireConfirmed)(nil),       // 23: lockstream.v1.AcquireConfirmed
 	(*AcquireRevokeRequested)(nil), // 24: lockstream.v1.AcquireRevokeRequested
 	(*AcquireResumable)(nil),       // 25: lockstream.v1.AcquireResumable
-	(*durationpb.Duration)(nil),    // 26: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
+	(*SessionRequest)(nil),         // 26: lockstream.v1.SessionRequest
+	(*SessionOpen)(nil),            // 27: lockstream.v1.SessionOpen
+	(*SessionResume)(nil),          // 28: lockstream.v1.SessionResume
+	(*SessionAcquire)(nil),         // 29: lockstream.v1.SessionAcquire
+	(*SessionRelease)(nil),         // 30: lockstream.v1.SessionRelease
+	(*SessionCancel)(nil),          // 31: lockstream.v1.SessionCancel
+	(*SessionResponse)(nil),        // 32: lockstream.v1.SessionResponse
+	(*SessionOpened)(nil),          // 33: lockstream.v1.SessionOpened
+	(*SessionResumed)(nil),         // 34: lockstream.v1.SessionResumed
+	(*SessionRequestEnded)(nil),    // 35: lockstream.v1.SessionRequestEnded
+	(*durationpb.Duration)(nil),    // 36: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 37: google.protobuf.Timestamp
 }
 var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
 	6,  // 0: lockstream.v1.WatchLockResponse.state:type_name -> lockstream.v1.DescribeLockResponse
-	26, // 1: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
+	36, // 1: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
 	7,  // 2: lockstream.v1.DescribeLockResponse.holders:type_name -> lockstream.v1.LockRequestInfo
 	7,  // 3: lockstream.v1.DescribeLockResponse.waiters:type_name -> lockstream.v1.LockRequestInfo
 	0,  // 4: lockstream.v1.LockRequestInfo.mode:type_name -> lockstream.v1.LockMode
-	27, // 5: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
+	37, // 5: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
 	10, // 6: lockstream.v1.ListLocksResponse.locks:type_name -> lockstream.v1.LockSummary
 	0,  // 7: lockstream.v1.LockSummary.held_mode:type_name -> lockstream.v1.LockMode
 	14, // 8: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
@@ -1809,10 +2705,10 @@ var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
 	15, // 10: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
 	16, // 11: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
 	0,  // 12: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
-	26, // 13: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
-	26, // 14: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
-	26, // 15: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
-	26, // 16: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	36, // 13: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
+	36, // 14: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
+	36, // 15: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
+	36, // 16: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
 	19, // 17: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
 	20, // 18: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
 	21, // 19: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
@@ -1821,25 +2717,49 @@ var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
 	25, // 22: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
 	16, // 23: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
 	24, // 24: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
-	27, // 25: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
-	26, // 26: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
-	13, // 27: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
-	5,  // 28: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
-	8,  // 29: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
-	11, // 30: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
-	3,  // 31: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
-	1,  // 32: lockstream.v1.LockService.WatchLock:input_type -> lockstream.v1.WatchLockRequest
-	18, // 33: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
-	6,  // 34: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
-	9,  // 35: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
-	12, // 36: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
-	4,  // 37: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
-	2,  // 38: lockstream.v1.LockService.WatchLock:output_type -> lockstream.v1.WatchLockResponse
-	33, // [33:39] is the sub-list for method output_type
-	27, // [27:33] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	37, // 25: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
+	36, // 26: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
+	27, // 27: lockstream.v1.SessionRequest.open:type_name -> lockstream.v1.SessionOpen
+	28, // 28: lockstream.v1.SessionRequest.resume:type_name -> lockstream.v1.SessionResume
+	29, // 29: lockstream.v1.SessionRequest.acquire:type_name -> lockstream.v1.SessionAcquire
+	30, // 30: lockstream.v1.SessionRequest.release:type_name -> lockstream.v1.SessionRelease
+	31, // 31: lockstream.v1.SessionRequest.cancel:type_name -> lockstream.v1.SessionCancel
+	16, // 32: lockstream.v1.SessionRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	36, // 33: lockstream.v1.SessionOpen.resume_grace:type_name -> google.protobuf.Duration
+	36, // 34: lockstream.v1.SessionOpen.heartbeat_interval:type_name -> google.protobuf.Duration
+	36, // 35: lockstream.v1.SessionResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	0,  // 36: lockstream.v1.SessionAcquire.mode:type_name -> lockstream.v1.LockMode
+	36, // 37: lockstream.v1.SessionAcquire.wait_timeout:type_name -> google.protobuf.Duration
+	33, // 38: lockstream.v1.SessionResponse.opened:type_name -> lockstream.v1.SessionOpened
+	34, // 39: lockstream.v1.SessionResponse.resumed:type_name -> lockstream.v1.SessionResumed
+	19, // 40: lockstream.v1.SessionResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	20, // 41: lockstream.v1.SessionResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	21, // 42: lockstream.v1.SessionResponse.released:type_name -> lockstream.v1.AcquireReleased
+	22, // 43: lockstream.v1.SessionResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	23, // 44: lockstream.v1.SessionResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	24, // 45: lockstream.v1.SessionResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
+	35, // 46: lockstream.v1.SessionResponse.ended:type_name -> lockstream.v1.SessionRequestEnded
+	16, // 47: lockstream.v1.SessionResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	36, // 48: lockstream.v1.SessionOpened.resume_grace:type_name -> google.protobuf.Duration
+	13, // 49: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
+	26, // 50: lockstream.v1.LockService.Session:input_type -> lockstream.v1.SessionRequest
+	5,  // 51: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
+	8,  // 52: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
+	11, // 53: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
+	3,  // 54: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
+	1,  // 55: lockstream.v1.LockService.WatchLock:input_type -> lockstream.v1.WatchLockRequest
+	18, // 56: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
+	32, // 57: lockstream.v1.LockService.Session:output_type -> lockstream.v1.SessionResponse
+	6,  // 58: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
+	9,  // 59: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
+	12, // 60: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
+	4,  // 61: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
+	2,  // 62: lockstream.v1.LockService.WatchLock:output_type -> lockstream.v1.WatchLockResponse
+	56, // [56:63] is the sub-list for method output_type
+	49, // [49:56] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_lockstream_v1_lockstream_proto_init() }
@@ -1863,13 +2783,33 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireResponse_Heartbeat)(nil),
 		(*AcquireResponse_RevokeRequested)(nil),
 	}
+	file_lockstream_v1_lockstream_proto_msgTypes[25].OneofWrappers = []any{
+		(*SessionRequest_Open)(nil),
+		(*SessionRequest_Resume)(nil),
+		(*SessionRequest_Acquire)(nil),
+		(*SessionRequest_Release)(nil),
+		(*SessionRequest_Cancel)(nil),
+		(*SessionRequest_Heartbeat)(nil),
+	}
+	file_lockstream_v1_lockstream_proto_msgTypes[31].OneofWrappers = []any{
+		(*SessionResponse_Opened)(nil),
+		(*SessionResponse_Resumed)(nil),
+		(*SessionResponse_Queued)(nil),
+		(*SessionResponse_Acquired)(nil),
+		(*SessionResponse_Released)(nil),
+		(*SessionResponse_InDoubt)(nil),
+		(*SessionResponse_Confirmed)(nil),
+		(*SessionResponse_RevokeRequested)(nil),
+		(*SessionResponse_Ended)(nil),
+		(*SessionResponse_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstream_v1_lockstream_proto_rawDesc), len(file_lockstream_v1_lockstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

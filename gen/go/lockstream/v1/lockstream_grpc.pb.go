@@ -22,6 +22,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	LockService_Acquire_FullMethodName      = "/lockstream.v1.LockService/Acquire"
+	LockService_Session_FullMethodName      = "/lockstream.v1.LockService/Session"
 	LockService_DescribeLock_FullMethodName = "/lockstream.v1.LockService/DescribeLock"
 	LockService_ListLocks_FullMethodName    = "/lockstream.v1.LockService/ListLocks"
 	LockService_CheckToken_FullMethodName   = "/lockstream.v1.LockService/CheckToken"
@@ -90,6 +91,53 @@ type LockServiceClient interface {
 	// trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
 	// connection, after which `resume` can still find the request within its grace.
 	Acquire(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AcquireRequest, AcquireResponse], error)
+	// Session carries any number of lock requests over one stream: one stream per client process
+	// instead of one per lock. Each request has a `request_id` the client chooses, and gets the
+	// answers an Acquire stream would get (`queued`, `acquired`, `in_doubt`, `confirmed`,
+	// `revoke_requested`, `released`), each tagged with its id, and finally `ended` with the status
+	// and message the Acquire call would have ended with. A failing request never ends the
+	// session; only a protocol violation does.
+	//
+	// Conversation:
+	//  1. The client sends `open` (or `resume`, below) first; the server answers `opened`. The
+	//     client need not wait for it: requests sent right behind `open` are served in order.
+	//  2. The client sends `acquire` with a new `request_id` for every lock it wants, any number
+	//     at once, on any names (two requests of one session for the same lock queue like two
+	//     clients: the second waits for the first).
+	//  3. Each request goes as on Acquire: `queued` while it waits, then `acquired` with its
+	//     fencing token; it is held until the client sends `release` (answered by `released`
+	//     and `ended` with OK) or `cancel`, or the session ends.
+	//  4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
+	//     CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+	//
+	// The session still ties every lock to the stream: when the client half-closes, every held
+	// lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
+	// and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+	// three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
+	// all its requests, queued or holding, for the grace; a new Session stream whose first
+	// message is `resume` with the session's token takes them over, and is told where each one
+	// stands (`queued`, or `acquired` with the same token; `ended` for a request that ended
+	// meanwhile) before `resumed`. Nobody else is granted a lock of the session during the grace;
+	// afterwards every request is withdrawn or released. One resume token, one heartbeat and one
+	// grace serve the whole session. Resume works on the lockstream instance that issued the
+	// token. Without `resume_grace` an abnormal end releases everything at once.
+	//
+	// The call ends with one of these statuses (per-request outcomes are in `ended`):
+	//
+	//	OK                  the client half-closed; every lock of the session was released.
+	//	NOT_FOUND           `resume` named a session this server does not have (its grace is over,
+	//	                    or another instance issued the token).
+	//	INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
+	//	                    of them is sent twice or is malformed, or `acquire` has no
+	//	                    `request_id` or reuses the id of a request that has not ended.
+	//	ABORTED             another stream resumed the session.
+	//	RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+	//	UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
+	//	UNAUTHENTICATED     the caller's credentials were refused.
+	//
+	// As on Acquire, a failed call after which the server keeps nothing for the session carries
+	// the trailing metadata `lockstream-request: ended`.
+	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error)
 	// DescribeLock says who holds a lock and who waits for it, in queue order, as the
 	// coordination back end sees it: requests made through every lockstream instance on it.
 	// A lock nobody holds or waits for is described with no holders and no waiters.
@@ -138,6 +186,19 @@ func (c *lockServiceClient) Acquire(ctx context.Context, opts ...grpc.CallOption
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_AcquireClient = grpc.BidiStreamingClient[AcquireRequest, AcquireResponse]
 
+func (c *lockServiceClient) Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[1], LockService_Session_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SessionRequest, SessionResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_SessionClient = grpc.BidiStreamingClient[SessionRequest, SessionResponse]
+
 func (c *lockServiceClient) DescribeLock(ctx context.Context, in *DescribeLockRequest, opts ...grpc.CallOption) (*DescribeLockResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeLockResponse)
@@ -180,7 +241,7 @@ func (c *lockServiceClient) RevokeLock(ctx context.Context, in *RevokeLockReques
 
 func (c *lockServiceClient) WatchLock(ctx context.Context, in *WatchLockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLockResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[1], LockService_WatchLock_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[2], LockService_WatchLock_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +319,53 @@ type LockServiceServer interface {
 	// trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
 	// connection, after which `resume` can still find the request within its grace.
 	Acquire(grpc.BidiStreamingServer[AcquireRequest, AcquireResponse]) error
+	// Session carries any number of lock requests over one stream: one stream per client process
+	// instead of one per lock. Each request has a `request_id` the client chooses, and gets the
+	// answers an Acquire stream would get (`queued`, `acquired`, `in_doubt`, `confirmed`,
+	// `revoke_requested`, `released`), each tagged with its id, and finally `ended` with the status
+	// and message the Acquire call would have ended with. A failing request never ends the
+	// session; only a protocol violation does.
+	//
+	// Conversation:
+	//  1. The client sends `open` (or `resume`, below) first; the server answers `opened`. The
+	//     client need not wait for it: requests sent right behind `open` are served in order.
+	//  2. The client sends `acquire` with a new `request_id` for every lock it wants, any number
+	//     at once, on any names (two requests of one session for the same lock queue like two
+	//     clients: the second waits for the first).
+	//  3. Each request goes as on Acquire: `queued` while it waits, then `acquired` with its
+	//     fencing token; it is held until the client sends `release` (answered by `released`
+	//     and `ended` with OK) or `cancel`, or the session ends.
+	//  4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
+	//     CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+	//
+	// The session still ties every lock to the stream: when the client half-closes, every held
+	// lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
+	// and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+	// three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
+	// all its requests, queued or holding, for the grace; a new Session stream whose first
+	// message is `resume` with the session's token takes them over, and is told where each one
+	// stands (`queued`, or `acquired` with the same token; `ended` for a request that ended
+	// meanwhile) before `resumed`. Nobody else is granted a lock of the session during the grace;
+	// afterwards every request is withdrawn or released. One resume token, one heartbeat and one
+	// grace serve the whole session. Resume works on the lockstream instance that issued the
+	// token. Without `resume_grace` an abnormal end releases everything at once.
+	//
+	// The call ends with one of these statuses (per-request outcomes are in `ended`):
+	//
+	//	OK                  the client half-closed; every lock of the session was released.
+	//	NOT_FOUND           `resume` named a session this server does not have (its grace is over,
+	//	                    or another instance issued the token).
+	//	INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
+	//	                    of them is sent twice or is malformed, or `acquire` has no
+	//	                    `request_id` or reuses the id of a request that has not ended.
+	//	ABORTED             another stream resumed the session.
+	//	RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+	//	UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
+	//	UNAUTHENTICATED     the caller's credentials were refused.
+	//
+	// As on Acquire, a failed call after which the server keeps nothing for the session carries
+	// the trailing metadata `lockstream-request: ended`.
+	Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error
 	// DescribeLock says who holds a lock and who waits for it, in queue order, as the
 	// coordination back end sees it: requests made through every lockstream instance on it.
 	// A lock nobody holds or waits for is described with no holders and no waiters.
@@ -295,6 +403,9 @@ type UnimplementedLockServiceServer struct{}
 
 func (UnimplementedLockServiceServer) Acquire(grpc.BidiStreamingServer[AcquireRequest, AcquireResponse]) error {
 	return status.Error(codes.Unimplemented, "method Acquire not implemented")
+}
+func (UnimplementedLockServiceServer) Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error {
+	return status.Error(codes.Unimplemented, "method Session not implemented")
 }
 func (UnimplementedLockServiceServer) DescribeLock(context.Context, *DescribeLockRequest) (*DescribeLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeLock not implemented")
@@ -338,6 +449,13 @@ func _LockService_Acquire_Handler(srv interface{}, stream grpc.ServerStream) err
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_AcquireServer = grpc.BidiStreamingServer[AcquireRequest, AcquireResponse]
+
+func _LockService_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LockServiceServer).Session(&grpc.GenericServerStream[SessionRequest, SessionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_SessionServer = grpc.BidiStreamingServer[SessionRequest, SessionResponse]
 
 func _LockService_DescribeLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DescribeLockRequest)
@@ -450,6 +568,12 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Acquire",
 			Handler:       _LockService_Acquire_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Session",
+			Handler:       _LockService_Session_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

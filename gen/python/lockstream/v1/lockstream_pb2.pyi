@@ -229,3 +229,107 @@ class AcquireResumable(_message.Message):
     resume_token: str
     resume_grace: _duration_pb2.Duration
     def __init__(self, resume_token: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class SessionRequest(_message.Message):
+    __slots__ = ("open", "resume", "acquire", "release", "cancel", "heartbeat")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    ACQUIRE_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    open: SessionOpen
+    resume: SessionResume
+    acquire: SessionAcquire
+    release: SessionRelease
+    cancel: SessionCancel
+    heartbeat: AcquireHeartbeat
+    def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., resume: _Optional[_Union[SessionResume, _Mapping]] = ..., acquire: _Optional[_Union[SessionAcquire, _Mapping]] = ..., release: _Optional[_Union[SessionRelease, _Mapping]] = ..., cancel: _Optional[_Union[SessionCancel, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ...) -> None: ...
+
+class SessionOpen(_message.Message):
+    __slots__ = ("resume_grace", "heartbeat_interval")
+    RESUME_GRACE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    resume_grace: _duration_pb2.Duration
+    heartbeat_interval: _duration_pb2.Duration
+    def __init__(self, resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class SessionResume(_message.Message):
+    __slots__ = ("resume_token", "heartbeat_interval")
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    resume_token: str
+    heartbeat_interval: _duration_pb2.Duration
+    def __init__(self, resume_token: _Optional[str] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class SessionAcquire(_message.Message):
+    __slots__ = ("request_id", "name", "mode", "wait_timeout", "owner")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    name: str
+    mode: LockMode
+    wait_timeout: _duration_pb2.Duration
+    owner: str
+    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class SessionRelease(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    def __init__(self, request_id: _Optional[int] = ...) -> None: ...
+
+class SessionCancel(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    def __init__(self, request_id: _Optional[int] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("request_id", "opened", "resumed", "queued", "acquired", "released", "in_doubt", "confirmed", "revoke_requested", "ended", "heartbeat")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    ACQUIRED_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    IN_DOUBT_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    opened: SessionOpened
+    resumed: SessionResumed
+    queued: AcquireQueued
+    acquired: AcquireAcquired
+    released: AcquireReleased
+    in_doubt: AcquireInDoubt
+    confirmed: AcquireConfirmed
+    revoke_requested: AcquireRevokeRequested
+    ended: SessionRequestEnded
+    heartbeat: AcquireHeartbeat
+    def __init__(self, request_id: _Optional[int] = ..., opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., resumed: _Optional[_Union[SessionResumed, _Mapping]] = ..., queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ..., ended: _Optional[_Union[SessionRequestEnded, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ...) -> None: ...
+
+class SessionOpened(_message.Message):
+    __slots__ = ("resume_token", "resume_grace")
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RESUME_GRACE_FIELD_NUMBER: _ClassVar[int]
+    resume_token: str
+    resume_grace: _duration_pb2.Duration
+    def __init__(self, resume_token: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class SessionResumed(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SessionRequestEnded(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...

@@ -42,6 +42,11 @@ class LockServiceStub:
                 request_serializer=lockstream_dot_v1_dot_lockstream__pb2.AcquireRequest.SerializeToString,
                 response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.AcquireResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/lockstream.v1.LockService/Session',
+                request_serializer=lockstream_dot_v1_dot_lockstream__pb2.SessionRequest.SerializeToString,
+                response_deserializer=lockstream_dot_v1_dot_lockstream__pb2.SessionResponse.FromString,
+                _registered_method=True)
         self.DescribeLock = channel.unary_unary(
                 '/lockstream.v1.LockService/DescribeLock',
                 request_serializer=lockstream_dot_v1_dot_lockstream__pb2.DescribeLockRequest.SerializeToString,
@@ -132,6 +137,56 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """Session carries any number of lock requests over one stream: one stream per client process
+        instead of one per lock. Each request has a `request_id` the client chooses, and gets the
+        answers an Acquire stream would get (`queued`, `acquired`, `in_doubt`, `confirmed`,
+        `revoke_requested`, `released`), each tagged with its id, and finally `ended` with the status
+        and message the Acquire call would have ended with. A failing request never ends the
+        session; only a protocol violation does.
+
+        Conversation:
+        1. The client sends `open` (or `resume`, below) first; the server answers `opened`. The
+        client need not wait for it: requests sent right behind `open` are served in order.
+        2. The client sends `acquire` with a new `request_id` for every lock it wants, any number
+        at once, on any names (two requests of one session for the same lock queue like two
+        clients: the second waits for the first).
+        3. Each request goes as on Acquire: `queued` while it waits, then `acquired` with its
+        fencing token; it is held until the client sends `release` (answered by `released`
+        and `ended` with OK) or `cancel`, or the session ends.
+        4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
+        CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+
+        The session still ties every lock to the stream: when the client half-closes, every held
+        lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
+        and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+        three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
+        all its requests, queued or holding, for the grace; a new Session stream whose first
+        message is `resume` with the session's token takes them over, and is told where each one
+        stands (`queued`, or `acquired` with the same token; `ended` for a request that ended
+        meanwhile) before `resumed`. Nobody else is granted a lock of the session during the grace;
+        afterwards every request is withdrawn or released. One resume token, one heartbeat and one
+        grace serve the whole session. Resume works on the lockstream instance that issued the
+        token. Without `resume_grace` an abnormal end releases everything at once.
+
+        The call ends with one of these statuses (per-request outcomes are in `ended`):
+        OK                  the client half-closed; every lock of the session was released.
+        NOT_FOUND           `resume` named a session this server does not have (its grace is over,
+        or another instance issued the token).
+        INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
+        of them is sent twice or is malformed, or `acquire` has no
+        `request_id` or reuses the id of a request that has not ended.
+        ABORTED             another stream resumed the session.
+        RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+        UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
+        UNAUTHENTICATED     the caller's credentials were refused.
+        As on Acquire, a failed call after which the server keeps nothing for the session carries
+        the trailing metadata `lockstream-request: ended`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeLock(self, request, context):
         """DescribeLock says who holds a lock and who waits for it, in queue order, as the
         coordination back end sees it: requests made through every lockstream instance on it.
@@ -190,6 +245,11 @@ def add_LockServiceServicer_to_server(servicer, server):
                     request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.AcquireRequest.FromString,
                     response_serializer=lockstream_dot_v1_dot_lockstream__pb2.AcquireResponse.SerializeToString,
             ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.SessionRequest.FromString,
+                    response_serializer=lockstream_dot_v1_dot_lockstream__pb2.SessionResponse.SerializeToString,
+            ),
             'DescribeLock': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeLock,
                     request_deserializer=lockstream_dot_v1_dot_lockstream__pb2.DescribeLockRequest.FromString,
@@ -246,6 +306,33 @@ class LockService:
             '/lockstream.v1.LockService/Acquire',
             lockstream_dot_v1_dot_lockstream__pb2.AcquireRequest.SerializeToString,
             lockstream_dot_v1_dot_lockstream__pb2.AcquireResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/lockstream.v1.LockService/Session',
+            lockstream_dot_v1_dot_lockstream__pb2.SessionRequest.SerializeToString,
+            lockstream_dot_v1_dot_lockstream__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -371,6 +371,180 @@ export interface AcquireResumable {
   resumeGrace: Duration | undefined;
 }
 
+/** SessionRequest is a message from the client on a Session stream. */
+export interface SessionRequest {
+  /** What the client is saying. */
+  kind:
+    | //
+    /** Opens the session. Must be the first message of the stream, and is accepted only once. */
+    { $case: "open"; value: SessionOpen }
+    | //
+    /**
+     * Takes over a session whose stream ended abnormally, instead of `open`: the first message
+     * of the stream, accepted only once.
+     */
+    { $case: "resume"; value: SessionResume }
+    | //
+    /** Queues a new request for a lock. */
+    { $case: "acquire"; value: SessionAcquire }
+    | //
+    /**
+     * Releases a held lock: the server answers `released`, then `ended` with OK. Sent while the
+     * request still waits, it withdraws it (`ended` with CANCELLED). A `request_id` the session
+     * does not have (it ended already) is ignored.
+     */
+    { $case: "release"; value: SessionRelease }
+    | //
+    /**
+     * Gives a request up: a waiting request leaves the queue, a held lock is released; either
+     * way the request ends with CANCELLED. A `request_id` the session does not have is ignored.
+     */
+    { $case: "cancel"; value: SessionCancel }
+    | //
+    /**
+     * Keeps the stream busy for proxies and tells the server the client is alive; see
+     * `heartbeat_interval`. Ignored otherwise.
+     */
+    { $case: "heartbeat"; value: AcquireHeartbeat }
+    | undefined;
+}
+
+/** SessionOpen sets what holds for the whole session. */
+export interface SessionOpen {
+  /**
+   * How long the server keeps the session's requests (queued or holding) after the stream ends
+   * abnormally, for a new stream to `resume` them. Absent or zero: an abnormal end releases at
+   * once. Longer than the server allows: the server's maximum applies, and `opened` says so.
+   */
+  resumeGrace:
+    | Duration
+    | undefined;
+  /** Ask for heartbeats in both directions at this interval (100 ms to 10 minutes). Absent: none. */
+  heartbeatInterval: Duration | undefined;
+}
+
+/** SessionResume takes over a session whose stream ended abnormally. */
+export interface SessionResume {
+  /** The token from that session's `opened` message. */
+  resumeToken: string;
+  /** Heartbeats for this stream, as in SessionOpen. */
+  heartbeatInterval: Duration | undefined;
+}
+
+/** SessionAcquire queues a request for a lock, as AcquireStart does on an Acquire stream. */
+export interface SessionAcquire {
+  /**
+   * Names the request in every message about it: 1 or more, unique among the session's
+   * requests that have not ended. Free for reuse once the request's `ended` has arrived.
+   */
+  requestId: number;
+  /** The lock's name, as in AcquireStart. */
+  name: string;
+  /** How the lock is shared. Required. */
+  mode: LockMode;
+  /**
+   * How long to wait in the queue, as in AcquireStart: absent waits until the request is
+   * released, cancelled or the session ends; zero tries once without queuing.
+   */
+  waitTimeout:
+    | Duration
+    | undefined;
+  /** Who is asking, for operators' eyes only, as in AcquireStart. */
+  owner: string;
+}
+
+/** SessionRelease releases one request's lock, or withdraws it while it waits. */
+export interface SessionRelease {
+  /** The request to release. */
+  requestId: number;
+}
+
+/** SessionCancel gives one request up, waiting or holding. */
+export interface SessionCancel {
+  /** The request to give up. */
+  requestId: number;
+}
+
+/** SessionResponse is a message from the server on a Session stream. */
+export interface SessionResponse {
+  /**
+   * The request the message is about (as the client numbered it); 0 for `opened`, `resumed`
+   * and `heartbeat`, which are about the session.
+   */
+  requestId: number;
+  /** What the server is saying. */
+  kind:
+    | //
+    /** The session is open: the first message after `open`. */
+    { $case: "opened"; value: SessionOpened }
+    | //
+    /** The session was taken over: sent after the state of every request it has (see Session). */
+    { $case: "resumed"; value: SessionResumed }
+    | //
+    /**
+     * The request is waiting in the lock's queue, with this many ahead (again whenever the
+     * number changes).
+     */
+    { $case: "queued"; value: AcquireQueued }
+    | //
+    /** The request holds the lock, from this message until it is released or the session ends. */
+    { $case: "acquired"; value: AcquireAcquired }
+    | //
+    /** The lock was released at the client's request; `ended` with OK follows. */
+    { $case: "released"; value: AcquireReleased }
+    | //
+    /** The server cannot vouch for the held lock right now, as on Acquire. */
+    { $case: "inDoubt"; value: AcquireInDoubt }
+    | //
+    /** After `in_doubt`: the lock is still held. */
+    { $case: "confirmed"; value: AcquireConfirmed }
+    | //
+    /** Someone asked the holder to release the lock (RevokeLock). */
+    { $case: "revokeRequested"; value: AcquireRevokeRequested }
+    | //
+    /** The request is over: nothing is held or queued for it any more, and its id is free. */
+    { $case: "ended"; value: SessionRequestEnded }
+    | //
+    /** Sent at the `heartbeat_interval` the client asked for. */
+    { $case: "heartbeat"; value: AcquireHeartbeat }
+    | undefined;
+}
+
+/** SessionOpened says the session is open, and how to resume it. */
+export interface SessionOpened {
+  /**
+   * Send it in `resume` on a new stream, to the same lockstream instance, after an abnormal
+   * end. A secret: it lets its bearer hold the session's locks. Empty when the session has no
+   * resume grace.
+   */
+  resumeToken: string;
+  /**
+   * How long after an abnormal end the session waits to be resumed: the grace the client asked
+   * for, or the server's maximum if that is lower.
+   */
+  resumeGrace: Duration | undefined;
+}
+
+/**
+ * SessionResumed closes the report of a resumed session's requests. A request the client still
+ * expected news of and that was not reported before this message is unknown to the server: it
+ * ended (and its `ended` was lost with the broken stream) or its `acquire` never arrived.
+ */
+export interface SessionResumed {
+}
+
+/** SessionRequestEnded is the last message about a request. */
+export interface SessionRequestEnded {
+  /**
+   * The status an Acquire call would have ended with (a google.rpc.Code: 0 OK, 1 CANCELLED,
+   * 4 DEADLINE_EXCEEDED, 10 ABORTED, ...), as listed for Acquire, plus PERMISSION_DENIED when
+   * the caller may not take the lock.
+   */
+  code: number;
+  /** What happened, naming the lock; for INVALID_ARGUMENT, the field and the rule. */
+  message: string;
+}
+
 function createBaseWatchLockRequest(): WatchLockRequest {
   return { name: "" };
 }
@@ -2726,6 +2900,1197 @@ export const AcquireResumable: MessageFns<AcquireResumable> = {
   },
 };
 
+function createBaseSessionRequest(): SessionRequest {
+  return { kind: undefined };
+}
+
+export const SessionRequest: MessageFns<SessionRequest> = {
+  encode(message: SessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    switch (message.kind?.$case) {
+      case "open":
+        SessionOpen.encode(message.kind.value, writer.uint32(10).fork()).join();
+        break;
+      case "resume":
+        SessionResume.encode(message.kind.value, writer.uint32(18).fork()).join();
+        break;
+      case "acquire":
+        SessionAcquire.encode(message.kind.value, writer.uint32(26).fork()).join();
+        break;
+      case "release":
+        SessionRelease.encode(message.kind.value, writer.uint32(34).fork()).join();
+        break;
+      case "cancel":
+        SessionCancel.encode(message.kind.value, writer.uint32(42).fork()).join();
+        break;
+      case "heartbeat":
+        AcquireHeartbeat.encode(message.kind.value, writer.uint32(50).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.kind = { $case: "open", value: SessionOpen.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.kind = { $case: "resume", value: SessionResume.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.kind = { $case: "acquire", value: SessionAcquire.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.kind = { $case: "release", value: SessionRelease.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "cancel", value: SessionCancel.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = { $case: "heartbeat", value: AcquireHeartbeat.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionRequest {
+    return {
+      kind: isSet(object.open)
+        ? { $case: "open", value: SessionOpen.fromJSON(object.open) }
+        : isSet(object.resume)
+        ? { $case: "resume", value: SessionResume.fromJSON(object.resume) }
+        : isSet(object.acquire)
+        ? { $case: "acquire", value: SessionAcquire.fromJSON(object.acquire) }
+        : isSet(object.release)
+        ? { $case: "release", value: SessionRelease.fromJSON(object.release) }
+        : isSet(object.cancel)
+        ? { $case: "cancel", value: SessionCancel.fromJSON(object.cancel) }
+        : isSet(object.heartbeat)
+        ? { $case: "heartbeat", value: AcquireHeartbeat.fromJSON(object.heartbeat) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: SessionRequest): unknown {
+    const obj: any = {};
+    if (message.kind?.$case === "open") {
+      obj.open = SessionOpen.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "resume") {
+      obj.resume = SessionResume.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "acquire") {
+      obj.acquire = SessionAcquire.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "release") {
+      obj.release = SessionRelease.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "cancel") {
+      obj.cancel = SessionCancel.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "heartbeat") {
+      obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionRequest>): SessionRequest {
+    return SessionRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionRequest>): SessionRequest {
+    const message = createBaseSessionRequest();
+    switch (object.kind?.$case) {
+      case "open": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "open", value: SessionOpen.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "resume": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "resume", value: SessionResume.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "acquire": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "acquire", value: SessionAcquire.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "release": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "release", value: SessionRelease.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "cancel": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "cancel", value: SessionCancel.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "heartbeat": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "heartbeat", value: AcquireHeartbeat.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseSessionOpen(): SessionOpen {
+  return { resumeGrace: undefined, heartbeatInterval: undefined };
+}
+
+export const SessionOpen: MessageFns<SessionOpen> = {
+  encode(message: SessionOpen, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.resumeGrace !== undefined) {
+      Duration.encode(message.resumeGrace, writer.uint32(10).fork()).join();
+    }
+    if (message.heartbeatInterval !== undefined) {
+      Duration.encode(message.heartbeatInterval, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionOpen {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionOpen();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.resumeGrace = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.heartbeatInterval = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionOpen {
+    return {
+      resumeGrace: isSet(object.resumeGrace)
+        ? Duration.fromJSON(object.resumeGrace)
+        : isSet(object.resume_grace)
+        ? Duration.fromJSON(object.resume_grace)
+        : undefined,
+      heartbeatInterval: isSet(object.heartbeatInterval)
+        ? Duration.fromJSON(object.heartbeatInterval)
+        : isSet(object.heartbeat_interval)
+        ? Duration.fromJSON(object.heartbeat_interval)
+        : undefined,
+    };
+  },
+
+  toJSON(message: SessionOpen): unknown {
+    const obj: any = {};
+    if (message.resumeGrace !== undefined) {
+      obj.resumeGrace = Duration.toJSON(message.resumeGrace);
+    }
+    if (message.heartbeatInterval !== undefined) {
+      obj.heartbeatInterval = Duration.toJSON(message.heartbeatInterval);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionOpen>): SessionOpen {
+    return SessionOpen.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionOpen>): SessionOpen {
+    const message = createBaseSessionOpen();
+    message.resumeGrace = (object.resumeGrace !== undefined && object.resumeGrace !== null)
+      ? Duration.fromPartial(object.resumeGrace)
+      : undefined;
+    message.heartbeatInterval = (object.heartbeatInterval !== undefined && object.heartbeatInterval !== null)
+      ? Duration.fromPartial(object.heartbeatInterval)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSessionResume(): SessionResume {
+  return { resumeToken: "", heartbeatInterval: undefined };
+}
+
+export const SessionResume: MessageFns<SessionResume> = {
+  encode(message: SessionResume, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.resumeToken !== "") {
+      writer.uint32(10).string(message.resumeToken);
+    }
+    if (message.heartbeatInterval !== undefined) {
+      Duration.encode(message.heartbeatInterval, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionResume {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionResume();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.resumeToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.heartbeatInterval = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionResume {
+    return {
+      resumeToken: isSet(object.resumeToken)
+        ? globalThis.String(object.resumeToken)
+        : isSet(object.resume_token)
+        ? globalThis.String(object.resume_token)
+        : "",
+      heartbeatInterval: isSet(object.heartbeatInterval)
+        ? Duration.fromJSON(object.heartbeatInterval)
+        : isSet(object.heartbeat_interval)
+        ? Duration.fromJSON(object.heartbeat_interval)
+        : undefined,
+    };
+  },
+
+  toJSON(message: SessionResume): unknown {
+    const obj: any = {};
+    if (message.resumeToken !== "") {
+      obj.resumeToken = message.resumeToken;
+    }
+    if (message.heartbeatInterval !== undefined) {
+      obj.heartbeatInterval = Duration.toJSON(message.heartbeatInterval);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionResume>): SessionResume {
+    return SessionResume.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionResume>): SessionResume {
+    const message = createBaseSessionResume();
+    message.resumeToken = object.resumeToken ?? "";
+    message.heartbeatInterval = (object.heartbeatInterval !== undefined && object.heartbeatInterval !== null)
+      ? Duration.fromPartial(object.heartbeatInterval)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSessionAcquire(): SessionAcquire {
+  return { requestId: 0, name: "", mode: 0, waitTimeout: undefined, owner: "" };
+}
+
+export const SessionAcquire: MessageFns<SessionAcquire> = {
+  encode(message: SessionAcquire, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== 0) {
+      writer.uint32(8).uint32(message.requestId);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.mode !== 0) {
+      writer.uint32(24).int32(message.mode);
+    }
+    if (message.waitTimeout !== undefined) {
+      Duration.encode(message.waitTimeout, writer.uint32(34).fork()).join();
+    }
+    if (message.owner !== "") {
+      writer.uint32(42).string(message.owner);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionAcquire {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionAcquire();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requestId = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.mode = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.waitTimeout = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.owner = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionAcquire {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.Number(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.Number(object.request_id)
+        : 0,
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      mode: isSet(object.mode) ? lockModeFromJSON(object.mode) : 0,
+      waitTimeout: isSet(object.waitTimeout)
+        ? Duration.fromJSON(object.waitTimeout)
+        : isSet(object.wait_timeout)
+        ? Duration.fromJSON(object.wait_timeout)
+        : undefined,
+      owner: isSet(object.owner) ? globalThis.String(object.owner) : "",
+    };
+  },
+
+  toJSON(message: SessionAcquire): unknown {
+    const obj: any = {};
+    if (message.requestId !== 0) {
+      obj.requestId = Math.round(message.requestId);
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.mode !== 0) {
+      obj.mode = lockModeToJSON(message.mode);
+    }
+    if (message.waitTimeout !== undefined) {
+      obj.waitTimeout = Duration.toJSON(message.waitTimeout);
+    }
+    if (message.owner !== "") {
+      obj.owner = message.owner;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionAcquire>): SessionAcquire {
+    return SessionAcquire.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionAcquire>): SessionAcquire {
+    const message = createBaseSessionAcquire();
+    message.requestId = object.requestId ?? 0;
+    message.name = object.name ?? "";
+    message.mode = object.mode ?? 0;
+    message.waitTimeout = (object.waitTimeout !== undefined && object.waitTimeout !== null)
+      ? Duration.fromPartial(object.waitTimeout)
+      : undefined;
+    message.owner = object.owner ?? "";
+    return message;
+  },
+};
+
+function createBaseSessionRelease(): SessionRelease {
+  return { requestId: 0 };
+}
+
+export const SessionRelease: MessageFns<SessionRelease> = {
+  encode(message: SessionRelease, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== 0) {
+      writer.uint32(8).uint32(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionRelease {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionRelease();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requestId = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionRelease {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.Number(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.Number(object.request_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: SessionRelease): unknown {
+    const obj: any = {};
+    if (message.requestId !== 0) {
+      obj.requestId = Math.round(message.requestId);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionRelease>): SessionRelease {
+    return SessionRelease.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionRelease>): SessionRelease {
+    const message = createBaseSessionRelease();
+    message.requestId = object.requestId ?? 0;
+    return message;
+  },
+};
+
+function createBaseSessionCancel(): SessionCancel {
+  return { requestId: 0 };
+}
+
+export const SessionCancel: MessageFns<SessionCancel> = {
+  encode(message: SessionCancel, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== 0) {
+      writer.uint32(8).uint32(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionCancel {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionCancel();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requestId = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionCancel {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.Number(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.Number(object.request_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: SessionCancel): unknown {
+    const obj: any = {};
+    if (message.requestId !== 0) {
+      obj.requestId = Math.round(message.requestId);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionCancel>): SessionCancel {
+    return SessionCancel.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionCancel>): SessionCancel {
+    const message = createBaseSessionCancel();
+    message.requestId = object.requestId ?? 0;
+    return message;
+  },
+};
+
+function createBaseSessionResponse(): SessionResponse {
+  return { requestId: 0, kind: undefined };
+}
+
+export const SessionResponse: MessageFns<SessionResponse> = {
+  encode(message: SessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== 0) {
+      writer.uint32(8).uint32(message.requestId);
+    }
+    switch (message.kind?.$case) {
+      case "opened":
+        SessionOpened.encode(message.kind.value, writer.uint32(18).fork()).join();
+        break;
+      case "resumed":
+        SessionResumed.encode(message.kind.value, writer.uint32(26).fork()).join();
+        break;
+      case "queued":
+        AcquireQueued.encode(message.kind.value, writer.uint32(34).fork()).join();
+        break;
+      case "acquired":
+        AcquireAcquired.encode(message.kind.value, writer.uint32(42).fork()).join();
+        break;
+      case "released":
+        AcquireReleased.encode(message.kind.value, writer.uint32(50).fork()).join();
+        break;
+      case "inDoubt":
+        AcquireInDoubt.encode(message.kind.value, writer.uint32(58).fork()).join();
+        break;
+      case "confirmed":
+        AcquireConfirmed.encode(message.kind.value, writer.uint32(66).fork()).join();
+        break;
+      case "revokeRequested":
+        AcquireRevokeRequested.encode(message.kind.value, writer.uint32(74).fork()).join();
+        break;
+      case "ended":
+        SessionRequestEnded.encode(message.kind.value, writer.uint32(82).fork()).join();
+        break;
+      case "heartbeat":
+        AcquireHeartbeat.encode(message.kind.value, writer.uint32(90).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requestId = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.kind = { $case: "opened", value: SessionOpened.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.kind = { $case: "resumed", value: SessionResumed.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.kind = { $case: "queued", value: AcquireQueued.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "acquired", value: AcquireAcquired.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = { $case: "released", value: AcquireReleased.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.kind = { $case: "inDoubt", value: AcquireInDoubt.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.kind = { $case: "confirmed", value: AcquireConfirmed.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.kind = { $case: "revokeRequested", value: AcquireRevokeRequested.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.kind = { $case: "ended", value: SessionRequestEnded.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.kind = { $case: "heartbeat", value: AcquireHeartbeat.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionResponse {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.Number(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.Number(object.request_id)
+        : 0,
+      kind: isSet(object.opened)
+        ? { $case: "opened", value: SessionOpened.fromJSON(object.opened) }
+        : isSet(object.resumed)
+        ? { $case: "resumed", value: SessionResumed.fromJSON(object.resumed) }
+        : isSet(object.queued)
+        ? { $case: "queued", value: AcquireQueued.fromJSON(object.queued) }
+        : isSet(object.acquired)
+        ? { $case: "acquired", value: AcquireAcquired.fromJSON(object.acquired) }
+        : isSet(object.released)
+        ? { $case: "released", value: AcquireReleased.fromJSON(object.released) }
+        : isSet(object.inDoubt)
+        ? { $case: "inDoubt", value: AcquireInDoubt.fromJSON(object.inDoubt) }
+        : isSet(object.in_doubt)
+        ? { $case: "inDoubt", value: AcquireInDoubt.fromJSON(object.in_doubt) }
+        : isSet(object.confirmed)
+        ? { $case: "confirmed", value: AcquireConfirmed.fromJSON(object.confirmed) }
+        : isSet(object.revokeRequested)
+        ? { $case: "revokeRequested", value: AcquireRevokeRequested.fromJSON(object.revokeRequested) }
+        : isSet(object.revoke_requested)
+        ? { $case: "revokeRequested", value: AcquireRevokeRequested.fromJSON(object.revoke_requested) }
+        : isSet(object.ended)
+        ? { $case: "ended", value: SessionRequestEnded.fromJSON(object.ended) }
+        : isSet(object.heartbeat)
+        ? { $case: "heartbeat", value: AcquireHeartbeat.fromJSON(object.heartbeat) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: SessionResponse): unknown {
+    const obj: any = {};
+    if (message.requestId !== 0) {
+      obj.requestId = Math.round(message.requestId);
+    }
+    if (message.kind?.$case === "opened") {
+      obj.opened = SessionOpened.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "resumed") {
+      obj.resumed = SessionResumed.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "queued") {
+      obj.queued = AcquireQueued.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "acquired") {
+      obj.acquired = AcquireAcquired.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "released") {
+      obj.released = AcquireReleased.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "inDoubt") {
+      obj.inDoubt = AcquireInDoubt.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "confirmed") {
+      obj.confirmed = AcquireConfirmed.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "revokeRequested") {
+      obj.revokeRequested = AcquireRevokeRequested.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "ended") {
+      obj.ended = SessionRequestEnded.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "heartbeat") {
+      obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionResponse>): SessionResponse {
+    return SessionResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionResponse>): SessionResponse {
+    const message = createBaseSessionResponse();
+    message.requestId = object.requestId ?? 0;
+    switch (object.kind?.$case) {
+      case "opened": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "opened", value: SessionOpened.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "resumed": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "resumed", value: SessionResumed.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "queued": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "queued", value: AcquireQueued.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "acquired": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "acquired", value: AcquireAcquired.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "released": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "released", value: AcquireReleased.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "inDoubt": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "inDoubt", value: AcquireInDoubt.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "confirmed": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "confirmed", value: AcquireConfirmed.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "revokeRequested": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "revokeRequested", value: AcquireRevokeRequested.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "ended": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "ended", value: SessionRequestEnded.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "heartbeat": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "heartbeat", value: AcquireHeartbeat.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseSessionOpened(): SessionOpened {
+  return { resumeToken: "", resumeGrace: undefined };
+}
+
+export const SessionOpened: MessageFns<SessionOpened> = {
+  encode(message: SessionOpened, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.resumeToken !== "") {
+      writer.uint32(10).string(message.resumeToken);
+    }
+    if (message.resumeGrace !== undefined) {
+      Duration.encode(message.resumeGrace, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionOpened {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionOpened();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.resumeToken = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.resumeGrace = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionOpened {
+    return {
+      resumeToken: isSet(object.resumeToken)
+        ? globalThis.String(object.resumeToken)
+        : isSet(object.resume_token)
+        ? globalThis.String(object.resume_token)
+        : "",
+      resumeGrace: isSet(object.resumeGrace)
+        ? Duration.fromJSON(object.resumeGrace)
+        : isSet(object.resume_grace)
+        ? Duration.fromJSON(object.resume_grace)
+        : undefined,
+    };
+  },
+
+  toJSON(message: SessionOpened): unknown {
+    const obj: any = {};
+    if (message.resumeToken !== "") {
+      obj.resumeToken = message.resumeToken;
+    }
+    if (message.resumeGrace !== undefined) {
+      obj.resumeGrace = Duration.toJSON(message.resumeGrace);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionOpened>): SessionOpened {
+    return SessionOpened.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionOpened>): SessionOpened {
+    const message = createBaseSessionOpened();
+    message.resumeToken = object.resumeToken ?? "";
+    message.resumeGrace = (object.resumeGrace !== undefined && object.resumeGrace !== null)
+      ? Duration.fromPartial(object.resumeGrace)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSessionResumed(): SessionResumed {
+  return {};
+}
+
+export const SessionResumed: MessageFns<SessionResumed> = {
+  encode(_: SessionResumed, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionResumed {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionResumed();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): SessionResumed {
+    return {};
+  },
+
+  toJSON(_: SessionResumed): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionResumed>): SessionResumed {
+    return SessionResumed.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<SessionResumed>): SessionResumed {
+    const message = createBaseSessionResumed();
+    return message;
+  },
+};
+
+function createBaseSessionRequestEnded(): SessionRequestEnded {
+  return { code: 0, message: "" };
+}
+
+export const SessionRequestEnded: MessageFns<SessionRequestEnded> = {
+  encode(message: SessionRequestEnded, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.code !== 0) {
+      writer.uint32(8).uint32(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(18).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionRequestEnded {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionRequestEnded();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.code = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionRequestEnded {
+    return {
+      code: isSet(object.code) ? globalThis.Number(object.code) : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: SessionRequestEnded): unknown {
+    const obj: any = {};
+    if (message.code !== 0) {
+      obj.code = Math.round(message.code);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionRequestEnded>): SessionRequestEnded {
+    return SessionRequestEnded.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionRequestEnded>): SessionRequestEnded {
+    const message = createBaseSessionRequestEnded();
+    message.code = object.code ?? 0;
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
 /**
  * LockService grants named locks. Each lock name has one first-in, first-out queue shared by all
  * modes and by every lockstream server attached to the same coordination back end, so two
@@ -2794,6 +4159,61 @@ export const LockServiceService = {
     requestDeserialize: (value: Buffer): AcquireRequest => AcquireRequest.decode(value),
     responseSerialize: (value: AcquireResponse): Buffer => Buffer.from(AcquireResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AcquireResponse => AcquireResponse.decode(value),
+  },
+  /**
+   * Session carries any number of lock requests over one stream: one stream per client process
+   * instead of one per lock. Each request has a `request_id` the client chooses, and gets the
+   * answers an Acquire stream would get (`queued`, `acquired`, `in_doubt`, `confirmed`,
+   * `revoke_requested`, `released`), each tagged with its id, and finally `ended` with the status
+   * and message the Acquire call would have ended with. A failing request never ends the
+   * session; only a protocol violation does.
+   *
+   * Conversation:
+   *   1. The client sends `open` (or `resume`, below) first; the server answers `opened`. The
+   *      client need not wait for it: requests sent right behind `open` are served in order.
+   *   2. The client sends `acquire` with a new `request_id` for every lock it wants, any number
+   *      at once, on any names (two requests of one session for the same lock queue like two
+   *      clients: the second waits for the first).
+   *   3. Each request goes as on Acquire: `queued` while it waits, then `acquired` with its
+   *      fencing token; it is held until the client sends `release` (answered by `released`
+   *      and `ended` with OK) or `cancel`, or the session ends.
+   *   4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
+   *      CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+   *
+   * The session still ties every lock to the stream: when the client half-closes, every held
+   * lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
+   * and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+   * three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
+   * all its requests, queued or holding, for the grace; a new Session stream whose first
+   * message is `resume` with the session's token takes them over, and is told where each one
+   * stands (`queued`, or `acquired` with the same token; `ended` for a request that ended
+   * meanwhile) before `resumed`. Nobody else is granted a lock of the session during the grace;
+   * afterwards every request is withdrawn or released. One resume token, one heartbeat and one
+   * grace serve the whole session. Resume works on the lockstream instance that issued the
+   * token. Without `resume_grace` an abnormal end releases everything at once.
+   *
+   * The call ends with one of these statuses (per-request outcomes are in `ended`):
+   *   OK                  the client half-closed; every lock of the session was released.
+   *   NOT_FOUND           `resume` named a session this server does not have (its grace is over,
+   *                       or another instance issued the token).
+   *   INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
+   *                       of them is sent twice or is malformed, or `acquire` has no
+   *                       `request_id` or reuses the id of a request that has not ended.
+   *   ABORTED             another stream resumed the session.
+   *   RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+   *   UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
+   *   UNAUTHENTICATED     the caller's credentials were refused.
+   * As on Acquire, a failed call after which the server keeps nothing for the session carries
+   * the trailing metadata `lockstream-request: ended`.
+   */
+  session: {
+    path: "/lockstream.v1.LockService/Session" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: SessionRequest): Buffer => Buffer.from(SessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SessionRequest => SessionRequest.decode(value),
+    responseSerialize: (value: SessionResponse): Buffer => Buffer.from(SessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SessionResponse => SessionResponse.decode(value),
   },
   /**
    * DescribeLock says who holds a lock and who waits for it, in queue order, as the
@@ -2929,6 +4349,53 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    */
   acquire: handleBidiStreamingCall<AcquireRequest, AcquireResponse>;
   /**
+   * Session carries any number of lock requests over one stream: one stream per client process
+   * instead of one per lock. Each request has a `request_id` the client chooses, and gets the
+   * answers an Acquire stream would get (`queued`, `acquired`, `in_doubt`, `confirmed`,
+   * `revoke_requested`, `released`), each tagged with its id, and finally `ended` with the status
+   * and message the Acquire call would have ended with. A failing request never ends the
+   * session; only a protocol violation does.
+   *
+   * Conversation:
+   *   1. The client sends `open` (or `resume`, below) first; the server answers `opened`. The
+   *      client need not wait for it: requests sent right behind `open` are served in order.
+   *   2. The client sends `acquire` with a new `request_id` for every lock it wants, any number
+   *      at once, on any names (two requests of one session for the same lock queue like two
+   *      clients: the second waits for the first).
+   *   3. Each request goes as on Acquire: `queued` while it waits, then `acquired` with its
+   *      fencing token; it is held until the client sends `release` (answered by `released`
+   *      and `ended` with OK) or `cancel`, or the session ends.
+   *   4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
+   *      CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+   *
+   * The session still ties every lock to the stream: when the client half-closes, every held
+   * lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
+   * and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+   * three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
+   * all its requests, queued or holding, for the grace; a new Session stream whose first
+   * message is `resume` with the session's token takes them over, and is told where each one
+   * stands (`queued`, or `acquired` with the same token; `ended` for a request that ended
+   * meanwhile) before `resumed`. Nobody else is granted a lock of the session during the grace;
+   * afterwards every request is withdrawn or released. One resume token, one heartbeat and one
+   * grace serve the whole session. Resume works on the lockstream instance that issued the
+   * token. Without `resume_grace` an abnormal end releases everything at once.
+   *
+   * The call ends with one of these statuses (per-request outcomes are in `ended`):
+   *   OK                  the client half-closed; every lock of the session was released.
+   *   NOT_FOUND           `resume` named a session this server does not have (its grace is over,
+   *                       or another instance issued the token).
+   *   INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
+   *                       of them is sent twice or is malformed, or `acquire` has no
+   *                       `request_id` or reuses the id of a request that has not ended.
+   *   ABORTED             another stream resumed the session.
+   *   RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+   *   UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
+   *   UNAUTHENTICATED     the caller's credentials were refused.
+   * As on Acquire, a failed call after which the server keeps nothing for the session carries
+   * the trailing metadata `lockstream-request: ended`.
+   */
+  session: handleBidiStreamingCall<SessionRequest, SessionResponse>;
+  /**
    * DescribeLock says who holds a lock and who waits for it, in queue order, as the
    * coordination back end sees it: requests made through every lockstream instance on it.
    * A lock nobody holds or waits for is described with no holders and no waiters.
@@ -3022,6 +4489,55 @@ export interface LockServiceClient extends Client {
   acquire(): ClientDuplexStream<AcquireRequest, AcquireResponse>;
   acquire(options: Partial<CallOptions>): ClientDuplexStream<AcquireRequest, AcquireResponse>;
   acquire(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<AcquireRequest, AcquireResponse>;
+  /**
+   * Session carries any number of lock requests over one stream: one stream per client process
+   * instead of one per lock. Each request has a `request_id` the client chooses, and gets the
+   * answers an Acquire stream would get (`queued`, `acquired`, `in_doubt`, `confirmed`,
+   * `revoke_requested`, `released`), each tagged with its id, and finally `ended` with the status
+   * and message the Acquire call would have ended with. A failing request never ends the
+   * session; only a protocol violation does.
+   *
+   * Conversation:
+   *   1. The client sends `open` (or `resume`, below) first; the server answers `opened`. The
+   *      client need not wait for it: requests sent right behind `open` are served in order.
+   *   2. The client sends `acquire` with a new `request_id` for every lock it wants, any number
+   *      at once, on any names (two requests of one session for the same lock queue like two
+   *      clients: the second waits for the first).
+   *   3. Each request goes as on Acquire: `queued` while it waits, then `acquired` with its
+   *      fencing token; it is held until the client sends `release` (answered by `released`
+   *      and `ended` with OK) or `cancel`, or the session ends.
+   *   4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
+   *      CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+   *
+   * The session still ties every lock to the stream: when the client half-closes, every held
+   * lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
+   * and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+   * three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
+   * all its requests, queued or holding, for the grace; a new Session stream whose first
+   * message is `resume` with the session's token takes them over, and is told where each one
+   * stands (`queued`, or `acquired` with the same token; `ended` for a request that ended
+   * meanwhile) before `resumed`. Nobody else is granted a lock of the session during the grace;
+   * afterwards every request is withdrawn or released. One resume token, one heartbeat and one
+   * grace serve the whole session. Resume works on the lockstream instance that issued the
+   * token. Without `resume_grace` an abnormal end releases everything at once.
+   *
+   * The call ends with one of these statuses (per-request outcomes are in `ended`):
+   *   OK                  the client half-closed; every lock of the session was released.
+   *   NOT_FOUND           `resume` named a session this server does not have (its grace is over,
+   *                       or another instance issued the token).
+   *   INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
+   *                       of them is sent twice or is malformed, or `acquire` has no
+   *                       `request_id` or reuses the id of a request that has not ended.
+   *   ABORTED             another stream resumed the session.
+   *   RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+   *   UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
+   *   UNAUTHENTICATED     the caller's credentials were refused.
+   * As on Acquire, a failed call after which the server keeps nothing for the session carries
+   * the trailing metadata `lockstream-request: ended`.
+   */
+  session(): ClientDuplexStream<SessionRequest, SessionResponse>;
+  session(options: Partial<CallOptions>): ClientDuplexStream<SessionRequest, SessionResponse>;
+  session(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<SessionRequest, SessionResponse>;
   /**
    * DescribeLock says who holds a lock and who waits for it, in queue order, as the
    * coordination back end sees it: requests made through every lockstream instance on it.

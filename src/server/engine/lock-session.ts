@@ -1,0 +1,381 @@
+import type { Logger } from 'pino';
+import { onAbort } from '../../common/abort.js';
+import type { AcquireRequest, Lease, LockEngine, RevokeRequest } from './lock-engine.js';
+import { isLockError, LockError } from './lock-error.js';
+import type { LockMode } from './lock-mode.js';
+
+/** What the stream attached to a session is told about its requests, while it is attached. */
+export interface SessionObserver {
+  queued(id: number, ahead: number): void;
+  acquired(id: number, lease: Lease): void;
+  /** The held lock became in doubt (`false`) or confirmed again (`true`). */
+  confirmedChange(id: number, confirmed: boolean): void;
+  revokeRequested(id: number, request: RevokeRequest): void;
+  /** The lock was released at the client's request; `ended` follows. */
+  released(id: number): void;
+  /**
+   * The request is over. `error` undefined: released at the client's request (OK); a
+   * `LockError` for an expected outcome; anything else is a fault.
+   */
+  ended(id: number, error: unknown): void;
+  /** Another stream resumed the session: this one no longer speaks for it. */
+  replaced(): void;
+}
+
+/** The request counts a session keeps up to date (the server's metrics). */
+export interface RequestAccounting {
+  /** Counts a waiting request until the returned function is called. */
+  waiting(mode: LockMode): () => void;
+  /** A grant after `waitMs`; counts a holder until the returned function is called. */
+  granted(mode: LockMode, waitMs: number): (outcome: 'released' | 'lost') => void;
+  notGranted(mode: LockMode, error: unknown): void;
+}
+
+export interface LockSessionOptions {
+  readonly engine: LockEngine;
+  readonly logger: Logger;
+  readonly accounting: RequestAccounting;
+  /** Set when the session can be resumed (its grace is above zero). */
+  readonly resumeToken: string | undefined;
+  readonly graceMs: number;
+  /** Who opened the session (the caller's name); only the same caller may resume it. */
+  readonly callerName: string | undefined;
+  /** Called once when the session has ended for good (its token is then forgotten). */
+  readonly forget: () => void;
+}
+
+/**
+ * Many lock requests that live and die together, apart from the stream that carries them (the
+ * Session RPC): each request queues and holds as an Acquire stream's would, and the session
+ * ties them all to its stream. A stream that ends abnormally leaves the session detached for
+ * its grace, with every request kept (nobody else is granted their locks meanwhile); a stream
+ * that resumes it is told where each one stands. Once the grace is over, or when the session
+ * ends cleanly, every request is withdrawn or released.
+ */
+export class LockSession {
+  readonly resumeToken: string | undefined;
+  readonly graceMs: number;
+  readonly callerName: string | undefined;
+  readonly #options: LockSessionOptions;
+  readonly #requests = new Map<number, SessionLockRequest>();
+  #observer: SessionObserver | undefined;
+  #graceTimer: NodeJS.Timeout | undefined;
+  #ended: Promise<void> | undefined;
+
+  constructor(options: LockSessionOptions) {
+    this.#options = options;
+    this.resumeToken = options.resumeToken;
+    this.graceMs = options.graceMs;
+    this.callerName = options.callerName;
+  }
+
+  /** The attached stream, if any: told about every request. */
+  get observer(): SessionObserver | undefined {
+    return this.#observer;
+  }
+
+  get logger(): Logger {
+    return this.#options.logger;
+  }
+
+  get accounting(): RequestAccounting {
+    return this.#options.accounting;
+  }
+
+  /** Requests that have not ended (or whose end a detached session has not told yet). */
+  get size(): number {
+    return this.#requests.size;
+  }
+
+  get ended(): boolean {
+    return this.#ended !== undefined;
+  }
+
+  /** Whether `id` names a request that has not ended. */
+  has(id: number): boolean {
+    return this.#requests.has(id);
+  }
+
+  /**
+   * Makes `observer` the session's stream, ending a grace period in progress; a stream
+   * attached before is told it was `replaced`. The new stream is told where every request
+   * stands, and of each one that ended while no stream was attached.
+   */
+  attach(observer: SessionObserver): void {
+    clearTimeout(this.#graceTimer);
+    this.#graceTimer = undefined;
+    const previous = this.#observer;
+    this.#observer = observer;
+    previous?.replaced();
+    for (const request of [...this.#requests.values()]) request.report(observer);
+  }
+
+  /** Whether `observer` is still the stream attached to the session. */
+  isAttached(observer: SessionObserver): boolean {
+    return this.#observer === observer;
+  }
+
+  /** Queues a new request under `id` (which the caller has checked is free). */
+  acquire(id: number, request: AcquireRequest): void {
+    if (this.#ended) throw new Error('INVARIANT: acquire on an ended session');
+    this.#requests.set(id, new SessionLockRequest(this, id, request, this.#options.engine));
+  }
+
+  /** Releases a held lock (`released`, then ended OK), or withdraws a waiting request. */
+  release(id: number): void {
+    this.#requests.get(id)?.release('release');
+  }
+
+  /** Gives a request up: withdrawn if waiting, released if held; ends with CANCELLED. */
+  cancel(id: number): void {
+    this.#requests.get(id)?.release('cancel');
+  }
+
+  /**
+   * The client half-closed: releases every held lock (each told `released`, then ended OK) and
+   * withdraws every waiting request. Resolves once all have ended.
+   */
+  async closeCleanly(): Promise<void> {
+    const pending = [...this.#requests.values()].map((request) => request.closeWithSession());
+    await Promise.all(pending);
+  }
+
+  /**
+   * The attached stream ended abnormally: keep every request for the grace, then end the
+   * session. A session without grace ends at once.
+   */
+  detach(): void {
+    this.#observer = undefined;
+    if (this.graceMs === 0) {
+      void this.end(SESSION_ENDED);
+      return;
+    }
+    this.logger.debug({ graceMs: this.graceMs }, 'session stream ended abnormally; keeping it for its grace');
+    this.#graceTimer = setTimeout(() => {
+      this.logger.debug('session resume grace over; ending its requests');
+      void this.end(new LockError('CANCELLED', `session not resumed within its ${this.graceMs} ms grace`));
+    }, this.graceMs);
+  }
+
+  /**
+   * Ends the session for good: withdraws every waiting request and releases every held lock,
+   * silently (whoever is attached hears the session's own end instead), and forgets the
+   * resume token. Idempotent; never rejects.
+   */
+  end(reason: LockError): Promise<void> {
+    this.#ended ??= (async () => {
+      clearTimeout(this.#graceTimer);
+      this.#observer = undefined;
+      this.#options.forget();
+      await Promise.all([...this.#requests.values()].map((request) => request.abandon(reason)));
+      this.#requests.clear();
+    })();
+    return this.#ended;
+  }
+
+  /** Called by a request once it is over and its end has been told (or nobody is left to tell). */
+  forgetRequest(id: number, request: SessionLockRequest): void {
+    if (this.#requests.get(id) === request) this.#requests.delete(id);
+  }
+}
+
+type Phase = 'waiting' | 'held' | 'releasing' | 'ended';
+
+/**
+ * One request of a session, as its own state machine: waiting → held → releasing → ended
+ * (or waiting → ended). Its end is told to the attached stream; without one, the end is kept
+ * until a stream resumes the session.
+ */
+class SessionLockRequest {
+  readonly #session: LockSession;
+  readonly #id: number;
+  readonly #request: AcquireRequest;
+  readonly #withdrawal = new AbortController();
+  readonly #openedAt = performance.now();
+  #phase: Phase = 'waiting';
+  #ahead: number | undefined;
+  #lease: Lease | undefined;
+  /** How the client wants it to end, once it asked (`release`, `cancel`, or its session closing). */
+  #endRequested: 'release' | 'cancel' | 'close' | undefined;
+  /** Set once ended while no stream was attached: told to the next stream that attaches. */
+  #untoldEnd: { error: unknown } | undefined;
+  #stopWaiting: (() => void) | undefined;
+  #endHold: ((outcome: 'released' | 'lost') => void) | undefined;
+  #unsubscribe: Array<() => void> = [];
+  #done: Promise<void> | undefined;
+  #settleDone: (() => void) | undefined;
+
+  constructor(session: LockSession, id: number, request: AcquireRequest, engine: LockEngine) {
+    this.#session = session;
+    this.#id = id;
+    this.#request = request;
+    this.#stopWaiting = session.accounting.waiting(request.mode);
+    engine
+      .acquire(request, {
+        signal: this.#withdrawal.signal,
+        onQueued: (ahead) => {
+          this.#ahead = ahead;
+          this.#session.observer?.queued(this.#id, ahead);
+        },
+      })
+      .then(
+        (lease) => this.#granted(lease),
+        (error: unknown) => {
+          this.#stopWaiting?.();
+          this.#session.accounting.notGranted(request.mode, error);
+          this.#end(error);
+        },
+      );
+  }
+
+  /** Tells a newly attached stream where this request stands. */
+  report(observer: SessionObserver): void {
+    if (this.#untoldEnd) {
+      const { error } = this.#untoldEnd;
+      this.#session.forgetRequest(this.#id, this);
+      observer.ended(this.#id, error);
+      return;
+    }
+    const lease = this.#lease;
+    if (this.#phase === 'waiting') {
+      if (this.#ahead !== undefined) observer.queued(this.#id, this.#ahead);
+    } else if (lease && this.#phase !== 'ended') {
+      observer.acquired(this.#id, lease);
+      if (!lease.confirmed) observer.confirmedChange(this.#id, false);
+      if (lease.revokeRequest) observer.revokeRequested(this.#id, lease.revokeRequest);
+    }
+  }
+
+  release(how: 'release' | 'cancel' | 'close'): void {
+    if (this.#endRequested) return;
+    this.#endRequested = how;
+    if (this.#phase === 'waiting') {
+      this.#withdrawal.abort(this.#withdrawalReason(how));
+      return;
+    }
+    if (this.#phase === 'held') this.#releaseLease();
+  }
+
+  /** Part of a clean end of the session: resolves once this request has ended. */
+  closeWithSession(): Promise<void> {
+    this.#done ??= new Promise((resolve) => (this.#settleDone = resolve));
+    if (this.#phase === 'ended') this.#settleDone?.();
+    else this.release('close');
+    return this.#done;
+  }
+
+  /** The session ends: withdraw or release without telling anyone. Never rejects. */
+  async abandon(reason: LockError): Promise<void> {
+    this.#untoldEnd = undefined;
+    if (this.#phase === 'ended') return;
+    this.#endRequested ??= 'cancel';
+    if (this.#phase === 'waiting') this.#withdrawal.abort(reason);
+    else this.#releaseLease();
+    await this.closeWithSession();
+  }
+
+  #withdrawalReason(how: 'release' | 'cancel' | 'close'): LockError {
+    const { name } = this.#request;
+    const what =
+      how === 'close'
+        ? 'the client half-closed the session'
+        : how === 'release'
+          ? 'the client sent `release`'
+          : 'the client cancelled the request';
+    return new LockError('CANCELLED', `lock "${name}" was not acquired: ${what} while waiting`);
+  }
+
+  #granted(lease: Lease): void {
+    this.#stopWaiting?.();
+    this.#stopWaiting = undefined;
+    this.#lease = lease;
+    this.#endHold = this.#session.accounting.granted(this.#request.mode, performance.now() - this.#openedAt);
+    if (this.#endRequested) {
+      // Given up in the same moment as it was granted: the client does not want it.
+      this.#phase = 'held';
+      this.#releaseLease();
+      return;
+    }
+    if (lease.lost.aborted) {
+      this.#phase = 'held';
+      this.#lost();
+      return;
+    }
+    this.#phase = 'held';
+    const id = this.#id;
+    this.#unsubscribe.push(
+      onAbort(lease.lost, () => this.#lost()),
+      lease.onConfirmedChange((confirmed) => this.#session.observer?.confirmedChange(id, confirmed)),
+      lease.onRevokeRequested((request) => this.#session.observer?.revokeRequested(id, request)),
+    );
+    const observer = this.#session.observer;
+    if (!observer) return;
+    observer.acquired(id, lease);
+    if (!lease.confirmed) observer.confirmedChange(id, false);
+    if (lease.revokeRequest) observer.revokeRequested(id, lease.revokeRequest);
+  }
+
+  #releaseLease(): void {
+    const lease = this.#lease;
+    if (!lease || this.#phase !== 'held') return;
+    this.#phase = 'releasing';
+    this.#stopFollowing();
+    lease.release().then(
+      () => {
+        this.#endHold?.('released');
+        if (this.#endRequested === 'cancel') {
+          this.#end(
+            new LockError(
+              'CANCELLED',
+              `lock "${this.#request.name}" was released: the client cancelled the request`,
+            ),
+          );
+          return;
+        }
+        this.#session.observer?.released(this.#id);
+        this.#end(undefined);
+      },
+      (error: unknown) => {
+        this.#endHold?.('lost');
+        this.#end(isLockError(error, 'LOCK_LOST') ? lockLost(this.#request.name, error) : error);
+      },
+    );
+  }
+
+  #lost(): void {
+    if (this.#phase !== 'held') return;
+    this.#stopFollowing();
+    this.#endHold?.('lost');
+    this.#end(lockLost(this.#request.name, this.#lease?.lost.reason));
+  }
+
+  #stopFollowing(): void {
+    for (const unsubscribe of this.#unsubscribe.splice(0)) unsubscribe();
+  }
+
+  #end(error: unknown): void {
+    if (this.#phase === 'ended') return;
+    this.#phase = 'ended';
+    this.#stopFollowing();
+    const observer = this.#session.observer;
+    if (observer) {
+      this.#session.forgetRequest(this.#id, this);
+      observer.ended(this.#id, error);
+    } else if (this.#session.ended) {
+      this.#session.forgetRequest(this.#id, this);
+    } else {
+      this.#untoldEnd = { error };
+    }
+    this.#settleDone?.();
+    this.#done ??= Promise.resolve();
+  }
+}
+
+/** Why requests end when their session ends without a grace: shared, as nobody sees it. */
+export const SESSION_ENDED = new LockError('CANCELLED', 'the session ended');
+
+function lockLost(name: string, reason: unknown): LockError {
+  // The engine's reasons name the lock and say how it was lost.
+  const why = reason instanceof Error ? reason.message : `lock "${name}" was lost`;
+  return new LockError('LOCK_LOST', `${why}; stop the work it protects`, { cause: reason });
+}
