@@ -2259,7 +2259,7 @@ type isSessionResponse_Kind interface {
 }
 
 type SessionResponse_Opened struct {
-	// The session is open: the first message after `open`.
+	// The session is open: the first message after `open` or `resume`.
 	Opened *SessionOpened `protobuf:"bytes,2,opt,name=opened,proto3,oneof"`
 }
 

@@ -115,14 +115,17 @@ type LockServiceClient interface {
 	// and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
 	// three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
 	// all its requests, queued or holding, for the grace; a new Session stream whose first
-	// message is `resume` with the session's token takes them over, and is told where each one
-	// stands (`queued`, or `acquired` with the same token; `ended` for a request that ended
-	// meanwhile) before `resumed`. Nobody else is granted a lock of the session during the grace;
+	// message is `resume` with the session's token takes them over: it gets `opened` (the same
+	// token and grace), then where each request stands (`queued`, or `acquired` with the same
+	// token, then `in_doubt` and `revoke_requested` where they apply; `ended` for a request that
+	// ended meanwhile), then `resumed`. Nobody else is granted a lock of the session during the grace;
 	// afterwards every request is withdrawn or released. One resume token, one heartbeat and one
 	// grace serve the whole session. Resume works on the lockstream instance that issued the
 	// token. Without `resume_grace` an abnormal end releases everything at once.
 	//
-	// The call ends with one of these statuses (per-request outcomes are in `ended`):
+	// The call ends with one of these statuses. Per-request outcomes are in `ended`; when the
+	// call ends with an error, every request without its `ended` ended with the call (held locks
+	// released, waiting requests withdrawn), unless the session is kept for a resume.
 	//
 	//	OK                  the client half-closed; every lock of the session was released.
 	//	NOT_FOUND           `resume` named a session this server does not have (its grace is over,
@@ -343,14 +346,17 @@ type LockServiceServer interface {
 	// and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
 	// three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
 	// all its requests, queued or holding, for the grace; a new Session stream whose first
-	// message is `resume` with the session's token takes them over, and is told where each one
-	// stands (`queued`, or `acquired` with the same token; `ended` for a request that ended
-	// meanwhile) before `resumed`. Nobody else is granted a lock of the session during the grace;
+	// message is `resume` with the session's token takes them over: it gets `opened` (the same
+	// token and grace), then where each request stands (`queued`, or `acquired` with the same
+	// token, then `in_doubt` and `revoke_requested` where they apply; `ended` for a request that
+	// ended meanwhile), then `resumed`. Nobody else is granted a lock of the session during the grace;
 	// afterwards every request is withdrawn or released. One resume token, one heartbeat and one
 	// grace serve the whole session. Resume works on the lockstream instance that issued the
 	// token. Without `resume_grace` an abnormal end releases everything at once.
 	//
-	// The call ends with one of these statuses (per-request outcomes are in `ended`):
+	// The call ends with one of these statuses. Per-request outcomes are in `ended`; when the
+	// call ends with an error, every request without its `ended` ended with the call (held locks
+	// released, waiting requests withdrawn), unless the session is kept for a resume.
 	//
 	//	OK                  the client half-closed; every lock of the session was released.
 	//	NOT_FOUND           `resume` named a session this server does not have (its grace is over,
