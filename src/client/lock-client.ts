@@ -19,9 +19,11 @@ import {
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
 import { LockClientError, LockTimeoutError } from './errors.js';
+import { LockSessionChannel } from './lock-session.js';
 import {
   LockStream,
   toDuration,
+  type PendingLock,
   WIRE_MODES,
   type Lock,
   type LockMode,
@@ -71,6 +73,18 @@ export interface LockClientOptions {
    * (then the stream is resumed, or the lock lost). 0 turns them off. Default 5000.
    */
   readonly heartbeatIntervalMs?: number;
+  /**
+   * `false` (default): every lock of this client is a request on one Session stream, opened on
+   * the first acquire and resumed after a blip, so an acquire costs a message rather than a new
+   * HTTP/2 stream. `true`: one Acquire stream per lock, as servers without the Session RPC need
+   * (the client also falls back to this by itself when the server answers UNIMPLEMENTED).
+   */
+  readonly streamPerLock?: boolean;
+  /**
+   * How long the Session stream stays open without any lock on it before it is closed (a new
+   * acquire opens another). An open stream keeps the process running, so a script whose only work was a lock exits this long after its release, or at once after `close()`. Default 250.
+   */
+  readonly sessionIdleMs?: number;
   /** Further grpc-js channel options; they override the settings above. */
   readonly channelOptions?: ChannelOptions;
 }
@@ -117,6 +131,7 @@ export class LockClient implements Disposable {
   readonly #unavailableRetries: number;
   readonly #resumeGraceMs: number;
   readonly #heartbeatIntervalMs: number;
+  #session: LockSessionChannel | undefined;
   #closed = false;
 
   /** `address` is `host:port`, or any gRPC target (`dns:///locks.internal:50051`). */
@@ -134,6 +149,13 @@ export class LockClient implements Disposable {
     this.#unavailableRetries = options.unavailableRetries ?? 2;
     this.#resumeGraceMs = nonNegative('resumeGraceMs', options.resumeGraceMs ?? 5_000);
     this.#heartbeatIntervalMs = nonNegative('heartbeatIntervalMs', options.heartbeatIntervalMs ?? 5_000);
+    if (options.streamPerLock !== true) {
+      this.#session = new LockSessionChannel(() => this.#grpc.session(), {
+        resumeGraceMs: this.#resumeGraceMs,
+        heartbeatIntervalMs: this.#heartbeatIntervalMs,
+        idleMs: nonNegative('sessionIdleMs', options.sessionIdleMs ?? 250),
+      });
+    }
   }
 
   /**
@@ -267,6 +289,7 @@ export class LockClient implements Disposable {
    */
   close(): void {
     this.#closed = true;
+    this.#session?.close();
     this.#grpc.close();
   }
 
@@ -290,7 +313,10 @@ export class LockClient implements Disposable {
   async #attempt(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
     // Also checked here: the client may be closed while a retry waits.
     if (this.#closed) throw closedError(request.name);
-    const stream = new LockStream(() => this.#grpc.acquire(), request);
+    const session = this.#session;
+    const stream: PendingLock = session
+      ? session.acquire(request)
+      : new LockStream(() => this.#grpc.acquire(), request);
     // Through one listener per signal: a signal shared by thousands of waits stays O(1) per wait.
     const unlink =
       signal && !signal.aborted ? onAbort(signal, () => stream.cancel(signal.reason)) : undefined;
@@ -310,6 +336,14 @@ export class LockClient implements Disposable {
           }, bound);
     try {
       await stream.granted();
+    } catch (error) {
+      // A server without the Session RPC: one Acquire stream per lock from now on.
+      if (session && error instanceof LockClientError && error.code === Status.UNIMPLEMENTED) {
+        if (this.#session === session) this.#session = undefined;
+        session.close();
+        return this.#attempt(request, signal);
+      }
+      throw error;
     } finally {
       unlink?.();
       clearTimeout(timer);

@@ -57,6 +57,14 @@ export interface Lock extends AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** A lock while it is being acquired: the SDK's view of one request, on a stream or a session. */
+export interface PendingLock extends Lock {
+  /** Resolves with the token once granted; rejects with the reason the request failed. */
+  granted(): Promise<bigint>;
+  /** Gives up waiting, rejecting `granted()` with `reason`; the server withdraws the request. */
+  cancel(reason: unknown): void;
+}
+
 /** A request to give a held lock back. */
 export interface RevokeRequest {
   readonly reason: string;
@@ -109,7 +117,7 @@ const RESUME_BACKOFF_MAX_MS = 1_000;
  * grace is over). A held lock is in doubt meanwhile and confirmed once resumed; a waiting
  * request keeps its place in the queue.
  */
-export class LockStream implements Lock {
+export class LockStream implements PendingLock {
   readonly name: string;
   readonly mode: LockMode;
   readonly #request: LockRequest;
@@ -459,6 +467,7 @@ export function toDuration(ms: number): Duration {
   return { seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
 }
 
-function fromDuration(duration: Duration | undefined): number {
+/** A protobuf Duration in milliseconds; 0 when absent. */
+export function fromDuration(duration: Duration | undefined): number {
   return duration === undefined ? 0 : Number(duration.seconds) * 1000 + Math.floor(duration.nanos / 1e6);
 }

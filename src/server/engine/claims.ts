@@ -190,9 +190,13 @@ export class ClaimRegistry {
     this.#maxResumeGraceMs = options.maxResumeGraceMs;
   }
 
-  /** Claims that can currently be resumed (attached or detached), and sessions not ended yet. */
+  /**
+   * Requests kept apart from a stream: resumable claims (attached or detached), and the
+   * requests of the sessions not ended yet (an idle session holds none).
+   */
   get size(): number {
-    let size = this.#sessions.size;
+    let size = 0;
+    for (const session of this.#sessions) size += session.size;
     for (const entry of this.#resumable.values()) if (entry instanceof Claim) size += 1;
     return size;
   }

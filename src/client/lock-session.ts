@@ -1,0 +1,549 @@
+import { status as Status, type ClientDuplexStream, type Metadata, type StatusObject } from '@grpc/grpc-js';
+import { REQUEST_STATE_KEY } from '../common/limits.js';
+import type {
+  SessionRequest,
+  SessionRequestEnded,
+  SessionResponse,
+} from '../gen/lockstream/v1/lockstream.js';
+import { acquireFailure, LockLostError, lossFailure, type LockClientError } from './errors.js';
+import {
+  fromDuration,
+  toDuration,
+  WIRE_MODES,
+  type Lock,
+  type LockMode,
+  type LockRequest,
+  type PendingLock,
+  type RevokeRequest,
+} from './lock-stream.js';
+
+type Call = ClientDuplexStream<SessionRequest, SessionResponse>;
+type CallStatus = Pick<StatusObject, 'code' | 'details'> & { metadata?: Metadata };
+
+export interface LockSessionOptions {
+  /** ms the server keeps the session after its stream breaks, for a resume; 0: none. */
+  readonly resumeGraceMs: number;
+  /** ms between heartbeats in both directions; 0: none. */
+  readonly heartbeatIntervalMs: number;
+  /** How long a session stream with no request stays open for the next one. */
+  readonly idleMs: number;
+}
+
+/** Statuses that say the stream broke, not what the server decided: worth a resume. */
+const BREAKS = new Set([Status.UNAVAILABLE, Status.INTERNAL, Status.UNKNOWN, Status.CANCELLED]);
+const RESUME_BACKOFF_MS = 100;
+const RESUME_BACKOFF_MAX_MS = 1_000;
+const MAX_REQUEST_ID = 2 ** 32 - 1;
+
+/**
+ * The Session stream of one LockClient: every lock of the client is a request on it, so an
+ * acquire costs a message, not a new HTTP/2 stream. Opened on the first acquire, closed after
+ * `idleMs` without requests (so an idle client keeps no stream open), and resumed with its
+ * token after a blip: held locks are in doubt meanwhile and confirmed once resumed; waiting
+ * requests keep their place.
+ */
+export class LockSessionChannel {
+  readonly #openCall: () => Call;
+  readonly #options: LockSessionOptions;
+  readonly #locks = new Map<number, SessionLock>();
+  #call: Call | undefined;
+  #lastId = 0;
+  #resumeToken: string | undefined;
+  #resumeGraceMs = 0;
+  /** While resuming after a break: when the server gives up on us, and how many tries so far. */
+  #resuming: { readonly deadline: number; readonly timer: NodeJS.Timeout; attempts: number } | undefined;
+  /** Requests the server has reported since the resume began. */
+  readonly #reported = new Set<number>();
+  #stopHeartbeats: () => void = () => {};
+  #idleTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(openCall: () => Call, options: LockSessionOptions) {
+    this.#openCall = openCall;
+    this.#options = options;
+  }
+
+  /** Queues `request` on the session, opening it if needed. */
+  acquire(request: LockRequest): SessionLock {
+    if (this.#closed) throw new Error('INVARIANT: acquire on a closed session');
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    const id = this.#nextId();
+    const lock = new SessionLock(this, id, request);
+    this.#locks.set(id, lock);
+    // A stream that is resuming takes the request once it is back.
+    if (this.#call === undefined) this.#open();
+    if (this.#resuming === undefined) this.#send(lock.acquireMessage());
+    return lock;
+  }
+
+  /**
+   * Half-closes the stream: the server releases every lock of the session at once. Requests
+   * still open end here: waiting ones fail, held ones are lost (they are no longer protected).
+   */
+  close(): void {
+    this.#closed = true;
+    this.#endStream();
+    const closed = { code: Status.CANCELLED, details: 'the LockClient was closed' };
+    for (const lock of [...this.#locks.values()]) lock.sessionEnded(closed);
+  }
+
+  /** Sends `message` on the current stream, unless it is being resumed (then it is sent after). */
+  send(message: SessionRequest): void {
+    if (this.#resuming === undefined) this.#send(message);
+  }
+
+  /** Called by a request once its `ended` has arrived (or the session failed): its id is free. */
+  forget(id: number): void {
+    this.#locks.delete(id);
+    this.#closeWhenIdle();
+  }
+
+  /** With no request left, the stream is closed after `idleMs` unless a new one comes. */
+  #closeWhenIdle(): void {
+    if (this.#locks.size > 0 || this.#call === undefined || this.#resuming !== undefined) return;
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = setTimeout(() => this.#endStream(), this.#options.idleMs);
+    this.#idleTimer.unref();
+  }
+
+  #nextId(): number {
+    do {
+      this.#lastId = this.#lastId >= MAX_REQUEST_ID ? 1 : this.#lastId + 1;
+    } while (this.#locks.has(this.#lastId));
+    return this.#lastId;
+  }
+
+  #send(message: SessionRequest): void {
+    this.#call?.write(message);
+  }
+
+  /** Ends the current stream cleanly; nothing is held on it (or the client is closing). */
+  #endStream(): void {
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    const call = this.#call;
+    if (call === undefined) return;
+    this.#stopResuming();
+    this.#stopHeartbeats();
+    this.#call = undefined;
+    this.#resumeToken = undefined;
+    call.end();
+  }
+
+  /** Opens a stream that starts with `open` (or `resume`, while resuming). */
+  #open(resumeToken?: string): void {
+    const call = this.#openCall();
+    this.#call = call;
+    const current = (): boolean => call === this.#call;
+    call.on('data', (message: SessionResponse) => {
+      if (current()) this.#onMessage(message);
+    });
+    call.on('status', (status: StatusObject) => {
+      if (!current()) return;
+      this.#stopHeartbeats();
+      this.#onStatus(status);
+    });
+    // Every failure also arrives as the status; without a listener grpc-js would throw it.
+    call.on('error', () => {});
+    const heartbeatInterval =
+      this.#options.heartbeatIntervalMs > 0 ? toDuration(this.#options.heartbeatIntervalMs) : undefined;
+    call.write({
+      kind:
+        resumeToken === undefined
+          ? {
+              $case: 'open',
+              value: {
+                resumeGrace:
+                  this.#options.resumeGraceMs > 0 ? toDuration(this.#options.resumeGraceMs) : undefined,
+                heartbeatInterval,
+              },
+            }
+          : { $case: 'resume', value: { resumeToken, heartbeatInterval } },
+    });
+    this.#stopHeartbeats = this.#heartbeat(call);
+  }
+
+  /**
+   * Sends heartbeats on `call` at the requested interval, and treats it as broken when the
+   * server has said nothing for three intervals (a proxy may answer HTTP/2 pings for a server
+   * that is gone). Returns a function that stops both.
+   */
+  #heartbeat(call: Call): () => void {
+    const intervalMs = this.#options.heartbeatIntervalMs;
+    if (intervalMs === 0) return () => {};
+    const ticker = setInterval(() => call.write(HEARTBEAT), intervalMs);
+    const silence = setTimeout(() => {
+      if (call !== this.#call) return;
+      this.#stopHeartbeats();
+      this.#onStatus({
+        code: Status.UNAVAILABLE,
+        details: `no message from the server for ${3 * intervalMs} ms (3 heartbeat intervals)`,
+      });
+      call.cancel();
+    }, 3 * intervalMs);
+    ticker.unref();
+    silence.unref();
+    const heard = (): void => {
+      silence.refresh();
+    };
+    call.on('data', heard);
+    return () => {
+      clearInterval(ticker);
+      clearTimeout(silence);
+      call.off('data', heard);
+    };
+  }
+
+  #onMessage(message: SessionResponse): void {
+    const kind = message.kind;
+    if (message.requestId !== 0) {
+      if (this.#resuming) this.#reported.add(message.requestId);
+      this.#locks.get(message.requestId)?.onMessage(kind);
+      return;
+    }
+    switch (kind?.$case) {
+      case 'opened':
+        this.#resumeToken = kind.value.resumeToken === '' ? undefined : kind.value.resumeToken;
+        this.#resumeGraceMs = fromDuration(kind.value.resumeGrace);
+        return;
+      case 'resumed':
+        this.#resumed();
+        return;
+      default:
+        // `heartbeat`, or a session message this client does not know (from a newer server).
+        return;
+    }
+  }
+
+  /** The server took the resumed stream over and reported every request it still has. */
+  #resumed(): void {
+    this.#stopResuming();
+    const reported = new Set(this.#reported);
+    this.#reported.clear();
+    for (const lock of [...this.#locks.values()]) {
+      if (reported.has(lock.id)) lock.resumed();
+      else if (lock.sentToServer) lock.unknownAfterResume();
+      else this.#send(lock.acquireMessage());
+    }
+    this.#closeWhenIdle();
+  }
+
+  #onStatus(status: CallStatus): void {
+    const ended = status.metadata?.get(REQUEST_STATE_KEY).includes('ended') ?? false;
+    if (BREAKS.has(status.code) && !ended && this.#resumeToken !== undefined && !this.#closed) {
+      this.#resume(status);
+      return;
+    }
+    // The session is over: every request with it. The next acquire opens a new one.
+    const resumed = this.#resuming !== undefined;
+    this.#stopResuming();
+    this.#call = undefined;
+    this.#resumeToken = undefined;
+    const failure =
+      resumed && status.code === Status.NOT_FOUND
+        ? { code: Status.UNAVAILABLE, details: `the session could not be resumed: ${status.details}` }
+        : status;
+    for (const lock of [...this.#locks.values()]) lock.sessionEnded(failure);
+  }
+
+  /**
+   * The stream broke: open another with the resume token, backing off, until one gets through
+   * or the grace is over (from the first break; the server counts from when it noticed, which
+   * is no later). Held locks are in doubt meanwhile.
+   */
+  #resume(cause: CallStatus): void {
+    for (const lock of this.#locks.values()) lock.sessionBroke();
+    this.#reported.clear();
+    const now = performance.now();
+    this.#resuming ??= {
+      deadline: now + this.#resumeGraceMs,
+      attempts: 0,
+      timer: setTimeout(() => {
+        const call = this.#call;
+        this.#resuming = undefined;
+        this.#resumeToken = undefined;
+        this.#onStatus({
+          code: Status.UNAVAILABLE,
+          details: `the session's stream broke (${cause.details || Status[cause.code]}) and could not be resumed within its ${this.#resumeGraceMs} ms grace`,
+        });
+        call?.cancel();
+      }, this.#resumeGraceMs),
+    };
+    const resuming = this.#resuming;
+    const backoff =
+      Math.min(RESUME_BACKOFF_MAX_MS, RESUME_BACKOFF_MS * 2 ** resuming.attempts) * Math.random();
+    resuming.attempts += 1;
+    setTimeout(
+      () => {
+        if (this.#resuming !== resuming) return;
+        try {
+          this.#open(this.#resumeToken);
+        } catch (error) {
+          // The LockClient was closed: no stream can be opened any more.
+          this.#stopResuming();
+          this.#resumeToken = undefined;
+          const why = error instanceof Error ? error.message : String(error);
+          this.#onStatus({ code: Status.UNAVAILABLE, details: `the session could not be resumed: ${why}` });
+        }
+      },
+      resuming.attempts === 1 ? 0 : backoff,
+    ).unref();
+  }
+
+  #stopResuming(): void {
+    if (this.#resuming) clearTimeout(this.#resuming.timer);
+    this.#resuming = undefined;
+  }
+}
+
+const HEARTBEAT: SessionRequest = { kind: { $case: 'heartbeat', value: {} } };
+
+type Phase =
+  | { readonly kind: 'waiting' }
+  | { readonly kind: 'cancelled' }
+  | { readonly kind: 'held' }
+  | { readonly kind: 'releasing'; readonly done: (error?: LockClientError) => void }
+  | { readonly kind: 'ended' };
+
+/**
+ * One lock request on a session, from `acquire` to its `ended`: the lock while it is held. Its
+ * own state machine (waiting → held → releasing → ended, or waiting → cancelled → ended), fed
+ * the server's messages about it by the channel.
+ */
+export class SessionLock implements Lock, PendingLock {
+  readonly id: number;
+  readonly name: string;
+  readonly mode: LockMode;
+  readonly #channel: LockSessionChannel;
+  readonly #request: LockRequest;
+  readonly #lost = new AbortController();
+  readonly #granted: Promise<bigint>;
+  #grant!: { resolve: (token: bigint) => void; reject: (error: unknown) => void };
+  #token: bigint | undefined;
+  #phase: Phase = { kind: 'waiting' };
+  #released: Promise<void> | undefined;
+  #inDoubt = false;
+  #revokeRequested: RevokeRequest | undefined;
+  readonly #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
+  /** Whether the server may have heard of this request (its `acquire` went out on a stream). */
+  sentToServer = false;
+
+  constructor(channel: LockSessionChannel, id: number, request: LockRequest) {
+    this.#channel = channel;
+    this.id = id;
+    this.name = request.name;
+    this.mode = request.mode;
+    this.#request = request;
+    this.#granted = new Promise((resolve, reject) => (this.#grant = { resolve, reject }));
+    // The caller awaits `granted()`; an unobserved rejection here is not a second failure.
+    this.#granted.catch(() => {});
+  }
+
+  acquireMessage(): SessionRequest {
+    this.sentToServer = true;
+    const request = this.#request;
+    return {
+      kind: {
+        $case: 'acquire',
+        value: {
+          requestId: this.id,
+          name: request.name,
+          mode: WIRE_MODES[request.mode],
+          waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
+          owner: request.owner,
+        },
+      },
+    };
+  }
+
+  get token(): bigint {
+    if (this.#token === undefined) throw new Error('INVARIANT: token read before the lock was granted');
+    return this.#token;
+  }
+
+  get lost(): AbortSignal {
+    return this.#lost.signal;
+  }
+
+  get revokeRequested(): RevokeRequest | undefined {
+    return this.#revokeRequested;
+  }
+
+  get inDoubt(): boolean {
+    return this.#inDoubt;
+  }
+
+  whenConfirmed(): Promise<void> {
+    if (this.#lost.signal.aborted) return Promise.reject(this.#lost.signal.reason as Error);
+    if (!this.#inDoubt) return Promise.resolve();
+    return new Promise((resolve, reject) => this.#confirmationWaiters.push({ resolve, reject }));
+  }
+
+  granted(): Promise<bigint> {
+    return this.#granted;
+  }
+
+  /** Gives up waiting, rejecting `granted()` with `reason`; the server withdraws the request. */
+  cancel(reason: unknown): void {
+    if (this.#phase.kind !== 'waiting') return;
+    this.#phase = { kind: 'cancelled' };
+    this.#grant.reject(reason);
+    this.#channel.send(this.#cancelMessage());
+  }
+
+  release(): Promise<void> {
+    this.#released ??= new Promise<void>((resolve, reject) => {
+      if (this.#lost.signal.aborted) {
+        reject(this.#lost.signal.reason);
+        return;
+      }
+      if (this.#phase.kind !== 'held') {
+        reject(new Error('INVARIANT: release() before the lock was granted'));
+        return;
+      }
+      this.#phase = { kind: 'releasing', done: (error) => (error ? reject(error) : resolve()) };
+      this.#channel.send(this.#releaseMessage());
+    });
+    return this.#released;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.release();
+    } catch (error) {
+      if (!(error instanceof LockLostError)) throw error;
+    }
+  }
+
+  #cancelMessage(): SessionRequest {
+    return { kind: { $case: 'cancel', value: { requestId: this.id } } };
+  }
+
+  #releaseMessage(): SessionRequest {
+    return { kind: { $case: 'release', value: { requestId: this.id } } };
+  }
+
+  onMessage(kind: SessionResponse['kind']): void {
+    const request = this.#request;
+    switch (kind?.$case) {
+      case 'queued':
+        if (this.#phase.kind === 'waiting') request.onQueued?.(kind.value.ahead);
+        return;
+      case 'acquired':
+        if (this.#phase.kind === 'waiting') {
+          this.#token = kind.value.fencingToken;
+          this.#phase = { kind: 'held' };
+          this.#grant.resolve(kind.value.fencingToken);
+        }
+        // Otherwise: the report of a resumed session (the same token), or a grant that crossed
+        // our cancel (the server releases it on the cancel).
+        return;
+      case 'inDoubt':
+        if (this.#phase.kind === 'held' || this.#phase.kind === 'releasing') this.#doubt();
+        return;
+      case 'confirmed':
+        this.#confirm();
+        return;
+      case 'revokeRequested':
+        if (this.#phase.kind !== 'held' || this.#revokeRequested) return;
+        this.#revokeRequested = { reason: kind.value.reason, forceAt: kind.value.forceAt };
+        request.onRevokeRequested?.(this.#revokeRequested);
+        return;
+      case 'ended':
+        this.#ended(kind.value);
+        return;
+      default:
+        // `released` is followed by `ended`, which settles the release; a message kind this
+        // client does not know (from a newer server) is ignored.
+        return;
+    }
+  }
+
+  /** The session's stream broke and is being resumed: a held lock is in doubt meanwhile. */
+  sessionBroke(): void {
+    if (this.#phase.kind === 'held' || this.#phase.kind === 'releasing') this.#doubt();
+  }
+
+  /** The resumed session reported this request: still ours. Re-send what the break may have lost. */
+  resumed(): void {
+    const phase = this.#phase.kind;
+    if (phase === 'held' || phase === 'releasing') this.#confirm();
+    if (phase === 'releasing') this.#channel.send(this.#releaseMessage());
+    if (phase === 'cancelled') this.#channel.send(this.#cancelMessage());
+  }
+
+  /** The resumed session does not have this request: it ended, and its `ended` was lost. */
+  unknownAfterResume(): void {
+    this.#ended({
+      code: Status.NOT_FOUND,
+      message: 'the server no longer has this request after its session was resumed',
+    });
+  }
+
+  /** The whole session ended with `status`: so did this request. */
+  sessionEnded(status: CallStatus): void {
+    this.#ended({ code: status.code, message: status.details });
+  }
+
+  #doubt(): void {
+    if (this.#inDoubt) return;
+    this.#inDoubt = true;
+    this.#request.onInDoubt?.();
+  }
+
+  #confirm(): void {
+    if (!this.#inDoubt) return;
+    this.#inDoubt = false;
+    for (const waiter of this.#confirmationWaiters.splice(0)) waiter.resolve();
+    this.#request.onConfirmed?.();
+  }
+
+  #ended({ code, message }: SessionRequestEnded): void {
+    const phase = this.#phase;
+    if (phase.kind === 'ended') return;
+    this.#phase = { kind: 'ended' };
+    this.#channel.forget(this.id);
+    const status = { code: code as Status, details: message };
+    switch (phase.kind) {
+      case 'cancelled':
+        return;
+      case 'waiting':
+        // A request the server no longer has lost its place: retryable, like a refused call.
+        this.#grant.reject(
+          acquireFailure(
+            this.name,
+            code === Status.NOT_FOUND
+              ? { code: Status.UNAVAILABLE, details: `lost its place in the queue: ${message}` }
+              : status,
+          ),
+        );
+        return;
+      case 'held':
+        this.#loseLock(
+          lossFailure(
+            this.name,
+            code === Status.OK
+              ? { code: Status.UNKNOWN, details: 'the server ended the request without a release' }
+              : status,
+          ),
+        );
+        return;
+      case 'releasing': {
+        if (code === Status.OK) {
+          phase.done();
+          return;
+        }
+        const failure = lossFailure(this.name, status);
+        this.#loseLock(failure);
+        phase.done(failure);
+        return;
+      }
+    }
+  }
+
+  #loseLock(failure: LockLostError): void {
+    this.#lost.abort(failure);
+    for (const waiter of this.#confirmationWaiters.splice(0)) waiter.reject(failure);
+  }
+}
