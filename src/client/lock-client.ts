@@ -82,7 +82,8 @@ export interface LockClientOptions {
   readonly streamPerLock?: boolean;
   /**
    * How long the Session stream stays open without any lock on it before it is closed (a new
-   * acquire opens another). An open stream keeps the process running, so a script whose only work was a lock exits this long after its release, or at once after `close()`. Default 250.
+   * acquire opens another). An open stream keeps the process running, so a script whose only
+   * work was a lock exits this long after its release, or at once after `close()`. Default 250.
    */
   readonly sessionIdleMs?: number;
   /** Further grpc-js channel options; they override the settings above. */

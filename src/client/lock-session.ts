@@ -202,18 +202,13 @@ export class LockSessionChannel {
       this.#locks.get(message.requestId)?.onMessage(kind);
       return;
     }
-    switch (kind?.$case) {
-      case 'opened':
-        this.#resumeToken = kind.value.resumeToken === '' ? undefined : kind.value.resumeToken;
-        this.#resumeGraceMs = fromDuration(kind.value.resumeGrace);
-        return;
-      case 'resumed':
-        this.#resumed();
-        return;
-      default:
-        // `heartbeat`, or a session message this client does not know (from a newer server).
-        return;
+    if (kind?.$case === 'opened') {
+      this.#resumeToken = kind.value.resumeToken === '' ? undefined : kind.value.resumeToken;
+      this.#resumeGraceMs = fromDuration(kind.value.resumeGrace);
+    } else if (kind?.$case === 'resumed') {
+      this.#resumed();
     }
+    // Otherwise `heartbeat`, or a session message this client does not know (a newer server's).
   }
 
   /** The server took the resumed stream over and reported every request it still has. */
@@ -453,9 +448,13 @@ export class SessionLock implements Lock, PendingLock {
       case 'ended':
         this.#ended(kind.value);
         return;
-      default:
-        // `released` is followed by `ended`, which settles the release; a message kind this
-        // client does not know (from a newer server) is ignored.
+      case 'released':
+      case 'opened':
+      case 'resumed':
+      case 'heartbeat':
+      case undefined:
+        // `released` is followed by `ended`, which settles the release; the others are about the
+        // session; a message kind this client does not know (a newer server's) is ignored.
         return;
     }
   }
@@ -504,7 +503,8 @@ export class SessionLock implements Lock, PendingLock {
     if (phase.kind === 'ended') return;
     this.#phase = { kind: 'ended' };
     this.#channel.forget(this.id);
-    const status = { code: code as Status, details: message };
+    const status: Status = code;
+    const failed = { code: status, details: message };
     switch (phase.kind) {
       case 'cancelled':
         return;
@@ -513,9 +513,9 @@ export class SessionLock implements Lock, PendingLock {
         this.#grant.reject(
           acquireFailure(
             this.name,
-            code === Status.NOT_FOUND
+            status === Status.NOT_FOUND
               ? { code: Status.UNAVAILABLE, details: `lost its place in the queue: ${message}` }
-              : status,
+              : failed,
           ),
         );
         return;
@@ -523,18 +523,18 @@ export class SessionLock implements Lock, PendingLock {
         this.#loseLock(
           lossFailure(
             this.name,
-            code === Status.OK
+            status === Status.OK
               ? { code: Status.UNKNOWN, details: 'the server ended the request without a release' }
-              : status,
+              : failed,
           ),
         );
         return;
       case 'releasing': {
-        if (code === Status.OK) {
+        if (status === Status.OK) {
           phase.done();
           return;
         }
-        const failure = lossFailure(this.name, status);
+        const failure = lossFailure(this.name, failed);
         this.#loseLock(failure);
         phase.done(failure);
         return;
