@@ -4,7 +4,7 @@ import { pino, type Logger } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
-import { type AcquireStream, LockCaller, LockMode, seconds } from '../support/lock-caller.js';
+import { type LockRpc, LockCaller, LockMode, type RequestStream, seconds } from '../support/lock-caller.js';
 import { spawnLockHolder } from '../support/lock-holder-process.js';
 import { healthOf } from '../support/health.js';
 
@@ -36,10 +36,25 @@ export interface ConformanceContext {
  * node behind.
  */
 export function describeLockConformance(backendName: string, backend: BackendUnderTest): void {
-  describe(`lock conformance on the ${backendName} back end`, () => {
+  for (const rpc of ['acquire', 'session'] as const) describeOver(backendName, backend, rpc);
+}
+
+/**
+ * What differs between the RPCs in their answers to protocol mistakes; everything else is the
+ * same promise, checked by the same case. Over Session, each request is the only one of its
+ * own session (see SessionRequestStream); test/contract/session-conformance.ts covers many
+ * requests on one session.
+ */
+const PROTOCOL: Record<LockRpc, { firstMessage: RegExp; startTwice: RegExp }> = {
+  acquire: { firstMessage: /first message must be `start`/, startTwice: /only once/ },
+  session: { firstMessage: /first message must be `open` or `resume`/, startTwice: /request_id 1 is in use/ },
+};
+
+function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockRpc): void {
+  describe(`lock conformance on the ${backendName} back end, over ${rpc === 'acquire' ? 'Acquire' : 'Session'}`, () => {
     const ctx = {} as ConformanceContext;
-    const streams: AcquireStream[] = [];
-    const open = (start: Parameters<LockCaller['open']>[0]): AcquireStream => {
+    const streams: RequestStream[] = [];
+    const open = (start: Parameters<LockCaller['open']>[0]): RequestStream => {
       const stream = ctx.caller.open(start);
       streams.push(stream);
       return stream;
@@ -58,7 +73,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       ]);
       ctx.server = await startServer(config, testLogger());
       ctx.address = `127.0.0.1:${ctx.server.port}`;
-      ctx.caller = new LockCaller(ctx.address);
+      ctx.caller = new LockCaller(ctx.address, {}, undefined, rpc);
     });
 
     afterEach(async () => {
@@ -128,7 +143,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
     it('grants waiters in the order they queued (FIFO)', async () => {
       const holder = open({ name: 'fifo' });
       await holder.acquired();
-      const waiters: AcquireStream[] = [];
+      const waiters: RequestStream[] = [];
       for (let i = 0; i < 6; i += 1) {
         const waiter = open({ name: 'fifo', owner: `w${i}` });
         expect(await waiter.queued()).toBe(i + 1);
@@ -196,12 +211,15 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
 
     it('releases the lock when the holder cancels its call', async () => {
       const holder = open({ name: 'c' });
-      await holder.acquired();
+      const token = await holder.acquired();
       const next = open({ name: 'c' });
-      await next.queued();
+      expect(await next.queued()).toBe(1);
       holder.cancel();
-      await next.acquired();
-      await next.release();
+      expect((await holder.outcome).code).toBe(status.CANCELLED);
+      expect(await next.acquired()).toBeGreaterThan(token);
+      expect(holder.messages.map((m) => m.kind?.$case)).toEqual(['acquired']);
+      expect(await ctx.caller.checkToken('c', token)).toBe(false);
+      expect((await next.release()).code).toBe(status.OK);
     });
 
     it('withdraws a waiter that half-closes before the grant, with CANCELLED', async () => {
@@ -217,7 +235,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
     });
 
     it('releases the lock of a client process that is killed', async () => {
-      const holder = await spawnLockHolder(ctx.address, 'killed-holder');
+      const holder = await spawnLockHolder(ctx.address, 'killed-holder', rpc);
       const waiter = open({ name: 'killed-holder' });
       expect(await waiter.queued()).toBe(1);
       await holder.kill('SIGKILL');
@@ -280,7 +298,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
     it('wakes exactly one waiter when a mutex with 50 waiters is released (no herd)', async () => {
       const holder = open({ name: 'herd' });
       await holder.acquired();
-      const waiters: AcquireStream[] = [];
+      const waiters: RequestStream[] = [];
       for (let i = 0; i < 50; i += 1) {
         const waiter = open({ name: 'herd' });
         expect(await waiter.queued()).toBe(i + 1);
@@ -332,7 +350,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       releaseFirst.sendRelease();
       expect(await releaseFirst.outcome).toMatchObject({
         code: status.INVALID_ARGUMENT,
-        details: expect.stringMatching(/first message must be `start`/),
+        details: expect.stringMatching(PROTOCOL[rpc].firstMessage),
       });
       const emptyStream = ctx.caller.openEmpty();
       streams.push(emptyStream);
@@ -356,7 +374,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
       });
       expect(await twice.outcome).toMatchObject({
         code: status.INVALID_ARGUMENT,
-        details: expect.stringMatching(/only once/),
+        details: expect.stringMatching(PROTOCOL[rpc].startTwice),
       });
 
       // The bystander still holds its lock: a try-lock on it fails.

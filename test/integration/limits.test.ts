@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AcquireResponse } from '../../src/gen/lockstream/v1/lockstream.js';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
-import { LockCaller, type AcquireStream, type CallOutcome } from '../support/lock-caller.js';
+import { LockCaller, type RequestStream, type CallOutcome } from '../support/lock-caller.js';
 
 /** Bad input and abuse: each gets a precise status, and nobody else's lock is harmed. */
 describe('limits and abuse', () => {
@@ -31,7 +31,7 @@ describe('limits and abuse', () => {
     const c = caller();
     const holder = c.open({ name: 'crowded' });
     await holder.acquired();
-    const waiters: AcquireStream[] = [];
+    const waiters: RequestStream[] = [];
     for (let i = 1; i <= 3; i += 1) {
       const waiter = c.open({ name: 'crowded' });
       expect(await waiter.queued()).toBe(i);

@@ -6,7 +6,7 @@ import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { ZooKeeperStore } from '../../src/server/stores/zookeeper/zookeeper-store.js';
 import { watchesUnder } from '../support/zookeeper-watches.js';
-import { LockCaller, LockMode, type AcquireStream } from '../support/lock-caller.js';
+import { LockCaller, LockMode, type RequestStream } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
@@ -51,7 +51,7 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     const holder = caller.open({ name: 'herd' });
     await holder.acquired();
     const queuing = { ...running.store.stats };
-    const waiters: AcquireStream[] = [];
+    const waiters: RequestStream[] = [];
     for (let i = 0; i < 30; i += 1) {
       const waiter = caller.open({ name: 'herd', mode: i % 3 === 0 ? LockMode.WRITE : LockMode.MUTEX });
       cleanups.push(() => waiter.cancel());

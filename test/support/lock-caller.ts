@@ -10,8 +10,11 @@ import {
   type ListLocksRequest,
   type ListLocksResponse,
   type RevokeLockResponse,
+  type SessionRequest,
+  type SessionResponse,
   type WatchLockResponse,
 } from '../../src/gen/lockstream/v1/lockstream.js';
+import type { Duration } from '../../src/gen/google/protobuf/duration.js';
 
 export { LockMode };
 
@@ -29,54 +32,29 @@ export interface CallOutcome {
   readonly requestEnded: boolean;
 }
 
-/**
- * One raw Acquire stream, driven the way a test wants: every server message is recorded, and
- * each step (queued, acquired, the final status) can be awaited as an event.
- */
 /** Orders the messages of every stream in this process by when they arrived. */
 let lastReceipt = 0;
 
-export class AcquireStream {
+/** Which RPC a test's lock requests go through. */
+export type LockRpc = 'acquire' | 'session';
+
+/**
+ * One lock request as a test drives it, over either RPC: every server message about it is
+ * recorded (as Acquire's messages), and each step (queued, acquired, the final status) can be
+ * awaited as an event.
+ */
+export abstract class RequestStream {
   readonly messages: AcquireResponse[] = [];
   /** For each message in `messages`, its place in the arrival order across all streams. */
   readonly receipts: number[] = [];
   /** Resolves with the final status; never rejects. */
   readonly outcome: Promise<CallOutcome>;
-  readonly #call: grpc.ClientDuplexStream<AcquireRequest, AcquireResponse>;
   readonly #waiters: Array<() => void> = [];
   #ended: CallOutcome | undefined;
+  #settle!: (outcome: CallOutcome) => void;
 
-  constructor(client: LockServiceClient, first: Partial<AcquireStart> | AcquireRequest | null) {
-    this.#call = client.acquire();
-    this.outcome = new Promise((resolve) => {
-      this.#call.on('status', (status: grpc.StatusObject) => {
-        const requestEnded = status.metadata.get('lockstream-request').includes('ended');
-        this.#ended = { code: status.code, details: status.details, requestEnded };
-        resolve(this.#ended);
-        this.#notify();
-      });
-    });
-    this.#call.on('data', (message: AcquireResponse) => {
-      this.messages.push(message);
-      this.receipts.push(++lastReceipt);
-      this.#notify();
-    });
-    // Errors arrive as the status too; without a listener they would be thrown.
-    this.#call.on('error', () => {});
-    if (first && 'kind' in first) {
-      this.#call.write(first);
-    } else if (first) {
-      const value: AcquireStart = {
-        name: '',
-        mode: LockMode.MUTEX,
-        owner: '',
-        waitTimeout: undefined,
-        resumeGrace: undefined,
-        heartbeatInterval: undefined,
-        ...first,
-      };
-      this.#call.write({ kind: { $case: 'start', value } });
-    }
+  constructor() {
+    this.outcome = new Promise((resolve) => (this.#settle = resolve));
   }
 
   /** Resolves with the fencing token once `acquired` arrives; rejects if the call ends first. */
@@ -117,26 +95,32 @@ export class AcquireStream {
     return this.messages.some((m) => m.kind?.$case === 'acquired');
   }
 
-  send(message: AcquireRequest): void {
-    this.#call.write(message);
-  }
-
-  sendRelease(): void {
-    this.#call.write({ kind: { $case: 'release', value: {} } });
-  }
-
-  halfClose(): void {
-    this.#call.end();
-  }
-
-  cancel(): void {
-    this.#call.cancel();
-  }
+  /** Sends an Acquire message (or what stands for it on a session). */
+  abstract send(message: AcquireRequest): void;
+  /** Asks to release the lock (or withdraw the request) with a message. */
+  abstract sendRelease(): void;
+  /** Ends the client's side cleanly. */
+  abstract halfClose(): void;
+  /** Ends the stream abnormally, as a client that gives up or breaks does. */
+  abstract cancel(): void;
 
   /** Half-closes and resolves with the outcome (OK after `released` when the lock was held). */
   async release(): Promise<CallOutcome> {
     this.halfClose();
     return this.outcome;
+  }
+
+  protected record(message: AcquireResponse): void {
+    this.messages.push(message);
+    this.receipts.push(++lastReceipt);
+    this.#notify();
+  }
+
+  protected settle(outcome: CallOutcome): void {
+    if (this.#ended) return;
+    this.#ended = outcome;
+    this.#settle(outcome);
+    this.#notify();
   }
 
   async #next(
@@ -160,6 +144,160 @@ export class AcquireStream {
   }
 }
 
+/** The `start` message a test asked for, with the defaults filled in. */
+function fullStart(start: Partial<AcquireStart>): AcquireStart {
+  return {
+    name: '',
+    mode: LockMode.MUTEX,
+    owner: '',
+    waitTimeout: undefined,
+    resumeGrace: undefined,
+    heartbeatInterval: undefined,
+    ...start,
+  };
+}
+
+/** One raw Acquire stream. */
+export class AcquireStream extends RequestStream {
+  readonly #call: grpc.ClientDuplexStream<AcquireRequest, AcquireResponse>;
+
+  constructor(client: LockServiceClient, first: Partial<AcquireStart> | AcquireRequest | null) {
+    super();
+    this.#call = client.acquire();
+    this.#call.on('status', (status: grpc.StatusObject) => {
+      const requestEnded = status.metadata.get('lockstream-request').includes('ended');
+      this.settle({ code: status.code, details: status.details, requestEnded });
+    });
+    this.#call.on('data', (message: AcquireResponse) => this.record(message));
+    // Errors arrive as the status too; without a listener they would be thrown.
+    this.#call.on('error', () => {});
+    if (first && 'kind' in first) {
+      this.#call.write(first);
+    } else if (first) {
+      this.#call.write({ kind: { $case: 'start', value: fullStart(first) } });
+    }
+  }
+
+  send(message: AcquireRequest): void {
+    this.#call.write(message);
+  }
+
+  sendRelease(): void {
+    this.#call.write({ kind: { $case: 'release', value: {} } });
+  }
+
+  halfClose(): void {
+    this.#call.end();
+  }
+
+  cancel(): void {
+    this.#call.cancel();
+  }
+}
+
+/**
+ * One lock request as the only request of its own Session stream, so that every Acquire case
+ * runs unchanged over the Session RPC: `start` becomes `open` (grace, heartbeats) plus
+ * `acquire` with request id 1, a session's `opened` with a token becomes `resumable`, the
+ * request's `ended` becomes the outcome, and cancelling breaks the session's stream.
+ */
+export class SessionRequestStream extends RequestStream {
+  static readonly REQUEST_ID = 1;
+  readonly #call: grpc.ClientDuplexStream<SessionRequest, SessionResponse>;
+
+  constructor(
+    client: LockServiceClient,
+    first: Partial<AcquireStart> | { resumeToken: string; heartbeatInterval?: Duration } | null,
+  ) {
+    super();
+    this.#call = client.session();
+    this.#call.on('status', (status: grpc.StatusObject) => {
+      const requestEnded = status.metadata.get('lockstream-request').includes('ended');
+      this.settle({ code: status.code, details: status.details, requestEnded });
+    });
+    this.#call.on('data', (message: SessionResponse) => this.#onMessage(message));
+    this.#call.on('error', () => {});
+    if (first && 'resumeToken' in first) {
+      const { resumeToken, heartbeatInterval } = first;
+      this.#call.write({ kind: { $case: 'resume', value: { resumeToken, heartbeatInterval } } });
+    } else if (first) {
+      const start = fullStart(first);
+      this.#call.write({
+        kind: {
+          $case: 'open',
+          value: { resumeGrace: start.resumeGrace, heartbeatInterval: start.heartbeatInterval },
+        },
+      });
+      this.send({ kind: { $case: 'start', value: start } });
+    }
+  }
+
+  #onMessage(message: SessionResponse): void {
+    const kind = message.kind;
+    switch (kind?.$case) {
+      case 'opened':
+        if (kind.value.resumeToken !== '') {
+          this.record({ kind: { $case: 'resumable', value: kind.value } });
+        }
+        return;
+      case 'ended':
+        // The request is over: so is this one-request session.
+        this.settle({ code: kind.value.code, details: kind.value.message, requestEnded: true });
+        this.#call.end();
+        return;
+      case 'queued':
+      case 'acquired':
+      case 'released':
+      case 'inDoubt':
+      case 'confirmed':
+      case 'revokeRequested':
+      case 'heartbeat':
+        if (message.requestId !== 0 || kind.$case === 'heartbeat') this.record({ kind } as AcquireResponse);
+        return;
+      case 'resumed':
+      case undefined:
+        return;
+    }
+  }
+
+  send(message: AcquireRequest): void {
+    const kind = message.kind;
+    switch (kind?.$case) {
+      case 'start': {
+        const { name, mode, waitTimeout, owner } = kind.value;
+        const requestId = SessionRequestStream.REQUEST_ID;
+        this.#call.write({
+          kind: { $case: 'acquire', value: { requestId, name, mode, waitTimeout, owner } },
+        });
+        return;
+      }
+      case 'release':
+        this.sendRelease();
+        return;
+      case 'heartbeat':
+        this.#call.write({ kind: { $case: 'heartbeat', value: {} } });
+        return;
+      case 'resume':
+        this.#call.write({ kind: { $case: 'resume', value: kind.value } });
+        return;
+      case undefined:
+        this.#call.write({ kind: undefined });
+    }
+  }
+
+  sendRelease(): void {
+    this.#call.write({ kind: { $case: 'release', value: { requestId: SessionRequestStream.REQUEST_ID } } });
+  }
+
+  halfClose(): void {
+    this.#call.end();
+  }
+
+  cancel(): void {
+    this.#call.cancel();
+  }
+}
+
 function isQueued(message: AcquireResponse): boolean {
   return message.kind?.$case === 'queued';
 }
@@ -168,23 +306,32 @@ function isQueued(message: AcquireResponse): boolean {
 export class LockCaller {
   readonly client: LockServiceClient;
 
+  /** Which RPC `open`, `resume` and `openEmpty` use. */
+  readonly rpc: LockRpc;
+
   constructor(
     address: string,
     options: Partial<grpc.ClientOptions> = {},
     channel: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+    rpc: LockRpc = 'acquire',
   ) {
     this.client = new LockServiceClient(address, channel, options);
+    this.rpc = rpc;
   }
 
-  open(start: Partial<AcquireStart>): AcquireStream {
-    return new AcquireStream(this.client, start);
+  open(start: Partial<AcquireStart>): RequestStream {
+    return this.rpc === 'acquire'
+      ? new AcquireStream(this.client, start)
+      : new SessionRequestStream(this.client, start);
   }
 
-  /** A stream that takes over the request `resumeToken` was issued for. */
-  resume(resumeToken: string, heartbeatInterval?: { seconds: bigint; nanos: number }): AcquireStream {
-    return new AcquireStream(this.client, {
-      kind: { $case: 'resume', value: { resumeToken, heartbeatInterval } },
-    });
+  /** A stream that takes over the request (or session) `resumeToken` was issued for. */
+  resume(resumeToken: string, heartbeatInterval?: { seconds: bigint; nanos: number }): RequestStream {
+    return this.rpc === 'acquire'
+      ? new AcquireStream(this.client, {
+          kind: { $case: 'resume', value: { resumeToken, heartbeatInterval } },
+        })
+      : new SessionRequestStream(this.client, { resumeToken, heartbeatInterval });
   }
 
   describe(name: string): Promise<DescribeLockResponse> {
@@ -224,8 +371,10 @@ export class LockCaller {
   }
 
   /** A stream that has sent nothing yet. */
-  openEmpty(): AcquireStream {
-    return new AcquireStream(this.client, null);
+  openEmpty(): RequestStream {
+    return this.rpc === 'acquire'
+      ? new AcquireStream(this.client, null)
+      : new SessionRequestStream(this.client, null);
   }
 
   close(): void {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import type { LockRpc } from './lock-caller.js';
 
 export interface LockHolderProcess {
   readonly token: bigint;
@@ -11,9 +12,13 @@ export interface LockHolderProcess {
 
 const SCRIPT = fileURLToPath(new URL('./hold-lock.ts', import.meta.url));
 
-/** Starts a client process that acquires `name` and holds it; resolves once it holds. */
-export async function spawnLockHolder(address: string, name: string): Promise<LockHolderProcess> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', SCRIPT, address, name], {
+/** Starts a client process that acquires `name` (through `rpc`) and holds it; resolves once it holds. */
+export async function spawnLockHolder(
+  address: string,
+  name: string,
+  rpc: LockRpc = 'acquire',
+): Promise<LockHolderProcess> {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', SCRIPT, address, name, rpc], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -220,8 +220,17 @@ describe('LockEngine over the embedded store', () => {
     it('grants a reader while only readers hold', async () => {
       const reader = await acquire({ name: 'shared', mode: 'read' }).lease;
       const tryReader = await acquire({ name: 'shared', mode: 'read', waitTimeoutMs: 0 }).lease;
+      // Both hold at once: two nodes, two tokens, neither lost; a writer cannot get in.
+      expect(await nodes('shared')).toHaveLength(2);
+      expect(tryReader.fencingToken).not.toBe(reader.fencingToken);
+      expect([reader.lost.aborted, tryReader.lost.aborted]).toEqual([false, false]);
+      const writer: unknown = await acquire({ name: 'shared', mode: 'write', waitTimeoutMs: 0 }).lease.catch(
+        (error: unknown) => error,
+      );
+      expect(isLockError(writer, 'TIMEOUT')).toBe(true);
       await tryReader.release();
       await reader.release();
+      expect(await nodes('shared')).toEqual([]);
     });
   });
 
@@ -241,8 +250,15 @@ describe('LockEngine over the embedded store', () => {
       },
     );
 
-    it('accepts the largest waitTimeoutMs, 2^31 - 1', async () => {
-      const lease = await acquire({ name: 'v', waitTimeoutMs: 2 ** 31 - 1 }).lease;
+    it('accepts the largest waitTimeoutMs, 2^31 - 1, and waits with it rather than timing out', async () => {
+      const holder = await acquire({ name: 'v' }).lease;
+      // Queued behind a holder, so the wait timeout's timer is armed: a timer that overflowed
+      // (Node fires those at once) would end the wait with TIMEOUT.
+      const waiter = acquire({ name: 'v', waitTimeoutMs: 2 ** 31 - 1 });
+      expect(await waiter.nextQueued()).toBe(1);
+      await holder.release();
+      const lease = await waiter.lease;
+      expect(lease.fencingToken).toBeGreaterThan(holder.fencingToken);
       await lease.release();
     });
 
