@@ -252,7 +252,7 @@ export class SessionRequestStream extends RequestStream {
       case 'confirmed':
       case 'revokeRequested':
       case 'heartbeat':
-        if (message.requestId !== 0 || kind.$case === 'heartbeat') this.record({ kind } as AcquireResponse);
+        if (message.requestId !== 0 || kind.$case === 'heartbeat') this.record({ kind });
         return;
       case 'resumed':
       case undefined:
