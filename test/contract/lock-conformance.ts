@@ -7,6 +7,7 @@ import { startServer, type RunningServer } from '../../src/server/main.js';
 import { type LockRpc, LockCaller, LockMode, type RequestStream, seconds } from '../support/lock-caller.js';
 import { spawnLockHolder } from '../support/lock-holder-process.js';
 import { healthOf } from '../support/health.js';
+import { describeSessionConformance } from './session-conformance.js';
 
 /** How a conformance run reaches one back end. */
 export interface BackendUnderTest {
@@ -37,6 +38,7 @@ export interface ConformanceContext {
  */
 export function describeLockConformance(backendName: string, backend: BackendUnderTest): void {
   for (const rpc of ['acquire', 'session'] as const) describeOver(backendName, backend, rpc);
+  describeSessionConformance(backendName, backend);
 }
 
 /**
@@ -810,7 +812,7 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
 }
 
 /** No lock request node is left under the test's root. */
-async function expectNoLockNodes(ctx: ConformanceContext): Promise<void> {
+export async function expectNoLockNodes(ctx: ConformanceContext): Promise<void> {
   const store = ctx.server.store;
   const locksPath = `${ctx.rootPath}/locks`;
   const leftovers: string[] = [];
@@ -821,6 +823,6 @@ async function expectNoLockNodes(ctx: ConformanceContext): Promise<void> {
 }
 
 /** Silent unless LOCKSTREAM_TEST_LOG names a level (e.g. debug) for a failing run. */
-function testLogger(): Logger {
+export function testLogger(): Logger {
   return pino({ level: process.env['LOCKSTREAM_TEST_LOG'] ?? 'silent' });
 }

@@ -121,6 +121,28 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         }
       });
 
+      it('queues creates on a missing parent in the order they were made, also those made while the parent is being created', async () => {
+        for (let round = 0; round < 10; round += 1) {
+          const parent = `${root}/locks/order-${round}`;
+          const prefixes: string[] = [];
+          const creating: Array<Promise<{ path: string }>> = [];
+          const make = (): void => {
+            const prefix = uniquePrefix();
+            prefixes.push(prefix);
+            creating.push(store.createSequential(parent, prefix, NO_DATA));
+          };
+          for (let i = 0; i < 4; i += 1) make();
+          // Later creates, made while the first ones are being answered (parent missing).
+          await new Promise((resolve) => setImmediate(resolve));
+          make();
+          await new Promise((resolve) => setTimeout(resolve, round));
+          make();
+          const paths = (await Promise.all(creating)).map((node) => nameOf(node.path));
+          const sequences = paths.map((name, i) => sequenceOf(name, prefixes[i]!));
+          expect(sequences, `round ${round}`).toEqual([...sequences].sort((x, y) => x - y));
+        }
+      });
+
       it('keeps one sequence per parent: a new parent starts from 0000000000 whatever its siblings did', async () => {
         for (let i = 0; i < 3; i += 1) await create(`${root}/locks/a`);
         const first = await create(`${root}/locks/b`);

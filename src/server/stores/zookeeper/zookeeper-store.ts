@@ -104,6 +104,9 @@ export class ZooKeeperStore implements CoordinationStore {
   /** Parents watched for children changes (see watchChildren). */
   readonly #childWatchers = new ListenerMap<() => void>();
   readonly #ensuredParents = new Set<string>();
+  /** Lock directories being created, with the creates waiting for them (see #afterParentsOf). */
+  readonly #parentBarriers = new Map<string, ParentBarrier>();
+  #lastCreateTicket = 0;
   /** The ACL of nodes in the protected subtree; undefined without protection. */
   readonly #acl: readonly ZooKeeperAcl[] | undefined;
   /**
@@ -164,7 +167,13 @@ export class ZooKeeperStore implements CoordinationStore {
     follow?: NodeFollow,
   ): Promise<CreatedNode> {
     const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    const ticket = (this.#lastCreateTicket += 1);
+    // Set when our create found the parent missing: we wait for it like any later create, and
+    // through the same steps, so the creates are sent again in ticket order.
+    let parentMade: Promise<void> | undefined;
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+      await (parentMade ?? this.#afterParentsOf(dir, ticket, false));
+      parentMade = undefined;
       await this.#whenConnected('create');
       const session = this.#session;
       // Pipelined, answered in this order: the create, the listing, and (with `follow`) a
@@ -199,7 +208,7 @@ export class ZooKeeperStore implements CoordinationStore {
       }
       if (reply.rc === zk.ZNONODE) {
         // The lock's parent does not exist (first use, or its empty container was removed).
-        await this.#ensureParents(dir);
+        parentMade = this.#afterParentsOf(dir, ticket, true);
         continue;
       }
       if (!isConnectionLoss(reply.rc)) throw unavailable('create', reply.rc);
@@ -637,6 +646,39 @@ export class ZooKeeperStore implements CoordinationStore {
     return negotiated > 0 ? negotiated : this.#options.sessionTimeoutMs;
   }
 
+  /**
+   * Waits, if `dir` is being created, until it is; creates that wait are then sent again in the
+   * order they were first made (`ticket`). A create that found `dir` missing starts its
+   * creation. Without this, a request arriving while earlier ones create the parent would be
+   * sent before their second try and take an earlier place in the queue.
+   */
+  #afterParentsOf(dir: string, ticket: number, start: boolean): Promise<void> | undefined {
+    let barrier = this.#parentBarriers.get(dir);
+    if (!barrier) {
+      if (!start) return undefined;
+      const created: ParentBarrier = { waiting: [] };
+      barrier = created;
+      this.#parentBarriers.set(dir, created);
+      // Every create sent before this one is answered before the parent's create (a session's
+      // requests are answered in order): each has joined by the time this settles.
+      void this.#ensureParents(dir).then(
+        () => this.#releaseBarrier(dir, created, undefined),
+        (error: unknown) => this.#releaseBarrier(dir, created, error),
+      );
+    }
+    const joined = barrier;
+    return new Promise((resolve, reject) => joined.waiting.push({ ticket, resolve, reject }));
+  }
+
+  #releaseBarrier(dir: string, barrier: ParentBarrier, error: unknown): void {
+    this.#parentBarriers.delete(dir);
+    barrier.waiting.sort((a, b) => a.ticket - b.ticket);
+    for (const waiter of barrier.waiting) {
+      if (error === undefined) waiter.resolve();
+      else waiter.reject(error);
+    }
+  }
+
   async #ensureParents(dir: string): Promise<void> {
     for (const path of ancestors(dir)) {
       if (this.#ensuredParents.has(path)) continue;
@@ -793,4 +835,9 @@ function digestAcl(credentials: string): readonly ZooKeeperAcl[] {
   const user = credentials.slice(0, credentials.indexOf(':'));
   const hash = createHash('sha1').update(credentials, 'utf8').digest('base64');
   return [{ perm: zk.ZOO_PERM_ALL, scheme: 'digest', auth: `${user}:${hash}` }];
+}
+
+/** Creates waiting for their lock's directory to be created, each with its place in line. */
+interface ParentBarrier {
+  readonly waiting: Array<{ ticket: number; resolve: () => void; reject: (error: unknown) => void }>;
 }
