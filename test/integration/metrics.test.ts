@@ -51,7 +51,9 @@ describe.each([
     const during = await metrics();
     expect(sample(during, 'lockstream_holders', '{mode="write"}')).toBe(1);
     expect(sample(during, 'lockstream_waiters', '{mode="read"}')).toBe(1);
-    expect(sample(during, 'lockstream_acquire_streams')).toBe(2);
+    // The SDK's locks share one Session stream.
+    expect(sample(during, 'lockstream_session_streams')).toBe(1);
+    expect(sample(during, 'lockstream_acquire_streams')).toBe(0);
     expect(sample(during, 'lockstream_acquire_requests_total', '{mode="write",outcome="granted"}')).toBe(1);
     expect(sample(during, 'lockstream_acquire_requests_total', '{mode="mutex",outcome="timed_out"}')).toBe(1);
     expect(sample(during, 'lockstream_store_session_confirmed', `{backend="${backend}"}`)).toBe(1);
@@ -62,7 +64,9 @@ describe.each([
     const after = await metrics();
     expect(sample(after, 'lockstream_holders', '{mode="write"}')).toBe(0);
     expect(sample(after, 'lockstream_waiters', '{mode="read"}')).toBe(0);
-    expect(sample(after, 'lockstream_acquire_streams')).toBe(0);
+    client.close();
+    await server.whenIdle();
+    expect(sample(await metrics(), 'lockstream_session_streams')).toBe(0);
     expect(sample(after, 'lockstream_holds_total', '{mode="write",outcome="released"}')).toBe(1);
     expect(sample(after, 'lockstream_holds_total', '{mode="read",outcome="released"}')).toBe(1);
     expect(sample(after, 'lockstream_wait_seconds_count', '{mode="read"}')).toBe(1);
@@ -72,6 +76,18 @@ describe.each([
     ).toBe(3);
     // Process metrics come with them.
     expect(sample(after, 'lockstream_process_resident_memory_bytes')).toBeGreaterThan(0);
+  });
+
+  it('gauges Acquire streams apart from Session streams', async () => {
+    const perLock = new LockClient(`127.0.0.1:${server.port}`, { streamPerLock: true });
+    const held = await perLock.acquire('metered-per-lock');
+    const during = await metrics();
+    expect(sample(during, 'lockstream_acquire_streams')).toBe(1);
+    expect(sample(during, 'lockstream_session_streams')).toBe(0);
+    await held.release();
+    perLock.close();
+    await server.whenIdle();
+    expect(sample(await metrics(), 'lockstream_acquire_streams')).toBe(0);
   });
 
   it('answers 404 elsewhere and 405 to anything but GET', async () => {

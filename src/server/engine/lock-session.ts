@@ -7,17 +7,17 @@ import type { LockMode } from './lock-mode.js';
 /** What the stream attached to a session is told about its requests, while it is attached. */
 export interface SessionObserver {
   queued(id: number, ahead: number): void;
-  acquired(id: number, lease: Lease): void;
+  acquired(id: number, lease: Lease, request: AcquireRequest): void;
   /** The held lock became in doubt (`false`) or confirmed again (`true`). */
   confirmedChange(id: number, confirmed: boolean): void;
   revokeRequested(id: number, request: RevokeRequest): void;
   /** The lock was released at the client's request; `ended` follows. */
-  released(id: number): void;
+  released(id: number, lease: Lease, request: AcquireRequest): void;
   /**
    * The request is over. `error` undefined: released at the client's request (OK); a
    * `LockError` for an expected outcome; anything else is a fault.
    */
-  ended(id: number, error: unknown): void;
+  ended(id: number, error: unknown, request: AcquireRequest): void;
   /** Another stream resumed the session: this one no longer speaks for it. */
   replaced(): void;
 }
@@ -233,14 +233,14 @@ class SessionLockRequest {
     if (this.#untoldEnd) {
       const { error } = this.#untoldEnd;
       this.#session.forgetRequest(this.#id, this);
-      observer.ended(this.#id, error);
+      observer.ended(this.#id, error, this.#request);
       return;
     }
     const lease = this.#lease;
     if (this.#phase === 'waiting') {
       if (this.#ahead !== undefined) observer.queued(this.#id, this.#ahead);
     } else if (lease && this.#phase !== 'ended') {
-      observer.acquired(this.#id, lease);
+      observer.acquired(this.#id, lease, this.#request);
       if (!lease.confirmed) observer.confirmedChange(this.#id, false);
       if (lease.revokeRequest) observer.revokeRequested(this.#id, lease.revokeRequest);
     }
@@ -310,7 +310,7 @@ class SessionLockRequest {
     );
     const observer = this.#session.observer;
     if (!observer) return;
-    observer.acquired(id, lease);
+    observer.acquired(id, lease, this.#request);
     if (!lease.confirmed) observer.confirmedChange(id, false);
     if (lease.revokeRequest) observer.revokeRequested(id, lease.revokeRequest);
   }
@@ -332,7 +332,7 @@ class SessionLockRequest {
           );
           return;
         }
-        this.#session.observer?.released(this.#id);
+        this.#session.observer?.released(this.#id, lease, this.#request);
         this.#end(undefined);
       },
       (error: unknown) => {
@@ -360,7 +360,7 @@ class SessionLockRequest {
     const observer = this.#session.observer;
     if (observer) {
       this.#session.forgetRequest(this.#id, this);
-      observer.ended(this.#id, error);
+      observer.ended(this.#id, error, this.#request);
     } else if (this.#session.ended) {
       this.#session.forgetRequest(this.#id, this);
     } else {

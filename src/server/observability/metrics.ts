@@ -60,6 +60,11 @@ export class Metrics {
     help: 'Open Acquire streams on this instance',
     registers: [this.registry],
   });
+  readonly #sessions = new Gauge({
+    name: 'lockstream_session_streams',
+    help: 'Open Session streams on this instance',
+    registers: [this.registry],
+  });
   readonly #storeOperationSeconds = new Histogram({
     name: 'lockstream_store_operation_seconds',
     help: 'Latency of coordination store operations, by operation and result',
@@ -86,6 +91,12 @@ export class Metrics {
   streamOpened(): () => void {
     this.#streams.inc();
     return once(() => this.#streams.dec());
+  }
+
+  /** Counts an open Session stream until the returned function is called. */
+  sessionOpened(): () => void {
+    this.#sessions.inc();
+    return once(() => this.#sessions.dec());
   }
 
   /** Counts a waiting stream until the returned function is called. */

@@ -11,7 +11,7 @@ import type {
   SessionResume,
 } from '../../gen/lockstream/v1/lockstream.js';
 import { UNKNOWN_RESUME_TOKEN, type ClaimRegistry } from '../engine/claims.js';
-import type { Lease, RevokeRequest } from '../engine/lock-engine.js';
+import type { AcquireRequest, Lease, RevokeRequest } from '../engine/lock-engine.js';
 import { LockError } from '../engine/lock-error.js';
 import { SESSION_ENDED, type LockSession, type SessionObserver } from '../engine/lock-session.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -65,15 +65,20 @@ class SessionStream implements SessionObserver {
   #state: StreamState = 'opening';
   #caller: Caller | undefined;
   #session: LockSession | undefined;
+  /** Per-request events are logged at debug level only; nothing is built for them otherwise. */
+  readonly #debug: boolean;
   #heartbeat: StreamHeartbeat | undefined;
   #unlinkShutdown: () => void = () => {};
+  readonly #streamClosed: () => void;
   #settleServed!: () => void;
 
   constructor(call: SessionCall, options: SessionHandlerOptions, logger: Logger) {
     this.#call = call;
     this.#options = options;
     this.#logger = logger;
+    this.#debug = options.logger.isLevelEnabled('debug');
     this.#writer = new SessionWriter(call);
+    this.#streamClosed = options.metrics.sessionOpened();
     this.served = new Promise((resolve) => (this.#settleServed = resolve));
     call.on('data', (message: SessionRequest) => this.#onMessage(message));
     call.on('end', () => {
@@ -284,6 +289,7 @@ class SessionStream implements SessionObserver {
 
   #over(): void {
     this.#state = 'over';
+    this.#streamClosed();
     this.#heartbeat?.[Symbol.dispose]();
     this.#unlinkShutdown();
   }
@@ -305,8 +311,9 @@ class SessionStream implements SessionObserver {
     this.#writer.queued(id, ahead);
   }
 
-  acquired(id: number, lease: Lease): void {
+  acquired(id: number, lease: Lease, request: AcquireRequest): void {
     this.#write(id, { $case: 'acquired', value: { fencingToken: lease.fencingToken } });
+    if (this.#debug) this.#logRequest(id, request, 'granted', { token: lease.fencingToken.toString() });
   }
 
   confirmedChange(id: number, confirmed: boolean): void {
@@ -317,14 +324,24 @@ class SessionStream implements SessionObserver {
     this.#write(id, { $case: 'revokeRequested', value: { reason, forceAt } });
   }
 
-  released(id: number): void {
+  released(id: number, lease: Lease, request: AcquireRequest): void {
     this.#write(id, { $case: 'released', value: {} });
+    if (this.#debug) this.#logRequest(id, request, 'released', { token: lease.fencingToken.toString() });
   }
 
-  ended(id: number, error: unknown): void {
+  ended(id: number, error: unknown, request?: AcquireRequest): void {
     const { code, details } =
       error === undefined ? { code: grpcStatus.OK, details: '' } : toCallStatus(error, this.#logger);
     this.#write(id, { $case: 'ended', value: { code, message: details } });
+    if (this.#debug && request) this.#logRequest(id, request, 'ended', { status: grpcStatus[code], details });
+  }
+
+  /** A debug line about one request, with the fields an Acquire call's lines have. */
+  #logRequest(id: number, request: AcquireRequest, msg: string, fields: Record<string, unknown>): void {
+    this.#logger.debug(
+      { requestId: id, lock: request.name, mode: request.mode, owner: request.owner, ...fields },
+      msg,
+    );
   }
 
   replaced(): void {
