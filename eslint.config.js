@@ -2,6 +2,44 @@
 import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+const NATIVE_ADDON = {
+  name: 'zookeeper',
+  message: 'only src/server/stores/zookeeper loads the native addon',
+};
+
+/**
+ * A lint block that keeps `files` from importing gRPC, generated code, the native addon (unless
+ * `ignores` spares the ZooKeeper store) and the named server folders. One block per file set:
+ * a later block setting the same rule would replace this one.
+ */
+function boundary(files, forbiddenFolders, ignores = []) {
+  return [
+    {
+      files,
+      ignores,
+      rules: {
+        'no-restricted-imports': [
+          'error',
+          {
+            paths: [NATIVE_ADDON],
+            patterns: [
+              { group: ['@grpc/*'], message: 'only src/server/transport and src/client speak gRPC' },
+              {
+                group: ['**/gen/**'],
+                message: 'only src/server/transport and src/client use generated code',
+              },
+              ...forbiddenFolders.map((folder) => ({
+                group: [`**/${folder}/**`],
+                message: `dependencies point transport -> engine -> stores: not to ${folder}/ from here`,
+              })),
+            ],
+          },
+        ],
+      },
+    },
+  ];
+}
+
 export default tseslint.config(
   { ignores: ['dist/', 'src/gen/', 'node_modules/', 'bench/results/'] },
   eslint.configs.recommended,
@@ -35,35 +73,54 @@ export default tseslint.config(
       ],
     },
   },
+  // The architecture's boundaries: dependencies point one way, transport -> engine -> stores,
+  // and every server layer may use src/server/lock-error.ts (which imports nothing). The engine
+  // knows neither gRPC nor ZooKeeper, and only the ZooKeeper store loads the native addon.
   {
-    // The architecture's boundaries: the engine knows neither gRPC nor ZooKeeper, and only the
-    // ZooKeeper store loads the native addon.
-    files: ['src/server/engine/**/*.ts', 'src/server/stores/**/*.ts', 'src/common/**/*.ts'],
+    files: ['src/**/*.ts'],
+    ignores: ['src/server/stores/zookeeper/**'],
+    rules: { 'no-restricted-imports': ['error', { paths: [NATIVE_ADDON] }] },
+  },
+  ...boundary(['src/server/engine/**/*.ts'], ['transport', 'observability', 'security']),
+  ...boundary(
+    ['src/server/stores/**/*.ts'],
+    ['engine', 'transport', 'observability', 'security'],
+    ['src/server/stores/zookeeper/**'],
+  ),
+  {
+    // The ZooKeeper store: the same boundaries, and the native addon is its own.
+    files: ['src/server/stores/zookeeper/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
         {
+          patterns: ['engine', 'transport', 'observability', 'security'].map((folder) => ({
+            group: [`**/${folder}/**`],
+            message: `dependencies point transport -> engine -> stores: not to ${folder}/ from here`,
+          })),
+        },
+      ],
+    },
+  },
+  {
+    // The SDK stands on its own: generated stubs and src/common, never the server.
+    files: ['src/client/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [NATIVE_ADDON],
           patterns: [
-            { group: ['@grpc/*'], message: 'only src/server/transport and src/client speak gRPC' },
-            { group: ['**/gen/**'], message: 'only src/server/transport and src/client use generated code' },
-            { group: ['**/transport/**'], message: 'dependencies point transport -> engine -> stores' },
+            { group: ['**/server/**'], message: 'the client SDK depends on src/common only, not the server' },
           ],
         },
       ],
     },
   },
-  {
-    files: ['src/**/*.ts'],
-    ignores: ['src/server/stores/zookeeper/**'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: [{ name: 'zookeeper', message: 'only src/server/stores/zookeeper loads the native addon' }],
-        },
-      ],
-    },
-  },
+  ...boundary(
+    ['src/common/**/*.ts', 'src/server/lock-error.ts'],
+    ['engine', 'stores', 'transport', 'observability', 'security'],
+  ),
   {
     // Asymmetric matchers (expect.stringMatching) are typed any.
     files: ['test/**/*.ts'],

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isLockError, LockError } from '../../src/server/engine/lock-error.js';
+import { isLockError, LockError } from '../../src/server/lock-error.js';
 import type { CoordinationStore, StoreStats } from '../../src/server/stores/store.js';
 
 /** A store under test, and how to end its current session as an expiry would. */

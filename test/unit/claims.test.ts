@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ClaimRegistry, type Claim, type ClaimObserver } from '../../src/server/engine/claims.js';
 import { LockEngine } from '../../src/server/engine/lock-engine.js';
-import { LockError } from '../../src/server/engine/lock-error.js';
+import { LockError } from '../../src/server/lock-error.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { SessionState } from '../../src/server/stores/session-state.js';
 

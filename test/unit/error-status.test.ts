@@ -1,7 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { pino, type Logger } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { LockError, type LockErrorCode } from '../../src/server/engine/lock-error.js';
+import { LockError, type LockErrorCode } from '../../src/server/lock-error.js';
 import { toCallStatus } from '../../src/server/transport/error-status.js';
 
 interface LogLine {

@@ -1,7 +1,8 @@
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { LockEngine, type AcquireRequest, type Lease } from '../../src/server/engine/lock-engine.js';
-import { isLockError, LockError } from '../../src/server/engine/lock-error.js';
+import { LockEngine } from '../../src/server/engine/lock-engine.js';
+import type { AcquireRequest, Lease } from '../../src/server/engine/lock-request.js';
+import { isLockError, LockError } from '../../src/server/lock-error.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { joinPath } from '../../src/server/stores/store.js';
 

@@ -1,7 +1,8 @@
 import { randomFillSync } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { AcquireRequest, Lease, LockEngine } from './lock-engine.js';
-import { isLockError, LockError } from './lock-error.js';
+import type { LockEngine } from './lock-engine.js';
+import type { AcquireRequest, Lease } from './lock-request.js';
+import { isLockError, LockError } from '../lock-error.js';
 import { LockSession, type RequestAccounting } from './lock-session.js';
 
 /**

@@ -1,7 +1,7 @@
 import { onAbort } from '../../common/abort.js';
 import type { CoordinationStore, StoreSession } from '../stores/store.js';
-import type { AcquireRequest, Lease, RevokeRequest } from './lock-engine.js';
-import { isLockError, LockError } from './lock-error.js';
+import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
+import { isLockError, LockError } from '../lock-error.js';
 
 /**
  * A held lock: its node, the session it lives in, and the watch on the node (armed when the

@@ -2,7 +2,7 @@ import type { CoordinationStore } from '../stores/store.js';
 import { joinPath } from '../stores/store.js';
 import { parseNodeRecord } from './lease.js';
 import type { LockEngine } from './lock-engine.js';
-import { LockError } from './lock-error.js';
+import { LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import { decodeLockName, validateLockName } from './lock-name.js';
 import { holderCount, queueOrder, type QueueEntry } from './queue-position.js';

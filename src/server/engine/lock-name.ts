@@ -1,5 +1,5 @@
 import { LOCK_NAME_MAX_BYTES } from '../../common/limits.js';
-import { LockError } from './lock-error.js';
+import { LockError } from '../lock-error.js';
 
 // C0 and C1 controls and DEL, lone surrogates, and U+FFFD (what invalid UTF-8 decodes to).
 const FORBIDDEN = /[\p{Cc}\p{Cs}\uFFFD]/u;

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import { onAbort } from '../../common/abort.js';
-import type { AcquireRequest, Lease, LockEngine, RevokeRequest } from './lock-engine.js';
-import { isLockError, LockError } from './lock-error.js';
+import type { LockEngine } from './lock-engine.js';
+import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
+import { isLockError, LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 
 /** What the stream attached to a session is told about its requests, while it is attached. */

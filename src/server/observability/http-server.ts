@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { writeDrained } from '../../common/abort.js';
 import { toJson } from '../../common/json.js';
-import { isLockError } from '../engine/lock-error.js';
+import { isLockError } from '../lock-error.js';
 import type { LockDescription, LockInspector, LockSummary } from '../engine/lock-inspector.js';
 import type { Metrics } from './metrics.js';
 import { PAGE_HTML } from './page.js';

@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { isLockError } from '../engine/lock-error.js';
+import { isLockError } from '../lock-error.js';
 import type { LockMode } from '../engine/lock-mode.js';
 import type { CoordinationStore } from '../stores/store.js';
 

@@ -1,5 +1,5 @@
 import type { Metadata, ServerUnaryCall } from '@grpc/grpc-js';
-import { LockError } from '../engine/lock-error.js';
+import { LockError } from '../lock-error.js';
 import type { LockMode } from '../engine/lock-mode.js';
 import {
   mayAcquire,

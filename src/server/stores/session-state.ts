@@ -1,5 +1,5 @@
 import { unboundedController } from '../../common/abort.js';
-import type { LockError } from '../engine/lock-error.js';
+import type { LockError } from '../lock-error.js';
 import type { StoreSession } from './store.js';
 
 /**

@@ -5,8 +5,8 @@ import {
   type AcquireRequest as WireAcquireRequest,
   type AcquireStart,
 } from '../../gen/lockstream/v1/lockstream.js';
-import type { AcquireRequest } from '../engine/lock-engine.js';
-import { LockError } from '../engine/lock-error.js';
+import type { AcquireRequest } from '../engine/lock-request.js';
+import { LockError } from '../lock-error.js';
 import type { LockMode } from '../engine/lock-mode.js';
 
 const MODES = new Map<WireLockMode, LockMode>([

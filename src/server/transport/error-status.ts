@@ -1,6 +1,6 @@
 import { status, type StatusObject } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { LockError, type LockErrorCode } from '../engine/lock-error.js';
+import { LockError, type LockErrorCode } from '../lock-error.js';
 
 const STATUS_BY_CODE: Record<LockErrorCode, status> = {
   UNAUTHENTICATED: status.UNAUTHENTICATED,

@@ -7,7 +7,7 @@ import type { ClaimRegistry } from '../engine/claims.js';
 import type { LockEngine } from '../engine/lock-engine.js';
 import type { LockInspector } from '../engine/lock-inspector.js';
 import type { Metrics } from '../observability/metrics.js';
-import { LockError } from '../engine/lock-error.js';
+import { LockError } from '../lock-error.js';
 import { createAcquireHandler } from './acquire-handler.js';
 import { createSessionHandler } from './session-handler.js';
 import { createUnaryHandlers } from './unary-handlers.js';

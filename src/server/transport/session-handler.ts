@@ -11,8 +11,8 @@ import type {
   SessionResume,
 } from '../../gen/lockstream/v1/lockstream.js';
 import { UNKNOWN_RESUME_TOKEN, type ClaimRegistry } from '../engine/claims.js';
-import type { AcquireRequest, Lease, RevokeRequest } from '../engine/lock-engine.js';
-import { LockError } from '../engine/lock-error.js';
+import type { AcquireRequest, Lease, RevokeRequest } from '../engine/lock-request.js';
+import { LockError } from '../lock-error.js';
 import { SESSION_ENDED, type LockSession, type SessionObserver } from '../engine/lock-session.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Caller, Gate } from '../security/gate.js';

@@ -1,4 +1,4 @@
-import { LockError } from '../engine/lock-error.js';
+import { LockError } from '../lock-error.js';
 
 /** Heartbeats on one stream; `heard()` is called for every client message. */
 export interface StreamHeartbeat extends Disposable {

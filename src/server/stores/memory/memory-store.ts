@@ -1,4 +1,4 @@
-import { LockError } from '../../engine/lock-error.js';
+import { LockError } from '../../lock-error.js';
 import {
   baseName,
   emptyStats,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { LockError } from '../../engine/lock-error.js';
+import { LockError } from '../../lock-error.js';
 import {
   ancestors,
   emptyStats,

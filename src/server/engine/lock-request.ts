@@ -1,0 +1,55 @@
+import type { LockMode } from './lock-mode.js';
+
+/*
+ * What the engine is asked for and what it hands out: a request, how to wait, and the held
+ * lock. Apart from the engine, so the lease (which implements Lease) and the engine (which
+ * makes leases) depend on this file, not on each other.
+ */
+
+export interface AcquireRequest {
+  readonly name: string;
+  readonly mode: LockMode;
+  /** Absent: wait until `signal` aborts. 0: try once without queuing. */
+  readonly waitTimeoutMs?: number | undefined;
+  /** Free-form, for operators; recorded in the lock node. */
+  readonly owner?: string | undefined;
+  /** The client's address, recorded in the lock node. */
+  readonly peer?: string | undefined;
+}
+
+export interface AcquireOptions {
+  /** Aborting it withdraws the request (its node is deleted) and rejects with its reason. */
+  readonly signal: AbortSignal;
+  /** Called whenever the request is (still) waiting, with how many requests are ahead of it. */
+  readonly onQueued?: (ahead: number) => void;
+}
+
+/** A held lock. It stays held until `release()` or until `lost` aborts. */
+export interface Lease extends AsyncDisposable {
+  readonly name: string;
+  readonly mode: LockMode;
+  /** The fencing token: the lock node's creation id, larger for every later holder. */
+  readonly fencingToken: bigint;
+  /** Aborts (reason: `LockError('LOCK_LOST')`) if the lock is lost before it is released. */
+  readonly lost: AbortSignal;
+  /**
+   * Whether the store can vouch for the lock right now. False while the store's session is in
+   * doubt (e.g. disconnected from ZooKeeper): the lock may still be ours, or `lost` may follow.
+   */
+  readonly confirmed: boolean;
+  /** Calls `listener` whenever `confirmed` changes; returns a function that unsubscribes. */
+  onConfirmedChange(listener: (confirmed: boolean) => void): () => void;
+  /** Deletes the lock node. Idempotent. Rejects with `LOCK_LOST` if the lock was lost first. */
+  release(): Promise<void>;
+  /** Set once someone asked the holder to release the lock (RevokeLock). */
+  readonly revokeRequest: RevokeRequest | undefined;
+  /** Calls `listener` when a revocation is requested; returns a function that unsubscribes. */
+  onRevokeRequested(listener: (request: RevokeRequest) => void): () => void;
+}
+
+/** A request to release a held lock, and when it is taken away if not released. */
+export interface RevokeRequest {
+  readonly reason: string;
+  /** Undefined: cooperative only. */
+  readonly forceAt: Date | undefined;
+}
