@@ -17,7 +17,11 @@ export class HeldLease implements Lease {
   readonly #store: CoordinationStore;
   readonly #path: string;
   readonly #session: StoreSession;
-  readonly #lost = new AbortController();
+  /** Why the lock was lost, once it is. */
+  #lossReason: LockError | undefined;
+  /** Made only when someone asks for `lost` (signals cost; the session path listens with onLost). */
+  #lost: AbortController | undefined;
+  readonly #lossListeners = new Set<(reason: LockError) => void>();
   readonly #unfollow: () => void;
   readonly #releasing: () => void;
   readonly #unlinkSession: () => void;
@@ -63,12 +67,25 @@ export class HeldLease implements Lease {
     this.#lose(new LockError('LOCK_LOST', why));
   }
 
+  get lossReason(): LockError | undefined {
+    return this.#lossReason;
+  }
+
+  onLost(listener: (reason: LockError) => void): () => void {
+    this.#lossListeners.add(listener);
+    return () => this.#lossListeners.delete(listener);
+  }
+
   get lost(): AbortSignal {
+    if (!this.#lost) {
+      this.#lost = new AbortController();
+      if (this.#lossReason) this.#lost.abort(this.#lossReason);
+    }
     return this.#lost.signal;
   }
 
   get confirmed(): boolean {
-    return this.#session.confirmed && !this.#lost.signal.aborted;
+    return this.#session.confirmed && this.#lossReason === undefined;
   }
 
   onConfirmedChange(listener: (confirmed: boolean) => void): () => void {
@@ -85,8 +102,8 @@ export class HeldLease implements Lease {
   }
 
   release(): Promise<void> {
-    this.#released ??= this.#lost.signal.aborted
-      ? Promise.reject(this.#lost.signal.reason as Error)
+    this.#released ??= this.#lossReason
+      ? Promise.reject(this.#lossReason)
       : (this.#stopWatching(), this.#releasing(), this.#store.delete(this.#path));
     return this.#released;
   }
@@ -99,7 +116,7 @@ export class HeldLease implements Lease {
 
   /** The node's data changed (or was read): a revocation request may be in it. */
   nodeChanged(data: Uint8Array): void {
-    if (this.#revokeRequest || this.#lost.signal.aborted) return;
+    if (this.#revokeRequest || this.#lossReason) return;
     const request = parseRevokeRequest(data);
     if (!request) return;
     this.#revokeRequest = request;
@@ -119,9 +136,12 @@ export class HeldLease implements Lease {
   }
 
   #lose(reason: LockError): void {
-    if (this.#lost.signal.aborted || this.#released) return;
+    if (this.#lossReason || this.#released) return;
+    this.#lossReason = reason;
     this.#stopWatching();
-    this.#lost.abort(reason);
+    this.#lost?.abort(reason);
+    for (const listener of [...this.#lossListeners]) listener(reason);
+    this.#lossListeners.clear();
   }
 
   #stopWatching(): void {

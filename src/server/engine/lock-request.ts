@@ -1,3 +1,4 @@
+import type { LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 
 /*
@@ -32,6 +33,10 @@ export interface Lease extends AsyncDisposable {
   readonly fencingToken: bigint;
   /** Aborts (reason: `LockError('LOCK_LOST')`) if the lock is lost before it is released. */
   readonly lost: AbortSignal;
+  /** Why the lock was lost (as `lost`'s reason), once it is; undefined while held or released. */
+  readonly lossReason: LockError | undefined;
+  /** Calls `listener` once if the lock is lost (not after release); returns an unsubscribe function. */
+  onLost(listener: (reason: LockError) => void): () => void;
   /**
    * Whether the store can vouch for the lock right now. False while the store's session is in
    * doubt (e.g. disconnected from ZooKeeper): the lock may still be ours, or `lost` may follow.

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { onAbort } from '../../common/abort.js';
 import type { LockEngine } from './lock-engine.js';
 import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
@@ -297,7 +296,7 @@ class SessionLockRequest {
       this.#releaseLease();
       return;
     }
-    if (lease.lost.aborted) {
+    if (lease.lossReason) {
       this.#phase = 'held';
       this.#lost();
       return;
@@ -305,7 +304,7 @@ class SessionLockRequest {
     this.#phase = 'held';
     const id = this.#id;
     this.#unsubscribe.push(
-      onAbort(lease.lost, () => this.#lost()),
+      lease.onLost(() => this.#lost()),
       lease.onConfirmedChange((confirmed) => this.#session.observer?.confirmedChange(id, confirmed)),
       lease.onRevokeRequested((request) => this.#session.observer?.revokeRequested(id, request)),
     );
@@ -347,7 +346,7 @@ class SessionLockRequest {
     if (this.#phase !== 'held') return;
     this.#stopFollowing();
     this.#endHold?.('lost');
-    this.#end(lockLost(this.#request.name, this.#lease?.lost.reason));
+    this.#end(lockLost(this.#request.name, this.#lease?.lossReason));
   }
 
   #stopFollowing(): void {

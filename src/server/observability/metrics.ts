@@ -101,38 +101,56 @@ export class Metrics {
 
   /** Counts a waiting stream until the returned function is called. */
   waiting(mode: LockMode): () => void {
-    this.#waiters.inc({ mode });
-    return once(() => this.#waiters.dec({ mode }));
+    const waiters = this.#waitersOf(mode);
+    waiters.inc();
+    return once(() => waiters.dec());
   }
 
   /** A grant after `waitMs`; counts a holder until the returned function is called with how it ended. */
   granted(mode: LockMode, waitMs: number): (outcome: HoldOutcome) => void {
-    this.#requests.inc({ mode, outcome: 'granted' });
-    this.#waitSeconds.observe({ mode }, waitMs / 1000);
-    this.#holders.inc({ mode });
+    this.#requestsOf(mode, 'granted').inc();
+    this.#waitSecondsOf(mode).observe(waitMs / 1000);
+    const holders = this.#holdersOf(mode);
+    holders.inc();
     const since = performance.now();
     return once((outcome: HoldOutcome) => {
-      this.#holders.dec({ mode });
-      this.#holds.inc({ mode, outcome });
-      this.#holdSeconds.observe({ mode }, (performance.now() - since) / 1000);
+      holders.dec();
+      this.#holdsOf(mode, outcome).inc();
+      this.#holdSecondsOf(mode).observe((performance.now() - since) / 1000);
     });
   }
 
   /** A resumed stream holding a lock granted earlier: counts a holder, but not a new grant. */
   holding(mode: LockMode): (outcome: HoldOutcome) => void {
-    this.#holders.inc({ mode });
+    const holders = this.#holdersOf(mode);
+    holders.inc();
     return once((outcome: HoldOutcome) => {
-      this.#holders.dec({ mode });
-      this.#holds.inc({ mode, outcome });
+      holders.dec();
+      this.#holdsOf(mode, outcome).inc();
     });
   }
 
   notGranted(mode: LockMode, error: unknown): void {
-    this.#requests.inc({ mode, outcome: notGrantedOutcome(error) });
+    this.#requestsOf(mode, notGrantedOutcome(error)).inc();
   }
 
+  // Label children, looked up once per label values rather than hashed on every update.
+  readonly #waitersOf = children((mode: LockMode) => this.#waiters.labels({ mode }));
+  readonly #holdersOf = children((mode: LockMode) => this.#holders.labels({ mode }));
+  readonly #requestsOf = children((mode: LockMode, outcome: string) =>
+    this.#requests.labels({ mode, outcome }),
+  );
+  readonly #holdsOf = children((mode: LockMode, outcome: HoldOutcome) =>
+    this.#holds.labels({ mode, outcome }),
+  );
+  readonly #waitSecondsOf = children((mode: LockMode) => this.#waitSeconds.labels({ mode }));
+  readonly #holdSecondsOf = children((mode: LockMode) => this.#holdSeconds.labels({ mode }));
+  readonly #storeOperationOf = children((operation: string, result: string) =>
+    this.#storeOperationSeconds.labels({ operation, result }),
+  );
+
   storeOperation(operation: string, seconds: number, ok: boolean): void {
-    this.#storeOperationSeconds.observe({ operation, result: ok ? 'ok' : 'error' }, seconds);
+    this.#storeOperationOf(operation, ok ? 'ok' : 'error').observe(seconds);
   }
 }
 
@@ -150,5 +168,19 @@ function once<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => vo
     if (done) return;
     done = true;
     fn(...args);
+  };
+}
+
+/** Memoizes `make` by its (few, string) arguments: a metric's label children. */
+function children<A extends string[], T>(make: (...labels: A) => T): (...labels: A) => T {
+  const made = new Map<string, T>();
+  return (...labels) => {
+    const key = labels.join('\u0000');
+    let child = made.get(key);
+    if (child === undefined) {
+      child = make(...labels);
+      made.set(key, child);
+    }
+    return child;
   };
 }
