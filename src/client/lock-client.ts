@@ -177,12 +177,13 @@ export class LockClient implements Disposable {
     };
     const deadline = request.waitTimeout === undefined ? undefined : Date.now() + request.waitTimeout;
     for (let attempt = 0; ; attempt += 1) {
-      const waitTimeout =
-        deadline === undefined || request.waitTimeout === 0
-          ? request.waitTimeout
-          : Math.max(0, deadline - Date.now());
+      // A retry waits only for what is left of the first attempt's wait.
+      const attemptRequest =
+        attempt === 0 || deadline === undefined || request.waitTimeout === 0
+          ? request
+          : { ...request, waitTimeout: Math.max(0, deadline - Date.now()) };
       try {
-        return await this.#attempt({ ...request, waitTimeout }, signal);
+        return await this.#attempt(attemptRequest, signal);
       } catch (error) {
         const retryable =
           error instanceof LockClientError &&

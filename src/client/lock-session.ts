@@ -312,7 +312,9 @@ export class SessionLock implements Lock, PendingLock {
   readonly mode: LockMode;
   readonly #channel: LockSessionChannel;
   readonly #request: LockRequest;
-  readonly #lost = new AbortController();
+  /** Made when someone asks for `lost` (most callers only acquire and release). */
+  #lost: AbortController | undefined;
+  #lossFailure: LockLostError | undefined;
   readonly #granted: Promise<bigint>;
   #grant!: { resolve: (token: bigint) => void; reject: (error: unknown) => void };
   #token: bigint | undefined;
@@ -358,6 +360,10 @@ export class SessionLock implements Lock, PendingLock {
   }
 
   get lost(): AbortSignal {
+    if (!this.#lost) {
+      this.#lost = new AbortController();
+      if (this.#lossFailure) this.#lost.abort(this.#lossFailure);
+    }
     return this.#lost.signal;
   }
 
@@ -370,7 +376,7 @@ export class SessionLock implements Lock, PendingLock {
   }
 
   whenConfirmed(): Promise<void> {
-    if (this.#lost.signal.aborted) return Promise.reject(this.#lost.signal.reason as Error);
+    if (this.#lossFailure) return Promise.reject(this.#lossFailure);
     if (!this.#inDoubt) return Promise.resolve();
     return new Promise((resolve, reject) => this.#confirmationWaiters.push({ resolve, reject }));
   }
@@ -389,8 +395,8 @@ export class SessionLock implements Lock, PendingLock {
 
   release(): Promise<void> {
     this.#released ??= new Promise<void>((resolve, reject) => {
-      if (this.#lost.signal.aborted) {
-        reject(this.#lost.signal.reason);
+      if (this.#lossFailure) {
+        reject(this.#lossFailure);
         return;
       }
       if (this.#phase.kind !== 'held') {
@@ -543,7 +549,8 @@ export class SessionLock implements Lock, PendingLock {
   }
 
   #loseLock(failure: LockLostError): void {
-    this.#lost.abort(failure);
+    this.#lossFailure = failure;
+    this.#lost?.abort(failure);
     for (const waiter of this.#confirmationWaiters.splice(0)) waiter.reject(failure);
   }
 }
