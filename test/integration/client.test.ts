@@ -1,3 +1,4 @@
+import * as grpc from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -8,6 +9,13 @@ import {
   Status,
   type Lock,
 } from '../../src/client/index.js';
+import {
+  LockServiceClient,
+  LockServiceService,
+  type AcquireRequest,
+  type AcquireResponse,
+  type LockServiceServer,
+} from '../../src/gen/lockstream/v1/lockstream.js';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
@@ -443,5 +451,82 @@ describe('the TypeScript client resuming its requests after a broken stream', ()
     expect(events).toEqual([]);
     expect(withHeartbeats.lost.aborted).toBe(false);
     await withHeartbeats.release();
+  });
+});
+
+describe('the TypeScript client on one Session stream', () => {
+  const cleanups: Array<() => unknown> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  /** The value of a gauge on the server's /metrics. */
+  async function gauge(httpPort: number, name: string): Promise<number> {
+    const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+    return Number(line?.slice(line.lastIndexOf(' ') + 1));
+  }
+
+  it('carries every lock of one client on one Session stream, and closes it once idle', async () => {
+    const server = await startServer(
+      loadConfig({}, ['--port', '0', '--http-port', '0']),
+      pino({ level: 'silent' }),
+    );
+    cleanups.push(() => server.stop());
+    const client = new LockClient(`127.0.0.1:${server.port}`, { sessionIdleMs: 50 });
+    cleanups.push(() => client.close());
+    const locks = await Promise.all(['s/a', 's/b', 's/c'].map((name) => client.acquire(name)));
+    const waiting = await queue(client, 's/a');
+    expect(waiting.ahead).toBe(1);
+    expect(await gauge(server.httpPort!, 'lockstream_session_streams')).toBe(1);
+    expect(await gauge(server.httpPort!, 'lockstream_acquire_streams')).toBe(0);
+    await locks[0]!.release();
+    const next = await waiting.lock;
+    expect(next.token).toBeGreaterThan(locks[0]!.token);
+    await Promise.all([next, locks[1]!, locks[2]!].map((lock) => lock.release()));
+    // Nothing held: the stream closes after sessionIdleMs, and the next acquire opens another.
+    await server.whenIdle();
+    expect(await gauge(server.httpPort!, 'lockstream_session_streams')).toBe(0);
+    const again = await client.acquire('s/a');
+    expect(await gauge(server.httpPort!, 'lockstream_session_streams')).toBe(1);
+    await again.release();
+  });
+
+  it('falls back to an Acquire stream per lock when the server has no Session RPC', async () => {
+    const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+    cleanups.push(() => server.stop());
+    // An older server: it implements Acquire (by passing it on to a real one), not Session.
+    const upstream = new LockServiceClient(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
+    cleanups.push(() => upstream.close());
+    const older = new grpc.Server();
+    older.addService(LockServiceService, {
+      acquire: (call: grpc.ServerDuplexStream<AcquireRequest, AcquireResponse>) => {
+        const forwarded = upstream.acquire();
+        call.on('data', (message: AcquireRequest) => forwarded.write(message));
+        call.on('end', () => forwarded.end());
+        call.on('cancelled', () => forwarded.cancel());
+        forwarded.on('data', (message: AcquireResponse) => call.write(message));
+        forwarded.on('error', () => {});
+        forwarded.on('status', (status: grpc.StatusObject) => {
+          if (status.code === grpc.status.OK) call.end();
+          else call.emit('error', status);
+        });
+      },
+    } as unknown as LockServiceServer);
+    const port = await new Promise<number>((resolve, reject) =>
+      older.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) =>
+        error ? reject(error) : resolve(bound),
+      ),
+    );
+    cleanups.push(() => older.forceShutdown());
+    const client = new LockClient(`127.0.0.1:${port}`);
+    cleanups.push(() => client.close());
+    const lock = await client.acquire('older/a');
+    expect(lock.token).toBeGreaterThan(0n);
+    const other = await queue(client, 'older/a');
+    expect(other.ahead).toBe(1);
+    await lock.release();
+    await (await other.lock).release();
+    await server.whenIdle();
   });
 });
