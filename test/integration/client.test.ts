@@ -512,7 +512,7 @@ describe('the TypeScript client on one Session stream', () => {
           else call.emit('error', status);
         });
       },
-    } as unknown as LockServiceServer);
+    });
     const port = await new Promise<number>((resolve, reject) =>
       older.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) =>
         error ? reject(error) : resolve(bound),
