@@ -14,7 +14,6 @@ import {
   LockServiceService,
   type AcquireRequest,
   type AcquireResponse,
-  type LockServiceServer,
 } from '../../src/gen/lockstream/v1/lockstream.js';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
