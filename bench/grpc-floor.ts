@@ -1,7 +1,8 @@
 /**
- * The gRPC floor: a LockService that grants every Acquire at once and keeps nothing, so a
+ * The gRPC floor: a LockService that grants every request at once and keeps nothing, so a
  * benchmark against it measures only what gRPC, HTTP/2 and the SDK cost. It speaks the same
- * conversation as lockstream (`resumable` when asked for, `acquired`, `released`, OK), so the
+ * conversations as lockstream, on Acquire (`resumable` when asked for, `acquired`, `released`,
+ * OK) and on Session (`opened`, then `acquired`, `released` and `ended` per request), so the
  * same SDK and load generator drive it.
  *
  * Prints `{"event":"listening","port":N}`; answers a `cpu` line on stdin with
@@ -14,6 +15,8 @@ import {
   type AcquireRequest,
   type AcquireResponse,
   type LockServiceServer,
+  type SessionRequest,
+  type SessionResponse,
 } from '../dist/gen/lockstream/v1/lockstream.js';
 
 let nextToken = 1n;
@@ -41,11 +44,43 @@ function acquire(call: grpc.ServerDuplexStream<AcquireRequest, AcquireResponse>)
   call.on('error', () => (done = true));
 }
 
+function session(call: grpc.ServerDuplexStream<SessionRequest, SessionResponse>): void {
+  call.on('data', ({ kind }: SessionRequest) => {
+    switch (kind?.$case) {
+      case 'open':
+        call.write({
+          requestId: 0,
+          kind: { $case: 'opened', value: { resumeToken: '', resumeGrace: undefined } },
+        });
+        return;
+      case 'acquire':
+        call.write({
+          requestId: kind.value.requestId,
+          kind: { $case: 'acquired', value: { fencingToken: nextToken++ } },
+        });
+        return;
+      case 'release':
+      case 'cancel':
+        call.write({ requestId: kind.value.requestId, kind: { $case: 'released', value: {} } });
+        call.write({
+          requestId: kind.value.requestId,
+          kind: { $case: 'ended', value: { code: 0, message: '' } },
+        });
+        return;
+      default:
+        return;
+    }
+  });
+  call.on('end', () => call.end());
+  call.on('error', () => {});
+}
+
 const unimplemented = (_call: unknown, callback: grpc.sendUnaryData<never>): void =>
   callback({ code: grpc.status.UNIMPLEMENTED, details: 'the gRPC floor only grants' });
 
 const service: LockServiceServer = {
   acquire,
+  session,
   describeLock: unimplemented,
   listLocks: unimplemented,
   checkToken: unimplemented,
