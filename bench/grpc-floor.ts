@@ -67,7 +67,9 @@ function session(call: grpc.ServerDuplexStream<SessionRequest, SessionResponse>)
           kind: { $case: 'ended', value: { code: 0, message: '' } },
         });
         return;
-      default:
+      case 'heartbeat':
+      case 'resume':
+      case undefined:
         return;
     }
   });
