@@ -16,9 +16,16 @@ export interface CapacityOptions {
   readonly cycles: number;
   /** Client connections the holders (and, as many again, the waiters) are spread over. */
   readonly connections: number;
+  /**
+   * `acquire`: every lock on its own Acquire stream, over `connections` clients for the holders
+   * and as many for the waiters. `session`: every lock a request on one LockClient's Session
+   * stream.
+   */
+  readonly rpc: 'acquire' | 'session';
 }
 
 export interface CapacityResult {
+  readonly rpc: 'acquire' | 'session';
   readonly held: number;
   readonly waiting: number;
   readonly connections: number;
@@ -31,7 +38,13 @@ export interface CapacityResult {
   readonly uLoaded: { p50: number; p99: number; opsPerSec: number };
 }
 
-const DEFAULTS: CapacityOptions = { held: 10_000, waiting: 10_000, cycles: 2_000, connections: 4 };
+const DEFAULTS: CapacityOptions = {
+  held: 10_000,
+  waiting: 10_000,
+  cycles: 2_000,
+  connections: 4,
+  rpc: 'acquire',
+};
 /** Requests in flight at once while filling the server, so start-up does not become a stampede. */
 const FILL_CONCURRENCY = 500;
 
@@ -44,15 +57,20 @@ export async function runCapacity(
   const clients = (count: number): LockClient[] =>
     Array.from(
       { length: count },
-      () => new LockClient(server.address, { channelOptions: { 'grpc.use_local_subchannel_pool': 1 } }),
+      () =>
+        new LockClient(server.address, {
+          streamPerLock: true,
+          channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
+        }),
     );
-  const holderClients = clients(options.connections);
-  const waiterClients = clients(options.connections);
+  const shared = options.rpc === 'session' ? [new LockClient(server.address)] : undefined;
+  const holderClients = shared ?? clients(options.connections);
+  const waiterClients = shared ?? clients(options.connections);
   const waitersGone = new AbortController();
   const held: Lock[] = [];
   const waiting: Array<Promise<unknown>> = [];
   try {
-    const uIdle = await runUncontended(server.address, 'capacity-idle', options.cycles);
+    const uIdle = await runUncontended(server.address, 'capacity-idle', options.cycles, options.rpc);
     const rssIdleBytes = await residentBytes(server.pid);
     await inBatches(options.held, async (i) => {
       const client = holderClients[i % holderClients.length];
@@ -72,11 +90,12 @@ export async function runCapacity(
       });
     });
     const rssLoadedBytes = await residentBytes(server.pid);
-    const uLoaded = await runUncontended(server.address, 'capacity-loaded', options.cycles);
+    const uLoaded = await runUncontended(server.address, 'capacity-loaded', options.cycles, options.rpc);
     return {
+      rpc: options.rpc,
       held: options.held,
       waiting: options.waiting,
-      connections: options.connections,
+      connections: shared ? 1 : 2 * options.connections,
       rssIdleBytes,
       rssHeldBytes,
       rssLoadedBytes,
@@ -89,7 +108,7 @@ export async function runCapacity(
     waitersGone.abort();
     await Promise.all(waiting);
     await Promise.all(held.map((lock) => lock.release().catch(() => {})));
-    for (const client of [...holderClients, ...waiterClients]) client.close();
+    for (const client of new Set([...holderClients, ...waiterClients])) client.close();
     await server.stop();
   }
 }

@@ -5,7 +5,10 @@
  * snapshots of server CPU and ZooKeeper counters between `go` and `done`.
  *
  * Targets:
- * - `grpc --server host:port`: one LockClient (its own HTTP/2 connection) per client;
+ * - `grpc --server host:port`: one LockClient (its own HTTP/2 connection) per client, each lock
+ *   on its own Acquire stream (`--per-lock`) or each client on its own Session stream;
+ * - `sdk-shared --server host:port`: one LockClient for every client: one connection, one
+ *   Session stream (as one process with many tasks would use the SDK);
  * - `engine --zookeeper …`: lockstream's lock engine in this process on one ZooKeeper session;
  * - `naive --zookeeper …`: the textbook recipe in this process on one ZooKeeper session.
  */
@@ -22,6 +25,7 @@ const { values } = parseArgs({
   options: {
     target: { type: 'string' },
     server: { type: 'string' },
+    'per-lock': { type: 'boolean', default: false },
     zookeeper: { type: 'string' },
     workload: { type: 'string' },
     prefix: { type: 'string', default: 'bench' },
@@ -63,7 +67,10 @@ async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<v
         { length: count },
         () =>
           // Each client its own connection, as separate client processes would have.
-          new LockClient(values.server ?? '', { channelOptions: { 'grpc.use_local_subchannel_pool': 1 } }),
+          new LockClient(values.server ?? '', {
+            streamPerLock: values['per-lock'],
+            channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
+          }),
       );
       const sessions = clients.map((client) => ({
         async acquire(name: string, mode: 'mutex' | 'read' | 'write') {
@@ -72,6 +79,16 @@ async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<v
         },
       }));
       return { sessions, close: async () => clients.forEach((client) => client.close()) };
+    }
+    case 'sdk-shared': {
+      const client = new LockClient(values.server ?? '');
+      const session: LockSession = {
+        async acquire(name, mode) {
+          const lock = await client.acquire(name, { mode });
+          return () => lock.release();
+        },
+      };
+      return { sessions: Array.from({ length: count }, () => session), close: async () => client.close() };
     }
     case 'engine': {
       const logger = pino({ level: 'silent' });
@@ -100,7 +117,7 @@ async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<v
     }
     case undefined:
     default:
-      throw new Error(`unknown target ${values.target ?? '(none: --target grpc|engine|naive)'}`);
+      throw new Error(`unknown target ${values.target ?? '(none: --target grpc|sdk-shared|engine|naive)'}`);
   }
 }
 

@@ -118,11 +118,13 @@ export async function runUncontended(
   address: string,
   prefix: string,
   cycles: number,
+  rpc: 'acquire' | 'session' = 'session',
 ): Promise<{ p50: number; p99: number; opsPerSec: number }> {
   const load = spawnLineProcess(
     ...nodeScript('./load.ts', [
       '--target',
       'grpc',
+      ...(rpc === 'acquire' ? ['--per-lock'] : []),
       '--server',
       address,
       '--workload',

@@ -8,7 +8,11 @@
  * - engine: lockstream's lock engine in-process, no gRPC (floor 1);
  * - curator: Apache Curator's InterProcessMutex / InterProcessReadWriteLock in-process (Java);
  * - grpc-floor: a gRPC server that grants at once, no store (floor 2);
- * - lockstream-zk and lockstream-memory: `lockstream serve` on ZooKeeper and on its embedded store.
+ * - lockstream-zk: `lockstream serve` on ZooKeeper through the SDK as one process uses it: one
+ *   shared LockClient, every lock a request on its Session stream;
+ * - lockstream-zk-acquire: the same server, a LockClient (connection) per client and an Acquire
+ *   stream per lock, as before the Session RPC;
+ * - lockstream-memory: `lockstream serve` on its embedded store, one shared LockClient.
  *
  * Prints one table per workload and the targets, writes JSON to bench/results/, then runs the
  * capacity run (bench/capacity.ts). `--smoke` runs everything briefly, for CI.
@@ -43,13 +47,21 @@ const WORKLOAD_ARGS = SMOKE
   ? ['--cycles', '200', '--warmup', '20', '--duration-ms', '1000', '--warmup-ms', '200']
   : ['--cycles', '2000', '--warmup', '200', '--duration-ms', '10000', '--warmup-ms', '1000'];
 
-type TargetId = 'naive' | 'engine' | 'curator' | 'grpc-floor' | 'lockstream-zk' | 'lockstream-memory';
+type TargetId =
+  | 'naive'
+  | 'engine'
+  | 'curator'
+  | 'grpc-floor'
+  | 'lockstream-zk'
+  | 'lockstream-zk-acquire'
+  | 'lockstream-memory';
 const ALL_TARGETS: TargetId[] = [
   'naive',
   'engine',
   'curator',
   'grpc-floor',
   'lockstream-zk',
+  'lockstream-zk-acquire',
   'lockstream-memory',
 ];
 const TARGETS = (flags.targets?.split(',') ?? ALL_TARGETS) as TargetId[];
@@ -58,9 +70,10 @@ const LABELS: Record<TargetId, string> = {
   naive: 'textbook recipe, in-process',
   engine: 'lockstream engine, in-process (floor)',
   curator: 'Apache Curator 5.4, in-process',
-  'grpc-floor': 'gRPC floor (grants at once)',
-  'lockstream-zk': 'lockstream on ZooKeeper',
-  'lockstream-memory': 'lockstream, embedded store',
+  'grpc-floor': 'gRPC floor (grants at once), SDK session',
+  'lockstream-zk': 'lockstream on ZooKeeper, SDK session (one LockClient)',
+  'lockstream-zk-acquire': 'lockstream on ZooKeeper, Acquire stream per lock',
+  'lockstream-memory': 'lockstream, embedded store, SDK session',
 };
 
 /** A target while it runs: how to start a load process against it, and its server's CPU. */
@@ -124,7 +137,7 @@ async function startTarget(
       const floor = spawnLineProcess(...nodeScript('./grpc-floor.ts', []));
       const { port } = (await floor.next('listening')) as { port: number };
       return {
-        loadCommand: load(['--target', 'grpc', '--server', `127.0.0.1:${port}`]),
+        loadCommand: load(['--target', 'sdk-shared', '--server', `127.0.0.1:${port}`]),
         serverCpuMicros: async () => {
           floor.send('cpu');
           return ((await floor.next('cpu')) as { micros: number }).micros;
@@ -133,12 +146,15 @@ async function startTarget(
       };
     }
     case 'lockstream-zk':
+    case 'lockstream-zk-acquire':
     case 'lockstream-memory': {
       const server = await startLockstreamServer(
-        id === 'lockstream-zk' ? zookeeper.connectString : undefined,
+        id === 'lockstream-memory' ? undefined : zookeeper.connectString,
       );
+      const client =
+        id === 'lockstream-zk-acquire' ? ['--target', 'grpc', '--per-lock'] : ['--target', 'sdk-shared'];
       return {
-        loadCommand: load(['--target', 'grpc', '--server', server.address]),
+        loadCommand: load([...client, '--server', server.address]),
         serverCpuMicros: () => lockstreamCpuMicros(server.httpPort),
         stop: () => server.stop(),
       };
@@ -293,57 +309,61 @@ interface Verdict {
   readonly met: boolean | undefined;
 }
 
-function verdicts(summaries: Summary[], capacity: CapacityResult | undefined): Verdict[] {
+function verdicts(summaries: Summary[], capacities: readonly CapacityResult[]): Verdict[] {
   const find = (target: TargetId, workload: WorkloadName): Summary | undefined =>
     summaries.find((s) => s.target === target && s.workload === workload);
   const out: Verdict[] = [];
-  const ratio = (workload: WorkloadName, base: TargetId, floor: number, label: string): void => {
-    const ours = find('lockstream-zk', workload);
+  const ratio = (
+    target: TargetId,
+    workload: WorkloadName,
+    base: TargetId,
+    floor: number,
+    label: string,
+  ): void => {
+    const ours = find(target, workload);
     const theirs = find(base, workload);
     if (!ours || !theirs) return;
     const r = ours.opsPerSec / theirs.opsPerSec;
     out.push({ target: `${label} ≥ ${floor}×`, measured: `${r.toFixed(2)}×`, met: r >= floor });
   };
-  ratio('U', 'naive', 0.9, 'U ops/s ÷ textbook recipe');
-  const u = find('lockstream-zk', 'U');
-  if (u) {
-    const spread = u.p99 / u.p50;
-    out.push({ target: 'U p99 ≤ 2 × p50', measured: `${spread.toFixed(2)} × p50`, met: spread <= 2 });
-    out.push({
-      target: 'uncontended cycle: exactly 2 ZooKeeper writes, ≤ 1 read',
-      measured: `${u.zkWritesPerOp.toFixed(2)} writes, ${u.zkReadsPerOp.toFixed(2)} reads`,
-      met: Math.abs(u.zkWritesPerOp - 2) < 0.02 && u.zkReadsPerOp <= 1.02,
-    });
-  }
-  ratio('H', 'naive', 1.0, 'H handoffs/s ÷ textbook recipe');
-  ratio('RW', 'naive', 0.9, 'RW acquisitions/s ÷ textbook recipe');
+  ratio('lockstream-zk', 'U', 'naive', 1.0, 'SDK session U ops/s ÷ textbook recipe');
+  ratio('lockstream-zk', 'H', 'naive', 1.0, 'SDK session H handoffs/s ÷ textbook recipe');
+  ratio('lockstream-zk', 'RW', 'naive', 1.0, 'SDK session RW acquisitions/s ÷ textbook recipe');
+  ratio('lockstream-zk', 'P', 'curator', 0.6, 'SDK session P ops/s ÷ Curator');
   const p = find('lockstream-zk', 'P');
   if (p?.serverCpuMicrosPerOp !== undefined) {
     out.push({
-      target: 'P server CPU ≤ 400 µs per cycle',
+      target: 'SDK session P: server CPU ≤ 400 µs per cycle (moonshot 250)',
       measured: `${p.serverCpuMicrosPerOp.toFixed(0)} µs`,
       met: p.serverCpuMicrosPerOp <= 400,
     });
   }
-  ratio('P', 'curator', 0.6, 'P ops/s ÷ Curator');
-  const memory = find('lockstream-memory', 'U');
-  if (memory) {
+  if (p) {
     out.push({
-      target: 'embedded store U ≥ 3000 ops/s',
-      measured: `${memory.opsPerSec.toFixed(0)} ops/s`,
-      met: memory.opsPerSec >= 3000,
+      target: 'SDK session P: SDK (load process) CPU ≤ 200 µs per cycle',
+      measured: `${p.loadCpuMicrosPerOp.toFixed(0)} µs`,
+      met: p.loadCpuMicrosPerOp <= 200,
     });
   }
-  if (capacity) {
+  ratio('lockstream-zk-acquire', 'U', 'naive', 0.6, 'Acquire per lock U ops/s ÷ textbook recipe');
+  ratio(
+    'lockstream-memory',
+    'U',
+    'naive',
+    2.5,
+    'embedded store (SDK session) U ops/s ÷ textbook recipe on ZooKeeper',
+  );
+  for (const capacity of capacities) {
     const mb = capacity.rssLoadedBytes / 2 ** 20;
+    const bound = capacity.rpc === 'session' ? 150 : 400;
     out.push({
-      target: `${capacity.held} held + ${capacity.waiting} waiting < 400 MB RSS`,
+      target: `${capacity.held} held + ${capacity.waiting} waiting ${capacity.rpc === 'session' ? 'through one SDK session' : 'over Acquire streams'} < ${bound} MB RSS`,
       measured: `${mb.toFixed(0)} MB`,
-      met: mb < 400,
+      met: mb < bound,
     });
     const slowdown = capacity.uLoaded.p50 / capacity.uIdle.p50;
     out.push({
-      target: 'U p50 under that load ≤ 1.5 × idle',
+      target: `U p50 under that load (${capacity.rpc}) ≤ 1.5 × idle`,
       measured: `${slowdown.toFixed(2)} ×`,
       met: slowdown <= 1.5,
     });
@@ -376,7 +396,7 @@ const startedAt = new Date();
 execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
 const zookeeper = await startZooKeeper({ production: true });
 const measurements: Measurement[] = [];
-let capacity: CapacityResult | undefined;
+const capacities: CapacityResult[] = [];
 try {
   const classpath = TARGETS.includes('curator') ? curatorClasspath() : undefined;
   const targets = TARGETS.filter((t) => t !== 'curator' || classpath !== undefined);
@@ -400,18 +420,21 @@ try {
     }
   }
   if (flags.capacity && !flags['no-capacity']) {
-    capacity = await runCapacity(zookeeper, SMOKE ? { held: 500, waiting: 500, cycles: 200 } : undefined);
+    for (const rpc of ['acquire', 'session'] as const) {
+      const size = SMOKE ? { held: 500, waiting: 500, cycles: 200 } : {};
+      capacities.push(await runCapacity(zookeeper, { ...size, rpc }));
+    }
   }
 } finally {
   await zookeeper.stop();
 }
 
 const summaries = summarize(measurements);
-const checks = verdicts(summaries, capacity);
+const checks = verdicts(summaries, capacities);
 console.log(table(summaries));
-if (capacity) {
+for (const capacity of capacities) {
   console.log(
-    `\nCapacity: ${capacity.held} locks held + ${capacity.waiting} waiting over ${capacity.connections} connections: server RSS ${(capacity.rssIdleBytes / 2 ** 20).toFixed(0)} MB idle → ${(capacity.rssHeldBytes / 2 ** 20).toFixed(0)} MB held → ${(capacity.rssLoadedBytes / 2 ** 20).toFixed(0)} MB with waiters; ${(capacity.bytesPerHeld / 1024).toFixed(1)} KiB per held lock, ${(capacity.bytesPerWaiter / 1024).toFixed(1)} KiB per waiter; U p50 ${capacity.uIdle.p50} ms idle, ${capacity.uLoaded.p50} ms loaded (p99 ${capacity.uIdle.p99} → ${capacity.uLoaded.p99} ms)`,
+    `\nCapacity (${capacity.rpc === 'session' ? 'one SDK session' : 'an Acquire stream per lock'}): ${capacity.held} locks held + ${capacity.waiting} waiting over ${capacity.connections} connection(s): server RSS ${(capacity.rssIdleBytes / 2 ** 20).toFixed(0)} MB idle → ${(capacity.rssHeldBytes / 2 ** 20).toFixed(0)} MB held → ${(capacity.rssLoadedBytes / 2 ** 20).toFixed(0)} MB with waiters; ${(capacity.bytesPerHeld / 1024).toFixed(1)} KiB per held lock, ${(capacity.bytesPerWaiter / 1024).toFixed(1)} KiB per waiter; U p50 ${capacity.uIdle.p50} ms idle, ${capacity.uLoaded.p50} ms loaded (p99 ${capacity.uIdle.p99} → ${capacity.uLoaded.p99} ms)`,
   );
 }
 if (SMOKE) {
@@ -434,7 +457,7 @@ const report = {
     zookeeper: 'standalone, fsync on, loopback',
   },
   summaries,
-  capacity,
+  capacities,
   targets: checks,
   measurements,
 };
