@@ -8,6 +8,9 @@
 // Prints "queued ahead=N", "acquired token=T", "in doubt"/"confirmed" and "released" on stdout; on a failing status,
 // "error: <CODE>: <details>" on stderr, and exits 1.
 //
+// With --session and one --name per lock, it takes several locks over one Session stream
+// instead (see session.go).
+//
 // Credentials, as in the other examples: --ca ca.crt for TLS (with --cert and --key for a server
 // that wants a client certificate), and a bearer token in LOCKSTREAM_TOKEN.
 package main
@@ -36,7 +39,7 @@ import (
 
 var (
 	address      = flag.String("address", "127.0.0.1:50051", "lockstream server, host:port")
-	name         = flag.String("name", "examples/report", "lock name")
+	name         = new(string) // --name: the lock name (repeatable with --session)
 	mode         = flag.String("mode", "mutex", "lock mode: mutex, read or write")
 	owner        = flag.String("owner", "example-go", "who is asking, for operators' eyes")
 	workMs       = flag.Int("work-ms", 1000, "simulated work while holding the lock, in ms")
@@ -44,7 +47,9 @@ var (
 	caFile       = flag.String("ca", "", "PEM CA certificates to trust: use TLS")
 	certFile     = flag.String("cert", "", "PEM client certificate (with --key), for mTLS")
 	keyFile      = flag.String("key", "", "PEM private key of --cert")
+	session      = flag.Bool("session", false, "take every --name on one Session stream")
 	waitTimeout  *durationpb.Duration // --wait-timeout-ms; nil (absent): wait as long as it takes
+	sessionNames names                // --name, repeated, with --session
 )
 
 var modes = map[string]lockstreamv1.LockMode{
@@ -60,7 +65,15 @@ func main() {
 		waitTimeout = durationpb.New(time.Duration(ms) * time.Millisecond)
 		return err
 	})
+	flag.Func("name", "lock name (with --session: repeat it, one per lock)", func(s string) error {
+		*name = s
+		return sessionNames.Set(s)
+	})
 	flag.Parse()
+	if len(sessionNames) == 0 {
+		*name = "examples/report"
+		sessionNames = names{*name}
+	}
 	if _, ok := modes[*mode]; !ok {
 		fmt.Fprintf(os.Stderr, "invalid --mode %q: want mutex, read or write\n", *mode)
 		os.Exit(2)
@@ -88,6 +101,9 @@ func run() error {
 	defer cancel()
 	if token := os.Getenv("LOCKSTREAM_TOKEN"); token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	if *session {
+		return runSession(ctx, conn, sessionNames)
 	}
 	stream, err := lockstreamv1.NewLockServiceClient(conn).Acquire(ctx)
 	if err != nil {

@@ -19,13 +19,14 @@ const repo = fileURLToPath(new URL('../../', import.meta.url));
 
 /** The example programs (scripts/install-test-deps.sh prepares the Go binary and the Python venv). */
 function example(
-  language: 'go' | 'python' | 'typescript',
+  language: 'go' | 'python' | 'python-session' | 'typescript',
   args: string[],
   env: Readonly<Record<string, string>> = {},
 ): InteractiveProcess {
   const commands = {
     go: [`${repo}.tmp/bin/lockstream-example-go`],
     python: [`${repo}.venv/bin/python`, `${repo}examples/python/acquire.py`],
+    'python-session': [`${repo}.venv/bin/python`, `${repo}examples/python/session.py`],
     typescript: [process.execPath, '--import', 'tsx', `${repo}examples/typescript/acquire.ts`],
   } as const;
   const [command, ...prefix] = commands[language];
@@ -100,6 +101,60 @@ describe('clients in three languages on one lock', () => {
     } finally {
       python.kill();
       go?.kill();
+      client.close();
+    }
+  });
+
+  it('serves a Go and a Python client each holding two locks on one Session stream, one after the other', async () => {
+    const [first, second] = ['polyglot/session-1', 'polyglot/session-2'];
+    const client = new LockClient(address);
+    const blocker = await client.acquire(first, { owner: 'typescript' });
+    const go = example('go', [
+      '--address',
+      address,
+      '--session',
+      '--name',
+      first,
+      '--name',
+      second,
+      '--work-ms',
+      '200',
+    ]);
+    let python: InteractiveProcess | undefined;
+    try {
+      // Go holds the free lock at once and queues for the held one; the same stream carries both.
+      const [, goSecond] = await go.waitFor(/^acquired polyglot\/session-2 token=(\d+)$/m);
+      await go.waitFor(/^queued polyglot\/session-1 ahead=1$/m);
+      python = example('python-session', [
+        '--address',
+        address,
+        '--name',
+        first,
+        '--name',
+        second,
+        '--work-ms',
+        '0',
+      ]);
+      await python.waitFor(/^queued polyglot\/session-1 ahead=2$/m);
+      await python.waitFor(/^queued polyglot\/session-2 ahead=1$/m);
+      await blocker.release();
+
+      const [, goFirst] = await go.waitFor(/^acquired polyglot\/session-1 token=(\d+)$/m);
+      await go.waitFor(/^released polyglot\/session-1$/m);
+      await go.waitFor(/^released polyglot\/session-2$/m);
+      expect(await go.exited).toBe(0);
+      const [, pyFirst] = await python.waitFor(/^acquired polyglot\/session-1 token=(\d+)$/m);
+      const [, pySecond] = await python.waitFor(/^acquired polyglot\/session-2 token=(\d+)$/m);
+      await python.waitFor(/^released polyglot\/session-2$/m);
+      expect(await python.exited).toBe(0);
+      // Each lock passed from holder to holder in queue order, with growing tokens.
+      expect(BigInt(goFirst!)).toBeGreaterThan(blocker.token);
+      expect(BigInt(pyFirst!)).toBeGreaterThan(BigInt(goFirst!));
+      expect(BigInt(pySecond!)).toBeGreaterThan(BigInt(goSecond!));
+      expect(go.stderr + python.stderr).toBe('');
+    } finally {
+      go.kill();
+      python?.kill();
       client.close();
     }
   });
