@@ -20,16 +20,16 @@ import {
 import { onAbort } from '../common/abort.js';
 import { LockClientError, LockTimeoutError } from './errors.js';
 import { LockSessionChannel } from './lock-session.js';
+import { LockStream } from './lock-stream.js';
 import {
-  LockStream,
   toDuration,
-  type PendingLock,
   WIRE_MODES,
   type Lock,
   type LockMode,
   type LockRequest,
+  type PendingLock,
   type RevokeRequest,
-} from './lock-stream.js';
+} from './lock.js';
 
 /** How to reach a lockstream server. Every field is optional. */
 export interface LockClientOptions {

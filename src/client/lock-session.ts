@@ -5,17 +5,9 @@ import type {
   SessionRequestEnded,
   SessionResponse,
 } from '../gen/lockstream/v1/lockstream.js';
-import { acquireFailure, LockLostError, lossFailure, type LockClientError } from './errors.js';
-import {
-  fromDuration,
-  toDuration,
-  WIRE_MODES,
-  type Lock,
-  type LockMode,
-  type LockRequest,
-  type PendingLock,
-  type RevokeRequest,
-} from './lock-stream.js';
+import type { LockClientError } from './errors.js';
+import { fromDuration, toDuration, WIRE_MODES, type LockRequest } from './lock.js';
+import { BREAKS, clientHeartbeat, LockHandle, ResumeLoop } from './lock-handle.js';
 
 type Call = ClientDuplexStream<SessionRequest, SessionResponse>;
 type CallStatus = Pick<StatusObject, 'code' | 'details'> & { metadata?: Metadata };
@@ -29,10 +21,6 @@ export interface LockSessionOptions {
   readonly idleMs: number;
 }
 
-/** Statuses that say the stream broke, not what the server decided: worth a resume. */
-const BREAKS = new Set([Status.UNAVAILABLE, Status.INTERNAL, Status.UNKNOWN, Status.CANCELLED]);
-const RESUME_BACKOFF_MS = 100;
-const RESUME_BACKOFF_MAX_MS = 1_000;
 const MAX_REQUEST_ID = 2 ** 32 - 1;
 
 /**
@@ -50,8 +38,7 @@ export class LockSessionChannel {
   #lastId = 0;
   #resumeToken: string | undefined;
   #resumeGraceMs = 0;
-  /** While resuming after a break: when the server gives up on us, and how many tries so far. */
-  #resuming: { readonly deadline: number; readonly timer: NodeJS.Timeout; attempts: number } | undefined;
+  readonly #resuming = new ResumeLoop();
   /** Requests the server has reported since the resume began. */
   readonly #reported = new Set<number>();
   #stopHeartbeats: () => void = () => {};
@@ -73,7 +60,7 @@ export class LockSessionChannel {
     this.#locks.set(id, lock);
     // A stream that is resuming takes the request once it is back.
     if (this.#call === undefined) this.#open();
-    if (this.#resuming === undefined) this.#send(lock.acquireMessage());
+    if (!this.#resuming.active) this.#send(lock.acquireMessage());
     return lock;
   }
 
@@ -90,7 +77,7 @@ export class LockSessionChannel {
 
   /** Sends `message` on the current stream, unless it is being resumed (then it is sent after). */
   send(message: SessionRequest): void {
-    if (this.#resuming === undefined) this.#send(message);
+    if (!this.#resuming.active) this.#send(message);
   }
 
   /** Called by a request once its `ended` has arrived (or the session failed): its id is free. */
@@ -101,7 +88,7 @@ export class LockSessionChannel {
 
   /** With no request left, the stream is closed after `idleMs` unless a new one comes. */
   #closeWhenIdle(): void {
-    if (this.#locks.size > 0 || this.#call === undefined || this.#resuming !== undefined) return;
+    if (this.#locks.size > 0 || this.#call === undefined || this.#resuming.active) return;
     clearTimeout(this.#idleTimer);
     this.#idleTimer = setTimeout(() => this.#endStream(), this.#options.idleMs);
     this.#idleTimer.unref();
@@ -124,7 +111,7 @@ export class LockSessionChannel {
     this.#idleTimer = undefined;
     const call = this.#call;
     if (call === undefined) return;
-    this.#stopResuming();
+    this.#resuming.stop();
     this.#stopHeartbeats();
     this.#call = undefined;
     this.#resumeToken = undefined;
@@ -161,44 +148,18 @@ export class LockSessionChannel {
             }
           : { $case: 'resume', value: { resumeToken, heartbeatInterval } },
     });
-    this.#stopHeartbeats = this.#heartbeat(call);
-  }
-
-  /**
-   * Sends heartbeats on `call` at the requested interval, and treats it as broken when the
-   * server has said nothing for three intervals (a proxy may answer HTTP/2 pings for a server
-   * that is gone). Returns a function that stops both.
-   */
-  #heartbeat(call: Call): () => void {
-    const intervalMs = this.#options.heartbeatIntervalMs;
-    if (intervalMs === 0) return () => {};
-    const ticker = setInterval(() => call.write(HEARTBEAT), intervalMs);
-    const silence = setTimeout(() => {
+    this.#stopHeartbeats = clientHeartbeat(call, this.#options.heartbeatIntervalMs, HEARTBEAT, (status) => {
       if (call !== this.#call) return;
       this.#stopHeartbeats();
-      this.#onStatus({
-        code: Status.UNAVAILABLE,
-        details: `no message from the server for ${3 * intervalMs} ms (3 heartbeat intervals)`,
-      });
+      this.#onStatus(status);
       call.cancel();
-    }, 3 * intervalMs);
-    ticker.unref();
-    silence.unref();
-    const heard = (): void => {
-      silence.refresh();
-    };
-    call.on('data', heard);
-    return () => {
-      clearInterval(ticker);
-      clearTimeout(silence);
-      call.off('data', heard);
-    };
+    });
   }
 
   #onMessage(message: SessionResponse): void {
     const kind = message.kind;
     if (message.requestId !== 0) {
-      if (this.#resuming) this.#reported.add(message.requestId);
+      if (this.#resuming.active) this.#reported.add(message.requestId);
       this.#locks.get(message.requestId)?.onMessage(kind);
       return;
     }
@@ -213,7 +174,7 @@ export class LockSessionChannel {
 
   /** The server took the resumed stream over and reported every request it still has. */
   #resumed(): void {
-    this.#stopResuming();
+    this.#resuming.stop();
     const reported = new Set(this.#reported);
     this.#reported.clear();
     for (const lock of [...this.#locks.values()]) {
@@ -231,8 +192,8 @@ export class LockSessionChannel {
       return;
     }
     // The session is over: every request with it. The next acquire opens a new one.
-    const resumed = this.#resuming !== undefined;
-    this.#stopResuming();
+    const resumed = this.#resuming.active;
+    this.#resuming.stop();
     this.#call = undefined;
     this.#resumeToken = undefined;
     const failure =
@@ -250,45 +211,29 @@ export class LockSessionChannel {
   #resume(cause: CallStatus): void {
     for (const lock of this.#locks.values()) lock.sessionBroke();
     this.#reported.clear();
-    const now = performance.now();
-    this.#resuming ??= {
-      deadline: now + this.#resumeGraceMs,
-      attempts: 0,
-      timer: setTimeout(() => {
+    this.#resuming.start(
+      this.#resumeGraceMs,
+      () => {
+        try {
+          this.#open(this.#resumeToken);
+        } catch (error) {
+          // The LockClient was closed: no stream can be opened any more.
+          this.#resuming.stop();
+          this.#resumeToken = undefined;
+          const why = error instanceof Error ? error.message : String(error);
+          this.#onStatus({ code: Status.UNAVAILABLE, details: `the session could not be resumed: ${why}` });
+        }
+      },
+      () => {
         const call = this.#call;
-        this.#resuming = undefined;
         this.#resumeToken = undefined;
         this.#onStatus({
           code: Status.UNAVAILABLE,
           details: `the session's stream broke (${cause.details || Status[cause.code]}) and could not be resumed within its ${this.#resumeGraceMs} ms grace`,
         });
         call?.cancel();
-      }, this.#resumeGraceMs),
-    };
-    const resuming = this.#resuming;
-    const backoff =
-      Math.min(RESUME_BACKOFF_MAX_MS, RESUME_BACKOFF_MS * 2 ** resuming.attempts) * Math.random();
-    resuming.attempts += 1;
-    setTimeout(
-      () => {
-        if (this.#resuming !== resuming) return;
-        try {
-          this.#open(this.#resumeToken);
-        } catch (error) {
-          // The LockClient was closed: no stream can be opened any more.
-          this.#stopResuming();
-          this.#resumeToken = undefined;
-          const why = error instanceof Error ? error.message : String(error);
-          this.#onStatus({ code: Status.UNAVAILABLE, details: `the session could not be resumed: ${why}` });
-        }
       },
-      resuming.attempts === 1 ? 0 : backoff,
-    ).unref();
-  }
-
-  #stopResuming(): void {
-    if (this.#resuming) clearTimeout(this.#resuming.timer);
-    this.#resuming = undefined;
+    );
   }
 }
 
@@ -306,40 +251,22 @@ type Phase =
  * own state machine (waiting → held → releasing → ended, or waiting → cancelled → ended), fed
  * the server's messages about it by the channel.
  */
-export class SessionLock implements Lock, PendingLock {
+export class SessionLock extends LockHandle {
   readonly id: number;
-  readonly name: string;
-  readonly mode: LockMode;
   readonly #channel: LockSessionChannel;
-  readonly #request: LockRequest;
-  /** Made when someone asks for `lost` (most callers only acquire and release). */
-  #lost: AbortController | undefined;
-  #lossFailure: LockLostError | undefined;
-  readonly #granted: Promise<bigint>;
-  #grant!: { resolve: (token: bigint) => void; reject: (error: unknown) => void };
-  #token: bigint | undefined;
   #phase: Phase = { kind: 'waiting' };
-  #released: Promise<void> | undefined;
-  #inDoubt = false;
-  #revokeRequested: RevokeRequest | undefined;
-  readonly #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
   /** Whether the server may have heard of this request (its `acquire` went out on a stream). */
   sentToServer = false;
 
   constructor(channel: LockSessionChannel, id: number, request: LockRequest) {
+    super(request);
     this.#channel = channel;
     this.id = id;
-    this.name = request.name;
-    this.mode = request.mode;
-    this.#request = request;
-    this.#granted = new Promise((resolve, reject) => (this.#grant = { resolve, reject }));
-    // The caller awaits `granted()`; an unobserved rejection here is not a second failure.
-    this.#granted.catch(() => {});
   }
 
   acquireMessage(): SessionRequest {
     this.sentToServer = true;
-    const request = this.#request;
+    const request = this.request;
     return {
       kind: {
         $case: 'acquire',
@@ -354,67 +281,21 @@ export class SessionLock implements Lock, PendingLock {
     };
   }
 
-  get token(): bigint {
-    if (this.#token === undefined) throw new Error('INVARIANT: token read before the lock was granted');
-    return this.#token;
-  }
-
-  get lost(): AbortSignal {
-    if (!this.#lost) {
-      this.#lost = new AbortController();
-      if (this.#lossFailure) this.#lost.abort(this.#lossFailure);
-    }
-    return this.#lost.signal;
-  }
-
-  get revokeRequested(): RevokeRequest | undefined {
-    return this.#revokeRequested;
-  }
-
-  get inDoubt(): boolean {
-    return this.#inDoubt;
-  }
-
-  whenConfirmed(): Promise<void> {
-    if (this.#lossFailure) return Promise.reject(this.#lossFailure);
-    if (!this.#inDoubt) return Promise.resolve();
-    return new Promise((resolve, reject) => this.#confirmationWaiters.push({ resolve, reject }));
-  }
-
-  granted(): Promise<bigint> {
-    return this.#granted;
-  }
-
   /** Gives up waiting, rejecting `granted()` with `reason`; the server withdraws the request. */
   cancel(reason: unknown): void {
     if (this.#phase.kind !== 'waiting') return;
     this.#phase = { kind: 'cancelled' };
-    this.#grant.reject(reason);
+    this.failGrant(reason);
     this.#channel.send(this.#cancelMessage());
   }
 
-  release(): Promise<void> {
-    this.#released ??= new Promise<void>((resolve, reject) => {
-      if (this.#lossFailure) {
-        reject(this.#lossFailure);
-        return;
-      }
-      if (this.#phase.kind !== 'held') {
-        reject(new Error('INVARIANT: release() before the lock was granted'));
-        return;
-      }
-      this.#phase = { kind: 'releasing', done: (error) => (error ? reject(error) : resolve()) };
-      this.#channel.send(this.#releaseMessage());
-    });
-    return this.#released;
+  protected isHeld(): boolean {
+    return this.#phase.kind === 'held';
   }
 
-  async [Symbol.asyncDispose](): Promise<void> {
-    try {
-      await this.release();
-    } catch (error) {
-      if (!(error instanceof LockLostError)) throw error;
-    }
+  protected startRelease(done: (error?: LockClientError) => void): void {
+    this.#phase = { kind: 'releasing', done };
+    this.#channel.send(this.#releaseMessage());
   }
 
   #cancelMessage(): SessionRequest {
@@ -426,30 +307,27 @@ export class SessionLock implements Lock, PendingLock {
   }
 
   onMessage(kind: SessionResponse['kind']): void {
-    const request = this.#request;
     switch (kind?.$case) {
       case 'queued':
-        if (this.#phase.kind === 'waiting') request.onQueued?.(kind.value.ahead);
+        if (this.#phase.kind === 'waiting') this.request.onQueued?.(kind.value.ahead);
         return;
       case 'acquired':
         if (this.#phase.kind === 'waiting') {
-          this.#token = kind.value.fencingToken;
           this.#phase = { kind: 'held' };
-          this.#grant.resolve(kind.value.fencingToken);
+          this.grant(kind.value.fencingToken);
         }
         // Otherwise: the report of a resumed session (the same token), or a grant that crossed
         // our cancel (the server releases it on the cancel).
         return;
       case 'inDoubt':
-        if (this.#phase.kind === 'held' || this.#phase.kind === 'releasing') this.#doubt();
+        if (this.#phase.kind === 'held' || this.#phase.kind === 'releasing') this.doubt();
         return;
       case 'confirmed':
-        this.#confirm();
+        this.confirm();
         return;
       case 'revokeRequested':
-        if (this.#phase.kind !== 'held' || this.#revokeRequested) return;
-        this.#revokeRequested = { reason: kind.value.reason, forceAt: kind.value.forceAt };
-        request.onRevokeRequested?.(this.#revokeRequested);
+        if (this.#phase.kind === 'held')
+          this.revoke({ reason: kind.value.reason, forceAt: kind.value.forceAt });
         return;
       case 'ended':
         this.#ended(kind.value);
@@ -467,90 +345,41 @@ export class SessionLock implements Lock, PendingLock {
 
   /** The session's stream broke and is being resumed: a held lock is in doubt meanwhile. */
   sessionBroke(): void {
-    if (this.#phase.kind === 'held' || this.#phase.kind === 'releasing') this.#doubt();
+    if (this.#phase.kind === 'held' || this.#phase.kind === 'releasing') this.doubt();
   }
 
   /** The resumed session reported this request: still ours. Re-send what the break may have lost. */
   resumed(): void {
     const phase = this.#phase.kind;
-    if (phase === 'held' || phase === 'releasing') this.#confirm();
+    if (phase === 'held' || phase === 'releasing') this.confirm();
     if (phase === 'releasing') this.#channel.send(this.#releaseMessage());
     if (phase === 'cancelled') this.#channel.send(this.#cancelMessage());
   }
 
   /** The resumed session does not have this request: it ended, and its `ended` was lost. */
   unknownAfterResume(): void {
-    this.#ended({
+    this.#end({
       code: Status.NOT_FOUND,
-      message: 'the server no longer has this request after its session was resumed',
+      details: 'the server no longer has this request after its session was resumed',
+      unknown: true,
     });
   }
 
   /** The whole session ended with `status`: so did this request. */
   sessionEnded(status: CallStatus): void {
-    this.#ended({ code: status.code, message: status.details });
-  }
-
-  #doubt(): void {
-    if (this.#inDoubt) return;
-    this.#inDoubt = true;
-    this.#request.onInDoubt?.();
-  }
-
-  #confirm(): void {
-    if (!this.#inDoubt) return;
-    this.#inDoubt = false;
-    for (const waiter of this.#confirmationWaiters.splice(0)) waiter.resolve();
-    this.#request.onConfirmed?.();
+    this.#end(status);
   }
 
   #ended({ code, message }: SessionRequestEnded): void {
+    const status: Status = code;
+    this.#end({ code: status, details: message });
+  }
+
+  #end(outcome: { code: Status; details: string; unknown?: boolean }): void {
     const phase = this.#phase;
     if (phase.kind === 'ended') return;
     this.#phase = { kind: 'ended' };
     this.#channel.forget(this.id);
-    const status: Status = code;
-    const failed = { code: status, details: message };
-    switch (phase.kind) {
-      case 'cancelled':
-        return;
-      case 'waiting':
-        // A request the server no longer has lost its place: retryable, like a refused call.
-        this.#grant.reject(
-          acquireFailure(
-            this.name,
-            status === Status.NOT_FOUND
-              ? { code: Status.UNAVAILABLE, details: `lost its place in the queue: ${message}` }
-              : failed,
-          ),
-        );
-        return;
-      case 'held':
-        this.#loseLock(
-          lossFailure(
-            this.name,
-            status === Status.OK
-              ? { code: Status.UNKNOWN, details: 'the server ended the request without a release' }
-              : failed,
-          ),
-        );
-        return;
-      case 'releasing': {
-        if (status === Status.OK) {
-          phase.done();
-          return;
-        }
-        const failure = lossFailure(this.name, failed);
-        this.#loseLock(failure);
-        phase.done(failure);
-        return;
-      }
-    }
-  }
-
-  #loseLock(failure: LockLostError): void {
-    this.#lossFailure = failure;
-    this.#lost?.abort(failure);
-    for (const waiter of this.#confirmationWaiters.splice(0)) waiter.reject(failure);
+    this.settle(phase.kind === 'releasing' ? phase.done : phase.kind, outcome);
   }
 }

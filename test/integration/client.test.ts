@@ -8,6 +8,7 @@ import {
   LockTimeoutError,
   Status,
   type Lock,
+  type LockClientOptions,
 } from '../../src/client/index.js';
 import {
   LockServiceClient,
@@ -53,405 +54,414 @@ async function queue(
   return { ahead, lock };
 }
 
-describe('the TypeScript client against a lockstream server', () => {
-  let server: RunningServer;
-  let client: LockClient;
+// Every case runs on both ways the SDK can carry a lock: a request on the client's Session
+// stream (the default), and an Acquire stream per lock (streamPerLock, for older servers).
+for (const transport of ['session', 'acquire'] as const) {
+  const newClient = (address: string, options: LockClientOptions = {}): LockClient =>
+    new LockClient(address, { ...options, streamPerLock: transport === 'acquire' });
+  describe(`the TypeScript client against a lockstream server (${transport})`, () => {
+    let server: RunningServer;
+    let client: LockClient;
 
-  beforeEach(async () => {
-    server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
-    client = new LockClient(`127.0.0.1:${server.port}`);
-  });
-
-  afterEach(async () => {
-    client.close();
-    await server.stop();
-  });
-
-  it('acquires with a bigint token, queues the next caller, and hands over on release', async () => {
-    const lock = await client.acquire('billing/invoice-42', {
-      mode: 'write',
-      waitTimeout: 5_000,
-      owner: 'invoicer',
+    beforeEach(async () => {
+      server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+      client = newClient(`127.0.0.1:${server.port}`);
     });
-    expect(typeof lock.token).toBe('bigint');
-    expect(lock).toMatchObject({ name: 'billing/invoice-42', mode: 'write' });
-    const next = await queue(client, 'billing/invoice-42', { mode: 'read' });
-    expect(next.ahead).toBe(1);
-    await lock.release();
-    await lock.release(); // idempotent
-    const reader = await next.lock;
-    expect(reader.token).toBeGreaterThan(lock.token);
-    expect(lock.lost.aborted).toBe(false);
-    await reader.release();
-  });
 
-  it('releases on scope exit with `await using`', async () => {
-    {
-      await using lock = await client.acquire('scoped');
-      expect(await client.tryAcquire('scoped')).toBeNull();
+    afterEach(async () => {
+      client.close();
+      await server.stop();
+    });
+
+    it('acquires with a bigint token, queues the next caller, and hands over on release', async () => {
+      const lock = await client.acquire('billing/invoice-42', {
+        mode: 'write',
+        waitTimeout: 5_000,
+        owner: 'invoicer',
+      });
+      expect(typeof lock.token).toBe('bigint');
+      expect(lock).toMatchObject({ name: 'billing/invoice-42', mode: 'write' });
+      const next = await queue(client, 'billing/invoice-42', { mode: 'read' });
+      expect(next.ahead).toBe(1);
+      await lock.release();
+      await lock.release(); // idempotent
+      const reader = await next.lock;
+      expect(reader.token).toBeGreaterThan(lock.token);
       expect(lock.lost.aborted).toBe(false);
-    }
-    const again = await client.tryAcquire('scoped');
-    expect(again).not.toBeNull();
-    await again?.release();
-  });
-
-  it('withLock runs the callback under the lock, returns its result and always releases', async () => {
-    const result = await client.withLock('with', {}, async (signal, lock) => {
-      expect(signal).toBe(lock.lost);
-      expect(await client.tryAcquire('with')).toBeNull();
-      return 42;
+      await reader.release();
     });
-    expect(result).toBe(42);
-    const failure = new Error('the work failed');
-    await expect(
-      client.withLock('with', {}, () => {
-        throw failure;
-      }),
-    ).rejects.toBe(failure);
-    const free = await client.tryAcquire('with');
-    expect(free).not.toBeNull();
-    await free?.release();
-  });
 
-  it('tryAcquire returns null on a held lock without leaving anything queued', async () => {
-    const holder = await client.acquire('try');
-    expect(await client.tryAcquire('try', { mode: 'read' })).toBeNull();
-    // Had the try left a request behind, this waiter would have two ahead.
-    expect((await queue(client, 'try')).ahead).toBe(1);
-    await holder.release();
-  });
-
-  it('rejects with LockTimeoutError naming the lock once waitTimeout passes, leaving the queue', async () => {
-    const holder = await client.acquire('slow');
-    const impatient = client.acquire('slow', { waitTimeout: 150 });
-    await expect(impatient).rejects.toBeInstanceOf(LockTimeoutError);
-    await expect(impatient).rejects.toMatchObject({
-      code: Status.DEADLINE_EXCEEDED,
-      lockName: 'slow',
-      message: expect.stringMatching(/"slow".*150 ms/),
+    it('releases on scope exit with `await using`', async () => {
+      {
+        await using lock = await client.acquire('scoped');
+        expect(await client.tryAcquire('scoped')).toBeNull();
+        expect(lock.lost.aborted).toBe(false);
+      }
+      const again = await client.tryAcquire('scoped');
+      expect(again).not.toBeNull();
+      await again?.release();
     });
-    expect((await queue(client, 'slow')).ahead).toBe(1);
-    await holder.release();
-  });
 
-  it('leaves the queue cleanly when the signal aborts while waiting, rejecting with its reason', async () => {
-    const holder = await client.acquire('abort');
-    const controller = new AbortController();
-    const waiting = await queue(client, 'abort', { signal: controller.signal });
-    expect(waiting.ahead).toBe(1);
-    const behind = await queue(client, 'abort');
-    expect(behind.ahead).toBe(2);
-    const reason = new Error('the caller gave up');
-    controller.abort(reason);
-    await expect(waiting.lock).rejects.toBe(reason);
-    await holder.release();
-    const next = await behind.lock;
-    expect(next.token).toBeGreaterThan(holder.token);
-    await next.release();
-  });
+    it('withLock runs the callback under the lock, returns its result and always releases', async () => {
+      const result = await client.withLock('with', {}, async (signal, lock) => {
+        expect(signal).toBe(lock.lost);
+        expect(await client.tryAcquire('with')).toBeNull();
+        return 42;
+      });
+      expect(result).toBe(42);
+      const failure = new Error('the work failed');
+      await expect(
+        client.withLock('with', {}, () => {
+          throw failure;
+        }),
+      ).rejects.toBe(failure);
+      const free = await client.tryAcquire('with');
+      expect(free).not.toBeNull();
+      await free?.release();
+    });
 
-  it('withdraws hundreds of waits that share one signal, with one listener on it', async () => {
-    const holder = await client.acquire('shared-signal');
-    const controller = new AbortController();
-    const warnings: Error[] = [];
-    const onWarning = (warning: Error): number => warnings.push(warning);
-    process.on('warning', onWarning);
-    try {
-      const waits = await Promise.all(
-        Array.from({ length: 500 }, () => queue(client, 'shared-signal', { signal: controller.signal })),
-      );
-      const reason = new Error('the caller gave up on all of them');
-      controller.abort(reason);
-      for (const wait of waits) await expect(wait.lock).rejects.toBe(reason);
+    it('tryAcquire returns null on a held lock without leaving anything queued', async () => {
+      const holder = await client.acquire('try');
+      expect(await client.tryAcquire('try', { mode: 'read' })).toBeNull();
+      // Had the try left a request behind, this waiter would have two ahead.
+      expect((await queue(client, 'try')).ahead).toBe(1);
       await holder.release();
-      expect(await client.tryAcquire('shared-signal')).not.toBeNull();
-      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
-    } finally {
-      process.off('warning', onWarning);
-    }
-  });
-
-  it('rejects calls on a closed client with FAILED_PRECONDITION', async () => {
-    const closed = new LockClient(`127.0.0.1:${server.port}`);
-    closed.close();
-    await expect(closed.acquire('after-close')).rejects.toMatchObject({
-      code: Status.FAILED_PRECONDITION,
-      message: expect.stringMatching(/"after-close".*closed/),
     });
-  });
 
-  it('rejects at once when the signal has already aborted', async () => {
-    await expect(client.acquire('x', { signal: AbortSignal.abort(new Error('no')) })).rejects.toThrow('no');
-  });
-
-  it('reports a malformed request as LockClientError with INVALID_ARGUMENT and the reason', async () => {
-    const failure = client.acquire('bad\nname');
-    await expect(failure).rejects.toBeInstanceOf(LockClientError);
-    await expect(failure).rejects.toMatchObject({
-      code: Status.INVALID_ARGUMENT,
-      message: expect.stringMatching(/control character U\+000A/),
+    it('rejects with LockTimeoutError naming the lock once waitTimeout passes, leaving the queue', async () => {
+      const holder = await client.acquire('slow');
+      const impatient = client.acquire('slow', { waitTimeout: 150 });
+      await expect(impatient).rejects.toBeInstanceOf(LockTimeoutError);
+      await expect(impatient).rejects.toMatchObject({
+        code: Status.DEADLINE_EXCEEDED,
+        lockName: 'slow',
+        message: expect.stringMatching(/"slow".*150 ms/),
+      });
+      expect((await queue(client, 'slow')).ahead).toBe(1);
+      await holder.release();
     });
-    await expect(client.acquire('x', { mode: 'exclusive' as 'write' })).rejects.toThrow(/mode must be/);
-    await expect(client.acquire('x', { waitTimeout: -1 })).rejects.toThrow(/waitTimeout/);
-  });
 
-  it('fires `lost` with LockLostError (ABORTED) when the server loses the lock, and release() reports it', async () => {
-    const lock = await client.acquire('fragile');
-    const lost = reasonOf(lock.lost);
-    embeddedStore(server).expireSession();
-    const reason = await lost;
-    expect(reason).toBeInstanceOf(LockLostError);
-    expect(reason).toMatchObject({
-      code: Status.ABORTED,
-      message: expect.stringMatching(/"fragile" was lost/),
+    it('leaves the queue cleanly when the signal aborts while waiting, rejecting with its reason', async () => {
+      const holder = await client.acquire('abort');
+      const controller = new AbortController();
+      const waiting = await queue(client, 'abort', { signal: controller.signal });
+      expect(waiting.ahead).toBe(1);
+      const behind = await queue(client, 'abort');
+      expect(behind.ahead).toBe(2);
+      const reason = new Error('the caller gave up');
+      controller.abort(reason);
+      await expect(waiting.lock).rejects.toBe(reason);
+      await holder.release();
+      const next = await behind.lock;
+      expect(next.token).toBeGreaterThan(holder.token);
+      await next.release();
     });
-    await expect(lock.release()).rejects.toBe(reason);
-    await expect(lock[Symbol.asyncDispose]()).resolves.toBeUndefined();
-  });
 
-  it('tells the holder when its lock is in doubt and confirmed again, and whenConfirmed waits for it', async () => {
-    const events: string[] = [];
-    const inDoubt = deferred();
-    const lock = await client.acquire('doubtful', {
-      onInDoubt: () => {
-        events.push('in doubt');
-        inDoubt.resolve();
-      },
-      onConfirmed: () => events.push('confirmed'),
+    it('withdraws hundreds of waits that share one signal, with one listener on it', async () => {
+      const holder = await client.acquire('shared-signal');
+      const controller = new AbortController();
+      const warnings: Error[] = [];
+      const onWarning = (warning: Error): number => warnings.push(warning);
+      process.on('warning', onWarning);
+      try {
+        const waits = await Promise.all(
+          Array.from({ length: 500 }, () => queue(client, 'shared-signal', { signal: controller.signal })),
+        );
+        const reason = new Error('the caller gave up on all of them');
+        controller.abort(reason);
+        for (const wait of waits) await expect(wait.lock).rejects.toBe(reason);
+        await holder.release();
+        expect(await client.tryAcquire('shared-signal')).not.toBeNull();
+        expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+      } finally {
+        process.off('warning', onWarning);
+      }
     });
-    await expect(lock.whenConfirmed()).resolves.toBeUndefined();
-    embeddedStore(server).setSessionConfirmed(false);
-    await inDoubt.promise;
-    expect(lock.inDoubt).toBe(true);
-    const confirmed = lock.whenConfirmed().then(() => events.push('whenConfirmed resolved'));
-    embeddedStore(server).setSessionConfirmed(true);
-    await confirmed;
-    expect(events).toEqual(['in doubt', 'confirmed', 'whenConfirmed resolved']);
-    expect(lock.inDoubt).toBe(false);
-    await lock.release();
-  });
 
-  it('rejects whenConfirmed with LockLostError when the doubt ends in a loss', async () => {
-    const inDoubt = deferred();
-    const lock = await client.acquire('doomed-doubt', { onInDoubt: () => inDoubt.resolve() });
-    embeddedStore(server).setSessionConfirmed(false);
-    await inDoubt.promise;
-    const confirmation = lock.whenConfirmed();
-    embeddedStore(server).expireSession();
-    await expect(confirmation).rejects.toBeInstanceOf(LockLostError);
-    await expect(lock.whenConfirmed()).rejects.toBeInstanceOf(LockLostError);
-  });
-
-  it('describes, lists, checks tokens and revokes, and the holder hears of the revocation', async () => {
-    const asked = deferred<{ reason: string; forceAt: Date | undefined }>();
-    const lock = await client.acquire('ops/report', { owner: 'reporter', onRevokeRequested: asked.resolve });
-    const waiting = await queue(client, 'ops/report', { mode: 'read', owner: 'reader' });
-    const described = await client.describe('ops/report');
-    expect(described.holders.map((h) => [h.mode, h.owner, h.token])).toEqual([
-      ['mutex', 'reporter', lock.token],
-    ]);
-    expect(described.waiters.map((w) => [w.mode, w.owner])).toEqual([['read', 'reader']]);
-    expect(await client.list({ prefix: 'ops/' })).toEqual({
-      locks: [{ name: 'ops/report', holders: 1, waiters: 1, heldMode: 'mutex' }],
-      nextPageToken: '',
+    it('rejects calls on a closed client with FAILED_PRECONDITION', async () => {
+      const closed = newClient(`127.0.0.1:${server.port}`);
+      closed.close();
+      await expect(closed.acquire('after-close')).rejects.toMatchObject({
+        code: Status.FAILED_PRECONDITION,
+        message: expect.stringMatching(/"after-close".*closed/),
+      });
     });
-    expect(await client.checkToken('ops/report', lock.token)).toBe(true);
 
-    expect(await client.revoke('ops/report', { reason: 'shutting the host down' })).toBe(1);
-    expect(await asked.promise).toEqual({ reason: 'shutting the host down', forceAt: undefined });
-    expect(lock.revokeRequested).toEqual({ reason: 'shutting the host down', forceAt: undefined });
-    await lock.release();
-    const reader = await waiting.lock;
-    expect(await client.checkToken('ops/report', lock.token)).toBe(false);
-    await reader.release();
-    await expect(client.describe('')).rejects.toMatchObject({
-      name: 'LockClientError',
-      code: Status.INVALID_ARGUMENT,
+    it('rejects at once when the signal has already aborted', async () => {
+      await expect(client.acquire('x', { signal: AbortSignal.abort(new Error('no')) })).rejects.toThrow('no');
     });
-  });
 
-  it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
-    const outcome = client.withLock('lost-work', {}, async (signal) => {
-      embeddedStore(server).expireSession();
-      await reasonOf(signal);
-      return 'done anyway';
+    it('reports a malformed request as LockClientError with INVALID_ARGUMENT and the reason', async () => {
+      const failure = client.acquire('bad\nname');
+      await expect(failure).rejects.toBeInstanceOf(LockClientError);
+      await expect(failure).rejects.toMatchObject({
+        code: Status.INVALID_ARGUMENT,
+        message: expect.stringMatching(/control character U\+000A/),
+      });
+      await expect(client.acquire('x', { mode: 'exclusive' as 'write' })).rejects.toThrow(/mode must be/);
+      await expect(client.acquire('x', { waitTimeout: -1 })).rejects.toThrow(/waitTimeout/);
     });
-    await expect(outcome).rejects.toBeInstanceOf(LockLostError);
-  });
-});
 
-describe('the TypeScript client when the server or the network fails', () => {
-  it('puts the lock in doubt, then fires `lost` with UNAVAILABLE, when the server process dies', async () => {
-    const server = await startServerProcess([]);
-    const client = new LockClient(server.address, { resumeGraceMs: 1_000 });
-    try {
-      const events: string[] = [];
-      const lock = await client.acquire('doomed', { onInDoubt: () => events.push('in doubt') });
+    it('fires `lost` with LockLostError (ABORTED) when the server loses the lock, and release() reports it', async () => {
+      const lock = await client.acquire('fragile');
       const lost = reasonOf(lock.lost);
-      await server.kill('SIGKILL');
+      embeddedStore(server).expireSession();
+      const reason = await lost;
+      expect(reason).toBeInstanceOf(LockLostError);
+      expect(reason).toMatchObject({
+        code: Status.ABORTED,
+        message: expect.stringMatching(/"fragile" was lost/),
+      });
+      await expect(lock.release()).rejects.toBe(reason);
+      await expect(lock[Symbol.asyncDispose]()).resolves.toBeUndefined();
+    });
+
+    it('tells the holder when its lock is in doubt and confirmed again, and whenConfirmed waits for it', async () => {
+      const events: string[] = [];
+      const inDoubt = deferred();
+      const lock = await client.acquire('doubtful', {
+        onInDoubt: () => {
+          events.push('in doubt');
+          inDoubt.resolve();
+        },
+        onConfirmed: () => events.push('confirmed'),
+      });
+      await expect(lock.whenConfirmed()).resolves.toBeUndefined();
+      embeddedStore(server).setSessionConfirmed(false);
+      await inDoubt.promise;
+      expect(lock.inDoubt).toBe(true);
+      const confirmed = lock.whenConfirmed().then(() => events.push('whenConfirmed resolved'));
+      embeddedStore(server).setSessionConfirmed(true);
+      await confirmed;
+      expect(events).toEqual(['in doubt', 'confirmed', 'whenConfirmed resolved']);
+      expect(lock.inDoubt).toBe(false);
+      await lock.release();
+    });
+
+    it('rejects whenConfirmed with LockLostError when the doubt ends in a loss', async () => {
+      const inDoubt = deferred();
+      const lock = await client.acquire('doomed-doubt', { onInDoubt: () => inDoubt.resolve() });
+      embeddedStore(server).setSessionConfirmed(false);
+      await inDoubt.promise;
+      const confirmation = lock.whenConfirmed();
+      embeddedStore(server).expireSession();
+      await expect(confirmation).rejects.toBeInstanceOf(LockLostError);
+      await expect(lock.whenConfirmed()).rejects.toBeInstanceOf(LockLostError);
+    });
+
+    it('describes, lists, checks tokens and revokes, and the holder hears of the revocation', async () => {
+      const asked = deferred<{ reason: string; forceAt: Date | undefined }>();
+      const lock = await client.acquire('ops/report', {
+        owner: 'reporter',
+        onRevokeRequested: asked.resolve,
+      });
+      const waiting = await queue(client, 'ops/report', { mode: 'read', owner: 'reader' });
+      const described = await client.describe('ops/report');
+      expect(described.holders.map((h) => [h.mode, h.owner, h.token])).toEqual([
+        ['mutex', 'reporter', lock.token],
+      ]);
+      expect(described.waiters.map((w) => [w.mode, w.owner])).toEqual([['read', 'reader']]);
+      expect(await client.list({ prefix: 'ops/' })).toEqual({
+        locks: [{ name: 'ops/report', holders: 1, waiters: 1, heldMode: 'mutex' }],
+        nextPageToken: '',
+      });
+      expect(await client.checkToken('ops/report', lock.token)).toBe(true);
+
+      expect(await client.revoke('ops/report', { reason: 'shutting the host down' })).toBe(1);
+      expect(await asked.promise).toEqual({ reason: 'shutting the host down', forceAt: undefined });
+      expect(lock.revokeRequested).toEqual({ reason: 'shutting the host down', forceAt: undefined });
+      await lock.release();
+      const reader = await waiting.lock;
+      expect(await client.checkToken('ops/report', lock.token)).toBe(false);
+      await reader.release();
+      await expect(client.describe('')).rejects.toMatchObject({
+        name: 'LockClientError',
+        code: Status.INVALID_ARGUMENT,
+      });
+    });
+
+    it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
+      const outcome = client.withLock('lost-work', {}, async (signal) => {
+        embeddedStore(server).expireSession();
+        await reasonOf(signal);
+        return 'done anyway';
+      });
+      await expect(outcome).rejects.toBeInstanceOf(LockLostError);
+    });
+  });
+
+  describe(`the TypeScript client when the server or the network fails (${transport})`, () => {
+    it('puts the lock in doubt, then fires `lost` with UNAVAILABLE, when the server process dies', async () => {
+      const server = await startServerProcess([]);
+      const client = newClient(server.address, { resumeGraceMs: 1_000 });
+      try {
+        const events: string[] = [];
+        const lock = await client.acquire('doomed', { onInDoubt: () => events.push('in doubt') });
+        const lost = reasonOf(lock.lost);
+        await server.kill('SIGKILL');
+        expect(await lost).toMatchObject({
+          name: 'LockLostError',
+          code: Status.UNAVAILABLE,
+          lockName: 'doomed',
+          message: expect.stringMatching(/could not be resumed within its 1000 ms grace/),
+        });
+        expect(events).toEqual(['in doubt']);
+      } finally {
+        client.close();
+      }
+    });
+
+    it('notices a silent network through keepalive and fires `lost`', async () => {
+      const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+      const proxy = await TcpProxyProcess.start(`127.0.0.1:${server.port}`);
+      const client = newClient(proxy.address, {
+        keepaliveTimeMs: 300,
+        keepaliveTimeoutMs: 300,
+        heartbeatIntervalMs: 0,
+        resumeGraceMs: 0,
+      });
+      try {
+        const lock = await client.acquire('silent');
+        const lost = reasonOf(lock.lost);
+        // Nothing comes back from the server any more, and the connection is not closed either.
+        await proxy.holdReplies();
+        expect(await lost).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
+      } finally {
+        client.close();
+        await proxy.close();
+        await server.stop();
+      }
+    });
+
+    it('gives up with UNAVAILABLE after its retries when no server answers', async () => {
+      const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+      const address = `127.0.0.1:${server.port}`;
+      await server.stop();
+      const client = newClient(address, { unavailableRetries: 1 });
+      try {
+        await expect(client.acquire('nobody-home')).rejects.toMatchObject({ code: Status.UNAVAILABLE });
+      } finally {
+        client.close();
+      }
+    });
+  });
+
+  describe(`the TypeScript client resuming its requests after a broken stream (${transport})`, () => {
+    let server: RunningServer;
+    let proxy: TcpProxyProcess;
+    const clients: LockClient[] = [];
+    /** A client of its own connection through the proxy (grpc-js would otherwise share one). */
+    const throughProxy = (options: ConstructorParameters<typeof LockClient>[1] = {}): LockClient => {
+      const client = newClient(proxy.address, {
+        ...options,
+        channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
+      });
+      clients.push(client);
+      return client;
+    };
+    const direct = (): LockClient => {
+      const client = newClient(`127.0.0.1:${server.port}`, {
+        channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
+      });
+      clients.push(client);
+      return client;
+    };
+
+    beforeEach(async () => {
+      server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
+      proxy = await TcpProxyProcess.start(`127.0.0.1:${server.port}`);
+    });
+
+    afterEach(async () => {
+      for (const client of clients.splice(0)) client.close();
+      await proxy.close();
+      await server.stop();
+    });
+
+    it('rides out a cut connection: in doubt, then confirmed with the same token, and nobody else holds the lock meanwhile', async () => {
+      const events: string[] = [];
+      const confirmed = deferred();
+      const lock = await throughProxy({ resumeGraceMs: 10_000 }).acquire('blip', {
+        onInDoubt: () => events.push('in doubt'),
+        onConfirmed: () => {
+          events.push('confirmed');
+          confirmed.resolve();
+        },
+      });
+      const other = await queue(direct(), 'blip');
+      expect(other.ahead).toBe(1);
+      let otherGranted = false;
+      void other.lock.then(() => (otherGranted = true));
+      await proxy.severAll();
+      await confirmed.promise;
+      expect(events).toEqual(['in doubt', 'confirmed']);
+      expect(lock.inDoubt).toBe(false);
+      expect(lock.lost.aborted).toBe(false);
+      expect(otherGranted).toBe(false);
+      await lock.release();
+      const otherLock = await other.lock;
+      expect(otherLock.token).toBeGreaterThan(lock.token);
+      await otherLock.release();
+      expect(server.claims.size).toBe(0);
+    });
+
+    it("keeps a waiter's place in the queue across a cut connection", async () => {
+      const holder = await direct().acquire('line');
+      const first = await queue(throughProxy({ resumeGraceMs: 10_000 }), 'line');
+      const second = await queue(direct(), 'line');
+      expect([first.ahead, second.ahead]).toEqual([1, 2]);
+      await proxy.severAll();
+      await holder.release();
+      const firstLock = await first.lock;
+      let secondGranted = false;
+      void second.lock.then(() => (secondGranted = true));
+      await firstLock.whenConfirmed();
+      expect(secondGranted).toBe(false);
+      await firstLock.release();
+      expect((await second.lock).token).toBeGreaterThan(firstLock.token);
+    });
+
+    it('fires `lost` once the grace passes without a resume; the server frees the lock only after the holder was told it is in doubt', async () => {
+      const events: Array<{ what: string; at: number }> = [];
+      const lock = await throughProxy({ resumeGraceMs: 1_000, heartbeatIntervalMs: 200 }).acquire('cut-off', {
+        onInDoubt: () => events.push({ what: 'in doubt', at: performance.now() }),
+      });
+      const other = await queue(direct(), 'cut-off');
+      const lost = reasonOf(lock.lost);
+      // Nothing passes either way and nothing is closed: only the heartbeats can tell.
+      await proxy.freeze();
+      const otherLock = await other.lock;
+      events.push({ what: 'granted to the other client', at: performance.now() });
       expect(await lost).toMatchObject({
         name: 'LockLostError',
         code: Status.UNAVAILABLE,
-        lockName: 'doomed',
-        message: expect.stringMatching(/could not be resumed within its 1000 ms grace/),
+        message: expect.stringMatching(/no message from the server for 600 ms/),
       });
-      expect(events).toEqual(['in doubt']);
-    } finally {
-      client.close();
-    }
-  });
-
-  it('notices a silent network through keepalive and fires `lost`', async () => {
-    const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
-    const proxy = await TcpProxyProcess.start(`127.0.0.1:${server.port}`);
-    const client = new LockClient(proxy.address, {
-      keepaliveTimeMs: 300,
-      keepaliveTimeoutMs: 300,
-      heartbeatIntervalMs: 0,
-      resumeGraceMs: 0,
+      expect(events.map((e) => e.what)).toEqual(['in doubt', 'granted to the other client']);
+      expect(otherLock.token).toBeGreaterThan(lock.token);
+      await otherLock.release();
     });
-    try {
-      const lock = await client.acquire('silent');
-      const lost = reasonOf(lock.lost);
-      // Nothing comes back from the server any more, and the connection is not closed either.
-      await proxy.holdReplies();
-      expect(await lost).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
-    } finally {
-      client.close();
-      await proxy.close();
-      await server.stop();
-    }
-  });
 
-  it('gives up with UNAVAILABLE after its retries when no server answers', async () => {
-    const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
-    const address = `127.0.0.1:${server.port}`;
-    await server.stop();
-    const client = new LockClient(address, { unavailableRetries: 1 });
-    try {
-      await expect(client.acquire('nobody-home')).rejects.toMatchObject({ code: Status.UNAVAILABLE });
-    } finally {
-      client.close();
-    }
-  });
-});
-
-describe('the TypeScript client resuming its requests after a broken stream', () => {
-  let server: RunningServer;
-  let proxy: TcpProxyProcess;
-  const clients: LockClient[] = [];
-  /** A client of its own connection through the proxy (grpc-js would otherwise share one). */
-  const throughProxy = (options: ConstructorParameters<typeof LockClient>[1] = {}): LockClient => {
-    const client = new LockClient(proxy.address, {
-      ...options,
-      channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
+    it('keeps a quiet lock alive through a proxy that cuts idle connections, with heartbeats', async () => {
+      // No HTTP/2 pings within the test: only the lockstream heartbeats make traffic.
+      const quiet = { keepaliveTimeMs: 60_000, keepaliveTimeoutMs: 60_000 };
+      await proxy.cutIdleAfter(1_000);
+      const events: string[] = [];
+      const withHeartbeats = await throughProxy({ ...quiet, heartbeatIntervalMs: 200 }).acquire('busy', {
+        onInDoubt: () => events.push('in doubt'),
+      });
+      const without = await throughProxy({ ...quiet, heartbeatIntervalMs: 0, resumeGraceMs: 0 }).acquire(
+        'idle',
+      );
+      // The stream without heartbeats is cut after a second of silence...
+      expect(await reasonOf(without.lost)).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
+      // ...while the one with heartbeats, as old, was never cut.
+      expect(events).toEqual([]);
+      expect(withHeartbeats.lost.aborted).toBe(false);
+      await withHeartbeats.release();
     });
-    clients.push(client);
-    return client;
-  };
-  const direct = (): LockClient => {
-    const client = new LockClient(`127.0.0.1:${server.port}`, {
-      channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
-    });
-    clients.push(client);
-    return client;
-  };
-
-  beforeEach(async () => {
-    server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'silent' }));
-    proxy = await TcpProxyProcess.start(`127.0.0.1:${server.port}`);
   });
-
-  afterEach(async () => {
-    for (const client of clients.splice(0)) client.close();
-    await proxy.close();
-    await server.stop();
-  });
-
-  it('rides out a cut connection: in doubt, then confirmed with the same token, and nobody else holds the lock meanwhile', async () => {
-    const events: string[] = [];
-    const confirmed = deferred();
-    const lock = await throughProxy({ resumeGraceMs: 10_000 }).acquire('blip', {
-      onInDoubt: () => events.push('in doubt'),
-      onConfirmed: () => {
-        events.push('confirmed');
-        confirmed.resolve();
-      },
-    });
-    const other = await queue(direct(), 'blip');
-    expect(other.ahead).toBe(1);
-    let otherGranted = false;
-    void other.lock.then(() => (otherGranted = true));
-    await proxy.severAll();
-    await confirmed.promise;
-    expect(events).toEqual(['in doubt', 'confirmed']);
-    expect(lock.inDoubt).toBe(false);
-    expect(lock.lost.aborted).toBe(false);
-    expect(otherGranted).toBe(false);
-    await lock.release();
-    const otherLock = await other.lock;
-    expect(otherLock.token).toBeGreaterThan(lock.token);
-    await otherLock.release();
-    expect(server.claims.size).toBe(0);
-  });
-
-  it("keeps a waiter's place in the queue across a cut connection", async () => {
-    const holder = await direct().acquire('line');
-    const first = await queue(throughProxy({ resumeGraceMs: 10_000 }), 'line');
-    const second = await queue(direct(), 'line');
-    expect([first.ahead, second.ahead]).toEqual([1, 2]);
-    await proxy.severAll();
-    await holder.release();
-    const firstLock = await first.lock;
-    let secondGranted = false;
-    void second.lock.then(() => (secondGranted = true));
-    await firstLock.whenConfirmed();
-    expect(secondGranted).toBe(false);
-    await firstLock.release();
-    expect((await second.lock).token).toBeGreaterThan(firstLock.token);
-  });
-
-  it('fires `lost` once the grace passes without a resume; the server frees the lock only after the holder was told it is in doubt', async () => {
-    const events: Array<{ what: string; at: number }> = [];
-    const lock = await throughProxy({ resumeGraceMs: 1_000, heartbeatIntervalMs: 200 }).acquire('cut-off', {
-      onInDoubt: () => events.push({ what: 'in doubt', at: performance.now() }),
-    });
-    const other = await queue(direct(), 'cut-off');
-    const lost = reasonOf(lock.lost);
-    // Nothing passes either way and nothing is closed: only the heartbeats can tell.
-    await proxy.freeze();
-    const otherLock = await other.lock;
-    events.push({ what: 'granted to the other client', at: performance.now() });
-    expect(await lost).toMatchObject({
-      name: 'LockLostError',
-      code: Status.UNAVAILABLE,
-      message: expect.stringMatching(/no message from the server for 600 ms/),
-    });
-    expect(events.map((e) => e.what)).toEqual(['in doubt', 'granted to the other client']);
-    expect(otherLock.token).toBeGreaterThan(lock.token);
-    await otherLock.release();
-  });
-
-  it('keeps a quiet lock alive through a proxy that cuts idle connections, with heartbeats', async () => {
-    // No HTTP/2 pings within the test: only the lockstream heartbeats make traffic.
-    const quiet = { keepaliveTimeMs: 60_000, keepaliveTimeoutMs: 60_000 };
-    await proxy.cutIdleAfter(1_000);
-    const events: string[] = [];
-    const withHeartbeats = await throughProxy({ ...quiet, heartbeatIntervalMs: 200 }).acquire('busy', {
-      onInDoubt: () => events.push('in doubt'),
-    });
-    const without = await throughProxy({ ...quiet, heartbeatIntervalMs: 0, resumeGraceMs: 0 }).acquire(
-      'idle',
-    );
-    // The stream without heartbeats is cut after a second of silence...
-    expect(await reasonOf(without.lost)).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
-    // ...while the one with heartbeats, as old, was never cut.
-    expect(events).toEqual([]);
-    expect(withHeartbeats.lost.aborted).toBe(false);
-    await withHeartbeats.release();
-  });
-});
+}
 
 describe('the TypeScript client on one Session stream', () => {
   const cleanups: Array<() => unknown> = [];

@@ -88,6 +88,41 @@ describe('grpcurl through server reflection', () => {
     }
   });
 
+  it('holds two locks on one Session stream, as the README shows, and releases them one by one', async () => {
+    const session = interactiveGrpcurl([
+      '-plaintext',
+      '-d',
+      '@',
+      server.address,
+      'lockstream.v1.LockService/Session',
+    ]);
+    try {
+      session.type({ open: {} });
+      session.type({ acquire: { requestId: 1, name: 'grpcurl/a', mode: 'LOCK_MODE_MUTEX' } });
+      session.type({ acquire: { requestId: 2, name: 'grpcurl/b', mode: 'LOCK_MODE_READ' } });
+      const acquired = /"requestId": (\d),\s*"acquired": \{\s*"fencingToken": "(\d+)"/g;
+      await session.waitFor(/"requestId": 2,\s*"acquired"/);
+      await session.waitFor(/"requestId": 1,\s*"acquired"/);
+      expect(session.stdout).toMatch(/^\{\s*"opened": \{\}\s*\}/);
+      const tokens = new Map([...session.stdout.matchAll(acquired)].map((m) => [m[1], BigInt(m[2]!)]));
+      // Both held on one stream: another client queues for either.
+      const waiter = caller.open({ name: 'grpcurl/a' });
+      expect(await waiter.queued()).toBe(1);
+
+      session.type({ release: { requestId: 1 } });
+      await session.waitFor(/"requestId": 1,\s*"ended": \{\}/);
+      expect(await waiter.acquired()).toBeGreaterThan(tokens.get('1')!);
+      expect(session.stdout).toMatch(/"requestId": 1,\s*"released": \{\}/);
+      session.type({ release: { requestId: 2 } });
+      await session.waitFor(/"requestId": 2,\s*"ended": \{\}/);
+      session.endInput();
+      expect(await session.exited).toBe(0);
+      expect((await waiter.release()).code).toBe(grpc.status.OK);
+    } finally {
+      session.kill();
+    }
+  });
+
   it('reports a try-lock on a held lock as DeadlineExceeded with the lock named', async () => {
     const holder = caller.open({ name: 'grpcurl/busy' });
     await holder.acquired();

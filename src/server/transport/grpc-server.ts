@@ -73,22 +73,19 @@ export class GrpcServer {
       // Nothing serves channelz here; its per-call bookkeeping would only cost time and memory.
       'grpc.enable_channelz': 0,
     });
+    // What both lock-holding RPCs need: the requests, shutdown, metrics, the gate and tracking.
+    const streamOptions = {
+      claims: options.claims,
+      logger: options.logger,
+      shutdown: this.#shutdown.signal,
+      metrics: options.metrics,
+      gate: options.gate,
+      track: (work: Promise<void>) => this.#track(work),
+    };
     const lockService: LockServiceServer = {
-      acquire: createAcquireHandler({
-        claims: options.claims,
-        logger: options.logger,
-        shutdown: this.#shutdown.signal,
-        metrics: options.metrics,
-        gate: options.gate,
-        track: (work) => this.#track(work),
-      }),
+      acquire: createAcquireHandler(streamOptions),
       session: createSessionHandler({
-        claims: options.claims,
-        logger: options.logger,
-        shutdown: this.#shutdown.signal,
-        metrics: options.metrics,
-        gate: options.gate,
-        track: (work) => this.#track(work),
+        ...streamOptions,
         maxRequestsPerSession: options.maxRequestsPerSession,
       }),
       ...createUnaryHandlers({ ...options, shutdown: this.#shutdown.signal }, options.logger),

@@ -10,28 +10,19 @@ import type {
   SessionResponse,
   SessionResume,
 } from '../../gen/lockstream/v1/lockstream.js';
-import { UNKNOWN_RESUME_TOKEN, type ClaimRegistry } from '../engine/claims.js';
+import { UNKNOWN_RESUME_TOKEN } from '../engine/claims.js';
 import type { AcquireRequest, Lease, RevokeRequest } from '../engine/lock-request.js';
 import { LockError } from '../lock-error.js';
 import { SESSION_ENDED, type LockSession, type SessionObserver } from '../engine/lock-session.js';
-import type { Metrics } from '../observability/metrics.js';
-import type { Caller, Gate } from '../security/gate.js';
+import type { Caller } from '../security/gate.js';
+import type { AcquireHandlerOptions } from './acquire-handler.js';
 import { checkResumeToken, durationToMs, heartbeatInterval, toAcquireRequest } from './acquire-request.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
 
 type SessionCall = ServerDuplexStream<SessionRequest, SessionResponse>;
 
-export interface SessionHandlerOptions {
-  readonly claims: ClaimRegistry;
-  readonly logger: Logger;
-  /** Aborts (reason: a `SHUTTING_DOWN` error) when the server shuts down. */
-  readonly shutdown: AbortSignal;
-  readonly metrics: Metrics;
-  /** Admits the caller, and says which locks and modes it may take. */
-  readonly gate: Gate;
-  /** Told about each call's work, until its session is over or detached. */
-  readonly track: (work: Promise<void>) => void;
+export interface SessionHandlerOptions extends AcquireHandlerOptions {
   /** Requests one session may have at once; more are refused with RESOURCE_EXHAUSTED. */
   readonly maxRequestsPerSession: number;
 }

@@ -1,0 +1,99 @@
+import type { Duration } from '../gen/google/protobuf/duration.js';
+import { LockMode as WireLockMode } from '../gen/lockstream/v1/lockstream.js';
+
+/** How a lock is shared: `mutex` and `write` are exclusive (and exclude each other), `read` is shared. */
+export type LockMode = 'mutex' | 'read' | 'write';
+
+/**
+ * A held lock. It is held from the moment `acquire` resolves until `release()` resolves, or
+ * until `lost` aborts. Dispose it (`await using`) to release it on scope exit.
+ */
+export interface Lock extends AsyncDisposable {
+  /** The lock's name, as passed to `acquire`. */
+  readonly name: string;
+  readonly mode: LockMode;
+  /**
+   * The fencing token: larger for every later holder of this lock. Pass it to the resources the
+   * lock protects so they can refuse a holder whose lock was lost. A `bigint`: exact, never a
+   * rounded number (`token.toString()` for JSON).
+   */
+  readonly token: bigint;
+  /**
+   * Aborts, with a `LockLostError` as its reason, if the lock is lost before `release()`: the
+   * server says so, or the stream to the server breaks (a client that cannot see the server
+   * must assume it no longer holds the lock). Never aborts after a successful release.
+   */
+  readonly lost: AbortSignal;
+  /**
+   * True while the server cannot vouch for the lock (it lost contact with its coordination back
+   * end): the lock may still be held, or `lost` may follow. A careful holder pauses writes to
+   * what the lock protects until `whenConfirmed()` resolves.
+   */
+  readonly inDoubt: boolean;
+  /**
+   * Resolves at once while the lock is not in doubt, else once the server confirms it again.
+   * Rejects with `LockLostError` if the lock is lost (or was lost) instead.
+   */
+  whenConfirmed(): Promise<void>;
+  /**
+   * Set once someone asked for the lock back (an operator's `lockstream revoke`): finish up and
+   * release it. With `forceAt`, the lock is taken away then (`lost` aborts) if still held.
+   */
+  readonly revokeRequested: RevokeRequest | undefined;
+  /**
+   * Releases the lock. Resolves once the server confirms; idempotent (later calls return the
+   * same promise). Rejects with `LockLostError` if the lock was lost first: the work done under
+   * it may not have been exclusive.
+   */
+  release(): Promise<void>;
+  /** Releases the lock; a lock that was already lost is not an error here (see `lost`). */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A lock while it is being acquired: the SDK's view of one request, on a stream or a session. */
+export interface PendingLock extends Lock {
+  /** Resolves with the token once granted; rejects with the reason the request failed. */
+  granted(): Promise<bigint>;
+  /** Gives up waiting, rejecting `granted()` with `reason`; the server withdraws the request. */
+  cancel(reason: unknown): void;
+}
+
+/** A request to give a held lock back. */
+export interface RevokeRequest {
+  readonly reason: string;
+  /** When the lock is taken away if still held; undefined: the request is cooperative only. */
+  readonly forceAt: Date | undefined;
+}
+
+export const WIRE_MODES: Readonly<Record<LockMode, WireLockMode>> = {
+  mutex: WireLockMode.MUTEX,
+  read: WireLockMode.READ,
+  write: WireLockMode.WRITE,
+};
+
+export interface LockRequest {
+  readonly name: string;
+  readonly mode: LockMode;
+  /** ms; absent: wait until cancelled; 0: try once. */
+  readonly waitTimeout: number | undefined;
+  readonly owner: string;
+  /** ms the server keeps the request after the stream breaks, for a resume; 0: none. */
+  readonly resumeGraceMs: number;
+  /** ms between heartbeats in both directions; 0: none. */
+  readonly heartbeatIntervalMs: number;
+  readonly onQueued: ((ahead: number) => void) | undefined;
+  readonly onInDoubt: (() => void) | undefined;
+  readonly onConfirmed: (() => void) | undefined;
+  readonly onRevokeRequested: ((request: RevokeRequest) => void) | undefined;
+}
+
+/** Milliseconds as a protobuf Duration. */
+export function toDuration(ms: number): Duration {
+  const seconds = Math.floor(ms / 1000);
+  return { seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
+}
+
+/** A protobuf Duration in milliseconds; 0 when absent. */
+export function fromDuration(duration: Duration | undefined): number {
+  return duration === undefined ? 0 : Number(duration.seconds) * 1000 + Math.floor(duration.nanos / 1e6);
+}
