@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../support/random.js';
-import { isExclusive, type LockMode } from '../../src/server/engine/lock-mode.js';
+import { conflicts, isExclusive, type LockMode } from '../../src/server/engine/lock-mode.js';
 import {
+  holderCount,
   nodePrefix,
   parseNodeName,
   position,
@@ -43,6 +44,15 @@ function shuffled<T>(items: readonly T[], random: () => number): T[] {
   }
   return copy;
 }
+
+describe('the grant rule', () => {
+  it('lets reads share and makes every other pair of modes conflict', () => {
+    const modes: LockMode[] = ['mutex', 'read', 'write'];
+    const table = modes.map((a) => modes.map((b) => (conflicts(a, b) ? 'x' : '.')).join('')).join(' ');
+    // Rows and columns: mutex, read, write.
+    expect(table).toBe('xxx x.x xxx');
+  });
+});
 
 describe('parseNodeName and nodePrefix', () => {
   it('parses what nodePrefix and a ZooKeeper sequence make', () => {
@@ -286,11 +296,15 @@ describe('position, on 500 random queues', () => {
 
       const positions: Position[] = names.map((me) => position(children, me));
 
+      // The grant rule itself: a request holds when nothing ahead of it conflicts with it.
       const expectedHeld = new Set<number>();
-      if (isExclusive(modes[0]!)) expectedHeld.add(0);
-      else for (let i = 0; i < length && !isExclusive(modes[i]!); i += 1) expectedHeld.add(i);
+      modes.forEach((mode, i) => {
+        if (modes.slice(0, i).every((ahead) => !conflicts(ahead, mode))) expectedHeld.add(i);
+      });
       const held = new Set(positions.flatMap((p, i) => (p.kind === 'held' ? [i] : [])));
       expect([...held], where).toEqual([...expectedHeld]);
+      // The inspector's count of holders says the same.
+      expect(holderCount(queueOrder(children)), where).toBe(expectedHeld.size);
 
       positions.forEach((p, i) => {
         expect(p.kind, where).not.toBe('missing');

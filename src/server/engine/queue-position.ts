@@ -1,5 +1,5 @@
 import type { LockMode } from './lock-mode.js';
-import { isExclusive } from './lock-mode.js';
+import { conflicts } from './lock-mode.js';
 
 /** One request in a lock's queue, parsed from its node name `<mode>-<request id>-<sequence>`. */
 export interface QueueEntry {
@@ -156,7 +156,7 @@ export function position(children: readonly string[], me: string, cache?: Sequen
   const sequenceOfChild = cache ? (name: string) => cache.sequenceOf(name) : sequenceOf;
   const mySequence = sequenceOfChild(me);
   if (Number.isNaN(mySequence)) return { kind: 'missing' };
-  const exclusive = isExclusive(modeOf(me));
+  const myMode = modeOf(me);
   let found = false;
   let ahead = 0;
   /** The lowest request of the queue, and the highest one ahead of ours that blocks it. */
@@ -178,7 +178,7 @@ export function position(children: readonly string[], me: string, cache?: Sequen
       head = child;
       headSequence = sequence;
     }
-    if (sequence > blockerSequence && (exclusive || isExclusive(modeOf(child)))) {
+    if (sequence > blockerSequence && conflicts(modeOf(child), myMode)) {
       blocker = child;
       blockerSequence = sequence;
     }
@@ -188,12 +188,15 @@ export function position(children: readonly string[], me: string, cache?: Sequen
   return { kind: 'waiting', ahead, predecessor: blocker, predecessorIsHead: blocker === head };
 }
 
-/** How many of `queue` (in queue order) hold the lock: the first exclusive request, or the leading readers. */
+/**
+ * How many of `queue` (in queue order) hold the lock: the leading requests that nothing ahead
+ * conflicts with. Holders never conflict with each other, so a request conflicts with one of
+ * them exactly when it conflicts with the first.
+ */
 export function holderCount(queue: readonly QueueEntry[]): number {
   const first = queue[0];
   if (!first) return 0;
-  if (isExclusive(first.mode)) return 1;
-  let readers = 0;
-  while (readers < queue.length && !isExclusive(queue[readers]!.mode)) readers += 1;
-  return readers;
+  let held = 1;
+  while (held < queue.length && !conflicts(first.mode, queue[held]!.mode)) held += 1;
+  return held;
 }
