@@ -197,6 +197,8 @@ class SessionLockRequest {
   #lease: Lease | undefined;
   /** How the client wants it to end, once it asked (`release`, `cancel`, or its session closing). */
   #endRequested: 'release' | 'cancel' | 'close' | undefined;
+  /** Granted after the client had withdrawn it: released without a word of the grant. */
+  #grantUntold = false;
   /** Set once ended while no stream was attached: told to the next stream that attaches. */
   #untoldEnd: { error: unknown } | undefined;
   #stopWaiting: (() => void) | undefined;
@@ -291,8 +293,10 @@ class SessionLockRequest {
     this.#lease = lease;
     this.#endHold = this.#session.accounting.granted(this.#request.mode, performance.now() - this.#openedAt);
     if (this.#endRequested) {
-      // Given up in the same moment as it was granted: the client does not want it.
+      // Withdrawn in the same moment as it was granted: the client never hears of the grant,
+      // and the request ends as a withdrawal does.
       this.#phase = 'held';
+      this.#grantUntold = true;
       this.#releaseLease();
       return;
     }
@@ -323,6 +327,10 @@ class SessionLockRequest {
     lease.release().then(
       () => {
         this.#endHold?.('released');
+        if (this.#grantUntold && this.#endRequested) {
+          this.#end(this.#withdrawalReason(this.#endRequested));
+          return;
+        }
         if (this.#endRequested === 'cancel') {
           this.#end(
             new LockError(
