@@ -63,33 +63,14 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
     };
 
     beforeEach(async () => {
-      ctx.rootPath = `/test-${randomUUID()}`;
-      const config: Config = loadConfig({}, [
-        '--port',
-        '0',
-        '--root',
-        ctx.rootPath,
-        '--shutdown-grace',
-        '2s',
-        ...backend.serveArgs(),
-      ]);
-      ctx.server = await startServer(config, testLogger());
-      ctx.address = `127.0.0.1:${ctx.server.port}`;
-      ctx.caller = new LockCaller(ctx.address, {}, undefined, rpc);
+      await startConformanceServer(ctx, backend, rpc);
     });
 
     afterEach(async () => {
       const leftOpen = streams.splice(0);
       for (const stream of leftOpen) stream.cancel();
       await Promise.all(leftOpen.map((s) => s.outcome));
-      ctx.caller.close();
-      await ctx.server.whenIdle();
-      // Every withdrawn, released or cancelled request must have deleted its node, and no
-      // watch may be left behind on the back end.
-      await expectNoLockNodes(ctx);
-      expect(ctx.server.claims.size).toBe(0);
-      expect((await backend.watchedPaths?.(ctx.rootPath)) ?? []).toEqual([]);
-      await ctx.server.stop();
+      await stopConformanceServer(ctx, backend);
     });
 
     it('grants a free mutex with a token and releases it on half-close with `released` and OK', async () => {
@@ -809,6 +790,48 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
       ctx.server = await startServer(config, testLogger());
     });
   });
+}
+
+/**
+ * Starts a server for one test on its own root path (`--shutdown-grace 2s` and `extraArgs`
+ * added to the back end's arguments) and a caller over `rpc`.
+ */
+export async function startConformanceServer(
+  ctx: ConformanceContext,
+  backend: BackendUnderTest,
+  rpc: LockRpc,
+  extraArgs: string[] = [],
+): Promise<void> {
+  ctx.rootPath = `/test-${randomUUID()}`;
+  const config: Config = loadConfig({}, [
+    '--port',
+    '0',
+    '--root',
+    ctx.rootPath,
+    '--shutdown-grace',
+    '2s',
+    ...extraArgs,
+    ...backend.serveArgs(),
+  ]);
+  ctx.server = await startServer(config, testLogger());
+  ctx.address = `127.0.0.1:${ctx.server.port}`;
+  ctx.caller = new LockCaller(ctx.address, {}, undefined, rpc);
+}
+
+/**
+ * Ends a test once its streams are closed: every withdrawn, released or cancelled request must
+ * have deleted its node, and no resumable request or back-end watch may be left behind.
+ */
+export async function stopConformanceServer(
+  ctx: ConformanceContext,
+  backend: BackendUnderTest,
+): Promise<void> {
+  ctx.caller.close();
+  await ctx.server.whenIdle();
+  await expectNoLockNodes(ctx);
+  expect(ctx.server.claims.size).toBe(0);
+  expect((await backend.watchedPaths?.(ctx.rootPath)) ?? []).toEqual([]);
+  await ctx.server.stop();
 }
 
 /** No lock request node is left under the test's root. */

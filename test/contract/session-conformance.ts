@@ -1,12 +1,12 @@
-import { randomUUID } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer } from '../../src/server/main.js';
-import { LockCaller, LockMode, seconds } from '../support/lock-caller.js';
+import { LockMode, seconds } from '../support/lock-caller.js';
 import { SessionDriver } from '../support/session-driver.js';
 import {
-  expectNoLockNodes,
+  startConformanceServer,
+  stopConformanceServer,
   testLogger,
   type BackendUnderTest,
   type ConformanceContext,
@@ -31,33 +31,14 @@ export function describeSessionConformance(backendName: string, backend: Backend
       track(SessionDriver.resume(ctx.caller.client, token));
 
     beforeEach(async () => {
-      ctx.rootPath = `/test-${randomUUID()}`;
-      const config = loadConfig({}, [
-        '--port',
-        '0',
-        '--root',
-        ctx.rootPath,
-        '--shutdown-grace',
-        '2s',
-        '--max-requests-per-session',
-        '20',
-        ...backend.serveArgs(),
-      ]);
-      ctx.server = await startServer(config, testLogger());
-      ctx.address = `127.0.0.1:${ctx.server.port}`;
-      ctx.caller = new LockCaller(ctx.address, {}, undefined, 'acquire');
+      await startConformanceServer(ctx, backend, 'acquire', ['--max-requests-per-session', '20']);
     });
 
     afterEach(async () => {
       const leftOpen = sessions.splice(0);
       for (const session of leftOpen) session.cancel();
       await Promise.all(leftOpen.map((s) => s.outcome));
-      ctx.caller.close();
-      await ctx.server.whenIdle();
-      await expectNoLockNodes(ctx);
-      expect(ctx.server.claims.size).toBe(0);
-      expect((await backend.watchedPaths?.(ctx.rootPath)) ?? []).toEqual([]);
-      await ctx.server.stop();
+      await stopConformanceServer(ctx, backend);
     });
 
     it('holds two locks on one stream, and releases both on half-close with `released`, `ended` OK and an OK call', async () => {

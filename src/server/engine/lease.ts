@@ -152,6 +152,16 @@ export class HeldLease implements Lease {
   }
 }
 
+/**
+ * What a holder is told when its lock was lost: the engine's reason (which names the lock and
+ * says how), and that the work the lock protects must stop.
+ */
+export function lossReport(name: string, reason: unknown): LockError {
+  // The engine's reasons name the lock and say how it was lost.
+  const why = reason instanceof Error ? reason.message : `lock "${name}" was lost`;
+  return new LockError('LOCK_LOST', `${why}; stop the work it protects`, { cause: reason });
+}
+
 function lockLost(name: string, reason: unknown): LockError {
   const why = reason instanceof Error ? reason.message : 'the store session ended';
   return new LockError('LOCK_LOST', `lock "${name}" was lost: ${why}`, { cause: reason });

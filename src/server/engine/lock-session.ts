@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { lossReport } from './lease.js';
 import type { LockEngine } from './lock-engine.js';
 import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
@@ -242,10 +243,15 @@ class SessionLockRequest {
     if (this.#phase === 'waiting') {
       if (this.#ahead !== undefined) observer.queued(this.#id, this.#ahead);
     } else if (lease && this.#phase !== 'ended') {
-      observer.acquired(this.#id, lease, this.#request);
-      if (!lease.confirmed) observer.confirmedChange(this.#id, false);
-      if (lease.revokeRequest) observer.revokeRequested(this.#id, lease.revokeRequest);
+      this.#tellHeld(observer, lease);
     }
+  }
+
+  /** Tells `observer` the request holds `lease`, and whether it is in doubt or asked back. */
+  #tellHeld(observer: SessionObserver, lease: Lease): void {
+    observer.acquired(this.#id, lease, this.#request);
+    if (!lease.confirmed) observer.confirmedChange(this.#id, false);
+    if (lease.revokeRequest) observer.revokeRequested(this.#id, lease.revokeRequest);
   }
 
   release(how: 'release' | 'cancel' | 'close'): void {
@@ -313,10 +319,7 @@ class SessionLockRequest {
       lease.onRevokeRequested((request) => this.#session.observer?.revokeRequested(id, request)),
     );
     const observer = this.#session.observer;
-    if (!observer) return;
-    observer.acquired(id, lease, this.#request);
-    if (!lease.confirmed) observer.confirmedChange(id, false);
-    if (lease.revokeRequest) observer.revokeRequested(id, lease.revokeRequest);
+    if (observer) this.#tellHeld(observer, lease);
   }
 
   #releaseLease(): void {
@@ -345,7 +348,7 @@ class SessionLockRequest {
       },
       (error: unknown) => {
         this.#endHold?.('lost');
-        this.#end(isLockError(error, 'LOCK_LOST') ? lockLost(this.#request.name, error) : error);
+        this.#end(isLockError(error, 'LOCK_LOST') ? lossReport(this.#request.name, error) : error);
       },
     );
   }
@@ -354,7 +357,7 @@ class SessionLockRequest {
     if (this.#phase !== 'held') return;
     this.#stopFollowing();
     this.#endHold?.('lost');
-    this.#end(lockLost(this.#request.name, this.#lease?.lossReason));
+    this.#end(lossReport(this.#request.name, this.#lease?.lossReason));
   }
 
   #stopFollowing(): void {
@@ -381,9 +384,3 @@ class SessionLockRequest {
 
 /** Why requests end when their session ends without a grace: shared, as nobody sees it. */
 export const SESSION_ENDED = new LockError('CANCELLED', 'the session ended');
-
-function lockLost(name: string, reason: unknown): LockError {
-  // The engine's reasons name the lock and say how it was lost.
-  const why = reason instanceof Error ? reason.message : `lock "${name}" was lost`;
-  return new LockError('LOCK_LOST', `${why}; stop the work it protects`, { cause: reason });
-}

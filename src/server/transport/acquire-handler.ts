@@ -9,7 +9,8 @@ import type { Gate } from '../security/gate.js';
 import type { Lease, RevokeRequest } from '../engine/lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
-import { toStreamOpening } from './acquire-request.js';
+import { msToDuration, toStreamOpening } from './acquire-request.js';
+import { lossReport } from '../engine/lease.js';
 import { toCallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
 
@@ -106,10 +107,7 @@ async function serveAcquire(
       if (attached() && heldClaim.lease === undefined) heldClaim.withdraw(withdrawal(end, request.name));
     });
     if (claim.resumeToken !== undefined) {
-      const resumeGrace = {
-        seconds: BigInt(Math.floor(claim.graceMs / 1000)),
-        nanos: (claim.graceMs % 1000) * 1e6,
-      };
+      const resumeGrace = msToDuration(claim.graceMs);
       call.write({ kind: { $case: 'resumable', value: { resumeToken: claim.resumeToken, resumeGrace } } });
     }
     // A resumed stream is told where its request stands.
@@ -307,10 +305,7 @@ function withdrawal(end: ClientEnd, name: string): LockError {
 }
 
 function lockLost(lease: Lease): LockError {
-  const reason: unknown = lease.lost.reason;
-  // The engine's reasons name the lock and say how it was lost.
-  const why = reason instanceof Error ? reason.message : `lock "${lease.name}" was lost`;
-  return new LockError('LOCK_LOST', `${why}; stop the work it protects`, { cause: reason });
+  return lossReport(lease.name, lease.lossReason);
 }
 
 /** An unsubscribe function as a Disposable, for `using`. */

@@ -119,6 +119,11 @@ export function validateLabel(field: string, value: string): void {
   if (CONTROL_CHARACTER.test(value)) throw invalid(`${field} contains a control character`);
 }
 
+/** Whole milliseconds as a protobuf Duration (a grace the server reports back). */
+export function msToDuration(ms: number): Duration {
+  return { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 };
+}
+
 /** A protobuf Duration in whole milliseconds, rounded up so a wait is never shorter than asked. */
 export function durationToMs({ seconds, nanos }: Duration, field: string): number {
   if (seconds < 0n || nanos < 0 || nanos > 999_999_999) {

@@ -16,7 +16,13 @@ import { LockError } from '../lock-error.js';
 import { SESSION_ENDED, type LockSession, type SessionObserver } from '../engine/lock-session.js';
 import type { Caller } from '../security/gate.js';
 import type { AcquireHandlerOptions } from './acquire-handler.js';
-import { checkResumeToken, durationToMs, heartbeatInterval, toAcquireRequest } from './acquire-request.js';
+import {
+  checkResumeToken,
+  durationToMs,
+  heartbeatInterval,
+  msToDuration,
+  toAcquireRequest,
+} from './acquire-request.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
 
@@ -175,10 +181,7 @@ class SessionStream implements SessionObserver {
       $case: 'opened',
       value: {
         resumeToken: resumeToken ?? '',
-        resumeGrace:
-          resumeToken === undefined
-            ? undefined
-            : { seconds: BigInt(Math.floor(graceMs / 1000)), nanos: (graceMs % 1000) * 1e6 },
+        resumeGrace: resumeToken === undefined ? undefined : msToDuration(graceMs),
       },
     });
     this.#heartbeat = startHeartbeat(
