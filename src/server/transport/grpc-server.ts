@@ -12,6 +12,7 @@ import { createAcquireHandler } from './acquire-handler.js';
 import { createSessionHandler } from './session-handler.js';
 import { createUnaryHandlers } from './unary-handlers.js';
 import { addReflection } from './reflection.js';
+import { installCallDeadlines } from './call-deadline.js';
 import type { Gate } from '../security/gate.js';
 
 export interface GrpcServerOptions {
@@ -61,6 +62,7 @@ export class GrpcServer {
   constructor(options: GrpcServerOptions) {
     this.#logger = options.logger;
     this.#credentials = options.credentials;
+    installCallDeadlines();
     this.#server = new grpc.Server({
       'grpc.keepalive_time_ms': options.keepaliveTimeMs,
       'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs,

@@ -69,6 +69,10 @@ type LockServiceClient interface {
 	// directions keeps idle-timeout proxies from cutting the stream, and a server that hears
 	// nothing from the client for three intervals treats the stream as ended abnormally.
 	//
+	// A call deadline (`grpc-timeout`: any value gRPC allows, 1 ns to 99,999,999 hours) ends the
+	// call with DEADLINE_EXCEEDED, never before it has passed; for a request that is queued or
+	// holds the lock, that is an abnormal end like any other. The same holds for Session.
+	//
 	// The call ends with one of these statuses:
 	//
 	//	OK                  the lock was released at the client's request (`released` was sent).
@@ -299,6 +303,10 @@ type LockServiceServer interface {
 	// and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
 	// directions keeps idle-timeout proxies from cutting the stream, and a server that hears
 	// nothing from the client for three intervals treats the stream as ended abnormally.
+	//
+	// A call deadline (`grpc-timeout`: any value gRPC allows, 1 ns to 99,999,999 hours) ends the
+	// call with DEADLINE_EXCEEDED, never before it has passed; for a request that is queued or
+	// holds the lock, that is an abnormal end like any other. The same holds for Session.
 	//
 	// The call ends with one of these statuses:
 	//

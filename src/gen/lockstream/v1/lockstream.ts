@@ -4130,6 +4130,10 @@ export const LockServiceService = {
    * directions keeps idle-timeout proxies from cutting the stream, and a server that hears
    * nothing from the client for three intervals treats the stream as ended abnormally.
    *
+   * A call deadline (`grpc-timeout`: any value gRPC allows, 1 ns to 99,999,999 hours) ends the
+   * call with DEADLINE_EXCEEDED, never before it has passed; for a request that is queued or
+   * holds the lock, that is an abnormal end like any other. The same holds for Session.
+   *
    * The call ends with one of these statuses:
    *   OK                  the lock was released at the client's request (`released` was sent).
    *   NOT_FOUND           `resume` named a request this server does not have: its grace period
@@ -4329,6 +4333,10 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    * directions keeps idle-timeout proxies from cutting the stream, and a server that hears
    * nothing from the client for three intervals treats the stream as ended abnormally.
    *
+   * A call deadline (`grpc-timeout`: any value gRPC allows, 1 ns to 99,999,999 hours) ends the
+   * call with DEADLINE_EXCEEDED, never before it has passed; for a request that is queued or
+   * holds the lock, that is an abnormal end like any other. The same holds for Session.
+   *
    * The call ends with one of these statuses:
    *   OK                  the lock was released at the client's request (`released` was sent).
    *   NOT_FOUND           `resume` named a request this server does not have: its grace period
@@ -4470,6 +4478,10 @@ export interface LockServiceClient extends Client {
    * and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
    * directions keeps idle-timeout proxies from cutting the stream, and a server that hears
    * nothing from the client for three intervals treats the stream as ended abnormally.
+   *
+   * A call deadline (`grpc-timeout`: any value gRPC allows, 1 ns to 99,999,999 hours) ends the
+   * call with DEADLINE_EXCEEDED, never before it has passed; for a request that is queued or
+   * holds the lock, that is an abnormal end like any other. The same holds for Session.
    *
    * The call ends with one of these statuses:
    *   OK                  the lock was released at the client's request (`released` was sent).
