@@ -10,7 +10,8 @@
  * - `sdk-shared --server host:port`: one LockClient for every client: one connection, one
  *   Session stream (as one process with many tasks would use the SDK);
  * - `engine --zookeeper …`: lockstream's lock engine in this process on one ZooKeeper session;
- * - `naive --zookeeper …`: the textbook recipe in this process on one ZooKeeper session.
+ * - `naive --zookeeper …`: the textbook recipe in this process on one ZooKeeper session;
+ * - `etcd --server host:port`: etcd's lock RPC, a lease per client, one channel (mutex only).
  */
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
@@ -18,6 +19,7 @@ import { pino } from 'pino';
 import { LockClient } from '../dist/client/index.js';
 import { LockEngine } from '../dist/server/engine/lock-engine.js';
 import { ZooKeeperStore } from '../dist/server/stores/zookeeper/zookeeper-store.js';
+import { openEtcdLocks } from './etcd/etcd-locks.js';
 import { NaiveRecipe } from './naive-recipe.js';
 import { clientCount, runWorkload, type LockSession, type WorkloadName } from './workloads.js';
 
@@ -115,9 +117,13 @@ async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<v
         close: async () => recipe.close(),
       };
     }
+    case 'etcd':
+      return openEtcdLocks(values.server ?? '', count);
     case undefined:
     default:
-      throw new Error(`unknown target ${values.target ?? '(none: --target grpc|sdk-shared|engine|naive)'}`);
+      throw new Error(
+        `unknown target ${values.target ?? '(none: --target grpc|sdk-shared|engine|naive|etcd)'}`,
+      );
   }
 }
 

@@ -7,6 +7,8 @@
  * - naive: the textbook recipe in-process (the baseline of the targets);
  * - engine: lockstream's lock engine in-process, no gRPC (floor 1);
  * - curator: Apache Curator's InterProcessMutex / InterProcessReadWriteLock in-process (Java);
+ * - etcd: etcd 3.4's lock RPC (its own server, fsync on), a lease per client over one gRPC
+ *   channel from Node (U, H and P: it has no read/write locks);
  * - grpc-floor: a gRPC server that grants at once, no store (floor 2);
  * - lockstream-zk: `lockstream serve` on ZooKeeper through the SDK as one process uses it: one
  *   shared LockClient, every lock a request on its Session stream;
@@ -18,13 +20,15 @@
  * capacity run (bench/capacity.ts). `--smoke` runs everything briefly, for CI.
  */
 import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startZooKeeper, type ZooKeeperProcess } from '../test/setup/zookeeper-process.js';
 import { runCapacity, type CapacityResult } from './capacity.js';
-import { lockstreamCpuMicros, zooKeeperCounters, zooKeeperDelta } from './measure.js';
+import { ETCD_BINARY, startEtcd } from './etcd/etcd-process.js';
+import { lockstreamCpuMicros, processCpuMicros, zooKeeperCounters, zooKeeperDelta } from './measure.js';
 import { BENCH_DIR, nodeScript, spawnLineProcess, startLockstreamServer } from './processes.js';
 import type { WorkloadName, WorkloadResult } from './workloads.js';
 
@@ -51,6 +55,7 @@ type TargetId =
   | 'naive'
   | 'engine'
   | 'curator'
+  | 'etcd'
   | 'grpc-floor'
   | 'lockstream-zk'
   | 'lockstream-zk-acquire'
@@ -59,6 +64,7 @@ const ALL_TARGETS: TargetId[] = [
   'naive',
   'engine',
   'curator',
+  'etcd',
   'grpc-floor',
   'lockstream-zk',
   'lockstream-zk-acquire',
@@ -70,6 +76,7 @@ const LABELS: Record<TargetId, string> = {
   naive: 'textbook recipe, in-process',
   engine: 'lockstream engine, in-process (floor)',
   curator: 'Apache Curator 5.4, in-process',
+  etcd: 'etcd 3.4 lock RPC (Go server), one gRPC channel',
   'grpc-floor': 'gRPC floor (grants at once), SDK session',
   'lockstream-zk': 'lockstream on ZooKeeper, SDK session (one LockClient)',
   'lockstream-zk-acquire': 'lockstream on ZooKeeper, Acquire stream per lock',
@@ -133,6 +140,14 @@ async function startTarget(
         serverCpuMicros: async () => undefined,
         stop: async () => {},
       };
+    case 'etcd': {
+      const etcd = await startEtcd();
+      return {
+        loadCommand: load(['--target', 'etcd', '--server', etcd.address]),
+        serverCpuMicros: () => processCpuMicros(etcd.pid),
+        stop: () => etcd.stop(),
+      };
+    }
     case 'grpc-floor': {
       const floor = spawnLineProcess(...nodeScript('./grpc-floor.ts', []));
       const { port } = (await floor.next('listening')) as { port: number };
@@ -276,8 +291,8 @@ function table(summaries: Summary[]): string {
   for (const workload of WORKLOADS) {
     lines.push('', heading[workload]);
     lines.push(
-      '| target | ops/s | p50 ms | p99 ms | ÷ naive | ÷ engine | ÷ gRPC floor | ÷ Curator | server CPU µs/op | load CPU µs/op | ZK writes/op | ZK reads/op |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| target | ops/s | p50 ms | p99 ms | ÷ naive | ÷ engine | ÷ gRPC floor | ÷ Curator | ÷ etcd | server CPU µs/op | load CPU µs/op | ZK writes/op | ZK reads/op |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     );
     const ratio = (s: Summary, base: TargetId): string => {
       const of = find(base, workload);
@@ -293,10 +308,10 @@ function table(summaries: Summary[]): string {
       lines.push(
         `| ${LABELS[target]} | ${ops} | ${fixed(s.p50, 3)} | ${fixed(s.p99, 3)} | ${ratio(s, 'naive')} | ${ratio(s, 'engine')} | ${
           target.startsWith('lockstream') ? ratio(s, 'grpc-floor') : ''
-        } | ${ratio(s, 'curator')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${fixed(
-          s.zkWritesPerOp,
-          2,
-        )} | ${fixed(s.zkReadsPerOp, 2)} |`,
+        } | ${ratio(s, 'curator')} | ${ratio(s, 'etcd')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${
+          // etcd keeps its locks in itself: ZooKeeper's counters say nothing about it.
+          target === 'etcd' ? '– | –' : `${fixed(s.zkWritesPerOp, 2)} | ${fixed(s.zkReadsPerOp, 2)}`
+        } |`,
       );
     }
   }
@@ -330,6 +345,7 @@ function verdicts(summaries: Summary[], capacities: readonly CapacityResult[]): 
   ratio('lockstream-zk', 'H', 'naive', 1.0, 'SDK session H handoffs/s ÷ textbook recipe');
   ratio('lockstream-zk', 'RW', 'naive', 1.0, 'SDK session RW acquisitions/s ÷ textbook recipe');
   ratio('lockstream-zk', 'P', 'curator', 0.6, 'SDK session P ops/s ÷ Curator');
+  ratio('lockstream-zk', 'P', 'etcd', 1.5, "SDK session P ops/s ÷ etcd's lock RPC");
   const p = find('lockstream-zk', 'P');
   if (p?.serverCpuMicrosPerOp !== undefined) {
     out.push({
@@ -399,7 +415,12 @@ const measurements: Measurement[] = [];
 const capacities: CapacityResult[] = [];
 try {
   const classpath = TARGETS.includes('curator') ? curatorClasspath() : undefined;
-  const targets = TARGETS.filter((t) => t !== 'curator' || classpath !== undefined);
+  if (TARGETS.includes('etcd') && !existsSync(ETCD_BINARY)) {
+    console.error(`etcd is not benchmarked: ${ETCD_BINARY} is missing (apt-get install etcd-server)`);
+  }
+  const targets = TARGETS.filter(
+    (t) => (t !== 'curator' || classpath !== undefined) && (t !== 'etcd' || existsSync(ETCD_BINARY)),
+  );
   console.log(
     `lockstream bench${SMOKE ? ' (smoke)' : ''}: ${ROUNDS} round(s) of ${WORKLOADS.join(', ')} against ${targets.join(', ')}; ZooKeeper ${zookeeper.connectString} (fsync on)`,
   );
@@ -408,6 +429,7 @@ try {
       const target = await startTarget(id, zookeeper, classpath);
       try {
         for (const workload of WORKLOADS) {
+          if (id === 'etcd' && workload === 'RW') continue;
           const m = await measure(id, target, workload, round, zookeeper);
           measurements.push(m);
           console.log(

@@ -10,8 +10,8 @@
 #   - the Go example, built to .tmp/bin/lockstream-example-go for the tests to run directly;
 #   - Chromium from Debian's "chromium" package, which test/integration/page.test.ts drives
 #     headless through playwright-core (an npm dev dependency that downloads no browser);
-#   - Apache Curator from Debian's "libcurator-recipes-java" package, the comparison row of
-#     `npm run bench` (its smoke run is part of CI).
+#   - Apache Curator from Debian's "libcurator-recipes-java" package and etcd from Debian's
+#     "etcd-server" package, the comparison rows of `npm run bench` (its smoke run is part of CI).
 # Idempotent: prints one line per dependency, found or installed, and nothing else when all is
 # already in place.
 set -euo pipefail
@@ -84,6 +84,11 @@ install_curator() {
   fi
   ensure_package curator libcurator-recipes-java /usr/share/java/curator-recipes.jar \
     "install Apache Curator's jars in /usr/share/java"
+}
+
+install_etcd() {
+  # Only the binary: bench/etcd/etcd-process.ts runs a private etcd on its own ports and data dir.
+  ensure_package etcd etcd-server /usr/bin/etcd "install etcd 3.4 at /usr/bin/etcd"
 }
 
 check_java() {
@@ -235,6 +240,7 @@ install_zookeeper
 check_java
 install_chromium
 install_curator
+install_etcd
 install_grpcurl
 install_go_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
 install_go_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc \
