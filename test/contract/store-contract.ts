@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLockError, LockError } from '../../src/server/lock-error.js';
-import type { CoordinationStore, StoreStats } from '../../src/server/stores/store.js';
+import { NodeFollow, type CoordinationStore, type StoreStats } from '../../src/server/stores/store.js';
 
 /** A store under test, and how to end its current session as an expiry would. */
 export interface StoreUnderTest {
@@ -186,8 +186,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const events: string[] = [];
         let heard = (): void => {};
         const nextEvent = (): Promise<void> => new Promise((resolve) => (heard = resolve));
-        const following = new AbortController();
-        const handlers = {
+        const following = new NodeFollow({
           onData: (data: Uint8Array) => {
             events.push(`data ${Buffer.from(data).toString()}`);
             heard();
@@ -196,7 +195,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
             events.push('deleted');
             heard();
           },
-        };
+        });
         // Under a parent new to it, a store reads the node after its create; under one it knows
         // (ZooKeeper), within the create's round trip, on the path the node is expected to get.
         for (const [round, under] of [
@@ -204,10 +203,12 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           [2, dir],
           [3, followedDir],
         ] as const) {
-          const created = await store.createSequential(under, uniquePrefix(), Buffer.from(`v${round}`), {
-            handlers,
-            signal: following.signal,
-          });
+          const created = await store.createSequential(
+            under,
+            uniquePrefix(),
+            Buffer.from(`v${round}`),
+            following,
+          );
           expect(created.siblings).toEqual([created.path.slice(under.length + 1)]);
           expect(created.followed?.creationId).toBe(await store.creationId(created.path));
           expect(Buffer.from(created.followed!.data).toString()).toBe(`v${round}`);
@@ -219,7 +220,14 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           await event;
         }
         expect(events).toEqual(Array.from({ length: 3 }, () => ['data revoked', 'deleted']).flat());
-        following.abort();
+        // Once the follower stops, nothing more reaches it. A later request's answer comes after
+        // any event the change caused (a store reports a session's events in order).
+        const last = await store.createSequential(dir, uniquePrefix(), Buffer.from('v4'), following);
+        following.stop();
+        await store.setData(last.path, Buffer.from('revoked'));
+        await store.delete(last.path);
+        await store.children(dir);
+        expect(events).toHaveLength(6);
       });
     });
 

@@ -7,7 +7,7 @@ import {
   joinPath,
   type CoordinationStore,
   type CreatedNode,
-  type NodeFollow,
+  NodeFollow,
   type StoreSession,
 } from '../stores/store.js';
 import { LockError } from '../lock-error.js';
@@ -355,7 +355,10 @@ async function whenConfirmed(session: StoreSession, signal: AbortSignal): Promis
  * requests and deletion through the same watch.
  */
 class FollowedNode {
-  readonly #following = new AbortController();
+  readonly follow = new NodeFollow({
+    onData: (data) => this.#changed(data),
+    onDeleted: () => this.#deleted(),
+  });
   /** Made only for a request that waits (signals cost, and most requests never wait). */
   #vanished: AbortController | undefined;
   #vanishedReason: LockError | undefined;
@@ -368,14 +371,6 @@ class FollowedNode {
   constructor(store: CoordinationStore, name: string) {
     this.#store = store;
     this.#name = name;
-  }
-
-  /** What to hand to `createSequential`. */
-  get follow(): NodeFollow {
-    return {
-      handlers: { onData: (data) => this.#changed(data), onDeleted: () => this.#deleted() },
-      signal: this.#following.signal,
-    };
   }
 
   /** The token from the first read of the created node; LOCK_LOST if it was already gone. */
@@ -412,7 +407,7 @@ class FollowedNode {
   }
 
   unfollow(): void {
-    this.#following.abort(UNFOLLOWED);
+    this.follow.stop();
   }
 
   #changed(data: Uint8Array): void {
@@ -429,9 +424,6 @@ class FollowedNode {
     this.#vanished?.abort(this.#vanishedReason);
   }
 }
-
-/** The reason a node's watch is dropped with: a constant, as nobody ever sees it. */
-const UNFOLLOWED = new Error('no longer followed');
 
 function nodeVanished(name: string): LockError {
   return new LockError(

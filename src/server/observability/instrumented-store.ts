@@ -2,7 +2,6 @@ import type {
   CoordinationStore,
   CreatedNode,
   NodeData,
-  NodeWatchHandlers,
   NodeFollow,
   StoreSession,
   StoreStats,
@@ -59,8 +58,8 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#store.waitUntilDeleted(path, options);
   }
 
-  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): Promise<NodeData | null> {
-    return this.#timed('getData', () => this.#store.watchNode(path, handlers, signal));
+  watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {
+    return this.#timed('getData', () => this.#store.watchNode(path, follow));
   }
 
   watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {

@@ -5,8 +5,11 @@
 export class ListenerMap<T> {
   readonly #byKey = new Map<string, Set<T>>();
 
-  /** Adds `listener` under `key` until `signal` aborts. Returns true if it is the key's first. */
-  add(key: string, listener: T, signal: AbortSignal): boolean {
+  /**
+   * Adds `listener` under `key`, until `signal` aborts if one is given (else until `delete`).
+   * Returns true if it is the key's first.
+   */
+  add(key: string, listener: T, signal?: AbortSignal): boolean {
     let listeners = this.#byKey.get(key);
     const first = listeners === undefined;
     if (!listeners) {
@@ -15,7 +18,7 @@ export class ListenerMap<T> {
     }
     const own = listeners;
     own.add(listener);
-    signal.addEventListener(
+    signal?.addEventListener(
       'abort',
       () => {
         own.delete(listener);

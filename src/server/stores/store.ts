@@ -45,13 +45,13 @@ export interface CoordinationStore extends AsyncDisposable {
   setData(path: string, data: Uint8Array): Promise<boolean>;
 
   /**
-   * Follows one node until `signal` aborts: resolves with its creation id and data as read
+   * Follows one node until `follow` stops: resolves with its creation id and data as read
    * when the watch was armed (`null`, and nothing follows, if it does not exist); then calls
-   * `onData` after every change and `onDeleted` once when it is deleted. One read arms it: for
+   * `follow.handlers.onData` after every change and `onDeleted` once when it is deleted. One read arms it: for
    * a request to learn its fencing token, hear of its node's deletion while it waits, and, once
    * holding, of revocation requests.
    */
-  watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): Promise<NodeData | null>;
+  watchNode(path: string, follow: NodeFollow): Promise<NodeData | null>;
 
   /**
    * Calls `onChange` whenever a child of `dir` is created or deleted (also while `dir` does not
@@ -103,10 +103,46 @@ export interface NodeWatchHandlers {
   onDeleted(): void;
 }
 
-/** Who follows a node (see `watchNode`), and until when. */
-export interface NodeFollow {
+/**
+ * Who follows a node (see `watchNode`), until they `stop()`. A plain object rather than an
+ * AbortSignal: every lock request follows its node, and a signal per request costs an
+ * EventTarget, an abort event and a listener for each store that registers it.
+ */
+export class NodeFollow {
   readonly handlers: NodeWatchHandlers;
-  readonly signal: AbortSignal;
+  #stopped = false;
+  #detach: (() => void) | undefined;
+
+  constructor(handlers: NodeWatchHandlers) {
+    this.handlers = handlers;
+  }
+
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /** For stores: `detach` unregisters the handlers; called once the follower stops (at once if it has). */
+  attach(detach: () => void): void {
+    if (this.#stopped) {
+      detach();
+      return;
+    }
+    const previous = this.#detach;
+    this.#detach = previous
+      ? () => {
+          previous();
+          detach();
+        }
+      : detach;
+  }
+
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    const detach = this.#detach;
+    this.#detach = undefined;
+    detach?.();
+  }
 }
 
 export interface NodeData {

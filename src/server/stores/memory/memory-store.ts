@@ -82,7 +82,7 @@ export class MemoryStore implements CoordinationStore {
     };
     parent.children.set(name, node);
     const path = joinPath(dir, name);
-    if (follow && !follow.signal.aborted) this.#nodeWatchers.add(path, follow.handlers, follow.signal);
+    if (follow) this.#follow(path, follow);
     this.#childrenChanged(dir);
     this.stats.childrenListings += 1;
     return {
@@ -128,12 +128,19 @@ export class MemoryStore implements CoordinationStore {
     return true;
   }
 
-  async watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): Promise<NodeData | null> {
+  async watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {
     await this.#roundTrip();
     const node = this.#node(path);
-    if (signal.aborted || !node) return null;
-    this.#nodeWatchers.add(path, handlers, signal);
+    if (!node) return null;
+    this.#follow(path, follow);
     return { creationId: node.creationId, data: node.data };
+  }
+
+  #follow(path: string, follow: NodeFollow): void {
+    if (follow.stopped) return;
+    const { handlers } = follow;
+    this.#nodeWatchers.add(path, handlers);
+    follow.attach(() => this.#nodeWatchers.delete(path, handlers));
   }
 
   watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {

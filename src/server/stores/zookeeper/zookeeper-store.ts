@@ -186,9 +186,7 @@ export class ZooKeeperStore implements CoordinationStore {
       const guess = follow && this.#nextSequence(dir, prefix);
       // A wrong guess (or a failed read) only costs the read after the create, below.
       const guessed =
-        guess === undefined || !follow
-          ? undefined
-          : this.watchNode(guess, follow.handlers, follow.signal).catch(() => null);
+        guess === undefined || !follow ? undefined : this.watchNode(guess, follow).catch(() => null);
       const [reply, listed, read] = await Promise.all([creating, listing, guessed]);
       if (reply.rc === zk.ZOK && reply.value !== null) {
         const path = reply.value;
@@ -203,7 +201,7 @@ export class ZooKeeperStore implements CoordinationStore {
           path,
           session,
           siblings,
-          followed: await this.watchNode(path, follow.handlers, follow.signal),
+          followed: await this.watchNode(path, follow),
         };
       }
       if (reply.rc === zk.ZNONODE) {
@@ -226,7 +224,7 @@ export class ZooKeeperStore implements CoordinationStore {
           path,
           session,
           siblings,
-          followed: await this.watchNode(path, follow.handlers, follow.signal),
+          followed: await this.watchNode(path, follow),
         };
       }
     }
@@ -296,9 +294,11 @@ export class ZooKeeperStore implements CoordinationStore {
     return true;
   }
 
-  async watchNode(path: string, handlers: NodeWatchHandlers, signal: AbortSignal): Promise<NodeData | null> {
-    if (signal.aborted) return null;
-    this.#followers.add(path, handlers, signal);
+  async watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {
+    if (follow.stopped) return null;
+    const { handlers } = follow;
+    this.#followers.add(path, handlers);
+    follow.attach(() => this.#followers.delete(path, handlers));
     let node: NodeData | null = null;
     try {
       node = await this.#getData(path, true);
