@@ -18,6 +18,7 @@ import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { LockClient } from '../dist/client/index.js';
 import { LockEngine } from '../dist/server/engine/lock-engine.js';
+import { Withdrawal } from '../dist/server/engine/lock-request.js';
 import { ZooKeeperStore } from '../dist/server/stores/zookeeper/zookeeper-store.js';
 import { openEtcdLocks } from './etcd/etcd-locks.js';
 import { NaiveRecipe } from './naive-recipe.js';
@@ -101,10 +102,9 @@ async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<v
         logger,
       });
       const engine = new LockEngine({ store, rootPath: '/bench-engine', logger });
-      const signal = new AbortController().signal;
       const session: LockSession = {
         async acquire(name, mode) {
-          const lease = await engine.acquire({ name, mode }, { signal });
+          const lease = await engine.acquire({ name, mode }, { withdrawal: new Withdrawal() });
           return () => lease.release();
         },
       };

@@ -2,6 +2,7 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ClaimRegistry, type Claim, type ClaimObserver } from '../../src/server/engine/claims.js';
 import { LockEngine } from '../../src/server/engine/lock-engine.js';
+import { Withdrawal } from '../../src/server/engine/lock-request.js';
 import { LockError } from '../../src/server/lock-error.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { SessionState } from '../../src/server/stores/session-state.js';
@@ -97,10 +98,7 @@ describe('claims: lock requests that outlive their stream for a resume grace', (
     ]);
     // Still held: a try-lock fails.
     await expect(
-      engine.acquire(
-        { name: 'resumed', mode: 'mutex', waitTimeoutMs: 0 },
-        { signal: new AbortController().signal },
-      ),
+      engine.acquire({ name: 'resumed', mode: 'mutex', waitTimeoutMs: 0 }, { withdrawal: new Withdrawal() }),
     ).rejects.toThrow(/not free/);
     await claim.end(new LockError('CANCELLED', 'done'));
   });

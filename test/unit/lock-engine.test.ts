@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LockEngine } from '../../src/server/engine/lock-engine.js';
-import type { AcquireRequest, Lease } from '../../src/server/engine/lock-request.js';
+import { Withdrawal, type AcquireRequest, type Lease } from '../../src/server/engine/lock-request.js';
 import { isLockError, LockError } from '../../src/server/lock-error.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { joinPath } from '../../src/server/stores/store.js';
@@ -30,7 +30,7 @@ describe('LockEngine over the embedded store', () => {
     const lease = engine.acquire(
       { mode: 'mutex', ...request },
       {
-        signal,
+        withdrawal: Withdrawal.following(signal),
         onQueued: (ahead) => {
           queued.push(ahead);
           const waiting = listeners;
@@ -174,7 +174,10 @@ describe('LockEngine over the embedded store', () => {
     const reason = new Error('too late');
     const creates = store.stats.creates;
     await expect(
-      engine.acquire({ name: 'early', mode: 'mutex' }, { signal: AbortSignal.abort(reason) }),
+      engine.acquire(
+        { name: 'early', mode: 'mutex' },
+        { withdrawal: Withdrawal.following(AbortSignal.abort(reason)) },
+      ),
     ).rejects.toBe(reason);
     expect(store.stats.creates).toBe(creates);
   });
@@ -241,7 +244,7 @@ describe('LockEngine over the embedded store', () => {
       async (waitTimeoutMs) => {
         const creates = store.stats.creates;
         const error: unknown = await engine
-          .acquire({ name: 'v', mode: 'mutex', waitTimeoutMs }, { signal: neverAborted() })
+          .acquire({ name: 'v', mode: 'mutex', waitTimeoutMs }, { withdrawal: new Withdrawal() })
           .catch((e: unknown) => e);
         expect(isLockError(error, 'INVALID_ARGUMENT')).toBe(true);
         expect((error as LockError).message).toBe(
@@ -267,7 +270,7 @@ describe('LockEngine over the embedded store', () => {
       const creates = store.stats.creates;
       for (const name of ['', 'x'.repeat(513), 'a\u0000b']) {
         const error: unknown = await engine
-          .acquire({ name, mode: 'mutex' }, { signal: neverAborted() })
+          .acquire({ name, mode: 'mutex' }, { withdrawal: new Withdrawal() })
           .catch((e: unknown) => e);
         expect(isLockError(error, 'INVALID_ARGUMENT')).toBe(true);
       }

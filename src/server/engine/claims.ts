@@ -1,7 +1,7 @@
 import { randomFillSync } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { LockEngine } from './lock-engine.js';
-import type { AcquireRequest, Lease } from './lock-request.js';
+import { Withdrawal, type AcquireRequest, type Lease } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import { LockSession, type RequestAccounting } from './lock-session.js';
 
@@ -48,7 +48,7 @@ export class Claim {
   /** Resolves with the held lock, or rejects as `LockEngine.acquire` does. */
   readonly granted: Promise<Lease>;
   readonly #logger: Logger;
-  readonly #withdrawal = new AbortController();
+  readonly #withdrawal = new Withdrawal();
   readonly #forget: () => void;
   #lease: Lease | undefined;
   #ahead: number | undefined;
@@ -71,7 +71,7 @@ export class Claim {
     this.#forget = forget;
     this.granted = engine
       .acquire(request, {
-        signal: this.#withdrawal.signal,
+        withdrawal: this.#withdrawal,
         onQueued: (ahead) => {
           this.#ahead = ahead;
           this.#observer?.queued(ahead);
@@ -144,7 +144,7 @@ export class Claim {
    * grant came first). A held lock is left alone.
    */
   withdraw(reason: LockError): void {
-    this.#withdrawal.abort(reason);
+    this.#withdrawal.withdraw(reason);
   }
 
   /**

@@ -21,7 +21,7 @@ import {
   type Position,
 } from './queue-position.js';
 import { HeldLease, parseNodeRecord } from './lease.js';
-import type { AcquireOptions, AcquireRequest, Lease } from './lock-request.js';
+import type { AcquireOptions, AcquireRequest, Lease, Withdrawal } from './lock-request.js';
 
 export interface LockEngineOptions {
   readonly store: CoordinationStore;
@@ -82,11 +82,12 @@ export class LockEngine {
    */
   async acquire(request: AcquireRequest, options: AcquireOptions): Promise<Lease> {
     validateRequest(request);
-    options.signal.throwIfAborted();
+    const { withdrawal } = options;
+    withdrawal.throwIfWithdrawn();
     // Signals cost: a deadline and a link to it only when the request has a wait timeout.
     using deadline = deadlineSignal(request);
-    using linked = deadline ? linkSignals(options.signal, deadline) : undefined;
-    const signal = linked ?? options.signal;
+    using linked = deadline ? linkSignals(withdrawal.signal, deadline) : undefined;
+    const stop: StopCondition = linked ? stopWhenAborted(linked) : withdrawal;
     const dir = this.lockPath(request.name);
     const data = Buffer.from(
       JSON.stringify({
@@ -111,18 +112,18 @@ export class LockEngine {
         throw error;
       }
       try {
-        return await this.#waitForTurn(request, created, node.token(created, data), node, signal, options);
+        return await this.#waitForTurn(request, created, node.token(created, data), node, stop, options);
       } catch (error) {
         node.unfollow();
         const sessionLost = created.session.lost.aborted;
         if (!sessionLost) await this.#withdraw(created.path);
         // The session (and with it our place in the queue) ended while we waited: queue again
         // on the new session rather than fail a caller who held nothing.
-        if (sessionLost && !signal.aborted) {
+        if (sessionLost && !stop.withdrawn) {
           this.#logger.debug({ lock: request.name }, 'session lost while waiting; queuing again');
           continue;
         }
-        throw signal.aborted ? signal.reason : error;
+        throw stop.withdrawn ? stop.reason : error;
       }
     }
   }
@@ -132,7 +133,7 @@ export class LockEngine {
     created: CreatedNode,
     token: bigint,
     node: FollowedNode,
-    signal: AbortSignal,
+    stop: StopCondition,
     options: AcquireOptions,
   ): Promise<Lease> {
     const { path, session } = created;
@@ -141,11 +142,11 @@ export class LockEngine {
     let current: Position = this.#position(dir, created.siblings, me);
     if (current.kind === 'held' && session.confirmed) {
       // Uncontended: no wait, so no signal linking the request to its session and node.
-      signal.throwIfAborted();
+      stop.throwIfWithdrawn();
       session.lost.throwIfAborted();
       return node.hold(request, created, token, this.#releasing(request, path));
     }
-    using waitSignal = linkSignals(signal, session.lost, node.vanished);
+    using waitSignal = linkSignals(stop.signal, session.lost, node.vanished);
     using _waiting = this.#waitingIn(dir);
     if (current.kind === 'waiting' && current.ahead > this.#maxWaitersPerLock) {
       throw new LockError(
@@ -327,6 +328,22 @@ function deadlineSignal(request: AcquireRequest): (AbortSignal & Disposable) | u
     controller.abort(new LockError('TIMEOUT', `lock "${request.name}" was not acquired within ${ms} ms`));
   }, ms);
   return Object.assign(controller.signal, { [Symbol.dispose]: () => clearTimeout(timer) });
+}
+
+/** When a request stops trying: withdrawn by its maker, or (with a wait timeout) timed out. */
+type StopCondition = Pick<Withdrawal, 'withdrawn' | 'reason' | 'signal' | 'throwIfWithdrawn'>;
+
+function stopWhenAborted(signal: AbortSignal): StopCondition {
+  return {
+    get withdrawn() {
+      return signal.aborted;
+    },
+    get reason(): unknown {
+      return signal.reason as unknown;
+    },
+    signal,
+    throwIfWithdrawn: () => signal.throwIfAborted(),
+  };
 }
 
 /** Resolves once the store vouches for `session` again; rejects with the reason if `signal` aborts. */

@@ -1,3 +1,4 @@
+import { onAbort } from '../../common/abort.js';
 import type { LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 
@@ -19,8 +20,8 @@ export interface AcquireRequest {
 }
 
 export interface AcquireOptions {
-  /** Aborting it withdraws the request (its node is deleted) and rejects with its reason. */
-  readonly signal: AbortSignal;
+  /** Withdrawing it withdraws the request (its node is deleted) and rejects with its reason. */
+  readonly withdrawal: Withdrawal;
   /** Called whenever the request is (still) waiting, with how many requests are ahead of it. */
   readonly onQueued?: (ahead: number) => void;
 }
@@ -57,4 +58,51 @@ export interface RevokeRequest {
   readonly reason: string;
   /** Undefined: cooperative only. */
   readonly forceAt: Date | undefined;
+}
+
+/**
+ * How the maker of a request withdraws it: `withdraw(reason)`, once. An AbortSignal would do,
+ * but every request needs one and few are ever withdrawn, and a signal is an EventTarget with
+ * its own allocations per request; this is a field until someone waits on it (`signal`).
+ */
+export class Withdrawal {
+  #withdrawn = false;
+  #reason: unknown;
+  #controller: AbortController | undefined;
+
+  /** A withdrawal that follows `signal` (for callers that have one). */
+  static following(signal: AbortSignal): Withdrawal {
+    const withdrawal = new Withdrawal();
+    if (signal.aborted) withdrawal.withdraw(signal.reason);
+    else onAbort(signal, () => withdrawal.withdraw(signal.reason));
+    return withdrawal;
+  }
+
+  get withdrawn(): boolean {
+    return this.#withdrawn;
+  }
+
+  get reason(): unknown {
+    return this.#reason;
+  }
+
+  /** A signal that aborts with the reason; made on first use, for a request that waits. */
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#withdrawn) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  withdraw(reason: unknown): void {
+    if (this.#withdrawn) return;
+    this.#withdrawn = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+  }
+
+  throwIfWithdrawn(): void {
+    if (this.#withdrawn) throw this.#reason;
+  }
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { lossReport } from './lease.js';
 import type { LockEngine } from './lock-engine.js';
-import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
+import { Withdrawal, type AcquireRequest, type Lease, type RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 
@@ -191,7 +191,7 @@ class SessionLockRequest {
   readonly #session: LockSession;
   readonly #id: number;
   readonly #request: AcquireRequest;
-  readonly #withdrawal = new AbortController();
+  readonly #withdrawal = new Withdrawal();
   readonly #openedAt = performance.now();
   #phase: Phase = 'waiting';
   #ahead: number | undefined;
@@ -215,7 +215,7 @@ class SessionLockRequest {
     this.#stopWaiting = session.accounting.waiting(request.mode);
     engine
       .acquire(request, {
-        signal: this.#withdrawal.signal,
+        withdrawal: this.#withdrawal,
         onQueued: (ahead) => {
           this.#ahead = ahead;
           this.#session.observer?.queued(this.#id, ahead);
@@ -258,7 +258,7 @@ class SessionLockRequest {
     if (this.#endRequested) return;
     this.#endRequested = how;
     if (this.#phase === 'waiting') {
-      this.#withdrawal.abort(this.#withdrawalReason(how));
+      this.#withdrawal.withdraw(this.#withdrawalReason(how));
       return;
     }
     if (this.#phase === 'held') this.#releaseLease();
@@ -277,7 +277,7 @@ class SessionLockRequest {
     this.#untoldEnd = undefined;
     if (this.#phase === 'ended') return;
     this.#endRequested ??= 'cancel';
-    if (this.#phase === 'waiting') this.#withdrawal.abort(reason);
+    if (this.#phase === 'waiting') this.#withdrawal.withdraw(reason);
     else this.#releaseLease();
     await this.closeWithSession();
   }
