@@ -9,7 +9,7 @@ import type { Gate } from '../security/gate.js';
 import type { Lease, RevokeRequest } from '../engine/lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
-import { msToDuration, toStreamOpening } from './acquire-request.js';
+import { msToDuration, toStreamOpening, type StreamOpening } from './acquire-request.js';
 import { lossReport } from '../engine/lease.js';
 import { toCallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
@@ -43,68 +43,107 @@ export function createAcquireHandler(options: AcquireHandlerOptions): (call: Acq
   return (call) => {
     lastCallId += 1;
     const logger = lazyChild(options.logger, { callId: lastCallId, peer: call.getPeer() });
-    options.track(serveAcquire(call, options, logger));
+    options.track(new AcquireStream(call, options, logger).served);
   };
 }
 
-async function serveAcquire(
-  call: AcquireCall,
-  { claims, shutdown, metrics, gate }: AcquireHandlerOptions,
-  logger: Logger,
-): Promise<void> {
-  using _stream = disposable(metrics.streamOpened());
-  // Set while this stream waits, and while it holds (called with how the hold ended).
-  let stopWaiting: (() => void) | undefined;
-  let endHold: ((outcome: HoldOutcome) => void) | undefined;
-  // An abnormal end: the client cancelled, its connection broke, or it went silent.
-  using interruption = new StreamInterruption(shutdown);
-  const { signal } = interruption;
-  // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
-  call.once('cancelled', () => interruption.break(CLIENT_CANCELLED));
-  const client = followClient(call);
-  let claim: Claim | undefined;
-  let released = false;
-  try {
-    const caller = gate.admit(call);
-    const opening = toStreamOpening(await untilAborted(client.first, signal), call.getPeer());
+/**
+ * One Acquire stream, from its first message to its status, in three steps: open (admit the
+ * caller, read `start` or `resume`, get the claim), wait for the grant, hold until the client
+ * lets go. Whatever ends it early goes through `#fail`; `#finish` then releases, detaches or
+ * ends the claim, as the way the stream ended says.
+ */
+class AcquireStream {
+  /** Resolves once the call has ended and its claim has been dealt with. */
+  readonly served: Promise<void>;
+  readonly #call: AcquireCall;
+  readonly #options: AcquireHandlerOptions;
+  #logger: Logger;
+  /** An abnormal end: the client cancelled, its connection broke, it went silent, or another stream took over. */
+  readonly #interruption: StreamInterruption;
+  readonly #client: ClientSide;
+  #claim: Claim | undefined;
+  #released = false;
+  /** Set while this stream waits. */
+  #stopWaiting: (() => void) | undefined;
+  /** Set while it holds; called with how the hold ended. */
+  #endHold: ((outcome: HoldOutcome) => void) | undefined;
+
+  constructor(call: AcquireCall, options: AcquireHandlerOptions, logger: Logger) {
+    this.#call = call;
+    this.#options = options;
+    this.#logger = logger;
+    this.#interruption = new StreamInterruption(options.shutdown);
+    // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
+    call.once('cancelled', () => this.#interruption.break(CLIENT_CANCELLED));
+    this.#client = followClient(call);
+    this.served = this.#serve();
+  }
+
+  async #serve(): Promise<void> {
+    using _stream = disposable(this.#options.metrics.streamOpened());
+    using _interruption = this.#interruption;
+    try {
+      const { claim, opening } = await this.#open();
+      using heartbeats = heartbeat(this.#call, opening.heartbeatIntervalMs, this.#interruption);
+      this.#client.heard = heartbeats.heard;
+      const lease = await this.#waitForGrant(claim, opening);
+      await this.#hold(lease);
+    } catch (error) {
+      this.#fail(error);
+    } finally {
+      await this.#finish();
+    }
+  }
+
+  /** Admits the caller and makes (or resumes) the claim its first message asks for. */
+  async #open(): Promise<{ claim: Claim; opening: StreamOpening }> {
+    const { gate, claims } = this.#options;
+    const caller = gate.admit(this.#call);
+    const first = await untilAborted(this.#client.first, this.#interruption.signal);
+    const opening = toStreamOpening(first, this.#call.getPeer());
     if (opening.kind === 'start') {
       const { request: asked } = opening;
       caller.checkAcquire(asked.name, asked.mode);
       // An authenticated caller that names no owner is recorded as itself.
       const request = asked.owner === '' && caller.name ? { ...asked, owner: caller.name } : asked;
-      claim = claims.open(request, opening.resumeGraceMs, logger);
+      this.#claim = claims.open(request, opening.resumeGraceMs, this.#logger);
     } else {
       const resumed = claims.resume(opening.resumeToken);
       // Someone else's token gets the answer an unknown one does: it reveals no lock.
       if (!caller.mayAcquire(resumed.request.name, resumed.request.mode)) {
         throw new LockError('NOT_FOUND', UNKNOWN_RESUME_TOKEN);
       }
-      claim = resumed;
+      this.#claim = resumed;
     }
+    const { request } = this.#claim;
+    this.#logger = this.#logger.child({ lock: request.name, mode: request.mode, owner: request.owner });
+    return { claim: this.#claim, opening };
+  }
+
+  /** Attaches to the claim, tells the client where its request stands, and resolves with the lock. */
+  async #waitForGrant(claim: Claim, opening: StreamOpening): Promise<Lease> {
+    const call = this.#call;
     const { request } = claim;
-    logger = logger.child({ lock: request.name, mode: request.mode, owner: request.owner });
+    const { metrics } = this.#options;
     // A claim granted before this stream attached (a resume) was counted by the stream it had then.
     const grantedBefore = claim.lease !== undefined;
-    if (!grantedBefore) stopWaiting = metrics.waiting(request.mode);
-    using heartbeats = heartbeat(call, opening.heartbeatIntervalMs, interruption);
-    client.heard = heartbeats.heard;
-    const clientEnd = client.end;
+    if (!grantedBefore) this.#stopWaiting = metrics.waiting(request.mode);
     const reportQueued = latestOnly(call);
     const attached = claim.attach({
       queued: (ahead) => reportQueued({ kind: { $case: 'queued', value: { ahead } } }),
       confirmedChange: (confirmed) => {
         call.write({ kind: confirmed ? { $case: 'confirmed', value: {} } : { $case: 'inDoubt', value: {} } });
-        logger.debug(confirmed ? 'confirmed' : 'in doubt');
+        this.#logger.debug(confirmed ? 'confirmed' : 'in doubt');
       },
       replaced: () =>
-        interruption.replace(
+        this.#interruption.replace(
           new LockError('LOCK_LOST', `lock "${request.name}" was resumed on another stream`),
         ),
     });
-    const heldClaim = claim;
-    // Before the grant, a clean end withdraws the request; after it, it releases the lock below.
-    void clientEnd.then((end) => {
-      if (attached() && heldClaim.lease === undefined) heldClaim.withdraw(withdrawal(end, request.name));
+    // Before the grant, a clean end withdraws the request; after it, `#hold` releases the lock.
+    void this.#client.end.then((end) => {
+      if (attached() && claim.lease === undefined) claim.withdraw(withdrawal(end, request.name));
     });
     if (claim.resumeToken !== undefined) {
       const resumeGrace = msToDuration(claim.graceMs);
@@ -114,57 +153,83 @@ async function serveAcquire(
     if (opening.kind === 'resume' && claim.lease === undefined && claim.ahead !== undefined) {
       reportQueued({ kind: { $case: 'queued', value: { ahead: claim.ahead } } });
     }
+    const { signal } = this.#interruption;
     const lease = await untilAborted(claim.granted, signal);
     if (lease.lost.aborted) throw lockLost(lease);
-    stopWaiting?.();
-    stopWaiting = undefined;
-    endHold = grantedBefore ? metrics.holding(request.mode) : metrics.granted(request.mode, claim.waitedMs);
+    this.#stopWaiting?.();
+    this.#stopWaiting = undefined;
+    this.#endHold = grantedBefore
+      ? metrics.holding(request.mode)
+      : metrics.granted(request.mode, claim.waitedMs);
     await send(call, { kind: { $case: 'acquired', value: { fencingToken: lease.fencingToken } } }, signal);
     if (!lease.confirmed && !lease.lost.aborted) call.write({ kind: { $case: 'inDoubt', value: {} } });
-    logger.debug({ token: lease.fencingToken.toString(), resumed: opening.kind === 'resume' }, 'granted');
+    this.#logger.debug(
+      { token: lease.fencingToken.toString(), resumed: opening.kind === 'resume' },
+      'granted',
+    );
+    return lease;
+  }
 
+  /** Holds the lock until the client lets go (release, half-close) or the lock is lost; then releases it. */
+  async #hold(lease: Lease): Promise<void> {
+    const call = this.#call;
+    const { signal } = this.#interruption;
     // Revocation requests (RevokeLock, from any instance) reach the holder on its stream.
     const sendRevokeRequested = ({ reason, forceAt }: RevokeRequest): void => {
       call.write({ kind: { $case: 'revokeRequested', value: { reason, forceAt } } });
-      logger.info({ token: lease.fencingToken.toString(), reason, forceAt }, 'revocation requested');
+      this.#logger.info({ token: lease.fencingToken.toString(), reason, forceAt }, 'revocation requested');
     };
     if (lease.revokeRequest) sendRevokeRequested(lease.revokeRequest);
     using _revocations = disposable(lease.onRevokeRequested(sendRevokeRequested));
     using lost = whenAborted(lease.lost);
     using aborted = whenAborted(signal);
-    const end = await Promise.race([clientEnd, lost.then(() => 'lost' as const), aborted]);
+    const end = await Promise.race([this.#client.end, lost.then(() => 'lost' as const), aborted]);
     if (end === 'lost') throw lockLost(lease);
     if (end === undefined) throw signal.reason;
     await lease.release();
-    released = true;
-    endHold('released');
+    this.#released = true;
+    this.#endHold?.('released');
     if (end instanceof LockError) throw end;
     await send(call, { kind: { $case: 'released', value: {} } }, signal);
-    logger.debug({ token: lease.fencingToken.toString() }, 'released');
+    this.#logger.debug({ token: lease.fencingToken.toString() }, 'released');
     call.end();
-  } catch (error) {
-    if (stopWaiting && claim && claim.lease === undefined && !interruption.broken && !interruption.replaced) {
-      metrics.notGranted(claim.request.mode, error);
+  }
+
+  /** Ends the call with the status `error` calls for, unless the client is gone and would not hear it. */
+  #fail(error: unknown): void {
+    const interruption = this.#interruption;
+    const claim = this.#claim;
+    if (
+      this.#stopWaiting &&
+      claim &&
+      claim.lease === undefined &&
+      !interruption.broken &&
+      !interruption.replaced
+    ) {
+      this.#options.metrics.notGranted(claim.request.mode, error);
     }
-    endHold?.(interruption.replaced ? 'replaced' : interruption.broken ? 'detached' : 'lost');
-    if (!isLockError(interruption.brokenBy, 'CANCELLED')) {
-      const lease = claim?.lease;
-      const failure = lease?.lost.aborted && !released ? lockLost(lease) : error;
-      const status = toCallStatus(failure, logger);
-      logger.debug({ status: grpcStatus[status.code], details: status.details }, 'ended');
-      // A client cannot tell this server's UNAVAILABLE from a broken connection's; say when the
-      // request is gone for good, so it does not try to resume it.
-      const detaching = interruption.broken && !shutdown.aborted;
-      const metadata = new Metadata();
-      if (!detaching && !interruption.replaced) metadata.set(REQUEST_STATE_KEY, 'ended');
-      call.emit('error', { ...status, metadata });
-    }
-  } finally {
-    stopWaiting?.();
-    if (claim && !interruption.replaced) {
-      if (interruption.broken && !shutdown.aborted) claim.detach();
-      else await claim.end(STREAM_ENDED);
-    }
+    this.#endHold?.(interruption.replaced ? 'replaced' : interruption.broken ? 'detached' : 'lost');
+    if (isLockError(interruption.brokenBy, 'CANCELLED')) return;
+    const lease = claim?.lease;
+    const failure = lease?.lost.aborted && !this.#released ? lockLost(lease) : error;
+    const status = toCallStatus(failure, this.#logger);
+    this.#logger.debug({ status: grpcStatus[status.code], details: status.details }, 'ended');
+    // A client cannot tell this server's UNAVAILABLE from a broken connection's; say when the
+    // request is gone for good, so it does not try to resume it.
+    const detaching = interruption.broken && !this.#options.shutdown.aborted;
+    const metadata = new Metadata();
+    if (!detaching && !interruption.replaced) metadata.set(REQUEST_STATE_KEY, 'ended');
+    this.#call.emit('error', { ...status, metadata });
+  }
+
+  /** A broken stream leaves its claim for the resume grace; any other end ends the claim. */
+  async #finish(): Promise<void> {
+    this.#stopWaiting?.();
+    const claim = this.#claim;
+    const interruption = this.#interruption;
+    if (!claim || interruption.replaced) return;
+    if (interruption.broken && !this.#options.shutdown.aborted) claim.detach();
+    else await claim.end(STREAM_ENDED);
   }
 }
 
