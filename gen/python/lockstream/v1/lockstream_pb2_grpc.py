@@ -112,6 +112,10 @@ class LockServiceServicer:
         directions keeps idle-timeout proxies from cutting the stream, and a server that hears
         nothing from the client for three intervals treats the stream as ended abnormally.
 
+        A call deadline (`grpc-timeout`: any value gRPC allows, 1 ns to 99,999,999 hours) ends the
+        call with DEADLINE_EXCEEDED, never before it has passed; for a request that is queued or
+        holds the lock, that is an abnormal end like any other. The same holds for Session.
+
         The call ends with one of these statuses:
         OK                  the lock was released at the client's request (`released` was sent).
         NOT_FOUND           `resume` named a request this server does not have: its grace period
