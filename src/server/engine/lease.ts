@@ -21,11 +21,12 @@ export class HeldLease implements Lease {
   #lossReason: LockError | undefined;
   /** Made only when someone asks for `lost` (signals cost; the session path listens with onLost). */
   #lost: AbortController | undefined;
-  readonly #lossListeners = new Set<(reason: LockError) => void>();
+  /** Listener lists are made on first use: most leases have one listener, or none. */
+  #lossListeners: Listeners<LockError> | undefined;
   readonly #unfollow: () => void;
   readonly #releasing: () => void;
   readonly #unlinkSession: () => void;
-  readonly #revokeListeners = new Set<(request: RevokeRequest) => void>();
+  #revokeListeners: Listeners<RevokeRequest> | undefined;
   #revokeRequest: RevokeRequest | undefined;
   #forceTimer: NodeJS.Timeout | undefined;
   #released: Promise<void> | undefined;
@@ -72,8 +73,7 @@ export class HeldLease implements Lease {
   }
 
   onLost(listener: (reason: LockError) => void): () => void {
-    this.#lossListeners.add(listener);
-    return () => this.#lossListeners.delete(listener);
+    return (this.#lossListeners ??= new Listeners()).add(listener);
   }
 
   get lost(): AbortSignal {
@@ -97,8 +97,7 @@ export class HeldLease implements Lease {
   }
 
   onRevokeRequested(listener: (request: RevokeRequest) => void): () => void {
-    this.#revokeListeners.add(listener);
-    return () => this.#revokeListeners.delete(listener);
+    return (this.#revokeListeners ??= new Listeners()).add(listener);
   }
 
   release(): Promise<void> {
@@ -120,7 +119,7 @@ export class HeldLease implements Lease {
     const request = parseRevokeRequest(data);
     if (!request) return;
     this.#revokeRequest = request;
-    for (const listener of [...this.#revokeListeners]) listener(request);
+    this.#revokeListeners?.tell(request);
     if (request.forceAt === undefined) return;
     const reason = request.reason || 'no reason given';
     this.#forceTimer = setTimeout(
@@ -140,15 +139,33 @@ export class HeldLease implements Lease {
     this.#lossReason = reason;
     this.#stopWatching();
     this.#lost?.abort(reason);
-    for (const listener of [...this.#lossListeners]) listener(reason);
-    this.#lossListeners.clear();
+    const listeners = this.#lossListeners;
+    this.#lossListeners = undefined;
+    listeners?.tell(reason);
   }
 
   #stopWatching(): void {
     clearTimeout(this.#forceTimer);
     this.#unlinkSession();
-    this.#revokeListeners.clear();
+    this.#revokeListeners = undefined;
     this.#unfollow();
+  }
+}
+
+/** A short list of listeners: an array is a fraction of a Set's size, and these lists hold one or two. */
+class Listeners<T> {
+  #listeners: Array<(value: T) => void> = [];
+
+  add(listener: (value: T) => void): () => void {
+    this.#listeners.push(listener);
+    return () => {
+      const index = this.#listeners.indexOf(listener);
+      if (index >= 0) this.#listeners.splice(index, 1);
+    };
+  }
+
+  tell(value: T): void {
+    for (const listener of [...this.#listeners]) listener(value);
   }
 }
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { linkSignals } from '../../common/abort.js';
+import { onAbort } from '../../common/abort.js';
 import { WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
 import {
   baseName,
@@ -21,7 +21,7 @@ import {
   type Position,
 } from './queue-position.js';
 import { HeldLease, parseNodeRecord } from './lease.js';
-import type { AcquireOptions, AcquireRequest, Lease, Withdrawal } from './lock-request.js';
+import { Withdrawal, type AcquireOptions, type AcquireRequest, type Lease } from './lock-request.js';
 
 export interface LockEngineOptions {
   readonly store: CoordinationStore;
@@ -82,12 +82,10 @@ export class LockEngine {
    */
   async acquire(request: AcquireRequest, options: AcquireOptions): Promise<Lease> {
     validateRequest(request);
-    const { withdrawal } = options;
-    withdrawal.throwIfWithdrawn();
-    // Signals cost: a deadline and a link to it only when the request has a wait timeout.
-    using deadline = deadlineSignal(request);
-    using linked = deadline ? linkSignals(withdrawal.signal, deadline) : undefined;
-    const stop: StopCondition = linked ? stopWhenAborted(linked) : withdrawal;
+    options.withdrawal.throwIfWithdrawn();
+    // Withdrawn by the caller or, with a wait timeout, by the deadline.
+    using deadline = withDeadline(request, options.withdrawal);
+    const { stop } = deadline;
     const dir = this.lockPath(request.name);
     const data = Buffer.from(
       JSON.stringify({
@@ -133,7 +131,7 @@ export class LockEngine {
     created: CreatedNode,
     token: bigint,
     node: FollowedNode,
-    stop: StopCondition,
+    stop: Withdrawal,
     options: AcquireOptions,
   ): Promise<Lease> {
     const { path, session } = created;
@@ -146,7 +144,9 @@ export class LockEngine {
       session.lost.throwIfAborted();
       return node.hold(request, created, token, this.#releasing(request, path));
     }
-    using waitSignal = linkSignals(stop.signal, session.lost, node.vanished);
+    // One signal for everything that ends the wait, made only for a request that waits.
+    using waitEnd = new WaitEnd(stop, session, node);
+    const waitSignal = waitEnd.signal;
     using _waiting = this.#waitingIn(dir);
     if (current.kind === 'waiting' && current.ahead > this.#maxWaitersPerLock) {
       throw new LockError(
@@ -317,33 +317,55 @@ function validateRequest(request: AcquireRequest): void {
 }
 
 /**
- * A signal that aborts with a TIMEOUT error once the request's wait timeout has passed; none
- * without a timeout (or for a try, which never waits).
+ * What stops a request: the caller's withdrawal, and with a wait timeout, its deadline too (a
+ * withdrawal of the engine's own that follows the caller's). A timer only where a deadline is.
  */
-function deadlineSignal(request: AcquireRequest): (AbortSignal & Disposable) | undefined {
+function withDeadline(
+  request: AcquireRequest,
+  withdrawal: Withdrawal,
+): { readonly stop: Withdrawal } & Disposable {
   const ms = request.waitTimeoutMs;
-  if (ms === undefined || ms === 0) return undefined;
-  const controller = new AbortController();
+  if (ms === undefined || ms === 0) return { stop: withdrawal, [Symbol.dispose]: () => {} };
+  const stop = new Withdrawal();
+  const unlink = withdrawal.onWithdrawn((reason) => stop.withdraw(reason));
   const timer = setTimeout(() => {
-    controller.abort(new LockError('TIMEOUT', `lock "${request.name}" was not acquired within ${ms} ms`));
+    stop.withdraw(new LockError('TIMEOUT', `lock "${request.name}" was not acquired within ${ms} ms`));
   }, ms);
-  return Object.assign(controller.signal, { [Symbol.dispose]: () => clearTimeout(timer) });
+  return {
+    stop,
+    [Symbol.dispose]: () => {
+      clearTimeout(timer);
+      unlink();
+    },
+  };
 }
 
-/** When a request stops trying: withdrawn by its maker, or (with a wait timeout) timed out. */
-type StopCondition = Pick<Withdrawal, 'withdrawn' | 'reason' | 'signal' | 'throwIfWithdrawn'>;
+/**
+ * A waiting request's one signal (the store's wait and the wait for confirmation take a
+ * signal): aborts when the request is withdrawn, its session is lost, or its node vanishes.
+ */
+class WaitEnd implements Disposable {
+  readonly #controller = new AbortController();
+  readonly #unlinks: Array<() => void>;
 
-function stopWhenAborted(signal: AbortSignal): StopCondition {
-  return {
-    get withdrawn() {
-      return signal.aborted;
-    },
-    get reason(): unknown {
-      return signal.reason as unknown;
-    },
-    signal,
-    throwIfWithdrawn: () => signal.throwIfAborted(),
-  };
+  constructor(stop: Withdrawal, session: StoreSession, node: FollowedNode) {
+    const end = (reason: unknown): void => this.#controller.abort(reason);
+    const sessionLost = (): void => end(session.lost.reason);
+    if (session.lost.aborted) sessionLost();
+    this.#unlinks = [
+      stop.onWithdrawn(end),
+      session.lost.aborted ? () => {} : onAbort(session.lost, sessionLost),
+      node.onVanished(end),
+    ];
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  [Symbol.dispose](): void {
+    for (const unlink of this.#unlinks) unlink();
+  }
 }
 
 /** Resolves once the store vouches for `session` again; rejects with the reason if `signal` aborts. */
@@ -376,8 +398,8 @@ class FollowedNode {
     onData: (data) => this.#changed(data),
     onDeleted: () => this.#deleted(),
   });
-  /** Made only for a request that waits (signals cost, and most requests never wait). */
-  #vanished: AbortController | undefined;
+  /** Told when the node is found deleted before the grant, while the request waits. */
+  #onVanished: ((reason: LockError) => void) | undefined;
   #vanishedReason: LockError | undefined;
   readonly #store: CoordinationStore;
   readonly #name: string;
@@ -401,13 +423,16 @@ class FollowedNode {
     return node.creationId;
   }
 
-  /** Aborts when the node is found deleted before the grant. */
-  get vanished(): AbortSignal {
-    if (!this.#vanished) {
-      this.#vanished = new AbortController();
-      if (this.#vanishedReason) this.#vanished.abort(this.#vanishedReason);
+  /** Calls `listener` if the node is found deleted before the grant (at once if it was); returns an unsubscribe function. */
+  onVanished(listener: (reason: LockError) => void): () => void {
+    if (this.#vanishedReason) {
+      listener(this.#vanishedReason);
+      return () => {};
     }
-    return this.#vanished.signal;
+    this.#onVanished = listener;
+    return () => {
+      if (this.#onVanished === listener) this.#onVanished = undefined;
+    };
   }
 
   hold(request: AcquireRequest, created: CreatedNode, token: bigint, releasing?: () => void): HeldLease {
@@ -437,8 +462,9 @@ class FollowedNode {
       this.#lease.nodeDeleted();
       return;
     }
-    this.#vanishedReason ??= nodeVanished(this.#name);
-    this.#vanished?.abort(this.#vanishedReason);
+    if (this.#vanishedReason) return;
+    this.#vanishedReason = nodeVanished(this.#name);
+    this.#onVanished?.(this.#vanishedReason);
   }
 }
 

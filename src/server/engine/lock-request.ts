@@ -63,12 +63,12 @@ export interface RevokeRequest {
 /**
  * How the maker of a request withdraws it: `withdraw(reason)`, once. An AbortSignal would do,
  * but every request needs one and few are ever withdrawn, and a signal is an EventTarget with
- * its own allocations per request; this is a field until someone waits on it (`signal`).
+ * its own allocations per request; this is two fields and, while the request waits, a listener.
  */
 export class Withdrawal {
   #withdrawn = false;
   #reason: unknown;
-  #controller: AbortController | undefined;
+  #listeners: Array<(reason: unknown) => void> | undefined;
 
   /** A withdrawal that follows `signal` (for callers that have one). */
   static following(signal: AbortSignal): Withdrawal {
@@ -86,20 +86,26 @@ export class Withdrawal {
     return this.#reason;
   }
 
-  /** A signal that aborts with the reason; made on first use, for a request that waits. */
-  get signal(): AbortSignal {
-    if (!this.#controller) {
-      this.#controller = new AbortController();
-      if (this.#withdrawn) this.#controller.abort(this.#reason);
+  /** Calls `listener` once with the reason when withdrawn (at once if it is); returns an unsubscribe function. */
+  onWithdrawn(listener: (reason: unknown) => void): () => void {
+    if (this.#withdrawn) {
+      listener(this.#reason);
+      return () => {};
     }
-    return this.#controller.signal;
+    (this.#listeners ??= []).push(listener);
+    return () => {
+      const index = this.#listeners?.indexOf(listener) ?? -1;
+      if (index >= 0) this.#listeners?.splice(index, 1);
+    };
   }
 
   withdraw(reason: unknown): void {
     if (this.#withdrawn) return;
     this.#withdrawn = true;
     this.#reason = reason;
-    this.#controller?.abort(reason);
+    const listeners = this.#listeners;
+    this.#listeners = undefined;
+    for (const listener of listeners ?? []) listener(reason);
   }
 
   throwIfWithdrawn(): void {
