@@ -1,71 +1,106 @@
 import { onAbort } from '../../common/abort.js';
-import type { CoordinationStore, StoreSession } from '../stores/store.js';
+import { NodeFollow, type CoordinationStore, type CreatedNode, type StoreSession } from '../stores/store.js';
 import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 
 /**
- * A held lock: its node, the session it lives in, and the watch on the node (armed when the
- * request was queued, see LockEngine) that tells the holder about a revocation request, and
- * about the node being deleted by someone else (a forced revocation, an operator). Lost when
- * the session is lost, when the node goes, or when a revocation's deadline passes; then the
- * node is deleted too.
+ * One lock request in the engine, from its node's create to its end, as one state machine:
+ * queued → held → released, or lost (its session ended, its node was deleted by someone else,
+ * or a revocation's deadline passed; then the node is deleted too). The node is followed from
+ * its create on (the store reads it with a watch in the create's round trip, which also yields
+ * the fencing token): while queued, its deletion ends the wait (`onVanished`); once held, the
+ * same watch brings revocation requests and the node's deletion. As a Lease it is handed out
+ * once held.
  */
-export class HeldLease implements Lease {
+export class LockRequestNode implements Lease {
   readonly name: string;
   readonly mode: AcquireRequest['mode'];
-  readonly fencingToken: bigint;
+  /** What to hand to the store's create: the node's watch, until the request ends. */
+  readonly follow = new NodeFollow({
+    onData: (data) => this.#changed(data),
+    onDeleted: () => this.#deleted(),
+  });
   readonly #store: CoordinationStore;
-  readonly #path: string;
-  readonly #session: StoreSession;
+  #phase: 'queued' | 'held' | 'released' | 'lost' = 'queued';
+  #path = '';
+  #session: StoreSession | undefined;
+  #token = 0n;
+  /** While queued: told if the node is found deleted (see onVanished). */
+  #onVanished: ((reason: LockError) => void) | undefined;
+  #vanishedReason: LockError | undefined;
+  /** While queued: data seen that differs from what was written (a revocation, perhaps). */
+  #changedData: Uint8Array | undefined;
   /** Why the lock was lost, once it is. */
   #lossReason: LockError | undefined;
   /** Made only when someone asks for `lost` (signals cost; the session path listens with onLost). */
   #lost: AbortController | undefined;
   /** Listener lists are made on first use: most leases have one listener, or none. */
   #lossListeners: Listeners<LockError> | undefined;
-  readonly #unfollow: () => void;
-  readonly #releasing: () => void;
-  readonly #unlinkSession: () => void;
   #revokeListeners: Listeners<RevokeRequest> | undefined;
   #revokeRequest: RevokeRequest | undefined;
   #forceTimer: NodeJS.Timeout | undefined;
   #released: Promise<void> | undefined;
+  #releasing: () => void = () => {};
+  #unlinkSession: () => void = () => {};
 
-  /**
-   * `unfollow` stops the watch on the node; until then, its events go to nodeChanged/nodeDeleted.
-   * `releasing` is called when a release deletes the node while the lock is still held.
-   */
-  constructor(
-    store: CoordinationStore,
-    request: AcquireRequest,
-    node: { readonly path: string; readonly session: StoreSession; readonly token: bigint },
-    unfollow: () => void,
-    releasing: () => void = () => {},
-  ) {
+  constructor(store: CoordinationStore, request: AcquireRequest) {
     this.name = request.name;
     this.mode = request.mode;
-    this.fencingToken = node.token;
     this.#store = store;
-    this.#path = node.path;
-    this.#session = node.session;
-    this.#unfollow = unfollow;
-    this.#releasing = releasing;
-    const { session } = node;
-    const sessionLost = (): void => this.#lose(lockLost(this.name, session.lost.reason));
-    this.#unlinkSession = session.lost.aborted ? () => {} : onAbort(session.lost, sessionLost);
-    if (session.lost.aborted) sessionLost();
   }
 
-  /** The node was deleted, by someone else or with the session. */
-  nodeDeleted(): void {
-    if (this.#session.lost.aborted) {
-      this.#lose(lockLost(this.name, this.#session.lost.reason));
-      return;
+  get fencingToken(): bigint {
+    return this.#token;
+  }
+
+  /**
+   * The store created the node: takes its path, session and fencing token (from the follow's
+   * first read); LOCK_LOST if the node was already gone.
+   */
+  created(created: CreatedNode, written: Uint8Array): void {
+    this.#path = created.path;
+    this.#session = created.session;
+    const node = created.followed;
+    if (!node) {
+      this.#deleted();
+      throw this.#vanishedReason ?? nodeVanished(this.name);
     }
-    const why = this.#revokeRequest
-      ? `lock "${this.name}" was revoked: ${this.#revokeRequest.reason || 'no reason given'}`
-      : `lock "${this.name}" was lost: its node was deleted by someone else`;
-    this.#lose(new LockError('LOCK_LOST', why));
+    this.#token = node.creationId;
+    if (node.data.byteLength !== written.byteLength) this.#changed(node.data);
+  }
+
+  /** While queued: calls `listener` if the node is found deleted (at once if it was); returns an unsubscribe function. */
+  onVanished(listener: (reason: LockError) => void): () => void {
+    if (this.#vanishedReason) {
+      listener(this.#vanishedReason);
+      return () => {};
+    }
+    this.#onVanished = listener;
+    return () => {
+      if (this.#onVanished === listener) this.#onVanished = undefined;
+    };
+  }
+
+  /**
+   * The request holds the lock from now on. `releasing` is called when a release deletes the
+   * node while the lock is still held.
+   */
+  hold(releasing: () => void = () => {}): Lease {
+    const session = this.#session!;
+    this.#phase = 'held';
+    this.#releasing = releasing;
+    this.#onVanished = undefined;
+    const sessionLost = (): void => this.#lose(lockLost(this.name, session.lost.reason));
+    if (session.lost.aborted) sessionLost();
+    else this.#unlinkSession = onAbort(session.lost, sessionLost);
+    if (this.#changedData) this.#changed(this.#changedData);
+    this.#changedData = undefined;
+    return this;
+  }
+
+  /** The request ended before it held: its node is no longer followed. */
+  abandon(): void {
+    this.follow.stop();
   }
 
   get lossReason(): LockError | undefined {
@@ -85,11 +120,11 @@ export class HeldLease implements Lease {
   }
 
   get confirmed(): boolean {
-    return this.#session.confirmed && this.#lossReason === undefined;
+    return (this.#session?.confirmed ?? false) && this.#lossReason === undefined;
   }
 
   onConfirmedChange(listener: (confirmed: boolean) => void): () => void {
-    return this.#session.onConfirmedChange(listener);
+    return this.#session?.onConfirmedChange(listener) ?? (() => {});
   }
 
   get revokeRequest(): RevokeRequest | undefined {
@@ -101,9 +136,16 @@ export class HeldLease implements Lease {
   }
 
   release(): Promise<void> {
-    this.#released ??= this.#lossReason
-      ? Promise.reject(this.#lossReason)
-      : (this.#stopWatching(), this.#releasing(), this.#store.delete(this.#path));
+    if (!this.#released) {
+      if (this.#lossReason) {
+        this.#released = Promise.reject(this.#lossReason);
+      } else {
+        this.#phase = 'released';
+        this.#stopWatching();
+        this.#releasing();
+        this.#released = this.#store.delete(this.#path);
+      }
+    }
     return this.#released;
   }
 
@@ -114,8 +156,12 @@ export class HeldLease implements Lease {
   }
 
   /** The node's data changed (or was read): a revocation request may be in it. */
-  nodeChanged(data: Uint8Array): void {
-    if (this.#revokeRequest || this.#lossReason) return;
+  #changed(data: Uint8Array): void {
+    if (this.#phase === 'queued') {
+      this.#changedData = data;
+      return;
+    }
+    if (this.#phase !== 'held' || this.#revokeRequest) return;
     const request = parseRevokeRequest(data);
     if (!request) return;
     this.#revokeRequest = request;
@@ -134,8 +180,29 @@ export class HeldLease implements Lease {
     );
   }
 
+  /** The node was deleted, by someone else or with the session. */
+  #deleted(): void {
+    if (this.#phase === 'queued') {
+      if (this.#vanishedReason) return;
+      this.#vanishedReason = nodeVanished(this.name);
+      this.#onVanished?.(this.#vanishedReason);
+      return;
+    }
+    if (this.#phase !== 'held') return;
+    const session = this.#session!;
+    if (session.lost.aborted) {
+      this.#lose(lockLost(this.name, session.lost.reason));
+      return;
+    }
+    const why = this.#revokeRequest
+      ? `lock "${this.name}" was revoked: ${this.#revokeRequest.reason || 'no reason given'}`
+      : `lock "${this.name}" was lost: its node was deleted by someone else`;
+    this.#lose(new LockError('LOCK_LOST', why));
+  }
+
   #lose(reason: LockError): void {
-    if (this.#lossReason || this.#released) return;
+    if (this.#phase !== 'held') return;
+    this.#phase = 'lost';
     this.#lossReason = reason;
     this.#stopWatching();
     this.#lost?.abort(reason);
@@ -148,8 +215,16 @@ export class HeldLease implements Lease {
     clearTimeout(this.#forceTimer);
     this.#unlinkSession();
     this.#revokeListeners = undefined;
-    this.#unfollow();
+    this.follow.stop();
   }
+}
+
+/** Why a queued request ends when its node was deleted by someone else. */
+export function nodeVanished(name: string): LockError {
+  return new LockError(
+    'LOCK_LOST',
+    `lock "${name}": this request's queue node was deleted by someone else while it waited`,
+  );
 }
 
 /** A short list of listeners: an array is a fraction of a Set's size, and these lists hold one or two. */

@@ -7,7 +7,6 @@ import {
   joinPath,
   type CoordinationStore,
   type CreatedNode,
-  NodeFollow,
   type StoreSession,
 } from '../stores/store.js';
 import { LockError } from '../lock-error.js';
@@ -20,7 +19,7 @@ import {
   SequenceCache,
   type Position,
 } from './queue-position.js';
-import { HeldLease, parseNodeRecord } from './lease.js';
+import { LockRequestNode, nodeVanished, parseNodeRecord } from './lease.js';
 import { Withdrawal, type AcquireOptions, type AcquireRequest, type Lease } from './lock-request.js';
 
 export interface LockEngineOptions {
@@ -96,7 +95,7 @@ export class LockEngine {
       }),
     );
     for (;;) {
-      const node = new FollowedNode(this.#store, request.name);
+      const node = new LockRequestNode(this.#store, request);
       let created: CreatedNode;
       try {
         created = await this.#store.createSequential(
@@ -106,13 +105,14 @@ export class LockEngine {
           node.follow,
         );
       } catch (error) {
-        node.unfollow();
+        node.abandon();
         throw error;
       }
       try {
-        return await this.#waitForTurn(request, created, node.token(created, data), node, stop, options);
+        node.created(created, data);
+        return await this.#waitForTurn(request, created, node, stop, options);
       } catch (error) {
-        node.unfollow();
+        node.abandon();
         const sessionLost = created.session.lost.aborted;
         if (!sessionLost) await this.#withdraw(created.path);
         // The session (and with it our place in the queue) ended while we waited: queue again
@@ -129,8 +129,7 @@ export class LockEngine {
   async #waitForTurn(
     request: AcquireRequest,
     created: CreatedNode,
-    token: bigint,
-    node: FollowedNode,
+    node: LockRequestNode,
     stop: Withdrawal,
     options: AcquireOptions,
   ): Promise<Lease> {
@@ -142,7 +141,7 @@ export class LockEngine {
       // Uncontended: no wait, so no signal linking the request to its session and node.
       stop.throwIfWithdrawn();
       session.lost.throwIfAborted();
-      return node.hold(request, created, token, this.#releasing(request, path));
+      return node.hold(this.#releasing(request, path));
     }
     // One signal for everything that ends the wait, made only for a request that waits.
     using waitEnd = new WaitEnd(stop, session, node);
@@ -161,7 +160,7 @@ export class LockEngine {
       if (current.kind === 'held') {
         // Never grant on a session the store cannot vouch for: it may already be lost.
         await whenConfirmed(session, waitSignal);
-        return node.hold(request, created, token, this.#releasing(request, path));
+        return node.hold(this.#releasing(request, path));
       }
       if (request.waitTimeoutMs === 0) {
         throw new LockError(
@@ -348,7 +347,7 @@ class WaitEnd implements Disposable {
   readonly #controller = new AbortController();
   readonly #unlinks: Array<() => void>;
 
-  constructor(stop: Withdrawal, session: StoreSession, node: FollowedNode) {
+  constructor(stop: Withdrawal, session: StoreSession, node: LockRequestNode) {
     const end = (reason: unknown): void => this.#controller.abort(reason);
     const sessionLost = (): void => end(session.lost.reason);
     if (session.lost.aborted) sessionLost();
@@ -385,92 +384,4 @@ async function whenConfirmed(session: StoreSession, signal: AbortSignal): Promis
     });
     signal.addEventListener('abort', onAbort, { once: true });
   });
-}
-
-/**
- * A request's own node, followed from its creation on (the store reads it with a watch in the
- * create's round trip, which also yields the fencing token): while the request waits, the
- * node's deletion by someone else ends the wait; once it holds, the lease hears revocation
- * requests and deletion through the same watch.
- */
-class FollowedNode {
-  readonly follow = new NodeFollow({
-    onData: (data) => this.#changed(data),
-    onDeleted: () => this.#deleted(),
-  });
-  /** Told when the node is found deleted before the grant, while the request waits. */
-  #onVanished: ((reason: LockError) => void) | undefined;
-  #vanishedReason: LockError | undefined;
-  readonly #store: CoordinationStore;
-  readonly #name: string;
-  #lease: HeldLease | undefined;
-  /** Data seen before the grant that differs from what was written (a revocation, perhaps). */
-  #changedData: Uint8Array | undefined;
-
-  constructor(store: CoordinationStore, name: string) {
-    this.#store = store;
-    this.#name = name;
-  }
-
-  /** The token from the first read of the created node; LOCK_LOST if it was already gone. */
-  token(created: CreatedNode, written: Uint8Array): bigint {
-    const node = created.followed;
-    if (!node) {
-      this.#deleted();
-      throw nodeVanished(this.#name);
-    }
-    if (node.data.byteLength !== written.byteLength) this.#changed(node.data);
-    return node.creationId;
-  }
-
-  /** Calls `listener` if the node is found deleted before the grant (at once if it was); returns an unsubscribe function. */
-  onVanished(listener: (reason: LockError) => void): () => void {
-    if (this.#vanishedReason) {
-      listener(this.#vanishedReason);
-      return () => {};
-    }
-    this.#onVanished = listener;
-    return () => {
-      if (this.#onVanished === listener) this.#onVanished = undefined;
-    };
-  }
-
-  hold(request: AcquireRequest, created: CreatedNode, token: bigint, releasing?: () => void): HeldLease {
-    const lease = new HeldLease(
-      this.#store,
-      request,
-      { path: created.path, session: created.session, token },
-      () => this.unfollow(),
-      releasing,
-    );
-    this.#lease = lease;
-    if (this.#changedData) lease.nodeChanged(this.#changedData);
-    return lease;
-  }
-
-  unfollow(): void {
-    this.follow.stop();
-  }
-
-  #changed(data: Uint8Array): void {
-    if (this.#lease) this.#lease.nodeChanged(data);
-    else this.#changedData = data;
-  }
-
-  #deleted(): void {
-    if (this.#lease) {
-      this.#lease.nodeDeleted();
-      return;
-    }
-    if (this.#vanishedReason) return;
-    this.#vanishedReason = nodeVanished(this.#name);
-    this.#onVanished?.(this.#vanishedReason);
-  }
-}
-
-function nodeVanished(name: string): LockError {
-  return new LockError(
-    'LOCK_LOST',
-    `lock "${name}": this request's queue node was deleted by someone else while it waited`,
-  );
 }
