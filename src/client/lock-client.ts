@@ -16,6 +16,7 @@ import {
   type ListLocksResponse,
   type LockRequestInfo as WireLockRequestInfo,
   type RevokeLockResponse,
+  type WatchLockResponse,
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
 import { LockClientError, LockTimeoutError } from './errors.js';
@@ -240,11 +241,33 @@ export class LockClient implements Disposable {
     const response = await this.#unary<DescribeLockResponse>(name, (done) =>
       this.#grpc.describeLock({ name }, done),
     );
-    return {
-      name: response.name,
-      holders: response.holders.map(fromWireInfo),
-      waiters: response.waiters.map(fromWireInfo),
-    };
+    return fromWireDescription(response);
+  }
+
+  /**
+   * The state of `name` as `describe` reports it, now and after every change (WatchLock;
+   * changes close together may come as one state), for `for await`. It ends cleanly when
+   * `signal` aborts or the loop is left; it throws `LockClientError` if the watch fails (the
+   * server shuts down: UNAVAILABLE).
+   */
+  async *watch(name: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<LockDescription, void> {
+    if (this.#closed) throw closedError(name);
+    const { signal } = options;
+    if (signal?.aborted) return;
+    const call = this.#grpc.watchLock({ name });
+    const unlink = signal ? onAbort(signal, () => call.cancel()) : undefined;
+    try {
+      for await (const response of call as AsyncIterable<WatchLockResponse>) {
+        if (response.state) yield fromWireDescription(response.state);
+      }
+    } catch (error) {
+      const failure = error as ServiceError;
+      if (signal?.aborted && failure.code === Status.CANCELLED) return;
+      throw new LockClientError(name, failure.code, failure.details, { cause: error });
+    } finally {
+      unlink?.();
+      call.cancel();
+    }
   }
 
   /** A page of the locks that have holders or waiters, by name prefix. */
@@ -434,6 +457,14 @@ const MODES_FROM_WIRE = new Map(
 
 function fromWireMode(mode: WireLockMode): LockMode | undefined {
   return MODES_FROM_WIRE.get(mode);
+}
+
+function fromWireDescription(state: DescribeLockResponse): LockDescription {
+  return {
+    name: state.name,
+    holders: state.holders.map(fromWireInfo),
+    waiters: state.waiters.map(fromWireInfo),
+  };
 }
 
 function fromWireInfo(info: WireLockRequestInfo): LockRequestInfo {

@@ -280,6 +280,46 @@ for (const transport of ['session', 'acquire'] as const) {
       });
     });
 
+    it('watches a lock: its state now and after every change, ending cleanly on abort or when the loop is left', async () => {
+      const stop = new AbortController();
+      const states = client.watch('ops/watched', { signal: stop.signal });
+      /** The next state `accept` takes; states in between (changes close together) are passed over. */
+      const next = async (accept: (holders: string[], waiters: string[]) => boolean): Promise<void> => {
+        for (;;) {
+          const { value, done } = await states.next();
+          if (done) throw new Error('the watch ended early');
+          if (
+            accept(
+              value.holders.map((h) => h.owner),
+              value.waiters.map((w) => w.owner),
+            )
+          )
+            return;
+        }
+      };
+      await next((holders, waiters) => holders.length === 0 && waiters.length === 0);
+      const lock = await client.acquire('ops/watched', { owner: 'first' });
+      await next((holders) => holders.join() === 'first');
+      const waiting = await queue(client, 'ops/watched', { owner: 'second' });
+      await next((holders, waiters) => holders.join() === 'first' && waiters.join() === 'second');
+      await lock.release();
+      const second = await waiting.lock;
+      await next((holders, waiters) => holders.join() === 'second' && waiters.length === 0);
+      stop.abort();
+      expect(await states.next()).toEqual({ value: undefined, done: true });
+
+      // Leaving the loop early ends the watch too; a bad name fails it at once.
+      for await (const state of client.watch('ops/watched')) {
+        expect(state.holders.map((h) => h.owner)).toEqual(['second']);
+        break;
+      }
+      await second.release();
+      await expect(client.watch('').next()).rejects.toMatchObject({
+        name: 'LockClientError',
+        code: Status.INVALID_ARGUMENT,
+      });
+    });
+
     it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
       const outcome = client.withLock('lost-work', {}, async (signal) => {
         embeddedStore(server).expireSession();
