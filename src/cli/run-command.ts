@@ -16,6 +16,7 @@ interface RunOptions extends ConnectionOptions {
   readonly wait?: number;
   readonly owner: string;
   readonly killAfter: number;
+  readonly resumeGrace: number;
 }
 
 const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
@@ -46,6 +47,13 @@ export function addRunCommand(program: Command, env: Readonly<Record<string, str
       durationArgument('--kill-after'),
       10_000,
     )
+    .option(
+      '--resume-grace <duration>',
+      'how long the server keeps the lock for this process after the connection breaks (the ' +
+        'command keeps running meanwhile); 0: the lock, and the command, end at once',
+      durationArgument('--resume-grace'),
+      5_000,
+    )
     .action(async (name: string, command: string[], options: RunOptions) => {
       if (!['mutex', 'read', 'write'].includes(options.mode)) {
         program.error(`run: --mode ${JSON.stringify(options.mode)}: expected mutex, read or write`);
@@ -62,7 +70,7 @@ async function runLocked(
 ): Promise<number> {
   let client;
   try {
-    client = connect(options, env);
+    client = connect(options, env, { resumeGraceMs: options.resumeGrace });
   } catch (error) {
     if (!(error instanceof ConnectionOptionsError)) throw error;
     process.stderr.write(`lockstream run: ${error.message}\n`);

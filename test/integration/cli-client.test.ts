@@ -12,7 +12,7 @@ import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { deferred } from '../support/lock-caller.js';
 import { isRunning } from '../support/is-alive.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
-import { CLI } from '../support/server-process.js';
+import { CLI, startServerProcess } from '../support/server-process.js';
 import { createTestPki, type TestPki } from '../support/test-pki.js';
 import { sha256 } from '../../src/server/security/access-policy.js';
 import { EXIT } from '../../src/cli/client-commands.js';
@@ -194,6 +194,26 @@ describe('the lockstream command as a client', () => {
     server.store.expireSession();
     expect(await lost.exited).toBe(74);
     expect(lost.stderr).toMatch(/"cli\/lost" was lost/);
+  });
+
+  it('run keeps the lock through a broken connection for --resume-grace only: 0 stops the command at once', async () => {
+    // A server of its own, in its own process, to kill.
+    const doomed = await startServerProcess([]);
+    const doomedEnv = { LOCKSTREAM_SERVER: doomed.address };
+    const script = ['--', 'sh', '-c', 'echo started; sleep 300'];
+    const noGrace = lockstream(['run', 'cli/blip-0', '--resume-grace', '0', ...script], doomedEnv);
+    const shortGrace = lockstream(['run', 'cli/blip-300', '--resume-grace', '300ms', ...script], doomedEnv);
+    await Promise.all([noGrace.line(/started/), shortGrace.line(/started/)]);
+    await doomed.kill('SIGKILL');
+    expect(await noGrace.exited).toBe(74);
+    expect(await shortGrace.exited).toBe(74);
+    expect(noGrace.stderr).toMatch(
+      /"cli\/blip-0": the stream holding it ended \(Connection dropped\); the lock must be assumed lost; stopping the command/,
+    );
+    expect(noGrace.stderr).not.toMatch(/resumed within/);
+    expect(shortGrace.stderr).toMatch(
+      /could not be resumed within its 300 ms grace\); the lock must be assumed lost/,
+    );
   });
 
   it('run escalates to SIGKILL after --kill-after when the command ignores SIGTERM', async () => {
