@@ -19,7 +19,7 @@ import { startServerProcess, type ServerProcess } from '../support/server-proces
  * (half-close) and cancels, on two lock names from clients on two connections, run against a
  * lockstream server in its own process and against LockModel. After every step each request's
  * messages must be what the model says: held ones got `acquired`, waiting ones got `queued` with
- * the number ahead and no grant, ended ones the status of how they ended; and tokens grow with
+ * the number ahead when they joined, then (eventually) with the number ahead now, and no grant; ended ones the status of how they ended; and tokens grow with
  * the order requests were made. A failure prints fast-check's seed and the shrunk sequence:
  * keep it below as a regression case. LOCKSTREAM_MODEL_RUNS runs more sequences (the default
  * suits CI).
@@ -86,6 +86,9 @@ async function agree(model: LockModel, real: Real): Promise<void> {
     } else {
       const ahead = await within(stream.queued(), `${label} to be queued`);
       expect(ahead, `${label}: requests ahead when it joined`).toBe(request.firstAhead);
+      // `queued` again whenever the number ahead changes: the latest one is the number now.
+      const now = model.ahead(request.id);
+      await within(latestQueued(stream, now), `${label} to be told it has ${now} ahead`);
       expect(stream.isAcquired, `${label} must not hold yet`).toBe(false);
     }
   }
@@ -100,6 +103,16 @@ async function agree(model: LockModel, real: Real): Promise<void> {
       granted[i]![1],
       `token of request ${granted[i]![0]} after request ${granted[i - 1]![0]}'s`,
     ).toBeGreaterThan(granted[i - 1]![1]);
+  }
+}
+
+/** Resolves once the latest `queued` the stream received says `ahead`. */
+async function latestQueued(stream: RequestStream, ahead: number): Promise<void> {
+  for (let index = 0; ; index += 1) {
+    // The index-th `queued` message: resolves when it has arrived, so this follows the updates.
+    const told = await stream.queued(index);
+    const later = stream.messages.filter((m) => m.kind?.$case === 'queued').length > index + 1;
+    if (!later && told === ahead) return;
   }
 }
 

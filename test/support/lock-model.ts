@@ -80,6 +80,12 @@ export class LockModel {
     return this.requests.filter((request) => request.end === undefined);
   }
 
+  /** How many requests are ahead of a live one in its queue now (holders included). */
+  ahead(id: number): number {
+    const request = this.#live(id);
+    return this.queue(request.lock).indexOf(request);
+  }
+
   /** A lock's queue: holders first, then waiters, in order. */
   queue(lock: string): readonly ModelRequest[] {
     return this.#queues.get(lock) ?? [];

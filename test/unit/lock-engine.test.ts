@@ -112,19 +112,27 @@ describe('LockEngine over the embedded store', () => {
     await lease.release();
   });
 
-  it('reports through onQueued how many requests are ahead', async () => {
+  it('reports through onQueued how many requests are ahead, again whenever that number changes', async () => {
     const holder = await acquire({ name: 'q' }).lease;
     const first = await queue({ name: 'q' });
     const second = await queue({ name: 'q' });
     const third = await queue({ name: 'q' });
     expect([first.ahead, second.ahead, third.ahead]).toEqual([1, 2, 3]);
+    const told = async (pending: Pending, ahead: number): Promise<void> => {
+      while (!pending.queued.includes(ahead)) await pending.nextQueued();
+    };
 
+    // Each release leaves one fewer ahead of every waiter (holders count as ahead).
     await holder.release();
-    await (await first.lease).release();
-    await (await second.lease).release();
+    const firstLease = await first.lease;
+    await told(second, 1);
+    await told(third, 2);
+    await firstLease.release();
+    const secondLease = await second.lease;
+    await told(third, 1);
+    await secondLease.release();
     await (await third.lease).release();
-    // Each one was told once: nobody ahead of them withdrew, so no count changed before the grant.
-    expect([first.queued, second.queued, third.queued]).toEqual([[1], [2], [3]]);
+    expect([first.queued, second.queued, third.queued]).toEqual([[1], [2, 1], [3, 2, 1]]);
   });
 
   it('reports a new ahead count when a request ahead withdraws', async () => {

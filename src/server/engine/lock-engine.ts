@@ -11,15 +11,9 @@ import {
 } from '../stores/store.js';
 import { LockError } from '../lock-error.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
-import {
-  holderCount,
-  nodePrefix,
-  position,
-  queueOrder,
-  SequenceCache,
-  type Position,
-} from './queue-position.js';
+import { holderCount, nodePrefix, position, queueOrder, type Position } from './queue-position.js';
 import { LockRequestNode, nodeVanished, parseNodeRecord } from './lease.js';
+import { LocalQueue } from './local-queue.js';
 import { Withdrawal, type AcquireOptions, type AcquireRequest, type Lease } from './lock-request.js';
 
 export interface LockEngineOptions {
@@ -45,11 +39,8 @@ export class LockEngine {
   readonly #logger: Logger;
   readonly #instanceId: string;
   readonly #maxWaitersPerLock: number;
-  /**
-   * Parsed sequence numbers of the long queues, by lock path (see SequenceCache), kept while
-   * requests of this engine wait in that queue.
-   */
-  readonly #sequenceCaches = new Map<string, { cache: SequenceCache | undefined; waiting: number }>();
+  /** The queues requests of this engine wait in, by lock path (see LocalQueue). */
+  readonly #localQueues = new Map<string, LocalQueue>();
   /** Nodes of exclusive holders of this server, released while waiters here watched them. */
   readonly #releasedHolders = new Set<string>();
   /** Predecessor nodes that waiters of this engine wait for, with how many wait for each. */
@@ -146,14 +137,19 @@ export class LockEngine {
     // One signal for everything that ends the wait, made only for a request that waits.
     using waitEnd = new WaitEnd(stop, session, node);
     const waitSignal = waitEnd.signal;
-    using _waiting = this.#waitingIn(dir);
+    using waiting = this.#waitingIn(dir);
     if (current.kind === 'waiting' && current.ahead > this.#maxWaitersPerLock) {
       throw new LockError(
         'RESOURCE_EXHAUSTED',
         `lock "${request.name}" has ${current.ahead} requests ahead; this server allows ${this.#maxWaitersPerLock}`,
       );
     }
-    let lastAhead = -1;
+    // Told its place now and whenever it changes (a try never waits, so it is never told).
+    const { queue } = waiting;
+    using _told =
+      request.waitTimeoutMs === 0
+        ? undefined
+        : disposable(queue.wait(me, (ahead) => options.onQueued?.(ahead)));
     for (;;) {
       waitSignal.throwIfAborted();
       if (current.kind === 'missing') throw nodeVanished(request.name);
@@ -168,10 +164,7 @@ export class LockEngine {
           `lock "${request.name}" is not free (${current.ahead} ahead) and wait_timeout is 0`,
         );
       }
-      if (current.ahead !== lastAhead) {
-        lastAhead = current.ahead;
-        options.onQueued?.(current.ahead);
-      }
+      queue.report(me, current.ahead);
       const predecessor = joinPath(dir, current.predecessor);
       // Nothing that blocked us is left ahead when the predecessor was the head at our last
       // listing, or was an exclusive holder of this server released just now (nothing was
@@ -213,33 +206,31 @@ export class LockEngine {
     };
   }
 
-  /** Counts a request waiting in `dir` until disposed; the queue's cache goes with the last one. */
-  #waitingIn(dir: string): Disposable {
-    let entry = this.#sequenceCaches.get(dir);
-    if (!entry) {
-      entry = { cache: undefined, waiting: 0 };
-      this.#sequenceCaches.set(dir, entry);
+  /** Counts a request in `dir`'s queue until disposed; the LocalQueue goes with the last one. */
+  #waitingIn(dir: string): { readonly queue: LocalQueue } & Disposable {
+    let queue = this.#localQueues.get(dir);
+    if (!queue) {
+      queue = new LocalQueue(this.#store, dir);
+      this.#localQueues.set(dir, queue);
     }
-    entry.waiting += 1;
-    const counted = entry;
+    const leave = queue.join();
+    const joined = queue;
     return {
+      queue: joined,
       [Symbol.dispose]: () => {
-        counted.waiting -= 1;
-        if (counted.waiting === 0) this.#sequenceCaches.delete(dir);
+        leave();
+        if (joined.empty && this.#localQueues.get(dir) === joined) this.#localQueues.delete(dir);
       },
     };
   }
 
   /** Where `me` stands in a listing of `dir`; a long queue's names are parsed once, not per listing. */
   #position(dir: string, children: readonly string[], me: string): Position {
-    const entry = this.#sequenceCaches.get(dir);
-    if (!entry || children.length < SEQUENCE_CACHE_FROM) {
-      if (entry) entry.cache = undefined;
-      return position(children, me);
-    }
-    entry.cache ??= new SequenceCache();
-    const found = position(children, me, entry.cache);
-    entry.cache.prune(children);
+    const queue = this.#localQueues.get(dir);
+    if (!queue) return position(children, me);
+    const cache = queue.sequenceReader(children);
+    const found = position(children, me, cache);
+    cache?.prune(children);
     return found;
   }
 
@@ -298,9 +289,6 @@ const FORCE_BACKSTOP_MS = 2_000;
 /** Released exclusive holders remembered for the waiters behind them, at most. */
 const MAX_RELEASED_HOLDERS = 10_000;
 
-/** Queues shorter than this are parsed afresh on every listing: cheap, and nothing to keep. */
-const SEQUENCE_CACHE_FROM = 64;
-
 function validateRequest(request: AcquireRequest): void {
   validateLockName(request.name);
   const { waitTimeoutMs } = request;
@@ -313,6 +301,11 @@ function validateRequest(request: AcquireRequest): void {
       `invalid wait timeout ${waitTimeoutMs} ms: expected a whole number from 0 to ${WAIT_TIMEOUT_MAX_MS}`,
     );
   }
+}
+
+/** An unsubscribe function as a Disposable, for `using`. */
+function disposable(unsubscribe: () => void): Disposable {
+  return { [Symbol.dispose]: unsubscribe };
 }
 
 /**

@@ -85,7 +85,7 @@ export class SequenceCache {
 }
 
 /** The sequence number of a request node, or NaN when the name is not one (see parseSequence). */
-function sequenceOf(nodeName: string): number {
+export function sequenceOf(nodeName: string): number {
   return parseSequence(nodeName);
 }
 
@@ -115,8 +115,8 @@ function parseSequence(nodeName: string): number {
   return negative ? -value : value;
 }
 
-/** The mode of a node whose name `sequenceOf` accepted. */
-function modeOf(nodeName: string): LockMode {
+/** The mode of a node whose name `sequenceOf` accepted (from its first letter). */
+export function modeOf(nodeName: string): LockMode {
   const first = nodeName.charCodeAt(0);
   return first === 0x6d /* m */ ? 'mutex' : first === 0x72 /* r */ ? 'read' : 'write';
 }

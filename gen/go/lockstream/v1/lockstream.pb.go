@@ -2270,7 +2270,7 @@ type SessionResponse_Resumed struct {
 
 type SessionResponse_Queued struct {
 	// The request is waiting in the lock's queue, with this many ahead (again whenever the
-	// number changes).
+	// number has changed, as for Acquire).
 	Queued *AcquireQueued `protobuf:"bytes,4,opt,name=queued,proto3,oneof"`
 }
 

@@ -85,8 +85,10 @@ class LockServiceServicer:
 
         Conversation:
         1. The client sends one AcquireRequest with `start`.
-        2. If the lock cannot be granted at once, the server sends `queued` (and sends it again
-        whenever the number of requests ahead changes while it waits).
+        2. If the lock cannot be granted at once, the server sends `queued` with the number of
+        requests ahead of it, and sends it again whenever that number has changed while it
+        waits (a request ahead left, or was granted and released): at once after a quiet
+        moment, and at most every 25 ms while the queue keeps changing, with the number then.
         3. The server sends `acquired` with a fencing token. From this message on, the client
         holds the lock.
         4. While the lock is held the server may send `in_doubt` when it loses contact with its

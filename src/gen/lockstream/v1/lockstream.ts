@@ -483,7 +483,7 @@ export interface SessionResponse {
     | //
     /**
      * The request is waiting in the lock's queue, with this many ahead (again whenever the
-     * number changes).
+     * number has changed, as for Acquire).
      */
     { $case: "queued"; value: AcquireQueued }
     | //
@@ -4103,8 +4103,10 @@ export const LockServiceService = {
    *
    * Conversation:
    *   1. The client sends one AcquireRequest with `start`.
-   *   2. If the lock cannot be granted at once, the server sends `queued` (and sends it again
-   *      whenever the number of requests ahead changes while it waits).
+   *   2. If the lock cannot be granted at once, the server sends `queued` with the number of
+   *      requests ahead of it, and sends it again whenever that number has changed while it
+   *      waits (a request ahead left, or was granted and released): at once after a quiet
+   *      moment, and at most every 25 ms while the queue keeps changing, with the number then.
    *   3. The server sends `acquired` with a fencing token. From this message on, the client
    *      holds the lock.
    *   4. While the lock is held the server may send `in_doubt` when it loses contact with its
@@ -4306,8 +4308,10 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *
    * Conversation:
    *   1. The client sends one AcquireRequest with `start`.
-   *   2. If the lock cannot be granted at once, the server sends `queued` (and sends it again
-   *      whenever the number of requests ahead changes while it waits).
+   *   2. If the lock cannot be granted at once, the server sends `queued` with the number of
+   *      requests ahead of it, and sends it again whenever that number has changed while it
+   *      waits (a request ahead left, or was granted and released): at once after a quiet
+   *      moment, and at most every 25 ms while the queue keeps changing, with the number then.
    *   3. The server sends `acquired` with a fencing token. From this message on, the client
    *      holds the lock.
    *   4. While the lock is held the server may send `in_doubt` when it loses contact with its
@@ -4452,8 +4456,10 @@ export interface LockServiceClient extends Client {
    *
    * Conversation:
    *   1. The client sends one AcquireRequest with `start`.
-   *   2. If the lock cannot be granted at once, the server sends `queued` (and sends it again
-   *      whenever the number of requests ahead changes while it waits).
+   *   2. If the lock cannot be granted at once, the server sends `queued` with the number of
+   *      requests ahead of it, and sends it again whenever that number has changed while it
+   *      waits (a request ahead left, or was granted and released): at once after a quiet
+   *      moment, and at most every 25 ms while the queue keeps changing, with the number then.
    *   3. The server sends `acquired` with a fencing token. From this message on, the client
    *      holds the lock.
    *   4. While the lock is held the server may send `in_doubt` when it loses contact with its

@@ -1,0 +1,160 @@
+import type { CoordinationStore } from '../stores/store.js';
+import { conflicts } from './lock-mode.js';
+import { modeOf, SequenceCache, sequenceOf } from './queue-position.js';
+
+/** Queues shorter than this are parsed afresh on every listing: cheap, and nothing to keep. */
+const SEQUENCE_CACHE_FROM = 64;
+
+/** The shortest time between two listings for the waiters' places, while the queue changes. */
+export const RELIST_INTERVAL_MS = 25;
+
+/** A request of this server waiting in the queue, and what it was last told. */
+interface LocalWaiter {
+  readonly sequence: number;
+  lastAhead: number;
+  readonly onQueued: (ahead: number) => void;
+}
+
+/**
+ * One lock's queue as the requests of this server that are in it see it. A waiting request is
+ * told how many requests are ahead of it whenever that number changes, not only when the one
+ * it waits for leaves: while requests of this server wait in the queue, one children watch per
+ * lock per server and one listing per change (changes close together share one) keep their
+ * counts right, without waking any other client. The queue's parsed sequence numbers live here
+ * too, for as long as requests of this server are in it.
+ */
+export class LocalQueue {
+  readonly #store: CoordinationStore;
+  readonly #dir: string;
+  readonly #waiters = new Map<string, LocalWaiter>();
+  #cache: SequenceCache | undefined;
+  /** Requests of this server between their create and their grant or end (waiters and tries). */
+  #members = 0;
+  #watch: AbortController | undefined;
+  #relistQueued = false;
+  #lastListedAt = Number.NEGATIVE_INFINITY;
+  #listing = false;
+  #listAgain = false;
+
+  constructor(store: CoordinationStore, dir: string) {
+    this.#store = store;
+    this.#dir = dir;
+  }
+
+  /** A request of this server joined; returns a function to call once it has left (granted or not). */
+  join(): () => void {
+    this.#members += 1;
+    return () => {
+      this.#members -= 1;
+    };
+  }
+
+  get empty(): boolean {
+    return this.#members === 0;
+  }
+
+  /**
+   * `nodeName` waits in the queue: `onQueued` is told its number ahead, now (`report`) and
+   * after every change, until the returned function is called.
+   */
+  wait(nodeName: string, onQueued: (ahead: number) => void): () => void {
+    this.#waiters.set(nodeName, { sequence: sequenceOf(nodeName), lastAhead: -1, onQueued });
+    if (!this.#watch) {
+      this.#watch = new AbortController();
+      this.#store.watchChildren(this.#dir, () => this.#relist(), this.#watch.signal);
+    }
+    return () => {
+      this.#waiters.delete(nodeName);
+      if (this.#waiters.size > 0) return;
+      this.#watch?.abort();
+      this.#watch = undefined;
+    };
+  }
+
+  /** Tells `nodeName` it has `ahead` requests ahead, unless it was told that last. */
+  report(nodeName: string, ahead: number): void {
+    const waiter = this.#waiters.get(nodeName);
+    if (!waiter || waiter.lastAhead === ahead) return;
+    waiter.lastAhead = ahead;
+    waiter.onQueued(ahead);
+  }
+
+  /**
+   * Tells every waiter here its place in `children`, a listing of the queue; not those the
+   * listing shows holding (they are granted instead, by their own wait).
+   */
+  tell(children: readonly string[]): void {
+    if (this.#waiters.size === 0) return;
+    const sequenceOfChild = this.#sequenceReader(children);
+    // Sequence numbers with the mode in the lowest bit (1: exclusive), sorted: no object per child.
+    const keyed: number[] = [];
+    for (const child of children) {
+      const sequence = sequenceOfChild(child);
+      if (!Number.isNaN(sequence)) keyed.push(sequence * 2 + (conflicts(modeOf(child), 'read') ? 1 : 0));
+    }
+    keyed.sort((a, b) => a - b);
+    const places = new Map<number, number>();
+    let exclusiveAhead = false;
+    for (let ahead = 0; ahead < keyed.length; ahead += 1) {
+      const key = keyed[ahead]!;
+      const exclusive = key % 2 !== 0;
+      // Blocked: something ahead conflicts with it (the grant rule, as in position()).
+      if (ahead > 0 && (exclusiveAhead || exclusive)) places.set((key - (exclusive ? 1 : 0)) / 2, ahead);
+      if (exclusive) exclusiveAhead = true;
+    }
+    for (const [nodeName, waiter] of this.#waiters) {
+      // A waiter not listed is gone (or going), and one not blocked holds: its own wait says so.
+      const ahead = places.get(waiter.sequence);
+      if (ahead !== undefined) this.report(nodeName, ahead);
+    }
+  }
+
+  /** How to read the sequence numbers of a listing: a long queue's through the cache. */
+  sequenceReader(children: readonly string[]): SequenceCache | undefined {
+    if (children.length < SEQUENCE_CACHE_FROM) {
+      this.#cache = undefined;
+      return undefined;
+    }
+    this.#cache ??= new SequenceCache();
+    return this.#cache;
+  }
+
+  #sequenceReader(children: readonly string[]): (name: string) => number {
+    const cache = this.sequenceReader(children);
+    return cache ? (name) => cache.sequenceOf(name) : sequenceOf;
+  }
+
+  /**
+   * Lists the queue after a change and tells the waiters: at once after a quiet moment, at most
+   * every RELIST_INTERVAL_MS while the queue is busy (a lock handed over every millisecond would
+   * otherwise cost a listing and a message to every waiter per handover); one listing at a time.
+   */
+  #relist(): void {
+    if (this.#relistQueued) return;
+    this.#relistQueued = true;
+    const wait = this.#lastListedAt + RELIST_INTERVAL_MS - performance.now();
+    if (wait <= 0) setImmediate(() => void this.#listAndTell());
+    else setTimeout(() => void this.#listAndTell(), wait);
+  }
+
+  async #listAndTell(): Promise<void> {
+    this.#relistQueued = false;
+    this.#lastListedAt = performance.now();
+    if (this.#listing) {
+      this.#listAgain = true;
+      return;
+    }
+    this.#listing = true;
+    try {
+      do {
+        this.#listAgain = false;
+        const children = await this.#store.children(this.#dir);
+        this.tell(children);
+      } while (this.#listAgain && this.#waiters.size > 0);
+    } catch {
+      // The store is unreachable: each waiter hears of it through its own wait.
+    } finally {
+      this.#listing = false;
+    }
+  }
+}
