@@ -66,8 +66,9 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     const watched = await watchesWhenCount(root, 31);
     // Every node is watched by its own request (for its token, and to hear of its deletion or a
     // revocation), and each waiter armed one deletion watch, on the node ahead of it; the same
-    // session's watches on one path are one watch in ZooKeeper. The lock's parent node is not
-    // watched at all: no herd on any change.
+    // session's watches on one path are one watch in ZooKeeper. No waiter watches the lock's
+    // parent node (`wchp` lists node watches; the one children watch this server keeps on the
+    // parent while its requests wait, to keep their positions right, is the server's, not theirs).
     expect([...watched.keys()].sort()).toEqual(queue.map((node) => `${lockDir}/${node}`).sort());
     for (const sessions of watched.values()) expect(sessions).toHaveLength(1);
     expect(watched.has(lockDir)).toBe(false);
@@ -77,20 +78,23 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     await holder.release();
     await waiters[0]!.acquired();
     const after = { ...running.store.stats };
-    // One deletion notification, one waiter woken, no listing of the queue, no new watch.
+    // One deletion notification, one waiter woken, no new watch; the queue is listed by this
+    // server to tell the other 29 waiters their new places, not once per waiter (once, or twice
+    // if a listing for an earlier change was still due).
     expect(after.waitersWoken - before.waitersWoken).toBe(1);
-    expect(after.childrenListings - before.childrenListings).toBe(0);
+    expect(after.childrenListings - before.childrenListings).toBeLessThanOrEqual(2);
     expect(after.watchesArmed - before.watchesArmed).toBe(0);
     expect((await watchesUnder(zookeeperPort, root)).size).toBe(30);
     expect(waiters.filter((w) => w.isAcquired)).toHaveLength(1);
 
     // The next waiter was not behind the head when it listed the queue, but its predecessor was
-    // an exclusive holder of this server, released: it holds without listing either.
+    // an exclusive holder of this server, released: it holds without listing the queue itself
+    // (the server lists it for the others' places, as above).
     const second = { ...running.store.stats };
     await waiters[0]!.release();
     await waiters[1]!.acquired();
     expect(running.store.stats.waitersWoken - second.waitersWoken).toBe(1);
-    expect(running.store.stats.childrenListings - second.childrenListings).toBe(0);
+    expect(running.store.stats.childrenListings - second.childrenListings).toBeLessThanOrEqual(2);
     expect(waiters.slice(2).filter((w) => w.isAcquired)).toHaveLength(0);
   });
 
