@@ -256,21 +256,35 @@ export class LockEngine {
         const node = await this.#store.nodeData(path);
         if (!node) return false;
         const record = parseNodeRecord(node.data);
-        if (record.revoke) return true; // asked before: the first deadline stands
-        return this.#store.setData(path, Buffer.from(JSON.stringify({ ...record, revoke })));
+        // Asked before: the first request stands, deadline (or none) included, so a holder never
+        // loses its lock before a deadline it was told, nor at one it was never told.
+        const standing = record.revoke ?? revoke;
+        if (!record.revoke) {
+          const written = await this.#store.setData(path, Buffer.from(JSON.stringify({ ...record, revoke })));
+          if (!written) return false;
+        }
+        const forceAt = standing.forceAt === undefined ? Number.NaN : Date.parse(standing.forceAt);
+        if (!Number.isNaN(forceAt)) this.#backstop(path, forceAt);
+        return true;
       }),
     );
-    if (forceAfterMs !== undefined) {
-      const backstop = setTimeout(() => {
-        for (const path of holders) void this.#withdraw(path);
-      }, forceAfterMs + FORCE_BACKSTOP_MS);
-      backstop.unref();
-    }
     this.#logger.info(
       { lock: name, reason, holders: asked.filter(Boolean).length, forceAfterMs },
       'revocation requested',
     );
     return asked.filter(Boolean).length;
+  }
+
+  /**
+   * Deletes a holder's node a little after the deadline it was told, should its own server not
+   * have (it may be gone): its waiters must not wait on a holder that was told to go.
+   */
+  #backstop(path: string, forceAt: number): void {
+    const timer = setTimeout(
+      () => void this.#withdraw(path),
+      Math.max(0, forceAt - Date.now()) + FORCE_BACKSTOP_MS,
+    );
+    timer.unref();
   }
 
   async #withdraw(path: string): Promise<void> {

@@ -164,7 +164,9 @@ type LockServiceClient interface {
 	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
 	// With `force_after`, a holder that has not released by then loses the lock: its stream ends
 	// with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
-	// affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+	// affected. A holder asked before keeps its first request: its deadline, or none if it was
+	// asked without one, so it never loses the lock before a deadline it was told, nor at one it
+	// was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
 	// name, reason or duration; UNAVAILABLE when the back end is unreachable.
 	RevokeLock(ctx context.Context, in *RevokeLockRequest, opts ...grpc.CallOption) (*RevokeLockResponse, error)
 	// WatchLock streams a lock's state, as DescribeLock describes it: the current state first,
@@ -401,7 +403,9 @@ type LockServiceServer interface {
 	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
 	// With `force_after`, a holder that has not released by then loses the lock: its stream ends
 	// with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
-	// affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+	// affected. A holder asked before keeps its first request: its deadline, or none if it was
+	// asked without one, so it never loses the lock before a deadline it was told, nor at one it
+	// was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
 	// name, reason or duration; UNAVAILABLE when the back end is unreachable.
 	RevokeLock(context.Context, *RevokeLockRequest) (*RevokeLockResponse, error)
 	// WatchLock streams a lock's state, as DescribeLock describes it: the current state first,

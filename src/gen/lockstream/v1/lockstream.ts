@@ -4273,7 +4273,9 @@ export const LockServiceService = {
    * Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
    * With `force_after`, a holder that has not released by then loses the lock: its stream ends
    * with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
-   * affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+   * affected. A holder asked before keeps its first request: its deadline, or none if it was
+   * asked without one, so it never loses the lock before a deadline it was told, nor at one it
+   * was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
    * name, reason or duration; UNAVAILABLE when the back end is unreachable.
    */
   revokeLock: {
@@ -4437,7 +4439,9 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    * Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
    * With `force_after`, a holder that has not released by then loses the lock: its stream ends
    * with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
-   * affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+   * affected. A holder asked before keeps its first request: its deadline, or none if it was
+   * asked without one, so it never loses the lock before a deadline it was told, nor at one it
+   * was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
    * name, reason or duration; UNAVAILABLE when the back end is unreachable.
    */
   revokeLock: handleUnaryCall<RevokeLockRequest, RevokeLockResponse>;
@@ -4631,7 +4635,9 @@ export interface LockServiceClient extends Client {
    * Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
    * With `force_after`, a holder that has not released by then loses the lock: its stream ends
    * with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
-   * affected; a holder asked before keeps its first deadline. INVALID_ARGUMENT for a malformed
+   * affected. A holder asked before keeps its first request: its deadline, or none if it was
+   * asked without one, so it never loses the lock before a deadline it was told, nor at one it
+   * was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
    * name, reason or duration; UNAVAILABLE when the back end is unreachable.
    */
   revokeLock(
