@@ -32,34 +32,6 @@ export function onAbort(signal: AbortSignal, listener: () => void): () => void {
   return () => own.delete(listener);
 }
 
-/**
- * A signal that aborts when any of `signals` does, with that signal's reason.
- *
- * Unlike `AbortSignal.any`, the links are removed on dispose, so linking a short-lived call to
- * a long-lived signal (server shutdown, a store session) leaves nothing behind on the latter.
- */
-export function linkSignals(...signals: AbortSignal[]): AbortSignal & Disposable {
-  const controller = new AbortController();
-  const unlinks: Array<() => void> = [];
-  const dispose = (): void => {
-    for (const unlink of unlinks.splice(0)) unlink();
-  };
-  for (const source of signals) {
-    if (source.aborted) {
-      controller.abort(source.reason);
-      break;
-    }
-    unlinks.push(
-      onAbort(source, () => {
-        dispose();
-        controller.abort(source.reason);
-      }),
-    );
-  }
-  if (controller.signal.aborted) dispose();
-  return Object.assign(controller.signal, { [Symbol.dispose]: dispose });
-}
-
 /** Resolves (never rejects) once `signal` aborts; dispose to drop the listener early. */
 export function whenAborted(signal: AbortSignal): Promise<void> & Disposable {
   let unlink = (): void => {};

@@ -144,6 +144,8 @@ export class LocalQueue {
       this.#listAgain = true;
       return;
     }
+    // The last waiter may have left since the change: nobody to tell, nothing to list.
+    if (this.#waiters.size === 0) return;
     this.#listing = true;
     try {
       do {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { onAbort } from '../../common/abort.js';
+import { disposable } from '../../common/disposable.js';
 import { WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
 import {
   baseName,
@@ -315,11 +316,6 @@ function validateRequest(request: AcquireRequest): void {
       `invalid wait timeout ${waitTimeoutMs} ms: expected a whole number from 0 to ${WAIT_TIMEOUT_MAX_MS}`,
     );
   }
-}
-
-/** An unsubscribe function as a Disposable, for `using`. */
-function disposable(unsubscribe: () => void): Disposable {
-  return { [Symbol.dispose]: unsubscribe };
 }
 
 /**

@@ -3,6 +3,7 @@ import { REQUEST_STATE_KEY } from '../../common/limits.js';
 import type { Logger } from 'pino';
 import { onAbort, whenAborted, writeDrained } from '../../common/abort.js';
 import { lazyChild } from '../../common/lazy-logger.js';
+import { disposable } from '../../common/disposable.js';
 import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
 import { STREAM_ENDED, UNKNOWN_RESUME_TOKEN, type Claim, type ClaimRegistry } from '../engine/claims.js';
 import type { Gate } from '../security/gate.js';
@@ -371,11 +372,6 @@ function withdrawal(end: ClientEnd, name: string): LockError {
 
 function lockLost(lease: Lease): LockError {
   return lossReport(lease.name, lease.lossReason);
-}
-
-/** An unsubscribe function as a Disposable, for `using`. */
-function disposable(unsubscribe: () => void): Disposable {
-  return { [Symbol.dispose]: unsubscribe };
 }
 
 /** Writes a message, waiting for 'drain' when the stream's buffer is full. */
