@@ -51,6 +51,7 @@ export abstract class RequestStream {
   readonly outcome: Promise<CallOutcome>;
   readonly #waiters: Array<() => void> = [];
   #ended: CallOutcome | undefined;
+  #endReceipt = 0;
   #settle!: (outcome: CallOutcome) => void;
 
   constructor() {
@@ -116,8 +117,15 @@ export abstract class RequestStream {
     this.#notify();
   }
 
+  /** The final status's place in the arrival order across all streams (see `receipt`). */
+  async outcomeReceipt(): Promise<number> {
+    await this.outcome;
+    return this.#endReceipt;
+  }
+
   protected settle(outcome: CallOutcome): void {
     if (this.#ended) return;
+    this.#endReceipt = ++lastReceipt;
     this.#ended = outcome;
     this.#settle(outcome);
     this.#notify();

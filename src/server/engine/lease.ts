@@ -35,7 +35,7 @@ export class LockRequestNode implements Lease {
   /** Made only when someone asks for `lost` (signals cost; the session path listens with onLost). */
   #lost: AbortController | undefined;
   /** Listener lists are made on first use: most leases have one listener, or none. */
-  #lossListeners: Listeners<LockError> | undefined;
+  #lossListeners: Listeners<LockError, void | Promise<void>> | undefined;
   #revokeListeners: Listeners<RevokeRequest> | undefined;
   #revokeRequest: RevokeRequest | undefined;
   #forceTimer: NodeJS.Timeout | undefined;
@@ -90,7 +90,7 @@ export class LockRequestNode implements Lease {
     this.#phase = 'held';
     this.#releasing = releasing;
     this.#onVanished = undefined;
-    const sessionLost = (): void => this.#lose(lockLost(this.name, session.lost.reason));
+    const sessionLost = (): void => void this.#lose(lockLost(this.name, session.lost.reason));
     if (session.lost.aborted) sessionLost();
     else this.#unlinkSession = onAbort(session.lost, sessionLost);
     if (this.#changedData) this.#changed(this.#changedData);
@@ -107,7 +107,7 @@ export class LockRequestNode implements Lease {
     return this.#lossReason;
   }
 
-  onLost(listener: (reason: LockError) => void): () => void {
+  onLost(listener: (reason: LockError) => void | Promise<void>): () => void {
     return (this.#lossListeners ??= new Listeners()).add(listener);
   }
 
@@ -170,11 +170,14 @@ export class LockRequestNode implements Lease {
     const reason = request.reason || 'no reason given';
     this.#forceTimer = setTimeout(
       () => {
-        this.#lose(
+        const telling = this.#lose(
           new LockError('LOCK_LOST', `lock "${this.name}" was revoked and not released in time: ${reason}`),
         );
-        // Nobody else may wait on a holder that was told to go: free the lock now.
-        void this.#store.delete(this.#path).catch(() => {});
+        // Nobody else may wait on a holder that was told to go: free the lock as soon as the
+        // holder has heard it lost the lock (it must hear before anyone is granted it).
+        void whenTold(telling)
+          .then(() => this.#store.delete(this.#path))
+          .catch(() => {});
       },
       Math.max(0, request.forceAt.getTime() - Date.now()),
     );
@@ -200,15 +203,16 @@ export class LockRequestNode implements Lease {
     this.#lose(new LockError('LOCK_LOST', why));
   }
 
-  #lose(reason: LockError): void {
-    if (this.#phase !== 'held') return;
+  /** Ends the hold as lost; returns what the loss listeners said about telling the holder. */
+  #lose(reason: LockError): Array<void | Promise<void>> {
+    if (this.#phase !== 'held') return [];
     this.#phase = 'lost';
     this.#lossReason = reason;
     this.#stopWatching();
     this.#lost?.abort(reason);
     const listeners = this.#lossListeners;
     this.#lossListeners = undefined;
-    listeners?.tell(reason);
+    return listeners?.tell(reason) ?? [];
   }
 
   #stopWatching(): void {
@@ -227,11 +231,30 @@ export function nodeVanished(name: string): LockError {
   );
 }
 
-/** A short list of listeners: an array is a fraction of a Set's size, and these lists hold one or two. */
-class Listeners<T> {
-  #listeners: Array<(value: T) => void> = [];
+/**
+ * How long a forced revocation waits for the holder to be told before it frees the lock
+ * anyway: a holder whose connection does not read cannot be told, and must not keep the lock
+ * past its deadline for long.
+ */
+export const LOSS_TELLING_BOUND_MS = 1_000;
 
-  add(listener: (value: T) => void): () => void {
+/** Resolves once every promise in `telling` has settled, or after LOSS_TELLING_BOUND_MS. */
+async function whenTold(telling: Array<void | Promise<void>>): Promise<void> {
+  const pending = telling.filter((told): told is Promise<void> => told instanceof Promise);
+  if (pending.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.allSettled(pending),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, LOSS_TELLING_BOUND_MS))),
+  ]);
+  clearTimeout(timer);
+}
+
+/** A short list of listeners: an array is a fraction of a Set's size, and these lists hold one or two. */
+class Listeners<T, R = void> {
+  #listeners: Array<(value: T) => R> = [];
+
+  add(listener: (value: T) => R): () => void {
     this.#listeners.push(listener);
     return () => {
       const index = this.#listeners.indexOf(listener);
@@ -239,8 +262,9 @@ class Listeners<T> {
     };
   }
 
-  tell(value: T): void {
-    for (const listener of [...this.#listeners]) listener(value);
+  /** Calls every listener; returns what they returned. */
+  tell(value: T): R[] {
+    return [...this.#listeners].map((listener) => listener(value));
   }
 }
 

@@ -36,8 +36,13 @@ export interface Lease extends AsyncDisposable {
   readonly lost: AbortSignal;
   /** Why the lock was lost (as `lost`'s reason), once it is; undefined while held or released. */
   readonly lossReason: LockError | undefined;
-  /** Calls `listener` once if the lock is lost (not after release); returns an unsubscribe function. */
-  onLost(listener: (reason: LockError) => void): () => void;
+  /**
+   * Calls `listener` once if the lock is lost (not after release); returns an unsubscribe
+   * function. A listener that tells the holder returns a promise that settles once it has: a
+   * lock taken by a forced revocation is freed only after the holder was told (see
+   * `LOSS_TELLING_BOUND_MS`), so that no one is granted it before its old holder hears.
+   */
+  onLost(listener: (reason: LockError) => void | Promise<void>): () => void;
   /**
    * Whether the store can vouch for the lock right now. False while the store's session is in
    * doubt (e.g. disconnected from ZooKeeper): the lock may still be ours, or `lost` may follow.

@@ -16,9 +16,11 @@ export interface SessionObserver {
   released(id: number, lease: Lease, request: AcquireRequest): void;
   /**
    * The request is over. `error` undefined: released at the client's request (OK); a
-   * `LockError` for an expected outcome; anything else is a fault.
+   * `LockError` for an expected outcome; anything else is a fault. With `confirm`, returns a
+   * promise that resolves once the stream has taken the message (a lost lock is freed for
+   * others only then).
    */
-  ended(id: number, error: unknown, request: AcquireRequest): void;
+  ended(id: number, error: unknown, request: AcquireRequest, confirm?: boolean): Promise<void> | undefined;
   /** Another stream resumed the session: this one no longer speaks for it. */
   replaced(): void;
 }
@@ -353,25 +355,28 @@ class SessionLockRequest {
     );
   }
 
-  #lost(): void {
-    if (this.#phase !== 'held') return;
+  /** The lock was lost: tells the client; resolves once the stream has taken it, if one is attached. */
+  #lost(): Promise<void> | undefined {
+    if (this.#phase !== 'held') return undefined;
     this.#stopFollowing();
     this.#endHold?.('lost');
-    this.#end(lossReport(this.#request.name, this.#lease?.lossReason));
+    return this.#end(lossReport(this.#request.name, this.#lease?.lossReason), true);
   }
 
   #stopFollowing(): void {
     for (const unsubscribe of this.#unsubscribe.splice(0)) unsubscribe();
   }
 
-  #end(error: unknown): void {
-    if (this.#phase === 'ended') return;
+  /** Ends the request; with `confirm`, returns a promise that resolves once the attached stream (if any) has taken the news. */
+  #end(error: unknown, confirm = false): Promise<void> | undefined {
+    if (this.#phase === 'ended') return undefined;
     this.#phase = 'ended';
     this.#stopFollowing();
     const observer = this.#session.observer;
+    let told: Promise<void> | undefined;
     if (observer) {
       this.#session.forgetRequest(this.#id, this);
-      observer.ended(this.#id, error, this.#request);
+      told = observer.ended(this.#id, error, this.#request, confirm);
     } else if (this.#session.ended) {
       this.#session.forgetRequest(this.#id, this);
     } else {
@@ -379,6 +384,7 @@ class SessionLockRequest {
     }
     this.#settleDone?.();
     this.#done ??= Promise.resolve();
+    return told;
   }
 }
 

@@ -12,6 +12,7 @@ import { isLockError, LockError } from '../lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
 import { msToDuration, toStreamOpening, type StreamOpening } from './acquire-request.js';
 import { lossReport } from '../engine/lease.js';
+import { onClientHalfClose } from './client-half-close.js';
 import { toCallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
 
@@ -182,6 +183,13 @@ class AcquireStream {
     };
     if (lease.revokeRequest) sendRevokeRequested(lease.revokeRequest);
     using _revocations = disposable(lease.onRevokeRequested(sendRevokeRequested));
+    // A lost lock is freed for others once this stream's status has gone out (see `onLost`):
+    // grpc-js reports 'cancelled' right after it hands the status to HTTP/2.
+    using _telling = disposable(
+      lease.onLost(() =>
+        call.cancelled ? undefined : new Promise<void>((resolve) => call.once('cancelled', () => resolve())),
+      ),
+    );
     using lost = whenAborted(lease.lost);
     using aborted = whenAborted(signal);
     const end = await Promise.race([this.#client.end, lost.then(() => 'lost' as const), aborted]);
@@ -349,14 +357,9 @@ function followClient(call: AcquireCall): ClientSide {
       settleEnd(new LockError('INVALID_ARGUMENT', '`start` or `resume` may be sent only once per stream'));
     }
   });
-  call.on('end', () => {
-    // A cancelled call ends its readable side too, just before 'cancelled' is emitted: only an
-    // end that is not followed by a cancel is a half-close.
-    setImmediate(() => {
-      if (call.cancelled) return;
-      settleFirst(null);
-      settleEnd('half-close');
-    });
+  onClientHalfClose(call, () => {
+    settleFirst(null);
+    settleEnd('half-close');
   });
   return side;
 }

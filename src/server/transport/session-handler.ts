@@ -23,6 +23,7 @@ import {
   msToDuration,
   toAcquireRequest,
 } from './acquire-request.js';
+import { onClientHalfClose } from './client-half-close.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
 
@@ -78,13 +79,7 @@ class SessionStream implements SessionObserver {
     this.#streamClosed = options.metrics.sessionOpened();
     this.served = new Promise((resolve) => (this.#settleServed = resolve));
     call.on('data', (message: SessionRequest) => this.#onMessage(message));
-    call.on('end', () => {
-      // A cancelled call ends its readable side too, just before 'cancelled' is emitted: only an
-      // end that is not followed by a cancel is a half-close.
-      setImmediate(() => {
-        if (!call.cancelled) this.#onHalfClose();
-      });
-    });
+    onClientHalfClose(call, () => this.#onHalfClose());
     // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
     call.once('cancelled', () => this.#onBreak(undefined));
     const { shutdown } = options;
@@ -323,11 +318,19 @@ class SessionStream implements SessionObserver {
     if (this.#debug) this.#logRequest(id, request, 'released', { token: lease.fencingToken.toString() });
   }
 
-  ended(id: number, error: unknown, request?: AcquireRequest): void {
+  ended(id: number, error: unknown, request?: AcquireRequest, confirm = false): Promise<void> | undefined {
     const { code, details } =
       error === undefined ? { code: grpcStatus.OK, details: '' } : toCallStatus(error, this.#logger);
-    this.#write(id, { $case: 'ended', value: { code, message: details } });
+    const message: SessionResponse = {
+      requestId: id,
+      kind: { $case: 'ended', value: { code, message: details } },
+    };
     if (this.#debug && request) this.#logRequest(id, request, 'ended', { status: grpcStatus[code], details });
+    if (!confirm) {
+      this.#writer.write(message);
+      return undefined;
+    }
+    return new Promise((resolve) => this.#writer.write(message, () => resolve()));
   }
 
   /** A debug line about one request, with the fields an Acquire call's lines have. */
@@ -369,9 +372,10 @@ class SessionWriter {
     this.#call = call;
   }
 
-  write(message: SessionResponse): void {
+  /** Writes `message`; `written` is called once the stream has handed it to HTTP/2 (or failed to). */
+  write(message: SessionResponse, written?: () => void): void {
     if (this.#backedUp) this.#pendingQueued.delete(message.requestId);
-    if (!this.#call.write(message)) this.#awaitDrain();
+    if (!this.#call.write(message, written)) this.#awaitDrain();
   }
 
   queued(requestId: number, ahead: number): void {

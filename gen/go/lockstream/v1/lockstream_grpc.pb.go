@@ -66,6 +66,12 @@ type LockServiceClient interface {
 	// (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
 	// Resume works on the lockstream instance that issued the token.
 	//
+	// A half-close is a release only if the client is still there to hear the answer: before
+	// acting on it the server sends an HTTP/2 PING on the connection, and a reset that arrives
+	// before the PING's ACK (a cancel that also half-closed), or a connection that closes without
+	// answering the PING (a client that cancelled and closed its channel at once), makes it an
+	// abnormal end. Sending `release` first needs no PING.
+	//
 	// Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
 	// and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
 	// directions keeps idle-timeout proxies from cutting the stream, and a server that hears
@@ -116,9 +122,9 @@ type LockServiceClient interface {
 	//  4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
 	//     CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
 	//
-	// The session still ties every lock to the stream: when the client half-closes, every held
-	// lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
-	// and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+	// The session still ties every lock to the stream: when the client half-closes (a half-close
+	// as Acquire defines it: confirmed by a PING's ACK), every held lock is released and every
+	// waiting request withdrawn (each gets its `released` and `ended`) and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
 	// three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
 	// all its requests, queued or holding, for the grace; a new Session stream whose first
 	// message is `resume` with the session's token takes them over: it gets `opened` (the same
@@ -163,7 +169,10 @@ type LockServiceClient interface {
 	// RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
 	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
 	// With `force_after`, a holder that has not released by then loses the lock: its stream ends
-	// with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
+	// with ABORTED (on a Session, its request's `ended`) and then its node is deleted, so the next
+	// waiter is granted: the server that serves the holder hands its end to the connection before
+	// anyone can be granted the lock (unless the holder's connection does not read: then after at
+	// most a second). Waiters are not
 	// affected. A holder asked before keeps its first request: its deadline, or none if it was
 	// asked without one, so it never loses the lock before a deadline it was told, nor at one it
 	// was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
@@ -305,6 +314,12 @@ type LockServiceServer interface {
 	// (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
 	// Resume works on the lockstream instance that issued the token.
 	//
+	// A half-close is a release only if the client is still there to hear the answer: before
+	// acting on it the server sends an HTTP/2 PING on the connection, and a reset that arrives
+	// before the PING's ACK (a cancel that also half-closed), or a connection that closes without
+	// answering the PING (a client that cancelled and closed its channel at once), makes it an
+	// abnormal end. Sending `release` first needs no PING.
+	//
 	// Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
 	// and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
 	// directions keeps idle-timeout proxies from cutting the stream, and a server that hears
@@ -355,9 +370,9 @@ type LockServiceServer interface {
 	//  4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
 	//     CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
 	//
-	// The session still ties every lock to the stream: when the client half-closes, every held
-	// lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
-	// and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+	// The session still ties every lock to the stream: when the client half-closes (a half-close
+	// as Acquire defines it: confirmed by a PING's ACK), every held lock is released and every
+	// waiting request withdrawn (each gets its `released` and `ended`) and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
 	// three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
 	// all its requests, queued or holding, for the grace; a new Session stream whose first
 	// message is `resume` with the session's token takes them over: it gets `opened` (the same
@@ -402,7 +417,10 @@ type LockServiceServer interface {
 	// RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
 	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
 	// With `force_after`, a holder that has not released by then loses the lock: its stream ends
-	// with ABORTED and its node is deleted, so the next waiter is granted. Waiters are not
+	// with ABORTED (on a Session, its request's `ended`) and then its node is deleted, so the next
+	// waiter is granted: the server that serves the holder hands its end to the connection before
+	// anyone can be granted the lock (unless the holder's connection does not read: then after at
+	// most a second). Waiters are not
 	// affected. A holder asked before keeps its first request: its deadline, or none if it was
 	// asked without one, so it never loses the lock before a deadline it was told, nor at one it
 	// was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
