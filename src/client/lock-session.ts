@@ -70,6 +70,12 @@ export class LockSessionChannel {
    */
   close(): void {
     this.#closed = true;
+    // Each request is given up by name before the half-close: a half-close alone leaves a
+    // session with a grace to be resumed, as a cancel does.
+    if (!this.#resuming.active) {
+      for (const requestId of this.#locks.keys())
+        this.#send({ kind: { $case: 'cancel', value: { requestId } } });
+    }
     this.#endStream();
     const closed = { code: Status.CANCELLED, details: 'the LockClient was closed' };
     for (const lock of [...this.#locks.values()]) lock.sessionEnded(closed);

@@ -9,6 +9,7 @@ export type LockErrorCode =
   | 'UNAVAILABLE'
   | 'SHUTTING_DOWN'
   | 'NOT_HELD'
+  | 'KEPT_FOR_GRACE'
   | 'NOT_FOUND'
   | 'RESOURCE_EXHAUSTED';
 

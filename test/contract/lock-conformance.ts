@@ -510,6 +510,12 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
       const graced = open({ name: 'clean', resumeGrace: seconds(30) });
       await graced.acquired();
       expect((await graced.release()).code).toBe(status.OK);
+      // Without a grace, a bare half-close releases too.
+      const bare = open({ name: 'clean' });
+      await bare.acquired();
+      bare.halfClose();
+      expect((await bare.outcome).code).toBe(status.OK);
+      expect(bare.messages.at(-1)?.kind?.$case).toBe('released');
       const waiterGone = open({ name: 'clean', resumeGrace: seconds(30) });
       await waiterGone.acquired();
       const queued = open({ name: 'clean', resumeGrace: seconds(30) });
@@ -527,6 +533,32 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
       next.cancel();
       await after.acquired();
       await after.release();
+    });
+
+    it('keeps a request with a resume grace that is half-closed without `release`, as after a cancel', async () => {
+      const holder = open({ name: 'bare', resumeGrace: seconds(30) });
+      const { token: resumeToken } = await holder.resumable();
+      const token = await holder.acquired();
+      const waiter = open({ name: 'bare', resumeGrace: seconds(30) });
+      const { token: waiterToken } = await waiter.resumable();
+      await waiter.queued();
+      // Neither half-close can be told from a cancel whose reset is still on its way.
+      waiter.halfClose();
+      holder.halfClose();
+      for (const stream of [holder, waiter]) {
+        expect(await stream.outcome).toMatchObject({
+          code: status.FAILED_PRECONDITION,
+          details: expect.stringMatching(/half-closed .*kept for its resume grace \(30000 ms\)/),
+          requestEnded: false,
+        });
+      }
+      const resumed = ctx.caller.resume(resumeToken);
+      expect(await resumed.acquired()).toBe(token);
+      const resumedWaiter = ctx.caller.resume(waiterToken);
+      expect(await resumedWaiter.queued()).toBe(1);
+      expect((await resumed.release()).code).toBe(status.OK);
+      expect(await resumedWaiter.acquired()).toBeGreaterThan(token);
+      expect((await resumedWaiter.release()).code).toBe(status.OK);
     });
 
     it('hands a request over to a resuming stream, caps the grace at the server maximum, and refuses bad tokens', async () => {

@@ -282,6 +282,8 @@ export function describeSessionConformance(backendName: string, backend: Backend
       expect(await other.acquired()).toBeGreaterThan(a);
       await other.release();
       expect(await resumed.acquired(3)).toBeGreaterThan(a);
+      resumed.release(2);
+      resumed.release(3);
       resumed.halfClose();
       expect((await resumed.outcome).code).toBe(status.OK);
       // A session that ended cleanly cannot be resumed.
@@ -329,8 +331,9 @@ export function describeSessionConformance(backendName: string, backend: Backend
       expect(performance.now() - brokeAt).toBeGreaterThanOrEqual(300);
       expect(await resumeSession(shortToken).outcome).toMatchObject({ code: status.NOT_FOUND });
       await next.release();
+      resumed.release(2);
       resumed.halfClose();
-      await resumed.outcome;
+      expect((await resumed.outcome).code).toBe(status.OK);
     });
 
     it('hands the session to a resuming stream while the old one is still open: the old one ends with ABORTED', async () => {
@@ -365,8 +368,43 @@ export function describeSessionConformance(backendName: string, backend: Backend
       });
       const resumed = resumeSession(token);
       expect([await resumed.acquired(1), await resumed.acquired(2)]).toEqual([a, b]);
+      resumed.release(1);
+      resumed.cancelRequest(2);
       resumed.halfClose();
       expect((await resumed.outcome).code).toBe(status.OK);
+    });
+
+    it('keeps a session with a grace that is half-closed before every request was let go, as after a cancel', async () => {
+      const session = openSession({ resumeGrace: seconds(30) });
+      const { token } = await session.opened();
+      session.acquire(1, { name: 'hc/a' });
+      session.acquire(2, { name: 'hc/b' });
+      const [a] = await Promise.all([session.acquired(1), session.acquired(2)]);
+      session.acquire(3, { name: 'hc/a' });
+      await session.queued(3);
+      const other = ctx.caller.open({ name: 'hc/b' });
+      await other.queued();
+      // Request 2 is let go; 1 and 3 are not: the half-close cannot be told from a cancel.
+      session.release(2);
+      expect(await session.ended(2)).toEqual({ code: status.OK, message: '' });
+      await other.acquired();
+      session.halfClose();
+      expect(await session.outcome).toMatchObject({
+        code: status.FAILED_PRECONDITION,
+        details: expect.stringMatching(
+          /half-closed with 2 request\(s\) neither released nor cancelled; it is kept for its resume grace \(30000 ms\)/,
+        ),
+        requestEnded: false,
+      });
+      const resumed = resumeSession(token);
+      expect(await resumed.acquired(1)).toBe(a);
+      expect(await resumed.queued(3)).toBe(1);
+      resumed.cancelRequest(3);
+      resumed.release(1);
+      expect(await resumed.ended(1)).toEqual({ code: status.OK, message: '' });
+      resumed.halfClose();
+      expect((await resumed.outcome).code).toBe(status.OK);
+      await other.release();
     });
 
     it('tells each held request of a revocation with its id, and a forced one ends only that request with ABORTED', async () => {

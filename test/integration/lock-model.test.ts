@@ -15,12 +15,16 @@ import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 
 /**
- * Model-based: random sequences of requests (mutex, read, write; waiting or trying), releases
- * (half-close) and cancels, on two lock names from clients on two connections, run against a
+ * Model-based: random sequences of requests (mutex, read, write; waiting or trying; some with a
+ * resume grace), releases (`release`), bare half-closes, cancels, resumes on a new stream, and RevokeLock
+ * (cooperative or forced), on two lock names from clients on two connections, run against a
  * lockstream server in its own process and against LockModel. After every step each request's
- * messages must be what the model says: held ones got `acquired`, waiting ones got `queued` with
- * the number ahead when they joined, then (eventually) with the number ahead now, and no grant; ended ones the status of how they ended; and tokens grow with
- * the order requests were made. A failure prints fast-check's seed and the shrunk sequence:
+ * messages must be what the model says: held ones got `acquired` (and, if asked to release,
+ * one `revoke_requested` with the first request's reason), waiting ones got `queued` with the
+ * number ahead when their stream joined, then (eventually) with the number ahead now, and no
+ * grant; ended ones the status of how they ended; a holder that lost its lock to a forced
+ * revocation heard it before the next holder heard of its grant; and tokens grow with the
+ * order requests were made. A failure prints fast-check's seed and the shrunk sequence:
  * keep it below as a regression case. LOCKSTREAM_MODEL_RUNS runs more sequences (the default
  * suits CI).
  */
@@ -37,11 +41,22 @@ const WIRE_MODE: Record<ModelMode, LockMode> = {
   write: LockMode.WRITE,
 };
 
-/** The system under test for one sequence: its clients and the stream of each request, by model id. */
+/** A forced revocation's deadline: short, as sequences wait it out. */
+const FORCE_AFTER_S = 0.1;
+/** A resume grace no sequence outlasts. */
+const RESUME_GRACE_S = 120;
+
+/** The system under test for one sequence: its clients and each request's streams, by model id. */
 interface Real {
   readonly prefix: string;
   readonly callers: LockCaller[];
-  readonly streams: RequestStream[];
+  /** The stream that speaks for each request now (undefined while it is detached). */
+  readonly streams: Array<RequestStream | undefined>;
+  /** Each resumable request's resume token, once its first stream has it. */
+  readonly resumeTokens: Array<Promise<{ token: string }> | undefined>;
+  /** Which client's connection each request's current stream is on. */
+  readonly clientOf: number[];
+  revocations: number;
 }
 
 async function within<T>(promise: Promise<T>, what: string): Promise<T> {
@@ -66,14 +81,17 @@ const EXPECTED_STATUS = {
   withdrawn: grpc.status.CANCELLED,
   cancelled: grpc.status.CANCELLED,
   'not-free': grpc.status.DEADLINE_EXCEEDED,
+  lost: grpc.status.ABORTED,
 } as const;
 
 /** Awaits what the model says every request has been told by now, and checks it. */
 async function agree(model: LockModel, real: Real): Promise<void> {
   const tokens = new Map<number, bigint>();
   for (const request of model.requests) {
-    const stream = real.streams[request.id]!;
+    const stream = real.streams[request.id];
     const label = describeRequest(request);
+    // A detached request has no stream to tell, and one that ended detached was told nothing.
+    if (!stream) continue;
     if (request.end !== undefined) {
       const outcome: CallOutcome = await within(stream.outcome, `${label} to end (${request.end})`);
       expect(outcome.code, `${label}: ${outcome.details}`).toBe(EXPECTED_STATUS[request.end]);
@@ -81,8 +99,14 @@ async function agree(model: LockModel, real: Real): Promise<void> {
       if (request.end === 'released') expect(kinds.at(-1), label).toBe('released');
       if (request.end === 'not-free' || request.end === 'withdrawn')
         expect(stream.isAcquired, label).toBe(false);
+      if (request.end === 'lost') {
+        expect(outcome.details, label).toContain(
+          `was revoked and not released in time: ${request.revoke?.reason}`,
+        );
+      }
     } else if (request.held) {
       tokens.set(request.id, await within(stream.acquired(), `${label} to be granted`));
+      if (request.revoke) await toldOfRevocation(stream, request, label);
     } else {
       const ahead = await within(stream.queued(), `${label} to be queued`);
       expect(ahead, `${label}: requests ahead when it joined`).toBe(request.firstAhead);
@@ -94,8 +118,8 @@ async function agree(model: LockModel, real: Real): Promise<void> {
   }
   // Fencing: a request made later has a larger token, whatever the order of the grants.
   for (const request of model.requests) {
-    const stream = real.streams[request.id]!;
-    if (stream.isAcquired && !tokens.has(request.id)) tokens.set(request.id, await stream.acquired());
+    const stream = real.streams[request.id];
+    if (stream?.isAcquired && !tokens.has(request.id)) tokens.set(request.id, await stream.acquired());
   }
   const granted = [...tokens].sort(([a], [b]) => a - b);
   for (let i = 1; i < granted.length; i += 1) {
@@ -103,6 +127,32 @@ async function agree(model: LockModel, real: Real): Promise<void> {
       granted[i]![1],
       `token of request ${granted[i]![0]} after request ${granted[i - 1]![0]}'s`,
     ).toBeGreaterThan(granted[i - 1]![1]);
+  }
+}
+
+/**
+ * A holder asked to release was told so once on its stream, with the first request's reason
+ * (a cooperative one: a forced first request has taken the lock by now).
+ */
+async function toldOfRevocation(stream: RequestStream, request: ModelRequest, label: string): Promise<void> {
+  await within(stream.receipt('revokeRequested'), `${label} to be asked to release`);
+  const told = stream.messages.flatMap((m) => (m.kind?.$case === 'revokeRequested' ? [m.kind.value] : []));
+  expect(told, `${label}: revocation requests on its stream`).toEqual([
+    { reason: request.revoke!.reason, forceAt: undefined },
+  ]);
+}
+
+/** Waits until the server's queue for `lock` is as long as the model's: it has acted on what the client cannot see acknowledged. */
+async function untilQueueSettles(model: LockModel, real: Real, lock: string, what: string): Promise<void> {
+  const watch = real.callers[0]!.watch(lock);
+  try {
+    const left = model.queue(lock).length;
+    await within(
+      watch.until((state) => state.holders.length + state.waiters.length === left),
+      `the server to act on ${what}`,
+    );
+  } finally {
+    watch.cancel();
   }
 }
 
@@ -126,6 +176,7 @@ class Open implements fc.AsyncCommand<LockModel, Real> {
     readonly mode: ModelMode,
     readonly tryOnly: boolean,
     readonly client: number,
+    readonly resumable: boolean,
   ) {}
 
   check(): boolean {
@@ -134,75 +185,192 @@ class Open implements fc.AsyncCommand<LockModel, Real> {
 
   async run(model: LockModel, real: Real): Promise<void> {
     const lock = `${real.prefix}/${this.lock}`;
-    model.open(lock, this.mode, this.tryOnly);
-    real.streams.push(
-      real.callers[this.client]!.open({
-        name: lock,
-        mode: WIRE_MODE[this.mode],
-        ...(this.tryOnly ? { waitTimeout: seconds(0) } : {}),
-      }),
-    );
+    model.open(lock, this.mode, this.tryOnly, this.resumable);
+    const stream = real.callers[this.client]!.open({
+      name: lock,
+      mode: WIRE_MODE[this.mode],
+      ...(this.tryOnly ? { waitTimeout: seconds(0) } : {}),
+      ...(this.resumable ? { resumeGrace: seconds(RESUME_GRACE_S) } : {}),
+    });
+    real.streams.push(stream);
+    real.resumeTokens.push(this.resumable ? stream.resumable() : undefined);
+    real.clientOf.push(this.client);
     await agree(model, real);
   }
 
   toString(): string {
-    return `open(lock ${this.lock}, ${this.mode}${this.tryOnly ? ', try' : ''}, client ${this.client})`;
+    const options = [this.tryOnly ? 'try' : '', this.resumable ? 'grace' : ''].filter(Boolean);
+    return `open(lock ${this.lock}, ${[this.mode, ...options].join(', ')}, client ${this.client})`;
   }
 }
 
-/** Ends one live request (the `pick`-th, modulo how many are live) by half-close or cancel. */
+/**
+ * Ends the stream of one request that has one (the `pick`-th, modulo how many) with `release`
+ * (then a half-close), a bare half-close, or a cancel; a request with a resume grace ended
+ * without `release` is detached, not ended.
+ */
 class End implements fc.AsyncCommand<LockModel, Real> {
   constructor(
-    readonly how: 'halfClose' | 'cancel',
+    readonly how: 'release' | 'halfClose' | 'cancel',
     readonly pick: number,
   ) {}
 
   check(model: Readonly<LockModel>): boolean {
-    return model.live.length > 0;
+    return model.attached.length > 0;
   }
 
   async run(model: LockModel, real: Real): Promise<void> {
-    const live = model.live;
-    const { id } = live[this.pick % live.length]!;
-    if (this.how === 'halfClose') {
+    const attached = model.attached;
+    const { id, lock } = attached[this.pick % attached.length]!;
+    const stream = real.streams[id]!;
+    if (this.how === 'release') {
+      model.release(id);
+      void stream.release();
+    } else if (this.how === 'halfClose' && model.requests[id]!.resumable) {
       model.halfClose(id);
-      real.streams[id]!.halfClose();
+      stream.halfClose();
+      real.streams[id] = undefined;
+      const outcome = await within(stream.outcome, `the half-close of request ${id} to be answered`);
+      expect(outcome.code, outcome.details).toBe(grpc.status.FAILED_PRECONDITION);
+    } else if (this.how === 'halfClose') {
+      model.halfClose(id);
+      stream.halfClose();
     } else {
-      const { lock } = model.requests[id]!;
       model.cancel(id);
-      real.streams[id]!.cancel();
-      // A cancel is not acknowledged: a client cannot know when the server has acted on it, so
-      // the next step waits until the lock's queue shows it has (it is as short as the model's).
-      const watch = real.callers[0]!.watch(lock);
-      try {
-        const left = model.queue(lock).length;
-        await within(
-          watch.until((state) => state.holders.length + state.waiters.length === left),
-          `the server to act on the cancel of request ${id}`,
-        );
-      } finally {
-        watch.cancel();
+      stream.cancel();
+      if (model.requests[id]!.detached) {
+        real.streams[id] = undefined;
+        // The client sees its own cancel at once; what the server does is seen in later steps.
+        expect((await stream.outcome).code).toBe(grpc.status.CANCELLED);
+      } else {
+        // A cancel is not acknowledged: a client cannot know when the server has acted on it, so
+        // the next step waits until the lock's queue shows it has (it is as short as the model's).
+        await untilQueueSettles(model, real, lock, `the cancel of request ${id}`);
       }
     }
     await agree(model, real);
   }
 
   toString(): string {
-    return `${this.how}(live #${this.pick})`;
+    return `${this.how}(attached #${this.pick})`;
   }
 }
 
+/** A new stream, from `client`, resumes a detached request (the `pick`-th, modulo how many). */
+class Resume implements fc.AsyncCommand<LockModel, Real> {
+  constructor(
+    readonly pick: number,
+    readonly client: number,
+  ) {}
+
+  check(model: Readonly<LockModel>): boolean {
+    return model.detached.length > 0;
+  }
+
+  async run(model: LockModel, real: Real): Promise<void> {
+    const detached = model.detached;
+    const { id } = detached[this.pick % detached.length]!;
+    const { token } = await real.resumeTokens[id]!;
+    model.resume(id);
+    real.streams[id] = real.callers[this.client]!.resume(token);
+    real.clientOf[id] = this.client;
+    await agree(model, real);
+  }
+
+  toString(): string {
+    return `resume(detached #${this.pick}, client ${this.client})`;
+  }
+}
+
+/**
+ * RevokeLock on one lock, cooperative or forced. Every holder must be counted, told once (its
+ * first request stands), and, when forced by its first request, lose the lock before anyone
+ * else is granted it.
+ */
+class Revoke implements fc.AsyncCommand<LockModel, Real> {
+  constructor(
+    readonly lock: number,
+    readonly forced: boolean,
+  ) {}
+
+  check(): boolean {
+    return true;
+  }
+
+  async run(model: LockModel, real: Real): Promise<void> {
+    const lock = `${real.prefix}/${this.lock}`;
+    real.revocations += 1;
+    const reason = `revocation ${real.revocations}`;
+    const heldBefore = new Set(model.live.filter((request) => request.held).map((request) => request.id));
+    const { asked, lost } = model.revoke(lock, reason, this.forced);
+    const counted = await real.callers[0]!.revoke(lock, reason, this.forced ? FORCE_AFTER_S : undefined);
+    expect(counted, `holders of lock ${this.lock} asked`).toBe(asked);
+    if (lost.length > 0) await untilQueueSettles(model, real, lock, `the forced revocation of ${reason}`);
+    await agree(model, real);
+    // Loss before grant: each holder that lost the lock heard it before a new holder on the same
+    // connection heard of its grant (across connections, arrival order is the network's).
+    const granted = model.live.filter((request) => request.held && !heldBefore.has(request.id));
+    for (const loser of lost) {
+      const lostStream = real.streams[loser.id];
+      if (!lostStream) continue;
+      const told = await lostStream.outcomeReceipt();
+      for (const winner of granted) {
+        const stream = real.streams[winner.id];
+        if (!stream || real.clientOf[winner.id] !== real.clientOf[loser.id]) continue;
+        expect(
+          told,
+          `${describeRequest(loser)} told of its loss before ${describeRequest(winner)} of its grant`,
+        ).toBeLessThan(await stream.receipt('acquired'));
+      }
+    }
+  }
+
+  toString(): string {
+    return `revoke(lock ${this.lock}${this.forced ? ', forced' : ''})`;
+  }
+}
+
+const lockIndex = fc.integer({ min: 0, max: LOCKS - 1 });
+const clientIndex = fc.integer({ min: 0, max: CLIENTS - 1 });
+const pick = fc.integer({ min: 0, max: 7 });
 const commands = [
   fc
     .tuple(
-      fc.integer({ min: 0, max: LOCKS - 1 }),
+      lockIndex,
       fc.constantFrom<ModelMode>('mutex', 'read', 'write'),
       fc.boolean(),
-      fc.integer({ min: 0, max: CLIENTS - 1 }),
+      clientIndex,
+      // A third of the requests ask for a resume grace.
+      fc.integer({ min: 0, max: 2 }).map((n) => n === 0),
     )
-    .map(([lock, mode, tryOnly, client]) => new Open(lock, mode, tryOnly, client)),
-  fc.integer({ min: 0, max: 7 }).map((pick) => new End('halfClose', pick)),
-  fc.integer({ min: 0, max: 7 }).map((pick) => new End('cancel', pick)),
+    .map(([lock, mode, tryOnly, client, resumable]) => new Open(lock, mode, tryOnly, client, resumable)),
+  pick.map((n) => new End('release', n)),
+  pick.map((n) => new End('halfClose', n)),
+  pick.map((n) => new End('cancel', n)),
+  fc.tuple(pick, clientIndex).map(([n, client]) => new Resume(n, client)),
+  fc.tuple(lockIndex, fc.boolean()).map(([lock, forced]) => new Revoke(lock, forced)),
+];
+
+/**
+ * Sequences the model found failing, kept as regression cases: each runs first, on every store
+ * and RPC.
+ */
+const REGRESSIONS: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = [
+  // A resumed request cancelled again and resumed again got NOT_FOUND: grpc-js sends a cancel's
+  // END_STREAM before its reset, and the server took the end for a release.
+  [
+    new Open(0, 'mutex', true, 0, true),
+    new Open(1, 'mutex', false, 1, true),
+    new End('cancel', 6),
+    new Open(0, 'write', true, 0, true),
+    new Resume(3, 0),
+    new Open(1, 'mutex', true, 1, false),
+    new End('cancel', 4),
+    new Resume(0, 0),
+  ],
+  // A holder forced out by a revocation heard of it after the next holder on its connection
+  // heard of its grant.
+  [new Open(1, 'mutex', false, 0, true), new Open(1, 'mutex', false, 0, true), new Revoke(1, true)],
 ];
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
@@ -223,22 +391,34 @@ for (const store of ['embedded', 'zookeeper'] as const) {
 
       it('tells every client what the model says, after every step of random sequences', async () => {
         await fc.assert(
-          fc.asyncProperty(fc.commands(commands, { maxCommands: 40 }), async (sequence) => {
+          fc.asyncProperty(fc.commands(commands, { maxCommands: 40, size: 'medium' }), async (sequence) => {
             const callers = Array.from(
               { length: CLIENTS },
               () => new LockCaller(server.address, { 'grpc.use_local_subchannel_pool': 1 }, undefined, rpc),
             );
-            const real: Real = { prefix: `model/${randomUUID()}`, callers, streams: [] };
+            const real: Real = {
+              prefix: `model/${randomUUID()}`,
+              callers,
+              streams: [],
+              resumeTokens: [],
+              clientOf: [],
+              revocations: 0,
+            };
             try {
               await fc.asyncModelRun(() => ({ model: new LockModel(), real }), sequence);
             } finally {
-              for (const stream of real.streams) stream.cancel();
+              for (const stream of real.streams) stream?.cancel();
               for (const caller of callers) caller.close();
             }
           }),
           // Shrinking a failure re-runs sequences that may wait out ANSWER_BOUND_MS: bound the
           // whole search so the counterexample and seed are reported before the test's timeout.
-          { numRuns: RUNS, interruptAfterTimeLimit: 90_000, markInterruptAsFailure: true },
+          {
+            numRuns: RUNS,
+            interruptAfterTimeLimit: 90_000,
+            markInterruptAsFailure: true,
+            examples: REGRESSIONS.map((sequence): [typeof sequence] => [sequence]),
+          },
         );
       }, 150_000);
     });

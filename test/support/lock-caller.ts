@@ -105,8 +105,12 @@ export abstract class RequestStream {
   /** Ends the stream abnormally, as a client that gives up or breaks does. */
   abstract cancel(): void;
 
-  /** Half-closes and resolves with the outcome (OK after `released` when the lock was held). */
+  /**
+   * Lets go as a client should (`release`, then half-close) and resolves with the outcome (OK
+   * after `released` when the lock was held). `halfClose()` alone is a bare half-close.
+   */
   async release(): Promise<CallOutcome> {
+    this.sendRelease();
     this.halfClose();
     return this.outcome;
   }

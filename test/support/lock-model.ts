@@ -7,6 +7,11 @@
  * Per lock name, one FIFO queue. A request holds when nothing ahead of it conflicts with it:
  * reads share with reads; mutex and write exclude everything. A request that asked not to wait
  * (wait_timeout 0) and cannot hold at once ends with DEADLINE_EXCEEDED and leaves no trace.
+ * A request with a resume grace that is cancelled, or half-closed without `release`, keeps its
+ * place, queued or holding, until a new stream resumes it (graces here are longer than any
+ * sequence). RevokeLock asks each holder
+ * once: its first request stands; a forced one takes the lock from a holder asked first by it,
+ * and the holder hears of the loss before anyone is granted the lock.
  */
 
 export type ModelMode = 'mutex' | 'read' | 'write';
@@ -20,15 +25,33 @@ export type ModelEnd =
   /** The client cancelled its call: CANCELLED, whatever it held. */
   | 'cancelled'
   /** A try that found the lock taken: DEADLINE_EXCEEDED. */
-  | 'not-free';
+  | 'not-free'
+  /** A forced revocation took the lock away: ABORTED. */
+  | 'lost';
+
+/** What RevokeLock asked of a holder, the first time it asked. */
+export interface ModelRevoke {
+  readonly reason: string;
+  readonly forced: boolean;
+}
 
 export interface ModelRequest {
   readonly id: number;
   readonly lock: string;
   readonly mode: ModelMode;
-  /** Requests ahead of it when it joined the queue (holders included); undefined if it held at once. */
+  /** Asked for a resume grace: a cancel detaches it instead of ending it. */
+  readonly resumable: boolean;
+  /**
+   * Requests ahead of it when its current stream was first told (holders included): when it
+   * joined, or when it was resumed; undefined if it held by then.
+   */
   firstAhead: number | undefined;
   held: boolean;
+  /** Cancelled with a resume grace and not resumed yet: no stream speaks for it. */
+  detached: boolean;
+  /** How many streams it has had (1 + resumes). */
+  streams: number;
+  revoke: ModelRevoke | undefined;
   end: ModelEnd | undefined;
 }
 
@@ -40,16 +63,23 @@ export class LockModel {
   readonly requests: ModelRequest[] = [];
   readonly #queues = new Map<string, ModelRequest[]>();
 
-  /** A new request for `lock`; `tryOnly`: wait_timeout 0. Returns it (already ended if it could not hold). */
-  open(lock: string, mode: ModelMode, tryOnly: boolean): ModelRequest {
+  /**
+   * A new request for `lock`; `tryOnly`: wait_timeout 0; `resumable`: with a resume grace.
+   * Returns it (already ended if it could not hold).
+   */
+  open(lock: string, mode: ModelMode, tryOnly: boolean, resumable = false): ModelRequest {
     const queue = this.#queues.get(lock) ?? [];
     this.#queues.set(lock, queue);
     const request: ModelRequest = {
       id: this.requests.length,
       lock,
       mode,
+      resumable,
       firstAhead: undefined,
       held: false,
+      detached: false,
+      streams: 1,
+      revoke: undefined,
       end: undefined,
     };
     this.requests.push(request);
@@ -64,20 +94,71 @@ export class LockModel {
     return request;
   }
 
-  /** The client half-closed: a holder releases, a waiter is withdrawn. */
-  halfClose(id: number): void {
-    const request = this.#live(id);
+  /** The client sent `release`: a holder releases, a waiter is withdrawn. */
+  release(id: number): void {
+    const request = this.#attached(id);
     this.#leave(request, request.held ? 'released' : 'withdrawn');
   }
 
-  /** The client cancelled its call (no resume grace): whatever it held or waited for is given up. */
+  /**
+   * The client half-closed without `release`: as `release` without a resume grace; with one,
+   * the request is kept, detached, as after a cancel (the frames cannot tell the two apart).
+   */
+  halfClose(id: number): void {
+    const request = this.#attached(id);
+    if (request.resumable) request.detached = true;
+    else this.release(id);
+  }
+
+  /**
+   * The client cancelled its call: without a resume grace whatever it held or waited for is
+   * given up; with one, the request is kept as it is, detached.
+   */
   cancel(id: number): void {
-    this.#leave(this.#live(id), 'cancelled');
+    const request = this.#attached(id);
+    if (request.resumable) request.detached = true;
+    else this.#leave(request, 'cancelled');
+  }
+
+  /** A new stream resumes a detached request: it is told where the request stands. */
+  resume(id: number): void {
+    const request = this.#live(id);
+    if (!request.detached) throw new Error(`INVARIANT: request ${id} is not detached`);
+    request.detached = false;
+    request.streams += 1;
+    request.firstAhead = request.held ? undefined : this.ahead(id);
+  }
+
+  /**
+   * RevokeLock on `lock`: every holder is asked (the count returned), each keeping the first
+   * request it got; a forced request takes the lock from the holders it asked first. Returns
+   * the holders asked and those that lost the lock.
+   */
+  revoke(lock: string, reason: string, forced: boolean): { asked: number; lost: ModelRequest[] } {
+    const holders = this.queue(lock).filter((request) => request.held);
+    const lost: ModelRequest[] = [];
+    for (const holder of holders) {
+      if (holder.revoke) continue;
+      holder.revoke = { reason, forced };
+      if (forced) lost.push(holder);
+    }
+    for (const holder of lost) this.#leave(holder, 'lost');
+    return { asked: holders.length, lost };
   }
 
   /** Requests still queued or holding. */
   get live(): ModelRequest[] {
     return this.requests.filter((request) => request.end === undefined);
+  }
+
+  /** Live requests a stream speaks for. */
+  get attached(): ModelRequest[] {
+    return this.live.filter((request) => !request.detached);
+  }
+
+  /** Live requests cancelled with a resume grace, not resumed yet. */
+  get detached(): ModelRequest[] {
+    return this.live.filter((request) => request.detached);
   }
 
   /** How many requests are ahead of a live one in its queue now (holders included). */
@@ -97,9 +178,16 @@ export class LockModel {
     return request;
   }
 
+  #attached(id: number): ModelRequest {
+    const request = this.#live(id);
+    if (request.detached) throw new Error(`INVARIANT: request ${id} has no stream`);
+    return request;
+  }
+
   #leave(request: ModelRequest, end: ModelEnd): void {
     request.end = end;
     request.held = false;
+    request.detached = false;
     const queue = this.#queues.get(request.lock) ?? [];
     queue.splice(queue.indexOf(request), 1);
     // Whoever nothing conflicting is ahead of now holds.

@@ -194,13 +194,13 @@ export class LockRequestNode implements Lease {
     if (this.#phase !== 'held') return;
     const session = this.#session!;
     if (session.lost.aborted) {
-      this.#lose(lockLost(this.name, session.lost.reason));
+      void this.#lose(lockLost(this.name, session.lost.reason));
       return;
     }
     const why = this.#revokeRequest
       ? `lock "${this.name}" was revoked: ${this.#revokeRequest.reason || 'no reason given'}`
       : `lock "${this.name}" was lost: its node was deleted by someone else`;
-    this.#lose(new LockError('LOCK_LOST', why));
+    void this.#lose(new LockError('LOCK_LOST', why));
   }
 
   /** Ends the hold as lost; returns what the loss listeners said about telling the holder. */

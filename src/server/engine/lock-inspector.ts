@@ -106,16 +106,21 @@ export class LockInspector {
     }
   }
 
-  /** Whether a request holding `name` has `token` now: reads only the holders' nodes. */
+  /**
+   * Whether a request holding `name` has `token` now: reads only the holders' nodes. A holder
+   * whose forced revocation's deadline has passed holds nothing, though its node may be there
+   * a moment longer (it is deleted once its holder has been told).
+   */
   async isHeld(name: string, token: bigint): Promise<boolean> {
     validateLockName(name);
     const dir = this.#engine.lockPath(name);
     const queue = queueOrder(await this.#store.children(dir));
     const holders = queue.slice(0, holderCount(queue));
-    const tokens = await Promise.all(
-      holders.map((entry) => this.#store.creationId(joinPath(dir, entry.nodeName))),
+    const nodes = await Promise.all(
+      holders.map((entry) => this.#store.nodeData(joinPath(dir, entry.nodeName))),
     );
-    return tokens.includes(token);
+    const now = Date.now();
+    return nodes.some((node) => node?.creationId === token && !forcedOutBy(node.data, now));
   }
 
   /**
@@ -166,6 +171,14 @@ export class LockInspector {
     const recorded = parseNodeData(node.data);
     return { mode: entry.mode, fencingToken: node.creationId, ...recorded };
   }
+}
+
+/** Whether a node records a forced revocation whose deadline is past at `now`. */
+function forcedOutBy(data: Uint8Array, now: number): boolean {
+  const forceAt = parseNodeRecord(data).revoke?.forceAt;
+  if (typeof forceAt !== 'string') return false;
+  const at = Date.parse(forceAt);
+  return !Number.isNaN(at) && at <= now;
 }
 
 /** What the engine recorded in a request's node; tolerant of foreign data. */

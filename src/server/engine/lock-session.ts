@@ -94,6 +94,13 @@ export class LockSession {
     return this.#ended !== undefined;
   }
 
+  /** Requests the client has not asked to end (with `release` or `cancel`) that have not ended. */
+  get unreleased(): number {
+    let count = 0;
+    for (const request of this.#requests.values()) if (!request.letGo) count += 1;
+    return count;
+  }
+
   /** Whether `id` names a request that has not ended. */
   has(id: number): boolean {
     return this.#requests.has(id);
@@ -209,6 +216,8 @@ class SessionLockRequest {
   #unsubscribe: Array<() => void> = [];
   #done: Promise<void> | undefined;
   #settleDone: (() => void) | undefined;
+  /** Set when the request ended with a confirmed message: resolves once the client has it. */
+  #told: Promise<void> | undefined;
 
   constructor(session: LockSession, id: number, request: AcquireRequest, engine: LockEngine) {
     this.#session = session;
@@ -233,12 +242,17 @@ class SessionLockRequest {
       );
   }
 
+  /** Whether the request has ended, or the client asked it to. */
+  get letGo(): boolean {
+    return this.#phase === 'ended' || this.#endRequested !== undefined;
+  }
+
   /** Tells a newly attached stream where this request stands. */
   report(observer: SessionObserver): void {
     if (this.#untoldEnd) {
       const { error } = this.#untoldEnd;
       this.#session.forgetRequest(this.#id, this);
-      observer.ended(this.#id, error, this.#request);
+      void observer.ended(this.#id, error, this.#request);
       return;
     }
     const lease = this.#lease;
@@ -310,7 +324,7 @@ class SessionLockRequest {
     }
     if (lease.lossReason) {
       this.#phase = 'held';
-      this.#lost();
+      void this.#lost();
       return;
     }
     this.#phase = 'held';
@@ -360,23 +374,23 @@ class SessionLockRequest {
     if (this.#phase !== 'held') return undefined;
     this.#stopFollowing();
     this.#endHold?.('lost');
-    return this.#end(lossReport(this.#request.name, this.#lease?.lossReason), true);
+    this.#end(lossReport(this.#request.name, this.#lease?.lossReason), true);
+    return this.#told;
   }
 
   #stopFollowing(): void {
     for (const unsubscribe of this.#unsubscribe.splice(0)) unsubscribe();
   }
 
-  /** Ends the request; with `confirm`, returns a promise that resolves once the attached stream (if any) has taken the news. */
-  #end(error: unknown, confirm = false): Promise<void> | undefined {
-    if (this.#phase === 'ended') return undefined;
+  /** Ends the request; with `confirm`, `#told` then says when the attached stream (if any) has taken the news. */
+  #end(error: unknown, confirm = false): void {
+    if (this.#phase === 'ended') return;
     this.#phase = 'ended';
     this.#stopFollowing();
     const observer = this.#session.observer;
-    let told: Promise<void> | undefined;
     if (observer) {
       this.#session.forgetRequest(this.#id, this);
-      told = observer.ended(this.#id, error, this.#request, confirm);
+      this.#told = observer.ended(this.#id, error, this.#request, confirm);
     } else if (this.#session.ended) {
       this.#session.forgetRequest(this.#id, this);
     } else {
@@ -384,7 +398,6 @@ class SessionLockRequest {
     }
     this.#settleDone?.();
     this.#done ??= Promise.resolve();
-    return told;
   }
 }
 

@@ -12,7 +12,6 @@ import { isLockError, LockError } from '../lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
 import { msToDuration, toStreamOpening, type StreamOpening } from './acquire-request.js';
 import { lossReport } from '../engine/lease.js';
-import { onClientHalfClose } from './client-half-close.js';
 import { toCallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
 
@@ -145,7 +144,9 @@ class AcquireStream {
     });
     // Before the grant, a clean end withdraws the request; after it, `#hold` releases the lock.
     void this.#client.end.then((end) => {
-      if (attached() && claim.lease === undefined) claim.withdraw(withdrawal(end, request.name));
+      if (!attached() || claim.lease !== undefined) return;
+      if (end === 'half-close' && claim.graceMs > 0) this.#interruption.break(keptForGrace(claim));
+      else claim.withdraw(withdrawal(end, request.name));
     });
     if (claim.resumeToken !== undefined) {
       const resumeGrace = msToDuration(claim.graceMs);
@@ -183,8 +184,8 @@ class AcquireStream {
     };
     if (lease.revokeRequest) sendRevokeRequested(lease.revokeRequest);
     using _revocations = disposable(lease.onRevokeRequested(sendRevokeRequested));
-    // A lost lock is freed for others once this stream's status has gone out (see `onLost`):
-    // grpc-js reports 'cancelled' right after it hands the status to HTTP/2.
+    // A lost lock is freed for others once this stream's status has gone to HTTP/2 (see
+    // `onLost`): grpc-js reports 'cancelled' right after it hands the status over.
     using _telling = disposable(
       lease.onLost(() =>
         call.cancelled ? undefined : new Promise<void>((resolve) => call.once('cancelled', () => resolve())),
@@ -195,6 +196,11 @@ class AcquireStream {
     const end = await Promise.race([this.#client.end, lost.then(() => 'lost' as const), aborted]);
     if (end === 'lost') throw lockLost(lease);
     if (end === undefined) throw signal.reason;
+    if (end === 'half-close' && this.#claim!.graceMs > 0) {
+      const kept = keptForGrace(this.#claim!);
+      this.#interruption.break(kept);
+      throw kept;
+    }
     await lease.release();
     this.#released = true;
     this.#endHold?.('released');
@@ -357,7 +363,9 @@ function followClient(call: AcquireCall): ClientSide {
       settleEnd(new LockError('INVALID_ARGUMENT', '`start` or `resume` may be sent only once per stream'));
     }
   });
-  onClientHalfClose(call, () => {
+  // A cancel ends the readable side too: this may be one. Nothing here depends on which (see
+  // `keptForGrace`); a cancel is also reported as 'cancelled'.
+  call.on('end', () => {
     settleFirst(null);
     settleEnd('half-close');
   });
@@ -371,6 +379,20 @@ function withdrawal(end: ClientEnd, name: string): LockError {
   if (end instanceof LockError) return end;
   const how = end === 'release' ? 'sent `release`' : 'half-closed the stream';
   return new LockError('CANCELLED', `lock "${name}" was not acquired: the client ${how} while waiting`);
+}
+
+/**
+ * A request with a resume grace is released only by `release`. A bare half-close cannot be
+ * told from a cancel by the frames alone: a gRPC client that cancels may end its side of the
+ * stream and send the reset later (grpc-js does, after its pending write completes), or never
+ * (when it closes its connection at once). So it is an abnormal end, the same whichever it was:
+ * the request is kept for its grace, and a client still listening is told why.
+ */
+function keptForGrace(claim: Claim): LockError {
+  return new LockError(
+    'KEPT_FOR_GRACE',
+    `lock "${claim.request.name}": the stream was half-closed without \`release\`; the request is kept for its resume grace (${claim.graceMs} ms) as after a cancel: resume it and send \`release\` to let go`,
+  );
 }
 
 function lockLost(lease: Lease): LockError {

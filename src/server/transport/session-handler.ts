@@ -23,7 +23,6 @@ import {
   msToDuration,
   toAcquireRequest,
 } from './acquire-request.js';
-import { onClientHalfClose } from './client-half-close.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
 
@@ -79,7 +78,9 @@ class SessionStream implements SessionObserver {
     this.#streamClosed = options.metrics.sessionOpened();
     this.served = new Promise((resolve) => (this.#settleServed = resolve));
     call.on('data', (message: SessionRequest) => this.#onMessage(message));
-    onClientHalfClose(call, () => this.#onHalfClose());
+    // A cancel ends the readable side too, and may look like a half-close until its reset
+    // arrives: nothing here depends on which (see `#onHalfClose`).
+    call.on('end', () => this.#onHalfClose());
     // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
     call.once('cancelled', () => this.#onBreak(undefined));
     const { shutdown } = options;
@@ -216,7 +217,7 @@ class SessionStream implements SessionObserver {
       session.acquire(id, request);
     } catch (error) {
       // A bad request fails alone: the session goes on.
-      this.ended(id, error);
+      void this.ended(id, error);
     }
   }
 
@@ -226,8 +227,14 @@ class SessionStream implements SessionObserver {
       return;
     }
     if (this.#state !== 'open') return;
-    this.#state = 'closing';
     const session = this.#session;
+    // With a grace, requests are let go by `release` or `cancel`: a half-close with some left
+    // may be a cancel whose reset has not arrived (or never will), so it is an abnormal end.
+    if (session && session.graceMs > 0 && session.unreleased > 0) {
+      this.#onBreak(keptForGrace(session));
+      return;
+    }
+    this.#state = 'closing';
     if (!session) return;
     void session.closeCleanly().then(async () => {
       await session.end(SESSION_ENDED);
@@ -330,7 +337,7 @@ class SessionStream implements SessionObserver {
       this.#writer.write(message);
       return undefined;
     }
-    return new Promise((resolve) => this.#writer.write(message, () => resolve()));
+    return new Promise<void>((resolve) => this.#writer.write(message, () => resolve()));
   }
 
   /** A debug line about one request, with the fields an Acquire call's lines have. */
@@ -350,6 +357,14 @@ class SessionStream implements SessionObserver {
     );
     this.#settleServed();
   }
+}
+
+/** Why a half-closed session with requests not let go is kept for its grace (see `#onHalfClose`). */
+function keptForGrace(session: LockSession): LockError {
+  return new LockError(
+    'KEPT_FOR_GRACE',
+    `the session was half-closed with ${session.unreleased} request(s) neither released nor cancelled; it is kept for its resume grace (${session.graceMs} ms) as after a cancel: resume it and send \`release\` or \`cancel\` for each, then half-close`,
+  );
 }
 
 function violation(message: string): LockError {

@@ -66,11 +66,11 @@ type LockServiceClient interface {
 	// (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
 	// Resume works on the lockstream instance that issued the token.
 	//
-	// A half-close is a release only if the client is still there to hear the answer: before
-	// acting on it the server sends an HTTP/2 PING on the connection, and a reset that arrives
-	// before the PING's ACK (a cancel that also half-closed), or a connection that closes without
-	// answering the PING (a client that cancelled and closed its channel at once), makes it an
-	// abnormal end. Sending `release` first needs no PING.
+	// With a `resume_grace`, release with `release`: a half-close without it is an abnormal end
+	// too (the request is kept for its grace; a client still listening gets FAILED_PRECONDITION).
+	// The frames cannot tell such a half-close from a cancel: a gRPC client that cancels may end
+	// its side of the stream before it sends the reset, a round trip or more later, or never
+	// (when it closes its connection at once). Without a grace both release at once.
 	//
 	// Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
 	// and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
@@ -93,6 +93,8 @@ type LockServiceClient interface {
 	//	ABORTED             a held lock was lost, e.g. the server's ZooKeeper session expired; the
 	//	                    holder must stop the work the lock protects. Safe to retry Acquire.
 	//	CANCELLED           the client half-closed while still waiting; nothing is left queued.
+	//	FAILED_PRECONDITION the client half-closed without `release` a request with a resume
+	//	                    grace: it is kept for the grace, as after a cancel.
 	//	RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
 	//	                    message is larger than it accepts; nothing is left queued.
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -122,9 +124,11 @@ type LockServiceClient interface {
 	//  4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
 	//     CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
 	//
-	// The session still ties every lock to the stream: when the client half-closes (a half-close
-	// as Acquire defines it: confirmed by a PING's ACK), every held lock is released and every
-	// waiting request withdrawn (each gets its `released` and `ended`) and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+	// The session still ties every lock to the stream: when the client half-closes, every held
+	// lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
+	// and the call ends with OK. A session with a `resume_grace` is closed that way only once
+	// every request has ended or been let go (`release` or `cancel`); a half-close that leaves
+	// any is an abnormal end, as on Acquire (kept for the grace; FAILED_PRECONDITION). When the stream ends abnormally (cancel, broken connection,
 	// three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
 	// all its requests, queued or holding, for the grace; a new Session stream whose first
 	// message is `resume` with the session's token takes them over: it gets `opened` (the same
@@ -146,6 +150,8 @@ type LockServiceClient interface {
 	//	                    of them is sent twice or is malformed, or `acquire` has no
 	//	                    `request_id` or reuses the id of a request that has not ended.
 	//	ABORTED             another stream resumed the session.
+	//	FAILED_PRECONDITION the client half-closed a session with a grace while some request was
+	//	                    neither ended nor let go: the session is kept for its grace.
 	//	RESOURCE_EXHAUSTED  a message was larger than the server accepts.
 	//	UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
 	//	UNAUTHENTICATED     the caller's credentials were refused.
@@ -164,7 +170,8 @@ type LockServiceClient interface {
 	ListLocks(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error)
 	// CheckToken says whether a fencing token is held for a lock right now (Chubby's
 	// CheckSequencer), for resources that validate their callers. A token that was never granted,
-	// or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
+	// or was released or lost, is not held; nor is one whose forced revocation's deadline has
+	// passed, from that moment on. INVALID_ARGUMENT for a malformed name.
 	CheckToken(ctx context.Context, in *CheckTokenRequest, opts ...grpc.CallOption) (*CheckTokenResponse, error)
 	// RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
 	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
@@ -314,11 +321,11 @@ type LockServiceServer interface {
 	// (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
 	// Resume works on the lockstream instance that issued the token.
 	//
-	// A half-close is a release only if the client is still there to hear the answer: before
-	// acting on it the server sends an HTTP/2 PING on the connection, and a reset that arrives
-	// before the PING's ACK (a cancel that also half-closed), or a connection that closes without
-	// answering the PING (a client that cancelled and closed its channel at once), makes it an
-	// abnormal end. Sending `release` first needs no PING.
+	// With a `resume_grace`, release with `release`: a half-close without it is an abnormal end
+	// too (the request is kept for its grace; a client still listening gets FAILED_PRECONDITION).
+	// The frames cannot tell such a half-close from a cancel: a gRPC client that cancels may end
+	// its side of the stream before it sends the reset, a round trip or more later, or never
+	// (when it closes its connection at once). Without a grace both release at once.
 	//
 	// Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
 	// and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
@@ -341,6 +348,8 @@ type LockServiceServer interface {
 	//	ABORTED             a held lock was lost, e.g. the server's ZooKeeper session expired; the
 	//	                    holder must stop the work the lock protects. Safe to retry Acquire.
 	//	CANCELLED           the client half-closed while still waiting; nothing is left queued.
+	//	FAILED_PRECONDITION the client half-closed without `release` a request with a resume
+	//	                    grace: it is kept for the grace, as after a cancel.
 	//	RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
 	//	                    message is larger than it accepts; nothing is left queued.
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -370,9 +379,11 @@ type LockServiceServer interface {
 	//  4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
 	//     CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
 	//
-	// The session still ties every lock to the stream: when the client half-closes (a half-close
-	// as Acquire defines it: confirmed by a PING's ACK), every held lock is released and every
-	// waiting request withdrawn (each gets its `released` and `ended`) and the call ends with OK. When the stream ends abnormally (cancel, broken connection,
+	// The session still ties every lock to the stream: when the client half-closes, every held
+	// lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
+	// and the call ends with OK. A session with a `resume_grace` is closed that way only once
+	// every request has ended or been let go (`release` or `cancel`); a half-close that leaves
+	// any is an abnormal end, as on Acquire (kept for the grace; FAILED_PRECONDITION). When the stream ends abnormally (cancel, broken connection,
 	// three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
 	// all its requests, queued or holding, for the grace; a new Session stream whose first
 	// message is `resume` with the session's token takes them over: it gets `opened` (the same
@@ -394,6 +405,8 @@ type LockServiceServer interface {
 	//	                    of them is sent twice or is malformed, or `acquire` has no
 	//	                    `request_id` or reuses the id of a request that has not ended.
 	//	ABORTED             another stream resumed the session.
+	//	FAILED_PRECONDITION the client half-closed a session with a grace while some request was
+	//	                    neither ended nor let go: the session is kept for its grace.
 	//	RESOURCE_EXHAUSTED  a message was larger than the server accepts.
 	//	UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
 	//	UNAUTHENTICATED     the caller's credentials were refused.
@@ -412,7 +425,8 @@ type LockServiceServer interface {
 	ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error)
 	// CheckToken says whether a fencing token is held for a lock right now (Chubby's
 	// CheckSequencer), for resources that validate their callers. A token that was never granted,
-	// or was released or lost, is not held. INVALID_ARGUMENT for a malformed name.
+	// or was released or lost, is not held; nor is one whose forced revocation's deadline has
+	// passed, from that moment on. INVALID_ARGUMENT for a malformed name.
 	CheckToken(context.Context, *CheckTokenRequest) (*CheckTokenResponse, error)
 	// RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
 	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
