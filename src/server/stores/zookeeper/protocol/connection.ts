@@ -43,6 +43,8 @@ export interface ZooKeeperConnectionOptions {
   readonly sessionTimeoutMs: number;
   /** Credentials sent right after every connect (scheme `digest`: "user:password"). */
   readonly auth?: ReadonlyArray<{ readonly scheme: string; readonly credentials: string }>;
+  /** Attach to this existing session instead of creating one (fault-injection tests close it). */
+  readonly session?: { readonly id: bigint; readonly password: Uint8Array };
 }
 
 /** A ZooKeeper error code (`ErrorCode`), with the operation and path it answered. */
@@ -87,6 +89,7 @@ export class ZooKeeperConnection extends EventEmitter {
   #inbound: Buffer | undefined;
   #pingTimer: NodeJS.Timeout | undefined;
   #lastSendAt = 0;
+  #lastReceiveAt = 0;
   readonly #dataWatches = new Map<string, Set<Watcher>>();
   readonly #existWatches = new Map<string, Set<Watcher>>();
   readonly #childWatches = new Map<string, Set<Watcher>>();
@@ -95,6 +98,10 @@ export class ZooKeeperConnection extends EventEmitter {
   private constructor(options: ZooKeeperConnectionOptions) {
     super();
     this.#options = options;
+    if (options.session) {
+      this.#sessionId = options.session.id;
+      this.#password = options.session.password;
+    }
   }
 
   /** Connects and creates a session; rejects if no member accepts one. */
@@ -335,6 +342,7 @@ export class ZooKeeperConnection extends EventEmitter {
 
   #onData(socket: Socket, chunk: Buffer): void {
     if (socket !== this.#socket) return;
+    this.#lastReceiveAt = performance.now();
     let buffer = this.#inbound ? Buffer.concat([this.#inbound, chunk]) : chunk;
     let offset = 0;
     try {
@@ -511,16 +519,25 @@ export class ZooKeeperConnection extends EventEmitter {
       request.settle(new ZooKeeperError(reason.code, `${request.what}: ${reason.message}`), undefined, 0n);
   }
 
-  /** Pings when nothing was sent for a third of the session timeout, as ZooKeeper's clients do. */
+  /**
+   * Pings when nothing was sent for a third of the session timeout, and drops a connection that
+   * has said nothing for two thirds of it (a frozen or cut-off member), so that another member
+   * is tried while the session can still be saved: as ZooKeeper's own clients do.
+   */
   #startPinging(): void {
     clearInterval(this.#pingTimer);
     const intervalMs = Math.max(1, Math.floor(this.#negotiatedTimeoutMs / 3));
+    const socket = this.#socket;
     this.#lastSendAt = performance.now();
+    this.#lastReceiveAt = performance.now();
     this.#pingTimer = setInterval(() => {
-      if (performance.now() - this.#lastSendAt >= intervalMs * 0.9) {
-        this.#sendPacket(Xid.ping, OpCode.ping, () => {});
+      const now = performance.now();
+      if (now - this.#lastReceiveAt >= intervalMs * 2) {
+        socket?.destroy();
+        return;
       }
-    }, intervalMs / 2);
+      if (now - this.#lastSendAt >= intervalMs * 0.9) this.#sendPacket(Xid.ping, OpCode.ping, () => {});
+    }, intervalMs / 4);
     this.#pingTimer.unref();
   }
 
