@@ -13,10 +13,11 @@ import {
 import { LockModel, type ModelMode, type ModelRequest } from '../support/lock-model.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 /**
  * Model-based: random sequences of requests (mutex, read, write; waiting or trying; some with a
- * resume grace), releases (`release`), bare half-closes, cancels, resumes on a new stream, and RevokeLock
+ * resume grace), releases (`release`), bare half-closes, cancels, resumes on a new stream, dropped connections, and RevokeLock
  * (cooperative or forced), on two lock names from clients on two connections, run against a
  * lockstream server in its own process and against LockModel. After every step each request's
  * messages must be what the model says: held ones got `acquired` (and, if asked to release,
@@ -30,6 +31,10 @@ import { startServerProcess, type ServerProcess } from '../support/server-proces
  */
 
 const RUNS = Number(process.env['LOCKSTREAM_MODEL_RUNS'] ?? 25);
+/** A failure's seed and path (as printed) replay it: LOCKSTREAM_MODEL_SEED=… LOCKSTREAM_MODEL_PATH=… */
+const REPLAY: { seed?: number; path?: string } = process.env['LOCKSTREAM_MODEL_SEED']
+  ? { seed: Number(process.env['LOCKSTREAM_MODEL_SEED']), path: process.env['LOCKSTREAM_MODEL_PATH'] ?? '' }
+  : {};
 const LOCKS = 2;
 const CLIENTS = 2;
 /** How long the server may take to say what the model expects: a bound against hanging, not a speed check. */
@@ -56,6 +61,10 @@ interface Real {
   readonly resumeTokens: Array<Promise<{ token: string }> | undefined>;
   /** Which client's connection each request's current stream is on. */
   readonly clientOf: number[];
+  /** The proxy in front of the server that each client connects through (to cut its connection). */
+  readonly proxies: readonly TcpProxy[];
+  /** A client on its own direct connection, for WatchLock and RevokeLock. */
+  readonly observer: LockCaller;
   revocations: number;
 }
 
@@ -82,6 +91,7 @@ const EXPECTED_STATUS = {
   cancelled: grpc.status.CANCELLED,
   'not-free': grpc.status.DEADLINE_EXCEEDED,
   lost: grpc.status.ABORTED,
+  dropped: grpc.status.UNAVAILABLE,
 } as const;
 
 /** Awaits what the model says every request has been told by now, and checks it. */
@@ -144,7 +154,7 @@ async function toldOfRevocation(stream: RequestStream, request: ModelRequest, la
 
 /** Waits until the server's queue for `lock` is as long as the model's: it has acted on what the client cannot see acknowledged. */
 async function untilQueueSettles(model: LockModel, real: Real, lock: string, what: string): Promise<void> {
-  const watch = real.callers[0]!.watch(lock);
+  const watch = real.observer.watch(lock);
   try {
     const left = model.queue(lock).length;
     await within(
@@ -283,6 +293,54 @@ class Resume implements fc.AsyncCommand<LockModel, Real> {
 }
 
 /**
+ * The connection of one client breaks (the proxy in front of the server cuts it): every stream
+ * on it ends as after a cancel; a request with a resume grace is kept, detached.
+ */
+class Drop implements fc.AsyncCommand<LockModel, Real> {
+  constructor(readonly client: number) {}
+
+  check(model: Readonly<LockModel>): boolean {
+    return model.attached.length > 0;
+  }
+
+  async run(model: LockModel, real: Real): Promise<void> {
+    const affected = model.attached.filter((request) => real.clientOf[request.id] === this.client);
+    for (const request of affected) model.drop(request.id);
+    real.proxies[this.client]!.severAll();
+    for (const { id } of affected) {
+      const stream = real.streams[id]!;
+      const outcome = await within(stream.outcome, `request ${id}'s stream to break`);
+      expect(outcome.code, outcome.details).toBe(grpc.status.UNAVAILABLE);
+      if (model.requests[id]!.detached) real.streams[id] = undefined;
+    }
+    // The client's channel notices the break in its own time; a real client retries a call
+    // that raced it, and so does the next step: wait until the channel connects again.
+    await within(reconnected(real.callers[this.client]!), `client ${this.client} to connect again`);
+    // The server hears of the break in its own time: wait until it has acted on it.
+    for (const lock of new Set(affected.map((request) => request.lock))) {
+      await untilQueueSettles(model, real, lock, `the dropped connection of client ${this.client}`);
+    }
+    await agree(model, real);
+  }
+
+  toString(): string {
+    return `drop(client ${this.client})`;
+  }
+}
+
+/** Resolves once a unary call on `caller` succeeds (calls that meet the broken connection fail). */
+async function reconnected(caller: LockCaller): Promise<void> {
+  for (;;) {
+    try {
+      await caller.list({ prefix: 'model-reconnect-probe/' });
+      return;
+    } catch (error) {
+      if ((error as grpc.ServiceError).code !== grpc.status.UNAVAILABLE) throw error;
+    }
+  }
+}
+
+/**
  * RevokeLock on one lock, cooperative or forced. Every holder must be counted, told once (its
  * first request stands), and, when forced by its first request, lose the lock before anyone
  * else is granted it.
@@ -303,7 +361,7 @@ class Revoke implements fc.AsyncCommand<LockModel, Real> {
     const reason = `revocation ${real.revocations}`;
     const heldBefore = new Set(model.live.filter((request) => request.held).map((request) => request.id));
     const { asked, lost } = model.revoke(lock, reason, this.forced);
-    const counted = await real.callers[0]!.revoke(lock, reason, this.forced ? FORCE_AFTER_S : undefined);
+    const counted = await real.observer.revoke(lock, reason, this.forced ? FORCE_AFTER_S : undefined);
     expect(counted, `holders of lock ${this.lock} asked`).toBe(asked);
     if (lost.length > 0) await untilQueueSettles(model, real, lock, `the forced revocation of ${reason}`);
     await agree(model, real);
@@ -349,6 +407,7 @@ const commands = [
   pick.map((n) => new End('cancel', n)),
   fc.tuple(pick, clientIndex).map(([n, client]) => new Resume(n, client)),
   fc.tuple(lockIndex, fc.boolean()).map(([lock, forced]) => new Revoke(lock, forced)),
+  clientIndex.map((client) => new Drop(client)),
 ];
 
 /**
@@ -371,6 +430,25 @@ const REGRESSIONS: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = [
   // A holder forced out by a revocation heard of it after the next holder on its connection
   // heard of its grant.
   [new Open(1, 'mutex', false, 0, true), new Open(1, 'mutex', false, 0, true), new Revoke(1, true)],
+  // A resumed waiter was told the count of before a release its client had seen acknowledged
+  // (counts were kept by listings at a bounded pace): a resume now counts again.
+  [
+    new Open(1, 'mutex', false, 0, true),
+    new End('halfClose', 0),
+    new Open(1, 'read', false, 0, true),
+    new Open(1, 'read', false, 0, true),
+    new End('halfClose', 3),
+    new End('release', 0),
+    new Resume(1, 0),
+  ],
+  // The same after a dropped connection ended the holder ahead.
+  [
+    new Open(1, 'mutex', false, 0, false),
+    new Open(1, 'mutex', false, 0, true),
+    new Open(1, 'mutex', false, 0, true),
+    new Drop(0),
+    new Resume(1, 0),
+  ],
 ];
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
@@ -379,22 +457,28 @@ for (const store of ['embedded', 'zookeeper'] as const) {
   for (const rpc of ['acquire', 'session'] as const satisfies LockRpc[]) {
     describe(`the lock model against a server on the ${store} store, over ${rpc}`, () => {
       let server: ServerProcess;
+      const proxies: TcpProxy[] = [];
 
       beforeAll(async () => {
         server = await startServerProcess(
           store === 'embedded' ? [] : ['--zookeeper', connectString, '--root', `/model-${randomUUID()}`],
         );
+        for (let client = 0; client < CLIENTS; client += 1)
+          proxies.push(await TcpProxy.start(server.address));
       });
       afterAll(async () => {
+        await Promise.all(proxies.map((proxy) => proxy.close()));
         await server?.kill('SIGTERM');
       });
 
       it('tells every client what the model says, after every step of random sequences', async () => {
         await fc.assert(
           fc.asyncProperty(fc.commands(commands, { maxCommands: 40, size: 'medium' }), async (sequence) => {
-            const callers = Array.from(
-              { length: CLIENTS },
-              () => new LockCaller(server.address, { 'grpc.use_local_subchannel_pool': 1 }, undefined, rpc),
+            const observer = new LockCaller(server.address, { 'grpc.use_local_subchannel_pool': 1 });
+            // Each client reaches the server through its own proxy, so that its connection can be cut.
+            const callers = proxies.map(
+              (proxy) =>
+                new LockCaller(proxy.address, { 'grpc.use_local_subchannel_pool': 1 }, undefined, rpc),
             );
             const real: Real = {
               prefix: `model/${randomUUID()}`,
@@ -402,13 +486,15 @@ for (const store of ['embedded', 'zookeeper'] as const) {
               streams: [],
               resumeTokens: [],
               clientOf: [],
+              proxies,
+              observer,
               revocations: 0,
             };
             try {
               await fc.asyncModelRun(() => ({ model: new LockModel(), real }), sequence);
             } finally {
               for (const stream of real.streams) stream?.cancel();
-              for (const caller of callers) caller.close();
+              for (const caller of [...callers, observer]) caller.close();
             }
           }),
           // Shrinking a failure re-runs sequences that may wait out ANSWER_BOUND_MS: bound the
@@ -418,6 +504,7 @@ for (const store of ['embedded', 'zookeeper'] as const) {
             interruptAfterTimeLimit: 90_000,
             markInterruptAsFailure: true,
             examples: REGRESSIONS.map((sequence): [typeof sequence] => [sequence]),
+            ...REPLAY,
           },
         );
       }, 150_000);

@@ -27,7 +27,9 @@ export type ModelEnd =
   /** A try that found the lock taken: DEADLINE_EXCEEDED. */
   | 'not-free'
   /** A forced revocation took the lock away: ABORTED. */
-  | 'lost';
+  | 'lost'
+  /** The client's connection broke (no resume grace): UNAVAILABLE, as the client sees it. */
+  | 'dropped';
 
 /** What RevokeLock asked of a holder, the first time it asked. */
 export interface ModelRevoke {
@@ -118,6 +120,13 @@ export class LockModel {
     const request = this.#attached(id);
     if (request.resumable) request.detached = true;
     else this.#leave(request, 'cancelled');
+  }
+
+  /** The connection under the request's stream broke: as a cancel, but the client saw UNAVAILABLE. */
+  drop(id: number): void {
+    const request = this.#attached(id);
+    if (request.resumable) request.detached = true;
+    else this.#leave(request, 'dropped');
   }
 
   /** A new stream resumes a detached request: it is told where the request stands. */

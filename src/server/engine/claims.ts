@@ -1,7 +1,7 @@
 import { randomFillSync } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { LockEngine } from './lock-engine.js';
-import { Withdrawal, type AcquireRequest, type Lease } from './lock-request.js';
+import { QueuePlace, Withdrawal, type AcquireRequest, type Lease } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import { LockSession, type RequestAccounting } from './lock-session.js';
 
@@ -49,6 +49,7 @@ export class Claim {
   readonly granted: Promise<Lease>;
   readonly #logger: Logger;
   readonly #withdrawal = new Withdrawal();
+  readonly #place = new QueuePlace();
   readonly #forget: () => void;
   #lease: Lease | undefined;
   #ahead: number | undefined;
@@ -72,6 +73,7 @@ export class Claim {
     this.granted = engine
       .acquire(request, {
         withdrawal: this.#withdrawal,
+        place: this.#place,
         onQueued: (ahead) => {
           this.#ahead = ahead;
           this.#observer?.queued(ahead);
@@ -104,6 +106,14 @@ export class Claim {
   /** Requests ahead at the last count while waiting; undefined before the first count. */
   get ahead(): number | undefined {
     return this.#ahead;
+  }
+
+  /**
+   * While the request waits: counts it again and tells the attached stream (see QueuePlace);
+   * false if it does not wait or the count failed.
+   */
+  recount(): Promise<boolean> {
+    return this.#place.recount();
   }
 
   /**

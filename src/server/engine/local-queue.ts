@@ -80,6 +80,26 @@ export class LocalQueue {
   }
 
   /**
+   * Lists the queue now and tells `nodeName` its place even if unchanged (a new stream took it
+   * over), and the other waiters theirs if changed. False if it is not waiting here or the
+   * listing failed.
+   */
+  async recount(nodeName: string): Promise<boolean> {
+    if (!this.#waiters.has(nodeName)) return false;
+    let children: string[];
+    try {
+      children = await this.#store.children(this.#dir);
+    } catch {
+      return false;
+    }
+    const waiter = this.#waiters.get(nodeName);
+    if (!waiter) return false;
+    waiter.lastAhead = -1;
+    this.tell(children);
+    return waiter.lastAhead !== -1;
+  }
+
+  /**
    * Tells every waiter here its place in `children`, a listing of the queue; not those the
    * listing shows holding (they are granted instead, by their own wait).
    */

@@ -147,10 +147,7 @@ export class LockEngine {
     }
     // Told its place now and whenever it changes (a try never waits, so it is never told).
     const { queue } = waiting;
-    using _told =
-      request.waitTimeoutMs === 0
-        ? undefined
-        : disposable(queue.wait(me, (ahead) => options.onQueued?.(ahead)));
+    using _told = request.waitTimeoutMs === 0 ? undefined : disposable(this.#tellPlaces(queue, me, options));
     for (;;) {
       waitSignal.throwIfAborted();
       if (current.kind === 'missing') throw nodeVanished(request.name);
@@ -204,6 +201,17 @@ export class LockEngine {
         if (!oldest.done) this.#releasedHolders.delete(oldest.value);
       }
       this.#releasedHolders.add(path);
+    };
+  }
+
+  /** Tells `me`'s place to `options.onQueued` while it waits, and lets `options.place` ask for a recount. */
+  #tellPlaces(queue: LocalQueue, me: string, options: AcquireOptions): () => void {
+    const stop = queue.wait(me, (ahead) => options.onQueued?.(ahead));
+    const { place } = options;
+    place?.bind(() => queue.recount(me));
+    return () => {
+      place?.bind(undefined);
+      stop();
     };
   }
 

@@ -24,6 +24,32 @@ export interface AcquireOptions {
   readonly withdrawal: Withdrawal;
   /** Called whenever the request is (still) waiting, with how many requests are ahead of it. */
   readonly onQueued?: (ahead: number) => void;
+  /** Lets the caller have the request counted again while it waits (see QueuePlace). */
+  readonly place?: QueuePlace;
+}
+
+/**
+ * A waiting request's place in its queue, counted again on demand: for a stream that takes
+ * the request over (a resume). Counts are kept current by listings made at a bounded pace, so
+ * the last one may predate a change the client has already seen acknowledged (a release it
+ * made, a connection of its that broke); the new stream must be told a count from after it.
+ */
+export class QueuePlace {
+  #recount: (() => Promise<boolean>) | undefined;
+
+  /** For the engine: how to count the request again while it waits; undefined once it does not. */
+  bind(recount: (() => Promise<boolean>) | undefined): void {
+    this.#recount = recount;
+  }
+
+  /**
+   * Lists the queue now and calls `onQueued` with the count found, even if it is the one told
+   * last. Resolves with false when the request does not wait (any more) or the store could not
+   * be read, and nothing was told.
+   */
+  recount(): Promise<boolean> {
+    return this.#recount?.() ?? Promise.resolve(false);
+  }
 }
 
 /** A held lock. It stays held until `release()` or until `lost` aborts. */

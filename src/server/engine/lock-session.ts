@@ -1,7 +1,13 @@
 import type { Logger } from 'pino';
 import { lossReport } from './lease.js';
 import type { LockEngine } from './lock-engine.js';
-import { Withdrawal, type AcquireRequest, type Lease, type RevokeRequest } from './lock-request.js';
+import {
+  QueuePlace,
+  Withdrawal,
+  type AcquireRequest,
+  type Lease,
+  type RevokeRequest,
+} from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 
@@ -109,15 +115,16 @@ export class LockSession {
   /**
    * Makes `observer` the session's stream, ending a grace period in progress; a stream
    * attached before is told it was `replaced`. The new stream is told where every request
-   * stands, and of each one that ended while no stream was attached.
+   * stands, and of each one that ended while no stream was attached; resolves once it has been
+   * (a waiting request is counted again first: see QueuePlace).
    */
-  attach(observer: SessionObserver): void {
+  async attach(observer: SessionObserver): Promise<void> {
     clearTimeout(this.#graceTimer);
     this.#graceTimer = undefined;
     const previous = this.#observer;
     this.#observer = observer;
     previous?.replaced();
-    for (const request of [...this.#requests.values()]) request.report(observer);
+    await Promise.all([...this.#requests.values()].map((request) => request.report(observer)));
   }
 
   /** Whether `observer` is still the stream attached to the session. */
@@ -201,6 +208,7 @@ class SessionLockRequest {
   readonly #id: number;
   readonly #request: AcquireRequest;
   readonly #withdrawal = new Withdrawal();
+  readonly #place = new QueuePlace();
   readonly #openedAt = performance.now();
   #phase: Phase = 'waiting';
   #ahead: number | undefined;
@@ -227,6 +235,7 @@ class SessionLockRequest {
     engine
       .acquire(request, {
         withdrawal: this.#withdrawal,
+        place: this.#place,
         onQueued: (ahead) => {
           this.#ahead = ahead;
           this.#session.observer?.queued(this.#id, ahead);
@@ -247,8 +256,8 @@ class SessionLockRequest {
     return this.#phase === 'ended' || this.#endRequested !== undefined;
   }
 
-  /** Tells a newly attached stream where this request stands. */
-  report(observer: SessionObserver): void {
+  /** Tells a newly attached stream where this request stands; a waiting one after a new count. */
+  async report(observer: SessionObserver): Promise<void> {
     if (this.#untoldEnd) {
       const { error } = this.#untoldEnd;
       this.#session.forgetRequest(this.#id, this);
@@ -257,7 +266,15 @@ class SessionLockRequest {
     }
     const lease = this.#lease;
     if (this.#phase === 'waiting') {
-      if (this.#ahead !== undefined) observer.queued(this.#id, this.#ahead);
+      const counted = await this.#place.recount();
+      // Not counted: granted or ended meanwhile (told as it happened), or the store is out of reach.
+      if (
+        !counted &&
+        this.#phase === 'waiting' &&
+        this.#ahead !== undefined &&
+        this.#session.observer === observer
+      )
+        observer.queued(this.#id, this.#ahead);
     } else if (lease && this.#phase !== 'ended') {
       this.#tellHeld(observer, lease);
     }

@@ -152,9 +152,12 @@ class AcquireStream {
       const resumeGrace = msToDuration(claim.graceMs);
       call.write({ kind: { $case: 'resumable', value: { resumeToken: claim.resumeToken, resumeGrace } } });
     }
-    // A resumed stream is told where its request stands.
-    if (opening.kind === 'resume' && claim.lease === undefined && claim.ahead !== undefined) {
-      reportQueued({ kind: { $case: 'queued', value: { ahead: claim.ahead } } });
+    // A resumed stream is told where its request stands, counted after it came (the last count
+    // may predate a change the client saw acknowledged); the last count if the store is out of reach.
+    if (opening.kind === 'resume' && claim.lease === undefined) {
+      const counted = await claim.recount();
+      if (!counted && claim.lease === undefined && claim.ahead !== undefined && attached())
+        reportQueued({ kind: { $case: 'queued', value: { ahead: claim.ahead } } });
     }
     const { signal } = this.#interruption;
     const lease = await untilAborted(claim.granted, signal);

@@ -153,7 +153,7 @@ class SessionStream implements SessionObserver {
       accounting: this.#options.metrics,
       logger: this.#logger,
     });
-    this.#attach(session, intervalMs);
+    void this.#attach(session, intervalMs);
     this.#logger.debug({ graceMs: session.graceMs }, 'session opened');
   }
 
@@ -163,13 +163,18 @@ class SessionStream implements SessionObserver {
     const session = this.#options.claims.resumeSession(resume.resumeToken);
     // Someone else's token gets the answer an unknown one does: it reveals no session.
     if (session.callerName !== this.#caller?.name) throw new LockError('NOT_FOUND', UNKNOWN_RESUME_TOKEN);
-    this.#attach(session, intervalMs);
-    this.#write(0, { $case: 'resumed', value: {} });
-    this.#logger.debug({ requests: session.size }, 'session resumed');
+    void this.#attach(session, intervalMs).then(() => {
+      if (this.#state === 'over' || !session.isAttached(this)) return;
+      this.#write(0, { $case: 'resumed', value: {} });
+      this.#logger.debug({ requests: session.size }, 'session resumed');
+    });
   }
 
-  /** Makes this stream the session's: `opened` first, then (on a resume) every request's state. */
-  #attach(session: LockSession, heartbeatIntervalMs: number | undefined): void {
+  /**
+   * Makes this stream the session's: `opened` first, then (on a resume) every request's state;
+   * resolves once all of it is told.
+   */
+  #attach(session: LockSession, heartbeatIntervalMs: number | undefined): Promise<void> {
     this.#session = session;
     this.#state = 'open';
     const { resumeToken, graceMs } = session;
@@ -185,7 +190,7 @@ class SessionStream implements SessionObserver {
       () => this.#writer.heartbeat(),
       (reason) => this.#onBreak(reason),
     );
-    session.attach(this);
+    return session.attach(this);
   }
 
   #acquire(session: LockSession, acquire: SessionAcquire): void {
