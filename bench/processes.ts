@@ -90,7 +90,10 @@ export interface LockstreamServer {
 }
 
 /** `lockstream serve` as a benchmark runs it: built JavaScript, info logs, metrics port, no stream cap. */
-export async function startLockstreamServer(zookeeper: string | undefined): Promise<LockstreamServer> {
+export async function startLockstreamServer(
+  zookeeper: string | undefined,
+  extraArgs: readonly string[] = [],
+): Promise<LockstreamServer> {
   const store = zookeeper === undefined ? [] : ['--zookeeper', zookeeper, '--root', '/bench-lockstream'];
   const server = spawnLineProcess(process.execPath, [
     fileURLToPath(new URL('../dist/cli.js', import.meta.url)),
@@ -102,6 +105,7 @@ export async function startLockstreamServer(zookeeper: string | undefined): Prom
     '0',
     '--max-streams-per-connection',
     '100000',
+    ...extraArgs,
   ]);
   const listening = await server.next((m) => String(m['msg']).startsWith('lockstream listening'));
   const page = await server.next((m) => typeof m['httpPort'] === 'number').catch(() => listening);

@@ -58,6 +58,7 @@ type TargetId =
   | 'etcd'
   | 'grpc-floor'
   | 'lockstream-zk'
+  | 'lockstream-zk-addon'
   | 'lockstream-zk-acquire'
   | 'lockstream-memory';
 const ALL_TARGETS: TargetId[] = [
@@ -67,6 +68,7 @@ const ALL_TARGETS: TargetId[] = [
   'etcd',
   'grpc-floor',
   'lockstream-zk',
+  'lockstream-zk-addon',
   'lockstream-zk-acquire',
   'lockstream-memory',
 ];
@@ -79,6 +81,7 @@ const LABELS: Record<TargetId, string> = {
   etcd: 'etcd 3.4 lock RPC (Go server), one gRPC channel',
   'grpc-floor': 'gRPC floor (grants at once), SDK session',
   'lockstream-zk': 'lockstream on ZooKeeper, SDK session (one LockClient)',
+  'lockstream-zk-addon': 'lockstream on ZooKeeper through the zookeeper addon, SDK session',
   'lockstream-zk-acquire': 'lockstream on ZooKeeper, Acquire stream per lock',
   'lockstream-memory': 'lockstream, embedded store, SDK session',
 };
@@ -161,10 +164,12 @@ async function startTarget(
       };
     }
     case 'lockstream-zk':
+    case 'lockstream-zk-addon':
     case 'lockstream-zk-acquire':
     case 'lockstream-memory': {
       const server = await startLockstreamServer(
         id === 'lockstream-memory' ? undefined : zookeeper.connectString,
+        id === 'lockstream-zk-addon' ? ['--zookeeper-client', 'addon'] : [],
       );
       const client =
         id === 'lockstream-zk-acquire' ? ['--target', 'grpc', '--per-lock'] : ['--target', 'sdk-shared'];
@@ -359,6 +364,20 @@ function verdicts(summaries: Summary[], capacities: readonly CapacityResult[]): 
       target: 'SDK session P: SDK (load process) CPU ≤ 200 µs per cycle',
       measured: `${p.loadCpuMicrosPerOp.toFixed(0)} µs`,
       met: p.loadCpuMicrosPerOp <= 200,
+    });
+  }
+  const addonP = find('lockstream-zk-addon', 'P');
+  if (p?.serverCpuMicrosPerOp !== undefined && addonP?.serverCpuMicrosPerOp !== undefined) {
+    const saved = addonP.serverCpuMicrosPerOp - p.serverCpuMicrosPerOp;
+    out.push({
+      target: 'SDK session P: server CPU per cycle with the protocol client ≥ 300 µs below the addon',
+      measured: `${saved.toFixed(0)} µs (${p.serverCpuMicrosPerOp.toFixed(0)} vs ${addonP.serverCpuMicrosPerOp.toFixed(0)})`,
+      met: saved >= 300,
+    });
+    out.push({
+      target: 'SDK session P: ZooKeeper writes per cycle with the protocol client = 2, no read for the token',
+      measured: `${p.zkWritesPerOp.toFixed(2)} writes, ${p.zkReadsPerOp.toFixed(2)} reads (addon: ${addonP.zkWritesPerOp.toFixed(2)} writes, ${addonP.zkReadsPerOp.toFixed(2)} reads)`,
+      met: Math.abs(p.zkWritesPerOp - 2) < 0.05,
     });
   }
   ratio('lockstream-zk-acquire', 'U', 'naive', 0.6, 'Acquire per lock U ops/s ÷ textbook recipe');

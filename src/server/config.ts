@@ -1,5 +1,6 @@
 import { Command, Option, type OptionValues } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
+import { ZOOKEEPER_CLIENTS, type ZooKeeperClientKind } from './stores/zookeeper/zookeeper-link.js';
 
 export type Backend = 'memory' | 'zookeeper';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -12,6 +13,8 @@ export interface Config {
   readonly backend: Backend;
   /** ZooKeeper connect string (`host:port,...[/chroot]`); set when `backend` is `zookeeper`. */
   readonly zookeeper: string | undefined;
+  /** Which ZooKeeper client the store runs on: lockstream's own (`protocol`) or the `zookeeper` addon. */
+  readonly zookeeperClient: ZooKeeperClientKind;
   /** Root znode under which lockstream keeps its nodes. */
   readonly rootPath: string;
   readonly sessionTimeoutMs: number;
@@ -51,6 +54,7 @@ export const DEFAULTS = Object.freeze({
   host: '127.0.0.1',
   port: 50051,
   rootPath: '/lockstream',
+  zookeeperClient: 'protocol',
   sessionTimeout: '10s',
   connectTimeout: '15s',
   // A vanished client's connection is dropped 3-6 s after it went silent; with the SDK's 5 s
@@ -107,6 +111,13 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     env: 'LOCKSTREAM_ZOOKEEPER_DIGEST_FILE',
     description:
       'file holding user:password: the ZooKeeper session authenticates with them (digest), and only they may touch the nodes under --root',
+  },
+  {
+    flags: '--zookeeper-client <client>',
+    env: 'LOCKSTREAM_ZOOKEEPER_CLIENT',
+    description:
+      "ZooKeeper client: protocol (lockstream's own, in TypeScript: create2, ACL on create, exact 64-bit zxids) or addon (the native `zookeeper` package, if installed)",
+    default: DEFAULTS.zookeeperClient,
   },
   {
     flags: '--root <path>',
@@ -319,6 +330,12 @@ function validate(values: OptionValues): Readonly<Config> {
   if (zookeeperDigestFile !== undefined && zookeeper === undefined) {
     problems.push('--zookeeper-digest-file needs --zookeeper: the embedded store has no ACLs');
   }
+  const zookeeperClient = String(values['zookeeperClient']) as ZooKeeperClientKind;
+  if (!ZOOKEEPER_CLIENTS.includes(zookeeperClient)) {
+    problems.push(
+      `--zookeeper-client ${JSON.stringify(zookeeperClient)}: expected one of ${ZOOKEEPER_CLIENTS.join(', ')}`,
+    );
+  }
   if ((tlsCert === undefined) !== (tlsKey === undefined)) {
     problems.push('--tls-cert and --tls-key: give both (TLS) or neither (plaintext)');
   }
@@ -338,6 +355,7 @@ function validate(values: OptionValues): Readonly<Config> {
     port,
     backend: zookeeper === undefined ? 'memory' : 'zookeeper',
     zookeeper,
+    zookeeperClient,
     rootPath,
     sessionTimeoutMs: duration('sessionTimeout', '--session-timeout', 1),
     connectTimeoutMs: duration('connectTimeout', '--connect-timeout', 1),

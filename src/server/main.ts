@@ -8,7 +8,7 @@ import { LockEngine } from './engine/lock-engine.js';
 import { LockInspector } from './engine/lock-inspector.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { CoordinationStore } from './stores/store.js';
-import type * as ZooKeeperStoreModule from './stores/zookeeper/zookeeper-store.js';
+import { ZooKeeperStore } from './stores/zookeeper/zookeeper-store.js';
 import { HttpServer } from './observability/http-server.js';
 import { InstrumentedStore } from './observability/instrumented-store.js';
 import { Metrics } from './observability/metrics.js';
@@ -165,15 +165,15 @@ async function openStore(
     return new MemoryStore();
   }
   const zookeeper = config.zookeeper ?? '';
-  const { ZooKeeperStore } = await importZooKeeperStore();
   logger.info(
-    { zookeeper, root: config.rootPath, protected: digest !== undefined },
+    { zookeeper, client: config.zookeeperClient, root: config.rootPath, protected: digest !== undefined },
     `connecting to ZooKeeper at ${zookeeper}`,
   );
   const store = await ZooKeeperStore.connect({
     connectString: zookeeper,
     sessionTimeoutMs: config.sessionTimeoutMs,
     connectTimeoutMs: config.connectTimeoutMs,
+    client: config.zookeeperClient,
     logger,
     ...(digest === undefined ? {} : { protection: { digest, root: config.rootPath } }),
   });
@@ -213,18 +213,6 @@ function followSessionHealth(store: CoordinationStore, report: (serving: boolean
  * Loaded lazily: the embedded path never loads the native addon, and `zookeeper` is an optional
  * dependency, so an install without a C toolchain still serves locks on the embedded store.
  */
-async function importZooKeeperStore(): Promise<typeof ZooKeeperStoreModule> {
-  try {
-    return await import('./stores/zookeeper/zookeeper-store.js');
-  } catch (error) {
-    throw new Error(
-      'the ZooKeeper back end needs the native `zookeeper` package, which is not installed or did not ' +
-        'build: run `npm install zookeeper` (it compiles against the Node.js headers with a C compiler)',
-      { cause: error },
-    );
-  }
-}
-
 function routeGrpcLogs(logger: Logger): void {
   grpc.setLogger({
     error: (...args: unknown[]) => logger.error(args.map(String).join(' ')),

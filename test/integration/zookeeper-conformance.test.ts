@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, inject } from 'vitest';
 import type { StoreSession } from '../../src/server/stores/store.js';
+import { ZOOKEEPER_CLIENTS } from '../../src/server/stores/zookeeper/zookeeper-link.js';
 import { describeLockConformance } from '../contract/lock-conformance.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
@@ -30,16 +31,19 @@ afterAll(async () => {
   await proxy.close();
 });
 
-describeLockConformance('ZooKeeper', {
-  // 6 s: in doubt after 2 s without a reply, given up after 4 s; a frozen link is thawed long
-  // before that.
-  serveArgs: () => ['--zookeeper', proxy.address, '--session-timeout', '6s'],
-  expireSession: (server) => expireZooKeeperSession(server.store, connectString),
-  setSessionConfirmed: async (server, confirmed) => {
-    await (confirmed ? proxy.thaw() : proxy.freeze());
-    await untilConfirmed(server.store.session, confirmed);
-  },
-  watchedPaths: async (rootPath) => [
-    ...(await watchesUnder(Number(connectString.split(':')[1]), rootPath)).keys(),
-  ],
-});
+// On each ZooKeeper client the store can run on: lockstream's own (the default) and the addon.
+for (const client of ZOOKEEPER_CLIENTS) {
+  describeLockConformance(`ZooKeeper (${client} client)`, {
+    // 6 s: in doubt after 2 s without a reply, given up after 4 s; a frozen link is thawed long
+    // before that.
+    serveArgs: () => ['--zookeeper', proxy.address, '--zookeeper-client', client, '--session-timeout', '6s'],
+    expireSession: (server) => expireZooKeeperSession(server.store, connectString),
+    setSessionConfirmed: async (server, confirmed) => {
+      await (confirmed ? proxy.thaw() : proxy.freeze());
+      await untilConfirmed(server.store.session, confirmed);
+    },
+    watchedPaths: async (rootPath) => [
+      ...(await watchesUnder(Number(connectString.split(':')[1]), rootPath)).keys(),
+    ],
+  });
+}

@@ -110,6 +110,28 @@ describe('ZooKeeperConnection (wire protocol in TypeScript)', () => {
     expect(await deleted.event).toMatchObject({ type: EventType.nodeDeleted, path });
   });
 
+  it('arms watches on requests pipelined with the changes they watch for', async () => {
+    const zk = await connect();
+    const path = `${root}/behind-${randomUUID()}`;
+    // One batch each way: exists (NONODE, arms an existence watch), the create it watches for,
+    // a getData watch on it and a getChildren watch on its parent, then the delete; the
+    // watches are armed as their replies are read, before anything read after them.
+    const created = nextEvent();
+    const deleted = nextEvent();
+    const childrenChanged = nextEvent();
+    const [missing] = await Promise.all([
+      zk.exists(path, created.watcher),
+      zk.create(path, text('x'), OPEN_ACL_UNSAFE, CreateMode.persistent),
+      zk.getData(path, deleted.watcher),
+      zk.getChildren(root, childrenChanged.watcher),
+      zk.delete(path),
+    ]);
+    expect(missing).toBeNull();
+    expect(await created.event).toMatchObject({ type: EventType.nodeCreated, path });
+    expect(await deleted.event).toMatchObject({ type: EventType.nodeDeleted, path });
+    expect(await childrenChanged.event).toMatchObject({ type: EventType.nodeChildrenChanged, path: root });
+  });
+
   it('creates a node with its ACL in the create itself: other identities cannot read or write it', async () => {
     const credentials = `lockstream:${randomUUID()}`;
     const [user] = credentials.split(':');

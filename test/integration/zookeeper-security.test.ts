@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/server/config.js';
 import { encodeLockName } from '../../src/server/engine/lock-name.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { zk } from '../../src/server/stores/zookeeper/zookeeper-client.js';
+import { ZOOKEEPER_CLIENTS } from '../../src/server/stores/zookeeper/zookeeper-link.js';
 import { deferred } from '../support/lock-caller.js';
 import { RawZooKeeper } from '../support/raw-zookeeper.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
@@ -45,59 +46,75 @@ async function raw(connect: string, digest?: string): Promise<RawZooKeeper> {
 }
 
 describe('lockstream nodes protected by ZooKeeper digest credentials and ACLs', () => {
-  it('let no other ZooKeeper user list, create, delete or change lock nodes, while lockstream works as usual', async () => {
-    const root = `/secured-${randomUUID()}`;
-    const credentials = `lockstream:${randomUUID()}`;
-    // An earlier, unprotected deployment left a lock parent behind: it gets protected too.
-    const before = await raw(connectString);
-    expect((await before.create(root)).rc).toBe(zk.ZOK);
-    expect((await before.create(`${root}/locks`)).rc).toBe(zk.ZOK);
-    expect((await before.create(`${root}/locks/${encodeLockName('left-over')}`)).rc).toBe(zk.ZOK);
+  it.each(ZOOKEEPER_CLIENTS)(
+    'let no other ZooKeeper user list, create, read, change or delete lock nodes, each protected from its create on, while lockstream works as usual (%s client)',
+    async (client) => {
+      const root = `/secured-${randomUUID()}`;
+      const credentials = `lockstream:${randomUUID()}`;
+      // An earlier, unprotected deployment left a lock parent behind: it gets protected too.
+      const before = await raw(connectString);
+      expect((await before.create(root)).rc).toBe(zk.ZOK);
+      expect((await before.create(`${root}/locks`)).rc).toBe(zk.ZOK);
+      expect((await before.create(`${root}/locks/${encodeLockName('left-over')}`)).rc).toBe(zk.ZOK);
 
-    const server = await serve([
-      '--zookeeper',
-      connectString,
-      '--root',
-      root,
-      '--zookeeper-digest-file',
-      await digestFile('lockstream', credentials),
-    ]);
-    const client = new LockClient(`127.0.0.1:${server.port}`);
-    cleanups.push(() => client.close());
-    const holder = await client.acquire('guarded');
-    const queued = deferred<number>();
-    const waiting = client.acquire('guarded', { onQueued: queued.resolve });
-    expect(await queued.promise).toBe(1);
+      const server = await serve([
+        '--zookeeper',
+        connectString,
+        '--root',
+        root,
+        '--zookeeper-digest-file',
+        await digestFile('lockstream', credentials),
+        '--zookeeper-client',
+        client,
+      ]);
+      const locker = new LockClient(`127.0.0.1:${server.port}`);
+      cleanups.push(() => locker.close());
+      const revokeRequests: unknown[] = [];
+      const holder = await locker.acquire('guarded', {
+        onRevokeRequested: (request) => revokeRequests.push(request),
+      });
+      const queued = deferred<number>();
+      const waiting = locker.acquire('guarded', { onQueued: queued.resolve });
+      expect(await queued.promise).toBe(1);
 
-    const locks = `${root}/locks`;
-    const parent = `${locks}/${encodeLockName('guarded')}`;
-    const insider = await raw(connectString, credentials);
-    const nodes = (await insider.children(parent)).value ?? [];
-    expect(nodes).toHaveLength(2);
-    const holderNode = `${parent}/${[...nodes].sort((a, b) => a.slice(-10).localeCompare(b.slice(-10)))[0]}`;
+      const locks = `${root}/locks`;
+      const parent = `${locks}/${encodeLockName('guarded')}`;
+      const insider = await raw(connectString, credentials);
+      const nodes = (await insider.children(parent)).value ?? [];
+      expect(nodes).toHaveLength(2);
+      const holderNode = `${parent}/${[...nodes].sort((a, b) => a.slice(-10).localeCompare(b.slice(-10)))[0]}`;
 
-    for (const outsider of [await raw(connectString), await raw(connectString, `someone:${randomUUID()}`)]) {
-      expect((await outsider.children(locks)).rc).toBe(zk.ZNOAUTH);
-      expect((await outsider.children(parent)).rc).toBe(zk.ZNOAUTH);
-      expect((await outsider.children(`${locks}/${encodeLockName('left-over')}`)).rc).toBe(zk.ZNOAUTH);
-      expect((await outsider.create(`${locks}/${encodeLockName('squatted')}`)).rc).toBe(zk.ZNOAUTH);
-      expect((await outsider.create(`${parent}/mutex-ghost-`, zk.ZOO_EPHEMERAL_SEQUENTIAL)).rc).toBe(
-        zk.ZNOAUTH,
-      );
-      expect((await outsider.delete(holderNode)).rc).toBe(zk.ZNOAUTH);
-      expect((await outsider.delete(`${locks}/${encodeLockName('left-over')}`)).rc).toBe(zk.ZNOAUTH);
-      expect((await outsider.setData(root, 'mine now')).rc).toBe(zk.ZNOAUTH);
-    }
-    const acl = (await insider.acl(parent)).value ?? [];
-    expect(acl).toEqual([
-      { perms: zk.ZOO_PERM_ALL, scheme: 'digest', auth: expect.stringMatching(/^lockstream:/) },
-    ]);
+      for (const outsider of [
+        await raw(connectString),
+        await raw(connectString, `someone:${randomUUID()}`),
+      ]) {
+        expect((await outsider.children(locks)).rc).toBe(zk.ZNOAUTH);
+        expect((await outsider.children(parent)).rc).toBe(zk.ZNOAUTH);
+        expect((await outsider.children(`${locks}/${encodeLockName('left-over')}`)).rc).toBe(zk.ZNOAUTH);
+        expect((await outsider.create(`${locks}/${encodeLockName('squatted')}`)).rc).toBe(zk.ZNOAUTH);
+        expect((await outsider.create(`${parent}/mutex-ghost-`, zk.ZOO_EPHEMERAL_SEQUENTIAL)).rc).toBe(
+          zk.ZNOAUTH,
+        );
+        expect((await outsider.delete(holderNode)).rc).toBe(zk.ZNOAUTH);
+        // A request node itself: its record, and a revoke record written there, stay lockstream's.
+        expect((await outsider.getData(holderNode)).rc).toBe(zk.ZNOAUTH);
+        expect((await outsider.setData(holderNode, '{"revoke":{"reason":"outsider"}}')).rc).toBe(zk.ZNOAUTH);
+        expect((await outsider.delete(`${locks}/${encodeLockName('left-over')}`)).rc).toBe(zk.ZNOAUTH);
+        expect((await outsider.setData(root, 'mine now')).rc).toBe(zk.ZNOAUTH);
+      }
+      for (const node of [parent, holderNode]) {
+        expect((await insider.acl(node)).value).toEqual([
+          { perms: zk.ZOO_PERM_ALL, scheme: 'digest', auth: expect.stringMatching(/^lockstream:/) },
+        ]);
+      }
 
-    // The lock went on as if nothing had been tried.
-    expect(holder.lost.aborted).toBe(false);
-    await holder.release();
-    await (await waiting).release();
-  });
+      // The lock went on as if nothing had been tried.
+      expect(holder.lost.aborted).toBe(false);
+      await holder.release();
+      await (await waiting).release();
+      expect(revokeRequests).toEqual([]);
+    },
+  );
 
   it('refuse to start on a root that other credentials protect, and say so', async () => {
     const root = `/taken-${randomUUID()}`;

@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import { inject } from 'vitest';
+import { ZOOKEEPER_CLIENTS } from '../../src/server/stores/zookeeper/zookeeper-link.js';
 import { ZooKeeperStore } from '../../src/server/stores/zookeeper/zookeeper-store.js';
 import { describeStoreContract } from '../contract/store-contract.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
@@ -7,12 +8,15 @@ import { expireZooKeeperSession } from '../support/zookeeper-faults.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
-describeStoreContract('ZooKeeper', async () => {
-  const store = await ZooKeeperStore.connect({
-    connectString,
-    sessionTimeoutMs: 4000,
-    connectTimeoutMs: 5000,
-    logger: pino({ level: 'silent' }),
+for (const client of ZOOKEEPER_CLIENTS) {
+  describeStoreContract(`ZooKeeper (${client} client)`, async () => {
+    const store = await ZooKeeperStore.connect({
+      connectString,
+      sessionTimeoutMs: 4000,
+      connectTimeoutMs: 5000,
+      client,
+      logger: pino({ level: 'silent' }),
+    });
+    return { store, expireSession: () => expireZooKeeperSession(store, connectString) };
   });
-  return { store, expireSession: () => expireZooKeeperSession(store, connectString) };
-});
+}

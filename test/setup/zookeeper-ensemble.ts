@@ -107,6 +107,12 @@ export interface StartZooKeeperEnsembleOptions {
   startTimeoutMs?: number;
   /** Receives every line every member prints (stdout and stderr), with the member's id. */
   logger?: (member: number, line: string) => void;
+  /**
+   * The epoch every member starts from (its currentEpoch and acceptedEpoch files): the first
+   * leader's epoch is one more, and a zxid is `epoch << 32 | counter`. Above 2^21 every zxid,
+   * and so every fencing token, exceeds 2^53.
+   */
+  epoch?: number;
 }
 
 const DEFAULT_SIZE = 3;
@@ -191,6 +197,12 @@ async function startOnce(
       const configFile = path.join(memberDir, 'zoo.cfg');
       await mkdir(dataDir, { recursive: true });
       await writeFile(path.join(dataDir, 'myid'), `${server.id}\n`);
+      if (options.epoch !== undefined) {
+        const epochDir = path.join(dataDir, 'version-2');
+        await mkdir(epochDir, { recursive: true });
+        await writeFile(path.join(epochDir, 'currentEpoch'), String(options.epoch));
+        await writeFile(path.join(epochDir, 'acceptedEpoch'), String(options.epoch));
+      }
       await writeFile(configFile, zooCfg({ ...server, dataDir, tickTimeMs, servers }));
       const args = zooKeeperJvmArgs(installation, { logDir: memberDir, log4jFile, configFile });
       members.push(

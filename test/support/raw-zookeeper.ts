@@ -33,6 +33,12 @@ export class RawZooKeeper {
     return this.#ask((done) => this.handle.native.a_delete_(path, -1, done));
   }
 
+  getData(path: string): Promise<Answer<Buffer>> {
+    return this.#ask((done) =>
+      this.handle.native.a_get(path, false, (rc, error, _stat, data) => done(rc, error, data)),
+    );
+  }
+
   setData(path: string, data: string): Promise<Answer> {
     return this.#ask((done) => this.handle.native.a_set(path, Buffer.from(data), -1, done));
   }

@@ -19,6 +19,7 @@ describe('loadConfig', () => {
       port: 50051,
       backend: 'memory',
       zookeeper: undefined,
+      zookeeperClient: 'protocol',
       rootPath: '/lockstream',
       sessionTimeoutMs: 10_000,
       connectTimeoutMs: 15_000,
@@ -95,12 +96,15 @@ describe('loadConfig', () => {
       'on',
       '--zookeeper-digest-file',
       'zk-digest',
+      '--zookeeper-client',
+      'addon',
     ]);
     expect(config).toEqual({
       host: '0.0.0.0',
       port: 0,
       backend: 'zookeeper',
       zookeeper: 'zk1:2181,zk2:2181/chroot',
+      zookeeperClient: 'addon',
       rootPath: '/locks/team-a',
       sessionTimeoutMs: 4_000,
       connectTimeoutMs: 2_500,
@@ -150,6 +154,7 @@ describe('loadConfig', () => {
         LOCKSTREAM_HOST: '::1',
         LOCKSTREAM_PORT: '6000',
         LOCKSTREAM_ZOOKEEPER: 'zk:2181',
+        LOCKSTREAM_ZOOKEEPER_CLIENT: 'addon',
         LOCKSTREAM_ROOT: '/from-env',
         LOCKSTREAM_SESSION_TIMEOUT: '6s',
         LOCKSTREAM_CONNECT_TIMEOUT: '3s',
@@ -177,6 +182,7 @@ describe('loadConfig', () => {
       port: 6000,
       backend: 'zookeeper',
       zookeeper: 'zk:2181',
+      zookeeperClient: 'addon',
       rootPath: '/from-env',
       sessionTimeoutMs: 6_000,
       connectTimeoutMs: 3_000,
@@ -309,6 +315,13 @@ describe('loadConfig', () => {
       ]) {
         expect(loadConfig({}, ['--zookeeper', raw]).zookeeper).toBe(raw);
       }
+    });
+
+    it('takes the ZooKeeper client from the environment, and names the choices for an unknown one', () => {
+      expect(loadConfig({ LOCKSTREAM_ZOOKEEPER_CLIENT: 'addon' }, []).zookeeperClient).toBe('addon');
+      expect(problemsOf({}, ['--zookeeper-client', 'curator'])).toEqual([
+        '--zookeeper-client "curator": expected one of protocol, addon',
+      ]);
     });
 
     it('rejects an unknown log level from the environment', () => {

@@ -54,8 +54,8 @@ export class LockRequestNode implements Lease {
   }
 
   /**
-   * The store created the node: takes its path, session and fencing token (from the follow's
-   * first read); LOCK_LOST if the node was already gone.
+   * The store created the node: takes its path, session and fencing token (from the create's
+   * answer, or the follow's first read); LOCK_LOST if the node was already gone.
    */
   created(created: CreatedNode, written: Uint8Array): void {
     this.#path = created.path;
@@ -65,7 +65,7 @@ export class LockRequestNode implements Lease {
       this.#deleted();
       throw this.#vanishedReason ?? nodeVanished(this.name);
     }
-    this.#token = node.creationId;
+    this.#token = created.creationId ?? node.creationId;
     if (node.data.byteLength !== written.byteLength) this.#changed(node.data);
   }
 

@@ -20,9 +20,9 @@ export interface CoordinationStore extends AsyncDisposable {
    * parent, creating the (container) parent `dir` and its ancestors as needed, and lists `dir`
    * right after: the listing is sent behind the create without waiting for its reply (a store
    * answers a session's requests in order), so it includes the new node and costs no extra
-   * round trip. With `follow`, the new node is also followed as by `watchNode` from the start,
-   * and its creation id read (ZooKeeper: a getData sent with the create, on the path the node
-   * is expected to get; if it got another, one more round trip). `prefix` must be unique per
+   * round trip. With `follow`, the new node is also followed as by `watchNode` from the start
+   * (ZooKeeper: a getData with a watch, sent with the create, on the path the node is expected
+   * to get; if it got another, one more round trip). `prefix` must be unique per
    * call: after a connection loss the store looks for it to find out whether the create went
    * through before trying again, so no ghost node is left behind.
    * Rejects with `LockError('UNAVAILABLE')` when the store cannot be reached.
@@ -156,6 +156,11 @@ export interface CreatedNode {
   readonly session: StoreSession;
   /** The names of `dir`'s children right after the create, this node's among them. */
   readonly siblings: string[];
+  /**
+   * The node's creation id, when the create answered with it (ZooKeeper's create2, the memory
+   * store); otherwise the follow's read gives it.
+   */
+  readonly creationId?: bigint;
   /**
    * With `follow`: the node as the follow's first read saw it (`null` if it was already gone,
    * and then nothing follows).

@@ -89,6 +89,7 @@ export class MemoryStore implements CoordinationStore {
       path,
       session: this.#session,
       siblings: [...parent.children.keys()],
+      creationId: node.creationId,
       ...(follow ? { followed: { creationId: node.creationId, data: node.data } } : {}),
     };
   }

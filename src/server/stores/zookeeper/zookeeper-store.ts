@@ -15,15 +15,17 @@ import {
 } from '../store.js';
 import { ListenerMap } from '../listener-map.js';
 import { SessionState } from '../session-state.js';
+import { errorName } from './protocol/connection.js';
+import { ErrorCode, Perms, type Acl } from './protocol/records.js';
 import {
-  ZooKeeper,
-  zk,
-  type ZooKeeperHandle,
-  type ZooKeeperNative,
-  type ZooKeeperAcl,
-  type ZooKeeperConfig,
-  type ZooKeeperStat,
-} from './zookeeper-client.js';
+  linkFactory,
+  type LinkFactory,
+  type NodeEventKind,
+  type LinkReply,
+  type NodeMode,
+  type ZooKeeperClientKind,
+  type ZooKeeperLink,
+} from './zookeeper-link.js';
 
 export interface ZooKeeperStoreOptions {
   /** `host:port[,host:port...]`, optionally followed by a chroot path. */
@@ -40,6 +42,8 @@ export interface ZooKeeperStoreOptions {
    * nothing: no one else can create or delete lock nodes, or even list them.
    */
   readonly protection?: { readonly digest: string; readonly root: string };
+  /** The ZooKeeper client underneath: `protocol` (lockstream's own, the default) or `addon`. */
+  readonly client?: ZooKeeperClientKind;
 }
 
 /** Lock parents whose next sequence number is remembered, at most. */
@@ -75,15 +79,11 @@ interface DeletionWaiter {
   settle(error?: LockError): void;
 }
 
-interface Reply<T> {
-  readonly rc: number;
-  readonly value: T | null;
-}
-
 /**
- * The ZooKeeper store: one ZooKeeper session for the whole server (the native C client).
+ * The ZooKeeper store: one ZooKeeper session for the whole server, on a link (`ZooKeeperLink`)
+ * to lockstream's own protocol client or to the `zookeeper` addon.
  *
- * A disconnection is "maybe lost" (the session may survive it; the C client reconnects and
+ * A disconnection is "maybe lost" (the session may survive it; the client reconnects and
  * re-arms its watches by itself) and operations wait for the reconnection; an expired session
  * is "lost": its ephemeral nodes are gone, `session.lost` aborts and a new session is opened.
  */
@@ -93,7 +93,8 @@ export class ZooKeeperStore implements CoordinationStore {
 
   readonly #options: ZooKeeperStoreOptions;
   readonly #logger: Logger;
-  #handle!: ZooKeeperHandle;
+  readonly #newLink: LinkFactory;
+  #link!: ZooKeeperLink;
   #session = new ZooKeeperSession();
   #connected = false;
   readonly #connectionWaiters = new Set<() => void>();
@@ -108,7 +109,7 @@ export class ZooKeeperStore implements CoordinationStore {
   readonly #parentBarriers = new Map<string, ParentBarrier>();
   #lastCreateTicket = 0;
   /** The ACL of nodes in the protected subtree; undefined without protection. */
-  readonly #acl: readonly ZooKeeperAcl[] | undefined;
+  readonly #acl: readonly Acl[] | undefined;
   /**
    * The sequence number the next node under a lock's parent should get (see createSequential);
    * null where the last create found others queued: a guess there would mostly miss.
@@ -118,20 +119,21 @@ export class ZooKeeperStore implements CoordinationStore {
   /** performance.now() at the send of the newest request that got a reply on this session. */
   #lastConfirmedAt = 0;
   #heartbeat: NodeJS.Timeout | undefined;
-  /** Handles of sessions given up as lost, not closed yet (see #replaceSession). */
-  readonly #abandoned = new Set<ZooKeeperHandle>();
+  /** Links of sessions given up as lost, not closed yet (see #replaceSession). */
+  readonly #abandoned = new Set<ZooKeeperLink>();
   #watchdog: NodeJS.Timeout | undefined;
 
-  private constructor(options: ZooKeeperStoreOptions) {
+  private constructor(options: ZooKeeperStoreOptions, newLink: LinkFactory) {
     this.#options = options;
     this.#logger = options.logger;
+    this.#newLink = newLink;
     this.#acl = options.protection && digestAcl(options.protection.digest);
     this.#open();
   }
 
   /** Connects; rejects with `LockError('UNAVAILABLE')` if no connection is made in time. */
   static async connect(options: ZooKeeperStoreOptions): Promise<ZooKeeperStore> {
-    const store = new ZooKeeperStore(options);
+    const store = new ZooKeeperStore(options, await linkFactory(options.client ?? 'protocol'));
     try {
       await store.#whenConnected('connect');
       await store.#checkChroot();
@@ -149,15 +151,15 @@ export class ZooKeeperStore implements CoordinationStore {
 
   /** The session timeout the ensemble granted, in ms. */
   get negotiatedSessionTimeoutMs(): number {
-    return this.#handle.timeout;
+    return this.#link.negotiatedTimeoutMs;
   }
 
   /**
    * The current session's id and password. Fault-injection tests use them to attach a second
    * handle to this session and close it, which expires the session as a real expiry would.
    */
-  get sessionCredentials(): { readonly id: string; readonly password: string } {
-    return { id: this.#handle.client_id, password: this.#handle.client_password };
+  get sessionCredentials(): { readonly id: bigint; readonly password: Uint8Array } {
+    return this.#link.credentials;
   }
 
   async createSequential(
@@ -166,7 +168,7 @@ export class ZooKeeperStore implements CoordinationStore {
     data: Uint8Array,
     follow?: NodeFollow,
   ): Promise<CreatedNode> {
-    const buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    const acl = this.#aclFor(dir);
     const ticket = (this.#lastCreateTicket += 1);
     // Set when our create found the parent missing: we wait for it like any later create, and
     // through the same steps, so the creates are sent again in ticket order.
@@ -179,37 +181,34 @@ export class ZooKeeperStore implements CoordinationStore {
       // Pipelined, answered in this order: the create, the listing, and (with `follow`) a
       // getData with a watch on the path the node should get, the sequence number after the
       // last one seen under `dir`. Our prefix is unique, so a wrong guess finds no node.
-      const creating = this.#send<string>((native, done) =>
-        native.a_create(joinPath(dir, prefix), buffer, zk.ZOO_EPHEMERAL_SEQUENTIAL, done),
+      const creating = this.#send((link) =>
+        link.create(joinPath(dir, prefix), data, 'ephemeralSequential', acl),
       );
-      const listing = this.#send<string[]>((native, done) => native.a_get_children(dir, false, done));
+      const listing = this.#send((link) => link.getChildren(dir, false));
       const guess = follow && this.#nextSequence(dir, prefix);
       // A wrong guess (or a failed read) only costs the read after the create, below.
       const guessed =
         guess === undefined || !follow ? undefined : this.watchNode(guess, follow).catch(() => null);
       const [reply, listed, read] = await Promise.all([creating, listing, guessed]);
-      if (reply.rc === zk.ZOK && reply.value !== null) {
-        const path = reply.value;
+      if (reply.rc === ErrorCode.ok && reply.value !== null) {
+        const { path, creationId } = reply.value;
         this.stats.creates += 1;
         this.stats.childrenListings += 1;
         const siblings =
-          listed.rc === zk.ZOK && listed.value !== null ? listed.value : await this.children(dir);
+          listed.rc === ErrorCode.ok && listed.value !== null ? listed.value : await this.children(dir);
         this.#sawSequence(dir, path, siblings.length === 1);
-        if (!follow) return { path, session, siblings };
-        if (guess === path && read) return { path, session, siblings, followed: read };
-        return {
-          path,
-          session,
-          siblings,
-          followed: await this.watchNode(path, follow),
-        };
+        const created =
+          creationId === undefined ? { path, session, siblings } : { path, session, siblings, creationId };
+        if (!follow) return created;
+        if (guess === path && read) return { ...created, followed: read };
+        return { ...created, followed: await this.watchNode(path, follow) };
       }
-      if (reply.rc === zk.ZNONODE) {
+      if (reply.rc === ErrorCode.noNode) {
         // The lock's parent does not exist (first use, or its empty container was removed).
         parentMade = this.#afterParentsOf(dir, ticket, true);
         continue;
       }
-      if (!isConnectionLoss(reply.rc)) throw unavailable('create', reply.rc);
+      if (!isConnectionLoss(reply.rc)) throw this.#createFailure(dir, reply.rc);
       // The create may have been applied although its reply was lost. Our prefix is unique,
       // so look for it before creating again: a second node would block the queue as a ghost.
       await this.#whenConnected('create');
@@ -249,23 +248,19 @@ export class ZooKeeperStore implements CoordinationStore {
   }
 
   async children(dir: string): Promise<string[]> {
-    const reply = await this.#call<string[]>('getChildren', (native, done) =>
-      native.a_get_children(dir, false, done),
-    );
+    const reply = await this.#call('getChildren', (link) => link.getChildren(dir, false));
     this.stats.childrenListings += 1;
-    if (reply.rc === zk.ZNONODE) return [];
-    if (reply.rc !== zk.ZOK || reply.value === null) throw unavailable('getChildren', reply.rc);
+    if (reply.rc === ErrorCode.noNode) return [];
+    if (reply.rc !== ErrorCode.ok || reply.value === null) throw unavailable('getChildren', reply.rc);
     return reply.value;
   }
 
   async creationId(path: string): Promise<bigint | null> {
-    const reply = await this.#call<{ czxid: number }>('exists', (native, done) =>
-      native.a_exists(path, false, done),
-    );
+    const reply = await this.#call('exists', (link) => link.exists(path, false));
     this.stats.creationIdReads += 1;
-    if (reply.rc === zk.ZNONODE) return null;
-    if (reply.rc !== zk.ZOK || reply.value === null) throw unavailable('exists', reply.rc);
-    return BigInt(reply.value.czxid);
+    if (reply.rc === ErrorCode.noNode) return null;
+    if (reply.rc !== ErrorCode.ok || reply.value === null) throw unavailable('exists', reply.rc);
+    return reply.value;
   }
 
   nodeData(path: string): Promise<NodeData | null> {
@@ -274,23 +269,16 @@ export class ZooKeeperStore implements CoordinationStore {
 
   /** getData, with a watch on the node if `watch` (dispatched by #onNodeEvent); null when it is missing. */
   async #getData(path: string, watch: boolean): Promise<NodeData | null> {
-    const reply = await this.#call<{ stat: ZooKeeperStat; data: Buffer | string | null }>(
-      'getData',
-      (native, done) =>
-        native.a_get(path, watch, (rc, error, stat, data) => done(rc, error, stat ? { stat, data } : null)),
-    );
-    if (reply.rc === zk.ZNONODE) return null;
-    if (reply.rc !== zk.ZOK || reply.value === null) throw unavailable('getData', reply.rc);
-    const { stat, data } = reply.value;
-    return { creationId: BigInt(stat.czxid), data: toBytes(data) };
+    const reply = await this.#call('getData', (link) => link.getData(path, watch));
+    if (reply.rc === ErrorCode.noNode) return null;
+    if (reply.rc !== ErrorCode.ok || reply.value === null) throw unavailable('getData', reply.rc);
+    return reply.value;
   }
 
   async setData(path: string, data: Uint8Array): Promise<boolean> {
-    const reply = await this.#call<ZooKeeperStat>('setData', (native, done) =>
-      native.a_set(path, Buffer.from(data), -1, done),
-    );
-    if (reply.rc === zk.ZNONODE) return false;
-    if (reply.rc !== zk.ZOK) throw unavailable('setData', reply.rc);
+    const reply = await this.#call('setData', (link) => link.setData(path, data));
+    if (reply.rc === ErrorCode.noNode) return false;
+    if (reply.rc !== ErrorCode.ok) throw unavailable('setData', reply.rc);
     return true;
   }
 
@@ -319,22 +307,20 @@ export class ZooKeeperStore implements CoordinationStore {
    */
   async #armChildWatch(dir: string): Promise<void> {
     try {
-      const listing = await this.#call<string[]>('getChildren', (native, done) =>
-        native.a_get_children(dir, true, done),
-      );
-      if (listing.rc !== zk.ZNONODE) return;
-      const exists = await this.#call('exists', (native, done) => native.a_exists(dir, true, done));
+      const listing = await this.#call('getChildren', (link) => link.getChildren(dir, true));
+      if (listing.rc !== ErrorCode.noNode) return;
+      const exists = await this.#call('exists', (link) => link.exists(dir, true));
       // Created in between: watch its children after all (an exists watch then fires on deletion only).
-      if (exists.rc === zk.ZOK) await this.#armChildWatch(dir);
+      if (exists.rc === ErrorCode.ok) await this.#armChildWatch(dir);
     } catch {
       // Store closed or unreachable: the session's fate reaches watchers through the caller.
     }
   }
 
   async delete(path: string): Promise<void> {
-    const reply = await this.#call('delete', (native, done) => native.a_delete_(path, -1, done));
+    const reply = await this.#call('delete', (link) => link.delete(path));
     this.stats.deletes += 1;
-    if (reply.rc !== zk.ZOK && reply.rc !== zk.ZNONODE) throw unavailable('delete', reply.rc);
+    if (reply.rc !== ErrorCode.ok && reply.rc !== ErrorCode.noNode) throw unavailable('delete', reply.rc);
   }
 
   waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
@@ -373,13 +359,13 @@ export class ZooKeeperStore implements CoordinationStore {
     clearInterval(this.#heartbeat);
     clearTimeout(this.#watchdog);
     // Closing the session deletes our ephemeral nodes at once: the locks are free immediately.
-    this.#handle.close();
-    for (const handle of this.#abandoned) handle.close();
+    this.#link.close();
+    for (const link of this.#abandoned) link.close();
     this.#abandoned.clear();
     // The addon closes its libuv poll handle asynchronously; a new handle (here or in another
     // store) whose socket reuses the descriptor before that has happened misses its first events
     // and connects only on its next timer tick (seen here: 1.5 s). One turn of the event loop
-    // lets the close finish.
+    // lets the close finish (and the protocol client's closeSession go out).
     await new Promise((resolve) => setImmediate(resolve));
     this.#session.end(new LockError('LOCK_LOST', 'the server closed its ZooKeeper session'));
     for (const wake of this.#connectionWaiters) wake();
@@ -405,11 +391,10 @@ export class ZooKeeperStore implements CoordinationStore {
   async #armDeletionWatch(path: string, waiters: Set<DeletionWaiter>): Promise<void> {
     this.stats.watchesArmed += 1;
     try {
-      const reply = await this.#call('getData', (native, done) =>
-        native.a_get(path, true, (rc, error) => done(rc, error, null)),
-      );
-      if (reply.rc === zk.ZNONODE) this.#settleWaiters(path, waiters);
-      else if (reply.rc !== zk.ZOK) this.#settleWaiters(path, waiters, unavailable('getData', reply.rc));
+      const reply = await this.#call('getData', (link) => link.getData(path, true));
+      if (reply.rc === ErrorCode.noNode) this.#settleWaiters(path, waiters);
+      else if (reply.rc !== ErrorCode.ok)
+        this.#settleWaiters(path, waiters, unavailable('getData', reply.rc));
     } catch (error) {
       this.#settleWaiters(path, waiters, error instanceof LockError ? error : unavailable('getData', -1));
     }
@@ -423,42 +408,35 @@ export class ZooKeeperStore implements CoordinationStore {
 
   /** Reads a followed node again with a watch (it changed), and tells its followers. */
   async #readFollowed(path: string): Promise<void> {
-    let reply: Reply<Buffer | string>;
+    let reply: LinkReply<NodeData>;
     try {
-      reply = await this.#call<Buffer | string>('getData', (native, done) =>
-        native.a_get(path, true, (rc, error, _stat, data) => done(rc, error, data)),
-      );
+      reply = await this.#call('getData', (link) => link.getData(path, true));
     } catch {
       return; // the store is closed or unreachable: what holds on the session hears it there
     }
     const targets = this.#followers.get(path);
-    if (reply.rc === zk.ZNONODE) {
+    if (reply.rc === ErrorCode.noNode) {
       this.#followers.delete(path);
       for (const target of targets) target.onDeleted();
-    } else if (reply.rc === zk.ZOK) {
-      const data = toBytes(reply.value);
+    } else if (reply.rc === ErrorCode.ok && reply.value !== null) {
+      const { data } = reply.value;
       for (const target of targets) target.onData(data);
     }
   }
 
   /**
-   * A node event from ZooKeeper's default watcher. Watches are armed with plain getData calls,
-   * not with a watcher function each: the addon never frees a per-call watcher function, so
-   * every lock cycle would leak one (and whatever it closes over). One watch per path serves
-   * every waiter and follower of that path.
+   * A node event from the link's one watcher. Watches are armed per path with plain reads, not
+   * with a watcher function each: one watch per path serves every waiter and follower of it.
    */
-  /** A children or creation event on a watched parent: re-arm, and tell its watchers. */
-  #onParentEvent(handle: ZooKeeperHandle, dir: string): void {
-    if (this.#handle !== handle || this.#closed) return;
-    if (!this.#childWatchers.has(dir)) return;
-    void this.#armChildWatch(dir);
-    for (const onChange of this.#childWatchers.get(dir)) onChange();
-  }
-
-  #onNodeEvent(handle: ZooKeeperHandle, path: string, deleted: boolean): void {
-    if (this.#handle !== handle || this.#closed) return;
+  #onNodeEvent(link: ZooKeeperLink, kind: NodeEventKind, path: string): void {
+    if (this.#link !== link || this.#closed) return;
+    if (kind === 'children' || kind === 'created') {
+      this.#onParentEvent(path);
+      return;
+    }
+    const deleted = kind === 'deleted';
     // A watched parent that is deleted (its queue emptied) changed too.
-    if (deleted) this.#onParentEvent(handle, path);
+    if (deleted) this.#onParentEvent(path);
     const waiters = this.#watches.get(path);
     if (waiters) {
       if (deleted) {
@@ -478,86 +456,60 @@ export class ZooKeeperStore implements CoordinationStore {
     }
   }
 
-  /** Opens a new handle (and session); `replacing`: another handle was in use until now. */
-  #open(replacing = false): void {
-    const config = {
-      connect: this.#options.connectString,
-      timeout: this.#options.sessionTimeoutMs,
-      // 0 turns the C client's and the addon's own logging off: they printf to stdout, in the
-      // middle of the server's JSON log lines. What matters is logged here, through pino.
-      debug_level: 0,
-      host_order_deterministic: false,
-    };
-    const handle = new ZooKeeper(config);
-    this.#handle = handle;
-    handle.on('connect', () => {
-      if (this.#abandoned.delete(handle)) {
-        // A session given up as lost came back: close it now (it answers quickly) so the nodes
-        // its holders were told they lost are deleted rather than left until it expires.
-        setImmediate(() => handle.close());
-        return;
-      }
-      if (this.#handle !== handle || this.#closed) return;
-      this.#connected = true;
-      const session = this.#session;
-      const isNew = !session.established;
-      session.established = true;
-      session.id = handle.client_id;
-      this.#logger.info(
-        { session: handle.client_id, sessionTimeoutMs: handle.timeout },
-        isNew ? 'ZooKeeper session established' : 'reconnected to ZooKeeper; session kept',
-      );
-      this.#startHeartbeat(handle);
-      // The handshake is a reply: ZooKeeper has just heard from us.
-      this.#heardFrom(handle, performance.now());
-      for (const wake of this.#connectionWaiters) wake();
-    });
-    handle.on('deleted', (_self: unknown, path: string) => this.#onNodeEvent(handle, path, true));
-    handle.on('child', (_self: unknown, path: string) => this.#onParentEvent(handle, path));
-    handle.on('created', (_self: unknown, path: string) => this.#onParentEvent(handle, path));
-    handle.on('changed', (_self: unknown, path: string) => this.#onNodeEvent(handle, path, false));
-    handle.on('connecting', () => {
-      if (this.#handle !== handle || this.#closed) return;
-      this.#connected = false;
-      this.#logger.warn({ session: this.#session.id }, 'disconnected from ZooKeeper; reconnecting');
-      this.#assessSession();
-    });
-    handle.on('close', (_self: unknown, code: number) => {
-      this.#abandoned.delete(handle);
-      if (this.#handle !== handle || this.#closed) return;
-      const why =
-        code === zk.ZOO_EXPIRED_SESSION_STATE
-          ? 'ZooKeeper session expired'
-          : `ZooKeeper session closed (${code})`;
-      this.#logger.warn({ session: this.#session.id }, `${why}; opening a new session`);
-      this.#replaceSession(why, true);
-    });
-    if (!replacing) {
-      this.#init(handle, config);
-      return;
-    }
-    // The old handle may have closed its socket just now, inside the native callback that got
-    // us here (a disconnect or an expiry is reported from within its I/O callback): a socket
-    // opened now could reuse that descriptor while the old handle's libuv poll handle still
-    // watches it, and two poll handles on one descriptor crash the process (uv_poll_start /
-    // uv__io_stop assertions, or a segfault). One turn of the event loop lets the old handle
-    // let go of it first; see close() too.
-    setImmediate(() => {
-      if (this.#handle === handle && !this.#closed) this.#init(handle, config);
-    });
+  /** A children or creation event on a watched parent: re-arm, and tell its watchers. */
+  #onParentEvent(dir: string): void {
+    if (!this.#childWatchers.has(dir)) return;
+    void this.#armChildWatch(dir);
+    for (const onChange of this.#childWatchers.get(dir)) onChange();
   }
 
-  /**
-   * Starts connecting, with the digest credentials if any: the C client sends them ahead of
-   * every other request once the session is established, and again after each reconnection.
-   */
-  #init(handle: ZooKeeperHandle, config: ZooKeeperConfig): void {
-    handle.init(config);
-    const digest = this.#options.protection?.digest;
-    if (digest === undefined) return;
-    handle.native.add_auth('digest', digest, (rc) => {
-      if (rc !== zk.ZOK) this.#logger.error({ rc }, 'ZooKeeper refused the digest credentials');
+  /** Opens a new link, and with it a new session, with the digest credentials if any. */
+  #open(): void {
+    const options = {
+      connectString: this.#options.connectString,
+      sessionTimeoutMs: this.#options.sessionTimeoutMs,
+      ...(this.#options.protection ? { digest: this.#options.protection.digest } : {}),
+    };
+    const link: ZooKeeperLink = this.#newLink(options, {
+      connected: () => this.#onConnected(link),
+      disconnected: () => {
+        if (this.#link !== link || this.#closed) return;
+        this.#connected = false;
+        this.#logger.warn({ session: this.#session.id }, 'disconnected from ZooKeeper; reconnecting');
+        this.#assessSession();
+      },
+      ended: (_expired, why) => {
+        this.#abandoned.delete(link);
+        if (this.#link !== link || this.#closed) return;
+        this.#logger.warn({ session: this.#session.id }, `${why}; opening a new session`);
+        this.#replaceSession(why, true);
+      },
+      node: (kind, path) => this.#onNodeEvent(link, kind, path),
     });
+    this.#link = link;
+  }
+
+  #onConnected(link: ZooKeeperLink): void {
+    if (this.#abandoned.delete(link)) {
+      // A session given up as lost came back: close it now (it answers quickly) so the nodes
+      // its holders were told they lost are deleted rather than left until it expires.
+      setImmediate(() => link.close());
+      return;
+    }
+    if (this.#link !== link || this.#closed) return;
+    this.#connected = true;
+    const session = this.#session;
+    const isNew = !session.established;
+    session.established = true;
+    session.id = link.sessionId;
+    this.#logger.info(
+      { session: link.sessionId, sessionTimeoutMs: link.negotiatedTimeoutMs },
+      isNew ? 'ZooKeeper session established' : 'reconnected to ZooKeeper; session kept',
+    );
+    this.#startHeartbeat(link);
+    // The handshake is a reply: ZooKeeper has just heard from us.
+    this.#heardFrom(link, performance.now());
+    for (const wake of this.#connectionWaiters) wake();
   }
 
   /**
@@ -565,14 +517,15 @@ export class ZooKeeperStore implements CoordinationStore {
    * watches of waiters on the new one: a node that went with the old session wakes its waiters
    * at once, another session's node keeps them waiting.
    *
-   * `expired`: ZooKeeper ended the session and the addon has closed the handle already. Otherwise
-   * the session is given up while its link may be dead, and the old handle is not closed now:
-   * closing a connected handle blocks this thread until ZooKeeper answers or 1.5 s pass (the C
-   * client's `wait_for_session_to_be_closed`), which would stall every stream of the server. It
-   * is closed once it reconnects (so its nodes go at once) or the addon closes it on expiry.
+   * `expired`: ZooKeeper ended the session and the link is closed already. Otherwise the session
+   * is given up while its link may be dead, and the old link is not closed now: closing a
+   * connected addon handle blocks this thread until ZooKeeper answers or 1.5 s pass (the C
+   * client's `wait_for_session_to_be_closed`), which would stall every stream of the server, and
+   * a closeSession sent on a dead connection is lost anyway. It is closed once it reconnects (so
+   * its nodes go at once), or ends on expiry.
    */
   #replaceSession(why: string, expired: boolean): void {
-    const old = { session: this.#session, handle: this.#handle, watches: this.#watches };
+    const old = { session: this.#session, link: this.#link, watches: this.#watches };
     this.#connected = false;
     clearInterval(this.#heartbeat);
     this.#heartbeat = undefined;
@@ -583,8 +536,8 @@ export class ZooKeeperStore implements CoordinationStore {
     // Dashboards keep watching: their watches move to the new session.
     for (const dir of this.#childWatchers.keys()) void this.#armChildWatch(dir);
     old.session.end(new LockError('LOCK_LOST', why));
-    if (!expired) this.#abandoned.add(old.handle);
-    this.#open(true);
+    if (!expired) this.#abandoned.add(old.link);
+    this.#open();
     for (const [path, waiters] of old.watches) {
       if (waiters.size === 0) continue;
       this.#watches.set(path, waiters);
@@ -593,18 +546,18 @@ export class ZooKeeperStore implements CoordinationStore {
   }
 
   /** Sends a cheap request every HEARTBEAT of the session timeout, so silence is noticed. */
-  #startHeartbeat(handle: ZooKeeperHandle): void {
+  #startHeartbeat(link: ZooKeeperLink): void {
     if (this.#heartbeat !== undefined) return;
     this.#heartbeat = setInterval(() => {
-      if (this.#handle !== handle || !this.#connected) return;
-      void this.#send((native, done) => native.a_exists('/', false, done));
+      if (this.#link !== link || !this.#connected) return;
+      void this.#send((current) => current.exists('/', false));
     }, this.#sessionTimeoutMs() * HEARTBEAT_FRACTION);
     this.#heartbeat.unref();
   }
 
   /** A reply arrived to a request sent at `sentAt`: ZooKeeper heard from this session then. */
-  #heardFrom(handle: ZooKeeperHandle, sentAt: number): void {
-    if (handle !== this.#handle || sentAt <= this.#lastConfirmedAt) return;
+  #heardFrom(link: ZooKeeperLink, sentAt: number): void {
+    if (link !== this.#link || sentAt <= this.#lastConfirmedAt) return;
     this.#lastConfirmedAt = sentAt;
     this.#assessSession();
   }
@@ -642,7 +595,7 @@ export class ZooKeeperStore implements CoordinationStore {
 
   /** The session timeout ZooKeeper granted, or the one asked for before it has answered. */
   #sessionTimeoutMs(): number {
-    const negotiated = this.#handle.timeout;
+    const negotiated = this.#link.negotiatedTimeoutMs;
     return negotiated > 0 ? negotiated : this.#options.sessionTimeoutMs;
   }
 
@@ -682,43 +635,45 @@ export class ZooKeeperStore implements CoordinationStore {
   async #ensureParents(dir: string): Promise<void> {
     for (const path of ancestors(dir)) {
       if (this.#ensuredParents.has(path)) continue;
-      await this.#createParent(path, zk.ZOO_PERSISTENT);
+      await this.#createParent(path, 'persistent');
       this.#ensuredParents.add(path);
     }
     // The lock's own parent is a container: ZooKeeper removes it once it is empty.
-    await this.#createParent(dir, zk.ZOO_CONTAINER);
+    await this.#createParent(dir, 'container');
   }
 
   /**
-   * Creates a parent node unless it exists. In the protected subtree its ACL is set by a request
-   * pipelined right behind the create (the addon can only create world-open nodes), so no
-   * request of another client's can fall between the two but one sent in that same instant.
+   * Creates a parent node unless it exists. In the protected subtree it carries its ACL from
+   * its create on (the addon sets it by a setACL right behind the create instead). A parent that
+   * exists already keeps its ACL: start-up protects the tree (see #protectTree).
    */
-  async #createParent(path: string, flags: number): Promise<void> {
+  async #createParent(path: string, mode: NodeMode): Promise<void> {
     const acl = this.#aclFor(path);
     for (let attempt = 1; ; attempt += 1) {
       await this.#whenConnected('create');
-      const creating = this.#send((native, done) => native.a_create(path, '', flags, done));
-      const protecting = acl && this.#send((native, done) => native.a_set_acl(path, -1, acl, done));
-      const [created, secured] = await Promise.all([creating, protecting]);
-      const lost = isConnectionLoss(created.rc) || (secured !== undefined && isConnectionLoss(secured.rc));
-      if (lost && attempt < MAX_ATTEMPTS) continue;
-      if (created.rc !== zk.ZOK && created.rc !== zk.ZNODEEXISTS) throw unavailable('create', created.rc);
-      if (secured && secured.rc !== zk.ZOK) throw this.#protectionFailure(path, secured.rc);
-      return;
+      const created = await this.#send((link) => link.create(path, EMPTY, mode, acl));
+      if (isConnectionLoss(created.rc) && attempt < MAX_ATTEMPTS) continue;
+      if (created.rc === ErrorCode.ok || created.rc === ErrorCode.nodeExists) return;
+      throw this.#createFailure(path, created.rc);
     }
   }
 
   /** The ACL a node at `path` gets: the protected one at or below the root, none elsewhere. */
-  #aclFor(path: string): readonly ZooKeeperAcl[] | undefined {
+  #aclFor(path: string): readonly Acl[] | undefined {
     const root = this.#options.protection?.root;
     return root !== undefined && (path === root || path.startsWith(`${root}/`)) ? this.#acl : undefined;
+  }
+
+  #createFailure(path: string, rc: number): LockError {
+    return rc === ErrorCode.noAuth || rc === ErrorCode.invalidAcl
+      ? this.#protectionFailure(path, rc)
+      : unavailable(`create under ${path}`, rc);
   }
 
   #protectionFailure(path: string, rc: number): LockError {
     return new LockError(
       'UNAVAILABLE',
-      rc === zk.ZNOAUTH
+      rc === ErrorCode.noAuth
         ? `ZooKeeper node ${path} belongs to other credentials (NOAUTH): check the digest credentials, or pick another --root`
         : `ZooKeeper setACL on ${path} failed (code ${rc})`,
     );
@@ -732,8 +687,11 @@ export class ZooKeeperStore implements CoordinationStore {
   async #protectTree(): Promise<void> {
     const root = this.#options.protection?.root;
     if (root === undefined) return;
-    for (const ancestor of ancestors(root)) await this.#createParent(ancestor, zk.ZOO_PERSISTENT);
-    await this.#createParent(root, zk.ZOO_PERSISTENT);
+    for (const ancestor of ancestors(root)) await this.#createParent(ancestor, 'persistent');
+    await this.#createParent(root, 'persistent');
+    // A root made before, by an unprotected server, is taken over; one that other credentials
+    // protect stops start-up here (NOAUTH).
+    await this.#setAcl(root);
     for (const dir of await this.children(root)) {
       const path = joinPath(root, dir);
       await this.#setAcl(path);
@@ -744,16 +702,17 @@ export class ZooKeeperStore implements CoordinationStore {
   async #setAcl(path: string): Promise<void> {
     const acl = this.#aclFor(path);
     if (!acl) return;
-    const reply = await this.#call('setACL', (native, done) => native.a_set_acl(path, -1, acl, done));
-    if (reply.rc !== zk.ZOK && reply.rc !== zk.ZNONODE) throw this.#protectionFailure(path, reply.rc);
+    const reply = await this.#call('setACL', (link) => link.setAcl(path, acl));
+    if (reply.rc !== ErrorCode.ok && reply.rc !== ErrorCode.noNode)
+      throw this.#protectionFailure(path, reply.rc);
   }
 
   /** A connect string's chroot must exist: ZooKeeper would answer every request with NONODE. */
   async #checkChroot(): Promise<void> {
     const chroot = /^[^/]*(\/.*)$/.exec(this.#options.connectString)?.[1];
     if (chroot === undefined || chroot === '/') return;
-    const reply = await this.#call('exists', (native, done) => native.a_exists('/', false, done));
-    if (reply.rc === zk.ZNONODE) {
+    const reply = await this.#call('exists', (link) => link.exists('/', false));
+    if (reply.rc === ErrorCode.noNode) {
       throw new LockError(
         'UNAVAILABLE',
         `the chroot ${chroot} of the ZooKeeper connect string does not exist: create it first (zkCli.sh create ${chroot})`,
@@ -764,8 +723,8 @@ export class ZooKeeperStore implements CoordinationStore {
   /** Sends an idempotent request, waiting out connection losses and sending it again. */
   async #call<T>(
     what: string,
-    request: (native: ZooKeeperNative, done: (rc: number, error: string, value?: T | null) => void) => number,
-  ): Promise<Reply<T>> {
+    request: (link: ZooKeeperLink) => Promise<LinkReply<T>>,
+  ): Promise<LinkReply<T>> {
     for (let attempt = 1; ; attempt += 1) {
       await this.#whenConnected(what);
       const reply = await this.#send(request);
@@ -773,19 +732,13 @@ export class ZooKeeperStore implements CoordinationStore {
     }
   }
 
-  /** Sends one request on the current handle; every reply counts as word from ZooKeeper. */
-  #send<T>(
-    request: (native: ZooKeeperNative, done: (rc: number, error: string, value?: T | null) => void) => number,
-  ): Promise<Reply<T>> {
-    const handle = this.#handle;
+  /** Sends one request on the current link; every reply counts as word from ZooKeeper. */
+  async #send<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>> {
+    const link = this.#link;
     const sentAt = performance.now();
-    return new Promise((resolve) => {
-      const rc = request(handle.native, (replyRc, _error, value) => {
-        if (!isConnectionLoss(replyRc) && replyRc !== zk.ZSESSIONEXPIRED) this.#heardFrom(handle, sentAt);
-        resolve({ rc: replyRc, value: value ?? null });
-      });
-      if (rc !== zk.ZOK) resolve({ rc, value: null });
-    });
+    const reply = await request(link);
+    if (!isConnectionLoss(reply.rc) && reply.rc !== ErrorCode.sessionExpired) this.#heardFrom(link, sentAt);
+    return reply;
   }
 
   /** Resolves when connected; rejects with UNAVAILABLE after `connectTimeoutMs` or on close. */
@@ -815,26 +768,23 @@ export class ZooKeeperStore implements CoordinationStore {
 }
 
 function isConnectionLoss(rc: number): boolean {
-  return rc === zk.ZCONNECTIONLOSS || rc === zk.ZOPERATIONTIMEOUT;
+  return rc === ErrorCode.connectionLoss || rc === ErrorCode.operationTimeout;
 }
 
 function unavailable(operation: string, rc: number): LockError {
-  return new LockError('UNAVAILABLE', `ZooKeeper ${operation} failed (code ${rc})`);
+  return new LockError('UNAVAILABLE', `ZooKeeper ${operation} failed (${errorName(rc)})`);
 }
 
-/** Node data as the addon hands it over (a Buffer, or a string with an encoding set). */
-function toBytes(data: Buffer | string | null): Uint8Array {
-  return typeof data === 'string' ? Buffer.from(data) : (data ?? Buffer.alloc(0));
-}
+const EMPTY = new Uint8Array(0);
 
 /**
  * Everything for the holder of `user:password`, nothing for anyone else. ZooKeeper's digest
  * scheme names an identity by `user:base64(sha1("user:password"))`.
  */
-function digestAcl(credentials: string): readonly ZooKeeperAcl[] {
+function digestAcl(credentials: string): readonly Acl[] {
   const user = credentials.slice(0, credentials.indexOf(':'));
   const hash = createHash('sha1').update(credentials, 'utf8').digest('base64');
-  return [{ perm: zk.ZOO_PERM_ALL, scheme: 'digest', auth: `${user}:${hash}` }];
+  return [{ perms: Perms.all, scheme: 'digest', id: `${user}:${hash}` }];
 }
 
 /** Creates waiting for their lock's directory to be created, each with its place in line. */

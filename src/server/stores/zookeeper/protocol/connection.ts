@@ -45,6 +45,20 @@ export interface ZooKeeperConnectionOptions {
   readonly auth?: ReadonlyArray<{ readonly scheme: string; readonly credentials: string }>;
   /** Attach to this existing session instead of creating one (fault-injection tests close it). */
   readonly session?: { readonly id: bigint; readonly password: Uint8Array };
+  /**
+   * A path every path of this connection is relative to, as in a connect string's
+   * `host:port/chroot`: sent prefixed, answered (created paths, watch events) without it.
+   */
+  readonly chroot?: string;
+}
+
+/** `host:port[,host:port...][/chroot]` as servers and chroot. */
+export function parseConnectString(connectString: string): { servers: string[]; chroot?: string } {
+  const slash = connectString.indexOf('/');
+  const hosts = slash === -1 ? connectString : connectString.slice(0, slash);
+  const chroot = slash === -1 ? '' : connectString.slice(slash).replace(/\/+$/, '');
+  const servers = hosts.split(',').filter((server) => server.length > 0);
+  return chroot === '' ? { servers } : { servers, chroot };
 }
 
 /** A ZooKeeper error code (`ErrorCode`), with the operation and path it answered. */
@@ -93,22 +107,57 @@ export class ZooKeeperConnection extends EventEmitter {
   readonly #dataWatches = new Map<string, Set<Watcher>>();
   readonly #existWatches = new Map<string, Set<Watcher>>();
   readonly #childWatches = new Map<string, Set<Watcher>>();
-  #handshake: ((error: Error | undefined) => void) | undefined;
+  /** Dial attempts in a row that got no session; reset by each connect. */
+  #failedAttempts = 0;
+  #dialTimer: NodeJS.Timeout | undefined;
+  #onDialFailed: ((attempts: number) => void) | undefined;
+  readonly #chroot: string;
 
   private constructor(options: ZooKeeperConnectionOptions) {
     super();
+    if (options.servers.length === 0) throw new Error('ZooKeeper: no servers given');
     this.#options = options;
+    this.#chroot = options.chroot ?? '';
     if (options.session) {
       this.#sessionId = options.session.id;
       this.#password = options.session.password;
     }
   }
 
-  /** Connects and creates a session; rejects if no member accepts one. */
-  static async connect(options: ZooKeeperConnectionOptions): Promise<ZooKeeperConnection> {
-    if (options.servers.length === 0) throw new Error('ZooKeeper: no servers given');
+  /**
+   * Starts connecting and returns at once; keeps trying the members in turn (backing off to a
+   * second between rounds) until one grants the session, for good: only a server can say that
+   * the session expired, and a caller that wants a bound on the wait (the store does) keeps
+   * its own clock. Listen for 'connected' before the next turn of the event loop.
+   */
+  static open(options: ZooKeeperConnectionOptions): ZooKeeperConnection {
     const connection = new ZooKeeperConnection(options);
-    await connection.#open();
+    connection.#dialNext();
+    return connection;
+  }
+
+  /** Connects and creates a session; rejects if no member accepts one in three rounds. */
+  static async connect(options: ZooKeeperConnectionOptions): Promise<ZooKeeperConnection> {
+    const connection = ZooKeeperConnection.open(options);
+    await new Promise<void>((resolve, reject) => {
+      const giveUp = (error: Error): void => {
+        connection.off('connected', connected);
+        connection.#onDialFailed = undefined;
+        void connection.close();
+        reject(error);
+      };
+      const connected = (): void => {
+        connection.#onDialFailed = undefined;
+        resolve();
+      };
+      connection.once('connected', connected);
+      connection.#onDialFailed = (attempts) => {
+        if (connection.#state === 'closed')
+          giveUp(new ZooKeeperError(ErrorCode.sessionExpired, 'ZooKeeper session expired'));
+        else if (attempts >= options.servers.length * 3)
+          giveUp(new ZooKeeperError(ErrorCode.connectionLoss, 'ZooKeeper: no member accepted a session'));
+      };
+    });
     return connection;
   }
 
@@ -151,12 +200,12 @@ export class ZooKeeperConnection extends EventEmitter {
       op,
       `create ${path}`,
       (writer) => {
-        writer.string(path).buffer(data);
+        writer.string(this.#serverPath(path)).buffer(data);
         writeAcls(writer, acl);
         writer.int(mode);
         if (withTtl) writer.long(ttlMs ?? 0n);
       },
-      (reader) => ({ path: reader.string() ?? '', stat: readStat(reader) }),
+      (reader) => ({ path: this.#clientPath(reader.string() ?? ''), stat: readStat(reader) }),
     );
   }
 
@@ -164,7 +213,7 @@ export class ZooKeeperConnection extends EventEmitter {
     return this.#request(
       OpCode.delete,
       `delete ${path}`,
-      (writer) => writer.string(path).int(version),
+      (writer) => writer.string(this.#serverPath(path)).int(version),
       () => undefined,
     );
   }
@@ -172,53 +221,52 @@ export class ZooKeeperConnection extends EventEmitter {
   /** The node's Stat, or null if there is none; `watcher` fires on its creation, change or deletion. */
   async exists(path: string, watcher?: Watcher): Promise<Stat | null> {
     try {
-      const stat = await this.#request(
+      return await this.#request(
         OpCode.exists,
         `exists ${path}`,
-        (writer) => writer.string(path).bool(watcher !== undefined),
+        (writer) => writer.string(this.#serverPath(path)).bool(watcher !== undefined),
         readStat,
+        false,
+        // A watch set on a missing node waits for its creation.
+        watcher && { path, watcher, found: this.#dataWatches, missing: this.#existWatches },
       );
-      if (watcher) addWatch(this.#dataWatches, path, watcher);
-      return stat;
     } catch (error) {
       if (!(error instanceof ZooKeeperError) || error.code !== ErrorCode.noNode) throw error;
-      // A watch set on a missing node waits for its creation.
-      if (watcher) addWatch(this.#existWatches, path, watcher);
       return null;
     }
   }
 
   /** The node's data and Stat; `watcher` fires on its change or deletion. NONODE if it is missing. */
-  async getData(path: string, watcher?: Watcher): Promise<{ data: Buffer; stat: Stat }> {
-    const result = await this.#request(
+  getData(path: string, watcher?: Watcher): Promise<{ data: Buffer; stat: Stat }> {
+    return this.#request(
       OpCode.getData,
       `getData ${path}`,
-      (writer) => writer.string(path).bool(watcher !== undefined),
+      (writer) => writer.string(this.#serverPath(path)).bool(watcher !== undefined),
       (reader) => ({ data: reader.buffer() ?? Buffer.alloc(0), stat: readStat(reader) }),
+      false,
+      watcher && { path, watcher, found: this.#dataWatches },
     );
-    if (watcher) addWatch(this.#dataWatches, path, watcher);
-    return result;
   }
 
   setData(path: string, data: Uint8Array, version = -1): Promise<Stat> {
     return this.#request(
       OpCode.setData,
       `setData ${path}`,
-      (writer) => writer.string(path).buffer(data).int(version),
+      (writer) => writer.string(this.#serverPath(path)).buffer(data).int(version),
       readStat,
     );
   }
 
   /** The node's children's names; `watcher` fires when they change or the node is deleted. */
-  async getChildren(path: string, watcher?: Watcher): Promise<string[]> {
-    const children = await this.#request(
+  getChildren(path: string, watcher?: Watcher): Promise<string[]> {
+    return this.#request(
       OpCode.getChildren,
       `getChildren ${path}`,
-      (writer) => writer.string(path).bool(watcher !== undefined),
+      (writer) => writer.string(this.#serverPath(path)).bool(watcher !== undefined),
       (reader) => reader.vector(() => reader.string() ?? '') ?? [],
+      false,
+      watcher && { path, watcher, found: this.#childWatches },
     );
-    if (watcher) addWatch(this.#childWatches, path, watcher);
-    return children;
   }
 
   setACL(path: string, acl: readonly Acl[], version = -1): Promise<Stat> {
@@ -226,7 +274,7 @@ export class ZooKeeperConnection extends EventEmitter {
       OpCode.setACL,
       `setACL ${path}`,
       (writer) => {
-        writer.string(path);
+        writer.string(this.#serverPath(path));
         writeAcls(writer, acl);
         writer.int(version);
       },
@@ -238,7 +286,7 @@ export class ZooKeeperConnection extends EventEmitter {
     return this.#request(
       OpCode.getACL,
       `getACL ${path}`,
-      (writer) => writer.string(path),
+      (writer) => writer.string(this.#serverPath(path)),
       (reader) => ({ acl: readAcls(reader), stat: readStat(reader) }),
     );
   }
@@ -251,8 +299,15 @@ export class ZooKeeperConnection extends EventEmitter {
     const results = await this.#request(
       OpCode.multi,
       `multi of ${ops.length}`,
-      (writer) => writeMulti(writer, ops),
-      readMultiResults,
+      (writer) =>
+        writeMulti(
+          writer,
+          this.#chroot === '' ? ops : ops.map((op) => ({ ...op, path: this.#serverPath(op.path) })),
+        ),
+      (reader, zxid) =>
+        readMultiResults(reader, zxid).map((result) =>
+          result.op === 'create' ? { ...result, path: this.#clientPath(result.path) } : result,
+        ),
       // A failed multi answers with the results, each op's error among them.
       true,
     );
@@ -286,34 +341,25 @@ export class ZooKeeperConnection extends EventEmitter {
 
   // --- the connection ---
 
-  #open(): Promise<void> {
-    return new Promise((resolve, reject) => {
-      let attempts = 0;
-      const tryNext = (): void => {
-        if (this.#state === 'closed') {
-          reject(new Error('ZooKeeper connection closed while connecting'));
-          return;
-        }
-        const server = this.#options.servers[this.#serverIndex % this.#options.servers.length]!;
-        this.#serverIndex += 1;
-        attempts += 1;
-        this.#handshake = (error) => {
-          this.#handshake = undefined;
-          if (!error) {
-            resolve();
-            return;
-          }
-          if (error instanceof ZooKeeperError && error.code === ErrorCode.sessionExpired) {
-            reject(error);
-            return;
-          }
-          if (attempts >= this.#options.servers.length * 3) reject(error);
-          else setTimeout(tryNext, Math.min(1000, 50 * attempts)).unref();
-        };
-        this.#dial(server);
-      };
-      tryNext();
-    });
+  /** Dials the next member; on failure, the one after, backing off (see open). */
+  #dialNext(): void {
+    this.#dialTimer = undefined;
+    if (this.#state === 'closed') return;
+    const server = this.#options.servers[this.#serverIndex % this.#options.servers.length]!;
+    this.#serverIndex += 1;
+    this.#dial(server);
+  }
+
+  /** A dial got no session (refused, dropped before the handshake): try the next member. */
+  #dialFailed(): void {
+    this.#failedAttempts += 1;
+    this.#onDialFailed?.(this.#failedAttempts);
+    if (this.#state === 'closed') return;
+    const servers = this.#options.servers.length;
+    // Every member once in quick succession, then a pause that grows to a second per round.
+    const delayMs = this.#failedAttempts % servers === 0 ? Math.min(1000, 50 * this.#failedAttempts) : 0;
+    this.#dialTimer = setTimeout(() => this.#dialNext(), delayMs);
+    this.#dialTimer.unref();
   }
 
   #dial(server: string): void {
@@ -372,11 +418,11 @@ export class ZooKeeperConnection extends EventEmitter {
   #onConnectResponse(reader: JuteReader): void {
     const response = readConnectResponse(reader);
     if (response.timeoutMs <= 0) {
-      const expired = new ZooKeeperError(ErrorCode.sessionExpired, 'ZooKeeper session expired');
-      this.#handshake?.(expired);
       this.#expire();
+      this.#onDialFailed?.(this.#failedAttempts + 1);
       return;
     }
+    this.#failedAttempts = 0;
     const resumed = this.#sessionId !== 0n;
     this.#sessionId = response.sessionId;
     this.#password = response.password;
@@ -389,7 +435,6 @@ export class ZooKeeperConnection extends EventEmitter {
     }
     if (resumed) this.#restoreWatches();
     this.#startPinging();
-    this.#handshake?.(undefined);
     this.emit('connected');
   }
 
@@ -425,31 +470,53 @@ export class ZooKeeperConnection extends EventEmitter {
     else pending.settle(undefined, reader, zxid);
   }
 
-  #onWatcherEvent(event: WatcherEvent): void {
-    const fire = (watches: Map<string, Set<Watcher>>): void => {
-      const watchers = watches.get(event.path);
+  /** Fires the watches an event uses up; a watcher set on several of them hears it once. */
+  #onWatcherEvent(received: WatcherEvent): void {
+    const path = this.#clientPath(received.path);
+    const event = path === received.path ? received : { ...received, path };
+    let first: Set<Watcher> | undefined;
+    let told: Set<Watcher> | undefined;
+    const take = (watches: Map<string, Set<Watcher>>): void => {
+      const watchers = watches.get(path);
       if (!watchers) return;
-      watches.delete(event.path);
-      for (const watcher of watchers) watcher(event);
+      watches.delete(path);
+      if (!first) first = watchers;
+      else {
+        told ??= new Set(first);
+        for (const watcher of watchers) told.add(watcher);
+      }
     };
     switch (event.type) {
       case EventType.nodeCreated:
-        fire(this.#existWatches);
-        fire(this.#dataWatches);
-        return;
+        take(this.#existWatches);
+        take(this.#dataWatches);
+        break;
       case EventType.nodeDeleted:
-        fire(this.#dataWatches);
-        fire(this.#existWatches);
-        fire(this.#childWatches);
-        return;
+        take(this.#dataWatches);
+        take(this.#existWatches);
+        take(this.#childWatches);
+        break;
       case EventType.nodeDataChanged:
-        fire(this.#dataWatches);
-        fire(this.#existWatches);
-        return;
+        take(this.#dataWatches);
+        take(this.#existWatches);
+        break;
       case EventType.nodeChildrenChanged:
-        fire(this.#childWatches);
-        return;
+        take(this.#childWatches);
+        break;
     }
+    for (const watcher of told ?? first ?? []) watcher(event);
+  }
+
+  /** A path as the server knows it: under the chroot. */
+  #serverPath(path: string): string {
+    if (this.#chroot === '') return path;
+    return path === '/' ? this.#chroot : this.#chroot + path;
+  }
+
+  /** A path the server sent, as the caller knows it: without the chroot. */
+  #clientPath(path: string): string {
+    if (this.#chroot === '' || !path.startsWith(this.#chroot)) return path;
+    return path.length === this.#chroot.length ? '/' : path.slice(this.#chroot.length);
   }
 
   /** After a reconnect: the server forgot our watches; tell it which, and from which zxid. */
@@ -461,9 +528,9 @@ export class ZooKeeperConnection extends EventEmitter {
     if (data.length + exist.length + child.length === 0) return;
     this.#sendPacket(Xid.setWatches, OpCode.setWatches, (writer) => {
       writer.long(this.#lastZxid);
-      writer.vector(data, (path) => writer.string(path));
-      writer.vector(exist, (path) => writer.string(path));
-      writer.vector(child, (path) => writer.string(path));
+      writer.vector(data, (path) => writer.string(this.#serverPath(path)));
+      writer.vector(exist, (path) => writer.string(this.#serverPath(path)));
+      writer.vector(child, (path) => writer.string(this.#serverPath(path)));
     });
   }
 
@@ -475,18 +542,13 @@ export class ZooKeeperConnection extends EventEmitter {
     const wasConnected = this.#state === 'connected';
     this.#state = 'connecting';
     this.#failPending(new ZooKeeperError(ErrorCode.connectionLoss, 'ZooKeeper connection lost'));
-    if (this.#handshake) {
-      this.#handshake(new ZooKeeperError(ErrorCode.connectionLoss, 'ZooKeeper connection refused or lost'));
+    if (!wasConnected) {
+      this.#dialFailed();
       return;
     }
-    if (wasConnected) this.emit('disconnected');
-    // Try the members in turn with the same session until one takes it or it expires.
-    void this.#open().catch((error: unknown) => {
-      if (this.#state === 'closed') return;
-      if (error instanceof ZooKeeperError && error.code === ErrorCode.sessionExpired) return;
-      // Nobody answered for a while: the session will expire on the servers' side too.
-      this.#expire();
-    });
+    this.emit('disconnected');
+    // Try the members in turn with the same session until one takes it or says it expired.
+    this.#dialNext();
   }
 
   #expire(): void {
@@ -498,6 +560,7 @@ export class ZooKeeperConnection extends EventEmitter {
   #shutdown(reason: ZooKeeperError): void {
     this.#state = 'closed';
     clearInterval(this.#pingTimer);
+    clearTimeout(this.#dialTimer);
     this.#failPending(reason);
     const event: WatcherEvent = { type: EventType.none, state: KeeperState.expired, path: '' };
     for (const watches of [this.#dataWatches, this.#existWatches, this.#childWatches]) {
@@ -549,6 +612,7 @@ export class ZooKeeperConnection extends EventEmitter {
     write: (writer: JuteWriter) => void,
     read: (reader: JuteReader, zxid: bigint) => T,
     readOnError = false,
+    watch?: WatchRegistration,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (this.#state !== 'connected') {
@@ -567,6 +631,13 @@ export class ZooKeeperConnection extends EventEmitter {
         xid,
         what,
         settle: (error, reader, zxid) => {
+          // Registered as the reply is read, not after the promise settles: a notification
+          // read in the same pass (right behind the reply) must find its watcher.
+          if (watch) {
+            const watches =
+              error === undefined ? watch.found : error.code === ErrorCode.noNode ? watch.missing : undefined;
+            if (watches) addWatch(watches, watch.path, watch.watcher);
+          }
           if (
             error &&
             !(
@@ -610,6 +681,14 @@ export class ZooKeeperConnection extends EventEmitter {
     this.#outgoing.reset();
     this.#lastSendAt = performance.now();
   }
+}
+
+/** Where a request's watcher goes once its reply arrives: the node found, or missing. */
+interface WatchRegistration {
+  readonly path: string;
+  readonly watcher: Watcher;
+  readonly found: Map<string, Set<Watcher>>;
+  readonly missing?: Map<string, Set<Watcher>>;
 }
 
 function addWatch(watches: Map<string, Set<Watcher>>, path: string, watcher: Watcher): void {

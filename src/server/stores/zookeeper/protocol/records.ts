@@ -41,6 +41,7 @@ export const ErrorCode = {
   connectionLoss: -4,
   marshallingError: -5,
   unimplemented: -6,
+  operationTimeout: -7,
   badArguments: -8,
   noNode: -101,
   noAuth: -102,

@@ -1,0 +1,133 @@
+import type { NodeData } from '../store.js';
+import {
+  ZooKeeperConnection,
+  ZooKeeperError,
+  parseConnectString,
+  type Watcher,
+} from './protocol/connection.js';
+import { CreateMode, ErrorCode, EventType, OPEN_ACL_UNSAFE, type Acl } from './protocol/records.js';
+import type {
+  CreatedZNode,
+  LinkEvents,
+  LinkOptions,
+  LinkReply,
+  NodeEventKind,
+  NodeMode,
+  ZooKeeperLink,
+} from './zookeeper-link.js';
+
+const MODES: Readonly<Record<NodeMode, number>> = {
+  persistent: CreateMode.persistent,
+  container: CreateMode.container,
+  ephemeralSequential: CreateMode.ephemeralSequential,
+};
+
+const EVENT_KINDS = new Map<number, NodeEventKind>([
+  [EventType.nodeCreated, 'created'],
+  [EventType.nodeDeleted, 'deleted'],
+  [EventType.nodeDataChanged, 'changed'],
+  [EventType.nodeChildrenChanged, 'children'],
+]);
+
+/**
+ * A link on lockstream's own ZooKeeper client (`protocol/`): creates answer with the node's
+ * creation id (create2) and carry their ACL, zxids are exact bigints, and requests and replies
+ * are batched per turn of the event loop. Every watch goes to one function, as the addon's do.
+ */
+export class ProtocolLink implements ZooKeeperLink {
+  readonly createsWithAcl = true;
+  readonly #connection: ZooKeeperConnection;
+  readonly #watcher: Watcher;
+
+  constructor(options: LinkOptions, events: LinkEvents) {
+    const { servers, chroot } = parseConnectString(options.connectString);
+    const connection = ZooKeeperConnection.open({
+      servers,
+      sessionTimeoutMs: options.sessionTimeoutMs,
+      ...(chroot === undefined ? {} : { chroot }),
+      ...(options.digest === undefined ? {} : { auth: [{ scheme: 'digest', credentials: options.digest }] }),
+      ...(options.session ? { session: options.session } : {}),
+    });
+    this.#connection = connection;
+    connection.on('connected', () => events.connected());
+    connection.on('disconnected', () => events.disconnected());
+    connection.on('expired', () => events.ended(true, 'ZooKeeper session expired'));
+    this.#watcher = (event) => {
+      const kind = EVENT_KINDS.get(event.type);
+      if (kind !== undefined) events.node(kind, event.path);
+    };
+  }
+
+  get sessionId(): string {
+    return this.#connection.sessionId.toString(16);
+  }
+
+  get credentials(): { readonly id: bigint; readonly password: Uint8Array } {
+    return { id: this.#connection.sessionId, password: this.#connection.sessionPassword };
+  }
+
+  get negotiatedTimeoutMs(): number {
+    return this.#connection.sessionTimeoutMs;
+  }
+
+  create(
+    path: string,
+    data: Uint8Array,
+    mode: NodeMode,
+    acl?: readonly Acl[],
+  ): Promise<LinkReply<CreatedZNode>> {
+    return answer(
+      this.#connection
+        .create(path, data, acl ?? OPEN_ACL_UNSAFE, MODES[mode])
+        .then((created) => ({ path: created.path, creationId: created.stat.czxid })),
+    );
+  }
+
+  exists(path: string, watch: boolean): Promise<LinkReply<bigint>> {
+    return answer(
+      this.#connection.exists(path, watch ? this.#watcher : undefined).then((stat) => {
+        if (stat === null) throw new ZooKeeperError(ErrorCode.noNode, `exists ${path}: no node`);
+        return stat.czxid;
+      }),
+    );
+  }
+
+  getData(path: string, watch: boolean): Promise<LinkReply<NodeData>> {
+    return answer(
+      this.#connection
+        .getData(path, watch ? this.#watcher : undefined)
+        .then(({ data, stat }) => ({ creationId: stat.czxid, data })),
+    );
+  }
+
+  getChildren(path: string, watch: boolean): Promise<LinkReply<string[]>> {
+    return answer(this.#connection.getChildren(path, watch ? this.#watcher : undefined));
+  }
+
+  setData(path: string, data: Uint8Array): Promise<LinkReply<undefined>> {
+    return answer(this.#connection.setData(path, data).then(() => undefined));
+  }
+
+  setAcl(path: string, acl: readonly Acl[]): Promise<LinkReply<undefined>> {
+    return answer(this.#connection.setACL(path, acl).then(() => undefined));
+  }
+
+  delete(path: string): Promise<LinkReply<undefined>> {
+    return answer(this.#connection.delete(path).then(() => undefined));
+  }
+
+  close(): void {
+    void this.#connection.close();
+  }
+}
+
+function answer<T>(request: Promise<T>): Promise<LinkReply<T>> {
+  return request.then(
+    (value) => ({ rc: ErrorCode.ok, value }),
+    (error: unknown) => {
+      if (error instanceof ZooKeeperError) return { rc: error.code, value: null };
+      // A reply that does not read as the request's record.
+      return { rc: ErrorCode.marshallingError, value: null };
+    },
+  );
+}

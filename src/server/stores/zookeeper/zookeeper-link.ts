@@ -1,0 +1,110 @@
+import type { NodeData } from '../store.js';
+import type * as AddonModule from './addon-link.js';
+import type { Acl } from './protocol/records.js';
+
+/**
+ * One ZooKeeper session as the ZooKeeper store uses it, whichever client carries it: the
+ * TypeScript protocol client (the default) or the `zookeeper` addon (the native C client).
+ * The store's recipe, its session health and its fault handling are written once against this.
+ *
+ * Every request answers with ZooKeeper's return code (`ErrorCode`: both clients use the
+ * server's numbers) and never rejects; requests made in one turn of the event loop are answered
+ * in the order they were made. Watches are armed with `watch: true` and reported, once each,
+ * to `LinkEvents.node`, one report per event however many watches it used up.
+ */
+export interface ZooKeeperLink {
+  /** Hex session id, for logs; "0" before the first connection. */
+  readonly sessionId: string;
+  /** The session's id and password, for fault-injection tests that attach to it and close it. */
+  readonly credentials: { readonly id: bigint; readonly password: Uint8Array };
+  /** The session timeout ZooKeeper granted, in ms; 0 or less before it has. */
+  readonly negotiatedTimeoutMs: number;
+  /**
+   * Whether `create` sets the ACL in the create itself. Otherwise (the addon) it sends a
+   * setACL after the create, and the node is open to everyone until that is applied.
+   */
+  readonly createsWithAcl: boolean;
+
+  create(
+    path: string,
+    data: Uint8Array,
+    mode: NodeMode,
+    acl?: readonly Acl[],
+  ): Promise<LinkReply<CreatedZNode>>;
+  /** The node's creation id; with `watch`, a watch on its creation, change or deletion. */
+  exists(path: string, watch: boolean): Promise<LinkReply<bigint>>;
+  getData(path: string, watch: boolean): Promise<LinkReply<NodeData>>;
+  getChildren(path: string, watch: boolean): Promise<LinkReply<string[]>>;
+  setData(path: string, data: Uint8Array): Promise<LinkReply<undefined>>;
+  setAcl(path: string, acl: readonly Acl[]): Promise<LinkReply<undefined>>;
+  delete(path: string): Promise<LinkReply<undefined>>;
+  /** Ends the session (its ephemeral nodes go at once if it is connected) and the connection. */
+  close(): void;
+}
+
+export interface LinkReply<T> {
+  readonly rc: number;
+  /** Set when `rc` is `ErrorCode.ok`. */
+  readonly value: T | null;
+}
+
+export type NodeMode = 'persistent' | 'container' | 'ephemeralSequential';
+
+export interface CreatedZNode {
+  readonly path: string;
+  /** The node's czxid, when the client's create answers with it (create2); else read it. */
+  readonly creationId?: bigint;
+}
+
+export type NodeEventKind = 'created' | 'deleted' | 'changed' | 'children';
+
+/** What a link reports, from the moment it is opened. */
+export interface LinkEvents {
+  /** A member granted the session, or took it back after a disconnection. */
+  connected(): void;
+  /** The connection was lost; the session may survive it (requests in flight fail). */
+  disconnected(): void;
+  /** The session is over on ZooKeeper's side (expired, or closed by another handle). */
+  ended(expired: boolean, detail: string): void;
+  node(kind: NodeEventKind, path: string): void;
+}
+
+export interface LinkOptions {
+  /** `host:port[,host:port...]`, optionally followed by a chroot path. */
+  readonly connectString: string;
+  readonly sessionTimeoutMs: number;
+  /** Digest credentials (`user:password`) sent ahead of every request after each connect. */
+  readonly digest?: string;
+  /** Attach to an existing session instead of creating one (fault injection). */
+  readonly session?: { readonly id: bigint; readonly password: Uint8Array };
+}
+
+/** The clients a ZooKeeper store can run on: `protocol` (TypeScript, the default) or `addon`. */
+export const ZOOKEEPER_CLIENTS = ['protocol', 'addon'] as const;
+export type ZooKeeperClientKind = (typeof ZOOKEEPER_CLIENTS)[number];
+
+export type LinkFactory = (options: LinkOptions, events: LinkEvents) => ZooKeeperLink;
+
+/**
+ * How to open links on `client`. The addon is loaded only when chosen: it is a native,
+ * optional dependency, and the protocol client needs no compiler.
+ */
+export async function linkFactory(client: ZooKeeperClientKind): Promise<LinkFactory> {
+  if (client === 'addon') {
+    let addon: typeof AddonModule;
+    try {
+      addon = await import('./addon-link.js');
+    } catch (error) {
+      throw new Error(
+        '--zookeeper-client addon needs the native `zookeeper` package, which is not installed or did not ' +
+          'build: run `npm install zookeeper` (it compiles against the Node.js headers with a C compiler), ' +
+          'or use the default client (--zookeeper-client protocol), which needs no native build',
+        { cause: error },
+      );
+    }
+    const { AddonLink } = addon;
+    return (options, events) => new AddonLink(options, events);
+  }
+  const { ProtocolLink } = await import('./protocol-link.js');
+  return (options, events) => new ProtocolLink(options, events);
+}
