@@ -84,12 +84,10 @@ export class ProtocolLink implements ZooKeeperLink {
   }
 
   exists(path: string, watch: boolean): Promise<LinkReply<bigint>> {
-    return answer(
-      this.#connection.exists(path, watch ? this.#watcher : undefined).then((stat) => {
-        if (stat === null) throw new ZooKeeperError(ErrorCode.noNode, `exists ${path}: no node`);
-        return stat.czxid;
-      }),
-    );
+    // The connection answers a missing node with null: no error to make and catch again.
+    return this.#connection
+      .exists(path, watch ? this.#watcher : undefined)
+      .then((stat) => (stat === null ? MISSING : { rc: ErrorCode.ok, value: stat.czxid }), failed);
   }
 
   getData(path: string, watch: boolean): Promise<LinkReply<NodeData>> {
@@ -121,13 +119,14 @@ export class ProtocolLink implements ZooKeeperLink {
   }
 }
 
+const MISSING: LinkReply<never> = { rc: ErrorCode.noNode, value: null };
+
 function answer<T>(request: Promise<T>): Promise<LinkReply<T>> {
-  return request.then(
-    (value) => ({ rc: ErrorCode.ok, value }),
-    (error: unknown) => {
-      if (error instanceof ZooKeeperError) return { rc: error.code, value: null };
-      // A reply that does not read as the request's record.
-      return { rc: ErrorCode.marshallingError, value: null };
-    },
-  );
+  return request.then((value) => ({ rc: ErrorCode.ok, value }), failed);
+}
+
+function failed(error: unknown): LinkReply<never> {
+  if (error instanceof ZooKeeperError) return { rc: error.code, value: null };
+  // A reply that does not read as the request's record.
+  return { rc: ErrorCode.marshallingError, value: null };
 }
