@@ -81,7 +81,15 @@ describe('lockstream on a three-server ZooKeeper ensemble under faults', () => {
     await ensemble.waitForQuorum();
     await progress(20);
 
-    const follower = ensemble.members.find((m) => m !== leader && m.pid !== null && !m.paused)!;
+    // The harder freeze: the follower lockstream's sessions are connected to, if any. Their
+    // connections go silent, and a new session dialing it finds it accepting and mute.
+    const followers = [];
+    for (const member of ensemble.members) {
+      if ((await member.mode()) === 'follower')
+        followers.push({ member, sessions: await member.sessionsConnected() });
+    }
+    followers.sort((a, b) => b.sessions - a.sessions);
+    const follower = followers[0]!.member;
     follower.pause();
     await progress(20);
     follower.resume();

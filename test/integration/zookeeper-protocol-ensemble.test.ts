@@ -122,6 +122,31 @@ describe('ZooKeeperConnection on a three-member ensemble', () => {
     }
   }, 60_000);
 
+  it('passes over a frozen member while it dials: each member gets its share of the session timeout', async () => {
+    const servers = ensemble.members.map((member) => member.connectString);
+    const frozen = ensemble.members[0]!;
+    frozen.pause();
+    try {
+      // The frozen member's kernel accepts the TCP connection; the handshake is never answered.
+      const startedAt = performance.now();
+      const zk = await ZooKeeperConnection.connect({ servers, sessionTimeoutMs: 9_000 });
+      try {
+        expect(performance.now() - startedAt).toBeLessThan(9_000);
+        const node = await zk.create(
+          `/past-frozen-${randomUUID()}`,
+          Buffer.alloc(0),
+          OPEN_ACL_UNSAFE,
+          CreateMode.ephemeral,
+        );
+        expect((await zk.exists(node.path))?.ephemeralOwner).toBe(zk.sessionId);
+      } finally {
+        await zk.close();
+      }
+    } finally {
+      frozen.resume();
+    }
+  }, 60_000);
+
   it('ends for good when its session expires: expired, requests refused, watches told, ephemerals gone', async () => {
     const servers = ensemble.members.map((member) => member.connectString);
     const zk = await ZooKeeperConnection.connect({ servers, sessionTimeoutMs: 20_000 });

@@ -52,6 +52,8 @@ export interface EnsembleMember {
    * answers that it is not serving (e.g. while it looks for a leader).
    */
   mode(timeoutMs?: number): Promise<MemberMode>;
+  /** How many client sessions are connected to this member now (the `cons` four-letter word). */
+  sessionsConnected(): Promise<number>;
   /**
    * Sends `signal` (default SIGKILL) and resolves once the JVM has exited. A paused member is
    * continued after the signal so that a catchable one (SIGTERM) is handled. The signal must be
@@ -130,7 +132,7 @@ const MODE_TIMEOUT_MS = 2_000;
 const POLL_MODE_TIMEOUT_MS = 1_000;
 const PAUSE_TIMEOUT_MS = 2_000;
 const LOG_TAIL_LINES = 200;
-const OWN_PROBE_LOG_LINE = /Processing (srvr|conf) command from/;
+const OWN_PROBE_LOG_LINE = /Processing (srvr|conf|cons) command from/;
 const ERROR_TAIL_LINES = 80;
 const START_ATTEMPTS = 3;
 /** Ports are picked below the kernel's ephemeral range, but not lower than this. */
@@ -424,6 +426,12 @@ class Member implements EnsembleMember {
       this.#lastProbe = error instanceof Error ? error.message : String(error);
       return 'down';
     }
+  }
+
+  async sessionsConnected(): Promise<number> {
+    const cons = await sendFourLetterWord(this.clientPort, 'cons', MODE_TIMEOUT_MS);
+    // One line per connection; the four-letter word's own connection has no session id.
+    return cons.split('\n').filter((line) => /sid=0x[0-9a-f]*[1-9a-f]/.test(line)).length;
   }
 
   spawn(): void {

@@ -110,6 +110,8 @@ export class ZooKeeperConnection extends EventEmitter {
   /** Dial attempts in a row that got no session; reset by each connect. */
   #failedAttempts = 0;
   #dialTimer: NodeJS.Timeout | undefined;
+  /** Bounds a dial until the server answers the handshake (see #dial). */
+  #handshakeTimer: NodeJS.Timeout | undefined;
   #onDialFailed: ((attempts: number) => void) | undefined;
   readonly #chroot: string;
 
@@ -369,6 +371,17 @@ export class ZooKeeperConnection extends EventEmitter {
     const socket = tcpConnect({ host, port, noDelay: true });
     this.#socket = socket;
     this.#inbound = undefined;
+    // A frozen member's kernel still accepts the connection, and a cut-off one never answers
+    // the SYN: without a bound the dial would wait for it forever. As ZooKeeper's own clients
+    // do, each member gets its share of the session timeout, so the whole ensemble is tried
+    // while the session can still be saved.
+    const timeoutMs =
+      this.#negotiatedTimeoutMs > 0 ? this.#negotiatedTimeoutMs : this.#options.sessionTimeoutMs;
+    clearTimeout(this.#handshakeTimer);
+    this.#handshakeTimer = setTimeout(() => {
+      if (socket === this.#socket && this.#state === 'connecting') socket.destroy();
+    }, timeoutMs / this.#options.servers.length);
+    this.#handshakeTimer.unref();
     socket.on('connect', () => {
       const writer = new JuteWriter(64);
       const at = writer.startPacket();
@@ -416,6 +429,7 @@ export class ZooKeeperConnection extends EventEmitter {
   }
 
   #onConnectResponse(reader: JuteReader): void {
+    clearTimeout(this.#handshakeTimer);
     const response = readConnectResponse(reader);
     if (response.timeoutMs <= 0) {
       this.#expire();
@@ -561,6 +575,7 @@ export class ZooKeeperConnection extends EventEmitter {
     this.#state = 'closed';
     clearInterval(this.#pingTimer);
     clearTimeout(this.#dialTimer);
+    clearTimeout(this.#handshakeTimer);
     this.#failPending(reason);
     const event: WatcherEvent = { type: EventType.none, state: KeeperState.expired, path: '' };
     for (const watches of [this.#dataWatches, this.#existWatches, this.#childWatches]) {
