@@ -19,6 +19,7 @@ import {
   type WatchLockResponse,
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
+import { VALUE_MAX_BYTES } from '../common/limits.js';
 import { LockClientError, LockTimeoutError } from './errors.js';
 import { LockSessionChannel } from './lock-session.js';
 import { LockStream } from './lock-stream.js';
@@ -102,6 +103,11 @@ export interface AcquireOptions {
   readonly waitTimeout?: number | undefined;
   /** Who is asking (e.g. "invoicer@host-7"), shown to operators; at most 256 bytes. */
   readonly owner?: string;
+  /**
+   * Published with the request (a string as UTF-8; at most 1024 bytes): `describe` and `watch`
+   * show it, e.g. a leader's address. A holder changes it with `lock.setValue()`.
+   */
+  readonly value?: Uint8Array | string;
   /** Aborting it while waiting leaves the queue and rejects with the signal's reason. */
   readonly signal?: AbortSignal;
   /** Called with the number of requests ahead whenever the wait starts or that number changes. */
@@ -409,11 +415,18 @@ function lockRequest(
       `lock "${name}": waitTimeout must be a number of milliseconds >= 0, not ${waitTimeout}`,
     );
   }
+  const value = options.value === undefined ? Buffer.alloc(0) : Buffer.from(options.value);
+  if (value.byteLength > VALUE_MAX_BYTES) {
+    throw new TypeError(
+      `lock "${name}": value is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
+    );
+  }
   return {
     name,
     mode,
     waitTimeout,
     owner: options.owner ?? '',
+    value,
     onQueued: options.onQueued,
     onInDoubt: options.onInDoubt,
     onConfirmed: options.onConfirmed,
@@ -432,6 +445,8 @@ export interface LockRequestInfo {
   readonly instance: string;
   /** The client's address as that server saw it. */
   readonly peer: string;
+  /** What the request publishes (`setValue`, or `value` when it asked); empty if nothing. */
+  readonly value: Buffer;
 }
 
 export interface LockDescription {
@@ -475,6 +490,7 @@ function fromWireInfo(info: WireLockRequestInfo): LockRequestInfo {
     requestedAt: info.requestedAt,
     instance: info.instance,
     peer: info.peer,
+    value: info.value,
   };
 }
 

@@ -1,5 +1,6 @@
 import { status as Status } from '@grpc/grpc-js';
-import { acquireFailure, LockLostError, lossFailure, type LockClientError } from './errors.js';
+import { VALUE_MAX_BYTES } from '../common/limits.js';
+import { acquireFailure, LockClientError, LockLostError, lossFailure } from './errors.js';
 import type { LockMode, LockRequest, PendingLock, RevokeRequest } from './lock.js';
 
 /** Statuses that say the stream broke, not what the server decided: worth a resume. */
@@ -39,6 +40,9 @@ export abstract class LockHandle implements PendingLock {
   #revokeRequested: RevokeRequest | undefined;
   readonly #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
   #released: Promise<void> | undefined;
+  /** `setValue` calls not yet acknowledged, oldest first, with the value each sent. */
+  readonly #valueWaiters: Array<{ value: Buffer; resolve: () => void; reject: (error: unknown) => void }> =
+    [];
 
   constructor(request: LockRequest) {
     this.name = request.name;
@@ -98,6 +102,33 @@ export abstract class LockHandle implements PendingLock {
     return this.#released;
   }
 
+  setValue(value: Uint8Array | string): Promise<void> {
+    const bytes = typeof value === 'string' ? Buffer.from(value, 'utf8') : Buffer.from(value);
+    if (bytes.byteLength > VALUE_MAX_BYTES) {
+      return Promise.reject(
+        new LockClientError(
+          this.name,
+          Status.INVALID_ARGUMENT,
+          `value is ${bytes.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
+        ),
+      );
+    }
+    if (this.#lossFailure) return Promise.reject(this.#lossFailure);
+    if (!this.isHeld()) {
+      return Promise.reject(
+        new LockClientError(
+          this.name,
+          Status.FAILED_PRECONDITION,
+          this.#released ? 'the lock was released' : 'the lock is not held yet',
+        ),
+      );
+    }
+    return new Promise((resolve, reject) => {
+      this.#valueWaiters.push({ value: bytes, resolve, reject });
+      this.sendValue(bytes);
+    });
+  }
+
   async [Symbol.asyncDispose](): Promise<void> {
     try {
       await this.release();
@@ -111,6 +142,24 @@ export abstract class LockHandle implements PendingLock {
 
   /** Asks the server to release the held lock; `done` settles `release()`. */
   protected abstract startRelease(done: (error?: LockClientError) => void): void;
+
+  /** Sends `set_value` (on the current stream: a resumed one gets `unacknowledgedValues()` again). */
+  protected abstract sendValue(value: Buffer): void;
+
+  /** The server published the oldest value not yet acknowledged. */
+  protected valueSet(): void {
+    this.#valueWaiters.shift()?.resolve();
+  }
+
+  /** Values sent and not acknowledged, oldest first: sent again after a resume (publishing one twice is harmless). */
+  protected unacknowledgedValues(): Buffer[] {
+    return this.#valueWaiters.map((waiter) => waiter.value);
+  }
+
+  /** The request ended: values it did not publish never will be. */
+  #failValues(error: unknown): void {
+    for (const waiter of this.#valueWaiters.splice(0)) waiter.reject(error);
+  }
 
   /** The server granted the lock with `token`. */
   protected grant(token: bigint): void {
@@ -154,6 +203,13 @@ export abstract class LockHandle implements PendingLock {
     outcome: RequestOutcome,
   ): void {
     if (was === 'cancelled') return;
+    if (this.#valueWaiters.length > 0) {
+      this.#failValues(
+        outcome.code === Status.OK
+          ? new LockClientError(this.name, Status.FAILED_PRECONDITION, 'the lock was released first')
+          : lossFailure(this.name, outcome),
+      );
+    }
     if (was === 'waiting') {
       // A request the server no longer has lost its place: retryable, like a refused call.
       this.failGrant(
@@ -185,6 +241,7 @@ export abstract class LockHandle implements PendingLock {
     this.#lossFailure = failure;
     this.#lost?.abort(failure);
     for (const waiter of this.#confirmationWaiters.splice(0)) waiter.reject(failure);
+    this.#failValues(failure);
   }
 }
 

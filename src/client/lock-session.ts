@@ -282,6 +282,7 @@ export class SessionLock extends LockHandle {
           mode: WIRE_MODES[request.mode],
           waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
           owner: request.owner,
+          value: request.value,
         },
       },
     };
@@ -297,6 +298,14 @@ export class SessionLock extends LockHandle {
 
   protected isHeld(): boolean {
     return this.#phase.kind === 'held';
+  }
+
+  protected sendValue(value: Buffer): void {
+    this.#channel.send(this.#valueMessage(value));
+  }
+
+  #valueMessage(value: Buffer): SessionRequest {
+    return { kind: { $case: 'setValue', value: { requestId: this.id, value } } };
   }
 
   protected startRelease(done: (error?: LockClientError) => void): void {
@@ -338,6 +347,9 @@ export class SessionLock extends LockHandle {
       case 'ended':
         this.#ended(kind.value);
         return;
+      case 'valueSet':
+        this.valueSet();
+        return;
       case 'released':
       case 'opened':
       case 'resumed':
@@ -358,6 +370,7 @@ export class SessionLock extends LockHandle {
   resumed(): void {
     const phase = this.#phase.kind;
     if (phase === 'held' || phase === 'releasing') this.confirm();
+    for (const value of this.unacknowledgedValues()) this.#channel.send(this.#valueMessage(value));
     if (phase === 'releasing') this.#channel.send(this.#releaseMessage());
     if (phase === 'cancelled') this.#channel.send(this.#cancelMessage());
   }

@@ -50,6 +50,7 @@ export class LockStream extends LockHandle {
         mode: WIRE_MODES[request.mode],
         waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
         owner: request.owner,
+        value: request.value,
         resumeGrace: request.resumeGraceMs > 0 ? toDuration(request.resumeGraceMs) : undefined,
         heartbeatInterval: this.#heartbeatInterval(),
       },
@@ -77,6 +78,11 @@ export class LockStream extends LockHandle {
 
   protected isHeld(): boolean {
     return this.#phase.kind === 'held';
+  }
+
+  protected sendValue(value: Buffer): void {
+    // While resuming, it goes out on the resumed stream with the others not acknowledged.
+    if (!this.#resuming.active) this.#call.write({ kind: { $case: 'setValue', value: { value } } });
   }
 
   protected startRelease(done: (error?: LockClientError) => void): void {
@@ -139,9 +145,11 @@ export class LockStream extends LockHandle {
           this.#phase = { kind: 'held' };
           this.grant(kind.value.fencingToken);
         } else if (this.#resuming.active && kind.value.fencingToken === this.token) {
-          // Resumed with the lock still ours.
+          // Resumed with the lock still ours: what the break may have lost goes out again.
           this.#resuming.stop();
           this.confirm();
+          for (const value of this.unacknowledgedValues())
+            this.#call.write({ kind: { $case: 'setValue', value: { value } } });
           if (this.#phase.kind === 'releasing') this.#endCall();
         }
         return;
@@ -154,6 +162,9 @@ export class LockStream extends LockHandle {
       case 'revokeRequested':
         if (this.#phase.kind !== 'waiting')
           this.revoke({ reason: kind.value.reason, forceAt: kind.value.forceAt });
+        return;
+      case 'valueSet':
+        this.valueSet();
         return;
       case 'released':
       case 'heartbeat':

@@ -41,6 +41,13 @@ export interface Lock extends AsyncDisposable {
    */
   readonly revokeRequested: RevokeRequest | undefined;
   /**
+   * Publishes `value` with the lock (a string is sent as UTF-8; at most 1024 bytes): what
+   * `describe` and `watch` show for this holder on every server, e.g. where to reach an
+   * elected leader. Resolves once it is published; calls apply in order. Rejects with
+   * `LockLostError` if the lock is lost first, and with an error if it was released.
+   */
+  setValue(value: Uint8Array | string): Promise<void>;
+  /**
    * Releases the lock. Resolves once the server confirms; idempotent (later calls return the
    * same promise). Rejects with `LockLostError` if the lock was lost first: the work done under
    * it may not have been exclusive.
@@ -77,6 +84,8 @@ export interface LockRequest {
   /** ms; absent: wait until cancelled; 0: try once. */
   readonly waitTimeout: number | undefined;
   readonly owner: string;
+  /** Published with the request; empty: none. */
+  readonly value: Buffer;
   /** ms the server keeps the request after the stream breaks, for a resume; 0: none. */
   readonly resumeGraceMs: number;
   /** ms between heartbeats in both directions; 0: none. */

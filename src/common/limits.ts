@@ -9,3 +9,6 @@ export const WAIT_TIMEOUT_MAX_MS = 2 ** 31 - 1;
  * request any more (a resume would find nothing), as opposed to a broken stream.
  */
 export const REQUEST_STATE_KEY = 'lockstream-request';
+
+/** Largest value a request may publish (AcquireStart.value, set_value). */
+export const VALUE_MAX_BYTES = 1024;

@@ -8,6 +8,7 @@ import { type LockRpc, LockCaller, LockMode, type RequestStream, seconds } from 
 import { spawnLockHolder } from '../support/lock-holder-process.js';
 import { healthOf, untilHealth } from '../support/health.js';
 import { describeSessionConformance } from './session-conformance.js';
+import { describeValueConformance } from './value-conformance.js';
 
 /** How a conformance run reaches one back end. */
 export interface BackendUnderTest {
@@ -39,6 +40,7 @@ export interface ConformanceContext {
 export function describeLockConformance(backendName: string, backend: BackendUnderTest): void {
   for (const rpc of ['acquire', 'session'] as const) describeOver(backendName, backend, rpc);
   describeSessionConformance(backendName, backend);
+  describeValueConformance(backendName, backend);
 }
 
 /**
@@ -356,6 +358,7 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
             waitTimeout: undefined,
             resumeGrace: undefined,
             heartbeatInterval: undefined,
+            value: Buffer.alloc(0),
           },
         },
       });

@@ -214,7 +214,14 @@ export function describeSessionConformance(backendName: string, backend: Backend
       const notOpened = track(
         new SessionDriver(ctx.caller.client, {
           $case: 'acquire',
-          value: { requestId: 1, name: 'v', mode: LockMode.MUTEX, owner: '', waitTimeout: undefined },
+          value: {
+            requestId: 1,
+            name: 'v',
+            mode: LockMode.MUTEX,
+            owner: '',
+            waitTimeout: undefined,
+            value: Buffer.alloc(0),
+          },
         }),
       );
       expect(await notOpened.outcome).toMatchObject({

@@ -265,6 +265,24 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe('setData', () => {
+      it('replaces the data and counts versions from 0; with a version, only if nobody wrote in between', async () => {
+        const created = await store.createSequential(dir, uniquePrefix(), Buffer.from('v0'));
+        expect((await store.nodeData(created.path))?.version).toBe(0);
+        expect(await store.setData(created.path, Buffer.from('v1'))).toBe('set');
+        const read = await store.nodeData(created.path);
+        expect([Buffer.from(read!.data).toString(), read!.version]).toEqual(['v1', 1]);
+        // Two writers read version 1; the first to write wins, the second is told.
+        expect(await store.setData(created.path, Buffer.from('mine'), 1)).toBe('set');
+        expect(await store.setData(created.path, Buffer.from('theirs'), 1)).toBe('conflict');
+        const after = await store.nodeData(created.path);
+        expect([Buffer.from(after!.data).toString(), after!.version]).toEqual(['mine', 2]);
+        await store.delete(created.path);
+        expect(await store.setData(created.path, Buffer.from('late'))).toBe('missing');
+        expect(await store.setData(created.path, Buffer.from('late'), 2)).toBe('missing');
+      });
+    });
+
     describe('creationId', () => {
       it('grows with every creation, across different parents', async () => {
         const parents = [

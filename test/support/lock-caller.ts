@@ -165,6 +165,7 @@ function fullStart(start: Partial<AcquireStart>): AcquireStart {
     waitTimeout: undefined,
     resumeGrace: undefined,
     heartbeatInterval: undefined,
+    value: Buffer.alloc(0),
     ...start,
   };
 }
@@ -263,6 +264,7 @@ export class SessionRequestStream extends RequestStream {
       case 'inDoubt':
       case 'confirmed':
       case 'revokeRequested':
+      case 'valueSet':
       case 'heartbeat':
         if (message.requestId !== 0 || kind.$case === 'heartbeat') this.record({ kind });
         return;
@@ -276,13 +278,21 @@ export class SessionRequestStream extends RequestStream {
     const kind = message.kind;
     switch (kind?.$case) {
       case 'start': {
-        const { name, mode, waitTimeout, owner } = kind.value;
+        const { name, mode, waitTimeout, owner, value } = kind.value;
         const requestId = SessionRequestStream.REQUEST_ID;
         this.#call.write({
-          kind: { $case: 'acquire', value: { requestId, name, mode, waitTimeout, owner } },
+          kind: { $case: 'acquire', value: { requestId, name, mode, waitTimeout, owner, value } },
         });
         return;
       }
+      case 'setValue':
+        this.#call.write({
+          kind: {
+            $case: 'setValue',
+            value: { requestId: SessionRequestStream.REQUEST_ID, value: kind.value.value },
+          },
+        });
+        return;
       case 'release':
         this.sendRelease();
         return;

@@ -73,7 +73,14 @@ export class SessionDriver {
   acquire(requestId: number, request: Partial<Omit<SessionAcquire, 'requestId'>> & { name: string }): void {
     this.send({
       $case: 'acquire',
-      value: { requestId, mode: LockMode.MUTEX, owner: '', waitTimeout: undefined, ...request },
+      value: {
+        requestId,
+        mode: LockMode.MUTEX,
+        owner: '',
+        waitTimeout: undefined,
+        value: Buffer.alloc(0),
+        ...request,
+      },
     });
   }
 

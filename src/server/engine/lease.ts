@@ -1,7 +1,9 @@
 import { onAbort } from '../../common/abort.js';
+import { VALUE_MAX_BYTES } from '../../common/limits.js';
 import { NodeFollow, type CoordinationStore, type CreatedNode, type StoreSession } from '../stores/store.js';
 import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
+import { parseNodeRecord, recordedValue, updateNodeRecord, withValue } from './node-record.js';
 
 /**
  * One lock request in the engine, from its node's create to its end, as one state machine:
@@ -40,6 +42,8 @@ export class LockRequestNode implements Lease {
   #revokeRequest: RevokeRequest | undefined;
   #forceTimer: NodeJS.Timeout | undefined;
   #released: Promise<void> | undefined;
+  /** The last setValue, so that the next one is applied after it. */
+  #valueWritten: Promise<void> = Promise.resolve();
   #releasing: () => void = () => {};
   #unlinkSession: () => void = () => {};
 
@@ -147,6 +151,40 @@ export class LockRequestNode implements Lease {
       }
     }
     return this.#released;
+  }
+
+  setValue(value: Uint8Array): Promise<void> {
+    if (value.byteLength > VALUE_MAX_BYTES) {
+      return Promise.reject(
+        new LockError(
+          'INVALID_ARGUMENT',
+          `value is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
+        ),
+      );
+    }
+    const encoded = recordedValue(value);
+    const write = async (): Promise<void> => {
+      this.#throwUnlessHeld();
+      const record = await updateNodeRecord(this.#store, this.#path, (current) =>
+        current.value === encoded ? undefined : withValue(current, encoded),
+      );
+      // Gone: deleted by someone else or with the session (its watch reports the loss), or
+      // released meanwhile.
+      if (record === 'missing') {
+        this.#throwUnlessHeld(new LockError('LOCK_LOST', `lock "${this.name}" was lost: its node is gone`));
+      }
+    };
+    const written = this.#valueWritten.then(write, write);
+    this.#valueWritten = written.catch(() => {});
+    return written;
+  }
+
+  #throwUnlessHeld(otherwise?: LockError): void {
+    if (this.#lossReason) throw this.#lossReason;
+    if (this.#phase !== 'held') {
+      throw new LockError('NOT_HELD', `lock "${this.name}" is not held: it was released`);
+    }
+    if (otherwise) throw otherwise;
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -281,24 +319,6 @@ export function lossReport(name: string, reason: unknown): LockError {
 function lockLost(name: string, reason: unknown): LockError {
   const why = reason instanceof Error ? reason.message : 'the store session ended';
   return new LockError('LOCK_LOST', `lock "${name}" was lost: ${why}`, { cause: reason });
-}
-
-/** What a request's node records (see LockEngine.acquire); `revoke` is added by RevokeLock. */
-export interface NodeRecord {
-  owner?: string;
-  peer?: string;
-  server?: string;
-  since?: string;
-  revoke?: { reason: string; requestedAt: string; forceAt?: string };
-}
-
-export function parseNodeRecord(data: Uint8Array): NodeRecord {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(data).toString('utf8'));
-    return typeof value === 'object' && value !== null ? value : {};
-  } catch {
-    return {};
-  }
 }
 
 function parseRevokeRequest(data: Uint8Array): RevokeRequest | undefined {

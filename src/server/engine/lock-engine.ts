@@ -13,7 +13,8 @@ import {
 import { LockError } from '../lock-error.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
 import { holderCount, nodePrefix, position, queueOrder, type Position } from './queue-position.js';
-import { LockRequestNode, nodeVanished, parseNodeRecord } from './lease.js';
+import { LockRequestNode, nodeVanished } from './lease.js';
+import { encodeNodeRecord, recordedValue, updateNodeRecord, type NodeRecord } from './node-record.js';
 import { LocalQueue } from './local-queue.js';
 import { Withdrawal, type AcquireOptions, type AcquireRequest, type Lease } from './lock-request.js';
 
@@ -78,14 +79,15 @@ export class LockEngine {
     using deadline = withDeadline(request, options.withdrawal);
     const { stop } = deadline;
     const dir = this.lockPath(request.name);
-    const data = Buffer.from(
-      JSON.stringify({
-        owner: request.owner ?? '',
-        peer: request.peer ?? '',
-        server: this.#instanceId,
-        since: new Date().toISOString(),
-      }),
-    );
+    const record: NodeRecord = {
+      owner: request.owner ?? '',
+      peer: request.peer ?? '',
+      server: this.#instanceId,
+      since: new Date().toISOString(),
+    };
+    const value = recordedValue(request.value);
+    if (value !== undefined) record.value = value;
+    const data = encodeNodeRecord(record);
     for (;;) {
       const node = new LockRequestNode(this.#store, request);
       let created: CreatedNode;
@@ -262,16 +264,13 @@ export class LockEngine {
     };
     const asked = await Promise.all(
       holders.map(async (path) => {
-        const node = await this.#store.nodeData(path);
-        if (!node) return false;
-        const record = parseNodeRecord(node.data);
         // Asked before: the first request stands, deadline (or none) included, so a holder never
         // loses its lock before a deadline it was told, nor at one it was never told.
+        const record = await updateNodeRecord(this.#store, path, (current) =>
+          current.revoke ? undefined : { ...current, revoke },
+        );
+        if (record === 'missing') return false;
         const standing = record.revoke ?? revoke;
-        if (!record.revoke) {
-          const written = await this.#store.setData(path, Buffer.from(JSON.stringify({ ...record, revoke })));
-          if (!written) return false;
-        }
         const forceAt = standing.forceAt === undefined ? Number.NaN : Date.parse(standing.forceAt);
         if (!Number.isNaN(forceAt)) this.#backstop(path, forceAt);
         return true;

@@ -1,7 +1,13 @@
-import type { CoordinationStore } from '../stores/store.js';
-import { joinPath } from '../stores/store.js';
-import { parseNodeRecord } from './lease.js';
+import {
+  joinPath,
+  NodeFollow,
+  type CoordinationStore,
+  type NodeData,
+  type StoreSession,
+} from '../stores/store.js';
+import { parseNodeRecord, publishedValue } from './node-record.js';
 import type { LockEngine } from './lock-engine.js';
+import { onAbort } from '../../common/abort.js';
 import { LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import { decodeLockName, validateLockName } from './lock-name.js';
@@ -16,6 +22,8 @@ export interface LockRequestInfo {
   readonly requestedAt: Date | undefined;
   readonly instance: string;
   readonly peer: string;
+  /** What the request publishes (empty if nothing). */
+  readonly value: Uint8Array;
 }
 
 export interface LockDescription {
@@ -57,10 +65,20 @@ export class LockInspector {
 
   async describe(name: string): Promise<LockDescription> {
     validateLockName(name);
+    return this.#describe(name, (path) => this.#store.nodeData(path));
+  }
+
+  /** `read` reads a request's node (and may watch it). */
+  async #describe(name: string, read: (path: string) => Promise<NodeData | null>): Promise<LockDescription> {
     const dir = this.#engine.lockPath(name);
     const queue = queueOrder(await this.#store.children(dir));
     const held = holderCount(queue);
-    const infos = await Promise.all(queue.map((entry) => this.#info(dir, entry)));
+    const infos = await Promise.all(
+      queue.map(async (entry) => {
+        const node = await read(joinPath(dir, entry.nodeName));
+        return node && toInfo(entry, node);
+      }),
+    );
     // A request that left between the listing and the read is simply not there any more.
     const present = (info: LockRequestInfo | null): info is LockRequestInfo => info !== null;
     return {
@@ -71,8 +89,8 @@ export class LockInspector {
   }
 
   /**
-   * Calls `onState` with the lock's description now and after every change to its queue, until
-   * `signal` aborts. One description at a time: changes during one, or while the promise
+   * Calls `onState` with the lock's description now and after every change to its queue or to a
+   * request's node (a published value, a revocation), until `signal` aborts. One description at a time: changes during one, or while the promise
    * `onState` returned is pending (a slow reader's backed-up stream), are folded into the next.
    * Rejects (and stops) if a description fails.
    */
@@ -84,14 +102,45 @@ export class LockInspector {
     validateLockName(name);
     let changed = true;
     let wake: (() => void) | undefined;
-    this.#store.watchChildren(
-      this.#engine.lockPath(name),
-      () => {
-        changed = true;
-        wake?.();
-      },
-      signal,
-    );
+    const change = (): void => {
+      changed = true;
+      wake?.();
+    };
+    this.#store.watchChildren(this.#engine.lockPath(name), change, signal);
+    // Each request's node is followed from the description that first lists it until it is
+    // deleted: one read that arms a watch, instead of a plain read per description. Follows
+    // live in the store's session: after a loss they are made again on the new one.
+    const followed = new Map<string, NodeFollow>();
+    let followedIn: StoreSession | undefined;
+    let unlinkLoss = (): void => {};
+    const unfollow = (): void => {
+      unlinkLoss();
+      for (const follow of followed.values()) follow.stop();
+      followed.clear();
+    };
+    signal.addEventListener('abort', unfollow, { once: true });
+    const followInCurrentSession = (): void => {
+      const session = this.#store.session;
+      if (session === followedIn) return;
+      unfollow();
+      followedIn = session;
+      unlinkLoss = session.lost.aborted ? () => {} : onAbort(session.lost, change);
+    };
+    const read = (path: string): Promise<NodeData | null> => {
+      if (followed.has(path) || signal.aborted) return this.#store.nodeData(path);
+      const follow = new NodeFollow({
+        onData: change,
+        onDeleted: () => {
+          followed.get(path)?.stop();
+          followed.delete(path);
+        },
+      });
+      followed.set(path, follow);
+      return this.#store.watchNode(path, follow).then((node) => {
+        if (!node) followed.delete(path);
+        return node;
+      });
+    };
     const aborted = new Promise<void>((resolve) =>
       signal.addEventListener('abort', () => resolve(), { once: true }),
     );
@@ -101,7 +150,8 @@ export class LockInspector {
         continue;
       }
       changed = false;
-      const state = await this.describe(name);
+      followInCurrentSession();
+      const state = await this.#describe(name, read);
       if (!signal.aborted) await onState(state);
     }
   }
@@ -164,13 +214,10 @@ export class LockInspector {
     }
     return { locks, nextPageToken: '' };
   }
+}
 
-  async #info(dir: string, entry: QueueEntry): Promise<LockRequestInfo | null> {
-    const node = await this.#store.nodeData(joinPath(dir, entry.nodeName));
-    if (!node) return null;
-    const recorded = parseNodeData(node.data);
-    return { mode: entry.mode, fencingToken: node.creationId, ...recorded };
-  }
+function toInfo(entry: QueueEntry, node: NodeData): LockRequestInfo {
+  return { mode: entry.mode, fencingToken: node.creationId, ...parseNodeData(node.data) };
 }
 
 /** Whether a node records a forced revocation whose deadline is past at `now`. */
@@ -191,6 +238,7 @@ function parseNodeData(data: Uint8Array): Omit<LockRequestInfo, 'mode' | 'fencin
     peer: text(record.peer),
     instance: text(record.server),
     requestedAt: Number.isNaN(since.getTime()) ? undefined : since,
+    value: publishedValue(record),
   };
 }
 

@@ -17,6 +17,8 @@ export interface AcquireRequest {
   readonly owner?: string | undefined;
   /** The client's address, recorded in the lock node. */
   readonly peer?: string | undefined;
+  /** Published with the request (see Lease.setValue); at most VALUE_MAX_BYTES. */
+  readonly value?: Uint8Array | undefined;
 }
 
 export interface AcquireOptions {
@@ -82,6 +84,12 @@ export interface Lease extends AsyncDisposable {
   readonly revokeRequest: RevokeRequest | undefined;
   /** Calls `listener` when a revocation is requested; returns a function that unsubscribes. */
   onRevokeRequested(listener: (request: RevokeRequest) => void): () => void;
+  /**
+   * Publishes `value` in the lock's node, for DescribeLock and WatchLock on every instance;
+   * resolves once it is there. Calls are applied in the order they are made. Rejects with
+   * `LOCK_LOST` if the lock was lost (or is, meanwhile), `NOT_HELD` after a release.
+   */
+  setValue(value: Uint8Array): Promise<void>;
 }
 
 /** A request to release a held lock, and when it is taken away if not released. */

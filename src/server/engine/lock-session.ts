@@ -18,6 +18,8 @@ export interface SessionObserver {
   /** The held lock became in doubt (`false`) or confirmed again (`true`). */
   confirmedChange(id: number, confirmed: boolean): void;
   revokeRequested(id: number, request: RevokeRequest): void;
+  /** The value the client sent for the request is published. */
+  valueSet(id: number): void;
   /** The lock was released at the client's request; `ended` follows. */
   released(id: number, lease: Lease, request: AcquireRequest): void;
   /**
@@ -148,6 +150,11 @@ export class LockSession {
     this.#requests.get(id)?.release('cancel');
   }
 
+  /** Publishes `value` for the request's held lock (see SessionLockRequest.setValue); unknown ids are ignored. */
+  setValue(id: number, value: Uint8Array): void {
+    this.#requests.get(id)?.setValue(value);
+  }
+
   /**
    * The client half-closed: releases every held lock (each told `released`, then ended OK) and
    * withdraws every waiting request. Resolves once all have ended.
@@ -226,6 +233,10 @@ class SessionLockRequest {
   #settleDone: (() => void) | undefined;
   /** Set when the request ended with a confirmed message: resolves once the client has it. */
   #told: Promise<void> | undefined;
+  /** Why the request was ended by the server for something the client sent (a bad `set_value`). */
+  #refusal: LockError | undefined;
+  /** The values sent, published one after the other; a release waits for them. */
+  #valuesPublished: Promise<void> = Promise.resolve();
 
   constructor(session: LockSession, id: number, request: AcquireRequest, engine: LockEngine) {
     this.#session = session;
@@ -297,6 +308,45 @@ class SessionLockRequest {
     if (this.#phase === 'held') this.#releaseLease();
   }
 
+  /**
+   * Publishes `value` for the held lock, then tells the stream `value_set`. Sent while the
+   * request waits, or malformed, it ends the request with that error (releasing what it holds).
+   * After the client let the request go it is ignored.
+   */
+  setValue(value: Uint8Array): void {
+    if (this.#endRequested || this.#phase === 'ended') return;
+    if (this.#phase === 'waiting') {
+      this.#refuse(
+        new LockError(
+          'NOT_HELD',
+          `lock "${this.#request.name}": set_value was sent before \`acquired\`: only a holder publishes a value (send it in \`acquire\` to publish it from the start)`,
+        ),
+      );
+      return;
+    }
+    const lease = this.#lease;
+    if (!lease || this.#phase !== 'held') return;
+    // Acknowledged on the stream that sent it only: after a resume the client sends what was
+    // not acknowledged again, and counts one acknowledgement per message it sent.
+    const sender = this.#session.observer;
+    this.#valuesPublished = this.#valuesPublished
+      .then(() => lease.setValue(value))
+      .then(
+        () => {
+          if (sender && this.#session.observer === sender) sender.valueSet(this.#id);
+        },
+        (error: unknown) => {
+          // A lost lock ends the request through its loss; anything else ends it here.
+          if (!isLockError(error, 'LOCK_LOST')) this.#refuse(error);
+        },
+      );
+  }
+
+  #refuse(error: unknown): void {
+    this.#refusal ??= error instanceof LockError ? error : new LockError('UNAVAILABLE', String(error));
+    this.release('cancel');
+  }
+
   /** Part of a clean end of the session: resolves once this request has ended. */
   closeWithSession(): Promise<void> {
     this.#done ??= new Promise((resolve) => (this.#settleDone = resolve));
@@ -316,6 +366,7 @@ class SessionLockRequest {
   }
 
   #withdrawalReason(how: 'release' | 'cancel' | 'close'): LockError {
+    if (this.#refusal) return this.#refusal;
     const { name } = this.#request;
     const what =
       how === 'close'
@@ -360,30 +411,35 @@ class SessionLockRequest {
     if (!lease || this.#phase !== 'held') return;
     this.#phase = 'releasing';
     this.#stopFollowing();
-    lease.release().then(
-      () => {
-        this.#endHold?.('released');
-        if (this.#grantUntold && this.#endRequested) {
-          this.#end(this.#withdrawalReason(this.#endRequested));
-          return;
-        }
-        if (this.#endRequested === 'cancel') {
-          this.#end(
-            new LockError(
-              'CANCELLED',
-              `lock "${this.#request.name}" was released: the client cancelled the request`,
-            ),
-          );
-          return;
-        }
-        this.#session.observer?.released(this.#id, lease, this.#request);
-        this.#end(undefined);
-      },
-      (error: unknown) => {
-        this.#endHold?.('lost');
-        this.#end(isLockError(error, 'LOCK_LOST') ? lossReport(this.#request.name, error) : error);
-      },
-    );
+    // What the client published before it let go is published (and acknowledged) first.
+    const published = this.#valuesPublished;
+    published
+      .then(() => lease.release())
+      .then(
+        () => {
+          this.#endHold?.('released');
+          if (this.#grantUntold && this.#endRequested) {
+            this.#end(this.#withdrawalReason(this.#endRequested));
+            return;
+          }
+          if (this.#endRequested === 'cancel') {
+            this.#end(
+              this.#refusal ??
+                new LockError(
+                  'CANCELLED',
+                  `lock "${this.#request.name}" was released: the client cancelled the request`,
+                ),
+            );
+            return;
+          }
+          this.#session.observer?.released(this.#id, lease, this.#request);
+          this.#end(undefined);
+        },
+        (error: unknown) => {
+          this.#endHold?.('lost');
+          this.#end(isLockError(error, 'LOCK_LOST') ? lossReport(this.#request.name, error) : error);
+        },
+      );
   }
 
   /** The lock was lost: tells the client; resolves once the stream has taken it, if one is attached. */

@@ -3,6 +3,7 @@ import type {
   CreatedNode,
   NodeData,
   NodeFollow,
+  SetDataOutcome,
   StoreSession,
   StoreStats,
 } from '../stores/store.js';
@@ -46,8 +47,8 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#timed('getData', () => this.#store.nodeData(path));
   }
 
-  setData(path: string, data: Uint8Array): Promise<boolean> {
-    return this.#timed('setData', () => this.#store.setData(path, data));
+  setData(path: string, data: Uint8Array, version?: number): Promise<SetDataOutcome> {
+    return this.#timed('setData', () => this.#store.setData(path, data, version));
   }
 
   delete(path: string): Promise<void> {

@@ -41,8 +41,14 @@ export interface CoordinationStore extends AsyncDisposable {
   /** The node's creation id and data; `null` when the node does not exist. For inspection. */
   nodeData(path: string): Promise<NodeData | null>;
 
-  /** Replaces a node's data; false when the node does not exist. */
-  setData(path: string, data: Uint8Array): Promise<boolean>;
+  /**
+   * Replaces a node's data; with `version`, only if the node's data version (NodeData.version)
+   * is still that one (compare-and-set: two writers of one node's record never lose each
+   * other's fields). Says 'missing' when the node does not exist, 'conflict' when its version
+   * differs. After a lost reply a write may have been applied: a caller that retries reads
+   * again and finds its own write.
+   */
+  setData(path: string, data: Uint8Array, version?: number): Promise<SetDataOutcome>;
 
   /**
    * Follows one node until `follow` stops: resolves with its creation id and data as read
@@ -149,7 +155,11 @@ export interface NodeData {
   /** As `creationId()`. */
   readonly creationId: bigint;
   readonly data: Uint8Array;
+  /** The data's version (ZooKeeper's Stat.version): 0 at the create, one more per setData. */
+  readonly version: number;
 }
+
+export type SetDataOutcome = 'set' | 'missing' | 'conflict';
 
 export interface CreatedNode {
   readonly path: string;

@@ -10,7 +10,7 @@ import type { Gate } from '../security/gate.js';
 import type { Lease, RevokeRequest } from '../engine/lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
-import { msToDuration, toStreamOpening, type StreamOpening } from './acquire-request.js';
+import { msToDuration, toStreamOpening, validateValue, type StreamOpening } from './acquire-request.js';
 import { lossReport } from '../engine/lease.js';
 import { toCallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
@@ -69,6 +69,10 @@ class AcquireStream {
   #stopWaiting: (() => void) | undefined;
   /** Set while it holds; called with how the hold ended. */
   #endHold: ((outcome: HoldOutcome) => void) | undefined;
+  /** Set once `acquired` is sent: from then on `set_value` is accepted. */
+  #held: Lease | undefined;
+  /** The `set_value`s sent, applied one after the other; a release waits for them. */
+  #valuesPublished: Promise<void> = Promise.resolve();
 
   constructor(call: AcquireCall, options: AcquireHandlerOptions, logger: Logger) {
     this.#call = call;
@@ -77,7 +81,7 @@ class AcquireStream {
     this.#interruption = new StreamInterruption(options.shutdown);
     // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
     call.once('cancelled', () => this.#interruption.break(CLIENT_CANCELLED));
-    this.#client = followClient(call);
+    this.#client = followClient(call, (value) => this.#setValue(value));
     this.served = this.#serve();
   }
 
@@ -168,6 +172,7 @@ class AcquireStream {
       ? metrics.holding(request.mode)
       : metrics.granted(request.mode, claim.waitedMs);
     await send(call, { kind: { $case: 'acquired', value: { fencingToken: lease.fencingToken } } }, signal);
+    this.#held = lease;
     if (!lease.confirmed && !lease.lost.aborted) call.write({ kind: { $case: 'inDoubt', value: {} } });
     this.#logger.debug(
       { token: lease.fencingToken.toString(), resumed: opening.kind === 'resume' },
@@ -204,6 +209,8 @@ class AcquireStream {
       this.#interruption.break(kept);
       throw kept;
     }
+    // What the client published before it let go is published (and acknowledged) first.
+    await this.#valuesPublished;
     await lease.release();
     this.#released = true;
     this.#endHold?.('released');
@@ -211,6 +218,36 @@ class AcquireStream {
     await send(call, { kind: { $case: 'released', value: {} } }, signal);
     this.#logger.debug({ token: lease.fencingToken.toString() }, 'released');
     call.end();
+  }
+
+  /**
+   * `set_value`: publishes the value once the ones sent before it are, then says `value_set`.
+   * Before `acquired`, or malformed, it ends the call (see ClientSide.end); a write that fails
+   * for another reason than the lock's loss (which ends the hold anyway) ends it too.
+   */
+  #setValue(value: Buffer): ClientEnd | undefined {
+    const lease = this.#held;
+    if (!lease) {
+      return new LockError(
+        'NOT_HELD',
+        `set_value was sent before \`acquired\`: only a holder publishes a value (send it in \`start\` to publish it from the start)`,
+      );
+    }
+    try {
+      validateValue('set_value.value', value);
+    } catch (error) {
+      return error as LockError;
+    }
+    const published = this.#valuesPublished.then(async () => {
+      try {
+        await lease.setValue(value);
+        this.#call.write({ kind: { $case: 'valueSet', value: {} } });
+      } catch (error) {
+        if (!isLockError(error, 'LOCK_LOST')) this.#client.fail(error);
+      }
+    });
+    this.#valuesPublished = published;
+    return undefined;
   }
 
   /** Ends the call with the status `error` calls for, unless the client is gone and would not hear it. */
@@ -336,6 +373,8 @@ interface ClientSide {
   readonly end: Promise<ClientEnd>;
   /** Called for every message after the first (heartbeats included). */
   heard: () => void;
+  /** Ends the client's side as if it had sent something wrong: the call ends with `error`. */
+  fail(error: unknown): void;
 }
 
 /**
@@ -344,13 +383,15 @@ interface ClientSide {
  * (how grpc-js is given a status) destroys the stream before the status and the messages
  * written just before it go out.
  */
-function followClient(call: AcquireCall): ClientSide {
+function followClient(call: AcquireCall, setValue: (value: Buffer) => ClientEnd | undefined): ClientSide {
   let settleFirst!: (message: AcquireRequest | null) => void;
   let settleEnd!: (end: ClientEnd) => void;
   const side: ClientSide = {
     first: new Promise((resolve) => (settleFirst = resolve)),
     end: new Promise((resolve) => (settleEnd = resolve)),
     heard: () => {},
+    fail: (error) =>
+      settleEnd(error instanceof LockError ? error : new LockError('UNAVAILABLE', String(error))),
   };
   let seenFirst = false;
   call.on('data', (message: AcquireRequest) => {
@@ -362,7 +403,10 @@ function followClient(call: AcquireCall): ClientSide {
     side.heard();
     const kind = message.kind?.$case;
     if (kind === 'release') settleEnd('release');
-    else if (kind !== 'heartbeat') {
+    else if (message.kind?.$case === 'setValue') {
+      const refused = setValue(message.kind.value.value);
+      if (refused) settleEnd(refused);
+    } else if (kind !== 'heartbeat') {
       settleEnd(new LockError('INVALID_ARGUMENT', '`start` or `resume` may be sent only once per stream'));
     }
   });

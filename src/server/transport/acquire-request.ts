@@ -1,4 +1,4 @@
-import { OWNER_MAX_BYTES, WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
+import { OWNER_MAX_BYTES, VALUE_MAX_BYTES, WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
 import type { Duration } from '../../gen/google/protobuf/duration.js';
 import {
   LockMode as WireLockMode,
@@ -71,6 +71,7 @@ export function toStreamOpening(first: WireAcquireRequest | null, peer: string):
     }
     case 'release':
     case 'heartbeat':
+    case 'setValue':
     case undefined:
       throw invalid(
         first ? 'the first message must be `start` or `resume`' : 'the stream ended before a `start` message',
@@ -101,6 +102,7 @@ export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequ
     );
   }
   validateLabel('owner', start.owner);
+  validateValue('value', start.value);
   return {
     name: start.name,
     mode,
@@ -108,7 +110,14 @@ export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequ
       start.waitTimeout === undefined ? undefined : durationToMs(start.waitTimeout, 'wait_timeout'),
     owner: start.owner,
     peer,
+    value: start.value,
   };
+}
+
+/** Checks a published value's size (`field`: where it came from). */
+export function validateValue(field: string, value: Uint8Array): void {
+  if (value.byteLength > VALUE_MAX_BYTES)
+    throw invalid(`${field} is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`);
 }
 
 /** Checks a free-form label (an owner, a reason): at most 256 bytes of UTF-8, no control characters. */

@@ -119,12 +119,15 @@ class SessionStream implements SessionObserver {
         case 'cancel':
           this.#opened().cancel(kind.value.requestId);
           return;
+        case 'setValue':
+          this.#opened().setValue(kind.value.requestId, kind.value.value);
+          return;
         case 'heartbeat':
           this.#opened();
           return;
         case undefined:
           throw violation(
-            'a SessionRequest must set one of open, resume, acquire, release, cancel, heartbeat',
+            'a SessionRequest must set one of open, resume, acquire, release, cancel, heartbeat, set_value',
           );
       }
     } catch (error) {
@@ -206,6 +209,7 @@ class SessionStream implements SessionObserver {
           owner: acquire.owner,
           resumeGrace: undefined,
           heartbeatInterval: undefined,
+          value: acquire.value,
         },
         this.#call.getPeer(),
       );
@@ -319,6 +323,10 @@ class SessionStream implements SessionObserver {
 
   confirmedChange(id: number, confirmed: boolean): void {
     this.#write(id, confirmed ? { $case: 'confirmed', value: {} } : { $case: 'inDoubt', value: {} });
+  }
+
+  valueSet(id: number): void {
+    this.#write(id, { $case: 'valueSet', value: {} });
   }
 
   revokeRequested(id: number, { reason, forceAt }: RevokeRequest): void {

@@ -93,7 +93,12 @@ function toWireDescription(description: LockDescription): DescribeLockResponse {
 }
 
 function toWireInfo(info: LockRequestInfo): WireLockRequestInfo {
-  return { ...info, mode: toWireMode(info.mode) };
+  const { value } = info;
+  return {
+    ...info,
+    mode: toWireMode(info.mode),
+    value: Buffer.from(value.buffer, value.byteOffset, value.byteLength),
+  };
 }
 
 /** A unary handler from an async function, for an admitted caller; failures become statuses as in Acquire. */

@@ -410,7 +410,9 @@ type LockRequestInfo struct {
 	// The lockstream instance that serves the request.
 	Instance string `protobuf:"bytes,5,opt,name=instance,proto3" json:"instance,omitempty"`
 	// The client's address as that instance saw it.
-	Peer          string `protobuf:"bytes,6,opt,name=peer,proto3" json:"peer,omitempty"`
+	Peer string `protobuf:"bytes,6,opt,name=peer,proto3" json:"peer,omitempty"`
+	// The value the request published (AcquireStart.value, or its latest `set_value`); empty if none.
+	Value         []byte `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -485,6 +487,13 @@ func (x *LockRequestInfo) GetPeer() string {
 		return x.Peer
 	}
 	return ""
+}
+
+func (x *LockRequestInfo) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
 }
 
 // ListLocksRequest asks for a page of locks.
@@ -791,6 +800,7 @@ type AcquireRequest struct {
 	//	*AcquireRequest_Release
 	//	*AcquireRequest_Resume
 	//	*AcquireRequest_Heartbeat
+	//	*AcquireRequest_SetValue
 	Kind          isAcquireRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -869,6 +879,15 @@ func (x *AcquireRequest) GetHeartbeat() *AcquireHeartbeat {
 	return nil
 }
 
+func (x *AcquireRequest) GetSetValue() *AcquireSetValue {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireRequest_SetValue); ok {
+			return x.SetValue
+		}
+	}
+	return nil
+}
+
 type isAcquireRequest_Kind interface {
 	isAcquireRequest_Kind()
 }
@@ -896,6 +915,11 @@ type AcquireRequest_Heartbeat struct {
 	Heartbeat *AcquireHeartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
 }
 
+type AcquireRequest_SetValue struct {
+	// Replace the held lock's value (see AcquireStart.value); answered by `value_set`.
+	SetValue *AcquireSetValue `protobuf:"bytes,5,opt,name=set_value,json=setValue,proto3,oneof"`
+}
+
 func (*AcquireRequest_Start) isAcquireRequest_Kind() {}
 
 func (*AcquireRequest_Release) isAcquireRequest_Kind() {}
@@ -903,6 +927,8 @@ func (*AcquireRequest_Release) isAcquireRequest_Kind() {}
 func (*AcquireRequest_Resume) isAcquireRequest_Kind() {}
 
 func (*AcquireRequest_Heartbeat) isAcquireRequest_Kind() {}
+
+func (*AcquireRequest_SetValue) isAcquireRequest_Kind() {}
 
 // AcquireStart names the lock to queue for and how to wait.
 type AcquireStart struct {
@@ -926,8 +952,12 @@ type AcquireStart struct {
 	ResumeGrace *durationpb.Duration `protobuf:"bytes,5,opt,name=resume_grace,json=resumeGrace,proto3" json:"resume_grace,omitempty"`
 	// Ask for heartbeats in both directions at this interval (100 ms to 10 minutes). Absent: none.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,6,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// A value published with the request, at most 1024 bytes: what observers of the lock should
+	// know about its holder, e.g. where to reach an elected leader. DescribeLock and WatchLock
+	// show it; the holder may replace it with `set_value`. It lives as long as this request.
+	Value         []byte `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireStart) Reset() {
@@ -1002,6 +1032,97 @@ func (x *AcquireStart) GetHeartbeatInterval() *durationpb.Duration {
 	return nil
 }
 
+func (x *AcquireStart) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// AcquireSetValue replaces the value a holder publishes.
+type AcquireSetValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new value, at most 1024 bytes; empty clears it.
+	Value         []byte `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireSetValue) Reset() {
+	*x = AcquireSetValue{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireSetValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireSetValue) ProtoMessage() {}
+
+func (x *AcquireSetValue) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireSetValue.ProtoReflect.Descriptor instead.
+func (*AcquireSetValue) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AcquireSetValue) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// AcquireValueSet says the value from `set_value` is published: DescribeLock and WatchLock, on
+// every lockstream instance, show it from now on (until the next `set_value`).
+type AcquireValueSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireValueSet) Reset() {
+	*x = AcquireValueSet{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireValueSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireValueSet) ProtoMessage() {}
+
+func (x *AcquireValueSet) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireValueSet.ProtoReflect.Descriptor instead.
+func (*AcquireValueSet) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{15}
+}
+
 // AcquireResume takes over a request whose stream ended abnormally.
 type AcquireResume struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1015,7 +1136,7 @@ type AcquireResume struct {
 
 func (x *AcquireResume) Reset() {
 	*x = AcquireResume{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1148,7 @@ func (x *AcquireResume) String() string {
 func (*AcquireResume) ProtoMessage() {}
 
 func (x *AcquireResume) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1161,7 @@ func (x *AcquireResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResume.ProtoReflect.Descriptor instead.
 func (*AcquireResume) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{14}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AcquireResume) GetResumeToken() string {
@@ -1066,7 +1187,7 @@ type AcquireHeartbeat struct {
 
 func (x *AcquireHeartbeat) Reset() {
 	*x = AcquireHeartbeat{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1199,7 @@ func (x *AcquireHeartbeat) String() string {
 func (*AcquireHeartbeat) ProtoMessage() {}
 
 func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1212,7 @@ func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireHeartbeat.ProtoReflect.Descriptor instead.
 func (*AcquireHeartbeat) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{15}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
 }
 
 // AcquireRelease asks the server to release the lock held by this stream.
@@ -1103,7 +1224,7 @@ type AcquireRelease struct {
 
 func (x *AcquireRelease) Reset() {
 	*x = AcquireRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1236,7 @@ func (x *AcquireRelease) String() string {
 func (*AcquireRelease) ProtoMessage() {}
 
 func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1249,7 @@ func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRelease.ProtoReflect.Descriptor instead.
 func (*AcquireRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
 }
 
 // AcquireResponse is a message from the server on an Acquire stream.
@@ -1146,6 +1267,7 @@ type AcquireResponse struct {
 	//	*AcquireResponse_Resumable
 	//	*AcquireResponse_Heartbeat
 	//	*AcquireResponse_RevokeRequested
+	//	*AcquireResponse_ValueSet
 	Kind          isAcquireResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1153,7 +1275,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1287,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1300,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AcquireResponse) GetKind() isAcquireResponse_Kind {
@@ -1260,6 +1382,15 @@ func (x *AcquireResponse) GetRevokeRequested() *AcquireRevokeRequested {
 	return nil
 }
 
+func (x *AcquireResponse) GetValueSet() *AcquireValueSet {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireResponse_ValueSet); ok {
+			return x.ValueSet
+		}
+	}
+	return nil
+}
+
 type isAcquireResponse_Kind interface {
 	isAcquireResponse_Kind()
 }
@@ -1308,6 +1439,11 @@ type AcquireResponse_RevokeRequested struct {
 	RevokeRequested *AcquireRevokeRequested `protobuf:"bytes,8,opt,name=revoke_requested,json=revokeRequested,proto3,oneof"`
 }
 
+type AcquireResponse_ValueSet struct {
+	// The value from `set_value` is published.
+	ValueSet *AcquireValueSet `protobuf:"bytes,9,opt,name=value_set,json=valueSet,proto3,oneof"`
+}
+
 func (*AcquireResponse_Queued) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_Acquired) isAcquireResponse_Kind() {}
@@ -1324,6 +1460,8 @@ func (*AcquireResponse_Heartbeat) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_RevokeRequested) isAcquireResponse_Kind() {}
 
+func (*AcquireResponse_ValueSet) isAcquireResponse_Kind() {}
+
 // AcquireQueued reports a wait in the queue.
 type AcquireQueued struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1336,7 +1474,7 @@ type AcquireQueued struct {
 
 func (x *AcquireQueued) Reset() {
 	*x = AcquireQueued{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1486,7 @@ func (x *AcquireQueued) String() string {
 func (*AcquireQueued) ProtoMessage() {}
 
 func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1499,7 @@ func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireQueued.ProtoReflect.Descriptor instead.
 func (*AcquireQueued) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AcquireQueued) GetAhead() uint32 {
@@ -1385,7 +1523,7 @@ type AcquireAcquired struct {
 
 func (x *AcquireAcquired) Reset() {
 	*x = AcquireAcquired{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1535,7 @@ func (x *AcquireAcquired) String() string {
 func (*AcquireAcquired) ProtoMessage() {}
 
 func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1548,7 @@ func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireAcquired.ProtoReflect.Descriptor instead.
 func (*AcquireAcquired) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AcquireAcquired) GetFencingToken() uint64 {
@@ -1429,7 +1567,7 @@ type AcquireReleased struct {
 
 func (x *AcquireReleased) Reset() {
 	*x = AcquireReleased{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1579,7 @@ func (x *AcquireReleased) String() string {
 func (*AcquireReleased) ProtoMessage() {}
 
 func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1592,7 @@ func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireReleased.ProtoReflect.Descriptor instead.
 func (*AcquireReleased) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{20}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{22}
 }
 
 // AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
@@ -1469,7 +1607,7 @@ type AcquireInDoubt struct {
 
 func (x *AcquireInDoubt) Reset() {
 	*x = AcquireInDoubt{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1619,7 @@ func (x *AcquireInDoubt) String() string {
 func (*AcquireInDoubt) ProtoMessage() {}
 
 func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1632,7 @@ func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireInDoubt.ProtoReflect.Descriptor instead.
 func (*AcquireInDoubt) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{21}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{23}
 }
 
 // AcquireConfirmed says that the lock, in doubt before, is confirmed held again.
@@ -1506,7 +1644,7 @@ type AcquireConfirmed struct {
 
 func (x *AcquireConfirmed) Reset() {
 	*x = AcquireConfirmed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1656,7 @@ func (x *AcquireConfirmed) String() string {
 func (*AcquireConfirmed) ProtoMessage() {}
 
 func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1669,7 @@ func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireConfirmed.ProtoReflect.Descriptor instead.
 func (*AcquireConfirmed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{22}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{24}
 }
 
 // AcquireRevokeRequested asks the holder to finish up and release the lock.
@@ -1548,7 +1686,7 @@ type AcquireRevokeRequested struct {
 
 func (x *AcquireRevokeRequested) Reset() {
 	*x = AcquireRevokeRequested{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1698,7 @@ func (x *AcquireRevokeRequested) String() string {
 func (*AcquireRevokeRequested) ProtoMessage() {}
 
 func (x *AcquireRevokeRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1711,7 @@ func (x *AcquireRevokeRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRevokeRequested.ProtoReflect.Descriptor instead.
 func (*AcquireRevokeRequested) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{23}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AcquireRevokeRequested) GetReason() string {
@@ -1605,7 +1743,7 @@ type AcquireResumable struct {
 
 func (x *AcquireResumable) Reset() {
 	*x = AcquireResumable{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1755,7 @@ func (x *AcquireResumable) String() string {
 func (*AcquireResumable) ProtoMessage() {}
 
 func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1768,7 @@ func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResumable.ProtoReflect.Descriptor instead.
 func (*AcquireResumable) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{24}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AcquireResumable) GetResumeToken() string {
@@ -1660,6 +1798,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Release
 	//	*SessionRequest_Cancel
 	//	*SessionRequest_Heartbeat
+	//	*SessionRequest_SetValue
 	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1667,7 +1806,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1818,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1831,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{25}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SessionRequest) GetKind() isSessionRequest_Kind {
@@ -1756,6 +1895,15 @@ func (x *SessionRequest) GetHeartbeat() *AcquireHeartbeat {
 	return nil
 }
 
+func (x *SessionRequest) GetSetValue() *SessionSetValue {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_SetValue); ok {
+			return x.SetValue
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Kind interface {
 	isSessionRequest_Kind()
 }
@@ -1795,6 +1943,12 @@ type SessionRequest_Heartbeat struct {
 	Heartbeat *AcquireHeartbeat `protobuf:"bytes,6,opt,name=heartbeat,proto3,oneof"`
 }
 
+type SessionRequest_SetValue struct {
+	// Replaces a held lock's value, as `set_value` on Acquire; answered by `value_set`. A
+	// `request_id` the session does not have is ignored.
+	SetValue *SessionSetValue `protobuf:"bytes,7,opt,name=set_value,json=setValue,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Resume) isSessionRequest_Kind() {}
@@ -1806,6 +1960,8 @@ func (*SessionRequest_Release) isSessionRequest_Kind() {}
 func (*SessionRequest_Cancel) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Heartbeat) isSessionRequest_Kind() {}
+
+func (*SessionRequest_SetValue) isSessionRequest_Kind() {}
 
 // SessionOpen sets what holds for the whole session.
 type SessionOpen struct {
@@ -1822,7 +1978,7 @@ type SessionOpen struct {
 
 func (x *SessionOpen) Reset() {
 	*x = SessionOpen{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1990,7 @@ func (x *SessionOpen) String() string {
 func (*SessionOpen) ProtoMessage() {}
 
 func (x *SessionOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2003,7 @@ func (x *SessionOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpen.ProtoReflect.Descriptor instead.
 func (*SessionOpen) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{26}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SessionOpen) GetResumeGrace() *durationpb.Duration {
@@ -1877,7 +2033,7 @@ type SessionResume struct {
 
 func (x *SessionResume) Reset() {
 	*x = SessionResume{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2045,7 @@ func (x *SessionResume) String() string {
 func (*SessionResume) ProtoMessage() {}
 
 func (x *SessionResume) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2058,7 @@ func (x *SessionResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResume.ProtoReflect.Descriptor instead.
 func (*SessionResume) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{27}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SessionResume) GetResumeToken() string {
@@ -1933,14 +2089,16 @@ type SessionAcquire struct {
 	// released, cancelled or the session ends; zero tries once without queuing.
 	WaitTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
 	// Who is asking, for operators' eyes only, as in AcquireStart.
-	Owner         string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	// A value published with the request, as in AcquireStart.
+	Value         []byte `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionAcquire) Reset() {
 	*x = SessionAcquire{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2110,7 @@ func (x *SessionAcquire) String() string {
 func (*SessionAcquire) ProtoMessage() {}
 
 func (x *SessionAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2123,7 @@ func (x *SessionAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAcquire.ProtoReflect.Descriptor instead.
 func (*SessionAcquire) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{28}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SessionAcquire) GetRequestId() uint32 {
@@ -2003,6 +2161,68 @@ func (x *SessionAcquire) GetOwner() string {
 	return ""
 }
 
+func (x *SessionAcquire) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// SessionSetValue replaces the value of one request's held lock.
+type SessionSetValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request holding the lock.
+	RequestId uint32 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The new value, at most 1024 bytes; empty clears it.
+	Value         []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionSetValue) Reset() {
+	*x = SessionSetValue{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionSetValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionSetValue) ProtoMessage() {}
+
+func (x *SessionSetValue) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionSetValue.ProtoReflect.Descriptor instead.
+func (*SessionSetValue) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SessionSetValue) GetRequestId() uint32 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *SessionSetValue) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 // SessionRelease releases one request's lock, or withdraws it while it waits.
 type SessionRelease struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2014,7 +2234,7 @@ type SessionRelease struct {
 
 func (x *SessionRelease) Reset() {
 	*x = SessionRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2246,7 @@ func (x *SessionRelease) String() string {
 func (*SessionRelease) ProtoMessage() {}
 
 func (x *SessionRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2259,7 @@ func (x *SessionRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRelease.ProtoReflect.Descriptor instead.
 func (*SessionRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{29}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SessionRelease) GetRequestId() uint32 {
@@ -2060,7 +2280,7 @@ type SessionCancel struct {
 
 func (x *SessionCancel) Reset() {
 	*x = SessionCancel{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2292,7 @@ func (x *SessionCancel) String() string {
 func (*SessionCancel) ProtoMessage() {}
 
 func (x *SessionCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2305,7 @@ func (x *SessionCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCancel.ProtoReflect.Descriptor instead.
 func (*SessionCancel) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{30}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SessionCancel) GetRequestId() uint32 {
@@ -2115,6 +2335,7 @@ type SessionResponse struct {
 	//	*SessionResponse_RevokeRequested
 	//	*SessionResponse_Ended
 	//	*SessionResponse_Heartbeat
+	//	*SessionResponse_ValueSet
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2122,7 +2343,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2355,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2368,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{31}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SessionResponse) GetRequestId() uint32 {
@@ -2254,6 +2475,15 @@ func (x *SessionResponse) GetHeartbeat() *AcquireHeartbeat {
 	return nil
 }
 
+func (x *SessionResponse) GetValueSet() *AcquireValueSet {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_ValueSet); ok {
+			return x.ValueSet
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -2309,6 +2539,11 @@ type SessionResponse_Heartbeat struct {
 	Heartbeat *AcquireHeartbeat `protobuf:"bytes,11,opt,name=heartbeat,proto3,oneof"`
 }
 
+type SessionResponse_ValueSet struct {
+	// The request's value from `set_value` is published, as on Acquire.
+	ValueSet *AcquireValueSet `protobuf:"bytes,12,opt,name=value_set,json=valueSet,proto3,oneof"`
+}
+
 func (*SessionResponse_Opened) isSessionResponse_Kind() {}
 
 func (*SessionResponse_Resumed) isSessionResponse_Kind() {}
@@ -2329,6 +2564,8 @@ func (*SessionResponse_Ended) isSessionResponse_Kind() {}
 
 func (*SessionResponse_Heartbeat) isSessionResponse_Kind() {}
 
+func (*SessionResponse_ValueSet) isSessionResponse_Kind() {}
+
 // SessionOpened says the session is open, and how to resume it.
 type SessionOpened struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2345,7 +2582,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2594,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2607,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{32}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SessionOpened) GetResumeToken() string {
@@ -2398,7 +2635,7 @@ type SessionResumed struct {
 
 func (x *SessionResumed) Reset() {
 	*x = SessionResumed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2647,7 @@ func (x *SessionResumed) String() string {
 func (*SessionResumed) ProtoMessage() {}
 
 func (x *SessionResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2660,7 @@ func (x *SessionResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResumed.ProtoReflect.Descriptor instead.
 func (*SessionResumed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{33}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{36}
 }
 
 // SessionRequestEnded is the last message about a request.
@@ -2441,7 +2678,7 @@ type SessionRequestEnded struct {
 
 func (x *SessionRequestEnded) Reset() {
 	*x = SessionRequestEnded{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2690,7 @@ func (x *SessionRequestEnded) String() string {
 func (*SessionRequestEnded) ProtoMessage() {}
 
 func (x *SessionRequestEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2703,7 @@ func (x *SessionRequestEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequestEnded.ProtoReflect.Descriptor instead.
 func (*SessionRequestEnded) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{34}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionRequestEnded) GetCode() uint32 {
@@ -2504,14 +2741,15 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x14DescribeLockResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
 	"\aholders\x18\x02 \x03(\v2\x1e.lockstream.v1.LockRequestInfoR\aholders\x128\n" +
-	"\awaiters\x18\x03 \x03(\v2\x1e.lockstream.v1.LockRequestInfoR\awaiters\"\xe8\x01\n" +
+	"\awaiters\x18\x03 \x03(\v2\x1e.lockstream.v1.LockRequestInfoR\awaiters\"\xfe\x01\n" +
 	"\x0fLockRequestInfo\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12#\n" +
 	"\rfencing_token\x18\x03 \x01(\x04R\ffencingToken\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x1a\n" +
 	"\binstance\x18\x05 \x01(\tR\binstance\x12\x12\n" +
-	"\x04peer\x18\x06 \x01(\tR\x04peer\"f\n" +
+	"\x04peer\x18\x06 \x01(\tR\x04peer\x12\x14\n" +
+	"\x05value\x18\a \x01(\fR\x05value\"f\n" +
 	"\x10ListLocksRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
@@ -2529,25 +2767,30 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rfencing_token\x18\x02 \x01(\x04R\ffencingToken\"(\n" +
 	"\x12CheckTokenResponse\x12\x12\n" +
-	"\x04held\x18\x01 \x01(\bR\x04held\"\x81\x02\n" +
+	"\x04held\x18\x01 \x01(\bR\x04held\"\xc0\x02\n" +
 	"\x0eAcquireRequest\x123\n" +
 	"\x05start\x18\x01 \x01(\v2\x1b.lockstream.v1.AcquireStartH\x00R\x05start\x129\n" +
 	"\arelease\x18\x02 \x01(\v2\x1d.lockstream.v1.AcquireReleaseH\x00R\arelease\x126\n" +
 	"\x06resume\x18\x03 \x01(\v2\x1c.lockstream.v1.AcquireResumeH\x00R\x06resume\x12?\n" +
-	"\theartbeat\x18\x04 \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeatB\x06\n" +
-	"\x04kind\"\xab\x02\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeat\x12=\n" +
+	"\tset_value\x18\x05 \x01(\v2\x1e.lockstream.v1.AcquireSetValueH\x00R\bsetValueB\x06\n" +
+	"\x04kind\"\xc1\x02\n" +
 	"\fAcquireStart\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12<\n" +
 	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12<\n" +
 	"\fresume_grace\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\x12H\n" +
-	"\x12heartbeat_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"|\n" +
+	"\x12heartbeat_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12\x14\n" +
+	"\x05value\x18\a \x01(\fR\x05value\"'\n" +
+	"\x0fAcquireSetValue\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\fR\x05value\"\x11\n" +
+	"\x0fAcquireValueSet\"|\n" +
 	"\rAcquireResume\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\x12\n" +
 	"\x10AcquireHeartbeat\"\x10\n" +
-	"\x0eAcquireRelease\"\xa0\x04\n" +
+	"\x0eAcquireRelease\"\xdf\x04\n" +
 	"\x0fAcquireResponse\x126\n" +
 	"\x06queued\x18\x01 \x01(\v2\x1c.lockstream.v1.AcquireQueuedH\x00R\x06queued\x12<\n" +
 	"\bacquired\x18\x02 \x01(\v2\x1e.lockstream.v1.AcquireAcquiredH\x00R\bacquired\x12<\n" +
@@ -2556,7 +2799,8 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\tconfirmed\x18\x05 \x01(\v2\x1f.lockstream.v1.AcquireConfirmedH\x00R\tconfirmed\x12?\n" +
 	"\tresumable\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireResumableH\x00R\tresumable\x12?\n" +
 	"\theartbeat\x18\a \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeat\x12R\n" +
-	"\x10revoke_requested\x18\b \x01(\v2%.lockstream.v1.AcquireRevokeRequestedH\x00R\x0frevokeRequestedB\x06\n" +
+	"\x10revoke_requested\x18\b \x01(\v2%.lockstream.v1.AcquireRevokeRequestedH\x00R\x0frevokeRequested\x12=\n" +
+	"\tvalue_set\x18\t \x01(\v2\x1e.lockstream.v1.AcquireValueSetH\x00R\bvalueSetB\x06\n" +
 	"\x04kind\"%\n" +
 	"\rAcquireQueued\x12\x14\n" +
 	"\x05ahead\x18\x01 \x01(\rR\x05ahead\"6\n" +
@@ -2570,34 +2814,40 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\bforce_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aforceAt\"s\n" +
 	"\x10AcquireResumable\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12<\n" +
-	"\fresume_grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\"\xf1\x02\n" +
+	"\fresume_grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\"\xb0\x03\n" +
 	"\x0eSessionRequest\x120\n" +
 	"\x04open\x18\x01 \x01(\v2\x1a.lockstream.v1.SessionOpenH\x00R\x04open\x126\n" +
 	"\x06resume\x18\x02 \x01(\v2\x1c.lockstream.v1.SessionResumeH\x00R\x06resume\x129\n" +
 	"\aacquire\x18\x03 \x01(\v2\x1d.lockstream.v1.SessionAcquireH\x00R\aacquire\x129\n" +
 	"\arelease\x18\x04 \x01(\v2\x1d.lockstream.v1.SessionReleaseH\x00R\arelease\x126\n" +
 	"\x06cancel\x18\x05 \x01(\v2\x1c.lockstream.v1.SessionCancelH\x00R\x06cancel\x12?\n" +
-	"\theartbeat\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeatB\x06\n" +
+	"\theartbeat\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeat\x12=\n" +
+	"\tset_value\x18\a \x01(\v2\x1e.lockstream.v1.SessionSetValueH\x00R\bsetValueB\x06\n" +
 	"\x04kind\"\x95\x01\n" +
 	"\vSessionOpen\x12<\n" +
 	"\fresume_grace\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"|\n" +
 	"\rSessionResume\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12H\n" +
-	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xc4\x01\n" +
+	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xda\x01\n" +
 	"\x0eSessionAcquire\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\rR\trequestId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12+\n" +
 	"\x04mode\x18\x03 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12<\n" +
 	"\fwait_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
-	"\x05owner\x18\x05 \x01(\tR\x05owner\"/\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05value\x18\x06 \x01(\fR\x05value\"F\n" +
+	"\x0fSessionSetValue\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\rR\trequestId\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"/\n" +
 	"\x0eSessionRelease\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\rR\trequestId\".\n" +
 	"\rSessionCancel\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\rR\trequestId\"\xad\x05\n" +
+	"request_id\x18\x01 \x01(\rR\trequestId\"\xec\x05\n" +
 	"\x0fSessionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\rR\trequestId\x126\n" +
@@ -2611,7 +2861,8 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x10revoke_requested\x18\t \x01(\v2%.lockstream.v1.AcquireRevokeRequestedH\x00R\x0frevokeRequested\x12:\n" +
 	"\x05ended\x18\n" +
 	" \x01(\v2\".lockstream.v1.SessionRequestEndedH\x00R\x05ended\x12?\n" +
-	"\theartbeat\x18\v \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeatB\x06\n" +
+	"\theartbeat\x18\v \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeat\x12=\n" +
+	"\tvalue_set\x18\f \x01(\v2\x1e.lockstream.v1.AcquireValueSetH\x00R\bvalueSetB\x06\n" +
 	"\x04kind\"p\n" +
 	"\rSessionOpened\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12<\n" +
@@ -2650,7 +2901,7 @@ func file_lockstream_v1_lockstream_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstream_v1_lockstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(LockMode)(0),                  // 0: lockstream.v1.LockMode
 	(*WatchLockRequest)(nil),       // 1: lockstream.v1.WatchLockRequest
@@ -2667,99 +2918,106 @@ var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(*CheckTokenResponse)(nil),     // 12: lockstream.v1.CheckTokenResponse
 	(*AcquireRequest)(nil),         // 13: lockstream.v1.AcquireRequest
 	(*AcquireStart)(nil),           // 14: lockstream.v1.AcquireStart
-	(*AcquireResume)(nil),          // 15: lockstream.v1.AcquireResume
-	(*AcquireHeartbeat)(nil),       // 16: lockstream.v1.AcquireHeartbeat
-	(*AcquireRelease)(nil),         // 17: lockstream.v1.AcquireRelease
-	(*AcquireResponse)(nil),        // 18: lockstream.v1.AcquireResponse
-	(*AcquireQueued)(nil),          // 19: lockstream.v1.AcquireQueued
-	(*AcquireAcquired)(nil),        // 20: lockstream.v1.AcquireAcquired
-	(*AcquireReleased)(nil),        // 21: lockstream.v1.AcquireReleased
-	(*AcquireInDoubt)(nil),         // 22: lockstream.v1.AcquireInDoubt
-	(*AcquireConfirmed)(nil),       // 23: lockstream.v1.AcquireConfirmed
-	(*AcquireRevokeRequested)(nil), // 24: lockstream.v1.AcquireRevokeRequested
-	(*AcquireResumable)(nil),       // 25: lockstream.v1.AcquireResumable
-	(*SessionRequest)(nil),         // 26: lockstream.v1.SessionRequest
-	(*SessionOpen)(nil),            // 27: lockstream.v1.SessionOpen
-	(*SessionResume)(nil),          // 28: lockstream.v1.SessionResume
-	(*SessionAcquire)(nil),         // 29: lockstream.v1.SessionAcquire
-	(*SessionRelease)(nil),         // 30: lockstream.v1.SessionRelease
-	(*SessionCancel)(nil),          // 31: lockstream.v1.SessionCancel
-	(*SessionResponse)(nil),        // 32: lockstream.v1.SessionResponse
-	(*SessionOpened)(nil),          // 33: lockstream.v1.SessionOpened
-	(*SessionResumed)(nil),         // 34: lockstream.v1.SessionResumed
-	(*SessionRequestEnded)(nil),    // 35: lockstream.v1.SessionRequestEnded
-	(*durationpb.Duration)(nil),    // 36: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 37: google.protobuf.Timestamp
+	(*AcquireSetValue)(nil),        // 15: lockstream.v1.AcquireSetValue
+	(*AcquireValueSet)(nil),        // 16: lockstream.v1.AcquireValueSet
+	(*AcquireResume)(nil),          // 17: lockstream.v1.AcquireResume
+	(*AcquireHeartbeat)(nil),       // 18: lockstream.v1.AcquireHeartbeat
+	(*AcquireRelease)(nil),         // 19: lockstream.v1.AcquireRelease
+	(*AcquireResponse)(nil),        // 20: lockstream.v1.AcquireResponse
+	(*AcquireQueued)(nil),          // 21: lockstream.v1.AcquireQueued
+	(*AcquireAcquired)(nil),        // 22: lockstream.v1.AcquireAcquired
+	(*AcquireReleased)(nil),        // 23: lockstream.v1.AcquireReleased
+	(*AcquireInDoubt)(nil),         // 24: lockstream.v1.AcquireInDoubt
+	(*AcquireConfirmed)(nil),       // 25: lockstream.v1.AcquireConfirmed
+	(*AcquireRevokeRequested)(nil), // 26: lockstream.v1.AcquireRevokeRequested
+	(*AcquireResumable)(nil),       // 27: lockstream.v1.AcquireResumable
+	(*SessionRequest)(nil),         // 28: lockstream.v1.SessionRequest
+	(*SessionOpen)(nil),            // 29: lockstream.v1.SessionOpen
+	(*SessionResume)(nil),          // 30: lockstream.v1.SessionResume
+	(*SessionAcquire)(nil),         // 31: lockstream.v1.SessionAcquire
+	(*SessionSetValue)(nil),        // 32: lockstream.v1.SessionSetValue
+	(*SessionRelease)(nil),         // 33: lockstream.v1.SessionRelease
+	(*SessionCancel)(nil),          // 34: lockstream.v1.SessionCancel
+	(*SessionResponse)(nil),        // 35: lockstream.v1.SessionResponse
+	(*SessionOpened)(nil),          // 36: lockstream.v1.SessionOpened
+	(*SessionResumed)(nil),         // 37: lockstream.v1.SessionResumed
+	(*SessionRequestEnded)(nil),    // 38: lockstream.v1.SessionRequestEnded
+	(*durationpb.Duration)(nil),    // 39: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
 }
 var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
 	6,  // 0: lockstream.v1.WatchLockResponse.state:type_name -> lockstream.v1.DescribeLockResponse
-	36, // 1: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
+	39, // 1: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
 	7,  // 2: lockstream.v1.DescribeLockResponse.holders:type_name -> lockstream.v1.LockRequestInfo
 	7,  // 3: lockstream.v1.DescribeLockResponse.waiters:type_name -> lockstream.v1.LockRequestInfo
 	0,  // 4: lockstream.v1.LockRequestInfo.mode:type_name -> lockstream.v1.LockMode
-	37, // 5: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
+	40, // 5: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
 	10, // 6: lockstream.v1.ListLocksResponse.locks:type_name -> lockstream.v1.LockSummary
 	0,  // 7: lockstream.v1.LockSummary.held_mode:type_name -> lockstream.v1.LockMode
 	14, // 8: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
-	17, // 9: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
-	15, // 10: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
-	16, // 11: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	0,  // 12: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
-	36, // 13: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
-	36, // 14: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
-	36, // 15: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
-	36, // 16: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
-	19, // 17: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	20, // 18: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	21, // 19: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
-	22, // 20: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	23, // 21: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	25, // 22: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
-	16, // 23: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	24, // 24: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
-	37, // 25: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
-	36, // 26: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
-	27, // 27: lockstream.v1.SessionRequest.open:type_name -> lockstream.v1.SessionOpen
-	28, // 28: lockstream.v1.SessionRequest.resume:type_name -> lockstream.v1.SessionResume
-	29, // 29: lockstream.v1.SessionRequest.acquire:type_name -> lockstream.v1.SessionAcquire
-	30, // 30: lockstream.v1.SessionRequest.release:type_name -> lockstream.v1.SessionRelease
-	31, // 31: lockstream.v1.SessionRequest.cancel:type_name -> lockstream.v1.SessionCancel
-	16, // 32: lockstream.v1.SessionRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	36, // 33: lockstream.v1.SessionOpen.resume_grace:type_name -> google.protobuf.Duration
-	36, // 34: lockstream.v1.SessionOpen.heartbeat_interval:type_name -> google.protobuf.Duration
-	36, // 35: lockstream.v1.SessionResume.heartbeat_interval:type_name -> google.protobuf.Duration
-	0,  // 36: lockstream.v1.SessionAcquire.mode:type_name -> lockstream.v1.LockMode
-	36, // 37: lockstream.v1.SessionAcquire.wait_timeout:type_name -> google.protobuf.Duration
-	33, // 38: lockstream.v1.SessionResponse.opened:type_name -> lockstream.v1.SessionOpened
-	34, // 39: lockstream.v1.SessionResponse.resumed:type_name -> lockstream.v1.SessionResumed
-	19, // 40: lockstream.v1.SessionResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	20, // 41: lockstream.v1.SessionResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	21, // 42: lockstream.v1.SessionResponse.released:type_name -> lockstream.v1.AcquireReleased
-	22, // 43: lockstream.v1.SessionResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	23, // 44: lockstream.v1.SessionResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	24, // 45: lockstream.v1.SessionResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
-	35, // 46: lockstream.v1.SessionResponse.ended:type_name -> lockstream.v1.SessionRequestEnded
-	16, // 47: lockstream.v1.SessionResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	36, // 48: lockstream.v1.SessionOpened.resume_grace:type_name -> google.protobuf.Duration
-	13, // 49: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
-	26, // 50: lockstream.v1.LockService.Session:input_type -> lockstream.v1.SessionRequest
-	5,  // 51: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
-	8,  // 52: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
-	11, // 53: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
-	3,  // 54: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
-	1,  // 55: lockstream.v1.LockService.WatchLock:input_type -> lockstream.v1.WatchLockRequest
-	18, // 56: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
-	32, // 57: lockstream.v1.LockService.Session:output_type -> lockstream.v1.SessionResponse
-	6,  // 58: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
-	9,  // 59: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
-	12, // 60: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
-	4,  // 61: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
-	2,  // 62: lockstream.v1.LockService.WatchLock:output_type -> lockstream.v1.WatchLockResponse
-	56, // [56:63] is the sub-list for method output_type
-	49, // [49:56] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	19, // 9: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
+	17, // 10: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
+	18, // 11: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	15, // 12: lockstream.v1.AcquireRequest.set_value:type_name -> lockstream.v1.AcquireSetValue
+	0,  // 13: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
+	39, // 14: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
+	39, // 15: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
+	39, // 16: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
+	39, // 17: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 18: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	22, // 19: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	23, // 20: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
+	24, // 21: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	25, // 22: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	27, // 23: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
+	18, // 24: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	26, // 25: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
+	16, // 26: lockstream.v1.AcquireResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
+	40, // 27: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
+	39, // 28: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
+	29, // 29: lockstream.v1.SessionRequest.open:type_name -> lockstream.v1.SessionOpen
+	30, // 30: lockstream.v1.SessionRequest.resume:type_name -> lockstream.v1.SessionResume
+	31, // 31: lockstream.v1.SessionRequest.acquire:type_name -> lockstream.v1.SessionAcquire
+	33, // 32: lockstream.v1.SessionRequest.release:type_name -> lockstream.v1.SessionRelease
+	34, // 33: lockstream.v1.SessionRequest.cancel:type_name -> lockstream.v1.SessionCancel
+	18, // 34: lockstream.v1.SessionRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	32, // 35: lockstream.v1.SessionRequest.set_value:type_name -> lockstream.v1.SessionSetValue
+	39, // 36: lockstream.v1.SessionOpen.resume_grace:type_name -> google.protobuf.Duration
+	39, // 37: lockstream.v1.SessionOpen.heartbeat_interval:type_name -> google.protobuf.Duration
+	39, // 38: lockstream.v1.SessionResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	0,  // 39: lockstream.v1.SessionAcquire.mode:type_name -> lockstream.v1.LockMode
+	39, // 40: lockstream.v1.SessionAcquire.wait_timeout:type_name -> google.protobuf.Duration
+	36, // 41: lockstream.v1.SessionResponse.opened:type_name -> lockstream.v1.SessionOpened
+	37, // 42: lockstream.v1.SessionResponse.resumed:type_name -> lockstream.v1.SessionResumed
+	21, // 43: lockstream.v1.SessionResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	22, // 44: lockstream.v1.SessionResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	23, // 45: lockstream.v1.SessionResponse.released:type_name -> lockstream.v1.AcquireReleased
+	24, // 46: lockstream.v1.SessionResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	25, // 47: lockstream.v1.SessionResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	26, // 48: lockstream.v1.SessionResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
+	38, // 49: lockstream.v1.SessionResponse.ended:type_name -> lockstream.v1.SessionRequestEnded
+	18, // 50: lockstream.v1.SessionResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	16, // 51: lockstream.v1.SessionResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
+	39, // 52: lockstream.v1.SessionOpened.resume_grace:type_name -> google.protobuf.Duration
+	13, // 53: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
+	28, // 54: lockstream.v1.LockService.Session:input_type -> lockstream.v1.SessionRequest
+	5,  // 55: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
+	8,  // 56: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
+	11, // 57: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
+	3,  // 58: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
+	1,  // 59: lockstream.v1.LockService.WatchLock:input_type -> lockstream.v1.WatchLockRequest
+	20, // 60: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
+	35, // 61: lockstream.v1.LockService.Session:output_type -> lockstream.v1.SessionResponse
+	6,  // 62: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
+	9,  // 63: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
+	12, // 64: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
+	4,  // 65: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
+	2,  // 66: lockstream.v1.LockService.WatchLock:output_type -> lockstream.v1.WatchLockResponse
+	60, // [60:67] is the sub-list for method output_type
+	53, // [53:60] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_lockstream_v1_lockstream_proto_init() }
@@ -2772,8 +3030,9 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireRequest_Release)(nil),
 		(*AcquireRequest_Resume)(nil),
 		(*AcquireRequest_Heartbeat)(nil),
+		(*AcquireRequest_SetValue)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[17].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[19].OneofWrappers = []any{
 		(*AcquireResponse_Queued)(nil),
 		(*AcquireResponse_Acquired)(nil),
 		(*AcquireResponse_Released)(nil),
@@ -2782,16 +3041,18 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireResponse_Resumable)(nil),
 		(*AcquireResponse_Heartbeat)(nil),
 		(*AcquireResponse_RevokeRequested)(nil),
+		(*AcquireResponse_ValueSet)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[25].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[27].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_Acquire)(nil),
 		(*SessionRequest_Release)(nil),
 		(*SessionRequest_Cancel)(nil),
 		(*SessionRequest_Heartbeat)(nil),
+		(*SessionRequest_SetValue)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[31].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[34].OneofWrappers = []any{
 		(*SessionResponse_Opened)(nil),
 		(*SessionResponse_Resumed)(nil),
 		(*SessionResponse_Queued)(nil),
@@ -2802,6 +3063,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*SessionResponse_RevokeRequested)(nil),
 		(*SessionResponse_Ended)(nil),
 		(*SessionResponse_Heartbeat)(nil),
+		(*SessionResponse_ValueSet)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2809,7 +3071,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstream_v1_lockstream_proto_rawDesc), len(file_lockstream_v1_lockstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -67,20 +67,22 @@ class DescribeLockResponse(_message.Message):
     def __init__(self, name: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockRequestInfo, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockRequestInfo, _Mapping]]] = ...) -> None: ...
 
 class LockRequestInfo(_message.Message):
-    __slots__ = ("mode", "owner", "fencing_token", "requested_at", "instance", "peer")
+    __slots__ = ("mode", "owner", "fencing_token", "requested_at", "instance", "peer", "value")
     MODE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     PEER_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
     mode: LockMode
     owner: str
     fencing_token: int
     requested_at: _timestamp_pb2.Timestamp
     instance: str
     peer: str
-    def __init__(self, mode: _Optional[_Union[LockMode, str]] = ..., owner: _Optional[str] = ..., fencing_token: _Optional[int] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., instance: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
+    value: bytes
+    def __init__(self, mode: _Optional[_Union[LockMode, str]] = ..., owner: _Optional[str] = ..., fencing_token: _Optional[int] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., instance: _Optional[str] = ..., peer: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class ListLocksRequest(_message.Message):
     __slots__ = ("prefix", "page_size", "page_token")
@@ -127,32 +129,46 @@ class CheckTokenResponse(_message.Message):
     def __init__(self, held: _Optional[bool] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
-    __slots__ = ("start", "release", "resume", "heartbeat")
+    __slots__ = ("start", "release", "resume", "heartbeat", "set_value")
     START_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    SET_VALUE_FIELD_NUMBER: _ClassVar[int]
     start: AcquireStart
     release: AcquireRelease
     resume: AcquireResume
     heartbeat: AcquireHeartbeat
-    def __init__(self, start: _Optional[_Union[AcquireStart, _Mapping]] = ..., release: _Optional[_Union[AcquireRelease, _Mapping]] = ..., resume: _Optional[_Union[AcquireResume, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ...) -> None: ...
+    set_value: AcquireSetValue
+    def __init__(self, start: _Optional[_Union[AcquireStart, _Mapping]] = ..., release: _Optional[_Union[AcquireRelease, _Mapping]] = ..., resume: _Optional[_Union[AcquireResume, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., set_value: _Optional[_Union[AcquireSetValue, _Mapping]] = ...) -> None: ...
 
 class AcquireStart(_message.Message):
-    __slots__ = ("name", "mode", "wait_timeout", "owner", "resume_grace", "heartbeat_interval")
+    __slots__ = ("name", "mode", "wait_timeout", "owner", "resume_grace", "heartbeat_interval", "value")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     RESUME_GRACE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
     name: str
     mode: LockMode
     wait_timeout: _duration_pb2.Duration
     owner: str
     resume_grace: _duration_pb2.Duration
     heartbeat_interval: _duration_pb2.Duration
-    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    value: bytes
+    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class AcquireSetValue(_message.Message):
+    __slots__ = ("value",)
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    value: bytes
+    def __init__(self, value: _Optional[bytes] = ...) -> None: ...
+
+class AcquireValueSet(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class AcquireResume(_message.Message):
     __slots__ = ("resume_token", "heartbeat_interval")
@@ -171,7 +187,7 @@ class AcquireRelease(_message.Message):
     def __init__(self) -> None: ...
 
 class AcquireResponse(_message.Message):
-    __slots__ = ("queued", "acquired", "released", "in_doubt", "confirmed", "resumable", "heartbeat", "revoke_requested")
+    __slots__ = ("queued", "acquired", "released", "in_doubt", "confirmed", "resumable", "heartbeat", "revoke_requested", "value_set")
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +196,7 @@ class AcquireResponse(_message.Message):
     RESUMABLE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     REVOKE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SET_FIELD_NUMBER: _ClassVar[int]
     queued: AcquireQueued
     acquired: AcquireAcquired
     released: AcquireReleased
@@ -188,7 +205,8 @@ class AcquireResponse(_message.Message):
     resumable: AcquireResumable
     heartbeat: AcquireHeartbeat
     revoke_requested: AcquireRevokeRequested
-    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., resumable: _Optional[_Union[AcquireResumable, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ...) -> None: ...
+    value_set: AcquireValueSet
+    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., resumable: _Optional[_Union[AcquireResumable, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ..., value_set: _Optional[_Union[AcquireValueSet, _Mapping]] = ...) -> None: ...
 
 class AcquireQueued(_message.Message):
     __slots__ = ("ahead",)
@@ -231,20 +249,22 @@ class AcquireResumable(_message.Message):
     def __init__(self, resume_token: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("open", "resume", "acquire", "release", "cancel", "heartbeat")
+    __slots__ = ("open", "resume", "acquire", "release", "cancel", "heartbeat", "set_value")
     OPEN_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    SET_VALUE_FIELD_NUMBER: _ClassVar[int]
     open: SessionOpen
     resume: SessionResume
     acquire: SessionAcquire
     release: SessionRelease
     cancel: SessionCancel
     heartbeat: AcquireHeartbeat
-    def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., resume: _Optional[_Union[SessionResume, _Mapping]] = ..., acquire: _Optional[_Union[SessionAcquire, _Mapping]] = ..., release: _Optional[_Union[SessionRelease, _Mapping]] = ..., cancel: _Optional[_Union[SessionCancel, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ...) -> None: ...
+    set_value: SessionSetValue
+    def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., resume: _Optional[_Union[SessionResume, _Mapping]] = ..., acquire: _Optional[_Union[SessionAcquire, _Mapping]] = ..., release: _Optional[_Union[SessionRelease, _Mapping]] = ..., cancel: _Optional[_Union[SessionCancel, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., set_value: _Optional[_Union[SessionSetValue, _Mapping]] = ...) -> None: ...
 
 class SessionOpen(_message.Message):
     __slots__ = ("resume_grace", "heartbeat_interval")
@@ -263,18 +283,28 @@ class SessionResume(_message.Message):
     def __init__(self, resume_token: _Optional[str] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SessionAcquire(_message.Message):
-    __slots__ = ("request_id", "name", "mode", "wait_timeout", "owner")
+    __slots__ = ("request_id", "name", "mode", "wait_timeout", "owner", "value")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     name: str
     mode: LockMode
     wait_timeout: _duration_pb2.Duration
     owner: str
-    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ...) -> None: ...
+    value: bytes
+    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class SessionSetValue(_message.Message):
+    __slots__ = ("request_id", "value")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    value: bytes
+    def __init__(self, request_id: _Optional[int] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class SessionRelease(_message.Message):
     __slots__ = ("request_id",)
@@ -289,7 +319,7 @@ class SessionCancel(_message.Message):
     def __init__(self, request_id: _Optional[int] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("request_id", "opened", "resumed", "queued", "acquired", "released", "in_doubt", "confirmed", "revoke_requested", "ended", "heartbeat")
+    __slots__ = ("request_id", "opened", "resumed", "queued", "acquired", "released", "in_doubt", "confirmed", "revoke_requested", "ended", "heartbeat", "value_set")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     OPENED_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
@@ -301,6 +331,7 @@ class SessionResponse(_message.Message):
     REVOKE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ENDED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SET_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     opened: SessionOpened
     resumed: SessionResumed
@@ -312,7 +343,8 @@ class SessionResponse(_message.Message):
     revoke_requested: AcquireRevokeRequested
     ended: SessionRequestEnded
     heartbeat: AcquireHeartbeat
-    def __init__(self, request_id: _Optional[int] = ..., opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., resumed: _Optional[_Union[SessionResumed, _Mapping]] = ..., queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ..., ended: _Optional[_Union[SessionRequestEnded, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ...) -> None: ...
+    value_set: AcquireValueSet
+    def __init__(self, request_id: _Optional[int] = ..., opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., resumed: _Optional[_Union[SessionResumed, _Mapping]] = ..., queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ..., ended: _Optional[_Union[SessionRequestEnded, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., value_set: _Optional[_Union[AcquireValueSet, _Mapping]] = ...) -> None: ...
 
 class SessionOpened(_message.Message):
     __slots__ = ("resume_token", "resume_grace")

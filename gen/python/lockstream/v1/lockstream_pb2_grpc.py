@@ -98,6 +98,12 @@ class LockServiceServicer:
         stream; the server then deletes the lock's node, sends `released` and ends the call
         with OK, and the next waiter is granted the lock at once.
 
+        Holder value: `start` may carry a small `value` (e.g. a leader's address), which
+        DescribeLock and WatchLock show with the request. While it holds the lock, the client may
+        replace it with `set_value`; the server answers `value_set` once the new value is what
+        DescribeLock and WatchLock show, on every instance. `set_value` sent before `acquired`
+        ends the call with FAILED_PRECONDITION.
+
         A stream that ends abnormally (the client cancels, its connection dies, or it stops
         sending heartbeats it asked for) is a blip, not a release, if the client asked for a
         `resume_grace` in `start`: the server sends `resumable` with a resume token right after
@@ -128,15 +134,17 @@ class LockServiceServicer:
         OK                  the lock was released at the client's request (`released` was sent).
         NOT_FOUND           `resume` named a request this server does not have: its grace period
         is over (it was withdrawn or released), or another instance issued it.
-        INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout` or
-        `owner` is malformed; the message names the field and the rule.
+        INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout`,
+        `owner` or `value` is malformed; the message names the field and the
+        rule.
         DEADLINE_EXCEEDED   `wait_timeout` passed before the lock was granted (for a zero
         `wait_timeout`: the lock was not free). Nothing is left queued.
         ABORTED             a held lock was lost, e.g. the server's ZooKeeper session expired; the
         holder must stop the work the lock protects. Safe to retry Acquire.
         CANCELLED           the client half-closed while still waiting; nothing is left queued.
         FAILED_PRECONDITION the client half-closed without `release` a request with a resume
-        grace: it is kept for the grace, as after a cancel.
+        grace: it is kept for the grace, as after a cancel. Or it sent
+        `set_value` before `acquired` (nothing is left queued then).
         RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
         message is larger than it accepts; nothing is left queued.
         UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -170,6 +178,9 @@ class LockServiceServicer:
         and `ended` with OK) or `cancel`, or the session ends.
         4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
         CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+        5. A request holding its lock may replace its value with `set_value`, answered by
+        `value_set` as on Acquire; sent for a request still waiting, it ends that request
+        with FAILED_PRECONDITION.
 
         The session still ties every lock to the stream: when the client half-closes, every held
         lock is released and every waiting request withdrawn (each gets its `released` and `ended`)

@@ -145,6 +145,8 @@ export interface LockRequestInfo {
   instance: string;
   /** The client's address as that instance saw it. */
   peer: string;
+  /** The value the request published (AcquireStart.value, or its latest `set_value`); empty if none. */
+  value: Buffer;
 }
 
 /** ListLocksRequest asks for a page of locks. */
@@ -216,6 +218,9 @@ export interface AcquireRequest {
      * `heartbeat_interval`. Ignored otherwise.
      */
     { $case: "heartbeat"; value: AcquireHeartbeat }
+    | //
+    /** Replace the held lock's value (see AcquireStart.value); answered by `value_set`. */
+    { $case: "setValue"; value: AcquireSetValue }
     | undefined;
 }
 
@@ -251,7 +256,28 @@ export interface AcquireStart {
     | Duration
     | undefined;
   /** Ask for heartbeats in both directions at this interval (100 ms to 10 minutes). Absent: none. */
-  heartbeatInterval: Duration | undefined;
+  heartbeatInterval:
+    | Duration
+    | undefined;
+  /**
+   * A value published with the request, at most 1024 bytes: what observers of the lock should
+   * know about its holder, e.g. where to reach an elected leader. DescribeLock and WatchLock
+   * show it; the holder may replace it with `set_value`. It lives as long as this request.
+   */
+  value: Buffer;
+}
+
+/** AcquireSetValue replaces the value a holder publishes. */
+export interface AcquireSetValue {
+  /** The new value, at most 1024 bytes; empty clears it. */
+  value: Buffer;
+}
+
+/**
+ * AcquireValueSet says the value from `set_value` is published: DescribeLock and WatchLock, on
+ * every lockstream instance, show it from now on (until the next `set_value`).
+ */
+export interface AcquireValueSet {
 }
 
 /** AcquireResume takes over a request whose stream ended abnormally. */
@@ -306,6 +332,9 @@ export interface AcquireResponse {
     | //
     /** Someone asked the holder to release the lock (RevokeLock). Sent while the lock is held. */
     { $case: "revokeRequested"; value: AcquireRevokeRequested }
+    | //
+    /** The value from `set_value` is published. */
+    { $case: "valueSet"; value: AcquireValueSet }
     | undefined;
 }
 
@@ -406,6 +435,12 @@ export interface SessionRequest {
      * `heartbeat_interval`. Ignored otherwise.
      */
     { $case: "heartbeat"; value: AcquireHeartbeat }
+    | //
+    /**
+     * Replaces a held lock's value, as `set_value` on Acquire; answered by `value_set`. A
+     * `request_id` the session does not have is ignored.
+     */
+    { $case: "setValue"; value: SessionSetValue }
     | undefined;
 }
 
@@ -451,6 +486,16 @@ export interface SessionAcquire {
     | undefined;
   /** Who is asking, for operators' eyes only, as in AcquireStart. */
   owner: string;
+  /** A value published with the request, as in AcquireStart. */
+  value: Buffer;
+}
+
+/** SessionSetValue replaces the value of one request's held lock. */
+export interface SessionSetValue {
+  /** The request holding the lock. */
+  requestId: number;
+  /** The new value, at most 1024 bytes; empty clears it. */
+  value: Buffer;
 }
 
 /** SessionRelease releases one request's lock, or withdraws it while it waits. */
@@ -507,6 +552,9 @@ export interface SessionResponse {
     | //
     /** Sent at the `heartbeat_interval` the client asked for. */
     { $case: "heartbeat"; value: AcquireHeartbeat }
+    | //
+    /** The request's value from `set_value` is published, as on Acquire. */
+    { $case: "valueSet"; value: AcquireValueSet }
     | undefined;
 }
 
@@ -1034,7 +1082,15 @@ export const DescribeLockResponse: MessageFns<DescribeLockResponse> = {
 };
 
 function createBaseLockRequestInfo(): LockRequestInfo {
-  return { mode: 0, owner: "", fencingToken: 0n, requestedAt: undefined, instance: "", peer: "" };
+  return {
+    mode: 0,
+    owner: "",
+    fencingToken: 0n,
+    requestedAt: undefined,
+    instance: "",
+    peer: "",
+    value: Buffer.alloc(0),
+  };
 }
 
 export const LockRequestInfo: MessageFns<LockRequestInfo> = {
@@ -1059,6 +1115,9 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
     }
     if (message.peer !== "") {
       writer.uint32(50).string(message.peer);
+    }
+    if (message.value.length !== 0) {
+      writer.uint32(58).bytes(message.value);
     }
     return writer;
   },
@@ -1124,6 +1183,14 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
             message.peer = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.value = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1152,6 +1219,7 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
         : undefined,
       instance: isSet(object.instance) ? globalThis.String(object.instance) : "",
       peer: isSet(object.peer) ? globalThis.String(object.peer) : "",
+      value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0),
     };
   },
 
@@ -1175,6 +1243,9 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
     if (message.peer !== "") {
       obj.peer = message.peer;
     }
+    if (message.value.length !== 0) {
+      obj.value = base64FromBytes(message.value);
+    }
     return obj;
   },
 
@@ -1191,6 +1262,7 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
     message.requestedAt = object.requestedAt ?? undefined;
     message.instance = object.instance ?? "";
     message.peer = object.peer ?? "";
+    message.value = object.value ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -1694,6 +1766,9 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
       case "heartbeat":
         AcquireHeartbeat.encode(message.kind.value, writer.uint32(34).fork()).join();
         break;
+      case "setValue":
+        AcquireSetValue.encode(message.kind.value, writer.uint32(42).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1743,6 +1818,14 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
             message.kind = { $case: "heartbeat", value: AcquireHeartbeat.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "setValue", value: AcquireSetValue.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1765,6 +1848,10 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
         ? { $case: "resume", value: AcquireResume.fromJSON(object.resume) }
         : isSet(object.heartbeat)
         ? { $case: "heartbeat", value: AcquireHeartbeat.fromJSON(object.heartbeat) }
+        : isSet(object.setValue)
+        ? { $case: "setValue", value: AcquireSetValue.fromJSON(object.setValue) }
+        : isSet(object.set_value)
+        ? { $case: "setValue", value: AcquireSetValue.fromJSON(object.set_value) }
         : undefined,
     };
   },
@@ -1779,6 +1866,8 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
       obj.resume = AcquireResume.toJSON(message.kind.value);
     } else if (message.kind?.$case === "heartbeat") {
       obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "setValue") {
+      obj.setValue = AcquireSetValue.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -1813,13 +1902,27 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
         }
         break;
       }
+      case "setValue": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "setValue", value: AcquireSetValue.fromPartial(object.kind.value) };
+        }
+        break;
+      }
     }
     return message;
   },
 };
 
 function createBaseAcquireStart(): AcquireStart {
-  return { name: "", mode: 0, waitTimeout: undefined, owner: "", resumeGrace: undefined, heartbeatInterval: undefined };
+  return {
+    name: "",
+    mode: 0,
+    waitTimeout: undefined,
+    owner: "",
+    resumeGrace: undefined,
+    heartbeatInterval: undefined,
+    value: Buffer.alloc(0),
+  };
 }
 
 export const AcquireStart: MessageFns<AcquireStart> = {
@@ -1841,6 +1944,9 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     }
     if (message.heartbeatInterval !== undefined) {
       Duration.encode(message.heartbeatInterval, writer.uint32(50).fork()).join();
+    }
+    if (message.value.length !== 0) {
+      writer.uint32(58).bytes(message.value);
     }
     return writer;
   },
@@ -1906,6 +2012,14 @@ export const AcquireStart: MessageFns<AcquireStart> = {
             message.heartbeatInterval = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.value = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1938,6 +2052,7 @@ export const AcquireStart: MessageFns<AcquireStart> = {
         : isSet(object.heartbeat_interval)
         ? Duration.fromJSON(object.heartbeat_interval)
         : undefined,
+      value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0),
     };
   },
 
@@ -1961,6 +2076,9 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     if (message.heartbeatInterval !== undefined) {
       obj.heartbeatInterval = Duration.toJSON(message.heartbeatInterval);
     }
+    if (message.value.length !== 0) {
+      obj.value = base64FromBytes(message.value);
+    }
     return obj;
   },
 
@@ -1981,6 +2099,126 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     message.heartbeatInterval = (object.heartbeatInterval !== undefined && object.heartbeatInterval !== null)
       ? Duration.fromPartial(object.heartbeatInterval)
       : undefined;
+    message.value = object.value ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseAcquireSetValue(): AcquireSetValue {
+  return { value: Buffer.alloc(0) };
+}
+
+export const AcquireSetValue: MessageFns<AcquireSetValue> = {
+  encode(message: AcquireSetValue, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.value.length !== 0) {
+      writer.uint32(10).bytes(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireSetValue {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireSetValue();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.value = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AcquireSetValue {
+    return { value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0) };
+  },
+
+  toJSON(message: AcquireSetValue): unknown {
+    const obj: any = {};
+    if (message.value.length !== 0) {
+      obj.value = base64FromBytes(message.value);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireSetValue>): AcquireSetValue {
+    return AcquireSetValue.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AcquireSetValue>): AcquireSetValue {
+    const message = createBaseAcquireSetValue();
+    message.value = object.value ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseAcquireValueSet(): AcquireValueSet {
+  return {};
+}
+
+export const AcquireValueSet: MessageFns<AcquireValueSet> = {
+  encode(_: AcquireValueSet, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireValueSet {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireValueSet();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): AcquireValueSet {
+    return {};
+  },
+
+  toJSON(_: AcquireValueSet): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireValueSet>): AcquireValueSet {
+    return AcquireValueSet.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<AcquireValueSet>): AcquireValueSet {
+    const message = createBaseAcquireValueSet();
     return message;
   },
 };
@@ -2215,6 +2453,9 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "revokeRequested":
         AcquireRevokeRequested.encode(message.kind.value, writer.uint32(66).fork()).join();
         break;
+      case "valueSet":
+        AcquireValueSet.encode(message.kind.value, writer.uint32(74).fork()).join();
+        break;
     }
     return writer;
   },
@@ -2296,6 +2537,14 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
             message.kind = { $case: "revokeRequested", value: AcquireRevokeRequested.decode(reader, reader.uint32()) };
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.kind = { $case: "valueSet", value: AcquireValueSet.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2330,6 +2579,10 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
         ? { $case: "revokeRequested", value: AcquireRevokeRequested.fromJSON(object.revokeRequested) }
         : isSet(object.revoke_requested)
         ? { $case: "revokeRequested", value: AcquireRevokeRequested.fromJSON(object.revoke_requested) }
+        : isSet(object.valueSet)
+        ? { $case: "valueSet", value: AcquireValueSet.fromJSON(object.valueSet) }
+        : isSet(object.value_set)
+        ? { $case: "valueSet", value: AcquireValueSet.fromJSON(object.value_set) }
         : undefined,
     };
   },
@@ -2352,6 +2605,8 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
     } else if (message.kind?.$case === "revokeRequested") {
       obj.revokeRequested = AcquireRevokeRequested.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "valueSet") {
+      obj.valueSet = AcquireValueSet.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -2407,6 +2662,12 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "revokeRequested": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "revokeRequested", value: AcquireRevokeRequested.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "valueSet": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "valueSet", value: AcquireValueSet.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -2925,6 +3186,9 @@ export const SessionRequest: MessageFns<SessionRequest> = {
       case "heartbeat":
         AcquireHeartbeat.encode(message.kind.value, writer.uint32(50).fork()).join();
         break;
+      case "setValue":
+        SessionSetValue.encode(message.kind.value, writer.uint32(58).fork()).join();
+        break;
     }
     return writer;
   },
@@ -2990,6 +3254,14 @@ export const SessionRequest: MessageFns<SessionRequest> = {
             message.kind = { $case: "heartbeat", value: AcquireHeartbeat.decode(reader, reader.uint32()) };
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.kind = { $case: "setValue", value: SessionSetValue.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3016,6 +3288,10 @@ export const SessionRequest: MessageFns<SessionRequest> = {
         ? { $case: "cancel", value: SessionCancel.fromJSON(object.cancel) }
         : isSet(object.heartbeat)
         ? { $case: "heartbeat", value: AcquireHeartbeat.fromJSON(object.heartbeat) }
+        : isSet(object.setValue)
+        ? { $case: "setValue", value: SessionSetValue.fromJSON(object.setValue) }
+        : isSet(object.set_value)
+        ? { $case: "setValue", value: SessionSetValue.fromJSON(object.set_value) }
         : undefined,
     };
   },
@@ -3034,6 +3310,8 @@ export const SessionRequest: MessageFns<SessionRequest> = {
       obj.cancel = SessionCancel.toJSON(message.kind.value);
     } else if (message.kind?.$case === "heartbeat") {
       obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "setValue") {
+      obj.setValue = SessionSetValue.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -3077,6 +3355,12 @@ export const SessionRequest: MessageFns<SessionRequest> = {
       case "heartbeat": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "heartbeat", value: AcquireHeartbeat.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "setValue": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "setValue", value: SessionSetValue.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -3278,7 +3562,7 @@ export const SessionResume: MessageFns<SessionResume> = {
 };
 
 function createBaseSessionAcquire(): SessionAcquire {
-  return { requestId: 0, name: "", mode: 0, waitTimeout: undefined, owner: "" };
+  return { requestId: 0, name: "", mode: 0, waitTimeout: undefined, owner: "", value: Buffer.alloc(0) };
 }
 
 export const SessionAcquire: MessageFns<SessionAcquire> = {
@@ -3297,6 +3581,9 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
     }
     if (message.owner !== "") {
       writer.uint32(42).string(message.owner);
+    }
+    if (message.value.length !== 0) {
+      writer.uint32(50).bytes(message.value);
     }
     return writer;
   },
@@ -3354,6 +3641,14 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
             message.owner = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.value = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3381,6 +3676,7 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
         ? Duration.fromJSON(object.wait_timeout)
         : undefined,
       owner: isSet(object.owner) ? globalThis.String(object.owner) : "",
+      value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0),
     };
   },
 
@@ -3401,6 +3697,9 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
     if (message.owner !== "") {
       obj.owner = message.owner;
     }
+    if (message.value.length !== 0) {
+      obj.value = base64FromBytes(message.value);
+    }
     return obj;
   },
 
@@ -3416,6 +3715,96 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
       ? Duration.fromPartial(object.waitTimeout)
       : undefined;
     message.owner = object.owner ?? "";
+    message.value = object.value ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseSessionSetValue(): SessionSetValue {
+  return { requestId: 0, value: Buffer.alloc(0) };
+}
+
+export const SessionSetValue: MessageFns<SessionSetValue> = {
+  encode(message: SessionSetValue, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== 0) {
+      writer.uint32(8).uint32(message.requestId);
+    }
+    if (message.value.length !== 0) {
+      writer.uint32(18).bytes(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionSetValue {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionSetValue();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requestId = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionSetValue {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.Number(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.Number(object.request_id)
+        : 0,
+      value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: SessionSetValue): unknown {
+    const obj: any = {};
+    if (message.requestId !== 0) {
+      obj.requestId = Math.round(message.requestId);
+    }
+    if (message.value.length !== 0) {
+      obj.value = base64FromBytes(message.value);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionSetValue>): SessionSetValue {
+    return SessionSetValue.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionSetValue>): SessionSetValue {
+    const message = createBaseSessionSetValue();
+    message.requestId = object.requestId ?? 0;
+    message.value = object.value ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -3606,6 +3995,9 @@ export const SessionResponse: MessageFns<SessionResponse> = {
       case "heartbeat":
         AcquireHeartbeat.encode(message.kind.value, writer.uint32(90).fork()).join();
         break;
+      case "valueSet":
+        AcquireValueSet.encode(message.kind.value, writer.uint32(98).fork()).join();
+        break;
     }
     return writer;
   },
@@ -3711,6 +4103,14 @@ export const SessionResponse: MessageFns<SessionResponse> = {
             message.kind = { $case: "heartbeat", value: AcquireHeartbeat.decode(reader, reader.uint32()) };
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.kind = { $case: "valueSet", value: AcquireValueSet.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3754,6 +4154,10 @@ export const SessionResponse: MessageFns<SessionResponse> = {
         ? { $case: "ended", value: SessionRequestEnded.fromJSON(object.ended) }
         : isSet(object.heartbeat)
         ? { $case: "heartbeat", value: AcquireHeartbeat.fromJSON(object.heartbeat) }
+        : isSet(object.valueSet)
+        ? { $case: "valueSet", value: AcquireValueSet.fromJSON(object.valueSet) }
+        : isSet(object.value_set)
+        ? { $case: "valueSet", value: AcquireValueSet.fromJSON(object.value_set) }
         : undefined,
     };
   },
@@ -3783,6 +4187,8 @@ export const SessionResponse: MessageFns<SessionResponse> = {
       obj.ended = SessionRequestEnded.toJSON(message.kind.value);
     } else if (message.kind?.$case === "heartbeat") {
       obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "valueSet") {
+      obj.valueSet = AcquireValueSet.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -3851,6 +4257,12 @@ export const SessionResponse: MessageFns<SessionResponse> = {
       case "heartbeat": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "heartbeat", value: AcquireHeartbeat.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "valueSet": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "valueSet", value: AcquireValueSet.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -4116,6 +4528,12 @@ export const LockServiceService = {
    *      stream; the server then deletes the lock's node, sends `released` and ends the call
    *      with OK, and the next waiter is granted the lock at once.
    *
+   * Holder value: `start` may carry a small `value` (e.g. a leader's address), which
+   * DescribeLock and WatchLock show with the request. While it holds the lock, the client may
+   * replace it with `set_value`; the server answers `value_set` once the new value is what
+   * DescribeLock and WatchLock show, on every instance. `set_value` sent before `acquired`
+   * ends the call with FAILED_PRECONDITION.
+   *
    * A stream that ends abnormally (the client cancels, its connection dies, or it stops
    * sending heartbeats it asked for) is a blip, not a release, if the client asked for a
    * `resume_grace` in `start`: the server sends `resumable` with a resume token right after
@@ -4146,15 +4564,17 @@ export const LockServiceService = {
    *   OK                  the lock was released at the client's request (`released` was sent).
    *   NOT_FOUND           `resume` named a request this server does not have: its grace period
    *                       is over (it was withdrawn or released), or another instance issued it.
-   *   INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout` or
-   *                       `owner` is malformed; the message names the field and the rule.
+   *   INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout`,
+   *                       `owner` or `value` is malformed; the message names the field and the
+   *                       rule.
    *   DEADLINE_EXCEEDED   `wait_timeout` passed before the lock was granted (for a zero
    *                       `wait_timeout`: the lock was not free). Nothing is left queued.
    *   ABORTED             a held lock was lost, e.g. the server's ZooKeeper session expired; the
    *                       holder must stop the work the lock protects. Safe to retry Acquire.
    *   CANCELLED           the client half-closed while still waiting; nothing is left queued.
    *   FAILED_PRECONDITION the client half-closed without `release` a request with a resume
-   *                       grace: it is kept for the grace, as after a cancel.
+   *                       grace: it is kept for the grace, as after a cancel. Or it sent
+   *                       `set_value` before `acquired` (nothing is left queued then).
    *   RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
    *                       message is larger than it accepts; nothing is left queued.
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -4193,6 +4613,9 @@ export const LockServiceService = {
    *      and `ended` with OK) or `cancel`, or the session ends.
    *   4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
    *      CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+   *   5. A request holding its lock may replace its value with `set_value`, answered by
+   *      `value_set` as on Acquire; sent for a request still waiting, it ends that request
+   *      with FAILED_PRECONDITION.
    *
    * The session still ties every lock to the stream: when the client half-closes, every held
    * lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
@@ -4339,6 +4762,12 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *      stream; the server then deletes the lock's node, sends `released` and ends the call
    *      with OK, and the next waiter is granted the lock at once.
    *
+   * Holder value: `start` may carry a small `value` (e.g. a leader's address), which
+   * DescribeLock and WatchLock show with the request. While it holds the lock, the client may
+   * replace it with `set_value`; the server answers `value_set` once the new value is what
+   * DescribeLock and WatchLock show, on every instance. `set_value` sent before `acquired`
+   * ends the call with FAILED_PRECONDITION.
+   *
    * A stream that ends abnormally (the client cancels, its connection dies, or it stops
    * sending heartbeats it asked for) is a blip, not a release, if the client asked for a
    * `resume_grace` in `start`: the server sends `resumable` with a resume token right after
@@ -4369,15 +4798,17 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *   OK                  the lock was released at the client's request (`released` was sent).
    *   NOT_FOUND           `resume` named a request this server does not have: its grace period
    *                       is over (it was withdrawn or released), or another instance issued it.
-   *   INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout` or
-   *                       `owner` is malformed; the message names the field and the rule.
+   *   INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout`,
+   *                       `owner` or `value` is malformed; the message names the field and the
+   *                       rule.
    *   DEADLINE_EXCEEDED   `wait_timeout` passed before the lock was granted (for a zero
    *                       `wait_timeout`: the lock was not free). Nothing is left queued.
    *   ABORTED             a held lock was lost, e.g. the server's ZooKeeper session expired; the
    *                       holder must stop the work the lock protects. Safe to retry Acquire.
    *   CANCELLED           the client half-closed while still waiting; nothing is left queued.
    *   FAILED_PRECONDITION the client half-closed without `release` a request with a resume
-   *                       grace: it is kept for the grace, as after a cancel.
+   *                       grace: it is kept for the grace, as after a cancel. Or it sent
+   *                       `set_value` before `acquired` (nothing is left queued then).
    *   RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
    *                       message is larger than it accepts; nothing is left queued.
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -4408,6 +4839,9 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *      and `ended` with OK) or `cancel`, or the session ends.
    *   4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
    *      CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+   *   5. A request holding its lock may replace its value with `set_value`, answered by
+   *      `value_set` as on Acquire; sent for a request still waiting, it ends that request
+   *      with FAILED_PRECONDITION.
    *
    * The session still ties every lock to the stream: when the client half-closes, every held
    * lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
@@ -4505,6 +4939,12 @@ export interface LockServiceClient extends Client {
    *      stream; the server then deletes the lock's node, sends `released` and ends the call
    *      with OK, and the next waiter is granted the lock at once.
    *
+   * Holder value: `start` may carry a small `value` (e.g. a leader's address), which
+   * DescribeLock and WatchLock show with the request. While it holds the lock, the client may
+   * replace it with `set_value`; the server answers `value_set` once the new value is what
+   * DescribeLock and WatchLock show, on every instance. `set_value` sent before `acquired`
+   * ends the call with FAILED_PRECONDITION.
+   *
    * A stream that ends abnormally (the client cancels, its connection dies, or it stops
    * sending heartbeats it asked for) is a blip, not a release, if the client asked for a
    * `resume_grace` in `start`: the server sends `resumable` with a resume token right after
@@ -4535,15 +4975,17 @@ export interface LockServiceClient extends Client {
    *   OK                  the lock was released at the client's request (`released` was sent).
    *   NOT_FOUND           `resume` named a request this server does not have: its grace period
    *                       is over (it was withdrawn or released), or another instance issued it.
-   *   INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout` or
-   *                       `owner` is malformed; the message names the field and the rule.
+   *   INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout`,
+   *                       `owner` or `value` is malformed; the message names the field and the
+   *                       rule.
    *   DEADLINE_EXCEEDED   `wait_timeout` passed before the lock was granted (for a zero
    *                       `wait_timeout`: the lock was not free). Nothing is left queued.
    *   ABORTED             a held lock was lost, e.g. the server's ZooKeeper session expired; the
    *                       holder must stop the work the lock protects. Safe to retry Acquire.
    *   CANCELLED           the client half-closed while still waiting; nothing is left queued.
    *   FAILED_PRECONDITION the client half-closed without `release` a request with a resume
-   *                       grace: it is kept for the grace, as after a cancel.
+   *                       grace: it is kept for the grace, as after a cancel. Or it sent
+   *                       `set_value` before `acquired` (nothing is left queued then).
    *   RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
    *                       message is larger than it accepts; nothing is left queued.
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -4576,6 +5018,9 @@ export interface LockServiceClient extends Client {
    *      and `ended` with OK) or `cancel`, or the session ends.
    *   4. `release` or `cancel` sent while a request still waits withdraws it (`ended` with
    *      CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
+   *   5. A request holding its lock may replace its value with `set_value`, answered by
+   *      `value_set` as on Acquire; sent for a request still waiting, it ends that request
+   *      with FAILED_PRECONDITION.
    *
    * The session still ties every lock to the stream: when the client half-closes, every held
    * lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
@@ -4725,6 +5170,14 @@ export const LockServiceClient = makeGenericClientConstructor(
   service: typeof LockServiceService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;
 

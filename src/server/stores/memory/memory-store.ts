@@ -9,6 +9,7 @@ import {
   type NodeData,
   type NodeWatchHandlers,
   type NodeFollow,
+  type SetDataOutcome,
   type StoreSession,
   type StoreStats,
 } from '../store.js';
@@ -19,6 +20,7 @@ interface MemoryNode {
   readonly creationId: bigint;
   readonly sessionId: number;
   readonly data: Uint8Array;
+  readonly version: number;
 }
 
 interface MemoryParent {
@@ -79,6 +81,7 @@ export class MemoryStore implements CoordinationStore {
       creationId: this.#lastCreationId,
       sessionId: this.#session.numericId,
       data: Uint8Array.from(data),
+      version: 0,
     };
     parent.children.set(name, node);
     const path = joinPath(dir, name);
@@ -90,7 +93,7 @@ export class MemoryStore implements CoordinationStore {
       session: this.#session,
       siblings: [...parent.children.keys()],
       creationId: node.creationId,
-      ...(follow ? { followed: { creationId: node.creationId, data: node.data } } : {}),
+      ...(follow ? { followed: nodeData(node) } : {}),
     };
   }
 
@@ -115,18 +118,19 @@ export class MemoryStore implements CoordinationStore {
   async nodeData(path: string): Promise<NodeData | null> {
     await this.#roundTrip();
     const node = this.#node(path);
-    return node ? { creationId: node.creationId, data: node.data } : null;
+    return node ? nodeData(node) : null;
   }
 
-  async setData(path: string, data: Uint8Array): Promise<boolean> {
+  async setData(path: string, data: Uint8Array, version?: number): Promise<SetDataOutcome> {
     await this.#roundTrip();
     const dir = parentPath(path);
     const node = this.#node(path);
-    if (!node) return false;
+    if (!node) return 'missing';
+    if (version !== undefined && version !== node.version) return 'conflict';
     const copy = Uint8Array.from(data);
-    this.#parents.get(dir)?.children.set(baseName(path), { ...node, data: copy });
+    this.#parents.get(dir)?.children.set(baseName(path), { ...node, data: copy, version: node.version + 1 });
     for (const handlers of this.#nodeWatchers.get(path)) handlers.onData(copy);
-    return true;
+    return 'set';
   }
 
   async watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {
@@ -134,7 +138,7 @@ export class MemoryStore implements CoordinationStore {
     const node = this.#node(path);
     if (!node) return null;
     this.#follow(path, follow);
-    return { creationId: node.creationId, data: node.data };
+    return nodeData(node);
   }
 
   #follow(path: string, follow: NodeFollow): void {
@@ -247,4 +251,8 @@ export class MemoryStore implements CoordinationStore {
     if (this.#closed) throw new LockError('UNAVAILABLE', 'the embedded store is closed');
     await Promise.resolve();
   }
+}
+
+function nodeData({ creationId, data, version }: MemoryNode): NodeData {
+  return { creationId, data, version };
 }

@@ -120,7 +120,10 @@ export class AddonLink implements ZooKeeperLink {
   getData(path: string, watch: boolean): Promise<LinkReply<NodeData>> {
     return this.#send((done) =>
       this.#native.a_get(path, watch, (rc, _error, stat, data) =>
-        done(rc, stat ? { creationId: BigInt(stat.czxid), data: toBytes(data) } : null),
+        done(
+          rc,
+          stat ? { creationId: BigInt(stat.czxid), data: toBytes(data), version: stat.version } : null,
+        ),
       ),
     );
   }
@@ -131,8 +134,10 @@ export class AddonLink implements ZooKeeperLink {
     );
   }
 
-  setData(path: string, data: Uint8Array): Promise<LinkReply<undefined>> {
-    return this.#send((done) => this.#native.a_set(path, toBuffer(data), -1, (rc) => done(rc, undefined)));
+  setData(path: string, data: Uint8Array, version: number): Promise<LinkReply<undefined>> {
+    return this.#send((done) =>
+      this.#native.a_set(path, toBuffer(data), version, (rc) => done(rc, undefined)),
+    );
   }
 
   setAcl(path: string, acl: readonly Acl[]): Promise<LinkReply<undefined>> {

@@ -94,7 +94,7 @@ export class ProtocolLink implements ZooKeeperLink {
     return answer(
       this.#connection
         .getData(path, watch ? this.#watcher : undefined)
-        .then(({ data, stat }) => ({ creationId: stat.czxid, data })),
+        .then(({ data, stat }) => ({ creationId: stat.czxid, data, version: stat.version })),
     );
   }
 
@@ -102,8 +102,8 @@ export class ProtocolLink implements ZooKeeperLink {
     return answer(this.#connection.getChildren(path, watch ? this.#watcher : undefined));
   }
 
-  setData(path: string, data: Uint8Array): Promise<LinkReply<undefined>> {
-    return answer(this.#connection.setData(path, data).then(() => undefined));
+  setData(path: string, data: Uint8Array, version: number): Promise<LinkReply<undefined>> {
+    return answer(this.#connection.setData(path, data, version).then(() => undefined));
   }
 
   setAcl(path: string, acl: readonly Acl[]): Promise<LinkReply<undefined>> {

@@ -54,6 +54,8 @@ export interface ZooKeeperStat {
   /** The zxid that created the node. A double: exact below 2^53 (see README: fencing tokens). */
   readonly czxid: number;
   readonly ephemeralOwner: string;
+  /** The data's version: one more per setData. */
+  readonly version: number;
 }
 
 type StringCallback = (rc: number, error: string, value: string) => void;

@@ -35,7 +35,8 @@ export interface ZooKeeperLink {
   exists(path: string, watch: boolean): Promise<LinkReply<bigint>>;
   getData(path: string, watch: boolean): Promise<LinkReply<NodeData>>;
   getChildren(path: string, watch: boolean): Promise<LinkReply<string[]>>;
-  setData(path: string, data: Uint8Array): Promise<LinkReply<undefined>>;
+  /** With `version` -1, whatever the node's version (else BADVERSION if it differs). */
+  setData(path: string, data: Uint8Array, version: number): Promise<LinkReply<undefined>>;
   setAcl(path: string, acl: readonly Acl[]): Promise<LinkReply<undefined>>;
   delete(path: string): Promise<LinkReply<undefined>>;
   /** Ends the session (its ephemeral nodes go at once if it is connected) and the connection. */

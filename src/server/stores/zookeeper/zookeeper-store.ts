@@ -8,6 +8,7 @@ import {
   type CoordinationStore,
   type CreatedNode,
   type NodeData,
+  type SetDataOutcome,
   type NodeWatchHandlers,
   type NodeFollow,
   type StoreSession,
@@ -275,11 +276,12 @@ export class ZooKeeperStore implements CoordinationStore {
     return reply.value;
   }
 
-  async setData(path: string, data: Uint8Array): Promise<boolean> {
-    const reply = await this.#call('setData', (link) => link.setData(path, data));
-    if (reply.rc === ErrorCode.noNode) return false;
+  async setData(path: string, data: Uint8Array, version?: number): Promise<SetDataOutcome> {
+    const reply = await this.#call('setData', (link) => link.setData(path, data, version ?? -1));
+    if (reply.rc === ErrorCode.noNode) return 'missing';
+    if (reply.rc === ErrorCode.badVersion) return 'conflict';
     if (reply.rc !== ErrorCode.ok) throw unavailable('setData', reply.rc);
-    return true;
+    return 'set';
   }
 
   async watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {

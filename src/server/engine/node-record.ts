@@ -1,0 +1,69 @@
+import type { CoordinationStore } from '../stores/store.js';
+
+/**
+ * What a request's node records, as JSON: who asked, from where, through which instance and
+ * since when (see LockEngine.acquire); the value its holder publishes; and `revoke`, added by
+ * RevokeLock. Two writers may change one record (the holder its value, a revoker from any
+ * instance the revocation), so every change is a compare-and-set on the node's data version.
+ */
+export interface NodeRecord {
+  owner?: string;
+  peer?: string;
+  server?: string;
+  since?: string;
+  /** The published value, base64; absent when empty. */
+  value?: string;
+  revoke?: { reason: string; requestedAt: string; forceAt?: string };
+}
+
+export function parseNodeRecord(data: Uint8Array): NodeRecord {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(data).toString('utf8'));
+    return typeof value === 'object' && value !== null ? value : {};
+  } catch {
+    return {};
+  }
+}
+
+export function encodeNodeRecord(record: NodeRecord): Buffer {
+  return Buffer.from(JSON.stringify(record));
+}
+
+/** A value as the record keeps it: base64, or absent when empty. */
+export function recordedValue(value: Uint8Array | undefined): string | undefined {
+  return value === undefined || value.byteLength === 0 ? undefined : Buffer.from(value).toString('base64');
+}
+
+/** `record` publishing `value` (as recordedValue gives it) instead of its own. */
+export function withValue(record: NodeRecord, value: string | undefined): NodeRecord {
+  const { value: _previous, ...rest } = record;
+  return value === undefined ? rest : { ...rest, value };
+}
+
+/** The value a record publishes (empty if none, or if it is not base64 lockstream wrote). */
+export function publishedValue(record: NodeRecord): Uint8Array {
+  return typeof record.value === 'string' ? Buffer.from(record.value, 'base64') : Buffer.alloc(0);
+}
+
+/**
+ * Changes the record of the node at `path`: reads it, and writes `change(record)` unless that
+ * is undefined (nothing to change), if nobody wrote the node in between; otherwise reads again.
+ * Resolves with the record as it is now ('missing' when the node does not exist).
+ */
+export async function updateNodeRecord(
+  store: CoordinationStore,
+  path: string,
+  change: (record: NodeRecord) => NodeRecord | undefined,
+): Promise<NodeRecord | 'missing'> {
+  for (;;) {
+    const node = await store.nodeData(path);
+    if (!node) return 'missing';
+    const record = parseNodeRecord(node.data);
+    const changed = change(record);
+    if (changed === undefined) return record;
+    const outcome = await store.setData(path, encodeNodeRecord(changed), node.version);
+    if (outcome === 'set') return changed;
+    if (outcome === 'missing') return 'missing';
+    // 'conflict': written meanwhile (or our write went through and its reply was lost): again.
+  }
+}
