@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
 import { toJson } from '../common/json.js';
+import { valueText } from '../common/value-text.js';
 import {
   addConnectionOptions,
   connect,
@@ -95,7 +96,42 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
     .action(async (name: string, options: ConnectionOptions & { json?: boolean }) => {
       process.exitCode = await withClient(options, env, async (client) => {
         const description = await client.describe(name);
-        process.stdout.write(options.json ? `${toJson(description)}\n` : describeText(description));
+        process.stdout.write(
+          options.json ? `${toJson(descriptionJson(description))}\n` : describeText(description),
+        );
+        return EXIT.ok;
+      });
+    });
+
+  addConnectionOptions(program.command('watch'), env)
+    .description(
+      "print a lock's holders and the values they publish, now and whenever they change, until interrupted",
+    )
+    .argument('<name>', 'the lock')
+    .option('--json', 'print every state of the lock (holders and waiters) as a JSON line')
+    .action(async (name: string, options: ConnectionOptions & { json?: boolean }) => {
+      const interrupted = new AbortController();
+      const stop = (): void => interrupted.abort();
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+      process.exitCode = await withClient(options, env, async (client) => {
+        let last: string | undefined;
+        try {
+          for await (const state of client.watch(name, { signal: interrupted.signal })) {
+            if (options.json) {
+              process.stdout.write(`${toJson(descriptionJson(state))}\n`);
+              continue;
+            }
+            const line = holdersLine(state);
+            if (line !== last) process.stdout.write(`${new Date().toISOString()}  ${line}\n`);
+            last = line;
+          }
+        } catch (error) {
+          if (!interrupted.signal.aborted) throw error;
+        } finally {
+          process.off('SIGINT', stop);
+          process.off('SIGTERM', stop);
+        }
         return EXIT.ok;
       });
     });
@@ -144,17 +180,44 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
     );
 }
 
+/** A description as JSON, values in base64 (as grpcurl prints bytes) and as text (see valueText). */
+function descriptionJson(description: LockDescription): unknown {
+  const request = (info: LockRequestInfo): unknown => ({
+    ...info,
+    value: info.value.toString('base64'),
+    valueText: valueText(info.value),
+  });
+  return {
+    name: description.name,
+    holders: description.holders.map(request),
+    waiters: description.waiters.map(request),
+  };
+}
+
+/** `watch`: who holds the lock and what they publish, on one line. */
+function holdersLine(description: LockDescription): string {
+  if (description.holders.length === 0) {
+    return `"${description.name}": no holder (${description.waiters.length} waiting)`;
+  }
+  const holders = description.holders.map((info) => {
+    const value = valueText(info.value);
+    return `${info.owner || '-'} (token ${info.token}${value === '' ? '' : `, value ${JSON.stringify(value)}`})`;
+  });
+  return `"${description.name}": held by ${holders.join(', ')}`;
+}
+
 function describeText(description: LockDescription): string {
   const row = (info: LockRequestInfo, place: string): string[] => [
     place,
     info.mode ?? '?',
     info.owner || '-',
     info.token.toString(),
+    valueText(info.value) || '-',
     info.requestedAt?.toISOString() ?? '-',
     info.instance || '-',
     info.peer || '-',
   ];
-  const header = ['', 'MODE', 'OWNER', 'TOKEN', 'REQUESTED', 'INSTANCE', 'PEER'];
+  const header = ['', 'MODE', 'OWNER', 'TOKEN', 'VALUE', 'REQUESTED', 'INSTANCE', 'PEER'];
   const rows = [
     ...description.holders.map((info) => row(info, 'holds')),
     ...description.waiters.map((info, i) => row(info, `#${i + 1}`)),

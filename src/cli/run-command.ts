@@ -15,6 +15,7 @@ interface RunOptions extends ConnectionOptions {
   readonly mode: string;
   readonly wait?: number;
   readonly owner: string;
+  readonly value?: string;
   readonly killAfter: number;
   readonly resumeGrace: number;
 }
@@ -28,13 +29,41 @@ const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
  * (grandchildren behind `sh -c` included) gets SIGTERM, then SIGKILL after `--kill-after`.
  */
 export function addRunCommand(program: Command, env: Readonly<Record<string, string | undefined>>): void {
-  addConnectionOptions(program.command('run'), env)
-    .description(
-      'hold a lock while a command runs: acquire, run it, release when it exits, exit with its code',
-    )
-    .argument('<name>', 'the lock')
-    .argument('<command...>', 'the command and its arguments (after --)')
-    .option('--mode <mode>', 'mutex, read or write', 'mutex')
+  holdOptions(
+    addConnectionOptions(program.command('run'), env)
+      .description(
+        'hold a lock while a command runs: acquire, run it, release when it exits, exit with its code',
+      )
+      .argument('<name>', 'the lock')
+      .argument('<command...>', 'the command and its arguments (after --)')
+      .option('--mode <mode>', 'mutex, read or write', 'mutex')
+      .option('--value <text>', 'published with the lock while the command runs (see `lockstream watch`)'),
+  ).action(async (name: string, command: string[], options: RunOptions) => {
+    if (!['mutex', 'read', 'write'].includes(options.mode)) {
+      program.error(`run: --mode ${JSON.stringify(options.mode)}: expected mutex, read or write`);
+    }
+    process.exitCode = await runLocked('run', name, command, options, env);
+  });
+
+  // Leader election is the most common use of a lock: the leader holds it, and says where it is.
+  holdOptions(
+    addConnectionOptions(program.command('leader'), env)
+      .description(
+        'run a command as the leader of a group: wait to be elected (to hold the lock NAME), publish ' +
+          '--value (where to reach the leader) for `lockstream watch` and `describe`, run the command while leading, ' +
+          "step down when it exits; the command is stopped if leadership is lost. Exits with the command's code",
+      )
+      .argument('<name>', 'the group (a lock name)')
+      .argument('<command...>', 'the command and its arguments (after --)')
+      .requiredOption('--value <text>', 'where to reach this leader, e.g. host:port'),
+  ).action(async (name: string, command: string[], options: Omit<RunOptions, 'mode'>) => {
+    process.exitCode = await runLocked('leader', name, command, { ...options, mode: 'mutex' }, env);
+  });
+}
+
+/** What `run` and `leader` share: how long to wait, who asks, and how the command is stopped. */
+function holdOptions(command: Command): Command {
+  return command
     .option(
       '--wait <duration>',
       `give up after this long in the queue (exit ${EXIT.timedOut})`,
@@ -53,16 +82,12 @@ export function addRunCommand(program: Command, env: Readonly<Record<string, str
         'command keeps running meanwhile); 0: the lock, and the command, end at once',
       durationArgument('--resume-grace'),
       5_000,
-    )
-    .action(async (name: string, command: string[], options: RunOptions) => {
-      if (!['mutex', 'read', 'write'].includes(options.mode)) {
-        program.error(`run: --mode ${JSON.stringify(options.mode)}: expected mutex, read or write`);
-      }
-      process.exitCode = await runLocked(name, command, options, env);
-    });
+    );
 }
 
+/** `run` or `leader` (`label`, for messages): hold `name` while `command` runs. */
 async function runLocked(
+  label: string,
   name: string,
   command: string[],
   options: RunOptions,
@@ -73,7 +98,7 @@ async function runLocked(
     client = connect(options, env, { resumeGraceMs: options.resumeGrace });
   } catch (error) {
     if (!(error instanceof ConnectionOptionsError)) throw error;
-    process.stderr.write(`lockstream run: ${error.message}\n`);
+    process.stderr.write(`lockstream ${label}: ${error.message}\n`);
     return EXIT.usage;
   }
   const interrupted = new AbortController();
@@ -86,6 +111,7 @@ async function runLocked(
       mode: options.mode as LockMode,
       waitTimeout: options.wait,
       owner: options.owner,
+      ...(options.value === undefined ? {} : { value: options.value }),
       signal: interrupted.signal,
       onQueued: (ahead) => {
         if (process.stderr.isTTY)
@@ -98,11 +124,11 @@ async function runLocked(
     client.close();
     if (interrupted.signal.aborted) return 128 + signalNumber(interrupted.signal.reason as NodeJS.Signals);
     if (error instanceof LockTimeoutError) {
-      process.stderr.write(`lockstream run: ${error.message}\n`);
+      process.stderr.write(`lockstream ${label}: ${error.message}\n`);
       return EXIT.timedOut;
     }
     if (error instanceof LockClientError) {
-      process.stderr.write(`lockstream run: ${error.message}\n`);
+      process.stderr.write(`lockstream ${label}: ${error.message}\n`);
       return EXIT.failed;
     }
     throw error;
@@ -137,7 +163,7 @@ async function runLocked(
   stopCommand = (why) => {
     if (stoppedBecause !== undefined) return;
     stoppedBecause = why;
-    process.stderr.write(`lockstream run: ${why}; stopping the command\n`);
+    process.stderr.write(`lockstream ${label}: ${why}; stopping the command\n`);
     group('SIGTERM');
     killTimer = setTimeout(() => group('SIGKILL'), options.killAfter);
   };
@@ -160,7 +186,9 @@ async function runLocked(
   await lock[Symbol.asyncDispose]();
   client.close();
   if (exit.error) {
-    process.stderr.write(`lockstream run: could not run ${JSON.stringify(file)}: ${exit.error.message}\n`);
+    process.stderr.write(
+      `lockstream ${label}: could not run ${JSON.stringify(file)}: ${exit.error.message}\n`,
+    );
     return 127;
   }
   if (stoppedBecause !== undefined) return EXIT.lockLost;

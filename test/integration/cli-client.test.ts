@@ -102,7 +102,9 @@ describe('the lockstream command as a client', () => {
     const described = lockstream(['describe', 'cli/report', '--server', `127.0.0.1:${server.port}`]);
     expect(await described.exited).toBe(0);
     expect(described.stdout).toMatch(/^lock "cli\/report": 1 holding, 0 waiting\n/);
-    expect(described.stdout).toMatch(new RegExp(`holds\\s+mutex\\s+reporter\\s+${lock.token}\\s+\\d{4}-`));
+    expect(described.stdout).toMatch(
+      new RegExp(`holds\\s+mutex\\s+reporter\\s+${lock.token}\\s+-\\s+\\d{4}-`),
+    );
     const describedJson = lockstream(['describe', 'cli/report', '--json'], env);
     expect(await describedJson.exited).toBe(0);
     expect(JSON.parse(describedJson.stdout)).toMatchObject({
@@ -132,6 +134,82 @@ describe('the lockstream command as a client', () => {
     const bad = lockstream(['describe', ''], env);
     expect(await bad.exited).toBe(69);
     expect(bad.stderr).toMatch(/^error: INVALID_ARGUMENT: .*name is empty/);
+  });
+
+  it('leader publishes --value while its command runs; watch prints the leader and its value as they change', async () => {
+    const watch = lockstream(['watch', 'cli/group'], env);
+    await watch.line(/"cli\/group": no holder \(0 waiting\)\n/);
+    // The first leader runs until told to stop (a line on its stdin would do; a file is simpler).
+    const first = lockstream(
+      [
+        'leader',
+        'cli/group',
+        '--value',
+        '10.0.0.1:8080',
+        '--owner',
+        'node-1',
+        '--',
+        'sh',
+        '-c',
+        'echo leading; sleep 30',
+      ],
+      env,
+    );
+    await first.line(/^leading$/m);
+    const [, firstToken] = await watch.line(/held by node-1 \(token (\d+), value "10\.0\.0\.1:8080"\)\n/);
+    // describe shows the value too, as text and (for scripts) as base64 and text.
+    const described = lockstream(['describe', 'cli/group'], env);
+    expect(await described.exited).toBe(0);
+    expect(described.stdout).toMatch(/holds\s+mutex\s+node-1\s+\d+\s+10\.0\.0\.1:8080\s+\d{4}-/);
+    const describedJson = lockstream(['describe', 'cli/group', '--json'], env);
+    expect(await describedJson.exited).toBe(0);
+    expect(JSON.parse(describedJson.stdout)).toMatchObject({
+      holders: [
+        {
+          owner: 'node-1',
+          value: Buffer.from('10.0.0.1:8080').toString('base64'),
+          valueText: '10.0.0.1:8080',
+        },
+      ],
+    });
+
+    const second = lockstream(
+      [
+        'leader',
+        'cli/group',
+        '--value',
+        '10.0.0.2:8080',
+        '--owner',
+        'node-2',
+        '--',
+        'sh',
+        '-c',
+        'echo leading; sleep 30',
+      ],
+      env,
+    );
+    for await (const state of client.watch('cli/group')) if (state.waiters.length === 1) break;
+    // The first leader steps down (its command ends): the second is elected and says where it is.
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(143);
+    const [, secondToken] = await watch.line(/held by node-2 \(token (\d+), value "10\.0\.0\.2:8080"\)\n/);
+    expect(BigInt(secondToken!)).toBeGreaterThan(BigInt(firstToken!));
+    await second.line(/^leading$/m);
+    second.child.kill('SIGTERM');
+    await second.exited;
+    await watch.line(/held by node-2[^\n]*\n[^\n]*no holder/);
+    watch.child.kill('SIGINT');
+    expect(await watch.exited).toBe(0);
+    // Each change is one line: no line repeats the one before it.
+    const lines = watch.stdout
+      .trim()
+      .split('\n')
+      .map((line) => line.replace(/^\S+\s+/, ''));
+    expect(lines.filter((line, i) => line === lines[i - 1])).toEqual([]);
+
+    const noValue = lockstream(['leader', 'cli/group', '--', 'true'], env);
+    expect(await noValue.exited).not.toBe(0);
+    expect(noValue.stderr).toMatch(/--value/);
   });
 
   it('run holds the lock while the command runs, passes name and token, and exits with its code', async () => {
@@ -319,7 +397,7 @@ describe('lockstream --help', () => {
   it('lists every command, and serve --help every flag with its environment variable', async () => {
     const top = lockstream(['--help']);
     expect(await top.exited).toBe(0);
-    for (const command of ['serve', 'ls', 'describe', 'check', 'revoke', 'run']) {
+    for (const command of ['serve', 'ls', 'describe', 'watch', 'check', 'revoke', 'run', 'leader']) {
       expect(top.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
     }
     const serve = lockstream(['serve', '--help']);

@@ -320,6 +320,44 @@ for (const transport of ['session', 'acquire'] as const) {
       });
     });
 
+    it('publishes a value with acquire and setValue, in order; describe and watch show it from the moment it resolves', async () => {
+      const lock = await client.acquire('leader/api', { value: '10.0.0.1:8080' });
+      const valueOf = async (): Promise<string> =>
+        (await client.describe('leader/api')).holders[0]!.value.toString();
+      expect(await valueOf()).toBe('10.0.0.1:8080');
+      const watched: string[] = [];
+      const watchStarted = deferred();
+      const watching = (async () => {
+        for await (const state of client.watch('leader/api')) {
+          watched.push(state.holders[0]?.value.toString() ?? '');
+          watchStarted.resolve();
+          if (watched.at(-1) === 'last') return;
+        }
+      })();
+      await watchStarted.promise;
+      // Many at once: each resolves once its value is published, and the last one sent wins.
+      const sets = Array.from({ length: 5 }, (_, i) => lock.setValue(`10.0.0.${i + 2}:8080`));
+      const order: number[] = [];
+      await Promise.all(sets.map((set, i) => set.then(() => order.push(i))));
+      expect(order).toEqual([0, 1, 2, 3, 4]);
+      expect(await valueOf()).toBe('10.0.0.6:8080');
+      await lock.setValue(Uint8Array.of(0x6c, 0x61, 0x73, 0x74)); // "last", as bytes
+      await watching;
+      expect(watched[0]).toBe('10.0.0.1:8080');
+      expect(watched.at(-1)).toBe('last');
+      // Checked before anything is sent: the lock is not disturbed.
+      await expect(lock.setValue('x'.repeat(1025))).rejects.toMatchObject({
+        code: Status.INVALID_ARGUMENT,
+        message: expect.stringMatching(/value is 1025 bytes; the limit is 1024/),
+      });
+      await expect(client.acquire('leader/other', { value: Buffer.alloc(2048) })).rejects.toThrow(
+        /value is 2048 bytes; the limit is 1024/,
+      );
+      expect(await valueOf()).toBe('last');
+      await lock.release();
+      await expect(lock.setValue('after')).rejects.toMatchObject({ code: Status.FAILED_PRECONDITION });
+    });
+
     it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
       const outcome = client.withLock('lost-work', {}, async (signal) => {
         embeddedStore(server).expireSession();
@@ -442,6 +480,22 @@ for (const transport of ['session', 'acquire'] as const) {
       const otherLock = await other.lock;
       expect(otherLock.token).toBeGreaterThan(lock.token);
       await otherLock.release();
+      expect(server.claims.size).toBe(0);
+    });
+
+    it('publishes a value set while the connection is cut once the request is resumed', async () => {
+      const confirmed = deferred();
+      const lock = await throughProxy({ resumeGraceMs: 10_000 }).acquire('blip/value', {
+        value: 'before',
+        onConfirmed: () => confirmed.resolve(),
+      });
+      await proxy.severAll();
+      // Sent on the broken stream (or held back while resuming): sent again once resumed.
+      await lock.setValue('after');
+      await confirmed.promise;
+      const described = await direct().describe('blip/value');
+      expect(described.holders.map((h) => [h.token, h.value.toString()])).toEqual([[lock.token, 'after']]);
+      await lock.release();
       expect(server.claims.size).toBe(0);
     });
 

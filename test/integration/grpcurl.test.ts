@@ -123,6 +123,44 @@ describe('grpcurl through server reflection', () => {
     }
   });
 
+  it('publishes a value typed as base64, changes it with setValue, and shows it in DescribeLock', async () => {
+    const session = interactiveGrpcurl([
+      '-plaintext',
+      '-d',
+      '@',
+      server.address,
+      'lockstream.v1.LockService/Acquire',
+    ]);
+    const base64 = (text: string): string => Buffer.from(text).toString('base64');
+    const describedValue = async (): Promise<string | undefined> => {
+      const described = JSON.parse(
+        await grpcurl([
+          '-plaintext',
+          '-d',
+          '{"name":"grpcurl/leader"}',
+          server.address,
+          'lockstream.v1.LockService/DescribeLock',
+        ]),
+      ) as { holders: Array<{ value?: string }> };
+      return described.holders[0]?.value;
+    };
+    try {
+      session.type({
+        start: { name: 'grpcurl/leader', mode: 'LOCK_MODE_MUTEX', value: base64('10.0.0.1:8080') },
+      });
+      await session.waitFor(/"fencingToken"/);
+      expect(await describedValue()).toBe(base64('10.0.0.1:8080'));
+      session.type({ setValue: { value: base64('10.0.0.2:8080') } });
+      await session.waitFor(/"valueSet": \{\}/);
+      expect(await describedValue()).toBe(base64('10.0.0.2:8080'));
+      session.type({ release: {} });
+      session.endInput();
+      expect(await session.exited).toBe(0);
+    } finally {
+      session.kill();
+    }
+  });
+
   it('reports a try-lock on a held lock as DeadlineExceeded with the lock named', async () => {
     const holder = caller.open({ name: 'grpcurl/busy' });
     await holder.acquired();

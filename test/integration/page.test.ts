@@ -45,7 +45,11 @@ describe.each([
   });
 
   it('shows locks, holders and queues, and follows changes without a reload', async () => {
-    const holder = await client.acquire('billing/invoice-42', { mode: 'write', owner: 'invoicer' });
+    const holder = await client.acquire('billing/invoice-42', {
+      mode: 'write',
+      owner: 'invoicer',
+      value: 'worker-3:9000',
+    });
     const queued = deferred();
     const waiting = client.acquire('billing/invoice-42', {
       mode: 'read',
@@ -65,7 +69,11 @@ describe.each([
     await expect.poll(() => holders.count()).toBe(1);
     expect(await holders.first().textContent()).toContain('invoicer');
     expect(await holders.first().textContent()).toContain(holder.token.toString());
+    expect(await holders.first().textContent()).toContain('worker-3:9000');
     expect(await waiters.first().textContent()).toContain('reporter');
+    // A new value shows without a reload.
+    await holder.setValue('worker-3:9001');
+    await expect.poll(async () => holders.first().textContent()).toContain('worker-3:9001');
     mkdirSync(SCREENSHOTS, { recursive: true });
     await page.screenshot({
       path: new URL(`page-detail${onZooKeeper ? '-zookeeper' : ''}.png`, SCREENSHOTS).pathname,
@@ -89,7 +97,7 @@ describe.each([
   });
 
   it('serves the same as JSON, and refuses a malformed name with 400', async () => {
-    const holder = await client.acquire('json/view', { owner: 'scripted' });
+    const holder = await client.acquire('json/view', { owner: 'scripted', value: 'api-1:443' });
     const base = `http://127.0.0.1:${server.httpPort}`;
     expect(await (await fetch(`${base}/api/locks`)).json()).toEqual({
       locks: [{ name: 'json/view', holders: 1, waiters: 0, heldMode: 'mutex' }],
@@ -99,7 +107,14 @@ describe.each([
     ).json()) as {
       holders: Array<{ owner: string; token: string }>;
     };
-    expect(described.holders).toMatchObject([{ owner: 'scripted', token: holder.token.toString() }]);
+    expect(described.holders).toMatchObject([
+      {
+        owner: 'scripted',
+        token: holder.token.toString(),
+        value: Buffer.from('api-1:443').toString('base64'),
+        valueText: 'api-1:443',
+      },
+    ]);
     const bad = await fetch(`${base}/api/locks/%00`);
     expect(bad.status).toBe(400);
     expect(await bad.json()).toEqual({ error: expect.stringMatching(/control character/) });

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { writeDrained } from '../../common/abort.js';
+import { valueText } from '../../common/value-text.js';
 import { toJson } from '../../common/json.js';
 import { isLockError } from '../lock-error.js';
 import type { LockDescription, LockInspector, LockSummary } from '../engine/lock-inspector.js';
@@ -188,6 +189,9 @@ function describeJson(description: LockDescription): unknown {
     requestedAt: info.requestedAt?.toISOString(),
     instance: info.instance,
     peer: info.peer,
+    // Base64, as grpcurl prints bytes; `valueText` for people (see valueText).
+    value: Buffer.from(info.value).toString('base64'),
+    valueText: valueText(info.value),
   });
   return {
     name: description.name,

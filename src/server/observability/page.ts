@@ -87,9 +87,10 @@ function showLock(name) {
     view.replaceChildren();
     if (state.error) { view.appendChild(element('p', state.error, 'muted')); return; }
     const rows = (requests, label) => requests.map((r, i) => [
-      label(i), r.mode, r.owner || '-', r.token, r.requestedAt || '-', r.instance || '-', r.peer || '-',
+      label(i), r.mode, r.owner || '-', r.token, r.valueText || '-', r.requestedAt || '-', r.instance || '-',
+      r.peer || '-',
     ]);
-    const headers = ['', 'mode', 'owner', 'token', 'requested', 'instance', 'peer'];
+    const headers = ['', 'mode', 'owner', 'token', 'value', 'requested', 'instance', 'peer'];
     view.appendChild(element('h2', 'Holders (' + state.holders.length + ')'));
     view.appendChild(table(headers, rows(state.holders, () => 'holds'), 'holders'));
     view.appendChild(element('h2', 'Waiting (' + state.waiters.length + ')'));
