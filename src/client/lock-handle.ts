@@ -21,6 +21,10 @@ export interface RequestOutcome {
   readonly unknown?: boolean;
 }
 
+/** What a holder may ask of the server besides a release. */
+export type HolderRequest =
+  { readonly kind: 'value'; readonly value: Buffer } | { readonly kind: 'downgrade' };
+
 /**
  * What every lock request of the SDK keeps, whichever stream carries it (its own Acquire stream,
  * or the client's Session stream): the grant and its token, loss, doubt and revocation, and the
@@ -28,7 +32,9 @@ export interface RequestOutcome {
  */
 export abstract class LockHandle implements PendingLock {
   readonly name: string;
-  readonly mode: LockMode;
+  /** `read` once a write lock is downgraded. */
+  mode: LockMode;
+  #downgraded = false;
   protected readonly request: LockRequest;
   readonly #granted: Promise<bigint>;
   #grant!: { resolve: (token: bigint) => void; reject: (error: unknown) => void };
@@ -41,8 +47,11 @@ export abstract class LockHandle implements PendingLock {
   readonly #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
   #released: Promise<void> | undefined;
   /** `setValue` calls not yet acknowledged, oldest first, with the value each sent. */
-  readonly #valueWaiters: Array<{ value: Buffer; resolve: () => void; reject: (error: unknown) => void }> =
-    [];
+  readonly #pending: Array<{
+    request: HolderRequest;
+    resolve: () => void;
+    reject: (error: unknown) => void;
+  }> = [];
 
   constructor(request: LockRequest) {
     this.name = request.name;
@@ -113,6 +122,24 @@ export abstract class LockHandle implements PendingLock {
         ),
       );
     }
+    return this.#ask({ kind: 'value', value: bytes });
+  }
+
+  downgrade(): Promise<void> {
+    if (this.mode !== 'write' && !this.#downgraded) {
+      return Promise.reject(
+        new LockClientError(
+          this.name,
+          Status.FAILED_PRECONDITION,
+          `only a write lock can be downgraded, not a ${this.mode} lock; nothing is upgraded (release it and acquire a write lock)`,
+        ),
+      );
+    }
+    return this.#ask({ kind: 'downgrade' });
+  }
+
+  /** Sends a holder's request; resolves once the server has done it (see `acknowledged`). */
+  #ask(request: HolderRequest): Promise<void> {
     if (this.#lossFailure) return Promise.reject(this.#lossFailure);
     if (!this.isHeld()) {
       return Promise.reject(
@@ -124,8 +151,8 @@ export abstract class LockHandle implements PendingLock {
       );
     }
     return new Promise((resolve, reject) => {
-      this.#valueWaiters.push({ value: bytes, resolve, reject });
-      this.sendValue(bytes);
+      this.#pending.push({ request, resolve, reject });
+      this.sendHolderRequest(request);
     });
   }
 
@@ -143,22 +170,31 @@ export abstract class LockHandle implements PendingLock {
   /** Asks the server to release the held lock; `done` settles `release()`. */
   protected abstract startRelease(done: (error?: LockClientError) => void): void;
 
-  /** Sends `set_value` (on the current stream: a resumed one gets `unacknowledgedValues()` again). */
-  protected abstract sendValue(value: Buffer): void;
+  /** Sends `set_value` or `downgrade` (on the current stream: a resumed one gets `unacknowledged()` again). */
+  protected abstract sendHolderRequest(request: HolderRequest): void;
 
-  /** The server published the oldest value not yet acknowledged. */
-  protected valueSet(): void {
-    this.#valueWaiters.shift()?.resolve();
+  /**
+   * The server did the oldest request of `kind` not yet acknowledged (`value_set`,
+   * `downgraded`). The server applies them in the order sent, and acknowledges each on the
+   * stream it came on.
+   */
+  protected acknowledged(kind: HolderRequest['kind']): void {
+    const index = this.#pending.findIndex((pending) => pending.request.kind === kind);
+    if (kind === 'downgrade') {
+      this.mode = 'read';
+      this.#downgraded = true;
+    }
+    if (index >= 0) this.#pending.splice(index, 1)[0]!.resolve();
   }
 
-  /** Values sent and not acknowledged, oldest first: sent again after a resume (publishing one twice is harmless). */
-  protected unacknowledgedValues(): Buffer[] {
-    return this.#valueWaiters.map((waiter) => waiter.value);
+  /** Requests sent and not acknowledged, oldest first: sent again after a resume (doing one twice is harmless). */
+  protected unacknowledged(): HolderRequest[] {
+    return this.#pending.map((pending) => pending.request);
   }
 
-  /** The request ended: values it did not publish never will be. */
-  #failValues(error: unknown): void {
-    for (const waiter of this.#valueWaiters.splice(0)) waiter.reject(error);
+  /** The request ended: what it did not do never will be. */
+  #failPending(error: unknown): void {
+    for (const pending of this.#pending.splice(0)) pending.reject(error);
   }
 
   /** The server granted the lock with `token`. */
@@ -203,8 +239,8 @@ export abstract class LockHandle implements PendingLock {
     outcome: RequestOutcome,
   ): void {
     if (was === 'cancelled') return;
-    if (this.#valueWaiters.length > 0) {
-      this.#failValues(
+    if (this.#pending.length > 0) {
+      this.#failPending(
         outcome.code === Status.OK
           ? new LockClientError(this.name, Status.FAILED_PRECONDITION, 'the lock was released first')
           : lossFailure(this.name, outcome),
@@ -241,7 +277,7 @@ export abstract class LockHandle implements PendingLock {
     this.#lossFailure = failure;
     this.#lost?.abort(failure);
     for (const waiter of this.#confirmationWaiters.splice(0)) waiter.reject(failure);
-    this.#failValues(failure);
+    this.#failPending(failure);
   }
 }
 

@@ -7,7 +7,7 @@ import type {
 } from '../gen/lockstream/v1/lockstream.js';
 import type { LockClientError } from './errors.js';
 import { fromDuration, toDuration, WIRE_MODES, type LockRequest } from './lock.js';
-import { BREAKS, clientHeartbeat, LockHandle, ResumeLoop } from './lock-handle.js';
+import { BREAKS, clientHeartbeat, LockHandle, ResumeLoop, type HolderRequest } from './lock-handle.js';
 
 type Call = ClientDuplexStream<SessionRequest, SessionResponse>;
 type CallStatus = Pick<StatusObject, 'code' | 'details'> & { metadata?: Metadata };
@@ -300,12 +300,15 @@ export class SessionLock extends LockHandle {
     return this.#phase.kind === 'held';
   }
 
-  protected sendValue(value: Buffer): void {
-    this.#channel.send(this.#valueMessage(value));
+  protected sendHolderRequest(request: HolderRequest): void {
+    this.#channel.send(this.#holderMessage(request));
   }
 
-  #valueMessage(value: Buffer): SessionRequest {
-    return { kind: { $case: 'setValue', value: { requestId: this.id, value } } };
+  #holderMessage(request: HolderRequest): SessionRequest {
+    const requestId = this.id;
+    return request.kind === 'value'
+      ? { kind: { $case: 'setValue', value: { requestId, value: request.value } } }
+      : { kind: { $case: 'downgrade', value: { requestId } } };
   }
 
   protected startRelease(done: (error?: LockClientError) => void): void {
@@ -348,7 +351,10 @@ export class SessionLock extends LockHandle {
         this.#ended(kind.value);
         return;
       case 'valueSet':
-        this.valueSet();
+        this.acknowledged('value');
+        return;
+      case 'downgraded':
+        this.acknowledged('downgrade');
         return;
       case 'released':
       case 'opened':
@@ -370,7 +376,7 @@ export class SessionLock extends LockHandle {
   resumed(): void {
     const phase = this.#phase.kind;
     if (phase === 'held' || phase === 'releasing') this.confirm();
-    for (const value of this.unacknowledgedValues()) this.#channel.send(this.#valueMessage(value));
+    for (const request of this.unacknowledged()) this.#channel.send(this.#holderMessage(request));
     if (phase === 'releasing') this.#channel.send(this.#releaseMessage());
     if (phase === 'cancelled') this.#channel.send(this.#cancelMessage());
   }

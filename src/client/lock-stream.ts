@@ -4,7 +4,14 @@ import type { Duration } from '../gen/google/protobuf/duration.js';
 import type { AcquireRequest, AcquireResponse } from '../gen/lockstream/v1/lockstream.js';
 import type { LockClientError } from './errors.js';
 import { toDuration, WIRE_MODES, fromDuration, type LockRequest } from './lock.js';
-import { BREAKS, clientHeartbeat, LockHandle, ResumeLoop, type RequestOutcome } from './lock-handle.js';
+import {
+  BREAKS,
+  clientHeartbeat,
+  LockHandle,
+  ResumeLoop,
+  type HolderRequest,
+  type RequestOutcome,
+} from './lock-handle.js';
 
 type Call = ClientDuplexStream<AcquireRequest, AcquireResponse>;
 type CallStatus = Pick<StatusObject, 'code' | 'details'> & { metadata?: Metadata };
@@ -80,9 +87,9 @@ export class LockStream extends LockHandle {
     return this.#phase.kind === 'held';
   }
 
-  protected sendValue(value: Buffer): void {
+  protected sendHolderRequest(request: HolderRequest): void {
     // While resuming, it goes out on the resumed stream with the others not acknowledged.
-    if (!this.#resuming.active) this.#call.write({ kind: { $case: 'setValue', value: { value } } });
+    if (!this.#resuming.active) this.#call.write(holderMessage(request));
   }
 
   protected startRelease(done: (error?: LockClientError) => void): void {
@@ -148,8 +155,7 @@ export class LockStream extends LockHandle {
           // Resumed with the lock still ours: what the break may have lost goes out again.
           this.#resuming.stop();
           this.confirm();
-          for (const value of this.unacknowledgedValues())
-            this.#call.write({ kind: { $case: 'setValue', value: { value } } });
+          for (const request of this.unacknowledged()) this.#call.write(holderMessage(request));
           if (this.#phase.kind === 'releasing') this.#endCall();
         }
         return;
@@ -164,7 +170,10 @@ export class LockStream extends LockHandle {
           this.revoke({ reason: kind.value.reason, forceAt: kind.value.forceAt });
         return;
       case 'valueSet':
-        this.valueSet();
+        this.acknowledged('value');
+        return;
+      case 'downgraded':
+        this.acknowledged('downgrade');
         return;
       case 'released':
       case 'heartbeat':
@@ -231,4 +240,10 @@ export class LockStream extends LockHandle {
       },
     );
   }
+}
+
+function holderMessage(request: HolderRequest): AcquireRequest {
+  return request.kind === 'value'
+    ? { kind: { $case: 'setValue', value: { value: request.value } } }
+    : { kind: { $case: 'downgrade', value: {} } };
 }

@@ -11,6 +11,7 @@ export type LockMode = 'mutex' | 'read' | 'write';
 export interface Lock extends AsyncDisposable {
   /** The lock's name, as passed to `acquire`. */
   readonly name: string;
+  /** How it is held: as asked, or `read` once a `write` lock was downgraded. */
   readonly mode: LockMode;
   /**
    * The fencing token: larger for every later holder of this lock. Pass it to the resources the
@@ -47,6 +48,14 @@ export interface Lock extends AsyncDisposable {
    * `LockLostError` if the lock is lost first, and with an error if it was released.
    */
   setValue(value: Uint8Array | string): Promise<void>;
+  /**
+   * Turns a `write` lock into a `read` lock in one step: its token stays, nobody is granted in
+   * between, and readers queued behind it that waited only for it are granted (a writer behind
+   * it keeps waiting). `mode` is `read` once it resolves. Rejects without asking the server for
+   * a `mutex` or `read` lock: nothing is upgraded (two readers upgrading at once would wait for
+   * each other forever); release it and acquire a `write` lock instead.
+   */
+  downgrade(): Promise<void>;
   /**
    * Releases the lock. Resolves once the server confirms; idempotent (later calls return the
    * same promise). Rejects with `LockLostError` if the lock was lost first: the work done under

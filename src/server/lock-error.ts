@@ -11,7 +11,9 @@ export type LockErrorCode =
   | 'NOT_HELD'
   | 'KEPT_FOR_GRACE'
   | 'NOT_FOUND'
-  | 'RESOURCE_EXHAUSTED';
+  | 'RESOURCE_EXHAUSTED'
+  /** The back end (or the client it runs on) cannot do what was asked. */
+  | 'UNSUPPORTED';
 
 /**
  * The one error class the engine and stores throw for expected outcomes. The message is meant

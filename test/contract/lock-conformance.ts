@@ -9,6 +9,7 @@ import { spawnLockHolder } from '../support/lock-holder-process.js';
 import { healthOf, untilHealth } from '../support/health.js';
 import { describeSessionConformance } from './session-conformance.js';
 import { describeValueConformance } from './value-conformance.js';
+import { describeDowngradeConformance } from './downgrade-conformance.js';
 
 /** How a conformance run reaches one back end. */
 export interface BackendUnderTest {
@@ -23,6 +24,11 @@ export interface BackendUnderTest {
   readonly setSessionConfirmed: (server: RunningServer, confirmed: boolean) => Promise<void>;
   /** The back end's watched paths under `rootPath`, where it can tell (ZooKeeper's `wchp`). */
   readonly watchedPaths?: (rootPath: string) => Promise<string[]>;
+  /**
+   * False for a back end that cannot replace a node atomically (ZooKeeper through the addon
+   * client: no multi), where a downgrade must be refused with UNIMPLEMENTED.
+   */
+  readonly replaces?: boolean;
 }
 
 export interface ConformanceContext {
@@ -41,6 +47,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
   for (const rpc of ['acquire', 'session'] as const) describeOver(backendName, backend, rpc);
   describeSessionConformance(backendName, backend);
   describeValueConformance(backendName, backend);
+  describeDowngradeConformance(backendName, backend);
 }
 
 /**

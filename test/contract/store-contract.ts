@@ -7,6 +7,8 @@ import { NodeFollow, type CoordinationStore, type StoreStats } from '../../src/s
 export interface StoreUnderTest {
   readonly store: CoordinationStore;
   readonly expireSession: () => Promise<void>;
+  /** False for a store that cannot replace a node atomically (it must say UNSUPPORTED). */
+  readonly replaces?: boolean;
 }
 
 const NO_DATA = new Uint8Array();
@@ -71,6 +73,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
   describe(`the ${name} coordination store`, () => {
     let store: CoordinationStore;
     let expireSession: () => Promise<void>;
+    let replaces = true;
     let root: string;
     let dir: string;
 
@@ -92,7 +95,9 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
     };
 
     beforeEach(async () => {
-      ({ store, expireSession } = await makeStore());
+      const made = await makeStore();
+      ({ store, expireSession } = made);
+      replaces = made.replaces ?? true;
       root = `/store-test-${randomUUID()}`;
       dir = `${root}/locks/name`;
     });
@@ -262,6 +267,96 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         await store.delete(created.path);
         expect(await store.nodeData(created.path)).toBeNull();
         expect(await store.nodeData(`/store-test-${randomUUID()}/a/b`)).toBeNull();
+      });
+    });
+
+    describe('replaceNode', () => {
+      const events: string[] = [];
+      let heard: () => void = () => {};
+      const nextEvent = (): Promise<void> => new Promise((resolve) => (heard = resolve));
+      const following = (): NodeFollow =>
+        new NodeFollow({
+          onData: (data) => {
+            events.push(`data ${Buffer.from(data).toString()}`);
+            heard();
+          },
+          onDeleted: () => {
+            events.push('deleted');
+            heard();
+          },
+        });
+
+      it('replaces a node by one of another name in one step, follows the new one, and wakes waiters of the old', async () => {
+        const created = await store.createSequential(dir, 'write-', Buffer.from('record'));
+        const node = (await store.nodeData(created.path))!;
+        const replacement = `read-${nameOf(created.path).slice('write-'.length)}`;
+        if (!replaces) {
+          await expect(
+            store.replaceNode(created.path, replacement, NO_DATA, node.version, store.session, following()),
+          ).rejects.toMatchObject({ code: 'UNSUPPORTED', message: expect.stringMatching(/multi/) });
+          return;
+        }
+        const woken = track(store.waitUntilDeleted(created.path, { signal: neverAborted() }));
+        await roundTrip();
+        events.length = 0;
+        // Listings sent around the replacement see the old node or the new one, never both or neither.
+        const listings = Array.from({ length: 20 }, () => store.children(dir));
+        const replaced = store.replaceNode(
+          created.path,
+          replacement,
+          Buffer.from('copied'),
+          node.version,
+          store.session,
+          following(),
+        );
+        listings.push(...Array.from({ length: 20 }, () => store.children(dir)));
+        const result = await replaced;
+        if (typeof result === 'string') throw new Error(`not replaced: ${result}`);
+        expect(result.path).toBe(`${dir}/${replacement}`);
+        expect(result.creationId).toBeGreaterThan(node.creationId);
+        for (const listing of await Promise.all(listings)) {
+          expect(
+            listing.filter((child) => child === nameOf(created.path) || child === replacement),
+          ).toHaveLength(1);
+        }
+        await woken.promise;
+        const read = await store.nodeData(result.path);
+        expect([Buffer.from(read!.data).toString(), read!.creationId]).toEqual(['copied', result.creationId]);
+        let event = nextEvent();
+        await store.setData(result.path, Buffer.from('revoked'));
+        await event;
+        event = nextEvent();
+        await store.delete(result.path);
+        await event;
+        expect(events).toEqual(['data revoked', 'deleted']);
+      });
+
+      it('says conflict when the node was written since its version was read, and missing when it is gone', async () => {
+        const created = await store.createSequential(dir, 'write-', NO_DATA);
+        const replacement = `read-${nameOf(created.path).slice('write-'.length)}`;
+        if (!replaces) return;
+        await store.setData(created.path, Buffer.from('revoke'));
+        expect(
+          await store.replaceNode(created.path, replacement, NO_DATA, 0, store.session, following()),
+        ).toBe('conflict');
+        expect(await store.children(dir)).toEqual([nameOf(created.path)]);
+        await store.delete(created.path);
+        expect(
+          await store.replaceNode(created.path, replacement, NO_DATA, 1, store.session, following()),
+        ).toBe('missing');
+        expect(await store.children(dir)).toEqual([]);
+      });
+
+      it('says missing for a node of a session that was lost, and creates nothing', async () => {
+        const created = await store.createSequential(dir, 'write-', NO_DATA);
+        const lostSession = store.session;
+        if (!replaces) return;
+        await expireSession();
+        const replacement = `read-${nameOf(created.path).slice('write-'.length)}`;
+        expect(await store.replaceNode(created.path, replacement, NO_DATA, 0, lostSession, following())).toBe(
+          'missing',
+        );
+        expect(await store.children(dir)).toEqual([]);
       });
     });
 

@@ -358,6 +358,36 @@ for (const transport of ['session', 'acquire'] as const) {
       await expect(lock.setValue('after')).rejects.toMatchObject({ code: Status.FAILED_PRECONDITION });
     });
 
+    it('downgrades a write lock to a read lock: same token, a queued reader granted, a queued writer kept waiting', async () => {
+      const writer = await client.acquire('reports/cache', { mode: 'write' });
+      const reader = await queue(client, 'reports/cache', { mode: 'read' });
+      await writer.downgrade();
+      expect(writer.mode).toBe('read');
+      const read = await reader.lock;
+      const nextWriter = await queue(client, 'reports/cache', { mode: 'write' });
+      expect(nextWriter.ahead).toBe(2);
+      const described = await client.describe('reports/cache');
+      expect(described.holders.map((h) => [h.mode, h.token])).toEqual([
+        ['read', writer.token],
+        ['read', read.token],
+      ]);
+      await writer.downgrade(); // again: nothing changes
+      await writer.release();
+      await read.release();
+      const next = await nextWriter.lock;
+      expect(next.token).toBeGreaterThan(read.token);
+      // Nothing is upgraded, and a mutex is not a write lock: refused without asking the server.
+      await expect(next.downgrade()).resolves.toBeUndefined();
+      await next.release();
+      const mutex = await client.acquire('reports/cache');
+      await expect(mutex.downgrade()).rejects.toMatchObject({
+        code: Status.FAILED_PRECONDITION,
+        message: expect.stringMatching(/only a write lock can be downgraded, not a mutex lock/),
+      });
+      expect(mutex.lost.aborted).toBe(false);
+      await mutex.release();
+    });
+
     it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
       const outcome = client.withLock('lost-work', {}, async (signal) => {
         embeddedStore(server).expireSession();

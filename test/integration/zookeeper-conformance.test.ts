@@ -45,5 +45,6 @@ for (const client of ZOOKEEPER_CLIENTS) {
     watchedPaths: async (rootPath) => [
       ...(await watchesUnder(Number(connectString.split(':')[1]), rootPath)).keys(),
     ],
+    replaces: client !== 'addon',
   });
 }

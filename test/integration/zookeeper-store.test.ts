@@ -17,6 +17,10 @@ for (const client of ZOOKEEPER_CLIENTS) {
       client,
       logger: pino({ level: 'silent' }),
     });
-    return { store, expireSession: () => expireZooKeeperSession(store, connectString) };
+    return {
+      store,
+      expireSession: () => expireZooKeeperSession(store, connectString),
+      replaces: client !== 'addon',
+    };
   });
 }

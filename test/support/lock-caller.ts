@@ -35,6 +35,11 @@ export interface CallOutcome {
 /** Orders the messages of every stream in this process by when they arrived. */
 let lastReceipt = 0;
 
+/** A place in the same order for something the test does (e.g. sends), to compare with receipts. */
+export function nextReceipt(): number {
+  return ++lastReceipt;
+}
+
 /** Which RPC a test's lock requests go through. */
 export type LockRpc = 'acquire' | 'session';
 
@@ -265,6 +270,7 @@ export class SessionRequestStream extends RequestStream {
       case 'confirmed':
       case 'revokeRequested':
       case 'valueSet':
+      case 'downgraded':
       case 'heartbeat':
         if (message.requestId !== 0 || kind.$case === 'heartbeat') this.record({ kind });
         return;
@@ -291,6 +297,11 @@ export class SessionRequestStream extends RequestStream {
             $case: 'setValue',
             value: { requestId: SessionRequestStream.REQUEST_ID, value: kind.value.value },
           },
+        });
+        return;
+      case 'downgrade':
+        this.#call.write({
+          kind: { $case: 'downgrade', value: { requestId: SessionRequestStream.REQUEST_ID } },
         });
         return;
       case 'release':

@@ -41,6 +41,7 @@ describe('toCallStatus', () => {
     ['RESOURCE_EXHAUSTED', status.RESOURCE_EXHAUSTED],
     ['UNAUTHENTICATED', status.UNAUTHENTICATED],
     ['PERMISSION_DENIED', status.PERMISSION_DENIED],
+    ['UNSUPPORTED', status.UNIMPLEMENTED],
   ];
 
   it.each(documented)(
@@ -72,6 +73,7 @@ describe('toCallStatus', () => {
       RESOURCE_EXHAUSTED: true,
       UNAUTHENTICATED: true,
       PERMISSION_DENIED: true,
+      UNSUPPORTED: true,
     };
     expect(documented.map(([code]) => code).sort()).toEqual(Object.keys(codes).sort());
   });

@@ -3,7 +3,13 @@ import { VALUE_MAX_BYTES } from '../../common/limits.js';
 import { NodeFollow, type CoordinationStore, type CreatedNode, type StoreSession } from '../stores/store.js';
 import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
-import { parseNodeRecord, recordedValue, updateNodeRecord, withValue } from './node-record.js';
+import {
+  encodeNodeRecord,
+  parseNodeRecord,
+  recordedValue,
+  updateNodeRecord,
+  withValue,
+} from './node-record.js';
 
 /**
  * One lock request in the engine, from its node's create to its end, as one state machine:
@@ -16,12 +22,9 @@ import { parseNodeRecord, recordedValue, updateNodeRecord, withValue } from './n
  */
 export class LockRequestNode implements Lease {
   readonly name: string;
-  readonly mode: AcquireRequest['mode'];
-  /** What to hand to the store's create: the node's watch, until the request ends. */
-  readonly follow = new NodeFollow({
-    onData: (data) => this.#changed(data),
-    onDeleted: () => this.#deleted(),
-  });
+  #mode: AcquireRequest['mode'];
+  /** What to hand to the store's create: the node's watch, until the request ends (or a downgrade replaces the node). */
+  follow = this.#newFollow();
   readonly #store: CoordinationStore;
   #phase: 'queued' | 'held' | 'released' | 'lost' = 'queued';
   #path = '';
@@ -42,19 +45,36 @@ export class LockRequestNode implements Lease {
   #revokeRequest: RevokeRequest | undefined;
   #forceTimer: NodeJS.Timeout | undefined;
   #released: Promise<void> | undefined;
-  /** The last setValue, so that the next one is applied after it. */
-  #valueWritten: Promise<void> = Promise.resolve();
+  /** The last change of the node (a value, a downgrade), so that the next one is applied after it. */
+  #nodeChanged: Promise<void> = Promise.resolve();
+  /** While a downgrade replaces the node: the old node's deletion is the replacement's. */
+  #replacing = false;
   #releasing: () => void = () => {};
   #unlinkSession: () => void = () => {};
+  /** Set once downgraded: the mode it held before. */
+  #downgradedFrom: AcquireRequest['mode'] | undefined;
 
   constructor(store: CoordinationStore, request: AcquireRequest) {
     this.name = request.name;
-    this.mode = request.mode;
+    this.#mode = request.mode;
     this.#store = store;
+  }
+
+  get mode(): AcquireRequest['mode'] {
+    return this.#mode;
   }
 
   get fencingToken(): bigint {
     return this.#token;
+  }
+
+  #newFollow(): NodeFollow {
+    return new NodeFollow({
+      onData: (data) => this.#changed(data),
+      onDeleted: () => {
+        if (!this.#replacing) this.#deleted();
+      },
+    });
   }
 
   /**
@@ -174,9 +194,84 @@ export class LockRequestNode implements Lease {
         this.#throwUnlessHeld(new LockError('LOCK_LOST', `lock "${this.name}" was lost: its node is gone`));
       }
     };
-    const written = this.#valueWritten.then(write, write);
-    this.#valueWritten = written.catch(() => {});
-    return written;
+    return this.#changeNode(write);
+  }
+
+  /**
+   * Turns a write hold into a read hold in one step: the node is replaced by a read node with
+   * the same place in the queue (the same sequence number) and the same record (the fencing
+   * token, recorded in it, stays), so no writer or reader changes places in between; readers
+   * queued behind it that waited only for it are granted (their watch on the old node fires).
+   * Resolves at once for a hold downgraded before. Rejects with `NOT_HELD` for a MUTEX or READ
+   * hold (there is no upgrade), `LOCK_LOST` if the lock is lost, `UNSUPPORTED` on a store that
+   * cannot replace a node atomically.
+   */
+  downgrade(): Promise<void> {
+    return this.#changeNode(async () => {
+      this.#throwUnlessHeld();
+      if (this.#mode === 'read' && this.#downgradedFrom === 'write') return;
+      if (this.#mode !== 'write') {
+        throw new LockError(
+          'NOT_HELD',
+          `lock "${this.name}" is held in ${this.#mode.toUpperCase()} mode: only a WRITE hold can be downgraded, and nothing is upgraded (two readers upgrading at once would wait for each other forever: release and acquire WRITE instead)`,
+        );
+      }
+      const oldPath = this.#path;
+      const dir = oldPath.slice(0, oldPath.lastIndexOf('/'));
+      const oldName = oldPath.slice(dir.length + 1);
+      // `write-<request id>-<sequence>` → `read-<request id>-<sequence>`: the same place.
+      const name = `read${oldName.slice(oldName.indexOf('-'))}`;
+      for (;;) {
+        this.#throwUnlessHeld();
+        const node = await this.#store.nodeData(oldPath);
+        if (!node) break;
+        const record = { ...parseNodeRecord(node.data), token: this.#token.toString() };
+        const follow = this.#newFollow();
+        this.#replacing = true;
+        let replaced;
+        try {
+          replaced = await this.#store.replaceNode(
+            oldPath,
+            name,
+            encodeNodeRecord(record),
+            node.version,
+            this.#session!,
+            follow,
+          );
+        } catch (error) {
+          follow.stop();
+          throw error;
+        } finally {
+          this.#replacing = false;
+        }
+        if (replaced === 'conflict') {
+          follow.stop();
+          continue; // a revocation was written meanwhile: copy it too
+        }
+        if (replaced === 'missing') {
+          follow.stop();
+          break;
+        }
+        this.follow.stop();
+        this.follow = follow;
+        this.#path = replaced.path;
+        this.#mode = 'read';
+        this.#downgradedFrom = 'write';
+        // A read hold's release frees no waiter the engine shortcut knows of.
+        this.#releasing = () => {};
+        return;
+      }
+      // The node is gone (deleted by a forced revocation, or with the session).
+      void this.#lose(new LockError('LOCK_LOST', `lock "${this.name}" was lost: its node is gone`));
+      this.#throwUnlessHeld();
+    });
+  }
+
+  /** Runs `change` once the changes asked for before it are done. */
+  #changeNode(change: () => Promise<void>): Promise<void> {
+    const changed = this.#nodeChanged.then(change, change);
+    this.#nodeChanged = changed.catch(() => {});
+    return changed;
   }
 
   #throwUnlessHeld(otherwise?: LockError): void {

@@ -12,7 +12,7 @@ import {
 } from '../stores/store.js';
 import { LockError } from '../lock-error.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
-import { holderCount, nodePrefix, position, queueOrder, type Position } from './queue-position.js';
+import { holderCount, modeOf, nodePrefix, position, queueOrder, type Position } from './queue-position.js';
 import { LockRequestNode, nodeVanished } from './lease.js';
 import { encodeNodeRecord, recordedValue, updateNodeRecord, type NodeRecord } from './node-record.js';
 import { LocalQueue } from './local-queue.js';
@@ -170,13 +170,17 @@ export class LockEngine {
       // listing, or was an exclusive holder of this server released just now (nothing was
       // ahead of it, and between it and us nothing that blocks us): we hold the lock, no
       // listing needed. Our node still exists: its watch, armed since it was created, would
-      // have fired first otherwise (a store reports a session's watch events in order).
+      // have fired first otherwise (a store reports a session's watch events in order). A WRITE
+      // node that goes may have been downgraded (replaced by a READ node in its place), which
+      // still blocks an exclusive request: that one lists again.
+      const headClears =
+        current.predecessorIsHead && !(request.mode !== 'read' && modeOf(current.predecessor) === 'write');
       let clear: boolean;
       this.#awaited.set(predecessor, (this.#awaited.get(predecessor) ?? 0) + 1);
       try {
         await this.#store.waitUntilDeleted(predecessor, { signal: waitSignal });
         waitSignal.throwIfAborted();
-        clear = current.predecessorIsHead || this.#releasedHolders.has(predecessor);
+        clear = headClears || this.#releasedHolders.has(predecessor);
       } finally {
         const count = (this.#awaited.get(predecessor) ?? 1) - 1;
         if (count > 0) this.#awaited.set(predecessor, count);
@@ -263,12 +267,21 @@ export class LockEngine {
       ...(forceAfterMs === undefined ? {} : { forceAt: new Date(now + forceAfterMs).toISOString() }),
     };
     const asked = await Promise.all(
-      holders.map(async (path) => {
+      holders.map(async (listed) => {
         // Asked before: the first request stands, deadline (or none) included, so a holder never
         // loses its lock before a deadline it was told, nor at one it was never told.
-        const record = await updateNodeRecord(this.#store, path, (current) =>
-          current.revoke ? undefined : { ...current, revoke },
-        );
+        const ask = (path: string): Promise<NodeRecord | 'missing'> =>
+          updateNodeRecord(this.#store, path, (current) =>
+            current.revoke ? undefined : { ...current, revoke },
+          );
+        let path = listed;
+        let record = await ask(path);
+        // Downgraded since the listing: its node was replaced by one in the same place.
+        const replacement = record === 'missing' ? await this.#replacementOf(path) : undefined;
+        if (replacement !== undefined) {
+          path = replacement;
+          record = await ask(path);
+        }
         if (record === 'missing') return false;
         const standing = record.revoke ?? revoke;
         const forceAt = standing.forceAt === undefined ? Number.NaN : Date.parse(standing.forceAt);
@@ -281,6 +294,17 @@ export class LockEngine {
       'revocation requested',
     );
     return asked.filter(Boolean).length;
+  }
+
+  /** The node that replaced `path` (a downgrade keeps the request id and sequence), if any. */
+  async #replacementOf(path: string): Promise<string | undefined> {
+    const dir = path.slice(0, path.lastIndexOf('/'));
+    const name = baseName(path);
+    const place = name.slice(name.indexOf('-'));
+    const replacement = (await this.#store.children(dir)).find(
+      (child) => child !== name && child.slice(child.indexOf('-')) === place,
+    );
+    return replacement === undefined ? undefined : joinPath(dir, replacement);
   }
 
   /**

@@ -5,7 +5,7 @@ import {
   type NodeData,
   type StoreSession,
 } from '../stores/store.js';
-import { parseNodeRecord, publishedValue } from './node-record.js';
+import { parseNodeRecord, publishedValue, recordedToken } from './node-record.js';
 import type { LockEngine } from './lock-engine.js';
 import { onAbort } from '../../common/abort.js';
 import { LockError } from '../lock-error.js';
@@ -170,7 +170,12 @@ export class LockInspector {
       holders.map((entry) => this.#store.nodeData(joinPath(dir, entry.nodeName))),
     );
     const now = Date.now();
-    return nodes.some((node) => node?.creationId === token && !forcedOutBy(node.data, now));
+    return nodes.some(
+      (node) =>
+        node !== null &&
+        recordedToken(parseNodeRecord(node.data), node.creationId) === token &&
+        !forcedOutBy(node.data, now),
+    );
   }
 
   /**
@@ -217,7 +222,8 @@ export class LockInspector {
 }
 
 function toInfo(entry: QueueEntry, node: NodeData): LockRequestInfo {
-  return { mode: entry.mode, fencingToken: node.creationId, ...parseNodeData(node.data) };
+  const fencingToken = recordedToken(parseNodeRecord(node.data), node.creationId);
+  return { mode: entry.mode, fencingToken, ...parseNodeData(node.data) };
 }
 
 /** Whether a node records a forced revocation whose deadline is past at `now`. */

@@ -57,6 +57,7 @@ export class QueuePlace {
 /** A held lock. It stays held until `release()` or until `lost` aborts. */
 export interface Lease extends AsyncDisposable {
   readonly name: string;
+  /** How it is held now: `read` after a downgrade. */
   readonly mode: LockMode;
   /** The fencing token: the lock node's creation id, larger for every later holder. */
   readonly fencingToken: bigint;
@@ -90,6 +91,13 @@ export interface Lease extends AsyncDisposable {
    * `LOCK_LOST` if the lock was lost (or is, meanwhile), `NOT_HELD` after a release.
    */
   setValue(value: Uint8Array): Promise<void>;
+  /**
+   * Turns a WRITE hold into a READ hold atomically (no writer or reader changes places in
+   * between; readers queued behind that waited only for it are granted); `mode` is then
+   * `read`, and the fencing token stays. Resolves at once if downgraded before. Rejects with
+   * `NOT_HELD` for a MUTEX or READ hold, `LOCK_LOST`, or `UNSUPPORTED` (a store without multi).
+   */
+  downgrade(): Promise<void>;
 }
 
 /** A request to release a held lock, and when it is taken away if not released. */

@@ -20,6 +20,8 @@ export interface SessionObserver {
   revokeRequested(id: number, request: RevokeRequest): void;
   /** The value the client sent for the request is published. */
   valueSet(id: number): void;
+  /** The request holds its lock in READ mode now, as the client asked. */
+  downgraded(id: number): void;
   /** The lock was released at the client's request; `ended` follows. */
   released(id: number, lease: Lease, request: AcquireRequest): void;
   /**
@@ -155,6 +157,11 @@ export class LockSession {
     this.#requests.get(id)?.setValue(value);
   }
 
+  /** Downgrades the request's WRITE hold (see SessionLockRequest.downgrade); unknown ids are ignored. */
+  downgrade(id: number): void {
+    this.#requests.get(id)?.downgrade();
+  }
+
   /**
    * The client half-closed: releases every held lock (each told `released`, then ended OK) and
    * withdraws every waiting request. Resolves once all have ended.
@@ -235,8 +242,8 @@ class SessionLockRequest {
   #told: Promise<void> | undefined;
   /** Why the request was ended by the server for something the client sent (a bad `set_value`). */
   #refusal: LockError | undefined;
-  /** The values sent, published one after the other; a release waits for them. */
-  #valuesPublished: Promise<void> = Promise.resolve();
+  /** The holder's requests (values, a downgrade), applied one after the other; a release waits for them. */
+  #holderRequests: Promise<void> = Promise.resolve();
 
   constructor(session: LockSession, id: number, request: AcquireRequest, engine: LockEngine) {
     this.#session = session;
@@ -314,26 +321,46 @@ class SessionLockRequest {
    * After the client let the request go it is ignored.
    */
   setValue(value: Uint8Array): void {
+    this.#fromHolder(
+      'set_value was sent before `acquired`: only a holder publishes a value (send it in `acquire` to publish it from the start)',
+      (lease) => lease.setValue(value),
+      (observer) => observer.valueSet(this.#id),
+    );
+  }
+
+  /** Turns the WRITE hold into a READ hold, then tells the stream `downgraded`; otherwise as setValue. */
+  downgrade(): void {
+    this.#fromHolder(
+      'downgrade was sent before `acquired`: only a WRITE holder can downgrade',
+      (lease) => lease.downgrade(),
+      (observer) => observer.downgraded(this.#id),
+    );
+  }
+
+  /**
+   * A holder's request, applied once the ones sent before it are done, then acknowledged on
+   * the stream that sent it only (after a resume the client sends again what was not
+   * acknowledged, and counts one acknowledgement per message it sent). Sent while waiting
+   * (`early` says why that is refused) or refused by the lease, it ends the request.
+   */
+  #fromHolder(
+    early: string,
+    apply: (lease: Lease) => Promise<void>,
+    acknowledge: (observer: SessionObserver) => void,
+  ): void {
     if (this.#endRequested || this.#phase === 'ended') return;
     if (this.#phase === 'waiting') {
-      this.#refuse(
-        new LockError(
-          'NOT_HELD',
-          `lock "${this.#request.name}": set_value was sent before \`acquired\`: only a holder publishes a value (send it in \`acquire\` to publish it from the start)`,
-        ),
-      );
+      this.#refuse(new LockError('NOT_HELD', `lock "${this.#request.name}": ${early}`));
       return;
     }
     const lease = this.#lease;
     if (!lease || this.#phase !== 'held') return;
-    // Acknowledged on the stream that sent it only: after a resume the client sends what was
-    // not acknowledged again, and counts one acknowledgement per message it sent.
     const sender = this.#session.observer;
-    this.#valuesPublished = this.#valuesPublished
-      .then(() => lease.setValue(value))
+    this.#holderRequests = this.#holderRequests
+      .then(() => apply(lease))
       .then(
         () => {
-          if (sender && this.#session.observer === sender) sender.valueSet(this.#id);
+          if (sender && this.#session.observer === sender) acknowledge(sender);
         },
         (error: unknown) => {
           // A lost lock ends the request through its loss; anything else ends it here.
@@ -412,7 +439,7 @@ class SessionLockRequest {
     this.#phase = 'releasing';
     this.#stopFollowing();
     // What the client published before it let go is published (and acknowledged) first.
-    const published = this.#valuesPublished;
+    const published = this.#holderRequests;
     published
       .then(() => lease.release())
       .then(

@@ -13,6 +13,11 @@ export interface NodeRecord {
   since?: string;
   /** The published value, base64; absent when empty. */
   value?: string;
+  /**
+   * The request's fencing token (decimal), in a node that replaced the request's first node (a
+   * downgrade): the first node's creation id, not this one's.
+   */
+  token?: string;
   revoke?: { reason: string; requestedAt: string; forceAt?: string };
 }
 
@@ -23,6 +28,12 @@ export function parseNodeRecord(data: Uint8Array): NodeRecord {
   } catch {
     return {};
   }
+}
+
+/** The fencing token of a request's node: the one its record carries, else its creation id. */
+export function recordedToken(record: NodeRecord, creationId: bigint): bigint {
+  if (typeof record.token === 'string' && /^\d{1,20}$/.test(record.token)) return BigInt(record.token);
+  return creationId;
 }
 
 export function encodeNodeRecord(record: NodeRecord): Buffer {

@@ -3,6 +3,7 @@ import type {
   CreatedNode,
   NodeData,
   NodeFollow,
+  ReplacedNode,
   SetDataOutcome,
   StoreSession,
   StoreStats,
@@ -53,6 +54,17 @@ export class InstrumentedStore implements CoordinationStore {
 
   delete(path: string): Promise<void> {
     return this.#timed('delete', () => this.#store.delete(path));
+  }
+
+  replaceNode(
+    path: string,
+    name: string,
+    data: Uint8Array,
+    version: number,
+    session: StoreSession,
+    follow: NodeFollow,
+  ): Promise<ReplacedNode | 'missing' | 'conflict'> {
+    return this.#timed('multi', () => this.#store.replaceNode(path, name, data, version, session, follow));
   }
 
   waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {

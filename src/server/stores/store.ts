@@ -75,6 +75,23 @@ export interface CoordinationStore extends AsyncDisposable {
   /** Deletes a node; deleting a missing node is not an error. */
   delete(path: string): Promise<void>;
 
+  /**
+   * Replaces the ephemeral node at `path` by one named `name` under the same parent, with
+   * `data`, in one atomic step (ZooKeeper's multi: no listing sees both, or neither), if the
+   * node's data version is still `version` and `session` is still the store's session. The new
+   * node is followed with `follow` from the start (as by `watchNode`). Says 'missing' when the
+   * node or the session is gone, 'conflict' when the version differs. Rejects with
+   * `LockError('UNSUPPORTED')` where the store cannot (the ZooKeeper addon client has no multi).
+   */
+  replaceNode(
+    path: string,
+    name: string,
+    data: Uint8Array,
+    version: number,
+    session: StoreSession,
+    follow: NodeFollow,
+  ): Promise<ReplacedNode | 'missing' | 'conflict'>;
+
   /** The session that new nodes are created in; replaced by a new one after a loss. */
   readonly session: StoreSession;
 
@@ -160,6 +177,11 @@ export interface NodeData {
 }
 
 export type SetDataOutcome = 'set' | 'missing' | 'conflict';
+
+export interface ReplacedNode {
+  readonly path: string;
+  readonly creationId: bigint;
+}
 
 export interface CreatedNode {
   readonly path: string;

@@ -71,8 +71,8 @@ class AcquireStream {
   #endHold: ((outcome: HoldOutcome) => void) | undefined;
   /** Set once `acquired` is sent: from then on `set_value` is accepted. */
   #held: Lease | undefined;
-  /** The `set_value`s sent, applied one after the other; a release waits for them. */
-  #valuesPublished: Promise<void> = Promise.resolve();
+  /** The holder's requests (`set_value`, `downgrade`), applied one after the other; a release waits for them. */
+  #holderRequests: Promise<void> = Promise.resolve();
 
   constructor(call: AcquireCall, options: AcquireHandlerOptions, logger: Logger) {
     this.#call = call;
@@ -81,7 +81,7 @@ class AcquireStream {
     this.#interruption = new StreamInterruption(options.shutdown);
     // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
     call.once('cancelled', () => this.#interruption.break(CLIENT_CANCELLED));
-    this.#client = followClient(call, (value) => this.#setValue(value));
+    this.#client = followClient(call, (request) => this.#fromHolder(request));
     this.served = this.#serve();
   }
 
@@ -210,7 +210,7 @@ class AcquireStream {
       throw kept;
     }
     // What the client published before it let go is published (and acknowledged) first.
-    await this.#valuesPublished;
+    await this.#holderRequests;
     await lease.release();
     this.#released = true;
     this.#endHold?.('released');
@@ -221,32 +221,40 @@ class AcquireStream {
   }
 
   /**
-   * `set_value`: publishes the value once the ones sent before it are, then says `value_set`.
-   * Before `acquired`, or malformed, it ends the call (see ClientSide.end); a write that fails
-   * for another reason than the lock's loss (which ends the hold anyway) ends it too.
+   * A holder's request: `set_value` (publishes the value, then says `value_set`) or `downgrade`
+   * (then `downgraded`), each once the ones sent before it are done. Before `acquired`, or
+   * malformed, it ends the call (see ClientSide.end); one that fails for another reason than
+   * the lock's loss (which ends the hold anyway) ends it too.
    */
-  #setValue(value: Buffer): ClientEnd | undefined {
+  #fromHolder(request: HolderRequest): ClientEnd | undefined {
     const lease = this.#held;
     if (!lease) {
       return new LockError(
         'NOT_HELD',
-        `set_value was sent before \`acquired\`: only a holder publishes a value (send it in \`start\` to publish it from the start)`,
+        request.$case === 'setValue'
+          ? 'set_value was sent before `acquired`: only a holder publishes a value (send it in `start` to publish it from the start)'
+          : 'downgrade was sent before `acquired`: only a WRITE holder can downgrade',
       );
     }
-    try {
-      validateValue('set_value.value', value);
-    } catch (error) {
-      return error as LockError;
-    }
-    const published = this.#valuesPublished.then(async () => {
+    let apply: () => Promise<AcquireResponse['kind']>;
+    if (request.$case === 'setValue') {
+      const { value } = request.value;
       try {
-        await lease.setValue(value);
-        this.#call.write({ kind: { $case: 'valueSet', value: {} } });
+        validateValue('set_value.value', value);
+      } catch (error) {
+        return error as LockError;
+      }
+      apply = () => lease.setValue(value).then(() => ({ $case: 'valueSet', value: {} }));
+    } else {
+      apply = () => lease.downgrade().then(() => ({ $case: 'downgraded', value: {} }));
+    }
+    this.#holderRequests = this.#holderRequests.then(async () => {
+      try {
+        this.#call.write({ kind: await apply() });
       } catch (error) {
         if (!isLockError(error, 'LOCK_LOST')) this.#client.fail(error);
       }
     });
-    this.#valuesPublished = published;
     return undefined;
   }
 
@@ -383,7 +391,13 @@ interface ClientSide {
  * (how grpc-js is given a status) destroys the stream before the status and the messages
  * written just before it go out.
  */
-function followClient(call: AcquireCall, setValue: (value: Buffer) => ClientEnd | undefined): ClientSide {
+/** What a holder may ask on its stream besides `release`. */
+type HolderRequest = Extract<NonNullable<AcquireRequest['kind']>, { $case: 'setValue' | 'downgrade' }>;
+
+function followClient(
+  call: AcquireCall,
+  fromHolder: (request: HolderRequest) => ClientEnd | undefined,
+): ClientSide {
   let settleFirst!: (message: AcquireRequest | null) => void;
   let settleEnd!: (end: ClientEnd) => void;
   const side: ClientSide = {
@@ -401,12 +415,12 @@ function followClient(call: AcquireCall, setValue: (value: Buffer) => ClientEnd 
       return;
     }
     side.heard();
-    const kind = message.kind?.$case;
-    if (kind === 'release') settleEnd('release');
-    else if (message.kind?.$case === 'setValue') {
-      const refused = setValue(message.kind.value.value);
+    const kind = message.kind;
+    if (kind?.$case === 'release') settleEnd('release');
+    else if (kind?.$case === 'setValue' || kind?.$case === 'downgrade') {
+      const refused = fromHolder(kind);
       if (refused) settleEnd(refused);
-    } else if (kind !== 'heartbeat') {
+    } else if (kind?.$case !== 'heartbeat') {
       settleEnd(new LockError('INVALID_ARGUMENT', '`start` or `resume` may be sent only once per stream'));
     }
   });

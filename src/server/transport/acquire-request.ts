@@ -72,6 +72,7 @@ export function toStreamOpening(first: WireAcquireRequest | null, peer: string):
     case 'release':
     case 'heartbeat':
     case 'setValue':
+    case 'downgrade':
     case undefined:
       throw invalid(
         first ? 'the first message must be `start` or `resume`' : 'the stream ended before a `start` message',

@@ -15,6 +15,7 @@ const STATUS_BY_CODE: Record<LockErrorCode, status> = {
   KEPT_FOR_GRACE: status.FAILED_PRECONDITION,
   NOT_FOUND: status.NOT_FOUND,
   RESOURCE_EXHAUSTED: status.RESOURCE_EXHAUSTED,
+  UNSUPPORTED: status.UNIMPLEMENTED,
 };
 
 export type CallStatus = Pick<StatusObject, 'code' | 'details'>;

@@ -122,12 +122,15 @@ class SessionStream implements SessionObserver {
         case 'setValue':
           this.#opened().setValue(kind.value.requestId, kind.value.value);
           return;
+        case 'downgrade':
+          this.#opened().downgrade(kind.value.requestId);
+          return;
         case 'heartbeat':
           this.#opened();
           return;
         case undefined:
           throw violation(
-            'a SessionRequest must set one of open, resume, acquire, release, cancel, heartbeat, set_value',
+            'a SessionRequest must set one of open, resume, acquire, release, cancel, heartbeat, set_value, downgrade',
           );
       }
     } catch (error) {
@@ -327,6 +330,10 @@ class SessionStream implements SessionObserver {
 
   valueSet(id: number): void {
     this.#write(id, { $case: 'valueSet', value: {} });
+  }
+
+  downgraded(id: number): void {
+    this.#write(id, { $case: 'downgraded', value: {} });
   }
 
   revokeRequested(id: number, { reason, forceAt }: RevokeRequest): void {

@@ -801,6 +801,7 @@ type AcquireRequest struct {
 	//	*AcquireRequest_Resume
 	//	*AcquireRequest_Heartbeat
 	//	*AcquireRequest_SetValue
+	//	*AcquireRequest_Downgrade
 	Kind          isAcquireRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -888,6 +889,15 @@ func (x *AcquireRequest) GetSetValue() *AcquireSetValue {
 	return nil
 }
 
+func (x *AcquireRequest) GetDowngrade() *AcquireDowngrade {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireRequest_Downgrade); ok {
+			return x.Downgrade
+		}
+	}
+	return nil
+}
+
 type isAcquireRequest_Kind interface {
 	isAcquireRequest_Kind()
 }
@@ -920,6 +930,11 @@ type AcquireRequest_SetValue struct {
 	SetValue *AcquireSetValue `protobuf:"bytes,5,opt,name=set_value,json=setValue,proto3,oneof"`
 }
 
+type AcquireRequest_Downgrade struct {
+	// Hold a WRITE lock in READ mode from now on (see Acquire); answered by `downgraded`.
+	Downgrade *AcquireDowngrade `protobuf:"bytes,6,opt,name=downgrade,proto3,oneof"`
+}
+
 func (*AcquireRequest_Start) isAcquireRequest_Kind() {}
 
 func (*AcquireRequest_Release) isAcquireRequest_Kind() {}
@@ -929,6 +944,82 @@ func (*AcquireRequest_Resume) isAcquireRequest_Kind() {}
 func (*AcquireRequest_Heartbeat) isAcquireRequest_Kind() {}
 
 func (*AcquireRequest_SetValue) isAcquireRequest_Kind() {}
+
+func (*AcquireRequest_Downgrade) isAcquireRequest_Kind() {}
+
+// AcquireDowngrade asks to turn the WRITE hold into a READ hold, atomically.
+type AcquireDowngrade struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireDowngrade) Reset() {
+	*x = AcquireDowngrade{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireDowngrade) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireDowngrade) ProtoMessage() {}
+
+func (x *AcquireDowngrade) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireDowngrade.ProtoReflect.Descriptor instead.
+func (*AcquireDowngrade) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{13}
+}
+
+// AcquireDowngraded says the lock is held in READ mode now, with the same fencing token.
+type AcquireDowngraded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireDowngraded) Reset() {
+	*x = AcquireDowngraded{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireDowngraded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireDowngraded) ProtoMessage() {}
+
+func (x *AcquireDowngraded) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireDowngraded.ProtoReflect.Descriptor instead.
+func (*AcquireDowngraded) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{14}
+}
 
 // AcquireStart names the lock to queue for and how to wait.
 type AcquireStart struct {
@@ -962,7 +1053,7 @@ type AcquireStart struct {
 
 func (x *AcquireStart) Reset() {
 	*x = AcquireStart{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1065,7 @@ func (x *AcquireStart) String() string {
 func (*AcquireStart) ProtoMessage() {}
 
 func (x *AcquireStart) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[13]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1078,7 @@ func (x *AcquireStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireStart.ProtoReflect.Descriptor instead.
 func (*AcquireStart) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{13}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AcquireStart) GetName() string {
@@ -1050,7 +1141,7 @@ type AcquireSetValue struct {
 
 func (x *AcquireSetValue) Reset() {
 	*x = AcquireSetValue{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1153,7 @@ func (x *AcquireSetValue) String() string {
 func (*AcquireSetValue) ProtoMessage() {}
 
 func (x *AcquireSetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[14]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1166,7 @@ func (x *AcquireSetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireSetValue.ProtoReflect.Descriptor instead.
 func (*AcquireSetValue) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{14}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AcquireSetValue) GetValue() []byte {
@@ -1095,7 +1186,7 @@ type AcquireValueSet struct {
 
 func (x *AcquireValueSet) Reset() {
 	*x = AcquireValueSet{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1198,7 @@ func (x *AcquireValueSet) String() string {
 func (*AcquireValueSet) ProtoMessage() {}
 
 func (x *AcquireValueSet) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[15]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1211,7 @@ func (x *AcquireValueSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireValueSet.ProtoReflect.Descriptor instead.
 func (*AcquireValueSet) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{15}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
 }
 
 // AcquireResume takes over a request whose stream ended abnormally.
@@ -1136,7 +1227,7 @@ type AcquireResume struct {
 
 func (x *AcquireResume) Reset() {
 	*x = AcquireResume{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1239,7 @@ func (x *AcquireResume) String() string {
 func (*AcquireResume) ProtoMessage() {}
 
 func (x *AcquireResume) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1252,7 @@ func (x *AcquireResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResume.ProtoReflect.Descriptor instead.
 func (*AcquireResume) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AcquireResume) GetResumeToken() string {
@@ -1187,7 +1278,7 @@ type AcquireHeartbeat struct {
 
 func (x *AcquireHeartbeat) Reset() {
 	*x = AcquireHeartbeat{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1290,7 @@ func (x *AcquireHeartbeat) String() string {
 func (*AcquireHeartbeat) ProtoMessage() {}
 
 func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1303,7 @@ func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireHeartbeat.ProtoReflect.Descriptor instead.
 func (*AcquireHeartbeat) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
 }
 
 // AcquireRelease asks the server to release the lock held by this stream.
@@ -1224,7 +1315,7 @@ type AcquireRelease struct {
 
 func (x *AcquireRelease) Reset() {
 	*x = AcquireRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1327,7 @@ func (x *AcquireRelease) String() string {
 func (*AcquireRelease) ProtoMessage() {}
 
 func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1340,7 @@ func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRelease.ProtoReflect.Descriptor instead.
 func (*AcquireRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{20}
 }
 
 // AcquireResponse is a message from the server on an Acquire stream.
@@ -1268,6 +1359,7 @@ type AcquireResponse struct {
 	//	*AcquireResponse_Heartbeat
 	//	*AcquireResponse_RevokeRequested
 	//	*AcquireResponse_ValueSet
+	//	*AcquireResponse_Downgraded
 	Kind          isAcquireResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1275,7 +1367,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1379,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1392,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AcquireResponse) GetKind() isAcquireResponse_Kind {
@@ -1391,6 +1483,15 @@ func (x *AcquireResponse) GetValueSet() *AcquireValueSet {
 	return nil
 }
 
+func (x *AcquireResponse) GetDowngraded() *AcquireDowngraded {
+	if x != nil {
+		if x, ok := x.Kind.(*AcquireResponse_Downgraded); ok {
+			return x.Downgraded
+		}
+	}
+	return nil
+}
+
 type isAcquireResponse_Kind interface {
 	isAcquireResponse_Kind()
 }
@@ -1444,6 +1545,11 @@ type AcquireResponse_ValueSet struct {
 	ValueSet *AcquireValueSet `protobuf:"bytes,9,opt,name=value_set,json=valueSet,proto3,oneof"`
 }
 
+type AcquireResponse_Downgraded struct {
+	// The lock is held in READ mode from now on (after `downgrade`).
+	Downgraded *AcquireDowngraded `protobuf:"bytes,10,opt,name=downgraded,proto3,oneof"`
+}
+
 func (*AcquireResponse_Queued) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_Acquired) isAcquireResponse_Kind() {}
@@ -1462,6 +1568,8 @@ func (*AcquireResponse_RevokeRequested) isAcquireResponse_Kind() {}
 
 func (*AcquireResponse_ValueSet) isAcquireResponse_Kind() {}
 
+func (*AcquireResponse_Downgraded) isAcquireResponse_Kind() {}
+
 // AcquireQueued reports a wait in the queue.
 type AcquireQueued struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1474,7 +1582,7 @@ type AcquireQueued struct {
 
 func (x *AcquireQueued) Reset() {
 	*x = AcquireQueued{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1594,7 @@ func (x *AcquireQueued) String() string {
 func (*AcquireQueued) ProtoMessage() {}
 
 func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1607,7 @@ func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireQueued.ProtoReflect.Descriptor instead.
 func (*AcquireQueued) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{20}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AcquireQueued) GetAhead() uint32 {
@@ -1523,7 +1631,7 @@ type AcquireAcquired struct {
 
 func (x *AcquireAcquired) Reset() {
 	*x = AcquireAcquired{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1643,7 @@ func (x *AcquireAcquired) String() string {
 func (*AcquireAcquired) ProtoMessage() {}
 
 func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1656,7 @@ func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireAcquired.ProtoReflect.Descriptor instead.
 func (*AcquireAcquired) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{21}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcquireAcquired) GetFencingToken() uint64 {
@@ -1567,7 +1675,7 @@ type AcquireReleased struct {
 
 func (x *AcquireReleased) Reset() {
 	*x = AcquireReleased{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1687,7 @@ func (x *AcquireReleased) String() string {
 func (*AcquireReleased) ProtoMessage() {}
 
 func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1700,7 @@ func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireReleased.ProtoReflect.Descriptor instead.
 func (*AcquireReleased) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{22}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{24}
 }
 
 // AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
@@ -1607,7 +1715,7 @@ type AcquireInDoubt struct {
 
 func (x *AcquireInDoubt) Reset() {
 	*x = AcquireInDoubt{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1727,7 @@ func (x *AcquireInDoubt) String() string {
 func (*AcquireInDoubt) ProtoMessage() {}
 
 func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1740,7 @@ func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireInDoubt.ProtoReflect.Descriptor instead.
 func (*AcquireInDoubt) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{23}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{25}
 }
 
 // AcquireConfirmed says that the lock, in doubt before, is confirmed held again.
@@ -1644,7 +1752,7 @@ type AcquireConfirmed struct {
 
 func (x *AcquireConfirmed) Reset() {
 	*x = AcquireConfirmed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1764,7 @@ func (x *AcquireConfirmed) String() string {
 func (*AcquireConfirmed) ProtoMessage() {}
 
 func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1777,7 @@ func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireConfirmed.ProtoReflect.Descriptor instead.
 func (*AcquireConfirmed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{24}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{26}
 }
 
 // AcquireRevokeRequested asks the holder to finish up and release the lock.
@@ -1686,7 +1794,7 @@ type AcquireRevokeRequested struct {
 
 func (x *AcquireRevokeRequested) Reset() {
 	*x = AcquireRevokeRequested{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1806,7 @@ func (x *AcquireRevokeRequested) String() string {
 func (*AcquireRevokeRequested) ProtoMessage() {}
 
 func (x *AcquireRevokeRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1819,7 @@ func (x *AcquireRevokeRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRevokeRequested.ProtoReflect.Descriptor instead.
 func (*AcquireRevokeRequested) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{25}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AcquireRevokeRequested) GetReason() string {
@@ -1743,7 +1851,7 @@ type AcquireResumable struct {
 
 func (x *AcquireResumable) Reset() {
 	*x = AcquireResumable{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1863,7 @@ func (x *AcquireResumable) String() string {
 func (*AcquireResumable) ProtoMessage() {}
 
 func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1876,7 @@ func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResumable.ProtoReflect.Descriptor instead.
 func (*AcquireResumable) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{26}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AcquireResumable) GetResumeToken() string {
@@ -1799,6 +1907,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Cancel
 	//	*SessionRequest_Heartbeat
 	//	*SessionRequest_SetValue
+	//	*SessionRequest_Downgrade
 	Kind          isSessionRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1806,7 +1915,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1927,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1940,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{27}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SessionRequest) GetKind() isSessionRequest_Kind {
@@ -1904,6 +2013,15 @@ func (x *SessionRequest) GetSetValue() *SessionSetValue {
 	return nil
 }
 
+func (x *SessionRequest) GetDowngrade() *SessionDowngrade {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionRequest_Downgrade); ok {
+			return x.Downgrade
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Kind interface {
 	isSessionRequest_Kind()
 }
@@ -1949,6 +2067,12 @@ type SessionRequest_SetValue struct {
 	SetValue *SessionSetValue `protobuf:"bytes,7,opt,name=set_value,json=setValue,proto3,oneof"`
 }
 
+type SessionRequest_Downgrade struct {
+	// Turns a WRITE hold into a READ hold, as `downgrade` on Acquire; answered by `downgraded`.
+	// A `request_id` the session does not have is ignored.
+	Downgrade *SessionDowngrade `protobuf:"bytes,8,opt,name=downgrade,proto3,oneof"`
+}
+
 func (*SessionRequest_Open) isSessionRequest_Kind() {}
 
 func (*SessionRequest_Resume) isSessionRequest_Kind() {}
@@ -1962,6 +2086,54 @@ func (*SessionRequest_Cancel) isSessionRequest_Kind() {}
 func (*SessionRequest_Heartbeat) isSessionRequest_Kind() {}
 
 func (*SessionRequest_SetValue) isSessionRequest_Kind() {}
+
+func (*SessionRequest_Downgrade) isSessionRequest_Kind() {}
+
+// SessionDowngrade asks to turn one request's WRITE hold into a READ hold.
+type SessionDowngrade struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request holding the lock.
+	RequestId     uint32 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionDowngrade) Reset() {
+	*x = SessionDowngrade{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionDowngrade) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionDowngrade) ProtoMessage() {}
+
+func (x *SessionDowngrade) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionDowngrade.ProtoReflect.Descriptor instead.
+func (*SessionDowngrade) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SessionDowngrade) GetRequestId() uint32 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
 
 // SessionOpen sets what holds for the whole session.
 type SessionOpen struct {
@@ -1978,7 +2150,7 @@ type SessionOpen struct {
 
 func (x *SessionOpen) Reset() {
 	*x = SessionOpen{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2162,7 @@ func (x *SessionOpen) String() string {
 func (*SessionOpen) ProtoMessage() {}
 
 func (x *SessionOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2175,7 @@ func (x *SessionOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpen.ProtoReflect.Descriptor instead.
 func (*SessionOpen) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{28}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SessionOpen) GetResumeGrace() *durationpb.Duration {
@@ -2033,7 +2205,7 @@ type SessionResume struct {
 
 func (x *SessionResume) Reset() {
 	*x = SessionResume{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2217,7 @@ func (x *SessionResume) String() string {
 func (*SessionResume) ProtoMessage() {}
 
 func (x *SessionResume) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2230,7 @@ func (x *SessionResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResume.ProtoReflect.Descriptor instead.
 func (*SessionResume) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{29}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SessionResume) GetResumeToken() string {
@@ -2098,7 +2270,7 @@ type SessionAcquire struct {
 
 func (x *SessionAcquire) Reset() {
 	*x = SessionAcquire{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2282,7 @@ func (x *SessionAcquire) String() string {
 func (*SessionAcquire) ProtoMessage() {}
 
 func (x *SessionAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2295,7 @@ func (x *SessionAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAcquire.ProtoReflect.Descriptor instead.
 func (*SessionAcquire) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{30}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SessionAcquire) GetRequestId() uint32 {
@@ -2181,7 +2353,7 @@ type SessionSetValue struct {
 
 func (x *SessionSetValue) Reset() {
 	*x = SessionSetValue{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2365,7 @@ func (x *SessionSetValue) String() string {
 func (*SessionSetValue) ProtoMessage() {}
 
 func (x *SessionSetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2378,7 @@ func (x *SessionSetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSetValue.ProtoReflect.Descriptor instead.
 func (*SessionSetValue) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{31}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SessionSetValue) GetRequestId() uint32 {
@@ -2234,7 +2406,7 @@ type SessionRelease struct {
 
 func (x *SessionRelease) Reset() {
 	*x = SessionRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2418,7 @@ func (x *SessionRelease) String() string {
 func (*SessionRelease) ProtoMessage() {}
 
 func (x *SessionRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2431,7 @@ func (x *SessionRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRelease.ProtoReflect.Descriptor instead.
 func (*SessionRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{32}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SessionRelease) GetRequestId() uint32 {
@@ -2280,7 +2452,7 @@ type SessionCancel struct {
 
 func (x *SessionCancel) Reset() {
 	*x = SessionCancel{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2464,7 @@ func (x *SessionCancel) String() string {
 func (*SessionCancel) ProtoMessage() {}
 
 func (x *SessionCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2477,7 @@ func (x *SessionCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCancel.ProtoReflect.Descriptor instead.
 func (*SessionCancel) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{33}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SessionCancel) GetRequestId() uint32 {
@@ -2336,6 +2508,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Ended
 	//	*SessionResponse_Heartbeat
 	//	*SessionResponse_ValueSet
+	//	*SessionResponse_Downgraded
 	Kind          isSessionResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2343,7 +2516,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2528,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2541,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{34}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionResponse) GetRequestId() uint32 {
@@ -2484,6 +2657,15 @@ func (x *SessionResponse) GetValueSet() *AcquireValueSet {
 	return nil
 }
 
+func (x *SessionResponse) GetDowngraded() *AcquireDowngraded {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionResponse_Downgraded); ok {
+			return x.Downgraded
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Kind interface {
 	isSessionResponse_Kind()
 }
@@ -2544,6 +2726,11 @@ type SessionResponse_ValueSet struct {
 	ValueSet *AcquireValueSet `protobuf:"bytes,12,opt,name=value_set,json=valueSet,proto3,oneof"`
 }
 
+type SessionResponse_Downgraded struct {
+	// The request holds its lock in READ mode from now on, as on Acquire.
+	Downgraded *AcquireDowngraded `protobuf:"bytes,13,opt,name=downgraded,proto3,oneof"`
+}
+
 func (*SessionResponse_Opened) isSessionResponse_Kind() {}
 
 func (*SessionResponse_Resumed) isSessionResponse_Kind() {}
@@ -2566,6 +2753,8 @@ func (*SessionResponse_Heartbeat) isSessionResponse_Kind() {}
 
 func (*SessionResponse_ValueSet) isSessionResponse_Kind() {}
 
+func (*SessionResponse_Downgraded) isSessionResponse_Kind() {}
+
 // SessionOpened says the session is open, and how to resume it.
 type SessionOpened struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2582,7 +2771,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2783,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2796,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{35}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SessionOpened) GetResumeToken() string {
@@ -2635,7 +2824,7 @@ type SessionResumed struct {
 
 func (x *SessionResumed) Reset() {
 	*x = SessionResumed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2836,7 @@ func (x *SessionResumed) String() string {
 func (*SessionResumed) ProtoMessage() {}
 
 func (x *SessionResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2849,7 @@ func (x *SessionResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResumed.ProtoReflect.Descriptor instead.
 func (*SessionResumed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{36}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{39}
 }
 
 // SessionRequestEnded is the last message about a request.
@@ -2678,7 +2867,7 @@ type SessionRequestEnded struct {
 
 func (x *SessionRequestEnded) Reset() {
 	*x = SessionRequestEnded{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +2879,7 @@ func (x *SessionRequestEnded) String() string {
 func (*SessionRequestEnded) ProtoMessage() {}
 
 func (x *SessionRequestEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +2892,7 @@ func (x *SessionRequestEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequestEnded.ProtoReflect.Descriptor instead.
 func (*SessionRequestEnded) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{37}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SessionRequestEnded) GetCode() uint32 {
@@ -2767,14 +2956,17 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rfencing_token\x18\x02 \x01(\x04R\ffencingToken\"(\n" +
 	"\x12CheckTokenResponse\x12\x12\n" +
-	"\x04held\x18\x01 \x01(\bR\x04held\"\xc0\x02\n" +
+	"\x04held\x18\x01 \x01(\bR\x04held\"\x81\x03\n" +
 	"\x0eAcquireRequest\x123\n" +
 	"\x05start\x18\x01 \x01(\v2\x1b.lockstream.v1.AcquireStartH\x00R\x05start\x129\n" +
 	"\arelease\x18\x02 \x01(\v2\x1d.lockstream.v1.AcquireReleaseH\x00R\arelease\x126\n" +
 	"\x06resume\x18\x03 \x01(\v2\x1c.lockstream.v1.AcquireResumeH\x00R\x06resume\x12?\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeat\x12=\n" +
-	"\tset_value\x18\x05 \x01(\v2\x1e.lockstream.v1.AcquireSetValueH\x00R\bsetValueB\x06\n" +
-	"\x04kind\"\xc1\x02\n" +
+	"\tset_value\x18\x05 \x01(\v2\x1e.lockstream.v1.AcquireSetValueH\x00R\bsetValue\x12?\n" +
+	"\tdowngrade\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireDowngradeH\x00R\tdowngradeB\x06\n" +
+	"\x04kind\"\x12\n" +
+	"\x10AcquireDowngrade\"\x13\n" +
+	"\x11AcquireDowngraded\"\xc1\x02\n" +
 	"\fAcquireStart\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12<\n" +
@@ -2790,7 +2982,7 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\x12\n" +
 	"\x10AcquireHeartbeat\"\x10\n" +
-	"\x0eAcquireRelease\"\xdf\x04\n" +
+	"\x0eAcquireRelease\"\xa3\x05\n" +
 	"\x0fAcquireResponse\x126\n" +
 	"\x06queued\x18\x01 \x01(\v2\x1c.lockstream.v1.AcquireQueuedH\x00R\x06queued\x12<\n" +
 	"\bacquired\x18\x02 \x01(\v2\x1e.lockstream.v1.AcquireAcquiredH\x00R\bacquired\x12<\n" +
@@ -2800,7 +2992,11 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\tresumable\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireResumableH\x00R\tresumable\x12?\n" +
 	"\theartbeat\x18\a \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeat\x12R\n" +
 	"\x10revoke_requested\x18\b \x01(\v2%.lockstream.v1.AcquireRevokeRequestedH\x00R\x0frevokeRequested\x12=\n" +
-	"\tvalue_set\x18\t \x01(\v2\x1e.lockstream.v1.AcquireValueSetH\x00R\bvalueSetB\x06\n" +
+	"\tvalue_set\x18\t \x01(\v2\x1e.lockstream.v1.AcquireValueSetH\x00R\bvalueSet\x12B\n" +
+	"\n" +
+	"downgraded\x18\n" +
+	" \x01(\v2 .lockstream.v1.AcquireDowngradedH\x00R\n" +
+	"downgradedB\x06\n" +
 	"\x04kind\"%\n" +
 	"\rAcquireQueued\x12\x14\n" +
 	"\x05ahead\x18\x01 \x01(\rR\x05ahead\"6\n" +
@@ -2814,7 +3010,7 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\bforce_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aforceAt\"s\n" +
 	"\x10AcquireResumable\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12<\n" +
-	"\fresume_grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\"\xb0\x03\n" +
+	"\fresume_grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\"\xf1\x03\n" +
 	"\x0eSessionRequest\x120\n" +
 	"\x04open\x18\x01 \x01(\v2\x1a.lockstream.v1.SessionOpenH\x00R\x04open\x126\n" +
 	"\x06resume\x18\x02 \x01(\v2\x1c.lockstream.v1.SessionResumeH\x00R\x06resume\x129\n" +
@@ -2822,8 +3018,12 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\arelease\x18\x04 \x01(\v2\x1d.lockstream.v1.SessionReleaseH\x00R\arelease\x126\n" +
 	"\x06cancel\x18\x05 \x01(\v2\x1c.lockstream.v1.SessionCancelH\x00R\x06cancel\x12?\n" +
 	"\theartbeat\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeat\x12=\n" +
-	"\tset_value\x18\a \x01(\v2\x1e.lockstream.v1.SessionSetValueH\x00R\bsetValueB\x06\n" +
-	"\x04kind\"\x95\x01\n" +
+	"\tset_value\x18\a \x01(\v2\x1e.lockstream.v1.SessionSetValueH\x00R\bsetValue\x12?\n" +
+	"\tdowngrade\x18\b \x01(\v2\x1f.lockstream.v1.SessionDowngradeH\x00R\tdowngradeB\x06\n" +
+	"\x04kind\"1\n" +
+	"\x10SessionDowngrade\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\rR\trequestId\"\x95\x01\n" +
 	"\vSessionOpen\x12<\n" +
 	"\fresume_grace\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\x12H\n" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"|\n" +
@@ -2847,7 +3047,7 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\rR\trequestId\".\n" +
 	"\rSessionCancel\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\rR\trequestId\"\xec\x05\n" +
+	"request_id\x18\x01 \x01(\rR\trequestId\"\xb0\x06\n" +
 	"\x0fSessionResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\rR\trequestId\x126\n" +
@@ -2862,7 +3062,10 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x05ended\x18\n" +
 	" \x01(\v2\".lockstream.v1.SessionRequestEndedH\x00R\x05ended\x12?\n" +
 	"\theartbeat\x18\v \x01(\v2\x1f.lockstream.v1.AcquireHeartbeatH\x00R\theartbeat\x12=\n" +
-	"\tvalue_set\x18\f \x01(\v2\x1e.lockstream.v1.AcquireValueSetH\x00R\bvalueSetB\x06\n" +
+	"\tvalue_set\x18\f \x01(\v2\x1e.lockstream.v1.AcquireValueSetH\x00R\bvalueSet\x12B\n" +
+	"\n" +
+	"downgraded\x18\r \x01(\v2 .lockstream.v1.AcquireDowngradedH\x00R\n" +
+	"downgradedB\x06\n" +
 	"\x04kind\"p\n" +
 	"\rSessionOpened\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12<\n" +
@@ -2901,7 +3104,7 @@ func file_lockstream_v1_lockstream_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstream_v1_lockstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(LockMode)(0),                  // 0: lockstream.v1.LockMode
 	(*WatchLockRequest)(nil),       // 1: lockstream.v1.WatchLockRequest
@@ -2917,107 +3120,114 @@ var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(*CheckTokenRequest)(nil),      // 11: lockstream.v1.CheckTokenRequest
 	(*CheckTokenResponse)(nil),     // 12: lockstream.v1.CheckTokenResponse
 	(*AcquireRequest)(nil),         // 13: lockstream.v1.AcquireRequest
-	(*AcquireStart)(nil),           // 14: lockstream.v1.AcquireStart
-	(*AcquireSetValue)(nil),        // 15: lockstream.v1.AcquireSetValue
-	(*AcquireValueSet)(nil),        // 16: lockstream.v1.AcquireValueSet
-	(*AcquireResume)(nil),          // 17: lockstream.v1.AcquireResume
-	(*AcquireHeartbeat)(nil),       // 18: lockstream.v1.AcquireHeartbeat
-	(*AcquireRelease)(nil),         // 19: lockstream.v1.AcquireRelease
-	(*AcquireResponse)(nil),        // 20: lockstream.v1.AcquireResponse
-	(*AcquireQueued)(nil),          // 21: lockstream.v1.AcquireQueued
-	(*AcquireAcquired)(nil),        // 22: lockstream.v1.AcquireAcquired
-	(*AcquireReleased)(nil),        // 23: lockstream.v1.AcquireReleased
-	(*AcquireInDoubt)(nil),         // 24: lockstream.v1.AcquireInDoubt
-	(*AcquireConfirmed)(nil),       // 25: lockstream.v1.AcquireConfirmed
-	(*AcquireRevokeRequested)(nil), // 26: lockstream.v1.AcquireRevokeRequested
-	(*AcquireResumable)(nil),       // 27: lockstream.v1.AcquireResumable
-	(*SessionRequest)(nil),         // 28: lockstream.v1.SessionRequest
-	(*SessionOpen)(nil),            // 29: lockstream.v1.SessionOpen
-	(*SessionResume)(nil),          // 30: lockstream.v1.SessionResume
-	(*SessionAcquire)(nil),         // 31: lockstream.v1.SessionAcquire
-	(*SessionSetValue)(nil),        // 32: lockstream.v1.SessionSetValue
-	(*SessionRelease)(nil),         // 33: lockstream.v1.SessionRelease
-	(*SessionCancel)(nil),          // 34: lockstream.v1.SessionCancel
-	(*SessionResponse)(nil),        // 35: lockstream.v1.SessionResponse
-	(*SessionOpened)(nil),          // 36: lockstream.v1.SessionOpened
-	(*SessionResumed)(nil),         // 37: lockstream.v1.SessionResumed
-	(*SessionRequestEnded)(nil),    // 38: lockstream.v1.SessionRequestEnded
-	(*durationpb.Duration)(nil),    // 39: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
+	(*AcquireDowngrade)(nil),       // 14: lockstream.v1.AcquireDowngrade
+	(*AcquireDowngraded)(nil),      // 15: lockstream.v1.AcquireDowngraded
+	(*AcquireStart)(nil),           // 16: lockstream.v1.AcquireStart
+	(*AcquireSetValue)(nil),        // 17: lockstream.v1.AcquireSetValue
+	(*AcquireValueSet)(nil),        // 18: lockstream.v1.AcquireValueSet
+	(*AcquireResume)(nil),          // 19: lockstream.v1.AcquireResume
+	(*AcquireHeartbeat)(nil),       // 20: lockstream.v1.AcquireHeartbeat
+	(*AcquireRelease)(nil),         // 21: lockstream.v1.AcquireRelease
+	(*AcquireResponse)(nil),        // 22: lockstream.v1.AcquireResponse
+	(*AcquireQueued)(nil),          // 23: lockstream.v1.AcquireQueued
+	(*AcquireAcquired)(nil),        // 24: lockstream.v1.AcquireAcquired
+	(*AcquireReleased)(nil),        // 25: lockstream.v1.AcquireReleased
+	(*AcquireInDoubt)(nil),         // 26: lockstream.v1.AcquireInDoubt
+	(*AcquireConfirmed)(nil),       // 27: lockstream.v1.AcquireConfirmed
+	(*AcquireRevokeRequested)(nil), // 28: lockstream.v1.AcquireRevokeRequested
+	(*AcquireResumable)(nil),       // 29: lockstream.v1.AcquireResumable
+	(*SessionRequest)(nil),         // 30: lockstream.v1.SessionRequest
+	(*SessionDowngrade)(nil),       // 31: lockstream.v1.SessionDowngrade
+	(*SessionOpen)(nil),            // 32: lockstream.v1.SessionOpen
+	(*SessionResume)(nil),          // 33: lockstream.v1.SessionResume
+	(*SessionAcquire)(nil),         // 34: lockstream.v1.SessionAcquire
+	(*SessionSetValue)(nil),        // 35: lockstream.v1.SessionSetValue
+	(*SessionRelease)(nil),         // 36: lockstream.v1.SessionRelease
+	(*SessionCancel)(nil),          // 37: lockstream.v1.SessionCancel
+	(*SessionResponse)(nil),        // 38: lockstream.v1.SessionResponse
+	(*SessionOpened)(nil),          // 39: lockstream.v1.SessionOpened
+	(*SessionResumed)(nil),         // 40: lockstream.v1.SessionResumed
+	(*SessionRequestEnded)(nil),    // 41: lockstream.v1.SessionRequestEnded
+	(*durationpb.Duration)(nil),    // 42: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
 }
 var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
 	6,  // 0: lockstream.v1.WatchLockResponse.state:type_name -> lockstream.v1.DescribeLockResponse
-	39, // 1: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
+	42, // 1: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
 	7,  // 2: lockstream.v1.DescribeLockResponse.holders:type_name -> lockstream.v1.LockRequestInfo
 	7,  // 3: lockstream.v1.DescribeLockResponse.waiters:type_name -> lockstream.v1.LockRequestInfo
 	0,  // 4: lockstream.v1.LockRequestInfo.mode:type_name -> lockstream.v1.LockMode
-	40, // 5: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
+	43, // 5: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
 	10, // 6: lockstream.v1.ListLocksResponse.locks:type_name -> lockstream.v1.LockSummary
 	0,  // 7: lockstream.v1.LockSummary.held_mode:type_name -> lockstream.v1.LockMode
-	14, // 8: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
-	19, // 9: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
-	17, // 10: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
-	18, // 11: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	15, // 12: lockstream.v1.AcquireRequest.set_value:type_name -> lockstream.v1.AcquireSetValue
-	0,  // 13: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
-	39, // 14: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
-	39, // 15: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
-	39, // 16: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
-	39, // 17: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
-	21, // 18: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	22, // 19: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	23, // 20: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
-	24, // 21: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	25, // 22: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	27, // 23: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
-	18, // 24: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	26, // 25: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
-	16, // 26: lockstream.v1.AcquireResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
-	40, // 27: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
-	39, // 28: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
-	29, // 29: lockstream.v1.SessionRequest.open:type_name -> lockstream.v1.SessionOpen
-	30, // 30: lockstream.v1.SessionRequest.resume:type_name -> lockstream.v1.SessionResume
-	31, // 31: lockstream.v1.SessionRequest.acquire:type_name -> lockstream.v1.SessionAcquire
-	33, // 32: lockstream.v1.SessionRequest.release:type_name -> lockstream.v1.SessionRelease
-	34, // 33: lockstream.v1.SessionRequest.cancel:type_name -> lockstream.v1.SessionCancel
-	18, // 34: lockstream.v1.SessionRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	32, // 35: lockstream.v1.SessionRequest.set_value:type_name -> lockstream.v1.SessionSetValue
-	39, // 36: lockstream.v1.SessionOpen.resume_grace:type_name -> google.protobuf.Duration
-	39, // 37: lockstream.v1.SessionOpen.heartbeat_interval:type_name -> google.protobuf.Duration
-	39, // 38: lockstream.v1.SessionResume.heartbeat_interval:type_name -> google.protobuf.Duration
-	0,  // 39: lockstream.v1.SessionAcquire.mode:type_name -> lockstream.v1.LockMode
-	39, // 40: lockstream.v1.SessionAcquire.wait_timeout:type_name -> google.protobuf.Duration
-	36, // 41: lockstream.v1.SessionResponse.opened:type_name -> lockstream.v1.SessionOpened
-	37, // 42: lockstream.v1.SessionResponse.resumed:type_name -> lockstream.v1.SessionResumed
-	21, // 43: lockstream.v1.SessionResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	22, // 44: lockstream.v1.SessionResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	23, // 45: lockstream.v1.SessionResponse.released:type_name -> lockstream.v1.AcquireReleased
-	24, // 46: lockstream.v1.SessionResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	25, // 47: lockstream.v1.SessionResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	26, // 48: lockstream.v1.SessionResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
-	38, // 49: lockstream.v1.SessionResponse.ended:type_name -> lockstream.v1.SessionRequestEnded
-	18, // 50: lockstream.v1.SessionResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	16, // 51: lockstream.v1.SessionResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
-	39, // 52: lockstream.v1.SessionOpened.resume_grace:type_name -> google.protobuf.Duration
-	13, // 53: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
-	28, // 54: lockstream.v1.LockService.Session:input_type -> lockstream.v1.SessionRequest
-	5,  // 55: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
-	8,  // 56: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
-	11, // 57: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
-	3,  // 58: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
-	1,  // 59: lockstream.v1.LockService.WatchLock:input_type -> lockstream.v1.WatchLockRequest
-	20, // 60: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
-	35, // 61: lockstream.v1.LockService.Session:output_type -> lockstream.v1.SessionResponse
-	6,  // 62: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
-	9,  // 63: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
-	12, // 64: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
-	4,  // 65: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
-	2,  // 66: lockstream.v1.LockService.WatchLock:output_type -> lockstream.v1.WatchLockResponse
-	60, // [60:67] is the sub-list for method output_type
-	53, // [53:60] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	16, // 8: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
+	21, // 9: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
+	19, // 10: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
+	20, // 11: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	17, // 12: lockstream.v1.AcquireRequest.set_value:type_name -> lockstream.v1.AcquireSetValue
+	14, // 13: lockstream.v1.AcquireRequest.downgrade:type_name -> lockstream.v1.AcquireDowngrade
+	0,  // 14: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
+	42, // 15: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
+	42, // 16: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
+	42, // 17: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
+	42, // 18: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	23, // 19: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	24, // 20: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	25, // 21: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
+	26, // 22: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	27, // 23: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	29, // 24: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
+	20, // 25: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	28, // 26: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
+	18, // 27: lockstream.v1.AcquireResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
+	15, // 28: lockstream.v1.AcquireResponse.downgraded:type_name -> lockstream.v1.AcquireDowngraded
+	43, // 29: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
+	42, // 30: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
+	32, // 31: lockstream.v1.SessionRequest.open:type_name -> lockstream.v1.SessionOpen
+	33, // 32: lockstream.v1.SessionRequest.resume:type_name -> lockstream.v1.SessionResume
+	34, // 33: lockstream.v1.SessionRequest.acquire:type_name -> lockstream.v1.SessionAcquire
+	36, // 34: lockstream.v1.SessionRequest.release:type_name -> lockstream.v1.SessionRelease
+	37, // 35: lockstream.v1.SessionRequest.cancel:type_name -> lockstream.v1.SessionCancel
+	20, // 36: lockstream.v1.SessionRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	35, // 37: lockstream.v1.SessionRequest.set_value:type_name -> lockstream.v1.SessionSetValue
+	31, // 38: lockstream.v1.SessionRequest.downgrade:type_name -> lockstream.v1.SessionDowngrade
+	42, // 39: lockstream.v1.SessionOpen.resume_grace:type_name -> google.protobuf.Duration
+	42, // 40: lockstream.v1.SessionOpen.heartbeat_interval:type_name -> google.protobuf.Duration
+	42, // 41: lockstream.v1.SessionResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	0,  // 42: lockstream.v1.SessionAcquire.mode:type_name -> lockstream.v1.LockMode
+	42, // 43: lockstream.v1.SessionAcquire.wait_timeout:type_name -> google.protobuf.Duration
+	39, // 44: lockstream.v1.SessionResponse.opened:type_name -> lockstream.v1.SessionOpened
+	40, // 45: lockstream.v1.SessionResponse.resumed:type_name -> lockstream.v1.SessionResumed
+	23, // 46: lockstream.v1.SessionResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	24, // 47: lockstream.v1.SessionResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	25, // 48: lockstream.v1.SessionResponse.released:type_name -> lockstream.v1.AcquireReleased
+	26, // 49: lockstream.v1.SessionResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	27, // 50: lockstream.v1.SessionResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	28, // 51: lockstream.v1.SessionResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
+	41, // 52: lockstream.v1.SessionResponse.ended:type_name -> lockstream.v1.SessionRequestEnded
+	20, // 53: lockstream.v1.SessionResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	18, // 54: lockstream.v1.SessionResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
+	15, // 55: lockstream.v1.SessionResponse.downgraded:type_name -> lockstream.v1.AcquireDowngraded
+	42, // 56: lockstream.v1.SessionOpened.resume_grace:type_name -> google.protobuf.Duration
+	13, // 57: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
+	30, // 58: lockstream.v1.LockService.Session:input_type -> lockstream.v1.SessionRequest
+	5,  // 59: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
+	8,  // 60: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
+	11, // 61: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
+	3,  // 62: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
+	1,  // 63: lockstream.v1.LockService.WatchLock:input_type -> lockstream.v1.WatchLockRequest
+	22, // 64: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
+	38, // 65: lockstream.v1.LockService.Session:output_type -> lockstream.v1.SessionResponse
+	6,  // 66: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
+	9,  // 67: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
+	12, // 68: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
+	4,  // 69: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
+	2,  // 70: lockstream.v1.LockService.WatchLock:output_type -> lockstream.v1.WatchLockResponse
+	64, // [64:71] is the sub-list for method output_type
+	57, // [57:64] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_lockstream_v1_lockstream_proto_init() }
@@ -3031,8 +3241,9 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireRequest_Resume)(nil),
 		(*AcquireRequest_Heartbeat)(nil),
 		(*AcquireRequest_SetValue)(nil),
+		(*AcquireRequest_Downgrade)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[19].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[21].OneofWrappers = []any{
 		(*AcquireResponse_Queued)(nil),
 		(*AcquireResponse_Acquired)(nil),
 		(*AcquireResponse_Released)(nil),
@@ -3042,8 +3253,9 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireResponse_Heartbeat)(nil),
 		(*AcquireResponse_RevokeRequested)(nil),
 		(*AcquireResponse_ValueSet)(nil),
+		(*AcquireResponse_Downgraded)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[27].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[29].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_Acquire)(nil),
@@ -3051,8 +3263,9 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*SessionRequest_Cancel)(nil),
 		(*SessionRequest_Heartbeat)(nil),
 		(*SessionRequest_SetValue)(nil),
+		(*SessionRequest_Downgrade)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[34].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[37].OneofWrappers = []any{
 		(*SessionResponse_Opened)(nil),
 		(*SessionResponse_Resumed)(nil),
 		(*SessionResponse_Queued)(nil),
@@ -3064,6 +3277,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*SessionResponse_Ended)(nil),
 		(*SessionResponse_Heartbeat)(nil),
 		(*SessionResponse_ValueSet)(nil),
+		(*SessionResponse_Downgraded)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3071,7 +3285,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstream_v1_lockstream_proto_rawDesc), len(file_lockstream_v1_lockstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -129,18 +129,28 @@ class CheckTokenResponse(_message.Message):
     def __init__(self, held: _Optional[bool] = ...) -> None: ...
 
 class AcquireRequest(_message.Message):
-    __slots__ = ("start", "release", "resume", "heartbeat", "set_value")
+    __slots__ = ("start", "release", "resume", "heartbeat", "set_value", "downgrade")
     START_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     SET_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DOWNGRADE_FIELD_NUMBER: _ClassVar[int]
     start: AcquireStart
     release: AcquireRelease
     resume: AcquireResume
     heartbeat: AcquireHeartbeat
     set_value: AcquireSetValue
-    def __init__(self, start: _Optional[_Union[AcquireStart, _Mapping]] = ..., release: _Optional[_Union[AcquireRelease, _Mapping]] = ..., resume: _Optional[_Union[AcquireResume, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., set_value: _Optional[_Union[AcquireSetValue, _Mapping]] = ...) -> None: ...
+    downgrade: AcquireDowngrade
+    def __init__(self, start: _Optional[_Union[AcquireStart, _Mapping]] = ..., release: _Optional[_Union[AcquireRelease, _Mapping]] = ..., resume: _Optional[_Union[AcquireResume, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., set_value: _Optional[_Union[AcquireSetValue, _Mapping]] = ..., downgrade: _Optional[_Union[AcquireDowngrade, _Mapping]] = ...) -> None: ...
+
+class AcquireDowngrade(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AcquireDowngraded(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class AcquireStart(_message.Message):
     __slots__ = ("name", "mode", "wait_timeout", "owner", "resume_grace", "heartbeat_interval", "value")
@@ -187,7 +197,7 @@ class AcquireRelease(_message.Message):
     def __init__(self) -> None: ...
 
 class AcquireResponse(_message.Message):
-    __slots__ = ("queued", "acquired", "released", "in_doubt", "confirmed", "resumable", "heartbeat", "revoke_requested", "value_set")
+    __slots__ = ("queued", "acquired", "released", "in_doubt", "confirmed", "resumable", "heartbeat", "revoke_requested", "value_set", "downgraded")
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +207,7 @@ class AcquireResponse(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     REVOKE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     VALUE_SET_FIELD_NUMBER: _ClassVar[int]
+    DOWNGRADED_FIELD_NUMBER: _ClassVar[int]
     queued: AcquireQueued
     acquired: AcquireAcquired
     released: AcquireReleased
@@ -206,7 +217,8 @@ class AcquireResponse(_message.Message):
     heartbeat: AcquireHeartbeat
     revoke_requested: AcquireRevokeRequested
     value_set: AcquireValueSet
-    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., resumable: _Optional[_Union[AcquireResumable, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ..., value_set: _Optional[_Union[AcquireValueSet, _Mapping]] = ...) -> None: ...
+    downgraded: AcquireDowngraded
+    def __init__(self, queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., resumable: _Optional[_Union[AcquireResumable, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ..., value_set: _Optional[_Union[AcquireValueSet, _Mapping]] = ..., downgraded: _Optional[_Union[AcquireDowngraded, _Mapping]] = ...) -> None: ...
 
 class AcquireQueued(_message.Message):
     __slots__ = ("ahead",)
@@ -249,7 +261,7 @@ class AcquireResumable(_message.Message):
     def __init__(self, resume_token: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("open", "resume", "acquire", "release", "cancel", "heartbeat", "set_value")
+    __slots__ = ("open", "resume", "acquire", "release", "cancel", "heartbeat", "set_value", "downgrade")
     OPEN_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_FIELD_NUMBER: _ClassVar[int]
@@ -257,6 +269,7 @@ class SessionRequest(_message.Message):
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     SET_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DOWNGRADE_FIELD_NUMBER: _ClassVar[int]
     open: SessionOpen
     resume: SessionResume
     acquire: SessionAcquire
@@ -264,7 +277,14 @@ class SessionRequest(_message.Message):
     cancel: SessionCancel
     heartbeat: AcquireHeartbeat
     set_value: SessionSetValue
-    def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., resume: _Optional[_Union[SessionResume, _Mapping]] = ..., acquire: _Optional[_Union[SessionAcquire, _Mapping]] = ..., release: _Optional[_Union[SessionRelease, _Mapping]] = ..., cancel: _Optional[_Union[SessionCancel, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., set_value: _Optional[_Union[SessionSetValue, _Mapping]] = ...) -> None: ...
+    downgrade: SessionDowngrade
+    def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., resume: _Optional[_Union[SessionResume, _Mapping]] = ..., acquire: _Optional[_Union[SessionAcquire, _Mapping]] = ..., release: _Optional[_Union[SessionRelease, _Mapping]] = ..., cancel: _Optional[_Union[SessionCancel, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., set_value: _Optional[_Union[SessionSetValue, _Mapping]] = ..., downgrade: _Optional[_Union[SessionDowngrade, _Mapping]] = ...) -> None: ...
+
+class SessionDowngrade(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    def __init__(self, request_id: _Optional[int] = ...) -> None: ...
 
 class SessionOpen(_message.Message):
     __slots__ = ("resume_grace", "heartbeat_interval")
@@ -319,7 +339,7 @@ class SessionCancel(_message.Message):
     def __init__(self, request_id: _Optional[int] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("request_id", "opened", "resumed", "queued", "acquired", "released", "in_doubt", "confirmed", "revoke_requested", "ended", "heartbeat", "value_set")
+    __slots__ = ("request_id", "opened", "resumed", "queued", "acquired", "released", "in_doubt", "confirmed", "revoke_requested", "ended", "heartbeat", "value_set", "downgraded")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     OPENED_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
@@ -332,6 +352,7 @@ class SessionResponse(_message.Message):
     ENDED_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     VALUE_SET_FIELD_NUMBER: _ClassVar[int]
+    DOWNGRADED_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     opened: SessionOpened
     resumed: SessionResumed
@@ -344,7 +365,8 @@ class SessionResponse(_message.Message):
     ended: SessionRequestEnded
     heartbeat: AcquireHeartbeat
     value_set: AcquireValueSet
-    def __init__(self, request_id: _Optional[int] = ..., opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., resumed: _Optional[_Union[SessionResumed, _Mapping]] = ..., queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ..., ended: _Optional[_Union[SessionRequestEnded, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., value_set: _Optional[_Union[AcquireValueSet, _Mapping]] = ...) -> None: ...
+    downgraded: AcquireDowngraded
+    def __init__(self, request_id: _Optional[int] = ..., opened: _Optional[_Union[SessionOpened, _Mapping]] = ..., resumed: _Optional[_Union[SessionResumed, _Mapping]] = ..., queued: _Optional[_Union[AcquireQueued, _Mapping]] = ..., acquired: _Optional[_Union[AcquireAcquired, _Mapping]] = ..., released: _Optional[_Union[AcquireReleased, _Mapping]] = ..., in_doubt: _Optional[_Union[AcquireInDoubt, _Mapping]] = ..., confirmed: _Optional[_Union[AcquireConfirmed, _Mapping]] = ..., revoke_requested: _Optional[_Union[AcquireRevokeRequested, _Mapping]] = ..., ended: _Optional[_Union[SessionRequestEnded, _Mapping]] = ..., heartbeat: _Optional[_Union[AcquireHeartbeat, _Mapping]] = ..., value_set: _Optional[_Union[AcquireValueSet, _Mapping]] = ..., downgraded: _Optional[_Union[AcquireDowngraded, _Mapping]] = ...) -> None: ...
 
 class SessionOpened(_message.Message):
     __slots__ = ("resume_token", "resume_grace")

@@ -104,6 +104,15 @@ class LockServiceServicer:
         DescribeLock and WatchLock show, on every instance. `set_value` sent before `acquired`
         ends the call with FAILED_PRECONDITION.
 
+        Downgrade: a WRITE holder may send `downgrade` to hold the lock in READ mode from then on,
+        in one step: its place in the queue and its fencing token stay, no writer or reader is
+        granted in between, and readers queued behind it that waited only for it are granted. The
+        server answers `downgraded` (again, harmlessly, for a hold downgraded before). There is no
+        upgrade: two readers upgrading at once would wait for each other forever; release and
+        acquire WRITE instead. `downgrade` before `acquired`, or on a MUTEX or READ hold, ends the
+        call with FAILED_PRECONDITION; on a ZooKeeper back end reached through the `zookeeper`
+        addon client (no multi) with UNIMPLEMENTED.
+
         A stream that ends abnormally (the client cancels, its connection dies, or it stops
         sending heartbeats it asked for) is a blip, not a release, if the client asked for a
         `resume_grace` in `start`: the server sends `resumable` with a resume token right after
@@ -144,7 +153,10 @@ class LockServiceServicer:
         CANCELLED           the client half-closed while still waiting; nothing is left queued.
         FAILED_PRECONDITION the client half-closed without `release` a request with a resume
         grace: it is kept for the grace, as after a cancel. Or it sent
-        `set_value` before `acquired` (nothing is left queued then).
+        `set_value` or `downgrade` before `acquired` (nothing is left queued
+        then), or `downgrade` for a MUTEX or READ hold (the lock is released).
+        UNIMPLEMENTED       `downgrade` on a back end that cannot replace a node atomically (the
+        lock is released).
         RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
         message is larger than it accepts; nothing is left queued.
         UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -180,7 +192,9 @@ class LockServiceServicer:
         CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
         5. A request holding its lock may replace its value with `set_value`, answered by
         `value_set` as on Acquire; sent for a request still waiting, it ends that request
-        with FAILED_PRECONDITION.
+        with FAILED_PRECONDITION. A WRITE holder may `downgrade`, answered by `downgraded`, as
+        on Acquire; a refused downgrade ends the request with the status Acquire would end
+        its call with.
 
         The session still ties every lock to the stream: when the client half-closes, every held
         lock is released and every waiting request withdrawn (each gets its `released` and `ended`)

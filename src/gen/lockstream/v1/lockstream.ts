@@ -221,7 +221,18 @@ export interface AcquireRequest {
     | //
     /** Replace the held lock's value (see AcquireStart.value); answered by `value_set`. */
     { $case: "setValue"; value: AcquireSetValue }
+    | //
+    /** Hold a WRITE lock in READ mode from now on (see Acquire); answered by `downgraded`. */
+    { $case: "downgrade"; value: AcquireDowngrade }
     | undefined;
+}
+
+/** AcquireDowngrade asks to turn the WRITE hold into a READ hold, atomically. */
+export interface AcquireDowngrade {
+}
+
+/** AcquireDowngraded says the lock is held in READ mode now, with the same fencing token. */
+export interface AcquireDowngraded {
 }
 
 /** AcquireStart names the lock to queue for and how to wait. */
@@ -335,6 +346,9 @@ export interface AcquireResponse {
     | //
     /** The value from `set_value` is published. */
     { $case: "valueSet"; value: AcquireValueSet }
+    | //
+    /** The lock is held in READ mode from now on (after `downgrade`). */
+    { $case: "downgraded"; value: AcquireDowngraded }
     | undefined;
 }
 
@@ -441,7 +455,19 @@ export interface SessionRequest {
      * `request_id` the session does not have is ignored.
      */
     { $case: "setValue"; value: SessionSetValue }
+    | //
+    /**
+     * Turns a WRITE hold into a READ hold, as `downgrade` on Acquire; answered by `downgraded`.
+     * A `request_id` the session does not have is ignored.
+     */
+    { $case: "downgrade"; value: SessionDowngrade }
     | undefined;
+}
+
+/** SessionDowngrade asks to turn one request's WRITE hold into a READ hold. */
+export interface SessionDowngrade {
+  /** The request holding the lock. */
+  requestId: number;
 }
 
 /** SessionOpen sets what holds for the whole session. */
@@ -555,6 +581,9 @@ export interface SessionResponse {
     | //
     /** The request's value from `set_value` is published, as on Acquire. */
     { $case: "valueSet"; value: AcquireValueSet }
+    | //
+    /** The request holds its lock in READ mode from now on, as on Acquire. */
+    { $case: "downgraded"; value: AcquireDowngraded }
     | undefined;
 }
 
@@ -1769,6 +1798,9 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
       case "setValue":
         AcquireSetValue.encode(message.kind.value, writer.uint32(42).fork()).join();
         break;
+      case "downgrade":
+        AcquireDowngrade.encode(message.kind.value, writer.uint32(50).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1826,6 +1858,14 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
             message.kind = { $case: "setValue", value: AcquireSetValue.decode(reader, reader.uint32()) };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = { $case: "downgrade", value: AcquireDowngrade.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1852,6 +1892,8 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
         ? { $case: "setValue", value: AcquireSetValue.fromJSON(object.setValue) }
         : isSet(object.set_value)
         ? { $case: "setValue", value: AcquireSetValue.fromJSON(object.set_value) }
+        : isSet(object.downgrade)
+        ? { $case: "downgrade", value: AcquireDowngrade.fromJSON(object.downgrade) }
         : undefined,
     };
   },
@@ -1868,6 +1910,8 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
       obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
     } else if (message.kind?.$case === "setValue") {
       obj.setValue = AcquireSetValue.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "downgrade") {
+      obj.downgrade = AcquireDowngrade.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -1908,7 +1952,117 @@ export const AcquireRequest: MessageFns<AcquireRequest> = {
         }
         break;
       }
+      case "downgrade": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "downgrade", value: AcquireDowngrade.fromPartial(object.kind.value) };
+        }
+        break;
+      }
     }
+    return message;
+  },
+};
+
+function createBaseAcquireDowngrade(): AcquireDowngrade {
+  return {};
+}
+
+export const AcquireDowngrade: MessageFns<AcquireDowngrade> = {
+  encode(_: AcquireDowngrade, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireDowngrade {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireDowngrade();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): AcquireDowngrade {
+    return {};
+  },
+
+  toJSON(_: AcquireDowngrade): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireDowngrade>): AcquireDowngrade {
+    return AcquireDowngrade.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<AcquireDowngrade>): AcquireDowngrade {
+    const message = createBaseAcquireDowngrade();
+    return message;
+  },
+};
+
+function createBaseAcquireDowngraded(): AcquireDowngraded {
+  return {};
+}
+
+export const AcquireDowngraded: MessageFns<AcquireDowngraded> = {
+  encode(_: AcquireDowngraded, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AcquireDowngraded {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAcquireDowngraded();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): AcquireDowngraded {
+    return {};
+  },
+
+  toJSON(_: AcquireDowngraded): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create(base?: DeepPartial<AcquireDowngraded>): AcquireDowngraded {
+    return AcquireDowngraded.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<AcquireDowngraded>): AcquireDowngraded {
+    const message = createBaseAcquireDowngraded();
     return message;
   },
 };
@@ -2456,6 +2610,9 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "valueSet":
         AcquireValueSet.encode(message.kind.value, writer.uint32(74).fork()).join();
         break;
+      case "downgraded":
+        AcquireDowngraded.encode(message.kind.value, writer.uint32(82).fork()).join();
+        break;
     }
     return writer;
   },
@@ -2545,6 +2702,14 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
             message.kind = { $case: "valueSet", value: AcquireValueSet.decode(reader, reader.uint32()) };
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.kind = { $case: "downgraded", value: AcquireDowngraded.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2583,6 +2748,8 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
         ? { $case: "valueSet", value: AcquireValueSet.fromJSON(object.valueSet) }
         : isSet(object.value_set)
         ? { $case: "valueSet", value: AcquireValueSet.fromJSON(object.value_set) }
+        : isSet(object.downgraded)
+        ? { $case: "downgraded", value: AcquireDowngraded.fromJSON(object.downgraded) }
         : undefined,
     };
   },
@@ -2607,6 +2774,8 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       obj.revokeRequested = AcquireRevokeRequested.toJSON(message.kind.value);
     } else if (message.kind?.$case === "valueSet") {
       obj.valueSet = AcquireValueSet.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "downgraded") {
+      obj.downgraded = AcquireDowngraded.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -2668,6 +2837,12 @@ export const AcquireResponse: MessageFns<AcquireResponse> = {
       case "valueSet": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "valueSet", value: AcquireValueSet.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "downgraded": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "downgraded", value: AcquireDowngraded.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -3189,6 +3364,9 @@ export const SessionRequest: MessageFns<SessionRequest> = {
       case "setValue":
         SessionSetValue.encode(message.kind.value, writer.uint32(58).fork()).join();
         break;
+      case "downgrade":
+        SessionDowngrade.encode(message.kind.value, writer.uint32(66).fork()).join();
+        break;
     }
     return writer;
   },
@@ -3262,6 +3440,14 @@ export const SessionRequest: MessageFns<SessionRequest> = {
             message.kind = { $case: "setValue", value: SessionSetValue.decode(reader, reader.uint32()) };
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.kind = { $case: "downgrade", value: SessionDowngrade.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3292,6 +3478,8 @@ export const SessionRequest: MessageFns<SessionRequest> = {
         ? { $case: "setValue", value: SessionSetValue.fromJSON(object.setValue) }
         : isSet(object.set_value)
         ? { $case: "setValue", value: SessionSetValue.fromJSON(object.set_value) }
+        : isSet(object.downgrade)
+        ? { $case: "downgrade", value: SessionDowngrade.fromJSON(object.downgrade) }
         : undefined,
     };
   },
@@ -3312,6 +3500,8 @@ export const SessionRequest: MessageFns<SessionRequest> = {
       obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
     } else if (message.kind?.$case === "setValue") {
       obj.setValue = SessionSetValue.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "downgrade") {
+      obj.downgrade = SessionDowngrade.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -3364,7 +3554,86 @@ export const SessionRequest: MessageFns<SessionRequest> = {
         }
         break;
       }
+      case "downgrade": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "downgrade", value: SessionDowngrade.fromPartial(object.kind.value) };
+        }
+        break;
+      }
     }
+    return message;
+  },
+};
+
+function createBaseSessionDowngrade(): SessionDowngrade {
+  return { requestId: 0 };
+}
+
+export const SessionDowngrade: MessageFns<SessionDowngrade> = {
+  encode(message: SessionDowngrade, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== 0) {
+      writer.uint32(8).uint32(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionDowngrade {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionDowngrade();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requestId = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionDowngrade {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.Number(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.Number(object.request_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: SessionDowngrade): unknown {
+    const obj: any = {};
+    if (message.requestId !== 0) {
+      obj.requestId = Math.round(message.requestId);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SessionDowngrade>): SessionDowngrade {
+    return SessionDowngrade.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SessionDowngrade>): SessionDowngrade {
+    const message = createBaseSessionDowngrade();
+    message.requestId = object.requestId ?? 0;
     return message;
   },
 };
@@ -3998,6 +4267,9 @@ export const SessionResponse: MessageFns<SessionResponse> = {
       case "valueSet":
         AcquireValueSet.encode(message.kind.value, writer.uint32(98).fork()).join();
         break;
+      case "downgraded":
+        AcquireDowngraded.encode(message.kind.value, writer.uint32(106).fork()).join();
+        break;
     }
     return writer;
   },
@@ -4111,6 +4383,14 @@ export const SessionResponse: MessageFns<SessionResponse> = {
             message.kind = { $case: "valueSet", value: AcquireValueSet.decode(reader, reader.uint32()) };
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.kind = { $case: "downgraded", value: AcquireDowngraded.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4158,6 +4438,8 @@ export const SessionResponse: MessageFns<SessionResponse> = {
         ? { $case: "valueSet", value: AcquireValueSet.fromJSON(object.valueSet) }
         : isSet(object.value_set)
         ? { $case: "valueSet", value: AcquireValueSet.fromJSON(object.value_set) }
+        : isSet(object.downgraded)
+        ? { $case: "downgraded", value: AcquireDowngraded.fromJSON(object.downgraded) }
         : undefined,
     };
   },
@@ -4189,6 +4471,8 @@ export const SessionResponse: MessageFns<SessionResponse> = {
       obj.heartbeat = AcquireHeartbeat.toJSON(message.kind.value);
     } else if (message.kind?.$case === "valueSet") {
       obj.valueSet = AcquireValueSet.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "downgraded") {
+      obj.downgraded = AcquireDowngraded.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -4263,6 +4547,12 @@ export const SessionResponse: MessageFns<SessionResponse> = {
       case "valueSet": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "valueSet", value: AcquireValueSet.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "downgraded": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "downgraded", value: AcquireDowngraded.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -4534,6 +4824,15 @@ export const LockServiceService = {
    * DescribeLock and WatchLock show, on every instance. `set_value` sent before `acquired`
    * ends the call with FAILED_PRECONDITION.
    *
+   * Downgrade: a WRITE holder may send `downgrade` to hold the lock in READ mode from then on,
+   * in one step: its place in the queue and its fencing token stay, no writer or reader is
+   * granted in between, and readers queued behind it that waited only for it are granted. The
+   * server answers `downgraded` (again, harmlessly, for a hold downgraded before). There is no
+   * upgrade: two readers upgrading at once would wait for each other forever; release and
+   * acquire WRITE instead. `downgrade` before `acquired`, or on a MUTEX or READ hold, ends the
+   * call with FAILED_PRECONDITION; on a ZooKeeper back end reached through the `zookeeper`
+   * addon client (no multi) with UNIMPLEMENTED.
+   *
    * A stream that ends abnormally (the client cancels, its connection dies, or it stops
    * sending heartbeats it asked for) is a blip, not a release, if the client asked for a
    * `resume_grace` in `start`: the server sends `resumable` with a resume token right after
@@ -4574,7 +4873,10 @@ export const LockServiceService = {
    *   CANCELLED           the client half-closed while still waiting; nothing is left queued.
    *   FAILED_PRECONDITION the client half-closed without `release` a request with a resume
    *                       grace: it is kept for the grace, as after a cancel. Or it sent
-   *                       `set_value` before `acquired` (nothing is left queued then).
+   *                       `set_value` or `downgrade` before `acquired` (nothing is left queued
+   *                       then), or `downgrade` for a MUTEX or READ hold (the lock is released).
+   *   UNIMPLEMENTED       `downgrade` on a back end that cannot replace a node atomically (the
+   *                       lock is released).
    *   RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
    *                       message is larger than it accepts; nothing is left queued.
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -4615,7 +4917,9 @@ export const LockServiceService = {
    *      CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
    *   5. A request holding its lock may replace its value with `set_value`, answered by
    *      `value_set` as on Acquire; sent for a request still waiting, it ends that request
-   *      with FAILED_PRECONDITION.
+   *      with FAILED_PRECONDITION. A WRITE holder may `downgrade`, answered by `downgraded`, as
+   *      on Acquire; a refused downgrade ends the request with the status Acquire would end
+   *      its call with.
    *
    * The session still ties every lock to the stream: when the client half-closes, every held
    * lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
@@ -4768,6 +5072,15 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    * DescribeLock and WatchLock show, on every instance. `set_value` sent before `acquired`
    * ends the call with FAILED_PRECONDITION.
    *
+   * Downgrade: a WRITE holder may send `downgrade` to hold the lock in READ mode from then on,
+   * in one step: its place in the queue and its fencing token stay, no writer or reader is
+   * granted in between, and readers queued behind it that waited only for it are granted. The
+   * server answers `downgraded` (again, harmlessly, for a hold downgraded before). There is no
+   * upgrade: two readers upgrading at once would wait for each other forever; release and
+   * acquire WRITE instead. `downgrade` before `acquired`, or on a MUTEX or READ hold, ends the
+   * call with FAILED_PRECONDITION; on a ZooKeeper back end reached through the `zookeeper`
+   * addon client (no multi) with UNIMPLEMENTED.
+   *
    * A stream that ends abnormally (the client cancels, its connection dies, or it stops
    * sending heartbeats it asked for) is a blip, not a release, if the client asked for a
    * `resume_grace` in `start`: the server sends `resumable` with a resume token right after
@@ -4808,7 +5121,10 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *   CANCELLED           the client half-closed while still waiting; nothing is left queued.
    *   FAILED_PRECONDITION the client half-closed without `release` a request with a resume
    *                       grace: it is kept for the grace, as after a cancel. Or it sent
-   *                       `set_value` before `acquired` (nothing is left queued then).
+   *                       `set_value` or `downgrade` before `acquired` (nothing is left queued
+   *                       then), or `downgrade` for a MUTEX or READ hold (the lock is released).
+   *   UNIMPLEMENTED       `downgrade` on a back end that cannot replace a node atomically (the
+   *                       lock is released).
    *   RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
    *                       message is larger than it accepts; nothing is left queued.
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -4841,7 +5157,9 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *      CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
    *   5. A request holding its lock may replace its value with `set_value`, answered by
    *      `value_set` as on Acquire; sent for a request still waiting, it ends that request
-   *      with FAILED_PRECONDITION.
+   *      with FAILED_PRECONDITION. A WRITE holder may `downgrade`, answered by `downgraded`, as
+   *      on Acquire; a refused downgrade ends the request with the status Acquire would end
+   *      its call with.
    *
    * The session still ties every lock to the stream: when the client half-closes, every held
    * lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
@@ -4945,6 +5263,15 @@ export interface LockServiceClient extends Client {
    * DescribeLock and WatchLock show, on every instance. `set_value` sent before `acquired`
    * ends the call with FAILED_PRECONDITION.
    *
+   * Downgrade: a WRITE holder may send `downgrade` to hold the lock in READ mode from then on,
+   * in one step: its place in the queue and its fencing token stay, no writer or reader is
+   * granted in between, and readers queued behind it that waited only for it are granted. The
+   * server answers `downgraded` (again, harmlessly, for a hold downgraded before). There is no
+   * upgrade: two readers upgrading at once would wait for each other forever; release and
+   * acquire WRITE instead. `downgrade` before `acquired`, or on a MUTEX or READ hold, ends the
+   * call with FAILED_PRECONDITION; on a ZooKeeper back end reached through the `zookeeper`
+   * addon client (no multi) with UNIMPLEMENTED.
+   *
    * A stream that ends abnormally (the client cancels, its connection dies, or it stops
    * sending heartbeats it asked for) is a blip, not a release, if the client asked for a
    * `resume_grace` in `start`: the server sends `resumable` with a resume token right after
@@ -4985,7 +5312,10 @@ export interface LockServiceClient extends Client {
    *   CANCELLED           the client half-closed while still waiting; nothing is left queued.
    *   FAILED_PRECONDITION the client half-closed without `release` a request with a resume
    *                       grace: it is kept for the grace, as after a cancel. Or it sent
-   *                       `set_value` before `acquired` (nothing is left queued then).
+   *                       `set_value` or `downgrade` before `acquired` (nothing is left queued
+   *                       then), or `downgrade` for a MUTEX or READ hold (the lock is released).
+   *   UNIMPLEMENTED       `downgrade` on a back end that cannot replace a node atomically (the
+   *                       lock is released).
    *   RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
    *                       message is larger than it accepts; nothing is left queued.
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
@@ -5020,7 +5350,9 @@ export interface LockServiceClient extends Client {
    *      CANCELLED). `cancel` of a held lock releases it too, ending it with CANCELLED.
    *   5. A request holding its lock may replace its value with `set_value`, answered by
    *      `value_set` as on Acquire; sent for a request still waiting, it ends that request
-   *      with FAILED_PRECONDITION.
+   *      with FAILED_PRECONDITION. A WRITE holder may `downgrade`, answered by `downgraded`, as
+   *      on Acquire; a refused downgrade ends the request with the status Acquire would end
+   *      its call with.
    *
    * The session still ties every lock to the stream: when the client half-closes, every held
    * lock is released and every waiting request withdrawn (each gets its `released` and `ended`)

@@ -9,6 +9,7 @@ import {
   type NodeData,
   type NodeWatchHandlers,
   type NodeFollow,
+  type ReplacedNode,
   type SetDataOutcome,
   type StoreSession,
   type StoreStats,
@@ -189,6 +190,35 @@ export class MemoryStore implements CoordinationStore {
     await this.#roundTrip();
     this.stats.deletes += 1;
     this.#remove(path);
+  }
+
+  async replaceNode(
+    path: string,
+    name: string,
+    data: Uint8Array,
+    version: number,
+    session: StoreSession,
+    follow: NodeFollow,
+  ): Promise<ReplacedNode | 'missing' | 'conflict'> {
+    await this.#roundTrip();
+    const node = this.#node(path);
+    if (!node || session !== this.#session || node.sessionId !== this.#session.numericId) return 'missing';
+    if (node.version !== version) return 'conflict';
+    const dir = parentPath(path);
+    this.#lastCreationId += 1n;
+    const replacement: MemoryNode = {
+      creationId: this.#lastCreationId,
+      sessionId: node.sessionId,
+      data: Uint8Array.from(data),
+      version: 0,
+    };
+    // Both in one step, with nothing in between: a listing sees one or the other.
+    this.#parents.get(dir)!.children.set(name, replacement);
+    const newPath = joinPath(dir, name);
+    this.#follow(newPath, follow);
+    this.#childrenChanged(dir);
+    this.#remove(path);
+    return { path: newPath, creationId: replacement.creationId };
   }
 
   /**

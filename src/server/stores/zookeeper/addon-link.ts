@@ -19,6 +19,7 @@ import type {
 const FLAGS: Readonly<Record<NodeMode, number>> = {
   persistent: zk.ZOO_PERSISTENT,
   container: zk.ZOO_CONTAINER,
+  ephemeral: zk.ZOO_EPHEMERAL,
   ephemeralSequential: zk.ZOO_EPHEMERAL_SEQUENTIAL,
 };
 
@@ -148,6 +149,9 @@ export class AddonLink implements ZooKeeperLink {
   delete(path: string): Promise<LinkReply<undefined>> {
     return this.#send((done) => this.#native.a_delete_(path, -1, (rc) => done(rc, undefined)));
   }
+
+  /** The addon does not expose the C client's zoo_amulti. */
+  readonly multi = undefined;
 
   close(): void {
     if (this.#closed) return;

@@ -9,6 +9,8 @@ import { CreateMode, ErrorCode, EventType, OPEN_ACL_UNSAFE, type Acl } from './p
 import type {
   CreatedZNode,
   LinkEvents,
+  LinkOp,
+  LinkOpResult,
   LinkOptions,
   LinkReply,
   NodeEventKind,
@@ -19,6 +21,7 @@ import type {
 const MODES: Readonly<Record<NodeMode, number>> = {
   persistent: CreateMode.persistent,
   container: CreateMode.container,
+  ephemeral: CreateMode.ephemeral,
   ephemeralSequential: CreateMode.ephemeralSequential,
 };
 
@@ -113,6 +116,31 @@ export class ProtocolLink implements ZooKeeperLink {
   delete(path: string): Promise<LinkReply<undefined>> {
     return answer(this.#connection.delete(path).then(() => undefined));
   }
+
+  readonly multi = (ops: readonly LinkOp[]): Promise<LinkReply<LinkOpResult[]>> =>
+    answer(
+      this.#connection
+        .multi(
+          ops.map((op) =>
+            op.op === 'create'
+              ? {
+                  op: 'create',
+                  path: op.path,
+                  data: op.data,
+                  acl: op.acl ?? OPEN_ACL_UNSAFE,
+                  mode: MODES[op.mode],
+                }
+              : op,
+          ),
+        )
+        .then((results) =>
+          results.map((result): LinkOpResult => {
+            if (result.op === 'create') return { op: 'create', path: result.path, creationId: result.czxid };
+            if (result.op === 'delete') return { op: 'delete' };
+            throw new ZooKeeperError(ErrorCode.marshallingError, `multi: unexpected ${result.op} result`);
+          }),
+        ),
+    );
 
   close(): void {
     void this.#connection.close();

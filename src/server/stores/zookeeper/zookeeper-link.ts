@@ -39,6 +39,11 @@ export interface ZooKeeperLink {
   setData(path: string, data: Uint8Array, version: number): Promise<LinkReply<undefined>>;
   setAcl(path: string, acl: readonly Acl[]): Promise<LinkReply<undefined>>;
   delete(path: string): Promise<LinkReply<undefined>>;
+  /**
+   * Applies `ops` atomically (ZooKeeper's multi): all of them or none, `rc` the first failing
+   * op's code. Undefined on a client without multi (the addon).
+   */
+  readonly multi: ((ops: readonly LinkOp[]) => Promise<LinkReply<LinkOpResult[]>>) | undefined;
   /** Ends the session (its ephemeral nodes go at once if it is connected) and the connection. */
   close(): void;
 }
@@ -49,7 +54,22 @@ export interface LinkReply<T> {
   readonly value: T | null;
 }
 
-export type NodeMode = 'persistent' | 'container' | 'ephemeralSequential';
+export type NodeMode = 'persistent' | 'container' | 'ephemeral' | 'ephemeralSequential';
+
+/** One operation of a multi. */
+export type LinkOp =
+  | {
+      readonly op: 'create';
+      readonly path: string;
+      readonly data: Uint8Array;
+      readonly mode: NodeMode;
+      readonly acl: readonly Acl[] | undefined;
+    }
+  | { readonly op: 'delete'; readonly path: string; readonly version: number };
+
+/** What one operation of a multi did: a create's path (with any sequence suffix) and czxid. */
+export type LinkOpResult =
+  { readonly op: 'create'; readonly path: string; readonly creationId: bigint } | { readonly op: 'delete' };
 
 export interface CreatedZNode {
   readonly path: string;

@@ -5,9 +5,11 @@ import {
   ancestors,
   emptyStats,
   joinPath,
+  parentPath,
   type CoordinationStore,
   type CreatedNode,
   type NodeData,
+  type ReplacedNode,
   type SetDataOutcome,
   type NodeWatchHandlers,
   type NodeFollow,
@@ -22,6 +24,7 @@ import {
   linkFactory,
   type LinkFactory,
   type NodeEventKind,
+  type LinkOp,
   type LinkReply,
   type NodeMode,
   type ZooKeeperClientKind,
@@ -323,6 +326,50 @@ export class ZooKeeperStore implements CoordinationStore {
     const reply = await this.#call('delete', (link) => link.delete(path));
     this.stats.deletes += 1;
     if (reply.rc !== ErrorCode.ok && reply.rc !== ErrorCode.noNode) throw unavailable('delete', reply.rc);
+  }
+
+  async replaceNode(
+    path: string,
+    name: string,
+    data: Uint8Array,
+    version: number,
+    session: StoreSession,
+    follow: NodeFollow,
+  ): Promise<ReplacedNode | 'missing' | 'conflict'> {
+    if (!this.#link.multi) {
+      throw new LockError(
+        'UNSUPPORTED',
+        'this needs ZooKeeper multi (one node replaced by another in one step), which the zookeeper addon client does not offer: run lockstream with --zookeeper-client protocol, the default',
+      );
+    }
+    const dir = parentPath(path);
+    const newPath = joinPath(dir, name);
+    const ops: LinkOp[] = [
+      { op: 'create', path: newPath, data, mode: 'ephemeral', acl: this.#aclFor(dir) },
+      // The delete's version is the compare in the compare-and-set.
+      { op: 'delete', path, version },
+    ];
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+      await this.#whenConnected('multi');
+      // An ephemeral node belongs to the session that creates it: never one other than the old node's.
+      if (session !== this.#session) return 'missing';
+      const reply = await this.#send((link) => link.multi!(ops));
+      const created = reply.value?.[0];
+      if (reply.rc === ErrorCode.ok && created?.op === 'create') {
+        const followed = await this.watchNode(newPath, follow);
+        return followed ? { path: newPath, creationId: created.creationId } : 'missing';
+      }
+      if (reply.rc === ErrorCode.badVersion) return 'conflict';
+      if (reply.rc === ErrorCode.noNode) return 'missing';
+      if (reply.rc !== ErrorCode.nodeExists && !isConnectionLoss(reply.rc))
+        throw unavailable('multi', reply.rc);
+      // The reply was lost (or an earlier try was applied and its reply lost): look before trying again.
+      await this.#whenConnected('multi');
+      if (session !== this.#session) return 'missing';
+      const existing = await this.watchNode(newPath, follow);
+      if (existing) return { path: newPath, creationId: existing.creationId };
+    }
+    throw new LockError('UNAVAILABLE', `ZooKeeper multi under ${dir} kept losing its connection`);
   }
 
   waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
