@@ -67,8 +67,11 @@ function session(call: grpc.ServerDuplexStream<SessionRequest, SessionResponse>)
           kind: { $case: 'ended', value: { code: 0, message: '' } },
         });
         return;
+      // The floor measures acquire/release only; holder requests are not part of it.
       case 'heartbeat':
       case 'resume':
+      case 'setValue':
+      case 'downgrade':
       case undefined:
         return;
     }
