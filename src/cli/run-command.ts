@@ -147,6 +147,8 @@ async function runLocked(
       LOCKSTREAM_LOCK_NAME: name,
       LOCKSTREAM_FENCING_TOKEN: lock.token.toString(),
       LOCKSTREAM_SERVER: options.server,
+      // The command signals SIGUSR1 here to downgrade a write lock (see below).
+      LOCKSTREAM_RUN_PID: String(process.pid),
     },
   });
   const group = (signal: NodeJS.Signals): void => {
@@ -171,6 +173,18 @@ async function runLocked(
     stopCommand(`lock "${name}" was revoked: ${lock.revokeRequested.reason || 'no reason given'}`);
   const onLost = (): void => stopCommand((lock.lost.reason as Error).message);
   lock.lost.addEventListener('abort', onLost, { once: true });
+  // A command that is done writing keeps reading under the same lock, with no writer let in
+  // between: `kill -USR1 $LOCKSTREAM_RUN_PID`.
+  const onDowngradeSignal = (): void => {
+    lock.downgrade().then(
+      () => process.stderr.write(`lockstream ${label}: lock "${name}" downgraded to read\n`),
+      (error: unknown) =>
+        process.stderr.write(
+          `lockstream ${label}: could not downgrade lock "${name}": ${error instanceof Error ? error.message : String(error)}\n`,
+        ),
+    );
+  };
+  process.on('SIGUSR1', onDowngradeSignal);
 
   const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
     (resolve) => {
@@ -180,6 +194,7 @@ async function runLocked(
   );
   clearTimeout(killTimer);
   for (const signal of FORWARDED_SIGNALS) process.off(signal, forward);
+  process.off('SIGUSR1', onDowngradeSignal);
   lock.lost.removeEventListener('abort', onLost);
   // Whatever the command left running in its group must not outlive the lock.
   if (stoppedBecause !== undefined) group('SIGKILL');

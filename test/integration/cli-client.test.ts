@@ -235,6 +235,36 @@ describe('the lockstream command as a client', () => {
     await after?.release();
   });
 
+  it('run downgrades a write lock to read when the command signals SIGUSR1 to $LOCKSTREAM_RUN_PID', async () => {
+    const run = lockstream(
+      [
+        'run',
+        'cli/cache',
+        '--mode',
+        'write',
+        '--',
+        'sh',
+        '-c',
+        'echo "token=$LOCKSTREAM_FENCING_TOKEN"; kill -USR1 "$LOCKSTREAM_RUN_PID"; sleep 30',
+      ],
+      env,
+    );
+    const [, token] = await run.line(/token=(\d+)/);
+    // The reader queued behind the writer is granted once the command asked to downgrade,
+    // while the command still runs; the run's hold is a read hold with the same token.
+    const reader = await client.acquire('cli/cache', { mode: 'read' });
+    const described = await client.describe('cli/cache');
+    expect(described.holders.map((h) => [h.mode, h.token.toString()])).toEqual([
+      ['read', token],
+      ['read', reader.token.toString()],
+    ]);
+    expect(run.child.exitCode).toBeNull();
+    await reader.release();
+    run.child.kill('SIGTERM');
+    expect(await run.exited).toBe(143);
+    expect(run.stderr).toContain('lock "cli/cache" downgraded to read');
+  });
+
   it('run forwards signals to the command and exits with what the command does about them', async () => {
     const run = lockstream(
       [
