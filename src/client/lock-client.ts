@@ -94,8 +94,16 @@ export interface LockClientOptions {
 
 /** How to wait for a lock. Every field is optional. */
 export interface AcquireOptions {
-  /** `mutex` (default), `read` or `write`. */
+  /** `mutex` (default), `read` or `write`; `semaphore` (the default when `limit` is given). */
   readonly mode?: LockMode;
+  /**
+   * Makes the request a semaphore request: the lock is held by as many requests at once as
+   * their weights fit this limit (1 to 1,000,000), granted in queue order. Every request for
+   * the name must name the same limit.
+   */
+  readonly limit?: number;
+  /** A semaphore request's share of the limit, 1 to `limit`; default 1. */
+  readonly weight?: number;
   /**
    * Milliseconds to wait in the queue before rejecting with `LockTimeoutError`. Absent: wait
    * until `signal` aborts. 0: try once, fail at once if the lock is not free (`tryAcquire`).
@@ -403,11 +411,21 @@ function lockRequest(
   name: string,
   options: AcquireOptions,
 ): Omit<LockRequest, 'resumeGraceMs' | 'heartbeatIntervalMs'> {
-  const mode = options.mode ?? 'mutex';
-  if (mode !== 'mutex' && mode !== 'read' && mode !== 'write') {
+  const { limit, weight } = options;
+  const mode = options.mode ?? (limit === undefined ? 'mutex' : 'semaphore');
+  if (mode !== 'mutex' && mode !== 'read' && mode !== 'write' && mode !== 'semaphore') {
     throw new TypeError(
-      `lock "${name}": mode must be "mutex", "read" or "write", not ${JSON.stringify(mode)}`,
+      `lock "${name}": mode must be "mutex", "read", "write" or "semaphore", not ${JSON.stringify(mode)}`,
     );
+  }
+  // Ranges are the server's to check (it names what is wrong); here only what the wire cannot carry.
+  for (const [option, count] of [
+    ['limit', limit],
+    ['weight', weight],
+  ] as const) {
+    if (count !== undefined && !(Number.isInteger(count) && Math.abs(count) < 2 ** 31)) {
+      throw new TypeError(`lock "${name}": ${option} must be a whole number, not ${count}`);
+    }
   }
   const { waitTimeout } = options;
   if (waitTimeout !== undefined && !(Number.isFinite(waitTimeout) && waitTimeout >= 0)) {
@@ -427,6 +445,8 @@ function lockRequest(
     waitTimeout,
     owner: options.owner ?? '',
     value,
+    limit: limit ?? 0,
+    weight,
     onQueued: options.onQueued,
     onInDoubt: options.onInDoubt,
     onConfirmed: options.onConfirmed,
@@ -447,12 +467,17 @@ export interface LockRequestInfo {
   readonly peer: string;
   /** What the request publishes (`setValue`, or `value` when it asked); empty if nothing. */
   readonly value: Buffer;
+  /** A semaphore request's weight; 0 in the lock modes. */
+  readonly weight: number;
 }
 
 export interface LockDescription {
   readonly name: string;
   readonly holders: readonly LockRequestInfo[];
   readonly waiters: readonly LockRequestInfo[];
+  /** A semaphore's limit, and the part of it its holders use; both 0 for a lock. */
+  readonly limit: number;
+  readonly usedWeight: number;
 }
 
 export interface LockPage {
@@ -461,6 +486,9 @@ export interface LockPage {
     readonly holders: number;
     readonly waiters: number;
     readonly heldMode: LockMode | undefined;
+    /** A semaphore's limit and the part of it in use; both 0 for a lock. */
+    readonly limit: number;
+    readonly usedWeight: number;
   }>;
   /** Pass it as `pageToken` for the next page; empty on the last one. */
   readonly nextPageToken: string;
@@ -479,6 +507,8 @@ function fromWireDescription(state: DescribeLockResponse): LockDescription {
     name: state.name,
     holders: state.holders.map(fromWireInfo),
     waiters: state.waiters.map(fromWireInfo),
+    limit: state.limit,
+    usedWeight: state.usedWeight,
   };
 }
 
@@ -491,6 +521,7 @@ function fromWireInfo(info: WireLockRequestInfo): LockRequestInfo {
     instance: info.instance,
     peer: info.peer,
     value: info.value,
+    weight: info.weight,
   };
 }
 

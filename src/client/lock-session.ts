@@ -283,6 +283,8 @@ export class SessionLock extends LockHandle {
           waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
           owner: request.owner,
           value: request.value,
+          limit: request.limit,
+          weight: request.weight,
         },
       },
     };

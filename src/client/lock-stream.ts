@@ -58,6 +58,8 @@ export class LockStream extends LockHandle {
         waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
         owner: request.owner,
         value: request.value,
+        limit: request.limit,
+        weight: request.weight,
         resumeGrace: request.resumeGraceMs > 0 ? toDuration(request.resumeGraceMs) : undefined,
         heartbeatInterval: this.#heartbeatInterval(),
       },

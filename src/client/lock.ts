@@ -1,8 +1,11 @@
 import type { Duration } from '../gen/google/protobuf/duration.js';
 import { LockMode as WireLockMode } from '../gen/lockstream/v1/lockstream.js';
 
-/** How a lock is shared: `mutex` and `write` are exclusive (and exclude each other), `read` is shared. */
-export type LockMode = 'mutex' | 'read' | 'write';
+/**
+ * How a lock is shared: `mutex` and `write` are exclusive (and exclude each other), `read` is
+ * shared; `semaphore` is counted (holders whose weights fit the limit, see AcquireOptions.limit).
+ */
+export type LockMode = 'mutex' | 'read' | 'write' | 'semaphore';
 
 /**
  * A held lock. It is held from the moment `acquire` resolves until `release()` resolves, or
@@ -85,6 +88,7 @@ export const WIRE_MODES: Readonly<Record<LockMode, WireLockMode>> = {
   mutex: WireLockMode.MUTEX,
   read: WireLockMode.READ,
   write: WireLockMode.WRITE,
+  semaphore: WireLockMode.SEMAPHORE,
 };
 
 export interface LockRequest {
@@ -95,6 +99,10 @@ export interface LockRequest {
   readonly owner: string;
   /** Published with the request; empty: none. */
   readonly value: Buffer;
+  /** A semaphore's limit; 0 in the lock modes. */
+  readonly limit: number;
+  /** A semaphore request's weight; undefined: 1 (and in the lock modes). */
+  readonly weight: number | undefined;
   /** ms the server keeps the request after the stream breaks, for a resume; 0: none. */
   readonly resumeGraceMs: number;
   /** ms between heartbeats in both directions; 0: none. */

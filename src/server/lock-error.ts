@@ -12,6 +12,8 @@ export type LockErrorCode =
   | 'KEPT_FOR_GRACE'
   | 'NOT_FOUND'
   | 'RESOURCE_EXHAUSTED'
+  /** The request disagrees with the requests queued for its lock (a semaphore's limit, or lock against semaphore). */
+  | 'MISMATCHED_REQUEST'
   /** The back end (or the client it runs on) cannot do what was asked. */
   | 'UNSUPPORTED';
 

@@ -10,6 +10,7 @@ import { healthOf, untilHealth } from '../support/health.js';
 import { describeSessionConformance } from './session-conformance.js';
 import { describeValueConformance } from './value-conformance.js';
 import { describeDowngradeConformance } from './downgrade-conformance.js';
+import { describeSemaphoreConformance } from './semaphore-conformance.js';
 
 /** How a conformance run reaches one back end. */
 export interface BackendUnderTest {
@@ -48,6 +49,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
   describeSessionConformance(backendName, backend);
   describeValueConformance(backendName, backend);
   describeDowngradeConformance(backendName, backend);
+  describeSemaphoreConformance(backendName, backend);
 }
 
 /**
@@ -366,6 +368,7 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
             resumeGrace: undefined,
             heartbeatInterval: undefined,
             value: Buffer.alloc(0),
+            limit: 0,
           },
         },
       });
@@ -690,6 +693,8 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
         name: 'nobody-here',
         holders: [],
         waiters: [],
+        limit: 0,
+        usedWeight: 0,
       });
       await expect(ctx.caller.describe('')).rejects.toMatchObject({
         code: status.INVALID_ARGUMENT,
@@ -725,13 +730,15 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
 
       const first = await ctx.caller.list({ prefix: 'list/', pageSize: 2 });
       expect(first.locks).toEqual([
-        { name: 'list/a', holders: 1, waiters: 0, heldMode: LockMode.MUTEX },
-        { name: 'list/b', holders: 1, waiters: 1, heldMode: LockMode.MUTEX },
+        { name: 'list/a', holders: 1, waiters: 0, heldMode: LockMode.MUTEX, limit: 0, usedWeight: 0 },
+        { name: 'list/b', holders: 1, waiters: 1, heldMode: LockMode.MUTEX, limit: 0, usedWeight: 0 },
       ]);
       expect(first.nextPageToken).not.toBe('');
       const second = await ctx.caller.list({ prefix: 'list/', pageSize: 2, pageToken: first.nextPageToken });
       expect(second).toEqual({
-        locks: [{ name: 'list/c', holders: 1, waiters: 0, heldMode: LockMode.MUTEX }],
+        locks: [
+          { name: 'list/c', holders: 1, waiters: 0, heldMode: LockMode.MUTEX, limit: 0, usedWeight: 0 },
+        ],
         nextPageToken: '',
       });
       expect((await ctx.caller.list()).locks.map((l) => l.name)).toEqual([
@@ -744,7 +751,7 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
       await Promise.all(held.map((h) => h.release()));
       await waiter.acquired();
       expect((await ctx.caller.list()).locks).toEqual([
-        { name: 'list/b', holders: 1, waiters: 0, heldMode: LockMode.READ },
+        { name: 'list/b', holders: 1, waiters: 0, heldMode: LockMode.READ, limit: 0, usedWeight: 0 },
       ]);
       await waiter.release();
       expect((await ctx.caller.list()).locks).toEqual([]);

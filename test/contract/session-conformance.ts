@@ -220,6 +220,7 @@ export function describeSessionConformance(backendName: string, backend: Backend
             mode: LockMode.MUTEX,
             owner: '',
             waitTimeout: undefined,
+            limit: 0,
             value: Buffer.alloc(0),
           },
         }),
@@ -460,7 +461,7 @@ export function describeSessionConformance(backendName: string, backend: Backend
       ]);
       expect(described.waiters.map((w) => [w.owner, w.mode])).toEqual([['session-waiter', LockMode.READ]]);
       expect((await ctx.caller.list({ prefix: 'seen' })).locks).toEqual([
-        { name: 'seen', holders: 1, waiters: 1, heldMode: LockMode.WRITE },
+        { name: 'seen', holders: 1, waiters: 1, heldMode: LockMode.WRITE, limit: 0, usedWeight: 0 },
       ]);
       expect(await ctx.caller.checkToken('seen', token)).toBe(true);
       session.halfClose();

@@ -171,6 +171,7 @@ function fullStart(start: Partial<AcquireStart>): AcquireStart {
     resumeGrace: undefined,
     heartbeatInterval: undefined,
     value: Buffer.alloc(0),
+    limit: 0,
     ...start,
   };
 }
@@ -284,10 +285,13 @@ export class SessionRequestStream extends RequestStream {
     const kind = message.kind;
     switch (kind?.$case) {
       case 'start': {
-        const { name, mode, waitTimeout, owner, value } = kind.value;
+        const { name, mode, waitTimeout, owner, value, limit, weight } = kind.value;
         const requestId = SessionRequestStream.REQUEST_ID;
         this.#call.write({
-          kind: { $case: 'acquire', value: { requestId, name, mode, waitTimeout, owner, value } },
+          kind: {
+            $case: 'acquire',
+            value: { requestId, name, mode, waitTimeout, owner, value, limit, weight },
+          },
         });
         return;
       }

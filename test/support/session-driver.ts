@@ -79,6 +79,7 @@ export class SessionDriver {
         owner: '',
         waitTimeout: undefined,
         value: Buffer.alloc(0),
+        limit: 0,
         ...request,
       },
     });

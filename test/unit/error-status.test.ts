@@ -42,6 +42,7 @@ describe('toCallStatus', () => {
     ['UNAUTHENTICATED', status.UNAUTHENTICATED],
     ['PERMISSION_DENIED', status.PERMISSION_DENIED],
     ['UNSUPPORTED', status.UNIMPLEMENTED],
+    ['MISMATCHED_REQUEST', status.FAILED_PRECONDITION],
   ];
 
   it.each(documented)(
@@ -74,6 +75,7 @@ describe('toCallStatus', () => {
       UNAUTHENTICATED: true,
       PERMISSION_DENIED: true,
       UNSUPPORTED: true,
+      MISMATCHED_REQUEST: true,
     };
     expect(documented.map(([code]) => code).sort()).toEqual(Object.keys(codes).sort());
   });

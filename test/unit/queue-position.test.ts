@@ -2,11 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../support/random.js';
 import { conflicts, isExclusive, type LockMode } from '../../src/server/engine/lock-mode.js';
 import {
+  disagreement,
   holderCount,
   nodePrefix,
   parseNodeName,
   position,
   queueOrder,
+  semaphoreUse,
   type Position,
 } from '../../src/server/engine/queue-position.js';
 
@@ -62,6 +64,16 @@ describe('parseNodeName and nodePrefix', () => {
       mode: 'write',
       requestId: id,
       sequence: 42,
+      limit: 0,
+      weight: 0,
+    });
+    expect(parseNodeName(`${nodePrefix('semaphore', id, { limit: 10, weight: 3 })}0000000007`)).toEqual({
+      nodeName: `sem-10-3-${id}-0000000007`,
+      mode: 'semaphore',
+      requestId: id,
+      sequence: 7,
+      limit: 10,
+      weight: 3,
     });
   });
 
@@ -76,6 +88,11 @@ describe('parseNodeName and nodePrefix', () => {
       `mutex-${id}-00000000001`,
       `mutex-${id}-0000000001-extra`,
       `MUTEX-${id}-0000000001`,
+      `sem-3-${id}-0000000001`,
+      `sem--1-${id}-0000000001`,
+      `sem-12345678-1-${id}-0000000001`,
+      `sem-3-x-${id}-0000000001`,
+      `semaphore-3-1-${id}-0000000001`,
     ]) {
       expect(parseNodeName(name), name).toBeNull();
     }
@@ -118,12 +135,12 @@ describe('queueOrder', () => {
 describe('position', () => {
   it('holds a mutex that is alone in the queue', () => {
     const [me] = queue('mutex');
-    expect(position([me!], me!)).toEqual({ kind: 'held', ahead: 0 });
+    expect(position([me!], me!)).toMatchObject({ kind: 'held', ahead: 0 });
   });
 
   it('makes a second mutex wait for the head', () => {
     const [head, me] = queue('mutex', 'mutex');
-    expect(position([head!, me!], me!)).toEqual({
+    expect(position([head!, me!], me!)).toMatchObject({
       kind: 'waiting',
       ahead: 1,
       predecessor: head,
@@ -133,7 +150,7 @@ describe('position', () => {
 
   it('makes an exclusive request wait for the node just before it, not the head', () => {
     const [a, b, me] = queue('mutex', 'mutex', 'write');
-    expect(position([a!, b!, me!], me!)).toEqual({
+    expect(position([a!, b!, me!], me!)).toMatchObject({
       kind: 'waiting',
       ahead: 2,
       predecessor: b,
@@ -143,7 +160,7 @@ describe('position', () => {
 
   it('queues mutex and write requests in one queue, both exclusive', () => {
     const [w, m] = queue('write', 'mutex');
-    expect(position([w!, m!], w!)).toEqual({ kind: 'held', ahead: 0 });
+    expect(position([w!, m!], w!)).toMatchObject({ kind: 'held', ahead: 0 });
     expect(position([w!, m!], m!)).toMatchObject({ kind: 'waiting', predecessor: w });
     const [m2, w2] = queue('mutex', 'write');
     expect(position([m2!, w2!], w2!)).toMatchObject({ kind: 'waiting', predecessor: m2 });
@@ -151,16 +168,16 @@ describe('position', () => {
 
   it('lets readers share: every reader before the first exclusive request holds', () => {
     const children = queue('read', 'read', 'read', 'write', 'read');
-    expect(position(children, children[0]!)).toEqual({ kind: 'held', ahead: 0 });
-    expect(position(children, children[1]!)).toEqual({ kind: 'held', ahead: 1 });
-    expect(position(children, children[2]!)).toEqual({ kind: 'held', ahead: 2 });
+    expect(position(children, children[0]!)).toMatchObject({ kind: 'held', ahead: 0 });
+    expect(position(children, children[1]!)).toMatchObject({ kind: 'held', ahead: 1 });
+    expect(position(children, children[2]!)).toMatchObject({ kind: 'held', ahead: 2 });
     expect(position(children, children[3]!)).toMatchObject({ kind: 'waiting', ahead: 3 });
     expect(position(children, children[4]!)).toMatchObject({ kind: 'waiting', ahead: 4 });
   });
 
   it('makes a writer behind readers wait for the reader just before it', () => {
     const [r1, r2, w] = queue('read', 'read', 'write');
-    expect(position([r1!, r2!, w!], w!)).toEqual({
+    expect(position([r1!, r2!, w!], w!)).toMatchObject({
       kind: 'waiting',
       ahead: 2,
       predecessor: r2,
@@ -170,7 +187,7 @@ describe('position', () => {
 
   it('makes a reader wait for the LAST exclusive request before it, not the first', () => {
     const [w1, w2, r] = queue('write', 'mutex', 'read');
-    expect(position([w1!, w2!, r!], r!)).toEqual({
+    expect(position([w1!, w2!, r!], r!)).toMatchObject({
       kind: 'waiting',
       ahead: 2,
       predecessor: w2,
@@ -181,25 +198,25 @@ describe('position', () => {
   it('makes readers skip the readers between them and the last exclusive request', () => {
     const [w1, r1, w2, r2, r3] = queue('write', 'read', 'write', 'read', 'read');
     const children = [w1!, r1!, w2!, r2!, r3!];
-    expect(position(children, r1!)).toEqual({
+    expect(position(children, r1!)).toMatchObject({
       kind: 'waiting',
       ahead: 1,
       predecessor: w1,
       predecessorIsHead: true,
     });
-    expect(position(children, w2!)).toEqual({
+    expect(position(children, w2!)).toMatchObject({
       kind: 'waiting',
       ahead: 2,
       predecessor: r1,
       predecessorIsHead: false,
     });
-    expect(position(children, r2!)).toEqual({
+    expect(position(children, r2!)).toMatchObject({
       kind: 'waiting',
       ahead: 3,
       predecessor: w2,
       predecessorIsHead: false,
     });
-    expect(position(children, r3!)).toEqual({
+    expect(position(children, r3!)).toMatchObject({
       kind: 'waiting',
       ahead: 4,
       predecessor: w2,
@@ -209,7 +226,7 @@ describe('position', () => {
 
   it('reports predecessorIsHead for a reader whose only blocker is the head writer, several readers back', () => {
     const [w, r1, r2] = queue('write', 'read', 'read');
-    expect(position([w!, r1!, r2!], r2!)).toEqual({
+    expect(position([w!, r1!, r2!], r2!)).toMatchObject({
       kind: 'waiting',
       ahead: 2,
       predecessor: w,
@@ -222,7 +239,7 @@ describe('position', () => {
     const random = mulberry32(7);
     for (let round = 0; round < 20; round += 1) {
       const mixed = shuffled(children, random);
-      for (const me of children) expect(position(mixed, me)).toEqual(position(children, me));
+      for (const me of children) expect(position(mixed, me)).toMatchObject(position(children, me));
     }
   });
 
@@ -230,13 +247,13 @@ describe('position', () => {
     const holder = node('mutex', 9, requestId('f'));
     const me = node('mutex', 10, requestId('0'));
     expect(position([me, holder], me)).toMatchObject({ kind: 'waiting', predecessor: holder });
-    expect(position([me, holder], holder)).toEqual({ kind: 'held', ahead: 0 });
+    expect(position([me, holder], holder)).toMatchObject({ kind: 'held', ahead: 0 });
   });
 
   it('puts a node created after the sequence overflowed (negative) ahead of positive ones', () => {
     const positive = node('mutex', 2147483647);
     const negative = node('mutex', -2147483648);
-    expect(position([positive, negative], negative)).toEqual({ kind: 'held', ahead: 0 });
+    expect(position([positive, negative], negative)).toMatchObject({ kind: 'held', ahead: 0 });
     expect(position([positive, negative], positive)).toMatchObject({
       kind: 'waiting',
       predecessor: negative,
@@ -246,8 +263,8 @@ describe('position', () => {
   it('ignores foreign node names: they neither block nor count as ahead', () => {
     const [holder, me] = queue('mutex', 'mutex');
     const children = ['zookeeper', 'lock-0000000000', holder!, 'mutex-x-0000000001', me!];
-    expect(position(children, holder!)).toEqual({ kind: 'held', ahead: 0 });
-    expect(position(children, me!)).toEqual({
+    expect(position(children, holder!)).toMatchObject({ kind: 'held', ahead: 0 });
+    expect(position(children, me!)).toMatchObject({
       kind: 'waiting',
       ahead: 1,
       predecessor: holder,
@@ -257,12 +274,12 @@ describe('position', () => {
 
   it('is `missing` when our node is not among the children', () => {
     const [a, b, me] = queue('mutex', 'read', 'read');
-    expect(position([a!, b!], me!)).toEqual({ kind: 'missing' });
-    expect(position([], me!)).toEqual({ kind: 'missing' });
+    expect(position([a!, b!], me!)).toMatchObject({ kind: 'missing' });
+    expect(position([], me!)).toMatchObject({ kind: 'missing' });
   });
 
   it('is `missing` for a foreign name, even when it is listed', () => {
-    expect(position(['lock', 'other'], 'lock')).toEqual({ kind: 'missing' });
+    expect(position(['lock', 'other'], 'lock')).toMatchObject({ kind: 'missing' });
   });
 
   it('counts everything ahead, holders included', () => {
@@ -327,6 +344,96 @@ describe('position, on 500 random queues', () => {
           );
         }
       });
+    }
+  });
+});
+
+/** A semaphore request node of `limit` and `weight` at `sequence`. */
+function semaphoreNode(limit: number, weight: number, sequence: number): string {
+  return `${nodePrefix('semaphore', requestId(), { limit, weight })}${zkSequence(sequence)}`;
+}
+
+describe('semaphore positions', () => {
+  it('holds while the weights up to ours fit the limit; the first waiter watches the holders, later ones the waiter ahead', () => {
+    // limit 4: 2 + 1 hold, 2 waits for released weight, 1 waits for the grant ahead of it.
+    const children = [2, 1, 2, 1].map((weight, i) => semaphoreNode(4, weight, i));
+    const [a, b, c, d] = children as [string, string, string, string];
+    expect(position(children, a)).toEqual({ kind: 'held', ahead: 0, head: undefined, successor: b });
+    expect(position(children, b)).toEqual({ kind: 'held', ahead: 1, head: a, successor: c });
+    expect(position(children, c)).toMatchObject({
+      kind: 'waiting',
+      ahead: 2,
+      predecessor: b,
+      head: a,
+      wake: { kind: 'release', holders: [a, b] },
+    });
+    expect(position(children, d)).toMatchObject({
+      kind: 'waiting',
+      ahead: 3,
+      predecessor: c,
+      wake: { kind: 'grant', predecessor: c },
+    });
+    expect(holderCount(queueOrder(children))).toBe(2);
+    expect(semaphoreUse(queueOrder(children))).toEqual({ limit: 4, holders: 2, used: 3 });
+  });
+
+  it('lets nothing pass a lock request ahead (one that is about to fail), and makes lock requests wait behind semaphore requests', () => {
+    const sem = semaphoreNode(10, 1, 1);
+    const mutex = node('mutex', 2);
+    const later = semaphoreNode(10, 1, 3);
+    expect(position([sem, mutex, later], later)).toMatchObject({
+      kind: 'waiting',
+      wake: { kind: 'grant', predecessor: mutex },
+    });
+    expect(position([sem, mutex, later], mutex)).toMatchObject({ kind: 'waiting', predecessor: sem });
+  });
+
+  it('agrees only with a queue of the same kind: one limit for a semaphore, any lock mode for a lock', () => {
+    const five = semaphoreNode(5, 1, 1);
+    expect(disagreement(five, semaphoreNode(5, 5, 2))).toBeUndefined();
+    expect(disagreement(five, semaphoreNode(3, 1, 2))).toBe(
+      'the request first in its queue uses it as a semaphore of limit 5; this request asks for a semaphore of limit 3',
+    );
+    expect(disagreement(five, node('read', 2))).toMatch(
+      /a semaphore of limit 5; this request asks for READ mode/,
+    );
+    expect(disagreement(node('write', 1), five)).toMatch(
+      /WRITE mode; this request asks for a semaphore of limit 5/,
+    );
+    expect(disagreement(node('write', 1), node('read', 2))).toBeUndefined();
+  });
+
+  it('grants, on 500 random queues, exactly the leading requests whose weights fit, and wakes each waiter on what can change its answer', () => {
+    const random = mulberry32(0x5e3a);
+    for (let testCase = 0; testCase < 500; testCase += 1) {
+      const limit = 1 + Math.floor(random() * 6);
+      const weights = Array.from(
+        { length: 1 + Math.floor(random() * 10) },
+        () => 1 + Math.floor(random() * limit),
+      );
+      const names = weights.map((weight, i) => semaphoreNode(limit, weight, 3 * i));
+      const children = shuffled(names, random);
+      const where = `case ${testCase}: limit ${limit}, weights ${weights.join(' ')}`;
+      let sum = 0;
+      const fits = weights.map((weight) => (sum += weight) <= limit);
+      const held = fits.indexOf(false) === -1 ? fits.length : fits.indexOf(false);
+      names.forEach((me, i) => {
+        const p = position(children, me);
+        if (i < held) {
+          expect(p, where).toMatchObject({ kind: 'held', ahead: i, successor: names[i + 1] });
+          return;
+        }
+        expect(p.kind, where).toBe('waiting');
+        if (p.kind !== 'waiting') return;
+        // Holders in any order: the listing's.
+        const wake = p.wake?.kind === 'release' ? { ...p.wake, holders: [...p.wake.holders].sort() } : p.wake;
+        expect(wake, where).toEqual(
+          i === held
+            ? { kind: 'release', holders: names.slice(0, i).sort() }
+            : { kind: 'grant', predecessor: names[i - 1] },
+        );
+      });
+      expect(holderCount(queueOrder(children)), where).toBe(held);
     }
   });
 });

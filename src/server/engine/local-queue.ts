@@ -1,6 +1,6 @@
 import type { CoordinationStore } from '../stores/store.js';
 import { conflicts } from './lock-mode.js';
-import { modeOf, SequenceCache, sequenceOf } from './queue-position.js';
+import { modeOf, queueOrder, SequenceCache, sequenceOf } from './queue-position.js';
 
 /** Queues shorter than this are parsed afresh on every listing: cheap, and nothing to keep. */
 const SEQUENCE_CACHE_FROM = 64;
@@ -105,6 +105,10 @@ export class LocalQueue {
    */
   tell(children: readonly string[]): void {
     if (this.#waiters.size === 0) return;
+    if (children.some((child) => modeOf(child) === 'semaphore')) {
+      this.#tellPlaces(semaphorePlaces(children));
+      return;
+    }
     const sequenceOfChild = this.#sequenceReader(children);
     // Sequence numbers with the mode in the lowest bit (1: exclusive), sorted: no object per child.
     const keyed: number[] = [];
@@ -122,6 +126,11 @@ export class LocalQueue {
       if (ahead > 0 && (exclusiveAhead || exclusive)) places.set((key - (exclusive ? 1 : 0)) / 2, ahead);
       if (exclusive) exclusiveAhead = true;
     }
+    this.#tellPlaces(places);
+  }
+
+  /** Reports to each waiter its number ahead in `places` (by sequence; absent: not blocked). */
+  #tellPlaces(places: ReadonlyMap<number, number>): void {
     for (const [nodeName, waiter] of this.#waiters) {
       // A waiter not listed is gone (or going), and one not blocked holds: its own wait says so.
       const ahead = places.get(waiter.sequence);
@@ -179,4 +188,20 @@ export class LocalQueue {
       this.#listing = false;
     }
   }
+}
+
+/**
+ * The places of the blocked requests of a semaphore's queue, by sequence (the grant rule, as in
+ * position(): blocked once the weights up to it pass its limit; a lock request there always is).
+ */
+function semaphorePlaces(children: readonly string[]): Map<number, number> {
+  const places = new Map<number, number>();
+  let weight = 0;
+  let blocked = false;
+  queueOrder(children).forEach((entry, ahead) => {
+    weight += entry.mode === 'semaphore' ? entry.weight : Number.POSITIVE_INFINITY;
+    blocked ||= ahead > 0 && (entry.mode !== 'semaphore' || weight > entry.limit);
+    if (blocked) places.set(entry.sequence, ahead);
+  });
+  return places;
 }

@@ -2,19 +2,36 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { onAbort } from '../../common/abort.js';
 import { disposable } from '../../common/disposable.js';
-import { WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
+import { SEMAPHORE_LIMIT_MAX, WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
 import {
   baseName,
   joinPath,
+  NodeFollow,
   type CoordinationStore,
   type CreatedNode,
   type StoreSession,
 } from '../stores/store.js';
 import { LockError } from '../lock-error.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
-import { holderCount, modeOf, nodePrefix, position, queueOrder, type Position } from './queue-position.js';
+import {
+  disagreement,
+  holderCount,
+  modeOf,
+  nodePrefix,
+  parseNodeName,
+  position,
+  queueOrder,
+  type Position,
+  type SemaphoreWake,
+} from './queue-position.js';
 import { LockRequestNode, nodeVanished } from './lease.js';
-import { encodeNodeRecord, recordedValue, updateNodeRecord, type NodeRecord } from './node-record.js';
+import {
+  encodeNodeRecord,
+  parseNodeRecord,
+  recordedValue,
+  updateNodeRecord,
+  type NodeRecord,
+} from './node-record.js';
 import { LocalQueue } from './local-queue.js';
 import { Withdrawal, type AcquireOptions, type AcquireRequest, type Lease } from './lock-request.js';
 
@@ -47,6 +64,8 @@ export class LockEngine {
   readonly #releasedHolders = new Set<string>();
   /** Predecessor nodes that waiters of this engine wait for, with how many wait for each. */
   readonly #awaited = new Map<string, number>();
+  /** This engine's semaphore requests that have not ended, by request id: a grant ahead wakes them here. */
+  readonly #semaphoreRequests = new Map<string, SemaphoreWakeup>();
 
   constructor(options: LockEngineOptions) {
     this.#maxWaitersPerLock = options.maxWaitersPerLock ?? Number.POSITIVE_INFINITY;
@@ -88,23 +107,30 @@ export class LockEngine {
     const value = recordedValue(request.value);
     if (value !== undefined) record.value = value;
     const data = encodeNodeRecord(record);
+    const shape =
+      request.mode === 'semaphore' ? { limit: request.limit!, weight: request.weight ?? 1 } : undefined;
     for (;;) {
       const node = new LockRequestNode(this.#store, request);
+      const requestId = randomUUID();
+      // Known here before its node exists: a grant ahead that lists the node finds it local.
+      const wakeup = shape ? new SemaphoreWakeup() : undefined;
+      if (wakeup) this.#semaphoreRequests.set(requestId, wakeup);
       let created: CreatedNode;
       try {
         created = await this.#store.createSequential(
           dir,
-          nodePrefix(request.mode, randomUUID()),
+          nodePrefix(request.mode, requestId, shape),
           data,
           node.follow,
         );
       } catch (error) {
         node.abandon();
+        this.#semaphoreRequests.delete(requestId);
         throw error;
       }
       try {
         node.created(created, data);
-        return await this.#waitForTurn(request, created, node, stop, options);
+        return await this.#waitForTurn(request, created, node, stop, options, wakeup);
       } catch (error) {
         node.abandon();
         const sessionLost = created.session.lost.aborted;
@@ -116,6 +142,8 @@ export class LockEngine {
           continue;
         }
         throw stop.withdrawn ? stop.reason : error;
+      } finally {
+        this.#semaphoreRequests.delete(requestId);
       }
     }
   }
@@ -126,16 +154,22 @@ export class LockEngine {
     node: LockRequestNode,
     stop: Withdrawal,
     options: AcquireOptions,
+    wakeup: SemaphoreWakeup | undefined,
   ): Promise<Lease> {
     const { path, session } = created;
     const dir = path.slice(0, path.lastIndexOf('/'));
     const me = baseName(path);
-    let current: Position = this.#position(dir, created.siblings, me);
+    let children: readonly string[] = created.siblings;
+    let current: Position = this.#position(dir, children, me);
+    if (current.kind !== 'missing' && current.head !== undefined) {
+      const why = disagreement(current.head, me);
+      if (why !== undefined) throw new LockError('MISMATCHED_REQUEST', `lock "${request.name}": ${why}`);
+    }
     if (current.kind === 'held' && session.confirmed) {
       // Uncontended: no wait, so no signal linking the request to its session and node.
       stop.throwIfWithdrawn();
       session.lost.throwIfAborted();
-      return node.hold(this.#releasing(request, path));
+      return this.#grant(request, node, path, current, children);
     }
     // One signal for everything that ends the wait, made only for a request that waits.
     using waitEnd = new WaitEnd(stop, session, node);
@@ -156,7 +190,7 @@ export class LockEngine {
       if (current.kind === 'held') {
         // Never grant on a session the store cannot vouch for: it may already be lost.
         await whenConfirmed(session, waitSignal);
-        return node.hold(this.#releasing(request, path));
+        return this.#grant(request, node, path, current, children);
       }
       if (request.waitTimeoutMs === 0) {
         throw new LockError(
@@ -165,6 +199,13 @@ export class LockEngine {
         );
       }
       queue.report(me, current.ahead);
+      if (current.wake) {
+        // A semaphore: released weight, or a grant ahead, may let us in; list again to know.
+        const told = await this.#semaphoreWait(dir, current.wake, wakeup!, waitSignal);
+        children = told ?? (await this.#store.children(dir));
+        current = this.#position(dir, children, me);
+        continue;
+      }
       const predecessor = joinPath(dir, current.predecessor);
       // Nothing that blocked us is left ahead when the predecessor was the head at our last
       // listing, or was an exclusive holder of this server released just now (nothing was
@@ -189,7 +230,98 @@ export class LockEngine {
           this.#releasedHolders.delete(predecessor);
         }
       }
-      current = clear ? { kind: 'held', ahead: 0 } : this.#position(dir, await this.#store.children(dir), me);
+      if (clear) {
+        current = { kind: 'held', ahead: 0, head: undefined };
+      } else {
+        children = await this.#store.children(dir);
+        current = this.#position(dir, children, me);
+      }
+    }
+  }
+
+  /**
+   * Hands out the lock. A semaphore request may have a waiter right behind it that waits for
+   * this grant (its answer may change now: it may fit too, or it is now the first waiter and
+   * must watch the holders): it is told, in this process with the listing that granted us, or
+   * through our node's record (`granted`) when it is another instance's.
+   */
+  #grant(
+    request: AcquireRequest,
+    node: LockRequestNode,
+    path: string,
+    current: Extract<Position, { kind: 'held' }>,
+    children: readonly string[],
+  ): Lease {
+    const lease = node.hold(this.#releasing(request, path));
+    const { successor } = current;
+    if (successor === undefined) return lease;
+    const entry = parseNodeName(successor);
+    const local = entry ? this.#semaphoreRequests.get(entry.requestId) : undefined;
+    if (local) {
+      local.wake(children);
+      return lease;
+    }
+    updateNodeRecord(this.#store, path, (record) =>
+      record.granted ? undefined : { ...record, granted: true },
+    ).catch((error: unknown) =>
+      // The waiter behind is woken when we release instead: later, never wrongly.
+      this.#logger.warn(
+        { err: error, path },
+        'could not tell the semaphore request behind this one of its grant',
+      ),
+    );
+    return lease;
+  }
+
+  /**
+   * Waits until something may have changed a waiting semaphore request's answer (see
+   * SemaphoreWake), or a grant ahead in this process tells it so; resolves with the listing
+   * that grant was made on, if it came with one.
+   */
+  async #semaphoreWait(
+    dir: string,
+    wake: SemaphoreWake,
+    wakeup: SemaphoreWakeup,
+    signal: AbortSignal,
+  ): Promise<readonly string[] | undefined> {
+    const told = wakeup.take();
+    if (told) return told;
+    const stop = new AbortController();
+    const stopWith = onAbort(signal, () => stop.abort(signal.reason));
+    if (signal.aborted) stop.abort(signal.reason);
+    try {
+      const waits: Array<Promise<readonly string[] | undefined>> = [wakeup.next(stop.signal)];
+      if (wake.kind === 'release') {
+        for (const holder of wake.holders) {
+          waits.push(
+            this.#store
+              .waitUntilDeleted(joinPath(dir, holder), { signal: stop.signal })
+              .then(() => undefined),
+          );
+        }
+      } else {
+        waits.push(this.#grantedOrGone(joinPath(dir, wake.predecessor), stop.signal).then(() => undefined));
+      }
+      return await Promise.race(waits);
+    } finally {
+      stop.abort(STOPPED);
+      stopWith();
+    }
+  }
+
+  /** Resolves once the node at `path` says it was granted (its record), changes, or is gone. */
+  async #grantedOrGone(path: string, signal: AbortSignal): Promise<void> {
+    let changed!: () => void;
+    const change = new Promise<void>((resolve) => (changed = resolve));
+    const follow = new NodeFollow({ onData: () => changed(), onDeleted: () => changed() });
+    try {
+      const node = await this.#store.watchNode(path, follow);
+      if (!node || parseNodeRecord(node.data).granted || signal.aborted) return;
+      const unlink = onAbort(signal, () => changed());
+      await change;
+      unlink();
+    } finally {
+      follow.stop();
     }
   }
 
@@ -199,7 +331,8 @@ export class LockEngine {
    * at most MAX_RELEASED_HOLDERS (a waiter that gave up leaves its entry behind).
    */
   #releasing(request: AcquireRequest, path: string): (() => void) | undefined {
-    if (request.mode === 'read') return undefined;
+    // Only an exclusive holder is all that is ahead of the waiter behind it.
+    if (request.mode === 'read' || request.mode === 'semaphore') return undefined;
     return () => {
       if (!this.#awaited.has(path)) return; // nobody here waits for it
       if (this.#releasedHolders.size >= MAX_RELEASED_HOLDERS) {
@@ -337,6 +470,7 @@ const MAX_RELEASED_HOLDERS = 10_000;
 
 function validateRequest(request: AcquireRequest): void {
   validateLockName(request.name);
+  validateSemaphore(request);
   const { waitTimeoutMs } = request;
   if (
     waitTimeoutMs !== undefined &&
@@ -418,4 +552,74 @@ async function whenConfirmed(session: StoreSession, signal: AbortSignal): Promis
     });
     signal.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/** A semaphore's limit and weight, or their absence in the other modes. */
+function validateSemaphore({ mode, limit, weight }: AcquireRequest): void {
+  if (mode !== 'semaphore') {
+    if (limit || weight !== undefined) {
+      throw new LockError(
+        'INVALID_ARGUMENT',
+        `${limit ? 'limit' : 'weight'} applies to SEMAPHORE mode only; this request asks for ${mode.toUpperCase()} mode`,
+      );
+    }
+    return;
+  }
+  if (limit === undefined || limit === 0) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      `limit is required in SEMAPHORE mode: 1 to ${SEMAPHORE_LIMIT_MAX}`,
+    );
+  }
+  if (!Number.isInteger(limit) || limit < 1 || limit > SEMAPHORE_LIMIT_MAX) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      `limit ${limit} is out of range: expected 1 to ${SEMAPHORE_LIMIT_MAX}`,
+    );
+  }
+  if (weight !== undefined && !(Number.isInteger(weight) && weight >= 1 && weight <= limit)) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      weight > limit && Number.isInteger(weight)
+        ? `weight ${weight} is more than the limit ${limit}: the request could never be granted`
+        : `weight ${weight} is out of range: expected 1 to the limit (${limit})`,
+    );
+  }
+}
+
+/** Why a semaphore wait's own watches are dropped once one of them has answered. */
+const STOPPED = new LockError('CANCELLED', 'the wait is over');
+
+/**
+ * How a grant in this process wakes a semaphore request waiting right behind it, with the
+ * listing it was granted on (nothing is deleted from a queue's listing without a release, so
+ * the waiter may count on it: at worst it is a little behind). A wake that comes while the
+ * request is not waiting is kept for its next wait.
+ */
+class SemaphoreWakeup {
+  #told: readonly string[] | undefined;
+  #waiting: ((children: readonly string[]) => void) | undefined;
+
+  wake(children: readonly string[]): void {
+    if (this.#waiting) this.#waiting(children);
+    else this.#told = children;
+  }
+
+  /** The listing of a wake that came while the request was not waiting, once. */
+  take(): readonly string[] | undefined {
+    const told = this.#told;
+    this.#told = undefined;
+    return told;
+  }
+
+  /** Resolves with the next wake's listing; never settles once `signal` aborts. */
+  next(signal: AbortSignal): Promise<readonly string[]> {
+    return new Promise((resolve) => {
+      if (signal.aborted) return;
+      this.#waiting = resolve;
+      onAbort(signal, () => {
+        if (this.#waiting === resolve) this.#waiting = undefined;
+      });
+    });
+  }
 }

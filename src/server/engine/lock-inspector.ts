@@ -11,7 +11,7 @@ import { onAbort } from '../../common/abort.js';
 import { LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import { decodeLockName, validateLockName } from './lock-name.js';
-import { holderCount, queueOrder, type QueueEntry } from './queue-position.js';
+import { holderCount, queueOrder, semaphoreUse, type QueueEntry } from './queue-position.js';
 
 /** One request in a lock's queue, from its node: what the instance serving it recorded. */
 export interface LockRequestInfo {
@@ -24,15 +24,23 @@ export interface LockRequestInfo {
   readonly peer: string;
   /** What the request publishes (empty if nothing). */
   readonly value: Uint8Array;
+  /** A semaphore request's weight; 0 in the lock modes. */
+  readonly weight: number;
 }
 
-export interface LockDescription {
+/** A semaphore's capacity and the part its holders use; both 0 for a lock. */
+export interface SemaphoreCapacity {
+  readonly limit: number;
+  readonly usedWeight: number;
+}
+
+export interface LockDescription extends SemaphoreCapacity {
   readonly name: string;
   readonly holders: readonly LockRequestInfo[];
   readonly waiters: readonly LockRequestInfo[];
 }
 
-export interface LockSummary {
+export interface LockSummary extends SemaphoreCapacity {
   readonly name: string;
   readonly holders: number;
   readonly waiters: number;
@@ -85,6 +93,7 @@ export class LockInspector {
       name,
       holders: infos.slice(0, held).filter(present),
       waiters: infos.slice(held).filter(present),
+      ...capacity(queue),
     };
   }
 
@@ -215,7 +224,13 @@ export class LockInspector {
       // An empty parent waits for ZooKeeper to remove it: nobody holds or waits for that lock.
       if (queue.length === 0) continue;
       const held = holderCount(queue);
-      locks.push({ name, holders: held, waiters: queue.length - held, heldMode: queue[0]?.mode });
+      locks.push({
+        name,
+        holders: held,
+        waiters: queue.length - held,
+        heldMode: queue[0]?.mode,
+        ...capacity(queue),
+      });
     }
     return { locks, nextPageToken: '' };
   }
@@ -223,7 +238,14 @@ export class LockInspector {
 
 function toInfo(entry: QueueEntry, node: NodeData): LockRequestInfo {
   const fencingToken = recordedToken(parseNodeRecord(node.data), node.creationId);
-  return { mode: entry.mode, fencingToken, ...parseNodeData(node.data) };
+  return { mode: entry.mode, fencingToken, weight: entry.weight, ...parseNodeData(node.data) };
+}
+
+/** A queue's semaphore capacity (as its first request names it) and use; zeros for a lock. */
+function capacity(queue: readonly QueueEntry[]): SemaphoreCapacity {
+  if (queue[0]?.mode !== 'semaphore') return { limit: 0, usedWeight: 0 };
+  const { limit, used } = semaphoreUse(queue);
+  return { limit, usedWeight: used };
 }
 
 /** Whether a node records a forced revocation whose deadline is past at `now`. */
@@ -235,7 +257,7 @@ function forcedOutBy(data: Uint8Array, now: number): boolean {
 }
 
 /** What the engine recorded in a request's node; tolerant of foreign data. */
-function parseNodeData(data: Uint8Array): Omit<LockRequestInfo, 'mode' | 'fencingToken'> {
+function parseNodeData(data: Uint8Array): Omit<LockRequestInfo, 'mode' | 'fencingToken' | 'weight'> {
   const record = parseNodeRecord(data);
   const text = (value: unknown): string => (typeof value === 'string' ? value : '');
   const since = new Date(text(record.since));

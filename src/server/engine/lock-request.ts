@@ -19,6 +19,10 @@ export interface AcquireRequest {
   readonly peer?: string | undefined;
   /** Published with the request (see Lease.setValue); at most VALUE_MAX_BYTES. */
   readonly value?: Uint8Array | undefined;
+  /** Semaphore mode only (and required there): the lock's capacity. */
+  readonly limit?: number | undefined;
+  /** Semaphore mode only: how much of the capacity the request takes. Default 1. */
+  readonly weight?: number | undefined;
 }
 
 export interface AcquireOptions {

@@ -19,6 +19,11 @@ export interface NodeRecord {
    */
   token?: string;
   revoke?: { reason: string; requestedAt: string; forceAt?: string };
+  /**
+   * A semaphore request that was granted while the request right behind it, of another
+   * instance, may wait for that (see LockEngine): written for its watch.
+   */
+  granted?: boolean;
 }
 
 export function parseNodeRecord(data: Uint8Array): NodeRecord {

@@ -20,7 +20,7 @@ export interface Principal {
   readonly grants: readonly Grant[];
 }
 
-const MODES = ['mutex', 'read', 'write'] as const;
+const MODES = ['mutex', 'read', 'write', 'semaphore'] as const;
 
 const callerSchema = z
   .strictObject({

@@ -13,6 +13,7 @@ const MODES = new Map<WireLockMode, LockMode>([
   [WireLockMode.MUTEX, 'mutex'],
   [WireLockMode.READ, 'read'],
   [WireLockMode.WRITE, 'write'],
+  [WireLockMode.SEMAPHORE, 'semaphore'],
 ]);
 
 const WIRE_MODES = new Map<LockMode, WireLockMode>([...MODES].map(([wire, mode]) => [mode, wire]));
@@ -98,7 +99,7 @@ export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequ
   if (!mode) {
     throw invalid(
       start.mode === WireLockMode.UNSPECIFIED
-        ? 'mode is required: LOCK_MODE_MUTEX, LOCK_MODE_READ or LOCK_MODE_WRITE'
+        ? 'mode is required: LOCK_MODE_MUTEX, LOCK_MODE_READ, LOCK_MODE_WRITE or LOCK_MODE_SEMAPHORE'
         : `mode ${start.mode} is not a known LockMode`,
     );
   }
@@ -112,6 +113,9 @@ export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequ
     owner: start.owner,
     peer,
     value: start.value,
+    // Checked against the mode by the engine (both RPCs reach it).
+    limit: start.limit,
+    weight: start.weight,
   };
 }
 

@@ -213,6 +213,8 @@ class SessionStream implements SessionObserver {
           resumeGrace: undefined,
           heartbeatInterval: undefined,
           value: acquire.value,
+          limit: acquire.limit,
+          weight: acquire.weight,
         },
         this.#call.getPeer(),
       );

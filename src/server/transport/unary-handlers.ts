@@ -89,6 +89,8 @@ function toWireDescription(description: LockDescription): DescribeLockResponse {
     name: description.name,
     holders: description.holders.map(toWireInfo),
     waiters: description.waiters.map(toWireInfo),
+    limit: description.limit,
+    usedWeight: description.usedWeight,
   };
 }
 

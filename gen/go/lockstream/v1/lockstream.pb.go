@@ -39,6 +39,13 @@ const (
 	LockMode_LOCK_MODE_READ LockMode = 2
 	// Exclusive, like MUTEX; the usual name when the same lock is also taken in READ mode.
 	LockMode_LOCK_MODE_WRITE LockMode = 3
+	// Counted (a semaphore): held together by requests whose weights add up to at most the lock's
+	// limit (AcquireStart.limit and weight). Granted in queue order: a request is granted when the
+	// weights of the requests ahead of it, all holding, plus its own fit the limit, so a light
+	// request never overtakes a heavy one that waits. Each holder has its own fencing token. A
+	// name is a semaphore or a lock, not both: a request that disagrees with the first request in
+	// the lock's queue (on the mode, or on the limit) fails with FAILED_PRECONDITION naming both.
+	LockMode_LOCK_MODE_SEMAPHORE LockMode = 4
 )
 
 // Enum value maps for LockMode.
@@ -48,12 +55,14 @@ var (
 		1: "LOCK_MODE_MUTEX",
 		2: "LOCK_MODE_READ",
 		3: "LOCK_MODE_WRITE",
+		4: "LOCK_MODE_SEMAPHORE",
 	}
 	LockMode_value = map[string]int32{
 		"LOCK_MODE_UNSPECIFIED": 0,
 		"LOCK_MODE_MUTEX":       1,
 		"LOCK_MODE_READ":        2,
 		"LOCK_MODE_WRITE":       3,
+		"LOCK_MODE_SEMAPHORE":   4,
 	}
 )
 
@@ -337,10 +346,15 @@ type DescribeLockResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The lock's name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The requests holding the lock: one for MUTEX and WRITE, any number of READ.
+	// The requests holding the lock: one for MUTEX and WRITE, any number of READ, for SEMAPHORE
+	// as many as their weights fit the limit.
 	Holders []*LockRequestInfo `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
 	// The requests waiting for it, first in line first.
-	Waiters       []*LockRequestInfo `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	Waiters []*LockRequestInfo `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	// A SEMAPHORE's capacity (the limit its queue's first request names); 0 for other modes.
+	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// A SEMAPHORE's capacity in use: the sum of its holders' weights; 0 for other modes.
+	UsedWeight    uint32 `protobuf:"varint,5,opt,name=used_weight,json=usedWeight,proto3" json:"used_weight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +410,20 @@ func (x *DescribeLockResponse) GetWaiters() []*LockRequestInfo {
 	return nil
 }
 
+func (x *DescribeLockResponse) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *DescribeLockResponse) GetUsedWeight() uint32 {
+	if x != nil {
+		return x.UsedWeight
+	}
+	return 0
+}
+
 // LockRequestInfo is one request in a lock's queue, holding or waiting.
 type LockRequestInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -412,7 +440,9 @@ type LockRequestInfo struct {
 	// The client's address as that instance saw it.
 	Peer string `protobuf:"bytes,6,opt,name=peer,proto3" json:"peer,omitempty"`
 	// The value the request published (AcquireStart.value, or its latest `set_value`); empty if none.
-	Value         []byte `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	Value []byte `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	// SEMAPHORE: how much of the limit the request takes (holds, or waits for); 0 for other modes.
+	Weight        uint32 `protobuf:"varint,8,opt,name=weight,proto3" json:"weight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -494,6 +524,13 @@ func (x *LockRequestInfo) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *LockRequestInfo) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
 }
 
 // ListLocksRequest asks for a page of locks.
@@ -625,7 +662,11 @@ type LockSummary struct {
 	// How many requests wait for it.
 	Waiters uint32 `protobuf:"varint,3,opt,name=waiters,proto3" json:"waiters,omitempty"`
 	// The holders' mode (LOCK_MODE_UNSPECIFIED when nobody holds the lock).
-	HeldMode      LockMode `protobuf:"varint,4,opt,name=held_mode,json=heldMode,proto3,enum=lockstream.v1.LockMode" json:"held_mode,omitempty"`
+	HeldMode LockMode `protobuf:"varint,4,opt,name=held_mode,json=heldMode,proto3,enum=lockstream.v1.LockMode" json:"held_mode,omitempty"`
+	// A SEMAPHORE's capacity; 0 for other modes.
+	Limit uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The part of a SEMAPHORE's capacity its holders use; 0 for other modes.
+	UsedWeight    uint32 `protobuf:"varint,6,opt,name=used_weight,json=usedWeight,proto3" json:"used_weight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +727,20 @@ func (x *LockSummary) GetHeldMode() LockMode {
 		return x.HeldMode
 	}
 	return LockMode_LOCK_MODE_UNSPECIFIED
+}
+
+func (x *LockSummary) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *LockSummary) GetUsedWeight() uint32 {
+	if x != nil {
+		return x.UsedWeight
+	}
+	return 0
 }
 
 // CheckTokenRequest asks about one fencing token.
@@ -1046,7 +1101,12 @@ type AcquireStart struct {
 	// A value published with the request, at most 1024 bytes: what observers of the lock should
 	// know about its holder, e.g. where to reach an elected leader. DescribeLock and WatchLock
 	// show it; the holder may replace it with `set_value`. It lives as long as this request.
-	Value         []byte `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	Value []byte `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	// SEMAPHORE only, and required there: the lock's capacity, 1 to 1,000,000. Every request in
+	// the lock's queue names the same limit.
+	Limit int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	// SEMAPHORE only: how much of the limit this request takes, 1 to `limit`. Absent: 1.
+	Weight        *int32 `protobuf:"varint,9,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1128,6 +1188,20 @@ func (x *AcquireStart) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *AcquireStart) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *AcquireStart) GetWeight() int32 {
+	if x != nil && x.Weight != nil {
+		return *x.Weight
+	}
+	return 0
 }
 
 // AcquireSetValue replaces the value a holder publishes.
@@ -2263,7 +2337,11 @@ type SessionAcquire struct {
 	// Who is asking, for operators' eyes only, as in AcquireStart.
 	Owner string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
 	// A value published with the request, as in AcquireStart.
-	Value         []byte `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
+	Value []byte `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
+	// SEMAPHORE only: the lock's capacity, as in AcquireStart.
+	Limit int32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	// SEMAPHORE only: how much of it this request takes, as in AcquireStart. Absent: 1.
+	Weight        *int32 `protobuf:"varint,8,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2338,6 +2416,20 @@ func (x *SessionAcquire) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *SessionAcquire) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SessionAcquire) GetWeight() int32 {
+	if x != nil && x.Weight != nil {
+		return *x.Weight
+	}
+	return 0
 }
 
 // SessionSetValue replaces the value of one request's held lock.
@@ -2926,11 +3018,14 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x12RevokeLockResponse\x12#\n" +
 	"\rholders_asked\x18\x01 \x01(\rR\fholdersAsked\")\n" +
 	"\x13DescribeLockRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x9e\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xd5\x01\n" +
 	"\x14DescribeLockResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
 	"\aholders\x18\x02 \x03(\v2\x1e.lockstream.v1.LockRequestInfoR\aholders\x128\n" +
-	"\awaiters\x18\x03 \x03(\v2\x1e.lockstream.v1.LockRequestInfoR\awaiters\"\xfe\x01\n" +
+	"\awaiters\x18\x03 \x03(\v2\x1e.lockstream.v1.LockRequestInfoR\awaiters\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x1f\n" +
+	"\vused_weight\x18\x05 \x01(\rR\n" +
+	"usedWeight\"\x96\x02\n" +
 	"\x0fLockRequestInfo\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12#\n" +
@@ -2938,7 +3033,8 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x12\x1a\n" +
 	"\binstance\x18\x05 \x01(\tR\binstance\x12\x12\n" +
 	"\x04peer\x18\x06 \x01(\tR\x04peer\x12\x14\n" +
-	"\x05value\x18\a \x01(\fR\x05value\"f\n" +
+	"\x05value\x18\a \x01(\fR\x05value\x12\x16\n" +
+	"\x06weight\x18\b \x01(\rR\x06weight\"f\n" +
 	"\x10ListLocksRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
@@ -2946,12 +3042,15 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"m\n" +
 	"\x11ListLocksResponse\x120\n" +
 	"\x05locks\x18\x01 \x03(\v2\x1a.lockstream.v1.LockSummaryR\x05locks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8b\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc2\x01\n" +
 	"\vLockSummary\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aholders\x18\x02 \x01(\rR\aholders\x12\x18\n" +
 	"\awaiters\x18\x03 \x01(\rR\awaiters\x124\n" +
-	"\theld_mode\x18\x04 \x01(\x0e2\x17.lockstream.v1.LockModeR\bheldMode\"L\n" +
+	"\theld_mode\x18\x04 \x01(\x0e2\x17.lockstream.v1.LockModeR\bheldMode\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\x12\x1f\n" +
+	"\vused_weight\x18\x06 \x01(\rR\n" +
+	"usedWeight\"L\n" +
 	"\x11CheckTokenRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rfencing_token\x18\x02 \x01(\x04R\ffencingToken\"(\n" +
@@ -2966,7 +3065,7 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\tdowngrade\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireDowngradeH\x00R\tdowngradeB\x06\n" +
 	"\x04kind\"\x12\n" +
 	"\x10AcquireDowngrade\"\x13\n" +
-	"\x11AcquireDowngraded\"\xc1\x02\n" +
+	"\x11AcquireDowngraded\"\xff\x02\n" +
 	"\fAcquireStart\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12<\n" +
@@ -2974,7 +3073,10 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12<\n" +
 	"\fresume_grace\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vresumeGrace\x12H\n" +
 	"\x12heartbeat_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12\x14\n" +
-	"\x05value\x18\a \x01(\fR\x05value\"'\n" +
+	"\x05value\x18\a \x01(\fR\x05value\x12\x14\n" +
+	"\x05limit\x18\b \x01(\x05R\x05limit\x12\x1b\n" +
+	"\x06weight\x18\t \x01(\x05H\x00R\x06weight\x88\x01\x01B\t\n" +
+	"\a_weight\"'\n" +
 	"\x0fAcquireSetValue\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\fR\x05value\"\x11\n" +
 	"\x0fAcquireValueSet\"|\n" +
@@ -3029,7 +3131,7 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"|\n" +
 	"\rSessionResume\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12H\n" +
-	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xda\x01\n" +
+	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\x98\x02\n" +
 	"\x0eSessionAcquire\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\rR\trequestId\x12\x12\n" +
@@ -3037,7 +3139,10 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x04mode\x18\x03 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12<\n" +
 	"\fwait_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x14\n" +
 	"\x05owner\x18\x05 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05value\x18\x06 \x01(\fR\x05value\"F\n" +
+	"\x05value\x18\x06 \x01(\fR\x05value\x12\x14\n" +
+	"\x05limit\x18\a \x01(\x05R\x05limit\x12\x1b\n" +
+	"\x06weight\x18\b \x01(\x05H\x00R\x06weight\x88\x01\x01B\t\n" +
+	"\a_weight\"F\n" +
 	"\x0fSessionSetValue\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\rR\trequestId\x12\x14\n" +
@@ -3073,12 +3178,13 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x0eSessionResumed\"C\n" +
 	"\x13SessionRequestEnded\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*c\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*|\n" +
 	"\bLockMode\x12\x19\n" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n" +
 	"\x0eLOCK_MODE_READ\x10\x02\x12\x13\n" +
-	"\x0fLOCK_MODE_WRITE\x10\x032\xca\x04\n" +
+	"\x0fLOCK_MODE_WRITE\x10\x03\x12\x17\n" +
+	"\x13LOCK_MODE_SEMAPHORE\x10\x042\xca\x04\n" +
 	"\vLockService\x12L\n" +
 	"\aAcquire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x010\x01\x12L\n" +
 	"\aSession\x12\x1d.lockstream.v1.SessionRequest\x1a\x1e.lockstream.v1.SessionResponse(\x010\x01\x12W\n" +
@@ -3243,6 +3349,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireRequest_SetValue)(nil),
 		(*AcquireRequest_Downgrade)(nil),
 	}
+	file_lockstream_v1_lockstream_proto_msgTypes[15].OneofWrappers = []any{}
 	file_lockstream_v1_lockstream_proto_msgTypes[21].OneofWrappers = []any{
 		(*AcquireResponse_Queued)(nil),
 		(*AcquireResponse_Acquired)(nil),
@@ -3265,6 +3372,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*SessionRequest_SetValue)(nil),
 		(*SessionRequest_Downgrade)(nil),
 	}
+	file_lockstream_v1_lockstream_proto_msgTypes[33].OneofWrappers = []any{}
 	file_lockstream_v1_lockstream_proto_msgTypes[37].OneofWrappers = []any{
 		(*SessionResponse_Opened)(nil),
 		(*SessionResponse_Resumed)(nil),

@@ -17,10 +17,12 @@ class LockMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LOCK_MODE_MUTEX: _ClassVar[LockMode]
     LOCK_MODE_READ: _ClassVar[LockMode]
     LOCK_MODE_WRITE: _ClassVar[LockMode]
+    LOCK_MODE_SEMAPHORE: _ClassVar[LockMode]
 LOCK_MODE_UNSPECIFIED: LockMode
 LOCK_MODE_MUTEX: LockMode
 LOCK_MODE_READ: LockMode
 LOCK_MODE_WRITE: LockMode
+LOCK_MODE_SEMAPHORE: LockMode
 
 class WatchLockRequest(_message.Message):
     __slots__ = ("name",)
@@ -57,17 +59,21 @@ class DescribeLockRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class DescribeLockResponse(_message.Message):
-    __slots__ = ("name", "holders", "waiters")
+    __slots__ = ("name", "holders", "waiters", "limit", "used_weight")
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOLDERS_FIELD_NUMBER: _ClassVar[int]
     WAITERS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    USED_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     name: str
     holders: _containers.RepeatedCompositeFieldContainer[LockRequestInfo]
     waiters: _containers.RepeatedCompositeFieldContainer[LockRequestInfo]
-    def __init__(self, name: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockRequestInfo, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockRequestInfo, _Mapping]]] = ...) -> None: ...
+    limit: int
+    used_weight: int
+    def __init__(self, name: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockRequestInfo, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockRequestInfo, _Mapping]]] = ..., limit: _Optional[int] = ..., used_weight: _Optional[int] = ...) -> None: ...
 
 class LockRequestInfo(_message.Message):
-    __slots__ = ("mode", "owner", "fencing_token", "requested_at", "instance", "peer", "value")
+    __slots__ = ("mode", "owner", "fencing_token", "requested_at", "instance", "peer", "value", "weight")
     MODE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +81,7 @@ class LockRequestInfo(_message.Message):
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     PEER_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
     mode: LockMode
     owner: str
     fencing_token: int
@@ -82,7 +89,8 @@ class LockRequestInfo(_message.Message):
     instance: str
     peer: str
     value: bytes
-    def __init__(self, mode: _Optional[_Union[LockMode, str]] = ..., owner: _Optional[str] = ..., fencing_token: _Optional[int] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., instance: _Optional[str] = ..., peer: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    weight: int
+    def __init__(self, mode: _Optional[_Union[LockMode, str]] = ..., owner: _Optional[str] = ..., fencing_token: _Optional[int] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., instance: _Optional[str] = ..., peer: _Optional[str] = ..., value: _Optional[bytes] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class ListLocksRequest(_message.Message):
     __slots__ = ("prefix", "page_size", "page_token")
@@ -103,16 +111,20 @@ class ListLocksResponse(_message.Message):
     def __init__(self, locks: _Optional[_Iterable[_Union[LockSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class LockSummary(_message.Message):
-    __slots__ = ("name", "holders", "waiters", "held_mode")
+    __slots__ = ("name", "holders", "waiters", "held_mode", "limit", "used_weight")
     NAME_FIELD_NUMBER: _ClassVar[int]
     HOLDERS_FIELD_NUMBER: _ClassVar[int]
     WAITERS_FIELD_NUMBER: _ClassVar[int]
     HELD_MODE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    USED_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     name: str
     holders: int
     waiters: int
     held_mode: LockMode
-    def __init__(self, name: _Optional[str] = ..., holders: _Optional[int] = ..., waiters: _Optional[int] = ..., held_mode: _Optional[_Union[LockMode, str]] = ...) -> None: ...
+    limit: int
+    used_weight: int
+    def __init__(self, name: _Optional[str] = ..., holders: _Optional[int] = ..., waiters: _Optional[int] = ..., held_mode: _Optional[_Union[LockMode, str]] = ..., limit: _Optional[int] = ..., used_weight: _Optional[int] = ...) -> None: ...
 
 class CheckTokenRequest(_message.Message):
     __slots__ = ("name", "fencing_token")
@@ -153,7 +165,7 @@ class AcquireDowngraded(_message.Message):
     def __init__(self) -> None: ...
 
 class AcquireStart(_message.Message):
-    __slots__ = ("name", "mode", "wait_timeout", "owner", "resume_grace", "heartbeat_interval", "value")
+    __slots__ = ("name", "mode", "wait_timeout", "owner", "resume_grace", "heartbeat_interval", "value", "limit", "weight")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +173,8 @@ class AcquireStart(_message.Message):
     RESUME_GRACE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
     name: str
     mode: LockMode
     wait_timeout: _duration_pb2.Duration
@@ -168,7 +182,9 @@ class AcquireStart(_message.Message):
     resume_grace: _duration_pb2.Duration
     heartbeat_interval: _duration_pb2.Duration
     value: bytes
-    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., value: _Optional[bytes] = ...) -> None: ...
+    limit: int
+    weight: int
+    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., value: _Optional[bytes] = ..., limit: _Optional[int] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class AcquireSetValue(_message.Message):
     __slots__ = ("value",)
@@ -303,20 +319,24 @@ class SessionResume(_message.Message):
     def __init__(self, resume_token: _Optional[str] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SessionAcquire(_message.Message):
-    __slots__ = ("request_id", "name", "mode", "wait_timeout", "owner", "value")
+    __slots__ = ("request_id", "name", "mode", "wait_timeout", "owner", "value", "limit", "weight")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     name: str
     mode: LockMode
     wait_timeout: _duration_pb2.Duration
     owner: str
     value: bytes
-    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    limit: int
+    weight: int
+    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., value: _Optional[bytes] = ..., limit: _Optional[int] = ..., weight: _Optional[int] = ...) -> None: ...
 
 class SessionSetValue(_message.Message):
     __slots__ = ("request_id", "value")

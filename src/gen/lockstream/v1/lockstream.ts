@@ -45,6 +45,15 @@ export enum LockMode {
   READ = 2,
   /** WRITE - Exclusive, like MUTEX; the usual name when the same lock is also taken in READ mode. */
   WRITE = 3,
+  /**
+   * SEMAPHORE - Counted (a semaphore): held together by requests whose weights add up to at most the lock's
+   * limit (AcquireStart.limit and weight). Granted in queue order: a request is granted when the
+   * weights of the requests ahead of it, all holding, plus its own fit the limit, so a light
+   * request never overtakes a heavy one that waits. Each holder has its own fencing token. A
+   * name is a semaphore or a lock, not both: a request that disagrees with the first request in
+   * the lock's queue (on the mode, or on the limit) fails with FAILED_PRECONDITION naming both.
+   */
+  SEMAPHORE = 4,
   UNRECOGNIZED = -1,
 }
 
@@ -62,6 +71,9 @@ export function lockModeFromJSON(object: any): LockMode {
     case 3:
     case "LOCK_MODE_WRITE":
       return LockMode.WRITE;
+    case 4:
+    case "LOCK_MODE_SEMAPHORE":
+      return LockMode.SEMAPHORE;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -79,6 +91,8 @@ export function lockModeToJSON(object: LockMode): string {
       return "LOCK_MODE_READ";
     case LockMode.WRITE:
       return "LOCK_MODE_WRITE";
+    case LockMode.SEMAPHORE:
+      return "LOCK_MODE_SEMAPHORE";
     case LockMode.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -123,10 +137,17 @@ export interface DescribeLockRequest {
 export interface DescribeLockResponse {
   /** The lock's name. */
   name: string;
-  /** The requests holding the lock: one for MUTEX and WRITE, any number of READ. */
+  /**
+   * The requests holding the lock: one for MUTEX and WRITE, any number of READ, for SEMAPHORE
+   * as many as their weights fit the limit.
+   */
   holders: LockRequestInfo[];
   /** The requests waiting for it, first in line first. */
   waiters: LockRequestInfo[];
+  /** A SEMAPHORE's capacity (the limit its queue's first request names); 0 for other modes. */
+  limit: number;
+  /** A SEMAPHORE's capacity in use: the sum of its holders' weights; 0 for other modes. */
+  usedWeight: number;
 }
 
 /** LockRequestInfo is one request in a lock's queue, holding or waiting. */
@@ -147,6 +168,8 @@ export interface LockRequestInfo {
   peer: string;
   /** The value the request published (AcquireStart.value, or its latest `set_value`); empty if none. */
   value: Buffer;
+  /** SEMAPHORE: how much of the limit the request takes (holds, or waits for); 0 for other modes. */
+  weight: number;
 }
 
 /** ListLocksRequest asks for a page of locks. */
@@ -177,6 +200,10 @@ export interface LockSummary {
   waiters: number;
   /** The holders' mode (LOCK_MODE_UNSPECIFIED when nobody holds the lock). */
   heldMode: LockMode;
+  /** A SEMAPHORE's capacity; 0 for other modes. */
+  limit: number;
+  /** The part of a SEMAPHORE's capacity its holders use; 0 for other modes. */
+  usedWeight: number;
 }
 
 /** CheckTokenRequest asks about one fencing token. */
@@ -276,6 +303,13 @@ export interface AcquireStart {
    * show it; the holder may replace it with `set_value`. It lives as long as this request.
    */
   value: Buffer;
+  /**
+   * SEMAPHORE only, and required there: the lock's capacity, 1 to 1,000,000. Every request in
+   * the lock's queue names the same limit.
+   */
+  limit: number;
+  /** SEMAPHORE only: how much of the limit this request takes, 1 to `limit`. Absent: 1. */
+  weight?: number | undefined;
 }
 
 /** AcquireSetValue replaces the value a holder publishes. */
@@ -514,6 +548,10 @@ export interface SessionAcquire {
   owner: string;
   /** A value published with the request, as in AcquireStart. */
   value: Buffer;
+  /** SEMAPHORE only: the lock's capacity, as in AcquireStart. */
+  limit: number;
+  /** SEMAPHORE only: how much of it this request takes, as in AcquireStart. Absent: 1. */
+  weight?: number | undefined;
 }
 
 /** SessionSetValue replaces the value of one request's held lock. */
@@ -1006,7 +1044,7 @@ export const DescribeLockRequest: MessageFns<DescribeLockRequest> = {
 };
 
 function createBaseDescribeLockResponse(): DescribeLockResponse {
-  return { name: "", holders: [], waiters: [] };
+  return { name: "", holders: [], waiters: [], limit: 0, usedWeight: 0 };
 }
 
 export const DescribeLockResponse: MessageFns<DescribeLockResponse> = {
@@ -1019,6 +1057,12 @@ export const DescribeLockResponse: MessageFns<DescribeLockResponse> = {
     }
     for (const v of message.waiters) {
       LockRequestInfo.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.limit !== 0) {
+      writer.uint32(32).uint32(message.limit);
+    }
+    if (message.usedWeight !== 0) {
+      writer.uint32(40).uint32(message.usedWeight);
     }
     return writer;
   },
@@ -1060,6 +1104,22 @@ export const DescribeLockResponse: MessageFns<DescribeLockResponse> = {
             message.waiters.push(LockRequestInfo.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.usedWeight = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1081,6 +1141,12 @@ export const DescribeLockResponse: MessageFns<DescribeLockResponse> = {
       waiters: globalThis.Array.isArray(object?.waiters)
         ? object.waiters.map((e: any) => LockRequestInfo.fromJSON(e))
         : [],
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      usedWeight: isSet(object.usedWeight)
+        ? globalThis.Number(object.usedWeight)
+        : isSet(object.used_weight)
+        ? globalThis.Number(object.used_weight)
+        : 0,
     };
   },
 
@@ -1095,6 +1161,12 @@ export const DescribeLockResponse: MessageFns<DescribeLockResponse> = {
     if (message.waiters?.length) {
       obj.waiters = message.waiters.map((e) => LockRequestInfo.toJSON(e));
     }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.usedWeight !== 0) {
+      obj.usedWeight = Math.round(message.usedWeight);
+    }
     return obj;
   },
 
@@ -1106,6 +1178,8 @@ export const DescribeLockResponse: MessageFns<DescribeLockResponse> = {
     message.name = object.name ?? "";
     message.holders = object.holders?.map((e) => LockRequestInfo.fromPartial(e)) || [];
     message.waiters = object.waiters?.map((e) => LockRequestInfo.fromPartial(e)) || [];
+    message.limit = object.limit ?? 0;
+    message.usedWeight = object.usedWeight ?? 0;
     return message;
   },
 };
@@ -1119,6 +1193,7 @@ function createBaseLockRequestInfo(): LockRequestInfo {
     instance: "",
     peer: "",
     value: Buffer.alloc(0),
+    weight: 0,
   };
 }
 
@@ -1147,6 +1222,9 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
     }
     if (message.value.length !== 0) {
       writer.uint32(58).bytes(message.value);
+    }
+    if (message.weight !== 0) {
+      writer.uint32(64).uint32(message.weight);
     }
     return writer;
   },
@@ -1220,6 +1298,14 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
             message.value = Buffer.from(reader.bytes());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.weight = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1249,6 +1335,7 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
       instance: isSet(object.instance) ? globalThis.String(object.instance) : "",
       peer: isSet(object.peer) ? globalThis.String(object.peer) : "",
       value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0),
+      weight: isSet(object.weight) ? globalThis.Number(object.weight) : 0,
     };
   },
 
@@ -1275,6 +1362,9 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
     if (message.value.length !== 0) {
       obj.value = base64FromBytes(message.value);
     }
+    if (message.weight !== 0) {
+      obj.weight = Math.round(message.weight);
+    }
     return obj;
   },
 
@@ -1292,6 +1382,7 @@ export const LockRequestInfo: MessageFns<LockRequestInfo> = {
     message.instance = object.instance ?? "";
     message.peer = object.peer ?? "";
     message.value = object.value ?? Buffer.alloc(0);
+    message.weight = object.weight ?? 0;
     return message;
   },
 };
@@ -1495,7 +1586,7 @@ export const ListLocksResponse: MessageFns<ListLocksResponse> = {
 };
 
 function createBaseLockSummary(): LockSummary {
-  return { name: "", holders: 0, waiters: 0, heldMode: 0 };
+  return { name: "", holders: 0, waiters: 0, heldMode: 0, limit: 0, usedWeight: 0 };
 }
 
 export const LockSummary: MessageFns<LockSummary> = {
@@ -1511,6 +1602,12 @@ export const LockSummary: MessageFns<LockSummary> = {
     }
     if (message.heldMode !== 0) {
       writer.uint32(32).int32(message.heldMode);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(40).uint32(message.limit);
+    }
+    if (message.usedWeight !== 0) {
+      writer.uint32(48).uint32(message.usedWeight);
     }
     return writer;
   },
@@ -1560,6 +1657,22 @@ export const LockSummary: MessageFns<LockSummary> = {
             message.heldMode = reader.int32() as any;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.usedWeight = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1582,6 +1695,12 @@ export const LockSummary: MessageFns<LockSummary> = {
         : isSet(object.held_mode)
         ? lockModeFromJSON(object.held_mode)
         : 0,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      usedWeight: isSet(object.usedWeight)
+        ? globalThis.Number(object.usedWeight)
+        : isSet(object.used_weight)
+        ? globalThis.Number(object.used_weight)
+        : 0,
     };
   },
 
@@ -1599,6 +1718,12 @@ export const LockSummary: MessageFns<LockSummary> = {
     if (message.heldMode !== 0) {
       obj.heldMode = lockModeToJSON(message.heldMode);
     }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.usedWeight !== 0) {
+      obj.usedWeight = Math.round(message.usedWeight);
+    }
     return obj;
   },
 
@@ -1611,6 +1736,8 @@ export const LockSummary: MessageFns<LockSummary> = {
     message.holders = object.holders ?? 0;
     message.waiters = object.waiters ?? 0;
     message.heldMode = object.heldMode ?? 0;
+    message.limit = object.limit ?? 0;
+    message.usedWeight = object.usedWeight ?? 0;
     return message;
   },
 };
@@ -2076,6 +2203,8 @@ function createBaseAcquireStart(): AcquireStart {
     resumeGrace: undefined,
     heartbeatInterval: undefined,
     value: Buffer.alloc(0),
+    limit: 0,
+    weight: undefined,
   };
 }
 
@@ -2101,6 +2230,12 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     }
     if (message.value.length !== 0) {
       writer.uint32(58).bytes(message.value);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(64).int32(message.limit);
+    }
+    if (message.weight !== undefined) {
+      writer.uint32(72).int32(message.weight);
     }
     return writer;
   },
@@ -2174,6 +2309,22 @@ export const AcquireStart: MessageFns<AcquireStart> = {
             message.value = Buffer.from(reader.bytes());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.weight = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2207,6 +2358,8 @@ export const AcquireStart: MessageFns<AcquireStart> = {
         ? Duration.fromJSON(object.heartbeat_interval)
         : undefined,
       value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0),
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      weight: isSet(object.weight) ? globalThis.Number(object.weight) : undefined,
     };
   },
 
@@ -2233,6 +2386,12 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     if (message.value.length !== 0) {
       obj.value = base64FromBytes(message.value);
     }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.weight !== undefined) {
+      obj.weight = Math.round(message.weight);
+    }
     return obj;
   },
 
@@ -2254,6 +2413,8 @@ export const AcquireStart: MessageFns<AcquireStart> = {
       ? Duration.fromPartial(object.heartbeatInterval)
       : undefined;
     message.value = object.value ?? Buffer.alloc(0);
+    message.limit = object.limit ?? 0;
+    message.weight = object.weight ?? undefined;
     return message;
   },
 };
@@ -3831,7 +3992,16 @@ export const SessionResume: MessageFns<SessionResume> = {
 };
 
 function createBaseSessionAcquire(): SessionAcquire {
-  return { requestId: 0, name: "", mode: 0, waitTimeout: undefined, owner: "", value: Buffer.alloc(0) };
+  return {
+    requestId: 0,
+    name: "",
+    mode: 0,
+    waitTimeout: undefined,
+    owner: "",
+    value: Buffer.alloc(0),
+    limit: 0,
+    weight: undefined,
+  };
 }
 
 export const SessionAcquire: MessageFns<SessionAcquire> = {
@@ -3853,6 +4023,12 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
     }
     if (message.value.length !== 0) {
       writer.uint32(50).bytes(message.value);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(56).int32(message.limit);
+    }
+    if (message.weight !== undefined) {
+      writer.uint32(64).int32(message.weight);
     }
     return writer;
   },
@@ -3918,6 +4094,22 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
             message.value = Buffer.from(reader.bytes());
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.weight = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3946,6 +4138,8 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
         : undefined,
       owner: isSet(object.owner) ? globalThis.String(object.owner) : "",
       value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0),
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      weight: isSet(object.weight) ? globalThis.Number(object.weight) : undefined,
     };
   },
 
@@ -3969,6 +4163,12 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
     if (message.value.length !== 0) {
       obj.value = base64FromBytes(message.value);
     }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.weight !== undefined) {
+      obj.weight = Math.round(message.weight);
+    }
     return obj;
   },
 
@@ -3985,6 +4185,8 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
       : undefined;
     message.owner = object.owner ?? "";
     message.value = object.value ?? Buffer.alloc(0);
+    message.limit = object.limit ?? 0;
+    message.weight = object.weight ?? undefined;
     return message;
   },
 };
