@@ -10,13 +10,19 @@ import {
   type LockRpc,
   type RequestStream,
 } from '../support/lock-caller.js';
-import { LockModel, type ModelMode, type ModelRequest } from '../support/lock-model.js';
+import {
+  LockModel,
+  MODEL_SEMAPHORE_LIMIT,
+  type ModelMode,
+  type ModelRequest,
+} from '../support/lock-model.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 /**
- * Model-based: random sequences of requests (mutex, read, write; waiting or trying; some with a
+ * Model-based: random sequences of requests (mutex, read, write, and semaphore requests of random
+ * weights on a third name; waiting or trying; some with a
  * resume grace), releases (`release`), bare half-closes, cancels, resumes on a new stream, dropped connections, and RevokeLock
  * (cooperative or forced), on two lock names from clients on two connections, run against a
  * lockstream server in its own process and against LockModel. After every step each request's
@@ -44,7 +50,13 @@ const WIRE_MODE: Record<ModelMode, LockMode> = {
   mutex: LockMode.MUTEX,
   read: LockMode.READ,
   write: LockMode.WRITE,
+  semaphore: LockMode.SEMAPHORE,
 };
+
+/** Lock `LOCKS` is the semaphore: every semaphore request goes there, no lock request does. */
+function lockName(real: Real, lock: number): string {
+  return `${real.prefix}/${lock === LOCKS ? 'semaphore' : lock}`;
+}
 
 /** A forced revocation's deadline: short, as sequences wait it out. */
 const FORCE_AFTER_S = 0.1;
@@ -187,6 +199,7 @@ class Open implements fc.AsyncCommand<LockModel, Real> {
     readonly tryOnly: boolean,
     readonly client: number,
     readonly resumable: boolean,
+    readonly weight = 1,
   ) {}
 
   check(): boolean {
@@ -194,11 +207,13 @@ class Open implements fc.AsyncCommand<LockModel, Real> {
   }
 
   async run(model: LockModel, real: Real): Promise<void> {
-    const lock = `${real.prefix}/${this.lock}`;
-    model.open(lock, this.mode, this.tryOnly, this.resumable);
+    const semaphore = this.mode === 'semaphore';
+    const lock = lockName(real, semaphore ? LOCKS : this.lock % LOCKS);
+    model.open(lock, this.mode, this.tryOnly, this.resumable, this.weight);
     const stream = real.callers[this.client]!.open({
       name: lock,
       mode: WIRE_MODE[this.mode],
+      ...(semaphore ? { limit: MODEL_SEMAPHORE_LIMIT, weight: this.weight } : {}),
       ...(this.tryOnly ? { waitTimeout: seconds(0) } : {}),
       ...(this.resumable ? { resumeGrace: seconds(RESUME_GRACE_S) } : {}),
     });
@@ -210,7 +225,8 @@ class Open implements fc.AsyncCommand<LockModel, Real> {
 
   toString(): string {
     const options = [this.tryOnly ? 'try' : '', this.resumable ? 'grace' : ''].filter(Boolean);
-    return `open(lock ${this.lock}, ${[this.mode, ...options].join(', ')}, client ${this.client})`;
+    const mode = this.mode === 'semaphore' ? `semaphore ×${this.weight}` : this.mode;
+    return `open(lock ${this.lock}, ${[mode, ...options].join(', ')}, client ${this.client})`;
   }
 }
 
@@ -356,7 +372,7 @@ class Revoke implements fc.AsyncCommand<LockModel, Real> {
   }
 
   async run(model: LockModel, real: Real): Promise<void> {
-    const lock = `${real.prefix}/${this.lock}`;
+    const lock = lockName(real, this.lock);
     real.revocations += 1;
     const reason = `revocation ${real.revocations}`;
     const heldBefore = new Set(model.live.filter((request) => request.held).map((request) => request.id));
@@ -388,20 +404,25 @@ class Revoke implements fc.AsyncCommand<LockModel, Real> {
   }
 }
 
-const lockIndex = fc.integer({ min: 0, max: LOCKS - 1 });
+/** A lock, or (LOCKS) the semaphore. */
+const lockIndex = fc.integer({ min: 0, max: LOCKS });
 const clientIndex = fc.integer({ min: 0, max: CLIENTS - 1 });
 const pick = fc.integer({ min: 0, max: 7 });
 const commands = [
   fc
     .tuple(
       lockIndex,
-      fc.constantFrom<ModelMode>('mutex', 'read', 'write'),
+      fc.constantFrom<ModelMode>('mutex', 'read', 'write', 'semaphore'),
       fc.boolean(),
       clientIndex,
       // A third of the requests ask for a resume grace.
       fc.integer({ min: 0, max: 2 }).map((n) => n === 0),
+      fc.integer({ min: 1, max: MODEL_SEMAPHORE_LIMIT }),
     )
-    .map(([lock, mode, tryOnly, client, resumable]) => new Open(lock, mode, tryOnly, client, resumable)),
+    .map(
+      ([lock, mode, tryOnly, client, resumable, weight]) =>
+        new Open(lock, mode, tryOnly, client, resumable, weight),
+    ),
   pick.map((n) => new End('release', n)),
   pick.map((n) => new End('halfClose', n)),
   pick.map((n) => new End('cancel', n)),
@@ -415,6 +436,13 @@ const commands = [
  * and RPC.
  */
 const REGRESSIONS: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = [
+  // A light semaphore request must not pass a heavy one that waits (it would fit beside the holder).
+  [
+    new Open(0, 'semaphore', false, 0, false, 2),
+    new Open(0, 'semaphore', false, 1, false, 2),
+    new Open(0, 'semaphore', false, 0, true, 1),
+    new End('release', 0),
+  ],
   // A resumed request cancelled again and resumed again got NOT_FOUND: grpc-js sends a cancel's
   // END_STREAM before its reset, and the server took the end for a release.
   [

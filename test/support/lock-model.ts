@@ -5,7 +5,9 @@
  * compare what each client received with what the model says.
  *
  * Per lock name, one FIFO queue. A request holds when nothing ahead of it conflicts with it:
- * reads share with reads; mutex and write exclude everything. A request that asked not to wait
+ * reads share with reads; mutex and write exclude everything. A semaphore request (all of one
+ * name's, with MODEL_SEMAPHORE_LIMIT) holds when its weight and the weights of all requests
+ * ahead of it fit the limit. A request that asked not to wait
  * (wait_timeout 0) and cannot hold at once ends with DEADLINE_EXCEEDED and leaves no trace.
  * A request with a resume grace that is cancelled, or half-closed without `release`, keeps its
  * place, queued or holding, until a new stream resumes it (graces here are longer than any
@@ -14,7 +16,10 @@
  * and the holder hears of the loss before anyone is granted the lock.
  */
 
-export type ModelMode = 'mutex' | 'read' | 'write';
+export type ModelMode = 'mutex' | 'read' | 'write' | 'semaphore';
+
+/** The limit every semaphore request names. */
+export const MODEL_SEMAPHORE_LIMIT = 3;
 
 /** How a request ended, as its client saw the call end. */
 export type ModelEnd =
@@ -41,6 +46,8 @@ export interface ModelRequest {
   readonly id: number;
   readonly lock: string;
   readonly mode: ModelMode;
+  /** A semaphore request's weight (1 to MODEL_SEMAPHORE_LIMIT); 0 for the lock modes. */
+  readonly weight: number;
   /** Asked for a resume grace: a cancel detaches it instead of ending it. */
   readonly resumable: boolean;
   /**
@@ -61,21 +68,30 @@ function conflicts(a: ModelMode, b: ModelMode): boolean {
   return a !== 'read' || b !== 'read';
 }
 
+/** Whether `request`, with `ahead` in front of it in its queue, holds. */
+function canHold(ahead: readonly ModelRequest[], request: Pick<ModelRequest, 'mode' | 'weight'>): boolean {
+  if (request.mode === 'semaphore') {
+    return ahead.reduce((sum, other) => sum + other.weight, request.weight) <= MODEL_SEMAPHORE_LIMIT;
+  }
+  return ahead.every((other) => !conflicts(other.mode, request.mode));
+}
+
 export class LockModel {
   readonly requests: ModelRequest[] = [];
   readonly #queues = new Map<string, ModelRequest[]>();
 
   /**
-   * A new request for `lock`; `tryOnly`: wait_timeout 0; `resumable`: with a resume grace.
-   * Returns it (already ended if it could not hold).
+   * A new request for `lock`; `tryOnly`: wait_timeout 0; `resumable`: with a resume grace;
+   * `weight` for a semaphore request. Returns it (already ended if it could not hold).
    */
-  open(lock: string, mode: ModelMode, tryOnly: boolean, resumable = false): ModelRequest {
+  open(lock: string, mode: ModelMode, tryOnly: boolean, resumable = false, weight = 0): ModelRequest {
     const queue = this.#queues.get(lock) ?? [];
     this.#queues.set(lock, queue);
     const request: ModelRequest = {
       id: this.requests.length,
       lock,
       mode,
+      weight: mode === 'semaphore' ? weight : 0,
       resumable,
       firstAhead: undefined,
       held: false,
@@ -85,7 +101,7 @@ export class LockModel {
       end: undefined,
     };
     this.requests.push(request);
-    const free = queue.every((ahead) => !conflicts(ahead.mode, mode));
+    const free = canHold(queue, request);
     if (!free && tryOnly) {
       request.end = 'not-free';
       return request;
@@ -199,12 +215,10 @@ export class LockModel {
     request.detached = false;
     const queue = this.#queues.get(request.lock) ?? [];
     queue.splice(queue.indexOf(request), 1);
-    // Whoever nothing conflicting is ahead of now holds.
+    // Whoever can hold with what is ahead of it now holds.
     for (let i = 0; i < queue.length; i += 1) {
       const candidate = queue[i]!;
-      if (!candidate.held && queue.slice(0, i).every((ahead) => !conflicts(ahead.mode, candidate.mode))) {
-        candidate.held = true;
-      }
+      if (!candidate.held && canHold(queue.slice(0, i), candidate)) candidate.held = true;
     }
   }
 }
