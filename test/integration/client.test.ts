@@ -388,6 +388,40 @@ for (const transport of ['session', 'acquire'] as const) {
       await mutex.release();
     });
 
+    it('takes a semaphore: as many holders as their weights fit the limit, in order, each with its token; describe shows the capacity', async () => {
+      const first = await client.acquire('render/slots', { limit: 3, weight: 2, owner: 'first' });
+      expect(first.mode).toBe('semaphore');
+      const heavy = await queue(client, 'render/slots', { limit: 3, weight: 2, owner: 'heavy' });
+      // Fits beside `first`, but waits behind `heavy`: no overtaking.
+      const light = await queue(client, 'render/slots', { limit: 3, owner: 'light' });
+      expect([heavy.ahead, light.ahead]).toEqual([1, 2]);
+      const described = await client.describe('render/slots');
+      expect([described.limit, described.usedWeight]).toEqual([3, 2]);
+      expect(described.waiters.map((w) => [w.owner, w.mode, w.weight])).toEqual([
+        ['heavy', 'semaphore', 2],
+        ['light', 'semaphore', 1],
+      ]);
+      await first.release();
+      const [second, third] = await Promise.all([heavy.lock, light.lock]);
+      expect(third.token).toBeGreaterThan(second.token);
+      expect(second.token).toBeGreaterThan(first.token);
+      expect((await client.list({ prefix: 'render/' })).locks).toMatchObject([
+        { name: 'render/slots', holders: 2, heldMode: 'semaphore', limit: 3, usedWeight: 3 },
+      ]);
+      // Another limit for the same name is refused by the server, naming both.
+      await expect(client.acquire('render/slots', { limit: 5 })).rejects.toMatchObject({
+        code: Status.FAILED_PRECONDITION,
+        message: expect.stringMatching(
+          /a semaphore of limit 3; this request asks for a semaphore of limit 5/,
+        ),
+      });
+      await expect(client.acquire('render/slots', { limit: 3, weight: 1.5 })).rejects.toThrow(
+        /weight must be a whole number, not 1.5/,
+      );
+      await second.release();
+      await third.release();
+    });
+
     it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
       const outcome = client.withLock('lost-work', {}, async (signal) => {
         embeddedStore(server).expireSession();
