@@ -20,6 +20,6 @@ export {
   type LockPage,
   type LockRequestInfo,
 } from './lock-client.js';
-export type { Lock, LockMode, RevokeRequest } from './lock.js';
+export type { Lock, LockMode, LockSpec, RevokeRequest } from './lock.js';
 export { LockClientError, LockLostError, LockTimeoutError } from './errors.js';
 export { status as Status } from '@grpc/grpc-js';

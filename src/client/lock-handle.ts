@@ -39,6 +39,7 @@ export abstract class LockHandle implements PendingLock {
   readonly #granted: Promise<bigint>;
   #grant!: { resolve: (token: bigint) => void; reject: (error: unknown) => void };
   #token: bigint | undefined;
+  #tokens: ReadonlyArray<{ readonly name: string; readonly token: bigint }> = [];
   /** Made when someone asks for `lost` (most callers only acquire and release). */
   #lost: AbortController | undefined;
   #lossFailure: LockLostError | undefined;
@@ -197,10 +198,15 @@ export abstract class LockHandle implements PendingLock {
     for (const pending of this.#pending.splice(0)) pending.reject(error);
   }
 
-  /** The server granted the lock with `token`. */
-  protected grant(token: bigint): void {
+  /** The server granted the lock with `token` (a multi-lock: and `tokens`, one per lock). */
+  protected grant(token: bigint, tokens: ReadonlyArray<{ name: string; fencingToken: bigint }> = []): void {
     this.#token = token;
+    this.#tokens = tokens.map(({ name, fencingToken }) => ({ name, token: fencingToken }));
     this.#grant.resolve(token);
+  }
+
+  get tokens(): ReadonlyArray<{ readonly name: string; readonly token: bigint }> {
+    return this.#tokens.length > 0 ? this.#tokens : [{ name: this.name, token: this.token }];
   }
 
   /** The request ended before a grant. */

@@ -6,7 +6,7 @@ import type {
   SessionResponse,
 } from '../gen/lockstream/v1/lockstream.js';
 import type { LockClientError } from './errors.js';
-import { fromDuration, toDuration, WIRE_MODES, type LockRequest } from './lock.js';
+import { fromDuration, toDuration, wireRequest, type LockRequest } from './lock.js';
 import { BREAKS, clientHeartbeat, LockHandle, ResumeLoop, type HolderRequest } from './lock-handle.js';
 
 type Call = ClientDuplexStream<SessionRequest, SessionResponse>;
@@ -278,13 +278,7 @@ export class SessionLock extends LockHandle {
         $case: 'acquire',
         value: {
           requestId: this.id,
-          name: request.name,
-          mode: WIRE_MODES[request.mode],
-          waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
-          owner: request.owner,
-          value: request.value,
-          limit: request.limit,
-          weight: request.weight,
+          ...wireRequest(request),
         },
       },
     };
@@ -334,7 +328,7 @@ export class SessionLock extends LockHandle {
       case 'acquired':
         if (this.#phase.kind === 'waiting') {
           this.#phase = { kind: 'held' };
-          this.grant(kind.value.fencingToken);
+          this.grant(kind.value.fencingToken, kind.value.tokens);
         }
         // Otherwise: the report of a resumed session (the same token), or a grant that crossed
         // our cancel (the server releases it on the cancel).

@@ -3,7 +3,7 @@ import { REQUEST_STATE_KEY } from '../common/limits.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
 import type { AcquireRequest, AcquireResponse } from '../gen/lockstream/v1/lockstream.js';
 import type { LockClientError } from './errors.js';
-import { toDuration, WIRE_MODES, fromDuration, type LockRequest } from './lock.js';
+import { toDuration, wireRequest, fromDuration, type LockRequest } from './lock.js';
 import {
   BREAKS,
   clientHeartbeat,
@@ -53,13 +53,7 @@ export class LockStream extends LockHandle {
     this.#call = this.#open({
       $case: 'start',
       value: {
-        name: request.name,
-        mode: WIRE_MODES[request.mode],
-        waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
-        owner: request.owner,
-        value: request.value,
-        limit: request.limit,
-        weight: request.weight,
+        ...wireRequest(request),
         resumeGrace: request.resumeGraceMs > 0 ? toDuration(request.resumeGraceMs) : undefined,
         heartbeatInterval: this.#heartbeatInterval(),
       },
@@ -152,7 +146,7 @@ export class LockStream extends LockHandle {
         if (this.#phase.kind === 'waiting') {
           this.#resuming.stop();
           this.#phase = { kind: 'held' };
-          this.grant(kind.value.fencingToken);
+          this.grant(kind.value.fencingToken, kind.value.tokens);
         } else if (this.#resuming.active && kind.value.fencingToken === this.token) {
           // Resumed with the lock still ours: what the break may have lost goes out again.
           this.#resuming.stop();

@@ -1,5 +1,5 @@
 import type { Duration } from '../gen/google/protobuf/duration.js';
-import { LockMode as WireLockMode } from '../gen/lockstream/v1/lockstream.js';
+import { LockMode as WireLockMode, type LockTarget } from '../gen/lockstream/v1/lockstream.js';
 
 /**
  * How a lock is shared: `mutex` and `write` are exclusive (and exclude each other), `read` is
@@ -12,7 +12,7 @@ export type LockMode = 'mutex' | 'read' | 'write' | 'semaphore';
  * until `lost` aborts. Dispose it (`await using`) to release it on scope exit.
  */
 export interface Lock extends AsyncDisposable {
-  /** The lock's name, as passed to `acquire`. */
+  /** The lock's name, as passed to `acquire` (for `acquireAll`: the names, joined by " + "). */
   readonly name: string;
   /** How it is held: as asked, or `read` once a `write` lock was downgraded. */
   readonly mode: LockMode;
@@ -22,6 +22,8 @@ export interface Lock extends AsyncDisposable {
    * rounded number (`token.toString()` for JSON).
    */
   readonly token: bigint;
+  /** Each lock's name and token: one for `acquire`, one per lock for `acquireAll`, in its order. */
+  readonly tokens: ReadonlyArray<{ readonly name: string; readonly token: bigint }>;
   /**
    * Aborts, with a `LockLostError` as its reason, if the lock is lost before `release()`: the
    * server says so, or the stream to the server breaks (a client that cannot see the server
@@ -91,6 +93,42 @@ export const WIRE_MODES: Readonly<Record<LockMode, WireLockMode>> = {
   semaphore: WireLockMode.SEMAPHORE,
 };
 
+/** One lock of `acquireAll`: its name, mode (default `mutex`), and a semaphore's limit and weight. */
+export interface LockSpec {
+  readonly name: string;
+  readonly mode?: LockMode;
+  readonly limit?: number;
+  readonly weight?: number;
+}
+
+/** What both RPCs' first message says about the request (AcquireStart's and SessionAcquire's fields). */
+export function wireRequest(request: LockRequest): {
+  name: string;
+  mode: WireLockMode;
+  waitTimeout: Duration | undefined;
+  owner: string;
+  value: Buffer;
+  limit: number;
+  weight: number | undefined;
+  locks: LockTarget[];
+} {
+  const shared = {
+    waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
+    owner: request.owner,
+    value: request.value,
+  };
+  if (!request.locks) {
+    const { name, mode, limit, weight } = request;
+    return { ...shared, name, mode: WIRE_MODES[mode], limit, weight, locks: [] };
+  }
+  // A multi-lock names its locks in `locks` only.
+  const locks = request.locks.map((lock) => {
+    const mode = lock.mode ?? (lock.limit === undefined ? 'mutex' : 'semaphore');
+    return { name: lock.name, mode: WIRE_MODES[mode], limit: lock.limit ?? 0, weight: lock.weight };
+  });
+  return { ...shared, name: '', mode: WireLockMode.UNSPECIFIED, limit: 0, weight: undefined, locks };
+}
+
 export interface LockRequest {
   readonly name: string;
   readonly mode: LockMode;
@@ -103,6 +141,8 @@ export interface LockRequest {
   readonly limit: number;
   /** A semaphore request's weight; undefined: 1 (and in the lock modes). */
   readonly weight: number | undefined;
+  /** A multi-lock's locks (`name` then only names the set); undefined for one lock. */
+  readonly locks: readonly LockSpec[] | undefined;
   /** ms the server keeps the request after the stream breaks, for a resume; 0: none. */
   readonly resumeGraceMs: number;
   /** ms between heartbeats in both directions; 0: none. */

@@ -13,5 +13,8 @@ export const REQUEST_STATE_KEY = 'lockstream-request';
 /** Largest value a request may publish (AcquireStart.value, set_value). */
 export const VALUE_MAX_BYTES = 1024;
 
+/** The most locks one multi-lock may name (AcquireStart.locks). */
+export const MULTI_LOCK_MAX = 16;
+
 /** The largest limit a semaphore may have (AcquireStart.limit). */
 export const SEMAPHORE_LIMIT_MAX = 1_000_000;

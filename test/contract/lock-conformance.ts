@@ -11,6 +11,7 @@ import { describeSessionConformance } from './session-conformance.js';
 import { describeValueConformance } from './value-conformance.js';
 import { describeDowngradeConformance } from './downgrade-conformance.js';
 import { describeSemaphoreConformance } from './semaphore-conformance.js';
+import { describeMultiLockConformance } from './multi-lock-conformance.js';
 
 /** How a conformance run reaches one back end. */
 export interface BackendUnderTest {
@@ -50,6 +51,7 @@ export function describeLockConformance(backendName: string, backend: BackendUnd
   describeValueConformance(backendName, backend);
   describeDowngradeConformance(backendName, backend);
   describeSemaphoreConformance(backendName, backend);
+  describeMultiLockConformance(backendName, backend);
 }
 
 /**
@@ -369,6 +371,7 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
             heartbeatInterval: undefined,
             value: Buffer.alloc(0),
             limit: 0,
+            locks: [],
           },
         },
       });

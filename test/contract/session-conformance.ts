@@ -221,6 +221,7 @@ export function describeSessionConformance(backendName: string, backend: Backend
             owner: '',
             waitTimeout: undefined,
             limit: 0,
+            locks: [],
             value: Buffer.alloc(0),
           },
         }),

@@ -270,6 +270,58 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe('createSequentialAll', () => {
+      it('creates a node under each parent (made as needed) in one step: listings see all or none, and two calls are ordered alike in every parent they share', async () => {
+        const dirs = [`${root}/locks/all-a`, `${root}/locks/all-b`, `${root}/locks/all-c`];
+        const entries = (label: string): Array<{ dir: string; prefix: string; data: Uint8Array }> =>
+          dirs.map((each) => ({ dir: each, prefix: uniquePrefix(label), data: Buffer.from(label) }));
+        if (!replaces) {
+          await expect(store.createSequentialAll(entries('none'))).rejects.toMatchObject({
+            code: 'UNSUPPORTED',
+            message: expect.stringMatching(/multi/),
+          });
+          return;
+        }
+        const first = entries('first');
+        const second = entries('second');
+        const [createdFirst, createdSecond] = await Promise.all([
+          store.createSequentialAll(first),
+          store.createSequentialAll(second),
+        ]);
+        for (const [created, asked] of [
+          [createdFirst, first],
+          [createdSecond, second],
+        ] as const) {
+          expect(created.map((node) => node.path.slice(0, node.path.lastIndexOf('/')))).toEqual(dirs);
+          created.forEach((node, i) => {
+            expect(nameOf(node.path).startsWith(asked[i]!.prefix)).toBe(true);
+            expect(node.siblings).toContain(nameOf(node.path));
+          });
+          // One transaction, one creation id.
+          const ids = await Promise.all(created.map((node) => store.creationId(node.path)));
+          expect(new Set(ids.map(String)).size).toBe(1);
+        }
+        // The same order in every parent: whichever call went first there went first everywhere.
+        const firstAhead = await Promise.all(
+          dirs.map(async (each, i) => {
+            const children = await store.children(each);
+            const a = children.find((child) => child.startsWith(first[i]!.prefix))!;
+            const b = children.find((child) => child.startsWith(second[i]!.prefix))!;
+            return sequenceOf(a, first[i]!.prefix) < sequenceOf(b, second[i]!.prefix);
+          }),
+        );
+        expect(new Set(firstAhead).size).toBe(1);
+        const [idFirst, idSecond] = await Promise.all([
+          store.creationId(createdFirst[0]!.path),
+          store.creationId(createdSecond[0]!.path),
+        ]);
+        expect(idFirst! < idSecond!).toBe(firstAhead[0]);
+        // Ephemeral, as createSequential's: gone with the session.
+        await expireSession();
+        for (const each of dirs) expect(await store.children(each)).toEqual([]);
+      });
+    });
+
     describe('replaceNode', () => {
       const events: string[] = [];
       let heard: () => void = () => {};

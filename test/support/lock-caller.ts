@@ -172,6 +172,7 @@ function fullStart(start: Partial<AcquireStart>): AcquireStart {
     heartbeatInterval: undefined,
     value: Buffer.alloc(0),
     limit: 0,
+    locks: [],
     ...start,
   };
 }
@@ -285,12 +286,12 @@ export class SessionRequestStream extends RequestStream {
     const kind = message.kind;
     switch (kind?.$case) {
       case 'start': {
-        const { name, mode, waitTimeout, owner, value, limit, weight } = kind.value;
+        const { name, mode, waitTimeout, owner, value, limit, weight, locks } = kind.value;
         const requestId = SessionRequestStream.REQUEST_ID;
         this.#call.write({
           kind: {
             $case: 'acquire',
-            value: { requestId, name, mode, waitTimeout, owner, value, limit, weight },
+            value: { requestId, name, mode, waitTimeout, owner, value, limit, weight, locks },
           },
         });
         return;

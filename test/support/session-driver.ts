@@ -80,6 +80,7 @@ export class SessionDriver {
         waitTimeout: undefined,
         value: Buffer.alloc(0),
         limit: 0,
+        locks: [],
         ...request,
       },
     });

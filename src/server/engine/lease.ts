@@ -372,7 +372,7 @@ export function nodeVanished(name: string): LockError {
 export const LOSS_TELLING_BOUND_MS = 1_000;
 
 /** Resolves once every promise in `telling` has settled, or after LOSS_TELLING_BOUND_MS. */
-async function whenTold(telling: Array<void | Promise<void>>): Promise<void> {
+export async function whenTold(telling: Array<void | Promise<void>>): Promise<void> {
   const pending = telling.filter((told): told is Promise<void> => told instanceof Promise);
   if (pending.length === 0) return;
   let timer: NodeJS.Timeout | undefined;

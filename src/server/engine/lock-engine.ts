@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { onAbort } from '../../common/abort.js';
 import { disposable } from '../../common/disposable.js';
-import { SEMAPHORE_LIMIT_MAX, WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
+import { MULTI_LOCK_MAX, SEMAPHORE_LIMIT_MAX, WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
 import {
   baseName,
   joinPath,
@@ -21,9 +21,12 @@ import {
   parseNodeName,
   position,
   queueOrder,
+  type HeldPosition,
   type Position,
+  type SemaphoreShape,
   type SemaphoreWake,
 } from './queue-position.js';
+import { MultiLease } from './multi-lease.js';
 import { LockRequestNode, nodeVanished } from './lease.js';
 import {
   encodeNodeRecord,
@@ -33,7 +36,14 @@ import {
   type NodeRecord,
 } from './node-record.js';
 import { LocalQueue } from './local-queue.js';
-import { Withdrawal, type AcquireOptions, type AcquireRequest, type Lease } from './lock-request.js';
+import {
+  QueuePlace,
+  Withdrawal,
+  type AcquireOptions,
+  type AcquireRequest,
+  type Lease,
+  type LockTarget,
+} from './lock-request.js';
 
 export interface LockEngineOptions {
   readonly store: CoordinationStore;
@@ -93,22 +103,14 @@ export class LockEngine {
    */
   async acquire(request: AcquireRequest, options: AcquireOptions): Promise<Lease> {
     validateRequest(request);
+    if (request.locks) return this.#acquireAll(request, request.locks, options);
     options.withdrawal.throwIfWithdrawn();
     // Withdrawn by the caller or, with a wait timeout, by the deadline.
     using deadline = withDeadline(request, options.withdrawal);
     const { stop } = deadline;
     const dir = this.lockPath(request.name);
-    const record: NodeRecord = {
-      owner: request.owner ?? '',
-      peer: request.peer ?? '',
-      server: this.#instanceId,
-      since: new Date().toISOString(),
-    };
-    const value = recordedValue(request.value);
-    if (value !== undefined) record.value = value;
-    const data = encodeNodeRecord(record);
-    const shape =
-      request.mode === 'semaphore' ? { limit: request.limit!, weight: request.weight ?? 1 } : undefined;
+    const data = this.#recordOf(request);
+    const shape = semaphoreShapeOf(request);
     for (;;) {
       const node = new LockRequestNode(this.#store, request);
       const requestId = randomUUID();
@@ -130,7 +132,9 @@ export class LockEngine {
       }
       try {
         node.created(created, data);
-        return await this.#waitForTurn(request, created, node, stop, options, wakeup);
+        return await this.#waitForTurn(request, created, node, stop, options, wakeup, (current, children) =>
+          this.#grant(request, node, created.path, current, children),
+        );
       } catch (error) {
         node.abandon();
         const sessionLost = created.session.lost.aborted;
@@ -148,14 +152,129 @@ export class LockEngine {
     }
   }
 
-  async #waitForTurn(
+  /**
+   * Several locks, all or none: one node per lock, created in one transaction (so this request
+   * has one place in a single order across every lock: two multi-locks cannot each wait for the
+   * other), then each waits for its turn as a single request does; the locks are handed out
+   * together once every node's turn has come. Any part's failure (deadline, withdrawal, a
+   * vanished node) ends the whole request, and every node is deleted.
+   */
+  async #acquireAll(
+    request: AcquireRequest,
+    targets: readonly LockTarget[],
+    options: AcquireOptions,
+  ): Promise<Lease> {
+    options.withdrawal.throwIfWithdrawn();
+    using deadline = withDeadline(request, options.withdrawal);
+    const { stop } = deadline;
+    const data = this.#recordOf(request);
+    for (;;) {
+      const parts = targets.map((target) => {
+        const part: AcquireRequest = { ...request, ...target, locks: undefined };
+        const shape = semaphoreShapeOf(part);
+        const requestId = randomUUID();
+        const wakeup = shape ? new SemaphoreWakeup() : undefined;
+        if (wakeup) this.#semaphoreRequests.set(requestId, wakeup);
+        const node = new LockRequestNode(this.#store, part);
+        const entry = {
+          dir: this.lockPath(target.name),
+          prefix: nodePrefix(part.mode, requestId, shape),
+          data,
+          follow: node.follow,
+        };
+        return { request: part, requestId, wakeup, node, entry };
+      });
+      const forget = (): void => {
+        for (const part of parts) this.#semaphoreRequests.delete(part.requestId);
+      };
+      let created: CreatedNode[];
+      try {
+        created = await this.#store.createSequentialAll(parts.map((part) => part.entry));
+      } catch (error) {
+        for (const part of parts) part.node.abandon();
+        forget();
+        throw error;
+      }
+      // One withdrawal for every part: the caller's (or the deadline's), or the first failure.
+      const together = new Withdrawal();
+      const unlink = stop.onWithdrawn((reason) => together.withdraw(reason));
+      const aheads = parts.map(() => 0);
+      const places = parts.map(() => new QueuePlace());
+      options.place?.bind(async () =>
+        (await Promise.all(places.map((place) => place.recount()))).some(Boolean),
+      );
+      try {
+        parts.forEach((part, i) => part.node.created(created[i]!, data));
+        const turns = await Promise.all(
+          parts.map((part, i) =>
+            this.#waitForTurn(
+              part.request,
+              created[i]!,
+              part.node,
+              together,
+              {
+                withdrawal: together,
+                place: places[i]!,
+                onQueued: (ahead) => {
+                  aheads[i] = ahead;
+                  options.onQueued?.(aheads.reduce((sum, each) => sum + each, 0));
+                },
+              },
+              part.wakeup,
+              (current, children) => {
+                aheads[i] = 0;
+                return { current, children };
+              },
+            ).catch((error: unknown) => {
+              together.withdraw(error);
+              throw error;
+            }),
+          ),
+        );
+        const leases = parts.map((part, i) =>
+          this.#grant(part.request, part.node, created[i]!.path, turns[i]!.current, turns[i]!.children),
+        );
+        return new MultiLease(request.name, leases);
+      } catch (error) {
+        for (const part of parts) part.node.abandon();
+        const sessionLost = created[0]!.session.lost.aborted;
+        if (!sessionLost) await Promise.all(created.map((node) => this.#withdraw(node.path)));
+        if (sessionLost && !stop.withdrawn) {
+          this.#logger.debug({ lock: request.name }, 'session lost while waiting; queuing again');
+          continue;
+        }
+        throw stop.withdrawn ? stop.reason : error;
+      } finally {
+        unlink();
+        forget();
+        options.place?.bind(undefined);
+      }
+    }
+  }
+
+  /** What a request's node records (see NodeRecord). */
+  #recordOf(request: AcquireRequest): Buffer {
+    const record: NodeRecord = {
+      owner: request.owner ?? '',
+      peer: request.peer ?? '',
+      server: this.#instanceId,
+      since: new Date().toISOString(),
+    };
+    const value = recordedValue(request.value);
+    if (value !== undefined) record.value = value;
+    return encodeNodeRecord(record);
+  }
+
+  /** Waits until the request's node may hold its lock; `granted` then says what to hand out. */
+  async #waitForTurn<T>(
     request: AcquireRequest,
     created: CreatedNode,
     node: LockRequestNode,
     stop: Withdrawal,
     options: AcquireOptions,
     wakeup: SemaphoreWakeup | undefined,
-  ): Promise<Lease> {
+    granted: (current: HeldPosition, children: readonly string[]) => T,
+  ): Promise<T> {
     const { path, session } = created;
     const dir = path.slice(0, path.lastIndexOf('/'));
     const me = baseName(path);
@@ -169,7 +288,7 @@ export class LockEngine {
       // Uncontended: no wait, so no signal linking the request to its session and node.
       stop.throwIfWithdrawn();
       session.lost.throwIfAborted();
-      return this.#grant(request, node, path, current, children);
+      return granted(current, children);
     }
     // One signal for everything that ends the wait, made only for a request that waits.
     using waitEnd = new WaitEnd(stop, session, node);
@@ -190,7 +309,7 @@ export class LockEngine {
       if (current.kind === 'held') {
         // Never grant on a session the store cannot vouch for: it may already be lost.
         await whenConfirmed(session, waitSignal);
-        return this.#grant(request, node, path, current, children);
+        return granted(current, children);
       }
       if (request.waitTimeoutMs === 0) {
         throw new LockError(
@@ -249,7 +368,7 @@ export class LockEngine {
     request: AcquireRequest,
     node: LockRequestNode,
     path: string,
-    current: Extract<Position, { kind: 'held' }>,
+    current: HeldPosition,
     children: readonly string[],
   ): Lease {
     const lease = node.hold(this.#releasing(request, path));
@@ -469,8 +588,12 @@ const FORCE_BACKSTOP_MS = 2_000;
 const MAX_RELEASED_HOLDERS = 10_000;
 
 function validateRequest(request: AcquireRequest): void {
-  validateLockName(request.name);
-  validateSemaphore(request);
+  if (request.locks) {
+    validateMultiLock(request.locks);
+  } else {
+    validateLockName(request.name);
+    validateSemaphore(request);
+  }
   const { waitTimeoutMs } = request;
   if (
     waitTimeoutMs !== undefined &&
@@ -496,7 +619,8 @@ function withDeadline(
   const stop = new Withdrawal();
   const unlink = withdrawal.onWithdrawn((reason) => stop.withdraw(reason));
   const timer = setTimeout(() => {
-    stop.withdraw(new LockError('TIMEOUT', `lock "${request.name}" was not acquired within ${ms} ms`));
+    const what = request.locks ? `locks ${request.name} were` : `lock "${request.name}" was`;
+    stop.withdraw(new LockError('TIMEOUT', `${what} not acquired within ${ms} ms`));
   }, ms);
   return {
     stop,
@@ -554,8 +678,40 @@ async function whenConfirmed(session: StoreSession, signal: AbortSignal): Promis
   });
 }
 
+/** A semaphore request's limit and weight (default 1); undefined in the lock modes. */
+function semaphoreShapeOf(request: AcquireRequest): SemaphoreShape | undefined {
+  return request.mode === 'semaphore' ? { limit: request.limit!, weight: request.weight ?? 1 } : undefined;
+}
+
+/** A multi-lock's targets: 2 to MULTI_LOCK_MAX distinct, valid locks; errors say which one. */
+function validateMultiLock(locks: readonly LockTarget[]): void {
+  if (locks.length < 2 || locks.length > MULTI_LOCK_MAX) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      `locks names ${locks.length} lock${locks.length === 1 ? '' : 's'}: a multi-lock takes 2 to ${MULTI_LOCK_MAX}`,
+    );
+  }
+  const seen = new Set<string>();
+  locks.forEach((target, i) => {
+    try {
+      validateLockName(target.name);
+      validateSemaphore(target);
+    } catch (error) {
+      if (error instanceof LockError) throw new LockError(error.code, `locks[${i}]: ${error.message}`);
+      throw error;
+    }
+    if (seen.has(target.name)) {
+      throw new LockError(
+        'INVALID_ARGUMENT',
+        `locks[${i}]: "${target.name}" is named twice in one multi-lock`,
+      );
+    }
+    seen.add(target.name);
+  });
+}
+
 /** A semaphore's limit and weight, or their absence in the other modes. */
-function validateSemaphore({ mode, limit, weight }: AcquireRequest): void {
+function validateSemaphore({ mode, limit, weight }: Pick<AcquireRequest, 'mode' | 'limit' | 'weight'>): void {
   if (mode !== 'semaphore') {
     if (limit || weight !== undefined) {
       throw new LockError(

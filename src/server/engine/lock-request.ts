@@ -23,6 +23,19 @@ export interface AcquireRequest {
   readonly limit?: number | undefined;
   /** Semaphore mode only: how much of the capacity the request takes. Default 1. */
   readonly weight?: number | undefined;
+  /**
+   * A multi-lock: these locks, all or none (2 to MULTI_LOCK_MAX distinct names). `name` is then
+   * only how logs and messages name the set, and `mode`, `limit`, `weight` come from each target.
+   */
+  readonly locks?: readonly LockTarget[] | undefined;
+}
+
+/** One lock of a multi-lock request. */
+export interface LockTarget {
+  readonly name: string;
+  readonly mode: LockMode;
+  readonly limit?: number | undefined;
+  readonly weight?: number | undefined;
 }
 
 export interface AcquireOptions {
@@ -65,6 +78,8 @@ export interface Lease extends AsyncDisposable {
   readonly mode: LockMode;
   /** The fencing token: the lock node's creation id, larger for every later holder. */
   readonly fencingToken: bigint;
+  /** A multi-lock's token for each of its locks, in the order asked for; undefined for one lock. */
+  readonly tokens?: ReadonlyArray<{ readonly name: string; readonly token: bigint }> | undefined;
   /** Aborts (reason: `LockError('LOCK_LOST')`) if the lock is lost before it is released. */
   readonly lost: AbortSignal;
   /** Why the lock was lost (as `lost`'s reason), once it is; undefined while held or released. */

@@ -48,6 +48,8 @@ export type Position =
     }
   | { readonly kind: 'missing' };
 
+export type HeldPosition = Extract<Position, { kind: 'held' }>;
+
 /**
  * What a waiting semaphore request waits for. Granted in queue order, it is blocked either by
  * holders only (it is the first waiter: any of their releases frees weight it may fit in, and

@@ -7,6 +7,7 @@ import type {
   SetDataOutcome,
   StoreSession,
   StoreStats,
+  SequentialEntry,
 } from '../stores/store.js';
 import type { Metrics } from './metrics.js';
 
@@ -34,6 +35,10 @@ export class InstrumentedStore implements CoordinationStore {
 
   createSequential(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode> {
     return this.#timed('create', () => this.#store.createSequential(dir, prefix, data, follow));
+  }
+
+  createSequentialAll(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+    return this.#timed('multi', () => this.#store.createSequentialAll(entries));
   }
 
   children(dir: string): Promise<string[]> {

@@ -29,6 +29,16 @@ export interface CoordinationStore extends AsyncDisposable {
    */
   createSequential(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode>;
 
+  /**
+   * Creates one node per entry, as createSequential does (parents, listing, follow), all in one
+   * atomic step (ZooKeeper's multi): no listing anywhere sees some of them and not the others,
+   * and every node of one call is ordered the same way against the nodes of any other call in
+   * every parent they share (ZooKeeper: they have one czxid, the transaction's). Results in the
+   * entries' order. Rejects with `LockError('UNSUPPORTED')` where the store cannot (the
+   * ZooKeeper addon client has no multi), `UNAVAILABLE` when it cannot be reached.
+   */
+  createSequentialAll(entries: readonly SequentialEntry[]): Promise<CreatedNode[]>;
+
   /** Names (not paths) of the children of `dir`, unsorted; `[]` when `dir` does not exist. */
   children(dir: string): Promise<string[]>;
 
@@ -181,6 +191,14 @@ export type SetDataOutcome = 'set' | 'missing' | 'conflict';
 export interface ReplacedNode {
   readonly path: string;
   readonly creationId: bigint;
+}
+
+/** One node of createSequentialAll: as createSequential's arguments. */
+export interface SequentialEntry {
+  readonly dir: string;
+  readonly prefix: string;
+  readonly data: Uint8Array;
+  readonly follow?: NodeFollow | undefined;
 }
 
 export interface CreatedNode {

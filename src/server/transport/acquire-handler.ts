@@ -10,7 +10,13 @@ import type { Gate } from '../security/gate.js';
 import type { Lease, RevokeRequest } from '../engine/lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
-import { msToDuration, toStreamOpening, validateValue, type StreamOpening } from './acquire-request.js';
+import {
+  acquiredMessage,
+  msToDuration,
+  toStreamOpening,
+  validateValue,
+  type StreamOpening,
+} from './acquire-request.js';
 import { lossReport } from '../engine/lease.js';
 import { toCallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
@@ -109,7 +115,7 @@ class AcquireStream {
     const opening = toStreamOpening(first, this.#call.getPeer());
     if (opening.kind === 'start') {
       const { request: asked } = opening;
-      caller.checkAcquire(asked.name, asked.mode);
+      for (const target of asked.locks ?? [asked]) caller.checkAcquire(target.name, target.mode);
       // An authenticated caller that names no owner is recorded as itself.
       const request = asked.owner === '' && caller.name ? { ...asked, owner: caller.name } : asked;
       this.#claim = claims.open(request, opening.resumeGraceMs, this.#logger);
@@ -171,7 +177,7 @@ class AcquireStream {
     this.#endHold = grantedBefore
       ? metrics.holding(request.mode)
       : metrics.granted(request.mode, claim.waitedMs);
-    await send(call, { kind: { $case: 'acquired', value: { fencingToken: lease.fencingToken } } }, signal);
+    await send(call, { kind: { $case: 'acquired', value: acquiredMessage(lease) } }, signal);
     this.#held = lease;
     if (!lease.confirmed && !lease.lost.aborted) call.write({ kind: { $case: 'inDoubt', value: {} } });
     this.#logger.debug(

@@ -2,10 +2,11 @@ import { OWNER_MAX_BYTES, VALUE_MAX_BYTES, WAIT_TIMEOUT_MAX_MS } from '../../com
 import type { Duration } from '../../gen/google/protobuf/duration.js';
 import {
   LockMode as WireLockMode,
+  type AcquireAcquired,
   type AcquireRequest as WireAcquireRequest,
   type AcquireStart,
 } from '../../gen/lockstream/v1/lockstream.js';
-import type { AcquireRequest } from '../engine/lock-request.js';
+import type { AcquireRequest, Lease, LockTarget } from '../engine/lock-request.js';
 import { LockError } from '../lock-error.js';
 import type { LockMode } from '../engine/lock-mode.js';
 
@@ -95,19 +96,12 @@ export function heartbeatInterval(interval: Duration | undefined): number | unde
 
 /** Turns the wire `start` message into an engine request, or says precisely what is wrong. */
 export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequest {
-  const mode = MODES.get(start.mode);
-  if (!mode) {
-    throw invalid(
-      start.mode === WireLockMode.UNSPECIFIED
-        ? 'mode is required: LOCK_MODE_MUTEX, LOCK_MODE_READ, LOCK_MODE_WRITE or LOCK_MODE_SEMAPHORE'
-        : `mode ${start.mode} is not a known LockMode`,
-    );
-  }
   validateLabel('owner', start.owner);
   validateValue('value', start.value);
+  const locks = start.locks.length === 0 ? undefined : toLockTargets(start);
   return {
-    name: start.name,
-    mode,
+    name: locks ? locks.map((target) => JSON.stringify(target.name)).join(', ') : start.name,
+    mode: locks ? locks[0]!.mode : toMode(start.mode, 'mode'),
     waitTimeoutMs:
       start.waitTimeout === undefined ? undefined : durationToMs(start.waitTimeout, 'wait_timeout'),
     owner: start.owner,
@@ -116,7 +110,38 @@ export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequ
     // Checked against the mode by the engine (both RPCs reach it).
     limit: start.limit,
     weight: start.weight,
+    locks,
   };
+}
+
+/** A multi-lock's targets; the engine checks their names, limits and weights. */
+function toLockTargets(start: AcquireStart): LockTarget[] {
+  if (
+    start.name !== '' ||
+    start.mode !== WireLockMode.UNSPECIFIED ||
+    start.limit !== 0 ||
+    start.weight !== undefined
+  ) {
+    throw invalid(
+      '`locks` names the locks of a multi-lock in place of name, mode, limit and weight: leave those unset',
+    );
+  }
+  return start.locks.map((target, i) => ({
+    name: target.name,
+    mode: toMode(target.mode, `locks[${i}].mode`),
+    limit: target.limit,
+    weight: target.weight,
+  }));
+}
+
+function toMode(wire: WireLockMode, field: string): LockMode {
+  const mode = MODES.get(wire);
+  if (mode) return mode;
+  throw invalid(
+    wire === WireLockMode.UNSPECIFIED
+      ? `${field} is required: LOCK_MODE_MUTEX, LOCK_MODE_READ, LOCK_MODE_WRITE or LOCK_MODE_SEMAPHORE`
+      : `${field} ${wire} is not a known LockMode`,
+  );
 }
 
 /** Checks a published value's size (`field`: where it came from). */
@@ -152,4 +177,12 @@ export function durationToMs({ seconds, nanos }: Duration, field: string): numbe
 
 function invalid(message: string): LockError {
   return new LockError('INVALID_ARGUMENT', message);
+}
+
+/** `acquired` for a held lock: its token, and a multi-lock's token per lock. */
+export function acquiredMessage(lease: Lease): AcquireAcquired {
+  return {
+    fencingToken: lease.fencingToken,
+    tokens: lease.tokens?.map(({ name, token }) => ({ name, fencingToken: token })) ?? [],
+  };
 }

@@ -22,6 +22,7 @@ import {
   heartbeatInterval,
   msToDuration,
   toAcquireRequest,
+  acquiredMessage,
 } from './acquire-request.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
@@ -215,11 +216,12 @@ class SessionStream implements SessionObserver {
           value: acquire.value,
           limit: acquire.limit,
           weight: acquire.weight,
+          locks: acquire.locks,
         },
         this.#call.getPeer(),
       );
       const caller = this.#caller;
-      caller?.checkAcquire(asked.name, asked.mode);
+      for (const target of asked.locks ?? [asked]) caller?.checkAcquire(target.name, target.mode);
       if (session.size >= this.#options.maxRequestsPerSession) {
         throw new LockError(
           'RESOURCE_EXHAUSTED',
@@ -322,7 +324,7 @@ class SessionStream implements SessionObserver {
   }
 
   acquired(id: number, lease: Lease, request: AcquireRequest): void {
-    this.#write(id, { $case: 'acquired', value: { fencingToken: lease.fencingToken } });
+    this.#write(id, { $case: 'acquired', value: acquiredMessage(lease) });
     if (this.#debug) this.#logRequest(id, request, 'granted', { token: lease.fencingToken.toString() });
   }
 

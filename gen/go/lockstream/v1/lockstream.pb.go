@@ -1106,7 +1106,15 @@ type AcquireStart struct {
 	// the lock's queue names the same limit.
 	Limit int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
 	// SEMAPHORE only: how much of the limit this request takes, 1 to `limit`. Absent: 1.
-	Weight        *int32 `protobuf:"varint,9,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
+	Weight *int32 `protobuf:"varint,9,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
+	// Several locks at once (2 to 16 distinct names, each with its mode), granted all together or
+	// not at all, in place of `name`, `mode`, `limit` and `weight` (leave those unset). The
+	// request's nodes are created in one ZooKeeper transaction, so every multi-lock has one place
+	// in a single order across all locks, and two multi-locks never wait for each other in a
+	// cycle: no deadlock, and no partial set is ever held. One `wait_timeout`, one `acquired`
+	// (with a token per lock), one release and one loss for the whole set. Needs the default
+	// ZooKeeper client (UNIMPLEMENTED with `--zookeeper-client addon`).
+	Locks         []*LockTarget `protobuf:"bytes,10,rep,name=locks,proto3" json:"locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1204,6 +1212,141 @@ func (x *AcquireStart) GetWeight() int32 {
 	return 0
 }
 
+func (x *AcquireStart) GetLocks() []*LockTarget {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+// LockTarget is one lock of a multi-lock request.
+type LockTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name, as in AcquireStart.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How this lock is shared. Required.
+	Mode LockMode `protobuf:"varint,2,opt,name=mode,proto3,enum=lockstream.v1.LockMode" json:"mode,omitempty"`
+	// SEMAPHORE only: the lock's capacity, as in AcquireStart.
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// SEMAPHORE only: this request's share of it, as in AcquireStart. Absent: 1.
+	Weight        *int32 `protobuf:"varint,4,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockTarget) Reset() {
+	*x = LockTarget{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockTarget) ProtoMessage() {}
+
+func (x *LockTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockTarget.ProtoReflect.Descriptor instead.
+func (*LockTarget) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LockTarget) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockTarget) GetMode() LockMode {
+	if x != nil {
+		return x.Mode
+	}
+	return LockMode_LOCK_MODE_UNSPECIFIED
+}
+
+func (x *LockTarget) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *LockTarget) GetWeight() int32 {
+	if x != nil && x.Weight != nil {
+		return *x.Weight
+	}
+	return 0
+}
+
+// LockToken is the fencing token of one lock of a multi-lock.
+type LockToken struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its fencing token, as AcquireAcquired.fencing_token for a single lock.
+	FencingToken  uint64 `protobuf:"varint,2,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockToken) Reset() {
+	*x = LockToken{}
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockToken) ProtoMessage() {}
+
+func (x *LockToken) ProtoReflect() protoreflect.Message {
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockToken.ProtoReflect.Descriptor instead.
+func (*LockToken) Descriptor() ([]byte, []int) {
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LockToken) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockToken) GetFencingToken() uint64 {
+	if x != nil {
+		return x.FencingToken
+	}
+	return 0
+}
+
 // AcquireSetValue replaces the value a holder publishes.
 type AcquireSetValue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1215,7 +1358,7 @@ type AcquireSetValue struct {
 
 func (x *AcquireSetValue) Reset() {
 	*x = AcquireSetValue{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1370,7 @@ func (x *AcquireSetValue) String() string {
 func (*AcquireSetValue) ProtoMessage() {}
 
 func (x *AcquireSetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[16]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1383,7 @@ func (x *AcquireSetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireSetValue.ProtoReflect.Descriptor instead.
 func (*AcquireSetValue) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{16}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AcquireSetValue) GetValue() []byte {
@@ -1260,7 +1403,7 @@ type AcquireValueSet struct {
 
 func (x *AcquireValueSet) Reset() {
 	*x = AcquireValueSet{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1415,7 @@ func (x *AcquireValueSet) String() string {
 func (*AcquireValueSet) ProtoMessage() {}
 
 func (x *AcquireValueSet) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[17]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1428,7 @@ func (x *AcquireValueSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireValueSet.ProtoReflect.Descriptor instead.
 func (*AcquireValueSet) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{17}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
 }
 
 // AcquireResume takes over a request whose stream ended abnormally.
@@ -1301,7 +1444,7 @@ type AcquireResume struct {
 
 func (x *AcquireResume) Reset() {
 	*x = AcquireResume{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1456,7 @@ func (x *AcquireResume) String() string {
 func (*AcquireResume) ProtoMessage() {}
 
 func (x *AcquireResume) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[18]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1469,7 @@ func (x *AcquireResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResume.ProtoReflect.Descriptor instead.
 func (*AcquireResume) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{18}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AcquireResume) GetResumeToken() string {
@@ -1352,7 +1495,7 @@ type AcquireHeartbeat struct {
 
 func (x *AcquireHeartbeat) Reset() {
 	*x = AcquireHeartbeat{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1507,7 @@ func (x *AcquireHeartbeat) String() string {
 func (*AcquireHeartbeat) ProtoMessage() {}
 
 func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[19]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1520,7 @@ func (x *AcquireHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireHeartbeat.ProtoReflect.Descriptor instead.
 func (*AcquireHeartbeat) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{19}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{21}
 }
 
 // AcquireRelease asks the server to release the lock held by this stream.
@@ -1389,7 +1532,7 @@ type AcquireRelease struct {
 
 func (x *AcquireRelease) Reset() {
 	*x = AcquireRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1544,7 @@ func (x *AcquireRelease) String() string {
 func (*AcquireRelease) ProtoMessage() {}
 
 func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[20]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1557,7 @@ func (x *AcquireRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRelease.ProtoReflect.Descriptor instead.
 func (*AcquireRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{20}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{22}
 }
 
 // AcquireResponse is a message from the server on an Acquire stream.
@@ -1441,7 +1584,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1596,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[21]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1609,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{21}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcquireResponse) GetKind() isAcquireResponse_Kind {
@@ -1656,7 +1799,7 @@ type AcquireQueued struct {
 
 func (x *AcquireQueued) Reset() {
 	*x = AcquireQueued{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1811,7 @@ func (x *AcquireQueued) String() string {
 func (*AcquireQueued) ProtoMessage() {}
 
 func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[22]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1824,7 @@ func (x *AcquireQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireQueued.ProtoReflect.Descriptor instead.
 func (*AcquireQueued) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{22}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AcquireQueued) GetAhead() uint32 {
@@ -1698,14 +1841,18 @@ type AcquireAcquired struct {
 	// lock name (shared READ holders may receive different tokens in any order among
 	// themselves). Pass it to the resources the lock protects so they can reject a writer whose
 	// lock was lost. Valid while this stream holds the lock. In JSON (grpcurl) it is a string.
-	FencingToken  uint64 `protobuf:"varint,1,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// For a multi-lock: the token of its first lock.
+	FencingToken uint64 `protobuf:"varint,1,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// A multi-lock's token for each of its locks, in the order they were asked for; empty for a
+	// single lock.
+	Tokens        []*LockToken `protobuf:"bytes,2,rep,name=tokens,proto3" json:"tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireAcquired) Reset() {
 	*x = AcquireAcquired{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1864,7 @@ func (x *AcquireAcquired) String() string {
 func (*AcquireAcquired) ProtoMessage() {}
 
 func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[23]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1877,7 @@ func (x *AcquireAcquired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireAcquired.ProtoReflect.Descriptor instead.
 func (*AcquireAcquired) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{23}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AcquireAcquired) GetFencingToken() uint64 {
@@ -1738,6 +1885,13 @@ func (x *AcquireAcquired) GetFencingToken() uint64 {
 		return x.FencingToken
 	}
 	return 0
+}
+
+func (x *AcquireAcquired) GetTokens() []*LockToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
 }
 
 // AcquireReleased confirms that the lock is no longer held by this stream.
@@ -1749,7 +1903,7 @@ type AcquireReleased struct {
 
 func (x *AcquireReleased) Reset() {
 	*x = AcquireReleased{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1915,7 @@ func (x *AcquireReleased) String() string {
 func (*AcquireReleased) ProtoMessage() {}
 
 func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[24]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1928,7 @@ func (x *AcquireReleased) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireReleased.ProtoReflect.Descriptor instead.
 func (*AcquireReleased) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{24}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{26}
 }
 
 // AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
@@ -1789,7 +1943,7 @@ type AcquireInDoubt struct {
 
 func (x *AcquireInDoubt) Reset() {
 	*x = AcquireInDoubt{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1955,7 @@ func (x *AcquireInDoubt) String() string {
 func (*AcquireInDoubt) ProtoMessage() {}
 
 func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[25]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +1968,7 @@ func (x *AcquireInDoubt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireInDoubt.ProtoReflect.Descriptor instead.
 func (*AcquireInDoubt) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{25}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{27}
 }
 
 // AcquireConfirmed says that the lock, in doubt before, is confirmed held again.
@@ -1826,7 +1980,7 @@ type AcquireConfirmed struct {
 
 func (x *AcquireConfirmed) Reset() {
 	*x = AcquireConfirmed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1992,7 @@ func (x *AcquireConfirmed) String() string {
 func (*AcquireConfirmed) ProtoMessage() {}
 
 func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[26]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2005,7 @@ func (x *AcquireConfirmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireConfirmed.ProtoReflect.Descriptor instead.
 func (*AcquireConfirmed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{26}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{28}
 }
 
 // AcquireRevokeRequested asks the holder to finish up and release the lock.
@@ -1868,7 +2022,7 @@ type AcquireRevokeRequested struct {
 
 func (x *AcquireRevokeRequested) Reset() {
 	*x = AcquireRevokeRequested{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2034,7 @@ func (x *AcquireRevokeRequested) String() string {
 func (*AcquireRevokeRequested) ProtoMessage() {}
 
 func (x *AcquireRevokeRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[27]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2047,7 @@ func (x *AcquireRevokeRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRevokeRequested.ProtoReflect.Descriptor instead.
 func (*AcquireRevokeRequested) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{27}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AcquireRevokeRequested) GetReason() string {
@@ -1925,7 +2079,7 @@ type AcquireResumable struct {
 
 func (x *AcquireResumable) Reset() {
 	*x = AcquireResumable{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2091,7 @@ func (x *AcquireResumable) String() string {
 func (*AcquireResumable) ProtoMessage() {}
 
 func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[28]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2104,7 @@ func (x *AcquireResumable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResumable.ProtoReflect.Descriptor instead.
 func (*AcquireResumable) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{28}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AcquireResumable) GetResumeToken() string {
@@ -1989,7 +2143,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2155,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[29]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2168,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{29}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SessionRequest) GetKind() isSessionRequest_Kind {
@@ -2174,7 +2328,7 @@ type SessionDowngrade struct {
 
 func (x *SessionDowngrade) Reset() {
 	*x = SessionDowngrade{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2340,7 @@ func (x *SessionDowngrade) String() string {
 func (*SessionDowngrade) ProtoMessage() {}
 
 func (x *SessionDowngrade) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[30]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2353,7 @@ func (x *SessionDowngrade) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionDowngrade.ProtoReflect.Descriptor instead.
 func (*SessionDowngrade) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{30}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SessionDowngrade) GetRequestId() uint32 {
@@ -2224,7 +2378,7 @@ type SessionOpen struct {
 
 func (x *SessionOpen) Reset() {
 	*x = SessionOpen{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2390,7 @@ func (x *SessionOpen) String() string {
 func (*SessionOpen) ProtoMessage() {}
 
 func (x *SessionOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[31]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2403,7 @@ func (x *SessionOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpen.ProtoReflect.Descriptor instead.
 func (*SessionOpen) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{31}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SessionOpen) GetResumeGrace() *durationpb.Duration {
@@ -2279,7 +2433,7 @@ type SessionResume struct {
 
 func (x *SessionResume) Reset() {
 	*x = SessionResume{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2445,7 @@ func (x *SessionResume) String() string {
 func (*SessionResume) ProtoMessage() {}
 
 func (x *SessionResume) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[32]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2458,7 @@ func (x *SessionResume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResume.ProtoReflect.Descriptor instead.
 func (*SessionResume) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{32}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SessionResume) GetResumeToken() string {
@@ -2341,14 +2495,16 @@ type SessionAcquire struct {
 	// SEMAPHORE only: the lock's capacity, as in AcquireStart.
 	Limit int32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
 	// SEMAPHORE only: how much of it this request takes, as in AcquireStart. Absent: 1.
-	Weight        *int32 `protobuf:"varint,8,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
+	Weight *int32 `protobuf:"varint,8,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
+	// Several locks at once, as in AcquireStart (leave `name` and `mode` unset).
+	Locks         []*LockTarget `protobuf:"bytes,9,rep,name=locks,proto3" json:"locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionAcquire) Reset() {
 	*x = SessionAcquire{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2516,7 @@ func (x *SessionAcquire) String() string {
 func (*SessionAcquire) ProtoMessage() {}
 
 func (x *SessionAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[33]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2529,7 @@ func (x *SessionAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionAcquire.ProtoReflect.Descriptor instead.
 func (*SessionAcquire) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{33}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SessionAcquire) GetRequestId() uint32 {
@@ -2432,6 +2588,13 @@ func (x *SessionAcquire) GetWeight() int32 {
 	return 0
 }
 
+func (x *SessionAcquire) GetLocks() []*LockTarget {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
 // SessionSetValue replaces the value of one request's held lock.
 type SessionSetValue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2445,7 +2608,7 @@ type SessionSetValue struct {
 
 func (x *SessionSetValue) Reset() {
 	*x = SessionSetValue{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2620,7 @@ func (x *SessionSetValue) String() string {
 func (*SessionSetValue) ProtoMessage() {}
 
 func (x *SessionSetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[34]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2633,7 @@ func (x *SessionSetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSetValue.ProtoReflect.Descriptor instead.
 func (*SessionSetValue) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{34}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SessionSetValue) GetRequestId() uint32 {
@@ -2498,7 +2661,7 @@ type SessionRelease struct {
 
 func (x *SessionRelease) Reset() {
 	*x = SessionRelease{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2673,7 @@ func (x *SessionRelease) String() string {
 func (*SessionRelease) ProtoMessage() {}
 
 func (x *SessionRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[35]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2686,7 @@ func (x *SessionRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRelease.ProtoReflect.Descriptor instead.
 func (*SessionRelease) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{35}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionRelease) GetRequestId() uint32 {
@@ -2544,7 +2707,7 @@ type SessionCancel struct {
 
 func (x *SessionCancel) Reset() {
 	*x = SessionCancel{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2719,7 @@ func (x *SessionCancel) String() string {
 func (*SessionCancel) ProtoMessage() {}
 
 func (x *SessionCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[36]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2732,7 @@ func (x *SessionCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCancel.ProtoReflect.Descriptor instead.
 func (*SessionCancel) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{36}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SessionCancel) GetRequestId() uint32 {
@@ -2608,7 +2771,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2783,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[37]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2796,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{37}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SessionResponse) GetRequestId() uint32 {
@@ -2863,7 +3026,7 @@ type SessionOpened struct {
 
 func (x *SessionOpened) Reset() {
 	*x = SessionOpened{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[38]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3038,7 @@ func (x *SessionOpened) String() string {
 func (*SessionOpened) ProtoMessage() {}
 
 func (x *SessionOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[38]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3051,7 @@ func (x *SessionOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOpened.ProtoReflect.Descriptor instead.
 func (*SessionOpened) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{38}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SessionOpened) GetResumeToken() string {
@@ -2916,7 +3079,7 @@ type SessionResumed struct {
 
 func (x *SessionResumed) Reset() {
 	*x = SessionResumed{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[39]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +3091,7 @@ func (x *SessionResumed) String() string {
 func (*SessionResumed) ProtoMessage() {}
 
 func (x *SessionResumed) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[39]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +3104,7 @@ func (x *SessionResumed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResumed.ProtoReflect.Descriptor instead.
 func (*SessionResumed) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{39}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{41}
 }
 
 // SessionRequestEnded is the last message about a request.
@@ -2959,7 +3122,7 @@ type SessionRequestEnded struct {
 
 func (x *SessionRequestEnded) Reset() {
 	*x = SessionRequestEnded{}
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[40]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2971,7 +3134,7 @@ func (x *SessionRequestEnded) String() string {
 func (*SessionRequestEnded) ProtoMessage() {}
 
 func (x *SessionRequestEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_lockstream_v1_lockstream_proto_msgTypes[40]
+	mi := &file_lockstream_v1_lockstream_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2984,7 +3147,7 @@ func (x *SessionRequestEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequestEnded.ProtoReflect.Descriptor instead.
 func (*SessionRequestEnded) Descriptor() ([]byte, []int) {
-	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{40}
+	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SessionRequestEnded) GetCode() uint32 {
@@ -3065,7 +3228,7 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\tdowngrade\x18\x06 \x01(\v2\x1f.lockstream.v1.AcquireDowngradeH\x00R\tdowngradeB\x06\n" +
 	"\x04kind\"\x12\n" +
 	"\x10AcquireDowngrade\"\x13\n" +
-	"\x11AcquireDowngraded\"\xff\x02\n" +
+	"\x11AcquireDowngraded\"\xb0\x03\n" +
 	"\fAcquireStart\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12<\n" +
@@ -3075,8 +3238,20 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x12heartbeat_interval\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12\x14\n" +
 	"\x05value\x18\a \x01(\fR\x05value\x12\x14\n" +
 	"\x05limit\x18\b \x01(\x05R\x05limit\x12\x1b\n" +
-	"\x06weight\x18\t \x01(\x05H\x00R\x06weight\x88\x01\x01B\t\n" +
-	"\a_weight\"'\n" +
+	"\x06weight\x18\t \x01(\x05H\x00R\x06weight\x88\x01\x01\x12/\n" +
+	"\x05locks\x18\n" +
+	" \x03(\v2\x19.lockstream.v1.LockTargetR\x05locksB\t\n" +
+	"\a_weight\"\x8b\x01\n" +
+	"\n" +
+	"LockTarget\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x17.lockstream.v1.LockModeR\x04mode\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1b\n" +
+	"\x06weight\x18\x04 \x01(\x05H\x00R\x06weight\x88\x01\x01B\t\n" +
+	"\a_weight\"D\n" +
+	"\tLockToken\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\rfencing_token\x18\x02 \x01(\x04R\ffencingToken\"'\n" +
 	"\x0fAcquireSetValue\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\fR\x05value\"\x11\n" +
 	"\x0fAcquireValueSet\"|\n" +
@@ -3101,9 +3276,10 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"downgradedB\x06\n" +
 	"\x04kind\"%\n" +
 	"\rAcquireQueued\x12\x14\n" +
-	"\x05ahead\x18\x01 \x01(\rR\x05ahead\"6\n" +
+	"\x05ahead\x18\x01 \x01(\rR\x05ahead\"h\n" +
 	"\x0fAcquireAcquired\x12#\n" +
-	"\rfencing_token\x18\x01 \x01(\x04R\ffencingToken\"\x11\n" +
+	"\rfencing_token\x18\x01 \x01(\x04R\ffencingToken\x120\n" +
+	"\x06tokens\x18\x02 \x03(\v2\x18.lockstream.v1.LockTokenR\x06tokens\"\x11\n" +
 	"\x0fAcquireReleased\"\x10\n" +
 	"\x0eAcquireInDoubt\"\x12\n" +
 	"\x10AcquireConfirmed\"g\n" +
@@ -3131,7 +3307,7 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"|\n" +
 	"\rSessionResume\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x12H\n" +
-	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\x98\x02\n" +
+	"\x12heartbeat_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xc9\x02\n" +
 	"\x0eSessionAcquire\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\rR\trequestId\x12\x12\n" +
@@ -3141,7 +3317,8 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x05owner\x18\x05 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05value\x18\x06 \x01(\fR\x05value\x12\x14\n" +
 	"\x05limit\x18\a \x01(\x05R\x05limit\x12\x1b\n" +
-	"\x06weight\x18\b \x01(\x05H\x00R\x06weight\x88\x01\x01B\t\n" +
+	"\x06weight\x18\b \x01(\x05H\x00R\x06weight\x88\x01\x01\x12/\n" +
+	"\x05locks\x18\t \x03(\v2\x19.lockstream.v1.LockTargetR\x05locksB\t\n" +
 	"\a_weight\"F\n" +
 	"\x0fSessionSetValue\x12\x1d\n" +
 	"\n" +
@@ -3210,7 +3387,7 @@ func file_lockstream_v1_lockstream_proto_rawDescGZIP() []byte {
 }
 
 var file_lockstream_v1_lockstream_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_lockstream_v1_lockstream_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(LockMode)(0),                  // 0: lockstream.v1.LockMode
 	(*WatchLockRequest)(nil),       // 1: lockstream.v1.WatchLockRequest
@@ -3229,111 +3406,117 @@ var file_lockstream_v1_lockstream_proto_goTypes = []any{
 	(*AcquireDowngrade)(nil),       // 14: lockstream.v1.AcquireDowngrade
 	(*AcquireDowngraded)(nil),      // 15: lockstream.v1.AcquireDowngraded
 	(*AcquireStart)(nil),           // 16: lockstream.v1.AcquireStart
-	(*AcquireSetValue)(nil),        // 17: lockstream.v1.AcquireSetValue
-	(*AcquireValueSet)(nil),        // 18: lockstream.v1.AcquireValueSet
-	(*AcquireResume)(nil),          // 19: lockstream.v1.AcquireResume
-	(*AcquireHeartbeat)(nil),       // 20: lockstream.v1.AcquireHeartbeat
-	(*AcquireRelease)(nil),         // 21: lockstream.v1.AcquireRelease
-	(*AcquireResponse)(nil),        // 22: lockstream.v1.AcquireResponse
-	(*AcquireQueued)(nil),          // 23: lockstream.v1.AcquireQueued
-	(*AcquireAcquired)(nil),        // 24: lockstream.v1.AcquireAcquired
-	(*AcquireReleased)(nil),        // 25: lockstream.v1.AcquireReleased
-	(*AcquireInDoubt)(nil),         // 26: lockstream.v1.AcquireInDoubt
-	(*AcquireConfirmed)(nil),       // 27: lockstream.v1.AcquireConfirmed
-	(*AcquireRevokeRequested)(nil), // 28: lockstream.v1.AcquireRevokeRequested
-	(*AcquireResumable)(nil),       // 29: lockstream.v1.AcquireResumable
-	(*SessionRequest)(nil),         // 30: lockstream.v1.SessionRequest
-	(*SessionDowngrade)(nil),       // 31: lockstream.v1.SessionDowngrade
-	(*SessionOpen)(nil),            // 32: lockstream.v1.SessionOpen
-	(*SessionResume)(nil),          // 33: lockstream.v1.SessionResume
-	(*SessionAcquire)(nil),         // 34: lockstream.v1.SessionAcquire
-	(*SessionSetValue)(nil),        // 35: lockstream.v1.SessionSetValue
-	(*SessionRelease)(nil),         // 36: lockstream.v1.SessionRelease
-	(*SessionCancel)(nil),          // 37: lockstream.v1.SessionCancel
-	(*SessionResponse)(nil),        // 38: lockstream.v1.SessionResponse
-	(*SessionOpened)(nil),          // 39: lockstream.v1.SessionOpened
-	(*SessionResumed)(nil),         // 40: lockstream.v1.SessionResumed
-	(*SessionRequestEnded)(nil),    // 41: lockstream.v1.SessionRequestEnded
-	(*durationpb.Duration)(nil),    // 42: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
+	(*LockTarget)(nil),             // 17: lockstream.v1.LockTarget
+	(*LockToken)(nil),              // 18: lockstream.v1.LockToken
+	(*AcquireSetValue)(nil),        // 19: lockstream.v1.AcquireSetValue
+	(*AcquireValueSet)(nil),        // 20: lockstream.v1.AcquireValueSet
+	(*AcquireResume)(nil),          // 21: lockstream.v1.AcquireResume
+	(*AcquireHeartbeat)(nil),       // 22: lockstream.v1.AcquireHeartbeat
+	(*AcquireRelease)(nil),         // 23: lockstream.v1.AcquireRelease
+	(*AcquireResponse)(nil),        // 24: lockstream.v1.AcquireResponse
+	(*AcquireQueued)(nil),          // 25: lockstream.v1.AcquireQueued
+	(*AcquireAcquired)(nil),        // 26: lockstream.v1.AcquireAcquired
+	(*AcquireReleased)(nil),        // 27: lockstream.v1.AcquireReleased
+	(*AcquireInDoubt)(nil),         // 28: lockstream.v1.AcquireInDoubt
+	(*AcquireConfirmed)(nil),       // 29: lockstream.v1.AcquireConfirmed
+	(*AcquireRevokeRequested)(nil), // 30: lockstream.v1.AcquireRevokeRequested
+	(*AcquireResumable)(nil),       // 31: lockstream.v1.AcquireResumable
+	(*SessionRequest)(nil),         // 32: lockstream.v1.SessionRequest
+	(*SessionDowngrade)(nil),       // 33: lockstream.v1.SessionDowngrade
+	(*SessionOpen)(nil),            // 34: lockstream.v1.SessionOpen
+	(*SessionResume)(nil),          // 35: lockstream.v1.SessionResume
+	(*SessionAcquire)(nil),         // 36: lockstream.v1.SessionAcquire
+	(*SessionSetValue)(nil),        // 37: lockstream.v1.SessionSetValue
+	(*SessionRelease)(nil),         // 38: lockstream.v1.SessionRelease
+	(*SessionCancel)(nil),          // 39: lockstream.v1.SessionCancel
+	(*SessionResponse)(nil),        // 40: lockstream.v1.SessionResponse
+	(*SessionOpened)(nil),          // 41: lockstream.v1.SessionOpened
+	(*SessionResumed)(nil),         // 42: lockstream.v1.SessionResumed
+	(*SessionRequestEnded)(nil),    // 43: lockstream.v1.SessionRequestEnded
+	(*durationpb.Duration)(nil),    // 44: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 45: google.protobuf.Timestamp
 }
 var file_lockstream_v1_lockstream_proto_depIdxs = []int32{
 	6,  // 0: lockstream.v1.WatchLockResponse.state:type_name -> lockstream.v1.DescribeLockResponse
-	42, // 1: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
+	44, // 1: lockstream.v1.RevokeLockRequest.force_after:type_name -> google.protobuf.Duration
 	7,  // 2: lockstream.v1.DescribeLockResponse.holders:type_name -> lockstream.v1.LockRequestInfo
 	7,  // 3: lockstream.v1.DescribeLockResponse.waiters:type_name -> lockstream.v1.LockRequestInfo
 	0,  // 4: lockstream.v1.LockRequestInfo.mode:type_name -> lockstream.v1.LockMode
-	43, // 5: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
+	45, // 5: lockstream.v1.LockRequestInfo.requested_at:type_name -> google.protobuf.Timestamp
 	10, // 6: lockstream.v1.ListLocksResponse.locks:type_name -> lockstream.v1.LockSummary
 	0,  // 7: lockstream.v1.LockSummary.held_mode:type_name -> lockstream.v1.LockMode
 	16, // 8: lockstream.v1.AcquireRequest.start:type_name -> lockstream.v1.AcquireStart
-	21, // 9: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
-	19, // 10: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
-	20, // 11: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	17, // 12: lockstream.v1.AcquireRequest.set_value:type_name -> lockstream.v1.AcquireSetValue
+	23, // 9: lockstream.v1.AcquireRequest.release:type_name -> lockstream.v1.AcquireRelease
+	21, // 10: lockstream.v1.AcquireRequest.resume:type_name -> lockstream.v1.AcquireResume
+	22, // 11: lockstream.v1.AcquireRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	19, // 12: lockstream.v1.AcquireRequest.set_value:type_name -> lockstream.v1.AcquireSetValue
 	14, // 13: lockstream.v1.AcquireRequest.downgrade:type_name -> lockstream.v1.AcquireDowngrade
 	0,  // 14: lockstream.v1.AcquireStart.mode:type_name -> lockstream.v1.LockMode
-	42, // 15: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
-	42, // 16: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
-	42, // 17: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
-	42, // 18: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
-	23, // 19: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	24, // 20: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	25, // 21: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
-	26, // 22: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	27, // 23: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	29, // 24: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
-	20, // 25: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	28, // 26: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
-	18, // 27: lockstream.v1.AcquireResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
-	15, // 28: lockstream.v1.AcquireResponse.downgraded:type_name -> lockstream.v1.AcquireDowngraded
-	43, // 29: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
-	42, // 30: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
-	32, // 31: lockstream.v1.SessionRequest.open:type_name -> lockstream.v1.SessionOpen
-	33, // 32: lockstream.v1.SessionRequest.resume:type_name -> lockstream.v1.SessionResume
-	34, // 33: lockstream.v1.SessionRequest.acquire:type_name -> lockstream.v1.SessionAcquire
-	36, // 34: lockstream.v1.SessionRequest.release:type_name -> lockstream.v1.SessionRelease
-	37, // 35: lockstream.v1.SessionRequest.cancel:type_name -> lockstream.v1.SessionCancel
-	20, // 36: lockstream.v1.SessionRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	35, // 37: lockstream.v1.SessionRequest.set_value:type_name -> lockstream.v1.SessionSetValue
-	31, // 38: lockstream.v1.SessionRequest.downgrade:type_name -> lockstream.v1.SessionDowngrade
-	42, // 39: lockstream.v1.SessionOpen.resume_grace:type_name -> google.protobuf.Duration
-	42, // 40: lockstream.v1.SessionOpen.heartbeat_interval:type_name -> google.protobuf.Duration
-	42, // 41: lockstream.v1.SessionResume.heartbeat_interval:type_name -> google.protobuf.Duration
-	0,  // 42: lockstream.v1.SessionAcquire.mode:type_name -> lockstream.v1.LockMode
-	42, // 43: lockstream.v1.SessionAcquire.wait_timeout:type_name -> google.protobuf.Duration
-	39, // 44: lockstream.v1.SessionResponse.opened:type_name -> lockstream.v1.SessionOpened
-	40, // 45: lockstream.v1.SessionResponse.resumed:type_name -> lockstream.v1.SessionResumed
-	23, // 46: lockstream.v1.SessionResponse.queued:type_name -> lockstream.v1.AcquireQueued
-	24, // 47: lockstream.v1.SessionResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
-	25, // 48: lockstream.v1.SessionResponse.released:type_name -> lockstream.v1.AcquireReleased
-	26, // 49: lockstream.v1.SessionResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
-	27, // 50: lockstream.v1.SessionResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
-	28, // 51: lockstream.v1.SessionResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
-	41, // 52: lockstream.v1.SessionResponse.ended:type_name -> lockstream.v1.SessionRequestEnded
-	20, // 53: lockstream.v1.SessionResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
-	18, // 54: lockstream.v1.SessionResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
-	15, // 55: lockstream.v1.SessionResponse.downgraded:type_name -> lockstream.v1.AcquireDowngraded
-	42, // 56: lockstream.v1.SessionOpened.resume_grace:type_name -> google.protobuf.Duration
-	13, // 57: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
-	30, // 58: lockstream.v1.LockService.Session:input_type -> lockstream.v1.SessionRequest
-	5,  // 59: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
-	8,  // 60: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
-	11, // 61: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
-	3,  // 62: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
-	1,  // 63: lockstream.v1.LockService.WatchLock:input_type -> lockstream.v1.WatchLockRequest
-	22, // 64: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
-	38, // 65: lockstream.v1.LockService.Session:output_type -> lockstream.v1.SessionResponse
-	6,  // 66: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
-	9,  // 67: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
-	12, // 68: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
-	4,  // 69: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
-	2,  // 70: lockstream.v1.LockService.WatchLock:output_type -> lockstream.v1.WatchLockResponse
-	64, // [64:71] is the sub-list for method output_type
-	57, // [57:64] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	44, // 15: lockstream.v1.AcquireStart.wait_timeout:type_name -> google.protobuf.Duration
+	44, // 16: lockstream.v1.AcquireStart.resume_grace:type_name -> google.protobuf.Duration
+	44, // 17: lockstream.v1.AcquireStart.heartbeat_interval:type_name -> google.protobuf.Duration
+	17, // 18: lockstream.v1.AcquireStart.locks:type_name -> lockstream.v1.LockTarget
+	0,  // 19: lockstream.v1.LockTarget.mode:type_name -> lockstream.v1.LockMode
+	44, // 20: lockstream.v1.AcquireResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	25, // 21: lockstream.v1.AcquireResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	26, // 22: lockstream.v1.AcquireResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	27, // 23: lockstream.v1.AcquireResponse.released:type_name -> lockstream.v1.AcquireReleased
+	28, // 24: lockstream.v1.AcquireResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	29, // 25: lockstream.v1.AcquireResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	31, // 26: lockstream.v1.AcquireResponse.resumable:type_name -> lockstream.v1.AcquireResumable
+	22, // 27: lockstream.v1.AcquireResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	30, // 28: lockstream.v1.AcquireResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
+	20, // 29: lockstream.v1.AcquireResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
+	15, // 30: lockstream.v1.AcquireResponse.downgraded:type_name -> lockstream.v1.AcquireDowngraded
+	18, // 31: lockstream.v1.AcquireAcquired.tokens:type_name -> lockstream.v1.LockToken
+	45, // 32: lockstream.v1.AcquireRevokeRequested.force_at:type_name -> google.protobuf.Timestamp
+	44, // 33: lockstream.v1.AcquireResumable.resume_grace:type_name -> google.protobuf.Duration
+	34, // 34: lockstream.v1.SessionRequest.open:type_name -> lockstream.v1.SessionOpen
+	35, // 35: lockstream.v1.SessionRequest.resume:type_name -> lockstream.v1.SessionResume
+	36, // 36: lockstream.v1.SessionRequest.acquire:type_name -> lockstream.v1.SessionAcquire
+	38, // 37: lockstream.v1.SessionRequest.release:type_name -> lockstream.v1.SessionRelease
+	39, // 38: lockstream.v1.SessionRequest.cancel:type_name -> lockstream.v1.SessionCancel
+	22, // 39: lockstream.v1.SessionRequest.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	37, // 40: lockstream.v1.SessionRequest.set_value:type_name -> lockstream.v1.SessionSetValue
+	33, // 41: lockstream.v1.SessionRequest.downgrade:type_name -> lockstream.v1.SessionDowngrade
+	44, // 42: lockstream.v1.SessionOpen.resume_grace:type_name -> google.protobuf.Duration
+	44, // 43: lockstream.v1.SessionOpen.heartbeat_interval:type_name -> google.protobuf.Duration
+	44, // 44: lockstream.v1.SessionResume.heartbeat_interval:type_name -> google.protobuf.Duration
+	0,  // 45: lockstream.v1.SessionAcquire.mode:type_name -> lockstream.v1.LockMode
+	44, // 46: lockstream.v1.SessionAcquire.wait_timeout:type_name -> google.protobuf.Duration
+	17, // 47: lockstream.v1.SessionAcquire.locks:type_name -> lockstream.v1.LockTarget
+	41, // 48: lockstream.v1.SessionResponse.opened:type_name -> lockstream.v1.SessionOpened
+	42, // 49: lockstream.v1.SessionResponse.resumed:type_name -> lockstream.v1.SessionResumed
+	25, // 50: lockstream.v1.SessionResponse.queued:type_name -> lockstream.v1.AcquireQueued
+	26, // 51: lockstream.v1.SessionResponse.acquired:type_name -> lockstream.v1.AcquireAcquired
+	27, // 52: lockstream.v1.SessionResponse.released:type_name -> lockstream.v1.AcquireReleased
+	28, // 53: lockstream.v1.SessionResponse.in_doubt:type_name -> lockstream.v1.AcquireInDoubt
+	29, // 54: lockstream.v1.SessionResponse.confirmed:type_name -> lockstream.v1.AcquireConfirmed
+	30, // 55: lockstream.v1.SessionResponse.revoke_requested:type_name -> lockstream.v1.AcquireRevokeRequested
+	43, // 56: lockstream.v1.SessionResponse.ended:type_name -> lockstream.v1.SessionRequestEnded
+	22, // 57: lockstream.v1.SessionResponse.heartbeat:type_name -> lockstream.v1.AcquireHeartbeat
+	20, // 58: lockstream.v1.SessionResponse.value_set:type_name -> lockstream.v1.AcquireValueSet
+	15, // 59: lockstream.v1.SessionResponse.downgraded:type_name -> lockstream.v1.AcquireDowngraded
+	44, // 60: lockstream.v1.SessionOpened.resume_grace:type_name -> google.protobuf.Duration
+	13, // 61: lockstream.v1.LockService.Acquire:input_type -> lockstream.v1.AcquireRequest
+	32, // 62: lockstream.v1.LockService.Session:input_type -> lockstream.v1.SessionRequest
+	5,  // 63: lockstream.v1.LockService.DescribeLock:input_type -> lockstream.v1.DescribeLockRequest
+	8,  // 64: lockstream.v1.LockService.ListLocks:input_type -> lockstream.v1.ListLocksRequest
+	11, // 65: lockstream.v1.LockService.CheckToken:input_type -> lockstream.v1.CheckTokenRequest
+	3,  // 66: lockstream.v1.LockService.RevokeLock:input_type -> lockstream.v1.RevokeLockRequest
+	1,  // 67: lockstream.v1.LockService.WatchLock:input_type -> lockstream.v1.WatchLockRequest
+	24, // 68: lockstream.v1.LockService.Acquire:output_type -> lockstream.v1.AcquireResponse
+	40, // 69: lockstream.v1.LockService.Session:output_type -> lockstream.v1.SessionResponse
+	6,  // 70: lockstream.v1.LockService.DescribeLock:output_type -> lockstream.v1.DescribeLockResponse
+	9,  // 71: lockstream.v1.LockService.ListLocks:output_type -> lockstream.v1.ListLocksResponse
+	12, // 72: lockstream.v1.LockService.CheckToken:output_type -> lockstream.v1.CheckTokenResponse
+	4,  // 73: lockstream.v1.LockService.RevokeLock:output_type -> lockstream.v1.RevokeLockResponse
+	2,  // 74: lockstream.v1.LockService.WatchLock:output_type -> lockstream.v1.WatchLockResponse
+	68, // [68:75] is the sub-list for method output_type
+	61, // [61:68] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_lockstream_v1_lockstream_proto_init() }
@@ -3350,7 +3533,8 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireRequest_Downgrade)(nil),
 	}
 	file_lockstream_v1_lockstream_proto_msgTypes[15].OneofWrappers = []any{}
-	file_lockstream_v1_lockstream_proto_msgTypes[21].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[16].OneofWrappers = []any{}
+	file_lockstream_v1_lockstream_proto_msgTypes[23].OneofWrappers = []any{
 		(*AcquireResponse_Queued)(nil),
 		(*AcquireResponse_Acquired)(nil),
 		(*AcquireResponse_Released)(nil),
@@ -3362,7 +3546,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*AcquireResponse_ValueSet)(nil),
 		(*AcquireResponse_Downgraded)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[29].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[31].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Resume)(nil),
 		(*SessionRequest_Acquire)(nil),
@@ -3372,8 +3556,8 @@ func file_lockstream_v1_lockstream_proto_init() {
 		(*SessionRequest_SetValue)(nil),
 		(*SessionRequest_Downgrade)(nil),
 	}
-	file_lockstream_v1_lockstream_proto_msgTypes[33].OneofWrappers = []any{}
-	file_lockstream_v1_lockstream_proto_msgTypes[37].OneofWrappers = []any{
+	file_lockstream_v1_lockstream_proto_msgTypes[35].OneofWrappers = []any{}
+	file_lockstream_v1_lockstream_proto_msgTypes[39].OneofWrappers = []any{
 		(*SessionResponse_Opened)(nil),
 		(*SessionResponse_Resumed)(nil),
 		(*SessionResponse_Queued)(nil),
@@ -3393,7 +3577,7 @@ func file_lockstream_v1_lockstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lockstream_v1_lockstream_proto_rawDesc), len(file_lockstream_v1_lockstream_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

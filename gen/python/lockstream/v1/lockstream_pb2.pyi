@@ -165,7 +165,7 @@ class AcquireDowngraded(_message.Message):
     def __init__(self) -> None: ...
 
 class AcquireStart(_message.Message):
-    __slots__ = ("name", "mode", "wait_timeout", "owner", "resume_grace", "heartbeat_interval", "value", "limit", "weight")
+    __slots__ = ("name", "mode", "wait_timeout", "owner", "resume_grace", "heartbeat_interval", "value", "limit", "weight", "locks")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +175,7 @@ class AcquireStart(_message.Message):
     VALUE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
     name: str
     mode: LockMode
     wait_timeout: _duration_pb2.Duration
@@ -184,7 +185,28 @@ class AcquireStart(_message.Message):
     value: bytes
     limit: int
     weight: int
-    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., value: _Optional[bytes] = ..., limit: _Optional[int] = ..., weight: _Optional[int] = ...) -> None: ...
+    locks: _containers.RepeatedCompositeFieldContainer[LockTarget]
+    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., value: _Optional[bytes] = ..., limit: _Optional[int] = ..., weight: _Optional[int] = ..., locks: _Optional[_Iterable[_Union[LockTarget, _Mapping]]] = ...) -> None: ...
+
+class LockTarget(_message.Message):
+    __slots__ = ("name", "mode", "limit", "weight")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mode: LockMode
+    limit: int
+    weight: int
+    def __init__(self, name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., limit: _Optional[int] = ..., weight: _Optional[int] = ...) -> None: ...
+
+class LockToken(_message.Message):
+    __slots__ = ("name", "fencing_token")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    fencing_token: int
+    def __init__(self, name: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
 
 class AcquireSetValue(_message.Message):
     __slots__ = ("value",)
@@ -243,10 +265,12 @@ class AcquireQueued(_message.Message):
     def __init__(self, ahead: _Optional[int] = ...) -> None: ...
 
 class AcquireAcquired(_message.Message):
-    __slots__ = ("fencing_token",)
+    __slots__ = ("fencing_token", "tokens")
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
     fencing_token: int
-    def __init__(self, fencing_token: _Optional[int] = ...) -> None: ...
+    tokens: _containers.RepeatedCompositeFieldContainer[LockToken]
+    def __init__(self, fencing_token: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[LockToken, _Mapping]]] = ...) -> None: ...
 
 class AcquireReleased(_message.Message):
     __slots__ = ()
@@ -319,7 +343,7 @@ class SessionResume(_message.Message):
     def __init__(self, resume_token: _Optional[str] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SessionAcquire(_message.Message):
-    __slots__ = ("request_id", "name", "mode", "wait_timeout", "owner", "value", "limit", "weight")
+    __slots__ = ("request_id", "name", "mode", "wait_timeout", "owner", "value", "limit", "weight", "locks")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +352,7 @@ class SessionAcquire(_message.Message):
     VALUE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     name: str
     mode: LockMode
@@ -336,7 +361,8 @@ class SessionAcquire(_message.Message):
     value: bytes
     limit: int
     weight: int
-    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., value: _Optional[bytes] = ..., limit: _Optional[int] = ..., weight: _Optional[int] = ...) -> None: ...
+    locks: _containers.RepeatedCompositeFieldContainer[LockTarget]
+    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., owner: _Optional[str] = ..., value: _Optional[bytes] = ..., limit: _Optional[int] = ..., weight: _Optional[int] = ..., locks: _Optional[_Iterable[_Union[LockTarget, _Mapping]]] = ...) -> None: ...
 
 class SessionSetValue(_message.Message):
     __slots__ = ("request_id", "value")

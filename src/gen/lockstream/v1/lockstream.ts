@@ -309,7 +309,39 @@ export interface AcquireStart {
    */
   limit: number;
   /** SEMAPHORE only: how much of the limit this request takes, 1 to `limit`. Absent: 1. */
+  weight?:
+    | number
+    | undefined;
+  /**
+   * Several locks at once (2 to 16 distinct names, each with its mode), granted all together or
+   * not at all, in place of `name`, `mode`, `limit` and `weight` (leave those unset). The
+   * request's nodes are created in one ZooKeeper transaction, so every multi-lock has one place
+   * in a single order across all locks, and two multi-locks never wait for each other in a
+   * cycle: no deadlock, and no partial set is ever held. One `wait_timeout`, one `acquired`
+   * (with a token per lock), one release and one loss for the whole set. Needs the default
+   * ZooKeeper client (UNIMPLEMENTED with `--zookeeper-client addon`).
+   */
+  locks: LockTarget[];
+}
+
+/** LockTarget is one lock of a multi-lock request. */
+export interface LockTarget {
+  /** The lock's name, as in AcquireStart. */
+  name: string;
+  /** How this lock is shared. Required. */
+  mode: LockMode;
+  /** SEMAPHORE only: the lock's capacity, as in AcquireStart. */
+  limit: number;
+  /** SEMAPHORE only: this request's share of it, as in AcquireStart. Absent: 1. */
   weight?: number | undefined;
+}
+
+/** LockToken is the fencing token of one lock of a multi-lock. */
+export interface LockToken {
+  /** The lock's name. */
+  name: string;
+  /** Its fencing token, as AcquireAcquired.fencing_token for a single lock. */
+  fencingToken: bigint;
 }
 
 /** AcquireSetValue replaces the value a holder publishes. */
@@ -402,8 +434,14 @@ export interface AcquireAcquired {
    * lock name (shared READ holders may receive different tokens in any order among
    * themselves). Pass it to the resources the lock protects so they can reject a writer whose
    * lock was lost. Valid while this stream holds the lock. In JSON (grpcurl) it is a string.
+   * For a multi-lock: the token of its first lock.
    */
   fencingToken: bigint;
+  /**
+   * A multi-lock's token for each of its locks, in the order they were asked for; empty for a
+   * single lock.
+   */
+  tokens: LockToken[];
 }
 
 /** AcquireReleased confirms that the lock is no longer held by this stream. */
@@ -551,7 +589,11 @@ export interface SessionAcquire {
   /** SEMAPHORE only: the lock's capacity, as in AcquireStart. */
   limit: number;
   /** SEMAPHORE only: how much of it this request takes, as in AcquireStart. Absent: 1. */
-  weight?: number | undefined;
+  weight?:
+    | number
+    | undefined;
+  /** Several locks at once, as in AcquireStart (leave `name` and `mode` unset). */
+  locks: LockTarget[];
 }
 
 /** SessionSetValue replaces the value of one request's held lock. */
@@ -2205,6 +2247,7 @@ function createBaseAcquireStart(): AcquireStart {
     value: Buffer.alloc(0),
     limit: 0,
     weight: undefined,
+    locks: [],
   };
 }
 
@@ -2236,6 +2279,9 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     }
     if (message.weight !== undefined) {
       writer.uint32(72).int32(message.weight);
+    }
+    for (const v of message.locks) {
+      LockTarget.encode(v!, writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -2325,6 +2371,14 @@ export const AcquireStart: MessageFns<AcquireStart> = {
             message.weight = reader.int32();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.locks.push(LockTarget.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2360,6 +2414,9 @@ export const AcquireStart: MessageFns<AcquireStart> = {
       value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0),
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
       weight: isSet(object.weight) ? globalThis.Number(object.weight) : undefined,
+      locks: globalThis.Array.isArray(object?.locks)
+        ? object.locks.map((e: any) => LockTarget.fromJSON(e))
+        : [],
     };
   },
 
@@ -2392,6 +2449,9 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     if (message.weight !== undefined) {
       obj.weight = Math.round(message.weight);
     }
+    if (message.locks?.length) {
+      obj.locks = message.locks.map((e) => LockTarget.toJSON(e));
+    }
     return obj;
   },
 
@@ -2415,6 +2475,218 @@ export const AcquireStart: MessageFns<AcquireStart> = {
     message.value = object.value ?? Buffer.alloc(0);
     message.limit = object.limit ?? 0;
     message.weight = object.weight ?? undefined;
+    message.locks = object.locks?.map((e) => LockTarget.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseLockTarget(): LockTarget {
+  return { name: "", mode: 0, limit: 0, weight: undefined };
+}
+
+export const LockTarget: MessageFns<LockTarget> = {
+  encode(message: LockTarget, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.mode !== 0) {
+      writer.uint32(16).int32(message.mode);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(24).int32(message.limit);
+    }
+    if (message.weight !== undefined) {
+      writer.uint32(32).int32(message.weight);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LockTarget {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLockTarget();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.mode = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.weight = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LockTarget {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      mode: isSet(object.mode) ? lockModeFromJSON(object.mode) : 0,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      weight: isSet(object.weight) ? globalThis.Number(object.weight) : undefined,
+    };
+  },
+
+  toJSON(message: LockTarget): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.mode !== 0) {
+      obj.mode = lockModeToJSON(message.mode);
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.weight !== undefined) {
+      obj.weight = Math.round(message.weight);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<LockTarget>): LockTarget {
+    return LockTarget.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<LockTarget>): LockTarget {
+    const message = createBaseLockTarget();
+    message.name = object.name ?? "";
+    message.mode = object.mode ?? 0;
+    message.limit = object.limit ?? 0;
+    message.weight = object.weight ?? undefined;
+    return message;
+  },
+};
+
+function createBaseLockToken(): LockToken {
+  return { name: "", fencingToken: 0n };
+}
+
+export const LockToken: MessageFns<LockToken> = {
+  encode(message: LockToken, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.fencingToken !== 0n) {
+      if (BigInt.asUintN(64, message.fencingToken) !== message.fencingToken) {
+        throw new globalThis.Error("value provided for field message.fencingToken of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.fencingToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LockToken {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLockToken();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fencingToken = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LockToken {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      fencingToken: isSet(object.fencingToken)
+        ? BigInt(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? BigInt(object.fencing_token)
+        : 0n,
+    };
+  },
+
+  toJSON(message: LockToken): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.fencingToken !== 0n) {
+      obj.fencingToken = message.fencingToken.toString();
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<LockToken>): LockToken {
+    return LockToken.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<LockToken>): LockToken {
+    const message = createBaseLockToken();
+    message.name = object.name ?? "";
+    message.fencingToken = (object.fencingToken !== undefined && object.fencingToken !== null)
+      ? BigInt(object.fencingToken)
+      : 0n;
     return message;
   },
 };
@@ -3080,7 +3352,7 @@ export const AcquireQueued: MessageFns<AcquireQueued> = {
 };
 
 function createBaseAcquireAcquired(): AcquireAcquired {
-  return { fencingToken: 0n };
+  return { fencingToken: 0n, tokens: [] };
 }
 
 export const AcquireAcquired: MessageFns<AcquireAcquired> = {
@@ -3090,6 +3362,9 @@ export const AcquireAcquired: MessageFns<AcquireAcquired> = {
         throw new globalThis.Error("value provided for field message.fencingToken of type uint64 too large");
       }
       writer.uint32(8).uint64(message.fencingToken);
+    }
+    for (const v of message.tokens) {
+      LockToken.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -3115,6 +3390,14 @@ export const AcquireAcquired: MessageFns<AcquireAcquired> = {
             message.fencingToken = reader.uint64() as bigint;
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.tokens.push(LockToken.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3134,6 +3417,7 @@ export const AcquireAcquired: MessageFns<AcquireAcquired> = {
         : isSet(object.fencing_token)
         ? BigInt(object.fencing_token)
         : 0n,
+      tokens: globalThis.Array.isArray(object?.tokens) ? object.tokens.map((e: any) => LockToken.fromJSON(e)) : [],
     };
   },
 
@@ -3141,6 +3425,9 @@ export const AcquireAcquired: MessageFns<AcquireAcquired> = {
     const obj: any = {};
     if (message.fencingToken !== 0n) {
       obj.fencingToken = message.fencingToken.toString();
+    }
+    if (message.tokens?.length) {
+      obj.tokens = message.tokens.map((e) => LockToken.toJSON(e));
     }
     return obj;
   },
@@ -3153,6 +3440,7 @@ export const AcquireAcquired: MessageFns<AcquireAcquired> = {
     message.fencingToken = (object.fencingToken !== undefined && object.fencingToken !== null)
       ? BigInt(object.fencingToken)
       : 0n;
+    message.tokens = object.tokens?.map((e) => LockToken.fromPartial(e)) || [];
     return message;
   },
 };
@@ -4001,6 +4289,7 @@ function createBaseSessionAcquire(): SessionAcquire {
     value: Buffer.alloc(0),
     limit: 0,
     weight: undefined,
+    locks: [],
   };
 }
 
@@ -4029,6 +4318,9 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
     }
     if (message.weight !== undefined) {
       writer.uint32(64).int32(message.weight);
+    }
+    for (const v of message.locks) {
+      LockTarget.encode(v!, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -4110,6 +4402,14 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
             message.weight = reader.int32();
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.locks.push(LockTarget.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4140,6 +4440,7 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
       value: isSet(object.value) ? Buffer.from(bytesFromBase64(object.value)) : Buffer.alloc(0),
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
       weight: isSet(object.weight) ? globalThis.Number(object.weight) : undefined,
+      locks: globalThis.Array.isArray(object?.locks) ? object.locks.map((e: any) => LockTarget.fromJSON(e)) : [],
     };
   },
 
@@ -4169,6 +4470,9 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
     if (message.weight !== undefined) {
       obj.weight = Math.round(message.weight);
     }
+    if (message.locks?.length) {
+      obj.locks = message.locks.map((e) => LockTarget.toJSON(e));
+    }
     return obj;
   },
 
@@ -4187,6 +4491,7 @@ export const SessionAcquire: MessageFns<SessionAcquire> = {
     message.value = object.value ?? Buffer.alloc(0);
     message.limit = object.limit ?? 0;
     message.weight = object.weight ?? undefined;
+    message.locks = object.locks?.map((e) => LockTarget.fromPartial(e)) || [];
     return message;
   },
 };

@@ -10,6 +10,7 @@ import {
   type CreatedNode,
   type NodeData,
   type ReplacedNode,
+  type SequentialEntry,
   type SetDataOutcome,
   type NodeWatchHandlers,
   type NodeFollow,
@@ -232,6 +233,83 @@ export class ZooKeeperStore implements CoordinationStore {
       }
     }
     throw new LockError('UNAVAILABLE', `ZooKeeper create under ${dir} kept losing its connection`);
+  }
+
+  async createSequentialAll(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+    if (!this.#link.multi) {
+      throw new LockError(
+        'UNSUPPORTED',
+        'this needs ZooKeeper multi (several nodes created in one step), which the zookeeper addon client does not offer: run lockstream with --zookeeper-client protocol, the default',
+      );
+    }
+    const ticket = (this.#lastCreateTicket += 1);
+    const ops: LinkOp[] = entries.map(({ dir, prefix, data }) => ({
+      op: 'create',
+      path: joinPath(dir, prefix),
+      data,
+      mode: 'ephemeralSequential',
+      acl: this.#aclFor(dir),
+    }));
+    let parentsMade: Promise<unknown> | undefined;
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+      await (parentsMade ??
+        Promise.all(entries.map(({ dir }) => this.#afterParentsOf(dir, ticket, false) ?? Promise.resolve())));
+      parentsMade = undefined;
+      await this.#whenConnected('multi');
+      const session = this.#session;
+      // Pipelined as in createSequential: the transaction, then each parent's listing.
+      const creating = this.#send((link) => link.multi!(ops));
+      const listings = entries.map(({ dir }) => this.#send((link) => link.getChildren(dir, false)));
+      const [reply, ...listed] = await Promise.all([creating, ...listings]);
+      if (reply.rc === ErrorCode.ok && reply.value !== null) {
+        const results = reply.value;
+        this.stats.creates += entries.length;
+        this.stats.childrenListings += entries.length;
+        return Promise.all(
+          entries.map(async ({ dir, follow }, i) => {
+            const result = results[i];
+            if (result?.op !== 'create') throw unavailable('multi', reply.rc);
+            const listing = listed[i]!;
+            const siblings =
+              listing.rc === ErrorCode.ok && listing.value !== null
+                ? listing.value
+                : await this.children(dir);
+            const created = { path: result.path, session, siblings, creationId: result.creationId };
+            return follow ? { ...created, followed: await this.watchNode(result.path, follow) } : created;
+          }),
+        );
+      }
+      if (reply.rc === ErrorCode.noNode) {
+        // A lock's parent does not exist: make each (those that exist cost a NODEEXISTS).
+        parentsMade = Promise.all(
+          entries.map(({ dir }) => this.#afterParentsOf(dir, ticket, true) ?? Promise.resolve()),
+        );
+        continue;
+      }
+      if (!isConnectionLoss(reply.rc)) throw this.#createFailure(entries[0]!.dir, reply.rc);
+      // Applied or not, all or nothing: look for the first prefix before trying again.
+      await this.#whenConnected('multi');
+      if (this.#session !== session) continue; // the session died, and any node with it
+      const found = await Promise.all(
+        entries.map(async ({ dir, prefix }) => {
+          const siblings = await this.children(dir);
+          const name = siblings.find((child) => child.startsWith(prefix));
+          return name === undefined ? undefined : { path: joinPath(dir, name), siblings };
+        }),
+      );
+      if (found.every((node) => node === undefined)) continue;
+      this.stats.creates += entries.length;
+      return Promise.all(
+        entries.map(async ({ follow }, i) => {
+          const node = found[i];
+          if (!node) throw unavailable('multi', reply.rc); // all or none: cannot be
+          const followed = follow ? await this.watchNode(node.path, follow) : null;
+          const created = { path: node.path, session, siblings: node.siblings };
+          return follow ? { ...created, followed } : created;
+        }),
+      );
+    }
+    throw new LockError('UNAVAILABLE', `ZooKeeper multi under ${entries[0]?.dir} kept losing its connection`);
   }
 
   /**
