@@ -422,6 +422,45 @@ for (const transport of ['session', 'acquire'] as const) {
       await third.release();
     });
 
+    it('takes several locks at once with acquireAll: all or none, a token per lock, one release', async () => {
+      const from = await client.acquire('accounts/1', { owner: 'other transfer' });
+      const to = await client.acquire('accounts/2', { owner: 'audit' });
+      const queued = deferred<number>();
+      const set = client.acquireAll(
+        ['accounts/1', { name: 'accounts/2', mode: 'write' }, { name: 'ledger', mode: 'read' }],
+        { owner: 'transfer', onQueued: (ahead) => queued.resolve(ahead) },
+      );
+      expect(await queued.promise).toBeGreaterThan(0);
+      await from.release();
+      // accounts/1 is free, but the set waits for accounts/2: nothing of it is held alone.
+      expect((await client.describe('accounts/2')).waiters.map((w) => w.owner)).toEqual(['transfer']);
+      await to.release();
+      const lock = await set;
+      expect(lock.name).toBe('accounts/1 + accounts/2 + ledger');
+      expect(lock.tokens.map((t) => t.name)).toEqual(['accounts/1', 'accounts/2', 'ledger']);
+      expect(lock.token).toBe(lock.tokens[0]!.token);
+      for (const { name, token } of lock.tokens) {
+        expect(token).toBeGreaterThan(to.token > from.token ? to.token : from.token);
+        expect(await client.checkToken(name, token)).toBe(true);
+      }
+      expect((await client.describe('ledger')).holders.map((h) => [h.owner, h.mode])).toEqual([
+        ['transfer', 'read'],
+      ]);
+      await lock.release();
+      expect((await client.describe('accounts/1')).holders).toEqual([]);
+      // A try takes the set only if every lock is free now; a bad set is refused by the server.
+      const held = await client.acquire('accounts/2');
+      await expect(
+        client.acquireAll(['accounts/1', 'accounts/2'], { waitTimeout: 0 }),
+      ).rejects.toBeInstanceOf(LockTimeoutError);
+      await held.release();
+      await expect(client.acquireAll(['accounts/1', 'accounts/1'])).rejects.toMatchObject({
+        code: Status.INVALID_ARGUMENT,
+        message: expect.stringMatching(/locks\[1\]: "accounts\/1" is named twice/),
+      });
+      expect((await client.describe('accounts/1')).waiters).toEqual([]);
+    });
+
     it('withLock rejects with LockLostError when the lock was lost during the work, even if the work succeeded', async () => {
       const outcome = client.withLock('lost-work', {}, async (signal) => {
         embeddedStore(server).expireSession();
