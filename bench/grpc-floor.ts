@@ -35,7 +35,7 @@ function acquire(call: grpc.ServerDuplexStream<AcquireRequest, AcquireResponse>)
       if (resumeGrace) {
         call.write({ kind: { $case: 'resumable', value: { resumeToken: 'floor.0', resumeGrace } } });
       }
-      call.write({ kind: { $case: 'acquired', value: { fencingToken: nextToken++ } } });
+      call.write({ kind: { $case: 'acquired', value: { fencingToken: nextToken++, tokens: [] } } });
     } else if (request.kind?.$case === 'release') {
       release();
     }
@@ -56,7 +56,7 @@ function session(call: grpc.ServerDuplexStream<SessionRequest, SessionResponse>)
       case 'acquire':
         call.write({
           requestId: kind.value.requestId,
-          kind: { $case: 'acquired', value: { fencingToken: nextToken++ } },
+          kind: { $case: 'acquired', value: { fencingToken: nextToken++, tokens: [] } },
         });
         return;
       case 'release':
