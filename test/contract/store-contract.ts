@@ -322,6 +322,23 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe('deleteAll', () => {
+      it('deletes several nodes, waking their waiters; a node already gone is not an error', async () => {
+        const nodes = await Promise.all([create(), create(`${root}/locks/other`), create()]);
+        const woken = nodes.map((node) =>
+          track(store.waitUntilDeleted(node.path, { signal: neverAborted() })),
+        );
+        await roundTrip();
+        await store.deleteAll(nodes.map((node) => node.path));
+        await Promise.all(woken.map((wait) => wait.promise));
+        expect(await store.children(dir)).toEqual([]);
+        const [kept, gone] = await Promise.all([create(), create()]);
+        await store.delete(gone!.path);
+        await store.deleteAll([kept!.path, gone!.path]);
+        expect(await store.children(dir)).toEqual([]);
+      });
+    });
+
     describe('replaceNode', () => {
       const events: string[] = [];
       let heard: () => void = () => {};

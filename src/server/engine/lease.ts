@@ -159,7 +159,8 @@ export class LockRequestNode implements Lease {
     return (this.#revokeListeners ??= new Listeners()).add(listener);
   }
 
-  release(): Promise<void> {
+  /** `batch`: delete the node together with the other nodes of a multi-lock. */
+  release(batch?: DeleteBatch): Promise<void> {
     if (!this.#released) {
       if (this.#lossReason) {
         this.#released = Promise.reject(this.#lossReason);
@@ -167,7 +168,7 @@ export class LockRequestNode implements Lease {
         this.#phase = 'released';
         this.#stopWatching();
         this.#releasing();
-        this.#released = this.#store.delete(this.#path);
+        this.#released = batch ? batch.add(this.#path) : this.#store.delete(this.#path);
       }
     }
     return this.#released;
@@ -353,6 +354,25 @@ export class LockRequestNode implements Lease {
     this.#unlinkSession();
     this.#revokeListeners = undefined;
     this.follow.stop();
+  }
+}
+
+/**
+ * Deletes asked for in one turn of the event loop (the releases of a multi-lock's parts), sent
+ * as one `deleteAll`: the set goes in one step.
+ */
+export class DeleteBatch {
+  readonly #store: CoordinationStore;
+  readonly #paths: string[] = [];
+  #sent: Promise<void> | undefined;
+
+  constructor(store: CoordinationStore) {
+    this.#store = store;
+  }
+
+  add(path: string): Promise<void> {
+    this.#paths.push(path);
+    return Promise.resolve().then(() => (this.#sent ??= this.#store.deleteAll(this.#paths)));
   }
 }
 

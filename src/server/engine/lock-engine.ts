@@ -234,7 +234,7 @@ export class LockEngine {
         const leases = parts.map((part, i) =>
           this.#grant(part.request, part.node, created[i]!.path, turns[i]!.current, turns[i]!.children),
         );
-        return new MultiLease(request.name, leases);
+        return new MultiLease(request.name, leases, this.#store);
       } catch (error) {
         for (const part of parts) part.node.abandon();
         const sessionLost = created[0]!.session.lost.aborted;
@@ -370,15 +370,15 @@ export class LockEngine {
     path: string,
     current: HeldPosition,
     children: readonly string[],
-  ): Lease {
-    const lease = node.hold(this.#releasing(request, path));
+  ): LockRequestNode {
+    node.hold(this.#releasing(request, path));
     const { successor } = current;
-    if (successor === undefined) return lease;
+    if (successor === undefined) return node;
     const entry = parseNodeName(successor);
     const local = entry ? this.#semaphoreRequests.get(entry.requestId) : undefined;
     if (local) {
       local.wake(children);
-      return lease;
+      return node;
     }
     updateNodeRecord(this.#store, path, (record) =>
       record.granted ? undefined : { ...record, granted: true },
@@ -389,7 +389,7 @@ export class LockEngine {
         'could not tell the semaphore request behind this one of its grant',
       ),
     );
-    return lease;
+    return node;
   }
 
   /**

@@ -1,7 +1,8 @@
 import { isLockError, LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
+import type { CoordinationStore } from '../stores/store.js';
 import type { Lease, RevokeRequest } from './lock-request.js';
-import { whenTold } from './lease.js';
+import { DeleteBatch, whenTold, type LockRequestNode } from './lease.js';
 
 /**
  * The locks of a multi-lock, held as one: one release, one loss (the first part lost ends the
@@ -11,7 +12,8 @@ import { whenTold } from './lease.js';
 export class MultiLease implements Lease {
   readonly name: string;
   readonly tokens: ReadonlyArray<{ readonly name: string; readonly token: bigint }>;
-  readonly #parts: readonly Lease[];
+  readonly #parts: readonly LockRequestNode[];
+  readonly #store: CoordinationStore;
   #lossReason: LockError | undefined;
   #lost: AbortController | undefined;
   #lossListeners: Array<(reason: LockError) => void | Promise<void>> = [];
@@ -20,9 +22,10 @@ export class MultiLease implements Lease {
   #released: Promise<void> | undefined;
   readonly #unlinks: Array<() => void>;
 
-  constructor(name: string, parts: readonly Lease[]) {
+  constructor(name: string, parts: readonly LockRequestNode[], store: CoordinationStore) {
     this.name = name;
     this.#parts = parts;
+    this.#store = store;
     this.tokens = parts.map((part) => ({ name: part.name, token: part.fencingToken }));
     this.#unlinks = parts.flatMap((part) => [
       part.onLost((reason) => this.#lose(part, reason)),
@@ -114,7 +117,9 @@ export class MultiLease implements Lease {
   /** Releases every part still held; a part lost meanwhile is not an error here. */
   async #releaseParts(): Promise<void> {
     for (const unlink of this.#unlinks) unlink();
-    const results = await Promise.allSettled(this.#parts.map((part) => part.release()));
+    // One step: nobody sees part of the set released and part held.
+    const batch = new DeleteBatch(this.#store);
+    const results = await Promise.allSettled(this.#parts.map((part) => part.release(batch)));
     const failure = results.find(
       (result): result is PromiseRejectedResult =>
         result.status === 'rejected' && !isLockError(result.reason, 'LOCK_LOST'),

@@ -41,6 +41,10 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#timed('multi', () => this.#store.createSequentialAll(entries));
   }
 
+  deleteAll(paths: readonly string[]): Promise<void> {
+    return this.#timed('multi', () => this.#store.deleteAll(paths));
+  }
+
   children(dir: string): Promise<string[]> {
     return this.#timed('getChildren', () => this.#store.children(dir));
   }

@@ -86,6 +86,13 @@ export interface CoordinationStore extends AsyncDisposable {
   delete(path: string): Promise<void>;
 
   /**
+   * Deletes several nodes, in one atomic step where the store can (ZooKeeper's multi: no
+   * listing sees some gone and others not), else one by one; missing nodes are not an error
+   * (those then go one by one).
+   */
+  deleteAll(paths: readonly string[]): Promise<void>;
+
+  /**
    * Replaces the ephemeral node at `path` by one named `name` under the same parent, with
    * `data`, in one atomic step (ZooKeeper's multi: no listing sees both, or neither), if the
    * node's data version is still `version` and `session` is still the store's session. The new

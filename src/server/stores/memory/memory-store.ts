@@ -205,6 +205,12 @@ export class MemoryStore implements CoordinationStore {
     this.#remove(path);
   }
 
+  async deleteAll(paths: readonly string[]): Promise<void> {
+    await this.#roundTrip();
+    this.stats.deletes += paths.length;
+    for (const path of paths) this.#remove(path);
+  }
+
   async replaceNode(
     path: string,
     name: string,

@@ -406,6 +406,21 @@ export class ZooKeeperStore implements CoordinationStore {
     if (reply.rc !== ErrorCode.ok && reply.rc !== ErrorCode.noNode) throw unavailable('delete', reply.rc);
   }
 
+  async deleteAll(paths: readonly string[]): Promise<void> {
+    if (this.#link.multi && paths.length > 1) {
+      const ops: LinkOp[] = paths.map((path) => ({ op: 'delete', path, version: -1 }));
+      const reply = await this.#call('multi', (link) => link.multi!(ops));
+      if (reply.rc === ErrorCode.ok) {
+        this.stats.deletes += paths.length;
+        return;
+      }
+      // A node already gone (NONODE fails the whole transaction), or a lost reply: one by one,
+      // which is idempotent.
+      if (reply.rc !== ErrorCode.noNode && !isConnectionLoss(reply.rc)) throw unavailable('multi', reply.rc);
+    }
+    await Promise.all(paths.map((path) => this.delete(path)));
+  }
+
   async replaceNode(
     path: string,
     name: string,
