@@ -9,7 +9,7 @@
  *   locks), then all released.
  *
  * Rounds alternate the two; medians. Prints sets/s, the wait for a whole set (p50, p99) and the
- * server's CPU per set. `npm run bench:multi-lock [-- --rounds N --duration MS --clients N]`.
+ * server's CPU per set. `npm run bench:multi-lock [-- --rounds N --duration MS --warmup MS --clients N]`.
  */
 import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
@@ -22,6 +22,7 @@ const { values } = parseArgs({
   options: {
     rounds: { type: 'string', default: '3' },
     duration: { type: 'string', default: '10000' },
+    warmup: { type: 'string', default: '3000' },
     clients: { type: 'string', default: '32' },
     locks: { type: 'string', default: '16' },
     size: { type: 'string', default: '3' },
@@ -29,6 +30,8 @@ const { values } = parseArgs({
 });
 const ROUNDS = Number(values.rounds);
 const DURATION_MS = Number(values.duration);
+/** Before each measured window: the server's JIT and ZooKeeper settle (a first window without it ran at half speed). */
+const WARMUP_MS = Number(values.warmup);
 const CLIENTS = Number(values.clients);
 const LOCKS = Number(values.locks);
 const SET_SIZE = Number(values.size);
@@ -97,7 +100,7 @@ async function runOnce(address: string, httpPort: number, way: Way, round: numbe
     }
   };
   const running = clients.map((client, id) => loop(client, id));
-  await new Promise((resolve) => setTimeout(resolve, 1_000)); // warm-up
+  await new Promise((resolve) => setTimeout(resolve, WARMUP_MS));
   const cpuBefore = await lockstreamCpuMicros(httpPort);
   measuring = true;
   const startedAt = performance.now();

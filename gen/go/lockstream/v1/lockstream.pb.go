@@ -1111,9 +1111,11 @@ type AcquireStart struct {
 	// not at all, in place of `name`, `mode`, `limit` and `weight` (leave those unset). The
 	// request's nodes are created in one ZooKeeper transaction, so every multi-lock has one place
 	// in a single order across all locks, and two multi-locks never wait for each other in a
-	// cycle: no deadlock, and no partial set is ever held. One `wait_timeout`, one `acquired`
-	// (with a token per lock), one release and one loss for the whole set. Needs the default
-	// ZooKeeper client (UNIMPLEMENTED with `--zookeeper-client addon`).
+	// cycle: no deadlock, and no partial set is ever held. While it waits it keeps its place at
+	// the head of the locks it is first in line for (DescribeLock lists it among their holders;
+	// nobody else gets them first). One `wait_timeout`, one `acquired` (with a token per lock),
+	// one release and one loss for the whole set. Needs the default ZooKeeper client
+	// (UNIMPLEMENTED with `--zookeeper-client addon`).
 	Locks         []*LockTarget `protobuf:"bytes,10,rep,name=locks,proto3" json:"locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
