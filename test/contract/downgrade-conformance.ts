@@ -1,19 +1,8 @@
 import { status } from '@grpc/grpc-js';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { DescribeLockResponse } from '../../src/gen/lockstream/v1/lockstream.js';
-import {
-  type LockCaller,
-  LockMode,
-  type LockRpc,
-  nextReceipt,
-  type RequestStream,
-} from '../support/lock-caller.js';
-import {
-  startConformanceServer,
-  stopConformanceServer,
-  type BackendUnderTest,
-  type ConformanceContext,
-} from './lock-conformance.js';
+import { LockMode, type LockRpc, nextReceipt, type RequestStream } from '../support/lock-caller.js';
+import { useConformanceServer, type BackendUnderTest } from './lock-conformance.js';
 
 /**
  * Downgrade (a WRITE hold becomes a READ hold in one step), on both RPCs: the hold keeps its
@@ -49,24 +38,7 @@ interface Interval {
 
 function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockRpc): void {
   describe(`downgrade on the ${backendName} back end, over ${rpc === 'acquire' ? 'Acquire' : 'Session'}`, () => {
-    const ctx = {} as ConformanceContext;
-    const streams: RequestStream[] = [];
-    const open = (start: Parameters<LockCaller['open']>[0]): RequestStream => {
-      const stream = ctx.caller.open(start);
-      streams.push(stream);
-      return stream;
-    };
-
-    beforeEach(async () => {
-      await startConformanceServer(ctx, backend, rpc);
-    });
-
-    afterEach(async () => {
-      const leftOpen = streams.splice(0);
-      for (const stream of leftOpen) stream.cancel();
-      await Promise.all(leftOpen.map((s) => s.outcome));
-      await stopConformanceServer(ctx, backend);
-    });
+    const { ctx, open } = useConformanceServer(backend, rpc);
 
     if (backend.replaces === false) {
       it('refuses a downgrade with UNIMPLEMENTED where the back end cannot replace a node atomically', async () => {

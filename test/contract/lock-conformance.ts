@@ -67,24 +67,7 @@ const PROTOCOL: Record<LockRpc, { firstMessage: RegExp; startTwice: RegExp }> = 
 
 function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockRpc): void {
   describe(`lock conformance on the ${backendName} back end, over ${rpc === 'acquire' ? 'Acquire' : 'Session'}`, () => {
-    const ctx = {} as ConformanceContext;
-    const streams: RequestStream[] = [];
-    const open = (start: Parameters<LockCaller['open']>[0]): RequestStream => {
-      const stream = ctx.caller.open(start);
-      streams.push(stream);
-      return stream;
-    };
-
-    beforeEach(async () => {
-      await startConformanceServer(ctx, backend, rpc);
-    });
-
-    afterEach(async () => {
-      const leftOpen = streams.splice(0);
-      for (const stream of leftOpen) stream.cancel();
-      await Promise.all(leftOpen.map((s) => s.outcome));
-      await stopConformanceServer(ctx, backend);
-    });
+    const { ctx, open, track } = useConformanceServer(backend, rpc);
 
     it('grants a free mutex with a token and releases it on half-close with `released` and OK', async () => {
       const holder = open({ name: 'jobs/nightly' });
@@ -346,14 +329,14 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
         expect(outcome.details).toMatch(message);
       }
       const releaseFirst = ctx.caller.openEmpty();
-      streams.push(releaseFirst);
+      track(releaseFirst);
       releaseFirst.sendRelease();
       expect(await releaseFirst.outcome).toMatchObject({
         code: status.INVALID_ARGUMENT,
         details: expect.stringMatching(PROTOCOL[rpc].firstMessage),
       });
       const emptyStream = ctx.caller.openEmpty();
-      streams.push(emptyStream);
+      track(emptyStream);
       emptyStream.halfClose();
       expect((await emptyStream.outcome).code).toBe(status.INVALID_ARGUMENT);
 
@@ -908,6 +891,38 @@ export async function startConformanceServer(
   ctx.server = await startServer(config, testLogger());
   ctx.address = `127.0.0.1:${ctx.server.port}`;
   ctx.caller = new LockCaller(ctx.address, {}, undefined, rpc);
+}
+
+/**
+ * For a `describe` block over one RPC: a server of its own for every test, and `open` for the
+ * requests a test makes; whatever a test left open is cancelled after it, and the server must
+ * then be left clean (see stopConformanceServer).
+ */
+export function useConformanceServer(
+  backend: BackendUnderTest,
+  rpc: LockRpc,
+): {
+  readonly ctx: ConformanceContext;
+  readonly open: (start: Parameters<LockCaller['open']>[0]) => RequestStream;
+  /** Has a stream opened otherwise (a resume, an empty stream) cancelled after the test too. */
+  readonly track: <T extends RequestStream>(stream: T) => T;
+} {
+  const ctx = {} as ConformanceContext;
+  const streams: RequestStream[] = [];
+  beforeEach(async () => {
+    await startConformanceServer(ctx, backend, rpc);
+  });
+  afterEach(async () => {
+    const leftOpen = streams.splice(0);
+    for (const stream of leftOpen) stream.cancel();
+    await Promise.all(leftOpen.map((s) => s.outcome));
+    await stopConformanceServer(ctx, backend);
+  });
+  const track = <T extends RequestStream>(stream: T): T => {
+    streams.push(stream);
+    return stream;
+  };
+  return { ctx, open: (start) => track(ctx.caller.open(start)), track };
 }
 
 /**

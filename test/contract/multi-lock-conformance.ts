@@ -1,20 +1,9 @@
 import { status } from '@grpc/grpc-js';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AcquireStart, LockTarget } from '../../src/gen/lockstream/v1/lockstream.js';
-import {
-  type LockCaller,
-  LockMode,
-  type LockRpc,
-  nextReceipt,
-  type RequestStream,
-} from '../support/lock-caller.js';
+import { LockMode, type LockRpc, nextReceipt, type RequestStream } from '../support/lock-caller.js';
 import { mulberry32 } from '../support/random.js';
-import {
-  startConformanceServer,
-  stopConformanceServer,
-  type BackendUnderTest,
-  type ConformanceContext,
-} from './lock-conformance.js';
+import { useConformanceServer, type BackendUnderTest } from './lock-conformance.js';
 
 /**
  * Multi-locks (AcquireStart.locks), on both RPCs: all locks or none, one token per lock, one
@@ -50,28 +39,11 @@ interface Hold {
 
 function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockRpc): void {
   describe(`multi-locks on the ${backendName} back end, over ${rpc === 'acquire' ? 'Acquire' : 'Session'}`, () => {
-    const ctx = {} as ConformanceContext;
-    const streams: RequestStream[] = [];
-    const open = (start: Parameters<LockCaller['open']>[0]): RequestStream => {
-      const stream = ctx.caller.open(start);
-      streams.push(stream);
-      return stream;
-    };
+    const { ctx, open } = useConformanceServer(backend, rpc);
     const all = (locks: LockTarget[], more: Partial<AcquireStart> = {}): RequestStream =>
       open({ mode: LockMode.UNSPECIFIED, locks, ...more });
     const holders = async (name: string): Promise<string[]> =>
       (await ctx.caller.describe(name)).holders.map((holder) => holder.owner);
-
-    beforeEach(async () => {
-      await startConformanceServer(ctx, backend, rpc);
-    });
-
-    afterEach(async () => {
-      const leftOpen = streams.splice(0);
-      for (const stream of leftOpen) stream.cancel();
-      await Promise.all(leftOpen.map((s) => s.outcome));
-      await stopConformanceServer(ctx, backend);
-    });
 
     if (backend.replaces === false) {
       it('refuses a multi-lock with UNIMPLEMENTED where the back end cannot create nodes in one step', async () => {

@@ -1,20 +1,9 @@
 import { status } from '@grpc/grpc-js';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AcquireStart, DescribeLockResponse } from '../../src/gen/lockstream/v1/lockstream.js';
-import {
-  type LockCaller,
-  LockMode,
-  type LockRpc,
-  nextReceipt,
-  type RequestStream,
-} from '../support/lock-caller.js';
+import { LockMode, type LockRpc, nextReceipt, type RequestStream } from '../support/lock-caller.js';
 import { mulberry32 } from '../support/random.js';
-import {
-  startConformanceServer,
-  stopConformanceServer,
-  type BackendUnderTest,
-  type ConformanceContext,
-} from './lock-conformance.js';
+import { useConformanceServer, type BackendUnderTest } from './lock-conformance.js';
 
 /**
  * Semaphores (LOCK_MODE_SEMAPHORE with a limit and weights), on both RPCs: grants never exceed
@@ -50,26 +39,9 @@ const json = (value: unknown): string =>
 
 function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockRpc): void {
   describe(`semaphores on the ${backendName} back end, over ${rpc === 'acquire' ? 'Acquire' : 'Session'}`, () => {
-    const ctx = {} as ConformanceContext;
-    const streams: RequestStream[] = [];
-    const open = (start: Parameters<LockCaller['open']>[0]): RequestStream => {
-      const stream = ctx.caller.open(start);
-      streams.push(stream);
-      return stream;
-    };
+    const { ctx, open } = useConformanceServer(backend, rpc);
     const semaphore = (name: string, limit: number, weight: number, owner = ''): RequestStream =>
       open({ name, mode: LockMode.SEMAPHORE, limit, weight, owner });
-
-    beforeEach(async () => {
-      await startConformanceServer(ctx, backend, rpc);
-    });
-
-    afterEach(async () => {
-      const leftOpen = streams.splice(0);
-      for (const stream of leftOpen) stream.cancel();
-      await Promise.all(leftOpen.map((s) => s.outcome));
-      await stopConformanceServer(ctx, backend);
-    });
 
     it('grants as many requests as their weights fit the limit, in queue order, each with its own token; DescribeLock and WatchLock show the limit and the weight in use', async () => {
       const watch = ctx.caller.watch('pool');

@@ -333,8 +333,8 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         await Promise.all(woken.map((wait) => wait.promise));
         expect(await store.children(dir)).toEqual([]);
         const [kept, gone] = await Promise.all([create(), create()]);
-        await store.delete(gone!.path);
-        await store.deleteAll([kept!.path, gone!.path]);
+        await store.delete(gone.path);
+        await store.deleteAll([kept.path, gone.path]);
         expect(await store.children(dir)).toEqual([]);
       });
     });

@@ -1,13 +1,8 @@
 import { status } from '@grpc/grpc-js';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { DescribeLockResponse } from '../../src/gen/lockstream/v1/lockstream.js';
-import type { LockCaller, LockRpc, RequestStream } from '../support/lock-caller.js';
-import {
-  startConformanceServer,
-  stopConformanceServer,
-  type BackendUnderTest,
-  type ConformanceContext,
-} from './lock-conformance.js';
+import type { LockRpc, RequestStream } from '../support/lock-caller.js';
+import { useConformanceServer, type BackendUnderTest } from './lock-conformance.js';
 
 /**
  * Holder values (AcquireStart.value, `set_value`), on both RPCs: what a holder publishes is what
@@ -31,24 +26,7 @@ function setValue(stream: RequestStream, value: Buffer): void {
 
 function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockRpc): void {
   describe(`holder values on the ${backendName} back end, over ${rpc === 'acquire' ? 'Acquire' : 'Session'}`, () => {
-    const ctx = {} as ConformanceContext;
-    const streams: RequestStream[] = [];
-    const open = (start: Parameters<LockCaller['open']>[0]): RequestStream => {
-      const stream = ctx.caller.open(start);
-      streams.push(stream);
-      return stream;
-    };
-
-    beforeEach(async () => {
-      await startConformanceServer(ctx, backend, rpc);
-    });
-
-    afterEach(async () => {
-      const leftOpen = streams.splice(0);
-      for (const stream of leftOpen) stream.cancel();
-      await Promise.all(leftOpen.map((s) => s.outcome));
-      await stopConformanceServer(ctx, backend);
-    });
+    const { ctx, open, track } = useConformanceServer(backend, rpc);
 
     it('shows the value from `start` in DescribeLock and WatchLock, for holders and waiters alike', async () => {
       const watch = ctx.caller.watch('elected');
@@ -174,7 +152,7 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
       holder.cancel();
       await holder.outcome;
       const resumed = ctx.caller.resume(resumeToken);
-      streams.push(resumed);
+      track(resumed);
       expect(await resumed.acquired()).toBe(token);
       expect(published(await ctx.caller.describe('resumed-value'))).toEqual([['', 'before']]);
       setValue(resumed, text('after'));
