@@ -97,6 +97,8 @@ describe('the lockstream command as a client', () => {
       holders: 1,
       waiters: 0,
       heldMode: 'mutex',
+      limit: 0,
+      usedWeight: 0,
     });
 
     const described = lockstream(['describe', 'cli/report', '--server', `127.0.0.1:${server.port}`]);

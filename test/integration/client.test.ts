@@ -262,7 +262,7 @@ for (const transport of ['session', 'acquire'] as const) {
       ]);
       expect(described.waiters.map((w) => [w.mode, w.owner])).toEqual([['read', 'reader']]);
       expect(await client.list({ prefix: 'ops/' })).toEqual({
-        locks: [{ name: 'ops/report', holders: 1, waiters: 1, heldMode: 'mutex' }],
+        locks: [{ name: 'ops/report', holders: 1, waiters: 1, heldMode: 'mutex', limit: 0, usedWeight: 0 }],
         nextPageToken: '',
       });
       expect(await client.checkToken('ops/report', lock.token)).toBe(true);

@@ -100,7 +100,7 @@ describe.each([
     const holder = await client.acquire('json/view', { owner: 'scripted', value: 'api-1:443' });
     const base = `http://127.0.0.1:${server.httpPort}`;
     expect(await (await fetch(`${base}/api/locks`)).json()).toEqual({
-      locks: [{ name: 'json/view', holders: 1, waiters: 0, heldMode: 'mutex' }],
+      locks: [{ name: 'json/view', holders: 1, waiters: 0, heldMode: 'mutex', limit: 0, usedWeight: 0 }],
     });
     const described = (await (
       await fetch(`${base}/api/locks/${encodeURIComponent('json/view')}`)

@@ -183,7 +183,7 @@ describe('lockstream processes sharing one ZooKeeper', () => {
     expect(fromA.waiters[0]!.instance).not.toBe(fromA.holders[0]!.instance);
     expect(await b.checkToken('shared', firstToken)).toBe(true);
     expect((await b.list({ prefix: 'shared' })).locks).toEqual([
-      { name: 'shared', holders: 1, waiters: 2, heldMode: LockMode.MUTEX },
+      { name: 'shared', holders: 1, waiters: 2, heldMode: LockMode.MUTEX, limit: 0, usedWeight: 0 },
     ]);
     // A revocation asked on one instance reaches a holder served by the other.
     expect(await b.revoke('shared', 'handover')).toBe(1);
