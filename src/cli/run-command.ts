@@ -12,7 +12,12 @@ import {
 } from './connection.js';
 
 interface RunOptions extends ConnectionOptions {
-  readonly mode: string;
+  readonly mode?: string;
+  /** A semaphore's capacity (the mode is then semaphore) and this run's share of it. */
+  readonly limit?: number;
+  readonly weight?: number;
+  /** More locks taken with NAME as one multi-lock. */
+  readonly and?: string[];
   readonly wait?: number;
   readonly owner: string;
   readonly value?: string;
@@ -36,12 +41,22 @@ export function addRunCommand(program: Command, env: Readonly<Record<string, str
       )
       .argument('<name>', 'the lock')
       .argument('<command...>', 'the command and its arguments (after --)')
-      .option('--mode <mode>', 'mutex, read or write', 'mutex')
+      .option('--mode <mode>', 'mutex, read, write or semaphore (with --limit)')
+      .option(
+        '--limit <n>',
+        'a semaphore: at most N units of NAME are held at once (every run on NAME names the same N)',
+        countArgument('--limit'),
+      )
+      .option('--weight <n>', "with --limit: this run's share of it (default 1)", countArgument('--weight'))
+      .option(
+        '--and <name>',
+        'one more lock, taken together with NAME and the others, all or none (repeat it); a multi-lock never deadlocks with another',
+        (value: string, previous: string[] = []) => [...previous, value],
+      )
       .option('--value <text>', 'published with the lock while the command runs (see `lockstream watch`)'),
   ).action(async (name: string, command: string[], options: RunOptions) => {
-    if (!['mutex', 'read', 'write'].includes(options.mode)) {
-      program.error(`run: --mode ${JSON.stringify(options.mode)}: expected mutex, read or write`);
-    }
+    const problem = runOptionsProblem(options);
+    if (problem !== undefined) program.error(`run: ${problem}`);
     process.exitCode = await runLocked('run', name, command, options, env);
   });
 
@@ -59,6 +74,30 @@ export function addRunCommand(program: Command, env: Readonly<Record<string, str
   ).action(async (name: string, command: string[], options: Omit<RunOptions, 'mode'>) => {
     process.exitCode = await runLocked('leader', name, command, { ...options, mode: 'mutex' }, env);
   });
+}
+
+/** What is wrong with `run`'s mode options together, or undefined. */
+function runOptionsProblem({ mode, limit, weight }: RunOptions): string | undefined {
+  if (mode !== undefined && !['mutex', 'read', 'write', 'semaphore'].includes(mode)) {
+    return `--mode ${JSON.stringify(mode)}: expected mutex, read, write or semaphore`;
+  }
+  if (limit === undefined) {
+    if (mode === 'semaphore') return "--mode semaphore needs --limit N (the semaphore's capacity)";
+    if (weight !== undefined) return '--weight needs --limit (a weight is a share of a semaphore)';
+  } else if (mode !== undefined && mode !== 'semaphore') {
+    return `--limit makes a semaphore: it cannot be taken in ${mode} mode`;
+  }
+  return undefined;
+}
+
+/** A whole number of 1 or more (the server checks it against the other requests). */
+function countArgument(flag: string): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || Number(value) < 1) {
+      throw new Error(`${flag} ${JSON.stringify(value)}: expected a whole number of 1 or more`);
+    }
+    return Number(value);
+  };
 }
 
 /** What `run` and `leader` share: how long to wait, who asks, and how the command is stopped. */
@@ -106,20 +145,33 @@ async function runLocked(
   for (const signal of FORWARDED_SIGNALS) process.on(signal, onWaitSignal);
   let stopCommand: (why: string) => void = () => {};
   let lock: Lock;
+  const mode = (options.mode ?? (options.limit === undefined ? 'mutex' : 'semaphore')) as LockMode;
+  const shape = {
+    mode,
+    ...(options.limit === undefined ? {} : { limit: options.limit }),
+    ...(options.weight === undefined ? {} : { weight: options.weight }),
+  };
+  const more = options.and ?? [];
   try {
-    lock = await client.acquire(name, {
-      mode: options.mode as LockMode,
+    const asked = {
       waitTimeout: options.wait,
       owner: options.owner,
       ...(options.value === undefined ? {} : { value: options.value }),
       signal: interrupted.signal,
-      onQueued: (ahead) => {
+      onQueued: (ahead: number) => {
         if (process.stderr.isTTY)
           process.stderr.write(`\rwaiting for lock "${name}": ${ahead} ahead\u001b[K`);
       },
-      onRevokeRequested: ({ reason }) =>
+      onRevokeRequested: ({ reason }: { reason: string }) =>
         stopCommand(`lock "${name}" was revoked: ${reason || 'no reason given'}`),
-    });
+    };
+    lock =
+      more.length === 0
+        ? await client.acquire(name, { ...shape, ...asked })
+        : await client.acquireAll(
+            [name, ...more].map((each) => ({ name: each, ...shape })),
+            asked,
+          );
   } catch (error) {
     client.close();
     if (interrupted.signal.aborted) return 128 + signalNumber(interrupted.signal.reason as NodeJS.Signals);
@@ -146,6 +198,10 @@ async function runLocked(
       ...process.env,
       LOCKSTREAM_LOCK_NAME: name,
       LOCKSTREAM_FENCING_TOKEN: lock.token.toString(),
+      // Every lock's token, for a multi-lock (--and): {"name": "token", …}.
+      LOCKSTREAM_FENCING_TOKENS: JSON.stringify(
+        Object.fromEntries(lock.tokens.map(({ name: each, token }) => [each, token.toString()])),
+      ),
       LOCKSTREAM_SERVER: options.server,
       // The command signals SIGUSR1 here to downgrade a write lock (see below).
       LOCKSTREAM_RUN_PID: String(process.pid),

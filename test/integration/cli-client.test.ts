@@ -267,6 +267,70 @@ describe('the lockstream command as a client', () => {
     expect(run.stderr).toContain('lock "cli/cache" downgraded to read');
   });
 
+  it('run --limit N holds one of N slots: two runs hold at once, a third waits for one of them to end', async () => {
+    const hold = ['sh', '-c', 'echo "token=$LOCKSTREAM_FENCING_TOKEN"; sleep 30'];
+    const runs = [1, 2].map(() => lockstream(['run', 'cli/slots', '--limit', '2', '--', ...hold], env));
+    const tokens = await Promise.all(runs.map(async (run) => (await run.line(/token=(\d+)/))[1]));
+    const watch = client.watch('cli/slots');
+    const third = lockstream(['run', 'cli/slots', '--limit', '2', '--', ...hold], env);
+    for await (const state of watch) {
+      if (state.waiters.length === 1) {
+        expect([state.limit, state.usedWeight, state.holders.length]).toEqual([2, 2, 2]);
+        break;
+      }
+    }
+    expect(third.stdout).toBe('');
+    runs[0]!.child.kill('SIGTERM');
+    const [, token] = await third.line(/token=(\d+)/);
+    expect(BigInt(token!)).toBeGreaterThan(BigInt(tokens[1]!));
+    for (const run of [runs[1]!, third]) run.child.kill('SIGTERM');
+    expect(await Promise.all([...runs, third].map((run) => run.exited))).toEqual([143, 143, 143]);
+  });
+
+  it('run --and takes several locks as one multi-lock and passes every token in $LOCKSTREAM_FENCING_TOKENS', async () => {
+    const run = lockstream(
+      [
+        'run',
+        'cli/accounts/1',
+        '--and',
+        'cli/accounts/2',
+        '--and',
+        'cli/ledger',
+        '--mode',
+        'write',
+        '--',
+        'sh',
+        '-c',
+        'echo "tokens=$LOCKSTREAM_FENCING_TOKENS"; sleep 30',
+      ],
+      env,
+    );
+    const [, json] = await run.line(/tokens=(.*)\n/);
+    const tokens = JSON.parse(json!) as Record<string, string>;
+    expect(Object.keys(tokens)).toEqual(['cli/accounts/1', 'cli/accounts/2', 'cli/ledger']);
+    for (const [name, token] of Object.entries(tokens)) {
+      expect((await client.describe(name)).holders.map((h) => [h.mode, h.token.toString()])).toEqual([
+        ['write', token],
+      ]);
+    }
+    run.child.kill('SIGTERM');
+    expect(await run.exited).toBe(143);
+    for (const name of Object.keys(tokens)) expect((await client.describe(name)).holders).toEqual([]);
+  });
+
+  it.each([
+    [['--weight', '2'], /--weight needs --limit/],
+    [['--mode', 'semaphore'], /--mode semaphore needs --limit N/],
+    [['--limit', '3', '--mode', 'read'], /--limit makes a semaphore: it cannot be taken in read mode/],
+    [['--limit', '0'], /--limit "0": expected a whole number of 1 or more/],
+    [['--limit', '2', '--weight', '3'], /weight 3 is more than the limit 2/],
+  ])('run %j says what is wrong with its mode options and runs nothing', async (flags, message) => {
+    const run = lockstream(['run', 'cli/bad-slots', ...flags, '--', 'sh', '-c', 'echo ran'], env);
+    expect(await run.exited).not.toBe(0);
+    expect(run.stderr).toMatch(message);
+    expect(run.stdout).toBe('');
+  });
+
   it('run forwards signals to the command and exits with what the command does about them', async () => {
     const run = lockstream(
       [
