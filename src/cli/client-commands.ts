@@ -80,7 +80,12 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
           const page = await client.list({ prefix, pageToken, pageSize: 1000 });
           for (const lock of page.locks) {
             if (options.json) process.stdout.write(`${JSON.stringify(lock)}\n`);
-            else rows.push([lock.name, String(lock.holders), String(lock.waiters), lock.heldMode ?? '-']);
+            else {
+              // A semaphore's mode says how much of it is in use.
+              const mode =
+                lock.limit > 0 ? `semaphore ${lock.usedWeight}/${lock.limit}` : (lock.heldMode ?? '-');
+              rows.push([lock.name, String(lock.holders), String(lock.waiters), mode]);
+            }
           }
           pageToken = page.nextPageToken;
         } while (pageToken !== '');
@@ -191,7 +196,14 @@ function descriptionJson(description: LockDescription): unknown {
     name: description.name,
     holders: description.holders.map(request),
     waiters: description.waiters.map(request),
+    limit: description.limit,
+    usedWeight: description.usedWeight,
   };
+}
+
+/** ` (3 of 5 in use)` for a semaphore; empty for a lock. */
+function capacityText({ limit, usedWeight }: LockDescription): string {
+  return limit > 0 ? ` (${usedWeight} of ${limit} in use)` : '';
 }
 
 /** `watch`: who holds the lock and what they publish, on one line. */
@@ -199,17 +211,20 @@ function holdersLine(description: LockDescription): string {
   if (description.holders.length === 0) {
     return `"${description.name}": no holder (${description.waiters.length} waiting)`;
   }
+  const capacity = capacityText(description);
   const holders = description.holders.map((info) => {
     const value = valueText(info.value);
     return `${info.owner || '-'} (token ${info.token}${value === '' ? '' : `, value ${JSON.stringify(value)}`})`;
   });
-  return `"${description.name}": held by ${holders.join(', ')}`;
+  return `"${description.name}": held by ${holders.join(', ')}${capacity}`;
 }
 
 function describeText(description: LockDescription): string {
+  const semaphore = description.limit > 0;
   const row = (info: LockRequestInfo, place: string): string[] => [
     place,
-    info.mode ?? '?',
+    // A semaphore request's mode carries its weight: semaphore×2.
+    semaphore ? `semaphore×${info.weight}` : (info.mode ?? '?'),
     info.owner || '-',
     info.token.toString(),
     valueText(info.value) || '-',
@@ -222,7 +237,10 @@ function describeText(description: LockDescription): string {
     ...description.holders.map((info) => row(info, 'holds')),
     ...description.waiters.map((info, i) => row(info, `#${i + 1}`)),
   ];
-  const summary = `lock ${JSON.stringify(description.name)}: ${description.holders.length} holding, ${description.waiters.length} waiting\n`;
+  const kind = semaphore
+    ? `a semaphore of limit ${description.limit}, ${description.usedWeight} in use; `
+    : '';
+  const summary = `lock ${JSON.stringify(description.name)}: ${kind}${description.holders.length} holding, ${description.waiters.length} waiting\n`;
   return rows.length === 0 ? summary : summary + table(header, rows);
 }
 

@@ -280,6 +280,27 @@ describe('the lockstream command as a client', () => {
       }
     }
     expect(third.stdout).toBe('');
+    // Operators see the capacity in use.
+    const ls = lockstream(['ls', 'cli/slots'], env);
+    expect(await ls.exited).toBe(0);
+    expect(ls.stdout).toBe('NAME       HOLDERS  WAITERS  MODE\ncli/slots  2        1        semaphore 2/2\n');
+    const described = lockstream(['describe', 'cli/slots'], env);
+    expect(await described.exited).toBe(0);
+    expect(described.stdout).toMatch(
+      /^lock "cli\/slots": a semaphore of limit 2, 2 in use; 2 holding, 1 waiting\n/,
+    );
+    expect(described.stdout.match(/^(holds|#1)\s+semaphore×1\s/gm)).toEqual([
+      'holds  semaphore×1 ',
+      'holds  semaphore×1 ',
+      '#1     semaphore×1 ',
+    ]);
+    const json = lockstream(['describe', 'cli/slots', '--json'], env);
+    expect(await json.exited).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      limit: 2,
+      usedWeight: 2,
+      waiters: [{ mode: 'semaphore', weight: 1 }],
+    });
     runs[0]!.child.kill('SIGTERM');
     const [, token] = await third.line(/token=(\d+)/);
     expect(BigInt(token!)).toBeGreaterThan(BigInt(tokens[1]!));
