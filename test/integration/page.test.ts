@@ -96,6 +96,41 @@ describe.each([
     await page.close();
   });
 
+  it("shows a semaphore's limit, the weight in use and each request's weight", async () => {
+    const big = await client.acquire('render/farm', { limit: 4, weight: 3, owner: 'big-job' });
+    const queued = deferred();
+    const waiting = client.acquire('render/farm', {
+      limit: 4,
+      weight: 2,
+      owner: 'next-job',
+      onQueued: () => queued.resolve(),
+    });
+    await queued.promise;
+    const page = await browser.newPage();
+    await page.goto(`http://127.0.0.1:${server.httpPort}/`);
+    await expect
+      .poll(() => page.locator('#locks tbody tr').allTextContents())
+      .toEqual(['render/farm11semaphore 3/4']);
+    await page.click('text=render/farm');
+    await expect.poll(() => page.locator('.capacity').textContent()).toBe('Semaphore: 3 of 4 in use');
+    expect(await page.locator('#holders tbody tr').first().textContent()).toContain('semaphore×3');
+    expect(await page.locator('#waiters tbody tr').first().textContent()).toContain('semaphore×2');
+    const base = `http://127.0.0.1:${server.httpPort}`;
+    expect(
+      await (await fetch(`${base}/api/locks/${encodeURIComponent('render/farm')}`)).json(),
+    ).toMatchObject({
+      limit: 4,
+      usedWeight: 3,
+      holders: [{ owner: 'big-job', weight: 3 }],
+      waiters: [{ owner: 'next-job', weight: 2 }],
+    });
+    await big.release();
+    const next = await waiting;
+    await expect.poll(() => page.locator('.capacity').textContent()).toBe('Semaphore: 2 of 4 in use');
+    await next.release();
+    await page.close();
+  });
+
   it('serves the same as JSON, and refuses a malformed name with 400', async () => {
     const holder = await client.acquire('json/view', { owner: 'scripted', value: 'api-1:443' });
     const base = `http://127.0.0.1:${server.httpPort}`;

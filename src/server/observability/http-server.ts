@@ -192,11 +192,14 @@ function describeJson(description: LockDescription): unknown {
     // Base64, as grpcurl prints bytes; `valueText` for people (see valueText).
     value: Buffer.from(info.value).toString('base64'),
     valueText: valueText(info.value),
+    weight: info.weight,
   });
   return {
     name: description.name,
     holders: description.holders.map(request),
     waiters: description.waiters.map(request),
+    limit: description.limit,
+    usedWeight: description.usedWeight,
   };
 }
 

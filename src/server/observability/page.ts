@@ -75,7 +75,8 @@ function showLocks() {
     const rows = page.locks.map((lock) => {
       const link = element('a', lock.name);
       link.href = '#/lock/' + encodeURIComponent(lock.name);
-      return [link, lock.holders, lock.waiters, lock.heldMode || '-'];
+      // A semaphore's mode says how much of it is in use.
+      return [link, lock.holders, lock.waiters, lock.limit > 0 ? 'semaphore ' + lock.usedWeight + '/' + lock.limit : lock.heldMode || '-'];
     });
     view.appendChild(table(['lock', 'holders', 'waiters', 'mode'], rows, 'locks'));
   });
@@ -86,8 +87,11 @@ function showLock(name) {
   follow('api/locks/' + encodeURIComponent(name) + '/events', (state) => {
     view.replaceChildren();
     if (state.error) { view.appendChild(element('p', state.error, 'muted')); return; }
+    if (state.limit > 0) {
+      view.appendChild(element('p', 'Semaphore: ' + state.usedWeight + ' of ' + state.limit + ' in use', 'capacity'));
+    }
     const rows = (requests, label) => requests.map((r, i) => [
-      label(i), r.mode, r.owner || '-', r.token, r.valueText || '-', r.requestedAt || '-', r.instance || '-',
+      label(i), r.weight > 0 ? r.mode + '×' + r.weight : r.mode, r.owner || '-', r.token, r.valueText || '-', r.requestedAt || '-', r.instance || '-',
       r.peer || '-',
     ]);
     const headers = ['', 'mode', 'owner', 'token', 'value', 'requested', 'instance', 'peer'];
