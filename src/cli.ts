@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
-import { pino } from 'pino';
+import { pino, type DestinationStream } from 'pino';
+import { PinoPretty } from 'pino-pretty';
 import { addClientCommands } from './cli/client-commands.js';
 import { addRunCommand } from './cli/run-command.js';
 import { addTokenCommand } from './cli/token-command.js';
@@ -33,10 +34,17 @@ const serve = program
     }
     // Synchronous stdout: a lock server logs little at its default level, and nothing may be lost on exit
     // (an asynchronous destination's flush() returns before a write already in flight has finished).
-    const logger = pino(
-      { level: config.logLevel, base: { service: 'lockstream' } },
-      pino.destination({ dest: 1, sync: true }),
-    );
+    const pretty = config.logFormat === 'pretty' || (config.logFormat === 'auto' && process.stdout.isTTY);
+    const destination: DestinationStream = pretty
+      ? PinoPretty({
+          destination: 1,
+          sync: true,
+          colorize: process.stdout.isTTY,
+          translateTime: 'SYS:HH:MM:ss.l',
+          ignore: 'pid,hostname,service',
+        })
+      : pino.destination({ dest: 1, sync: true });
+    const logger = pino({ level: config.logLevel, base: { service: 'lockstream' } }, destination);
     const server = await startServer(config, logger).catch((error: unknown) => {
       if (error instanceof ConfigError) {
         console.error(`lockstream serve: ${error.message}`);

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { hostname, userInfo } from 'node:os';
 import { constants } from 'node:os';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { LockClientError, LockTimeoutError, type Lock, type LockMode } from '../client/index.js';
 import { durationArgument, EXIT } from './client-commands.js';
 import {
@@ -109,18 +109,23 @@ function holdOptions(command: Command): Command {
       durationArgument('--wait'),
     )
     .option('--owner <text>', 'who is asking, shown to operators', defaultOwner())
-    .option(
-      '--kill-after <duration>',
-      'when the lock is lost or revoked: SIGTERM the command, then SIGKILL it after this long',
-      durationArgument('--kill-after'),
-      10_000,
+    .addOption(
+      new Option(
+        '--kill-after <duration>',
+        'when the lock is lost or revoked: SIGTERM the command, then SIGKILL it after this long',
+      )
+        .argParser(durationArgument('--kill-after'))
+        // Shown as a duration in --help, as it is written.
+        .default(10_000, '10s'),
     )
-    .option(
-      '--resume-grace <duration>',
-      'how long the server keeps the lock for this process after the connection breaks (the ' +
-        'command keeps running meanwhile); 0: the lock, and the command, end at once',
-      durationArgument('--resume-grace'),
-      5_000,
+    .addOption(
+      new Option(
+        '--resume-grace <duration>',
+        'how long the server keeps the lock for this process after the connection breaks (the ' +
+          'command keeps running meanwhile); 0: the lock, and the command, end at once',
+      )
+        .argParser(durationArgument('--resume-grace'))
+        .default(5_000, '5s'),
     );
 }
 

@@ -37,6 +37,8 @@ export interface Config {
   /** HTTP port for metrics; undefined: no HTTP server; 0 picks a free one. */
   readonly httpPort: number | undefined;
   readonly logLevel: LogLevel;
+  /** `json` lines for machines, `pretty` for people; `auto`: pretty on a terminal, else JSON. */
+  readonly logFormat: LogFormat;
   /** PEM certificate chain and private key for TLS on the gRPC port; both or neither. */
   readonly tlsCert: string | undefined;
   readonly tlsKey: string | undefined;
@@ -69,7 +71,11 @@ export const DEFAULTS = Object.freeze({
   maxWaitersPerLock: 10_000,
   maxMessageBytes: 4096,
   logLevel: 'info',
+  logFormat: 'auto',
 });
+
+export type LogFormat = 'json' | 'pretty' | 'auto';
+const LOG_FORMATS: readonly LogFormat[] = ['json', 'pretty', 'auto'];
 
 const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
@@ -235,6 +241,12 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     description: `log level: ${LOG_LEVELS.join(', ')}`,
     default: DEFAULTS.logLevel,
   },
+  {
+    flags: '--log-format <format>',
+    env: 'LOCKSTREAM_LOG_FORMAT',
+    description: 'json (one object per line), pretty (for people), or auto: pretty when stdout is a terminal',
+    default: DEFAULTS.logFormat,
+  },
 ];
 
 /**
@@ -314,6 +326,10 @@ function validate(values: OptionValues): Readonly<Config> {
   if (httpPort !== undefined && !(Number.isInteger(httpPort) && httpPort <= 65535)) {
     problems.push(`--http-port ${JSON.stringify(rawHttpPort)}: expected a port number from 0 to 65535`);
   }
+  const logFormat = String(values['logFormat']) as LogFormat;
+  if (!LOG_FORMATS.includes(logFormat)) {
+    problems.push(`--log-format ${JSON.stringify(logFormat)}: expected one of ${LOG_FORMATS.join(', ')}`);
+  }
   const logLevel = String(values['logLevel']) as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) {
     problems.push(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(', ')}`);
@@ -371,6 +387,7 @@ function validate(values: OptionValues): Readonly<Config> {
     httpHost: String(values['httpHost']),
     httpPort,
     logLevel,
+    logFormat,
     tlsCert,
     tlsKey,
     tlsClientCa,

@@ -524,6 +524,16 @@ describe('lockstream --help', () => {
       expect(flat).toContain(option.long!);
       expect(flat).toContain(/\(env: (\w+)\)/.exec(option.description)![1]);
     }
+    // Durations are shown as they are written, never as milliseconds.
+    expect(flat).toContain('(default: "10s")');
+    for (const command of ['run', 'leader']) {
+      const help = lockstream([command, '--help']);
+      expect(await help.exited).toBe(0);
+      const text = help.stdout.replace(/\s+/g, ' ');
+      expect(text).toContain('after this long (default: 10s)');
+      expect(text).toMatch(/end at once \(default: 5s\)/);
+      expect(text).not.toMatch(/default: \d{4,}/);
+    }
   });
 });
 
