@@ -94,7 +94,7 @@ describe('structured logs', () => {
       : spawn(command[0]!, command.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
     let output = '';
     const listening = deferred();
-    child.stdout!.on('data', (chunk: Buffer) => {
+    child.stdout.on('data', (chunk: Buffer) => {
       output += chunk.toString();
       if (output.includes('lockstream listening on')) listening.resolve();
     });
