@@ -281,10 +281,14 @@ describe('the lockstream command as a client', () => {
     }
     expect(third.stdout).toBe('');
     // Operators see the capacity in use.
-    const ls = lockstream(['ls', 'cli/slots'], env);
+    // Three commands at once: each is a Node.js process to start.
+    const [ls, described, json] = [
+      ['ls', 'cli/slots'],
+      ['describe', 'cli/slots'],
+      ['describe', 'cli/slots', '--json'],
+    ].map((args) => lockstream(args, env)) as [CliRun, CliRun, CliRun];
     expect(await ls.exited).toBe(0);
     expect(ls.stdout).toBe('NAME       HOLDERS  WAITERS  MODE\ncli/slots  2        1        semaphore 2/2\n');
-    const described = lockstream(['describe', 'cli/slots'], env);
     expect(await described.exited).toBe(0);
     expect(described.stdout).toMatch(
       /^lock "cli\/slots": a semaphore of limit 2, 2 in use; 2 holding, 1 waiting\n/,
@@ -294,7 +298,6 @@ describe('the lockstream command as a client', () => {
       'holds  semaphore×1 ',
       '#1     semaphore×1 ',
     ]);
-    const json = lockstream(['describe', 'cli/slots', '--json'], env);
     expect(await json.exited).toBe(0);
     expect(JSON.parse(json.stdout)).toMatchObject({
       limit: 2,
@@ -306,7 +309,8 @@ describe('the lockstream command as a client', () => {
     expect(BigInt(token!)).toBeGreaterThan(BigInt(tokens[1]!));
     for (const run of [runs[1]!, third]) run.child.kill('SIGTERM');
     expect(await Promise.all([...runs, third].map((run) => run.exited))).toEqual([143, 143, 143]);
-  });
+    // Six lockstream processes in turn: a loaded machine needs more than the default 30 s.
+  }, 90_000);
 
   it('run --and takes several locks as one multi-lock and passes every token in $LOCKSTREAM_FENCING_TOKENS', async () => {
     const run = lockstream(
