@@ -34,6 +34,7 @@ describe('loadConfig', () => {
       httpHost: '127.0.0.1',
       httpPort: undefined,
       logLevel: 'info',
+      logFormat: 'auto',
       tlsCert: undefined,
       tlsKey: undefined,
       tlsClientCa: undefined,
@@ -84,6 +85,8 @@ describe('loadConfig', () => {
       '0.0.0.0',
       '--log-level',
       'debug',
+      '--log-format',
+      'pretty',
       '--tls-cert',
       'server.crt',
       '--tls-key',
@@ -119,6 +122,7 @@ describe('loadConfig', () => {
       httpHost: '0.0.0.0',
       httpPort: 9090,
       logLevel: 'debug',
+      logFormat: 'pretty',
       tlsCert: 'server.crt',
       tlsKey: 'server.key',
       tlsClientCa: 'clients-ca.crt',
@@ -168,6 +172,7 @@ describe('loadConfig', () => {
         LOCKSTREAM_MAX_MESSAGE_BYTES: '3000',
         LOCKSTREAM_HTTP_PORT: '0',
         LOCKSTREAM_LOG_LEVEL: 'warn',
+        LOCKSTREAM_LOG_FORMAT: 'json',
         LOCKSTREAM_TLS_CERT: '/etc/lockstream/tls.crt',
         LOCKSTREAM_TLS_KEY: '/etc/lockstream/tls.key',
         LOCKSTREAM_TLS_CLIENT_CA: '/etc/lockstream/clients.crt',
@@ -197,6 +202,7 @@ describe('loadConfig', () => {
       httpHost: '127.0.0.1',
       httpPort: 0,
       logLevel: 'warn',
+      logFormat: 'json',
       tlsCert: '/etc/lockstream/tls.crt',
       tlsKey: '/etc/lockstream/tls.key',
       tlsClientCa: '/etc/lockstream/clients.crt',
@@ -335,6 +341,13 @@ describe('loadConfig', () => {
       expect(problems).toHaveLength(1);
       expect(problems[0]).toMatch(/log-level/);
       expect(problems[0]).toMatch(/loud/);
+    });
+
+    it('rejects an unknown log format, naming it', () => {
+      const problems = problemsOf({}, ['--log-format', 'xml']);
+      expect(problems).toHaveLength(1);
+      expect(problems[0]).toMatch(/log-format "xml"/);
+      expect(problems[0]).toMatch(/json, pretty, auto/);
     });
 
     it('accepts every log level', () => {
