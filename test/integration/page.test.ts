@@ -85,7 +85,11 @@ describe.each([
     const reader = await waiting;
     await expect.poll(async () => (await holders.allTextContents()).join()).toContain('reporter');
     expect(await waiters.count()).toBe(0);
-    expect(await page.locator('h2').allTextContents()).toEqual(['Holders (1)', 'Waiting (0)']);
+    expect(await page.locator('h2').allTextContents()).toEqual([
+      'Holders (1)',
+      'Waiting (0)',
+      'Recent activity on this instance (last 5 minutes)',
+    ]);
 
     await page.click('text=lockstream');
     await reader.release();
@@ -131,6 +135,70 @@ describe.each([
     await page.close();
   });
 
+  it('counts how long each holder has held and each waiter waited, and shows the recent activity', async () => {
+    const name = 'deploy/api';
+    const first = await client.acquire(name, { mode: 'write', owner: 'deployer-1' });
+    await first.release();
+    const second = await client.acquire(name, { mode: 'write', owner: 'deployer-2' });
+    const queued = deferred();
+    const third = client.acquire(name, {
+      mode: 'write',
+      owner: 'deployer-3',
+      onQueued: () => queued.resolve(),
+    });
+    await queued.promise;
+
+    const page = await browser.newPage();
+    await page.goto(`http://127.0.0.1:${server.httpPort}/#/lock/${encodeURIComponent(name)}`);
+    const holder = page.locator('#holders tbody tr').first();
+    const waiter = page.locator('#waiters tbody tr').first();
+    await expect.poll(() => waiter.textContent()).toContain('deployer-3');
+    // The instance that granted a hold knows when; another only that it was queued before.
+    expect(await holder.textContent()).toMatch(onZooKeeper ? /held ≤ \d+s/ : /held \d+s/);
+    // The waiter's time counts up without a new message from the server.
+    const waited = async (): Promise<number> =>
+      Number(/waiting (\d+)s/.exec((await waiter.textContent()) ?? '')?.[1]);
+    const before = await waited();
+    await expect.poll(waited, { timeout: 10_000 }).toBeGreaterThan(before);
+
+    const waits = page.locator('.waits');
+    const activity = page.locator('#activity tbody tr');
+    if (onZooKeeper) {
+      // The page's instance granted nothing: it says so, and draws no hold.
+      expect(await waits.textContent()).toBe('No grant here in the last 5 minutes.');
+      expect(await page.locator('#timeline rect').count()).toBe(0);
+    } else {
+      expect(await waits.textContent()).toMatch(/^Waits: p50 [\d.]+ ms, p99 [\d.]+ ms over 2 grants$/);
+      // Newest first: the second grant, the first release, the first grant.
+      expect(await activity.allTextContents()).toEqual([
+        expect.stringMatching(/^\d+s agogranted after [\d.]+ ms waitingdeployer-2/),
+        expect.stringMatching(/^\d+s agoreleaseddeployer-1/),
+        expect.stringMatching(/^\d+s agogranted after [\d.]+ ms waitingdeployer-1/),
+      ]);
+      // Two bars: the first hold, ended, and the second, still going.
+      expect(await page.locator('#timeline rect.hold').count()).toBe(2);
+      expect(await page.locator('#timeline rect.hold.open').count()).toBe(1);
+    }
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.screenshot({
+      path: new URL(`page-activity${onZooKeeper ? '-zookeeper' : ''}.png`, SCREENSHOTS).pathname,
+      fullPage: true,
+    });
+
+    // The grant to the waiter shows without a reload, with how long it waited.
+    await second.release();
+    const last = await third;
+    if (!onZooKeeper) {
+      await expect
+        .poll(() => activity.first().textContent())
+        .toMatch(/granted after [\d.]+ m?s waitingdeployer-3/);
+      expect(await waits.textContent()).toMatch(/over 3 grants$/);
+    }
+    await expect.poll(() => holder.textContent()).toContain('deployer-3');
+    await last.release();
+    await page.close();
+  });
+
   it('serves the same as JSON, and refuses a malformed name with 400', async () => {
     const holder = await client.acquire('json/view', { owner: 'scripted', value: 'api-1:443' });
     const base = `http://127.0.0.1:${server.httpPort}`;
@@ -140,7 +208,7 @@ describe.each([
     const described = (await (
       await fetch(`${base}/api/locks/${encodeURIComponent('json/view')}`)
     ).json()) as {
-      holders: Array<{ owner: string; token: string }>;
+      holders: Array<{ owner: string; token: string; grantedAt?: string }>;
     };
     expect(described.holders).toMatchObject([
       {
@@ -150,6 +218,30 @@ describe.each([
         valueText: 'api-1:443',
       },
     ]);
+    const timestamp = expect.stringMatching(/^\d{4}-\d\d-\d\dT/);
+    // When it was granted, and the activity, come from the instance that granted it.
+    expect(described).toEqual(
+      expect.objectContaining(
+        onZooKeeper
+          ? { now: timestamp, activity: { events: [] } }
+          : {
+              now: timestamp,
+              activity: {
+                events: [
+                  {
+                    at: timestamp,
+                    kind: 'granted',
+                    owner: 'scripted',
+                    token: holder.token.toString(),
+                    waitedMs: expect.any(Number),
+                  },
+                ],
+                waits: { count: 1, p50Ms: expect.any(Number), p99Ms: expect.any(Number) },
+              },
+            },
+      ),
+    );
+    expect(described.holders[0]?.grantedAt).toEqual(onZooKeeper ? undefined : timestamp);
     const bad = await fetch(`${base}/api/locks/%00`);
     expect(bad.status).toBe(400);
     expect(await bad.json()).toEqual({ error: expect.stringMatching(/control character/) });

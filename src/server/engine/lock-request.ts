@@ -178,3 +178,17 @@ export class Withdrawal {
     if (this.#withdrawn) throw this.#reason;
   }
 }
+
+/** One lock a request holds, for accounting (the live page's activity). */
+export interface HeldRequest {
+  readonly name: string;
+  readonly owner: string;
+  readonly token: bigint;
+}
+
+/** The locks `lease` holds for `request`: its lock, or each of a multi-lock's. */
+export function heldRequests(request: AcquireRequest, lease: Lease): HeldRequest[] {
+  const owner = request.owner ?? '';
+  if (!lease.tokens) return [{ name: request.name, owner, token: lease.fencingToken }];
+  return lease.tokens.map(({ name, token }) => ({ name, owner, token }));
+}

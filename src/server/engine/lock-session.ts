@@ -2,9 +2,11 @@ import type { Logger } from 'pino';
 import { lossReport } from './lease.js';
 import type { LockEngine } from './lock-engine.js';
 import {
+  heldRequests,
   QueuePlace,
   Withdrawal,
   type AcquireRequest,
+  type HeldRequest,
   type Lease,
   type RevokeRequest,
 } from './lock-request.js';
@@ -39,8 +41,12 @@ export interface SessionObserver {
 export interface RequestAccounting {
   /** Counts a waiting request until the returned function is called. */
   waiting(mode: LockMode): () => void;
-  /** A grant after `waitMs`; counts a holder until the returned function is called. */
-  granted(mode: LockMode, waitMs: number): (outcome: 'released' | 'lost') => void;
+  /** A grant after `waitMs` of `held` (one lock, or a multi-lock's); counts a holder until the returned function is called. */
+  granted(
+    mode: LockMode,
+    waitMs: number,
+    held: readonly HeldRequest[],
+  ): (outcome: 'released' | 'lost') => void;
   notGranted(mode: LockMode, error: unknown): void;
 }
 
@@ -408,7 +414,11 @@ class SessionLockRequest {
     this.#stopWaiting?.();
     this.#stopWaiting = undefined;
     this.#lease = lease;
-    this.#endHold = this.#session.accounting.granted(this.#request.mode, performance.now() - this.#openedAt);
+    this.#endHold = this.#session.accounting.granted(
+      this.#request.mode,
+      performance.now() - this.#openedAt,
+      heldRequests(this.#request, lease),
+    );
     if (this.#endRequested) {
       // Withdrawn in the same moment as it was granted: the client never hears of the grant,
       // and the request ends as a withdrawal does.

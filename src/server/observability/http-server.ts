@@ -7,6 +7,7 @@ import { toJson } from '../../common/json.js';
 import { isLockError } from '../lock-error.js';
 import type { LockDescription, LockInspector, LockSummary } from '../engine/lock-inspector.js';
 import type { Metrics } from './metrics.js';
+import type { LockActivityReport } from './lock-activity.js';
 import { PAGE_HTML } from './page.js';
 
 /** How often the overview stream looks for changes while a page is open. */
@@ -98,7 +99,11 @@ export class HttpServer {
     if (lock) {
       const name = decodeURIComponent(lock[1] ?? '');
       if (lock[2]) this.#streamLock(name, request, response);
-      else sendJson(response, describeJson(await this.#inspector.describe(name)));
+      else
+        sendJson(
+          response,
+          describeJson(await this.#inspector.describe(name), this.#metrics.activity.report(name)),
+        );
       return;
     }
     response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
@@ -136,11 +141,33 @@ export class HttpServer {
     stop.addEventListener('abort', () => clearInterval(timer), { once: true });
   }
 
-  /** Server-sent events: one lock's state now, and after every change (WatchLock's source). */
+  /**
+   * Server-sent events: one lock's state now, and after every change (WatchLock's source); and
+   * again when this instance's activity on it changed (a grant recorded after the change that
+   * showed it), looked at as often as the overview is.
+   */
   #streamLock(name: string, request: IncomingMessage, response: ServerResponse): void {
     const stop = openEventStream(request, response, this.#closing.signal);
+    let state: LockDescription | undefined;
+    let sent = '';
+    const send = async (): Promise<void> => {
+      if (!state) return;
+      const json = describeJson(state, this.#metrics.activity.report(name));
+      // Unchanged but for the clock: nothing to send.
+      const unchanged = toJson({ ...json, now: undefined });
+      if (unchanged === sent) return;
+      sent = unchanged;
+      await writeDrained(response, `data: ${toJson(json)}\n\n`, stop);
+    };
+    const timer = setInterval(() => {
+      if (!response.writableNeedDrain) void send();
+    }, OVERVIEW_INTERVAL_MS);
+    stop.addEventListener('abort', () => clearInterval(timer), { once: true });
     this.#inspector
-      .watch(name, stop, (state) => writeDrained(response, `data: ${toJson(describeJson(state))}\n\n`, stop))
+      .watch(name, stop, (described) => {
+        state = described;
+        return send();
+      })
       .catch((error: unknown) => {
         const message = isLockError(error) ? error.message : 'could not describe the lock';
         if (!stop.aborted) response.end(`data: ${toJson({ error: message })}\n\n`);
@@ -181,12 +208,17 @@ function openEventStream(
   return stop.signal;
 }
 
-function describeJson(description: LockDescription): unknown {
+/**
+ * A lock's state for the page and scripts, with what this instance saw of it lately: its recent
+ * grants, releases and losses, the waits of those grants, and when each holder it granted was.
+ */
+function describeJson(description: LockDescription, activity: LockActivityReport): Record<string, unknown> {
   const request = (info: LockDescription['holders'][number]): unknown => ({
     mode: info.mode,
     owner: info.owner,
     token: info.fencingToken,
     requestedAt: info.requestedAt?.toISOString(),
+    grantedAt: activity.grantedAt.get(info.fencingToken)?.toISOString(),
     instance: info.instance,
     peer: info.peer,
     // Base64, as grpcurl prints bytes; `valueText` for people (see valueText).
@@ -200,6 +232,12 @@ function describeJson(description: LockDescription): unknown {
     waiters: description.waiters.map(request),
     limit: description.limit,
     usedWeight: description.usedWeight,
+    // The server's clock, for the page to count durations from timestamps it did not take.
+    now: new Date().toISOString(),
+    activity: {
+      events: activity.events.map((event) => ({ ...event, at: event.at.toISOString() })),
+      waits: activity.waits,
+    },
   };
 }
 

@@ -2,6 +2,8 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { isLockError } from '../lock-error.js';
 import type { LockMode } from '../engine/lock-mode.js';
 import type { CoordinationStore } from '../stores/store.js';
+import type { HeldRequest } from '../engine/lock-request.js';
+import { LockActivity } from './lock-activity.js';
 
 /** How a wait ended without a grant. */
 export type NotGrantedOutcome = 'timed_out' | 'withdrawn' | 'rejected' | 'unavailable' | 'failed';
@@ -17,6 +19,8 @@ const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 
  */
 export class Metrics {
   readonly registry = new Registry();
+  /** Recent grants, releases and losses per lock, for the live page. */
+  readonly activity = new LockActivity();
   readonly #requests = new Counter({
     name: 'lockstream_acquire_requests_total',
     help: 'Acquire requests by mode and by how their wait ended (granted, timed_out, withdrawn, rejected, unavailable, failed)',
@@ -106,28 +110,41 @@ export class Metrics {
     return once(() => waiters.dec());
   }
 
-  /** A grant after `waitMs`; counts a holder until the returned function is called with how it ended. */
-  granted(mode: LockMode, waitMs: number): (outcome: HoldOutcome) => void {
+  /**
+   * A grant after `waitMs` of the locks in `held` (one, or a multi-lock's); counts a holder
+   * until the returned function is called with how it ended.
+   */
+  granted(mode: LockMode, waitMs: number, held: readonly HeldRequest[] = []): (outcome: HoldOutcome) => void {
     this.#requestsOf(mode, 'granted').inc();
     this.#waitSecondsOf(mode).observe(waitMs / 1000);
     const holders = this.#holdersOf(mode);
     holders.inc();
     const since = performance.now();
+    for (const request of held) this.activity.granted(request, waitMs);
     return once((outcome: HoldOutcome) => {
+      this.#activityEnded(held, outcome);
       holders.dec();
       this.#holdsOf(mode, outcome).inc();
       this.#holdSecondsOf(mode).observe((performance.now() - since) / 1000);
     });
   }
 
-  /** A resumed stream holding a lock granted earlier: counts a holder, but not a new grant. */
-  holding(mode: LockMode): (outcome: HoldOutcome) => void {
+  /** A resumed stream holding `held`, granted earlier: counts a holder, but not a new grant. */
+  holding(mode: LockMode, held: readonly HeldRequest[] = []): (outcome: HoldOutcome) => void {
     const holders = this.#holdersOf(mode);
     holders.inc();
     return once((outcome: HoldOutcome) => {
+      this.#activityEnded(held, outcome);
       holders.dec();
       this.#holdsOf(mode, outcome).inc();
     });
+  }
+
+  /** A stream that detached (or was replaced) leaves its locks held, for a resume. */
+  #activityEnded(held: readonly HeldRequest[], outcome: HoldOutcome): void {
+    if (outcome === 'released' || outcome === 'lost') {
+      for (const request of held) this.activity.ended(request, outcome);
+    }
   }
 
   notGranted(mode: LockMode, error: unknown): void {

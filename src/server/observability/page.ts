@@ -21,6 +21,11 @@ export const PAGE_HTML = `<!doctype html>
   #status { float: right; font-size: 0.85rem; }
   #status.live::before { content: "\\25CF "; color: #2f9e44; }
   #status.down::before { content: "\\25CF "; color: #e03131; }
+  .timeline { width: 100%; max-width: 60rem; height: auto; background: #f8fafc; border: 1px solid #dde3ea; }
+  .timeline .hold { fill: #4c6ef5; }
+  .timeline .hold.open { fill: #37b24d; }
+  .timeline .hold.lost { fill: #e03131; }
+  .timeline text { font-size: 10px; fill: #6b7785; }
 </style>
 </head>
 <body>
@@ -68,6 +73,7 @@ function follow(url, render) {
 
 function showLocks() {
   title.textContent = '';
+  current = undefined;
   follow('api/events', (page) => {
     view.replaceChildren();
     if (page.error) { view.appendChild(element('p', page.error, 'muted')); return; }
@@ -82,23 +88,149 @@ function showLocks() {
   });
 }
 
+// The server's clock minus this browser's, from the last state received: durations are
+// counted on the server's clock, as its timestamps were taken on it.
+let clockOffset = 0;
+const serverNow = () => Date.now() + clockOffset;
+
+// 4s, 3m 05s, 2h 03m: how long, at a glance.
+function duration(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  const pad = (n) => String(n).padStart(2, '0');
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm ' + pad(s % 60) + 's';
+  return Math.floor(s / 3600) + 'h ' + pad(Math.floor(s / 60) % 60) + 'm';
+}
+
+// A wait, to the precision it deserves: 0.4 ms, 12 ms, 1.4 s, 3m 05s.
+function shortDuration(ms) {
+  if (ms < 10) return ms.toFixed(1) + ' ms';
+  if (ms < 1000) return Math.round(ms) + ' ms';
+  if (ms < 60000) return (ms / 1000).toFixed(1) + ' s';
+  return duration(ms);
+}
+
+// A cell whose text counts up from \`since\` (server time) every second; the timestamp on hover.
+function ticking(prefix, since, suffix = '') {
+  const node = element('span', '', 'ticking');
+  node.dataset.prefix = prefix;
+  node.dataset.suffix = suffix;
+  node.dataset.since = String(Date.parse(since));
+  node.title = since;
+  return node;
+}
+
+function tick() {
+  for (const node of document.querySelectorAll('.ticking')) {
+    node.textContent = node.dataset.prefix + duration(serverNow() - Number(node.dataset.since)) + node.dataset.suffix;
+  }
+  if (current) drawTimeline(current);
+}
+setInterval(tick, 1000);
+
+// How long a request has held or waited: from its grant when this instance granted it, else
+// at most since it was queued (another instance's holder, or one granted before a restart).
+function heldOrWaited(r, holding) {
+  if (!holding) return r.requestedAt ? ticking('waiting ', r.requestedAt) : '-';
+  if (r.grantedAt) return ticking('held ', r.grantedAt);
+  return r.requestedAt ? ticking('held ≤ ', r.requestedAt) : '-';
+}
+
+// Holds seen here in the window, each from its grant to its release or loss (or now, while held).
+function holds(state) {
+  const open = new Set(state.holders.map((r) => r.token));
+  const ends = new Map();
+  for (const e of state.activity.events) if (e.kind !== 'granted') ends.set(e.token, e);
+  return state.activity.events.filter((e) => e.kind === 'granted').map((e) => {
+    const end = ends.get(e.token);
+    return {
+      owner: e.owner, token: e.token, from: Date.parse(e.at),
+      to: end ? Date.parse(end.at) : open.has(e.token) ? undefined : Date.parse(e.at),
+      lost: end !== undefined && end.kind === 'lost',
+    };
+  });
+}
+
+const WINDOW_MS = 5 * 60 * 1000;
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag, attributes, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// One bar per hold on the last five minutes, stacked where holds overlap (readers, semaphores).
+function drawTimeline(state) {
+  const box = document.getElementById('timeline');
+  if (!box) return;
+  const width = 600, lane = 10, now = serverNow(), start = now - WINDOW_MS;
+  const x = (t) => ((Math.max(t, start) - start) / WINDOW_MS) * width;
+  const laneEnds = [];
+  const bars = holds(state).map((hold) => {
+    const to = hold.to === undefined ? now : hold.to;
+    let i = laneEnds.findIndex((end) => end <= hold.from);
+    if (i < 0) { i = laneEnds.length; laneEnds.push(to); } else laneEnds[i] = to;
+    return { hold, to, lane: i };
+  });
+  const height = Math.max(1, laneEnds.length) * (lane + 2) + 16;
+  const chart = svg('svg', { viewBox: '0 0 ' + width + ' ' + height, class: 'timeline', role: 'img' });
+  chart.appendChild(svg('title', {}, 'Holds granted by this instance in the last 5 minutes'));
+  for (const { hold, to, lane: i } of bars) {
+    const left = x(hold.from);
+    const rect = svg('rect', {
+      x: left, y: 2 + i * (lane + 2), height: lane, width: Math.max(2, x(to) - left),
+      class: 'hold' + (hold.to === undefined ? ' open' : '') + (hold.lost ? ' lost' : ''),
+    });
+    rect.appendChild(svg('title', {}, (hold.owner || 'no owner') + ', token ' + hold.token));
+    chart.appendChild(rect);
+  }
+  chart.appendChild(svg('text', { x: 2, y: height - 3 }, '5 min ago'));
+  chart.appendChild(svg('text', { x: width - 2, y: height - 3, 'text-anchor': 'end' }, 'now'));
+  box.replaceChildren(chart);
+}
+
+function eventText(e) {
+  if (e.kind === 'granted') return 'granted after ' + shortDuration(e.waitedMs) + ' waiting';
+  return e.kind;
+}
+
+let current;
 function showLock(name) {
   title.textContent = '/ ' + name;
   follow('api/locks/' + encodeURIComponent(name) + '/events', (state) => {
     view.replaceChildren();
+    current = undefined;
     if (state.error) { view.appendChild(element('p', state.error, 'muted')); return; }
+    clockOffset = Date.parse(state.now) - Date.now();
+    current = state;
     if (state.limit > 0) {
       view.appendChild(element('p', 'Semaphore: ' + state.usedWeight + ' of ' + state.limit + ' in use', 'capacity'));
     }
-    const rows = (requests, label) => requests.map((r, i) => [
-      label(i), r.weight > 0 ? r.mode + '×' + r.weight : r.mode, r.owner || '-', r.token, r.valueText || '-', r.requestedAt || '-', r.instance || '-',
-      r.peer || '-',
+    const rows = (requests, label, holding) => requests.map((r, i) => [
+      label(i), r.weight > 0 ? r.mode + '×' + r.weight : r.mode, r.owner || '-', r.token, r.valueText || '-',
+      heldOrWaited(r, holding), r.instance || '-', r.peer || '-',
     ]);
-    const headers = ['', 'mode', 'owner', 'token', 'value', 'requested', 'instance', 'peer'];
+    const headers = ['', 'mode', 'owner', 'token', 'value', 'for', 'instance', 'peer'];
     view.appendChild(element('h2', 'Holders (' + state.holders.length + ')'));
-    view.appendChild(table(headers, rows(state.holders, () => 'holds'), 'holders'));
+    view.appendChild(table(headers, rows(state.holders, () => 'holds', true), 'holders'));
     view.appendChild(element('h2', 'Waiting (' + state.waiters.length + ')'));
-    view.appendChild(table(headers, rows(state.waiters, (i) => '#' + (i + 1)), 'waiters'));
+    view.appendChild(table(headers, rows(state.waiters, (i) => '#' + (i + 1), false), 'waiters'));
+
+    view.appendChild(element('h2', 'Recent activity on this instance (last 5 minutes)'));
+    const waits = state.activity.waits;
+    view.appendChild(element('p', waits
+      ? 'Waits: p50 ' + shortDuration(waits.p50Ms) + ', p99 ' + shortDuration(waits.p99Ms) +
+        ' over ' + waits.count + (waits.count === 1 ? ' grant' : ' grants')
+      : 'No grant here in the last 5 minutes.', 'waits'));
+    const chart = element('div');
+    chart.id = 'timeline';
+    view.appendChild(chart);
+    const recent = state.activity.events.slice(-10).reverse().map((e) => [
+      ticking('', e.at, ' ago'), eventText(e), e.owner || '-', e.token,
+    ]);
+    if (recent.length > 0) view.appendChild(table(['ago', 'what', 'owner', 'token'], recent, 'activity'));
+    tick();
   });
 }
 

@@ -7,7 +7,7 @@ import { disposable } from '../../common/disposable.js';
 import type { AcquireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
 import { STREAM_ENDED, UNKNOWN_RESUME_TOKEN, type Claim, type ClaimRegistry } from '../engine/claims.js';
 import type { Gate } from '../security/gate.js';
-import type { Lease, RevokeRequest } from '../engine/lock-request.js';
+import { heldRequests, type Lease, type RevokeRequest } from '../engine/lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { HoldOutcome, Metrics } from '../observability/metrics.js';
 import {
@@ -174,9 +174,10 @@ class AcquireStream {
     if (lease.lost.aborted) throw lockLost(lease);
     this.#stopWaiting?.();
     this.#stopWaiting = undefined;
+    const held = heldRequests(request, lease);
     this.#endHold = grantedBefore
-      ? metrics.holding(request.mode)
-      : metrics.granted(request.mode, claim.waitedMs);
+      ? metrics.holding(request.mode, held)
+      : metrics.granted(request.mode, claim.waitedMs, held);
     await send(call, { kind: { $case: 'acquired', value: acquiredMessage(lease) } }, signal);
     this.#held = lease;
     if (!lease.confirmed && !lease.lost.aborted) call.write({ kind: { $case: 'inDoubt', value: {} } });
