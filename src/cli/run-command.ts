@@ -194,6 +194,21 @@ async function runLocked(
     if (process.stderr.isTTY) process.stderr.write('\r\u001b[K');
   }
 
+  // A command that is done writing keeps reading under the same lock, with no writer let in
+  // between: `kill -USR1 $LOCKSTREAM_RUN_PID`.
+  const onDowngradeSignal = (): void => {
+    lock.downgrade().then(
+      () => process.stderr.write(`lockstream ${label}: lock "${name}" downgraded to read\n`),
+      (error: unknown) =>
+        process.stderr.write(
+          `lockstream ${label}: could not downgrade lock "${name}": ${error instanceof Error ? error.message : String(error)}\n`,
+        ),
+    );
+  };
+  // Before the command starts: it may signal at once, and a SIGUSR1 with no listener would
+  // open Node.js's inspector instead.
+  process.on('SIGUSR1', onDowngradeSignal);
+
   const [file = '', ...args] = command;
   const child = spawn(file, args, {
     stdio: 'inherit',
@@ -234,18 +249,6 @@ async function runLocked(
     stopCommand(`lock "${name}" was revoked: ${lock.revokeRequested.reason || 'no reason given'}`);
   const onLost = (): void => stopCommand((lock.lost.reason as Error).message);
   lock.lost.addEventListener('abort', onLost, { once: true });
-  // A command that is done writing keeps reading under the same lock, with no writer let in
-  // between: `kill -USR1 $LOCKSTREAM_RUN_PID`.
-  const onDowngradeSignal = (): void => {
-    lock.downgrade().then(
-      () => process.stderr.write(`lockstream ${label}: lock "${name}" downgraded to read\n`),
-      (error: unknown) =>
-        process.stderr.write(
-          `lockstream ${label}: could not downgrade lock "${name}": ${error instanceof Error ? error.message : String(error)}\n`,
-        ),
-    );
-  };
-  process.on('SIGUSR1', onDowngradeSignal);
 
   const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
     (resolve) => {
