@@ -60,12 +60,12 @@ type request struct {
 	granted chan struct{} // closed at `acquired`
 	ended   chan struct{} // closed at `ended`
 	// Guarded by the session's mu.
-	err      error         // how it ended; nil for OK
-	lock     *Lock         // once granted
+	err      error              // how it ended; nil for OK
+	lock     *Lock              // once granted
 	letGo    *pb.SessionRequest // the release or cancel sent, if any
 	ack      chan struct{}      // the `value_set` or `downgraded` awaited, if any
 	asked    *pb.SessionRequest // the `set_value` or `downgrade` it answers
-	reported bool          // said something during a resume
+	reported bool               // said something during a resume
 }
 
 func openSession(rpc pb.LockServiceClient, options clientOptions) (*session, error) {
