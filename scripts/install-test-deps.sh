@@ -6,7 +6,9 @@
 #   - protoc-gen-go and protoc-gen-go-grpc, via `go install`, at the versions that
 #     scripts/gen-polyglot.sh checks (it makes the Go stubs in gen/go with them);
 #   - the Python virtualenv .venv with examples/python/requirements.txt (grpc_tools.protoc for
-#     gen/python, grpcio for examples/python), with python3-venv from Debian if venv is missing;
+#     gen/python, grpcio for examples/python) and clients/python/requirements-dev.txt (build,
+#     mypy, pytest for the Python client), with python3-venv from Debian if venv is missing;
+#   - staticcheck, via `go install`, for the Go client (clients/go);
 #   - the Go example, built to .tmp/bin/lockstream-example-go for the tests to run directly;
 #   - Chromium from Debian's "chromium" package, which test/integration/page.test.ts drives
 #     headless through playwright-core (an npm dev dependency that downloads no browser);
@@ -23,10 +25,13 @@ GRPCURL_VERSION="${GRPCURL_VERSION:-v1.9.4}"
 # the generated code names the plugin versions.
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+# staticcheck 2026.2.2, the first release that knows Go 1.26 here.
+STATICCHECK_VERSION=v0.8.2
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=$REPO/.venv
 PY_REQUIREMENTS=$REPO/examples/python/requirements.txt
-# Holds the sha256 of the requirements file that .venv was last installed from.
+PY_DEV_REQUIREMENTS=$REPO/clients/python/requirements-dev.txt
+# Holds the sha256 of the requirements files that .venv was last installed from.
 PY_STAMP=$VENV/.requirements.sha256
 GO_EXAMPLE_BIN=$REPO/.tmp/bin/lockstream-example-go
 ZK_SERVER_SCRIPT=/usr/share/zookeeper/bin/zkServer.sh
@@ -186,9 +191,9 @@ PY
 # this very file and its python still imports the packages.
 install_python_venv() {
   local want output
-  want=$(sha256sum "$PY_REQUIREMENTS" | awk '{ print $1 }')
+  want=$(cat "$PY_REQUIREMENTS" "$PY_DEV_REQUIREMENTS" | sha256sum | awk '{ print $1 }')
   if [[ -f $PY_STAMP && $(cat "$PY_STAMP") == "$want" ]] &&
-    "$VENV/bin/python" -c 'import grpc, grpc_tools, google.protobuf' >/dev/null 2>&1; then
+    "$VENV/bin/python" -c 'import grpc, grpc_tools, google.protobuf, build, mypy, pytest' >/dev/null 2>&1; then
     log "python venv: found $(python_venv_versions) ($VENV)"
     return
   fi
@@ -215,9 +220,9 @@ install_python_venv() {
     fi
   fi
   if ! output=$("$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q \
-    -r "$PY_REQUIREMENTS" 2>&1); then
+    -r "$PY_REQUIREMENTS" -r "$PY_DEV_REQUIREMENTS" 2>&1); then
     printf '%s\n' "$output" >&2
-    die "pip install -r $PY_REQUIREMENTS failed"
+    die "pip install -r $PY_REQUIREMENTS -r $PY_DEV_REQUIREMENTS failed"
   fi
   printf '%s\n' "$want" >"$PY_STAMP"
   log "python venv: installed $(python_venv_versions) ($VENV)"
@@ -245,5 +250,6 @@ install_grpcurl
 install_go_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
 install_go_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc \
   "$PROTOC_GEN_GO_GRPC_VERSION"
+install_go_plugin staticcheck honnef.co/go/tools/cmd/staticcheck "$STATICCHECK_VERSION"
 install_python_venv
 build_go_example

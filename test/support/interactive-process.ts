@@ -57,6 +57,11 @@ export class InteractiveProcess {
     this.#child.stdin?.write(`${JSON.stringify(message)}\n`);
   }
 
+  /** Types one line of text. */
+  typeLine(line: string): void {
+    this.#child.stdin?.write(`${line}\n`);
+  }
+
   /** Ctrl-D: closes stdin. */
   endInput(): void {
     this.#child.stdin?.end();
@@ -66,10 +71,13 @@ export class InteractiveProcess {
     this.#child.kill('SIGKILL');
   }
 
-  /** Resolves with the first match of `pattern` in stdout; rejects if the process exits first. */
-  async waitFor(pattern: RegExp): Promise<RegExpMatchArray> {
+  /**
+   * Resolves with the first match of `pattern` in stdout (from offset `from`); rejects if the
+   * process exits first.
+   */
+  async waitFor(pattern: RegExp, from = 0): Promise<RegExpMatchArray> {
     for (;;) {
-      const match = pattern.exec(this.#stdout);
+      const match = pattern.exec(this.#stdout.slice(from));
       if (match) return match;
       if (this.#child.exitCode !== null || this.#child.signalCode !== null) {
         throw new Error(
