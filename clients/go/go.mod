@@ -2,10 +2,12 @@ module github.com/lockstream/lockstream/clients/go
 
 go 1.26.0
 
+// Built here against the stubs beside it; users get gen/go at the release tag gen/go/v0.1.0
+// (released together with clients/go/v0.1.0: `go get github.com/lockstream/lockstream/clients/go`).
 replace github.com/lockstream/lockstream/gen/go => ../../gen/go
 
 require (
-	github.com/lockstream/lockstream/gen/go v0.0.0-00010101000000-000000000000
+	github.com/lockstream/lockstream/gen/go v0.1.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
