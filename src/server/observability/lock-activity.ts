@@ -30,9 +30,13 @@ export const WINDOW_MS = 5 * 60_000;
 const EVENTS_PER_LOCK = 200;
 const LOCKS_KEPT = 1000;
 
+/** An event as kept: its time in ms (a Date is made only for a report). */
+type KeptEvent = Omit<ActivityEvent, 'at'> & { readonly at: number };
+
 interface Recent {
-  readonly events: ActivityEvent[];
-  readonly holding: Map<bigint, Date>;
+  /** Newest last; trimmed to the last EVENTS_PER_LOCK once twice that long (amortized O(1)). */
+  readonly events: KeptEvent[];
+  readonly holding: Map<bigint, number>;
 }
 
 export class LockActivity {
@@ -46,7 +50,7 @@ export class LockActivity {
 
   /** Records a grant after `waitMs`. */
   granted(request: HeldRequest, waitMs: number): void {
-    const at = new Date(this.#now());
+    const at = this.#now();
     const recent = this.#recent(request.name);
     this.#push(recent, { at, kind: 'granted', owner: request.owner, token: request.token, waitedMs: waitMs });
     recent.holding.set(request.token, at);
@@ -56,8 +60,8 @@ export class LockActivity {
   ended(request: HeldRequest, outcome: 'released' | 'lost'): void {
     const recent = this.#locks.get(request.name);
     if (!recent?.holding.delete(request.token)) return;
-    this.#push(this.#recent(request.name), {
-      at: new Date(this.#now()),
+    this.#push(recent, {
+      at: this.#now(),
       kind: outcome,
       owner: request.owner,
       token: request.token,
@@ -68,7 +72,10 @@ export class LockActivity {
     const recent = this.#locks.get(name);
     if (!recent) return { events: [], waits: undefined, grantedAt: new Map() };
     const since = this.#now() - WINDOW_MS;
-    const events = recent.events.filter((event) => event.at.getTime() >= since);
+    const events = recent.events
+      .slice(-EVENTS_PER_LOCK)
+      .filter((event) => event.at >= since)
+      .map((event) => ({ ...event, at: new Date(event.at) }));
     const waits = events.flatMap((event) => (event.waitedMs === undefined ? [] : [event.waitedMs]));
     waits.sort((a, b) => a - b);
     const quantile = (q: number): number => waits[Math.min(waits.length - 1, Math.floor(waits.length * q))]!;
@@ -76,7 +83,7 @@ export class LockActivity {
       events,
       waits:
         waits.length === 0 ? undefined : { count: waits.length, p50Ms: quantile(0.5), p99Ms: quantile(0.99) },
-      grantedAt: new Map(recent.holding),
+      grantedAt: new Map([...recent.holding].map(([token, at]) => [token, new Date(at)])),
     };
   }
 
@@ -95,9 +102,8 @@ export class LockActivity {
     return recent;
   }
 
-  #push(recent: Recent, event: ActivityEvent): void {
+  #push(recent: Recent, event: KeptEvent): void {
     recent.events.push(event);
-    if (recent.events.length > EVENTS_PER_LOCK)
-      recent.events.splice(0, recent.events.length - EVENTS_PER_LOCK);
+    if (recent.events.length >= 2 * EVENTS_PER_LOCK) recent.events.splice(0, EVENTS_PER_LOCK);
   }
 }
