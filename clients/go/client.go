@@ -181,6 +181,7 @@ func (c *Client) currentSession() (*session, error) {
 }
 
 type lockOptions struct {
+	targets     []Target // a multi-lock's locks (LockAll)
 	mode        Mode
 	waitTimeout *time.Duration
 	owner       string
@@ -243,6 +244,23 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lo
 		}
 		return lock, err
 	}
+}
+
+// Target is one lock of a multi-lock: its name and mode (and, for a Semaphore, its limit and
+// this request's weight; zero weight means 1).
+type Target struct {
+	Name   string
+	Mode   Mode
+	Limit  int
+	Weight int
+}
+
+// LockAll takes every lock in targets at once, or none: the server queues them in one step
+// (one place in a single order across all locks, so two multi-locks never deadlock), and grants
+// them together. One wait (WithWaitTimeout, ctx), one Unlock and one loss for the whole set;
+// Tokens() has each lock's fencing token. WithMode and WithLimit do not apply.
+func (c *Client) LockAll(ctx context.Context, targets []Target, opts ...LockOption) (*Lock, error) {
+	return c.Lock(ctx, "", append(opts, func(o *lockOptions) { o.targets = targets })...)
 }
 
 // TryLock takes the lock only if it can be granted at once; otherwise it returns an error

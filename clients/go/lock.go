@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -18,9 +19,10 @@ type LockToken struct {
 
 // Lock is a held lock. Its methods are safe for concurrent use.
 type Lock struct {
-	s     *session
-	req   *request
-	token uint64
+	s      *session
+	req    *request
+	token  uint64
+	tokens []LockToken
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -45,6 +47,9 @@ func newLock(s *session, req *request, acquired *pb.AcquireAcquired) *Lock {
 		lost: make(chan struct{}), revoke: make(chan struct{}),
 	}
 	l.mode.Store(int32(modeOf(req.message.GetMode())))
+	for _, token := range acquired.GetTokens() {
+		l.tokens = append(l.tokens, LockToken{Name: token.GetName(), Token: token.GetFencingToken()})
+	}
 	return l
 }
 
@@ -60,8 +65,12 @@ func modeOf(mode pb.LockMode) Mode {
 	return Mutex
 }
 
-// Name is the lock's name.
+// Name is the lock's name (a multi-lock's names joined with "+").
 func (l *Lock) Name() string { return l.req.name }
+
+// Tokens is a multi-lock's fencing token for each of its locks, in the order asked for; nil for
+// a single lock (see Token).
+func (l *Lock) Tokens() []LockToken { return slices.Clone(l.tokens) }
 
 // Mode is how the lock is held now (Read after a Downgrade).
 func (l *Lock) Mode() Mode { return Mode(l.mode.Load()) }

@@ -439,3 +439,60 @@ func TestSemaphore(t *testing.T) {
 	_ = heavy.Unlock(ctx)
 	_ = light.Unlock(ctx)
 }
+
+// A multi-lock is granted all its locks at once, or none: a holder of one of them keeps the whole
+// set waiting, and takes nothing of it meanwhile.
+func TestLockAll(t *testing.T) {
+	ctx, name := testContext(t), lockName(t)
+	accounts, ledger := name+"/accounts", name+"/ledger"
+	blocker, err := dial(t, shared.address).Lock(ctx, ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dial(t, shared.address)
+	targets := []lockstream.Target{{Name: accounts, Mode: lockstream.Write}, {Name: ledger, Mode: lockstream.Read}}
+	if _, err := client.LockAll(ctx, targets, lockstream.WithWaitTimeout(0)); !errors.Is(err, lockstream.ErrTimeout) {
+		t.Fatalf("LockAll with one lock held: %v, want ErrTimeout", err)
+	}
+	// Nothing of the set was taken: the free lock is free.
+	free, err := dial(t, shared.address).TryLock(ctx, accounts)
+	if err != nil {
+		t.Fatalf("the free lock of a refused set: %v", err)
+	}
+	_ = free.Unlock(ctx)
+
+	option, isQueued := queued()
+	granted := make(chan *lockstream.Lock, 1)
+	go func() {
+		lock, err := client.LockAll(ctx, targets, option)
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- lock
+	}()
+	await(t, isQueued, "the multi-lock queued")
+	if err := blocker.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	set := <-granted
+	if set == nil {
+		t.Fatal("the set was not granted")
+	}
+	tokens := set.Tokens()
+	if len(tokens) != 2 || tokens[0].Name != accounts || tokens[1].Name != ledger || set.Token() != tokens[0].Token {
+		t.Fatalf("tokens %v, token %d", tokens, set.Token())
+	}
+	for _, token := range tokens {
+		if holders := describe(t, client, token.Name).GetHolders(); len(holders) != 1 || holders[0].GetFencingToken() != token.Token {
+			t.Fatalf("%s holders %v, want token %d", token.Name, holders, token.Token)
+		}
+	}
+	if err := set.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range tokens {
+		if holders := describe(t, client, token.Name).GetHolders(); len(holders) != 0 {
+			t.Fatalf("%s still held after Unlock: %v", token.Name, holders)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -162,6 +163,20 @@ func (s *session) acquire(ctx context.Context, name string, options lockOptions)
 	}
 	if options.waitTimeout != nil {
 		message.WaitTimeout = durationpb.New(*options.waitTimeout)
+	}
+	if len(options.targets) > 0 {
+		message.Name, message.Mode, message.Limit, message.Weight = "", pb.LockMode_LOCK_MODE_UNSPECIFIED, 0, nil
+		names := make([]string, len(options.targets))
+		for i, target := range options.targets {
+			names[i] = target.Name
+			lock := &pb.LockTarget{Name: target.Name, Mode: target.Mode.proto(), Limit: int32(target.Limit)}
+			if target.Weight > 0 {
+				weight := int32(target.Weight)
+				lock.Weight = &weight
+			}
+			message.Locks = append(message.Locks, lock)
+		}
+		name = strings.Join(names, "+")
 	}
 	req := &request{
 		name: name, message: message, onQueue: options.onQueued,
