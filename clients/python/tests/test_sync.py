@@ -165,3 +165,19 @@ def test_revoke_request_is_seen(server: Server, name: str) -> None:
             rpc.LockServiceStub(channel).RevokeLock(pb.RevokeLockRequest(name=name, reason="deploy"))
             assert lock.revoke_requested.wait(PATIENCE)
             assert lock.revoke_reason == "deploy"
+
+
+def test_lock_all_takes_every_lock_or_none(server: Server, name: str) -> None:
+    accounts, ledger = f"{name}/accounts", f"{name}/ledger"
+    with lockstream.Client(server.address) as client, lockstream.Client(server.address) as other:
+        blocker = other.lock(ledger)
+        with pytest.raises(lockstream.LockTimeout):
+            client.lock_all([accounts, lockstream.Target(ledger, "read")], timeout=0)
+        other.try_lock(accounts).release()  # nothing of the refused set was taken
+        blocker.release()
+        with client.lock_all([accounts, lockstream.Target(ledger, "read")], timeout=5) as lock:
+            assert list(lock.tokens) == [accounts, ledger]
+            assert lock.token == lock.tokens[accounts]
+            for each, token in lock.tokens.items():
+                assert [h.fencing_token for h in client.describe(each).holders] == [token]
+        assert not client.describe(accounts).holders and not client.describe(ledger).holders

@@ -9,6 +9,7 @@
 
 from lockstream import aio
 from lockstream._sync import Client, Lock
+from lockstream.aio import Target
 from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout, NotHeld, PermissionDenied
 
 __all__ = [
@@ -20,5 +21,6 @@ __all__ = [
     "LockTimeout",
     "NotHeld",
     "PermissionDenied",
+    "Target",
     "aio",
 ]

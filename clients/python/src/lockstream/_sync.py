@@ -25,6 +25,8 @@ class Lock:
         self._lock = lock
         self.name = lock.name
         self.token = lock.token
+        #: A multi-lock's token for each of its locks, by name; empty for a single lock.
+        self.tokens = dict(lock.tokens)
         #: Set when the lock is lost (not when it is released).
         self.lost = threading.Event()
         #: Set when someone asked the holder to release the lock.
@@ -148,6 +150,15 @@ class Client:
         """`with client.lock(name, mode="write", timeout=5) as lock:` holds the lock for the block."""
         return self.acquire(name, mode=mode, timeout=timeout, owner=owner, value=value, limit=limit,
                             weight=weight, on_queued=on_queued)
+
+    def lock_all(self, targets: Sequence[str | aio.Target], *, timeout: float | None = None,
+                 owner: str | None = None, value: bytes = b"",
+                 on_queued: Callable[[int], object] | None = None) -> Lock:
+        """Takes every lock in `targets` at once, or none (see aio.Client.acquire_all):
+        `with client.lock_all(["accounts/1", Target("ledger", "read")]) as lock:`."""
+        lock = self._run(self._client.acquire_all(targets, timeout=timeout, owner=owner, value=value,
+                                                  on_queued=on_queued))
+        return Lock(self, lock)
 
     def try_lock(self, name: str, *, mode: aio.Mode = "mutex", **options: Any) -> Lock:
         """Takes the lock only if it can be granted at once; LockTimeout otherwise."""

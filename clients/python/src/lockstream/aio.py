@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Literal
 
@@ -44,6 +45,26 @@ _BREAKS = {
 SessionCall = grpc.aio.StreamStreamCall[pb.SessionRequest, pb.SessionResponse]
 
 
+@dataclass(frozen=True)
+class Target:
+    """One lock of a multi-lock (`acquire_all`): its name and mode; for a semaphore its limit and
+    this request's weight (None: 1)."""
+
+    name: str
+    mode: Mode = "mutex"
+    limit: int = 0
+    weight: int | None = None
+
+    def _message(self) -> pb.LockTarget:
+        mode: Mode = "semaphore" if self.limit > 0 else self.mode
+        if mode not in _MODES:
+            raise ValueError(f"lock {self.name!r}: mode {mode!r}: expected one of {', '.join(_MODES)}")
+        target = pb.LockTarget(name=self.name, mode=_MODES[mode], limit=self.limit)
+        if self.weight is not None:
+            target.weight = self.weight
+        return target
+
+
 def _duration(seconds: float) -> Duration:
     duration = Duration()
     duration.FromNanoseconds(int(seconds * 1e9))
@@ -58,11 +79,14 @@ async def _first(*futures: asyncio.Future[Any]) -> None:
 class Lock:
     """A held lock. `token` is its fencing token: pass it to what the lock protects."""
 
-    def __init__(self, session: _Session, request: _Request, token: int) -> None:
+    def __init__(self, session: _Session, request: _Request, acquired: pb.AcquireAcquired) -> None:
         self._session = session
         self._request = request
         self.name = request.name
-        self.token = token
+        self.token = acquired.fencing_token
+        #: A multi-lock's token for each of its locks, by name, in the order asked for; empty for
+        #: a single lock (see `token`).
+        self.tokens = {token.name: token.fencing_token for token in acquired.tokens}
         self.mode: Mode = request.mode
         #: Set when the lock is lost (not when it is released).
         self.lost = asyncio.Event()
@@ -300,7 +324,7 @@ class _Session:
                 request.on_queued(message.queued.ahead)
         elif kind == "acquired":
             if lock is None:
-                request.lock = Lock(self, request, message.acquired.fencing_token)
+                request.lock = Lock(self, request, message.acquired)
                 request.granted.set_result(request.lock)
         elif kind == "in_doubt" and lock is not None:
             lock.in_doubt = True
@@ -542,12 +566,37 @@ class Client:
             message.weight = weight
         if timeout is not None:
             message.wait_timeout.CopyFrom(_duration(timeout))
+        return await self._acquire(name, mode, message, on_queued)
+
+    async def _acquire(self, name: str, mode: Mode, message: pb.SessionAcquire,
+                       on_queued: Callable[[int], object] | None) -> Lock:
         while True:
             session = await self._current_session()
             try:
                 return await session.acquire(name, mode, message, on_queued)
             except _SessionOver:
                 continue
+
+    async def acquire_all(self, targets: Sequence[str | Target], *, timeout: float | None = None,
+                          owner: str | None = None, value: bytes = b"",
+                          on_queued: Callable[[int], object] | None = None) -> Lock:
+        """Takes every lock in `targets` (names, for mutexes, or Targets) at once, or none: the
+        server queues them in one step (one place in a single order across all locks, so two
+        multi-locks never deadlock) and grants them together. One wait, one release, one loss for
+        the set; `lock.tokens` has each lock's token. `lock.name` is the names joined with "+"."""
+        locks = [target if isinstance(target, Target) else Target(target) for target in targets]
+        message = pb.SessionAcquire(locks=[target._message() for target in locks], value=value,
+                                    owner=self.options.owner if owner is None else owner)
+        if timeout is not None:
+            message.wait_timeout.CopyFrom(_duration(timeout))
+        return await self._acquire("+".join(target.name for target in locks), "mutex", message, on_queued)
+
+    def lock_all(self, targets: Sequence[str | Target], *, timeout: float | None = None,
+                 owner: str | None = None, value: bytes = b"",
+                 on_queued: Callable[[int], object] | None = None) -> _LockContext:
+        """`async with client.lock_all([...]) as lock:` holds every lock of the set for the block."""
+        return _LockContext(self.acquire_all(targets, timeout=timeout, owner=owner, value=value,
+                                             on_queued=on_queued))
 
     def lock(self, name: str, *, mode: Mode = "mutex", timeout: float | None = None,
              owner: str | None = None, value: bytes = b"", limit: int = 0, weight: int | None = None,
@@ -607,4 +656,4 @@ class _LockContext:
             await self._lock.__aexit__(*exc)
 
 
-__all__ = ["Client", "Lock", "Mode"]
+__all__ = ["Client", "Lock", "Mode", "Target"]
