@@ -82,6 +82,29 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { paths: [NATIVE_ADDON] }] },
   },
   ...boundary(['src/server/engine/**/*.ts'], ['transport', 'observability', 'security']),
+  {
+    // The layers above the engine see its public face only (src/server/engine/index.ts).
+    files: [
+      'src/server/transport/**/*.ts',
+      'src/server/observability/**/*.ts',
+      'src/server/security/**/*.ts',
+      'src/server/main.ts',
+    ],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [NATIVE_ADDON],
+          patterns: [
+            {
+              group: ['**/engine/*', '!**/engine/index.js'],
+              message: 'outside the engine, import it from engine/index.js (its public face) only',
+            },
+          ],
+        },
+      ],
+    },
+  },
   ...boundary(
     ['src/server/stores/**/*.ts'],
     ['engine', 'transport', 'observability', 'security'],

@@ -3,9 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { onAbort } from '../common/abort.js';
 import type { Config } from './config.js';
-import { ClaimRegistry } from './engine/claims.js';
-import { LockEngine } from './engine/lock-engine.js';
-import { LockInspector } from './engine/lock-inspector.js';
+import { LockEngine, LockInspector, LockSessions } from './engine/index.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { CoordinationStore } from './stores/store.js';
 import { ZooKeeperStore } from './stores/zookeeper/zookeeper-store.js';
@@ -22,7 +20,8 @@ export interface RunningServer {
   readonly httpPort: number | undefined;
   readonly store: CoordinationStore;
   readonly engine: LockEngine;
-  readonly claims: ClaimRegistry;
+  /** Every session of this server, and the requests they keep. */
+  readonly sessions: LockSessions;
   /** Resolves once every call has ended and released its lock. */
   whenIdle(): Promise<void>;
   /** Graceful stop: streams end with UNAVAILABLE, then the store's session closes. Idempotent. */
@@ -46,15 +45,15 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     instanceId,
     maxWaitersPerLock: config.maxWaitersPerLock,
   });
-  const claims = new ClaimRegistry({
+  const sessions = new LockSessions({
     engine,
-    logger: logger.child({ component: 'claims' }),
+    logger: logger.child({ component: 'sessions' }),
     instanceId,
     maxResumeGraceMs: config.maxResumeGraceMs,
   });
   const inspector = new LockInspector({ store: timedStore, engine });
   const server = new GrpcServer({
-    claims,
+    sessions,
     inspector,
     engine,
     metrics,
@@ -113,13 +112,13 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
       await server.shutdown(config.shutdownGraceMs);
       await http?.close();
       // Requests kept for a resume that can no longer come: release them with the session.
-      await claims.close();
+      await sessions.close();
       await store.close();
       logger.info('stopped');
     })();
     return stopping;
   };
-  return { port, httpPort, store, engine, claims, stop, whenIdle: () => server.whenIdle() };
+  return { port, httpPort, store, engine, sessions, stop, whenIdle: () => server.whenIdle() };
 }
 
 /**

@@ -936,7 +936,7 @@ export async function stopConformanceServer(
   ctx.caller.close();
   await ctx.server.whenIdle();
   await expectNoLockNodes(ctx);
-  expect(ctx.server.claims.size).toBe(0);
+  expect(ctx.server.sessions.size).toBe(0);
   expect((await backend.watchedPaths?.(ctx.rootPath)) ?? []).toEqual([]);
   await ctx.server.stop();
 }

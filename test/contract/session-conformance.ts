@@ -302,6 +302,38 @@ export function describeSessionConformance(backendName: string, backend: Backend
       });
     });
 
+    it('reports every request before `resumed` even when the resumed stream is backed up (more held locks than its buffer)', async () => {
+      // grpc-js buffers 16 messages before a write reports backpressure; this suite allows 20 requests.
+      const heldCount = 19;
+      const session = openSession({ resumeGrace: seconds(30) });
+      const { token: resumeToken } = await session.opened();
+      const blocker = ctx.caller.open({ name: 'backed-up/blocked' });
+      await blocker.acquired();
+      for (let id = 1; id <= heldCount; id += 1) session.acquire(id, { name: `backed-up/${id}` });
+      const waiterId = heldCount + 1;
+      session.acquire(waiterId, { name: 'backed-up/blocked' });
+      await Promise.all([
+        ...Array.from({ length: heldCount }, (_, i) => session.acquired(i + 1)),
+        session.queued(waiterId),
+      ]);
+      session.cancel();
+      await session.outcome;
+      const resumed = resumeSession(resumeToken);
+      const resumedAt = (await resumed.next(0, 'resumed')).receipt;
+      // A request not reported before `resumed` would be unknown to the server: each one is.
+      const reportedBefore = (id: number): boolean =>
+        resumed.received.some((r) => r.message.requestId === id && r.receipt < resumedAt);
+      const unreported = Array.from({ length: waiterId }, (_, i) => i + 1).filter(
+        (id) => !reportedBefore(id),
+      );
+      expect(unreported).toEqual([]);
+      expect(await resumed.queued(waiterId)).toBe(1);
+      for (let id = 1; id <= waiterId; id += 1) resumed.cancelRequest(id);
+      resumed.halfClose();
+      expect((await resumed.outcome).code).toBe(status.OK);
+      await blocker.release();
+    });
+
     it('tells a resumed session of requests that ended while it was detached, and frees everything once its grace passes', async () => {
       const blocker = ctx.caller.open({ name: 'd/blocked' });
       const blockerToken = await blocker.acquired();

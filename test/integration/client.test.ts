@@ -583,7 +583,7 @@ for (const transport of ['session', 'acquire'] as const) {
       const otherLock = await other.lock;
       expect(otherLock.token).toBeGreaterThan(lock.token);
       await otherLock.release();
-      expect(server.claims.size).toBe(0);
+      expect(server.sessions.size).toBe(0);
     });
 
     it('publishes a value set while the connection is cut once the request is resumed', async () => {
@@ -599,7 +599,7 @@ for (const transport of ['session', 'acquire'] as const) {
       const described = await direct().describe('blip/value');
       expect(described.holders.map((h) => [h.token, h.value.toString()])).toEqual([[lock.token, 'after']]);
       await lock.release();
-      expect(server.claims.size).toBe(0);
+      expect(server.sessions.size).toBe(0);
     });
 
     it("keeps a waiter's place in the queue across a cut connection", async () => {

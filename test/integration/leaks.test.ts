@@ -75,7 +75,7 @@ describe.each([
     const grown = settledHeap() - baseline;
 
     for (const name of NAMES) expect(await server.store.children(server.engine.lockPath(name))).toEqual([]);
-    expect(server.claims.size).toBe(0);
+    expect(server.sessions.size).toBe(0);
     expect(session.listenerCount).toBe(listenersAtBaseline);
     // 300 rounds are 2,700 requests; a few hundred bytes kept per request would show here.
     console.info(`heap after 2,700 more requests: ${(grown / 1024).toFixed(0)} KiB above the baseline`);

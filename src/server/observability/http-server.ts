@@ -5,7 +5,7 @@ import { writeDrained } from '../../common/abort.js';
 import { valueText } from '../../common/value-text.js';
 import { toJson } from '../../common/json.js';
 import { isLockError } from '../lock-error.js';
-import type { LockDescription, LockInspector, LockSummary } from '../engine/lock-inspector.js';
+import type { LockDescription, LockInspector, LockSummary } from '../engine/index.js';
 import type { Metrics } from './metrics.js';
 import type { LockActivityReport } from './lock-activity.js';
 import { PAGE_HTML } from './page.js';

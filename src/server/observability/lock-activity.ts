@@ -5,7 +5,7 @@
  * only. Other instances' requests are theirs to report (see the page: "this instance").
  */
 
-import type { HeldRequest } from '../engine/lock-request.js';
+import type { HeldRequest } from '../engine/index.js';
 
 export interface ActivityEvent {
   readonly at: Date;

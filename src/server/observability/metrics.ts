@@ -1,8 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { isLockError } from '../lock-error.js';
-import type { LockMode } from '../engine/lock-mode.js';
+import type { HeldRequest, LockMode } from '../engine/index.js';
 import type { CoordinationStore } from '../stores/store.js';
-import type { HeldRequest } from '../engine/lock-request.js';
 import { LockActivity } from './lock-activity.js';
 
 /** How a wait ended without a grant. */

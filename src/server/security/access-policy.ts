@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
-import type { LockMode } from '../engine/lock-mode.js';
+import type { LockMode } from '../engine/index.js';
 
 /** Locks whose names start with `prefix`, in the listed modes. */
 export interface Grant {

@@ -1,6 +1,6 @@
 import type { Metadata, ServerUnaryCall } from '@grpc/grpc-js';
 import { LockError } from '../lock-error.js';
-import type { LockMode } from '../engine/lock-mode.js';
+import type { LockMode } from '../engine/index.js';
 import {
   mayAcquire,
   maySee,

@@ -6,9 +6,8 @@ import {
   type AcquireRequest as WireAcquireRequest,
   type AcquireStart,
 } from '../../gen/lockstream/v1/lockstream.js';
-import type { AcquireRequest, Lease, LockTarget } from '../engine/lock-request.js';
+import type { AcquireRequest, Lease, LockMode, LockTarget } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
-import type { LockMode } from '../engine/lock-mode.js';
 
 const MODES = new Map<WireLockMode, LockMode>([
   [WireLockMode.MUTEX, 'mutex'],

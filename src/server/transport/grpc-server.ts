@@ -3,9 +3,7 @@ import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from 'pino';
 import { LockServiceService, type LockServiceServer } from '../../gen/lockstream/v1/lockstream.js';
 import { unboundedController } from '../../common/abort.js';
-import type { ClaimRegistry } from '../engine/claims.js';
-import type { LockEngine } from '../engine/lock-engine.js';
-import type { LockInspector } from '../engine/lock-inspector.js';
+import type { LockEngine, LockInspector, LockSessions } from '../engine/index.js';
 import type { Metrics } from '../observability/metrics.js';
 import { LockError } from '../lock-error.js';
 import { createAcquireHandler } from './acquire-handler.js';
@@ -16,8 +14,8 @@ import { installCallDeadlines } from './call-deadline.js';
 import type { Gate } from '../security/gate.js';
 
 export interface GrpcServerOptions {
-  /** Lock requests, resumable ones included; the lock engine is behind them. */
-  readonly claims: ClaimRegistry;
+  /** The sessions that carry lock requests, resumable ones included; the lock engine is behind them. */
+  readonly sessions: LockSessions;
   /** Answers DescribeLock, ListLocks and CheckToken. */
   readonly inspector: LockInspector;
   /** Carries out RevokeLock. */
@@ -77,7 +75,7 @@ export class GrpcServer {
     });
     // What both lock-holding RPCs need: the requests, shutdown, metrics, the gate and tracking.
     const streamOptions = {
-      claims: options.claims,
+      sessions: options.sessions,
       logger: options.logger,
       shutdown: this.#shutdown.signal,
       metrics: options.metrics,

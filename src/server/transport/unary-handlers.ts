@@ -8,8 +8,7 @@ import type {
   WatchLockRequest,
   WatchLockResponse,
 } from '../../gen/lockstream/v1/lockstream.js';
-import type { LockEngine } from '../engine/lock-engine.js';
-import type { LockDescription, LockInspector, LockRequestInfo } from '../engine/lock-inspector.js';
+import type { LockDescription, LockEngine, LockInspector, LockRequestInfo } from '../engine/index.js';
 import { durationToMs, toWireMode, validateLabel } from './acquire-request.js';
 import { toCallStatus } from './error-status.js';
 import type { Caller, Gate } from '../security/gate.js';

@@ -1,0 +1,17 @@
+/*
+ * The engine's public face: everything outside src/server/engine (transport, observability,
+ * security, main) imports the engine from here, and only here (lint-enforced), so what is
+ * inside can be rearranged without reaching into the layers above.
+ */
+export { LockEngine, type LockEngineOptions } from './lock-engine.js';
+export {
+  LockInspector,
+  type LockDescription,
+  type LockRequestInfo,
+  type LockSummary,
+} from './lock-inspector.js';
+export { LockSessions, UNKNOWN_RESUME_TOKEN, type LockSessionsOptions } from './lock-sessions.js';
+export { LockSession, SESSION_ENDED, type SessionKind } from './lock-session.js';
+export type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
+export type { AcquireRequest, HeldRequest, Lease, LockTarget, RevokeRequest } from './lock-request.js';
+export type { LockMode } from './lock-mode.js';

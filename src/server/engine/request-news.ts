@@ -1,0 +1,52 @@
+import type { LockError } from '../lock-error.js';
+import type { AcquireRequest, HeldRequest, Lease, RevokeRequest } from './lock-request.js';
+import type { LockMode } from './lock-mode.js';
+
+/*
+ * What a session tells the stream attached to it, in the engine's own terms: each RPC's
+ * transport translates this news into its messages, in the order it comes.
+ */
+
+/** Where one request of a session stands, or what just happened to it. */
+export type RequestNews =
+  /** It waits with `ahead` requests ahead of it. */
+  | { readonly kind: 'waiting'; readonly ahead: number }
+  /** It holds `lease` (told again to a stream that resumes the session). */
+  | { readonly kind: 'granted'; readonly lease: Lease }
+  /** The held lock's store session fell in doubt (`confirmed` false) or was vouched for again. */
+  | { readonly kind: 'confirmation'; readonly confirmed: boolean }
+  /** Someone asked the holder to give the lock back (told again when a deadline is set). */
+  | { readonly kind: 'revoke-requested'; readonly revoke: RevokeRequest }
+  /** A value the client sent for the held lock is published. */
+  | { readonly kind: 'value-published' }
+  /** The WRITE hold is a READ hold now, as the client asked. */
+  | { readonly kind: 'downgraded' }
+  /** The lock was released as the client asked; `ended` (OK) follows. */
+  | { readonly kind: 'released' }
+  /** The request is over: `error` undefined when released at the client's request. */
+  | { readonly kind: 'ended'; readonly error: unknown }
+  /**
+   * The held lock was lost; the request is over. The listener returns a promise that settles
+   * once the client has been handed the news: a lock taken away is freed for others only then.
+   */
+  | { readonly kind: 'lost'; readonly error: LockError };
+
+/** The stream attached to a session: told each request's news while it is attached. */
+export interface RequestListener {
+  tell(id: number, request: AcquireRequest, news: RequestNews): void | Promise<void>;
+  /** Another stream resumed the session: this one no longer speaks for it. */
+  replaced(): void;
+}
+
+/** The request counts a session keeps up to date (the server's metrics). */
+export interface RequestAccounting {
+  /** Counts a waiting request until the returned function is called. */
+  waiting(mode: LockMode): () => void;
+  /** A grant after `waitMs` of `held` (one lock, or a multi-lock's); counts a holder until the returned function is called. */
+  granted(
+    mode: LockMode,
+    waitMs: number,
+    held: readonly HeldRequest[],
+  ): (outcome: 'released' | 'lost') => void;
+  notGranted(mode: LockMode, error: unknown): void;
+}

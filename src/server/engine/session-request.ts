@@ -1,0 +1,313 @@
+import { isLockError, LockError } from '../lock-error.js';
+import { lossReport } from './lease.js';
+import type { LockEngine } from './lock-engine.js';
+import { heldRequests, QueuePlace, Withdrawal, type AcquireRequest, type Lease } from './lock-request.js';
+import type { RequestListener, RequestNews } from './request-news.js';
+import type { LockSession } from './lock-session.js';
+
+type Phase = 'waiting' | 'held' | 'releasing' | 'ended';
+
+/** How the client let a request go: `release`, `cancel`, or its session closing cleanly. */
+export type LetGo = 'release' | 'cancel' | 'close';
+
+/**
+ * One lock request of a session, whichever RPC made it (an Acquire stream is a session of one
+ * request): waiting → held → releasing → ended, or waiting → ended. Its news goes to the stream
+ * attached to the session; an end that happens while none is attached is kept until a stream
+ * resumes the session.
+ */
+export class SessionRequest {
+  readonly id: number;
+  readonly request: AcquireRequest;
+  readonly #session: LockSession;
+  readonly #withdrawal = new Withdrawal();
+  readonly #place = new QueuePlace();
+  readonly #openedAt = performance.now();
+  #phase: Phase = 'waiting';
+  #ahead: number | undefined;
+  #lease: Lease | undefined;
+  /** How the client wants it to end, once it asked. */
+  #letGo: LetGo | undefined;
+  /** Granted after the client had withdrawn it: released without a word of the grant. */
+  #grantUntold = false;
+  /** Set once ended while no stream was attached: told to the next stream that attaches. */
+  #untoldEnd: RequestNews | undefined;
+  #stopWaiting: (() => void) | undefined;
+  #endHold: ((outcome: 'released' | 'lost') => void) | undefined;
+  #stopFollowing: (() => void) | undefined;
+  /** Resolves once the request has ended; made only for a session that waits for it. */
+  #done: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** Set when the request ended with a loss: resolves once the client has it. */
+  #told: void | Promise<void> = undefined;
+  /** Why the server ended the request for something the client sent (a bad `set_value`). */
+  #refusal: LockError | undefined;
+  /** The holder's requests (values, a downgrade), applied one after the other; a release waits for them. */
+  #holderRequests: Promise<void> | undefined;
+
+  constructor(session: LockSession, id: number, request: AcquireRequest, engine: LockEngine) {
+    this.#session = session;
+    this.id = id;
+    this.request = request;
+    this.#stopWaiting = session.accounting.waiting(request.mode);
+    engine
+      .acquire(request, {
+        withdrawal: this.#withdrawal,
+        place: this.#place,
+        onQueued: (ahead) => {
+          this.#ahead = ahead;
+          this.#tell({ kind: 'waiting', ahead });
+        },
+      })
+      .then(
+        (lease) => this.#granted(lease),
+        (error: unknown) => {
+          this.#stopWaiting?.();
+          this.#session.accounting.notGranted(request.mode, error);
+          this.#end({ kind: 'ended', error });
+        },
+      );
+  }
+
+  /** Whether the request has ended, or the client asked it to. */
+  get letGo(): boolean {
+    return this.#phase === 'ended' || this.#letGo !== undefined;
+  }
+
+  get ended(): boolean {
+    return this.#phase === 'ended';
+  }
+
+  /** Tells a newly attached stream where this request stands; a waiting one after a new count. */
+  async report(listener: RequestListener): Promise<void> {
+    if (this.#untoldEnd) {
+      const news = this.#untoldEnd;
+      this.#untoldEnd = undefined;
+      this.#session.forgetRequest(this);
+      void listener.tell(this.id, this.request, news);
+      return;
+    }
+    if (this.#phase === 'waiting') {
+      const counted = await this.#place.recount();
+      // Not counted: granted or ended meanwhile (told as it happened), or the store is out of reach.
+      if (
+        !counted &&
+        this.#phase === 'waiting' &&
+        this.#ahead !== undefined &&
+        this.#session.isAttached(listener)
+      )
+        void listener.tell(this.id, this.request, { kind: 'waiting', ahead: this.#ahead });
+    } else if (this.#lease && this.#phase !== 'ended') {
+      this.#tellHeld(listener, this.#lease);
+    }
+  }
+
+  /** Tells `listener` the request holds `lease`, and whether it is in doubt or asked back. */
+  #tellHeld(listener: RequestListener, lease: Lease): void {
+    void listener.tell(this.id, this.request, { kind: 'granted', lease });
+    if (!lease.confirmed)
+      void listener.tell(this.id, this.request, { kind: 'confirmation', confirmed: false });
+    if (lease.revokeRequest) {
+      void listener.tell(this.id, this.request, { kind: 'revoke-requested', revoke: lease.revokeRequest });
+    }
+  }
+
+  #tell(news: RequestNews): void {
+    void this.#session.listener?.tell(this.id, this.request, news);
+  }
+
+  /** The client lets the request go: withdrawn if it waits, released if it holds. */
+  release(how: LetGo): void {
+    if (this.#letGo) return;
+    this.#letGo = how;
+    if (this.#phase === 'waiting') {
+      this.#withdrawal.withdraw(this.#withdrawalReason(how));
+      return;
+    }
+    if (this.#phase === 'held') this.#releaseLease();
+  }
+
+  /**
+   * Publishes `value` for the held lock, then tells the stream `value-published`. Sent while the
+   * request waits, or malformed, it ends the request with that error (releasing what it holds).
+   * After the client let the request go it is ignored.
+   */
+  setValue(value: Uint8Array, early: string): void {
+    this.#fromHolder(early, (lease) => lease.setValue(value), { kind: 'value-published' });
+  }
+
+  /** Turns the WRITE hold into a READ hold, then tells the stream `downgraded`; otherwise as setValue. */
+  downgrade(early: string): void {
+    this.#fromHolder(early, (lease) => lease.downgrade(), { kind: 'downgraded' });
+  }
+
+  /**
+   * A holder's request, applied once the ones sent before it are done, then acknowledged on
+   * the stream that sent it only (after a resume the client sends again what was not
+   * acknowledged, and counts one acknowledgement per message it sent). Sent while waiting
+   * (`early` says why that is refused) or refused by the lease, it ends the request.
+   */
+  #fromHolder(early: string, apply: (lease: Lease) => Promise<void>, done: RequestNews): void {
+    if (this.#letGo || this.#phase === 'ended') return;
+    if (this.#phase === 'waiting') {
+      this.#refuse(new LockError('NOT_HELD', `lock "${this.request.name}": ${early}`));
+      return;
+    }
+    const lease = this.#lease;
+    if (!lease || this.#phase !== 'held') return;
+    const sender = this.#session.listener;
+    this.#holderRequests = (this.#holderRequests ?? Promise.resolve())
+      .then(() => apply(lease))
+      .then(
+        () => {
+          if (sender && this.#session.isAttached(sender)) void sender.tell(this.id, this.request, done);
+        },
+        (error: unknown) => {
+          // A lost lock ends the request through its loss; anything else ends it here.
+          if (!isLockError(error, 'LOCK_LOST')) this.#refuse(error);
+        },
+      );
+  }
+
+  #refuse(error: unknown): void {
+    this.#refusal ??= error instanceof LockError ? error : new LockError('UNAVAILABLE', String(error));
+    this.release('cancel');
+  }
+
+  /** Part of a clean end of the session: resolves once this request has ended. */
+  closeWithSession(): Promise<void> {
+    if (this.#phase === 'ended') return Promise.resolve();
+    this.#done ??= withResolvers();
+    this.release('close');
+    return this.#done.promise;
+  }
+
+  /** The session ends: withdraw or release without telling anyone. Never rejects. */
+  async abandon(reason: LockError): Promise<void> {
+    this.#untoldEnd = undefined;
+    if (this.#phase === 'ended') return;
+    this.#letGo ??= 'cancel';
+    if (this.#phase === 'waiting') this.#withdrawal.withdraw(reason);
+    else this.#releaseLease();
+    await this.closeWithSession();
+  }
+
+  #withdrawalReason(how: LetGo): LockError {
+    if (this.#refusal) return this.#refusal;
+    const what =
+      how === 'close'
+        ? `the client half-closed the ${this.#session.streamNoun}`
+        : how === 'release'
+          ? 'the client sent `release`'
+          : 'the client cancelled the request';
+    return new LockError('CANCELLED', `lock "${this.request.name}" was not acquired: ${what} while waiting`);
+  }
+
+  #granted(lease: Lease): void {
+    this.#stopWaiting?.();
+    this.#stopWaiting = undefined;
+    this.#lease = lease;
+    this.#endHold = this.#session.accounting.granted(
+      this.request.mode,
+      performance.now() - this.#openedAt,
+      heldRequests(this.request, lease),
+    );
+    this.#phase = 'held';
+    if (this.#letGo) {
+      // Withdrawn in the same moment as it was granted: the client never hears of the grant,
+      // and the request ends as a withdrawal does.
+      this.#grantUntold = true;
+      this.#releaseLease();
+      return;
+    }
+    if (lease.lossReason) {
+      void this.#lost();
+      return;
+    }
+    const unlost = lease.onLost(() => this.#lost());
+    const unconfirmed = lease.onConfirmedChange((confirmed) =>
+      this.#tell({ kind: 'confirmation', confirmed }),
+    );
+    const unrevoked = lease.onRevokeRequested((revoke) => this.#tell({ kind: 'revoke-requested', revoke }));
+    this.#stopFollowing = () => {
+      unlost();
+      unconfirmed();
+      unrevoked();
+    };
+    const listener = this.#session.listener;
+    if (listener) this.#tellHeld(listener, lease);
+  }
+
+  #releaseLease(): void {
+    const lease = this.#lease;
+    if (!lease || this.#phase !== 'held') return;
+    this.#phase = 'releasing';
+    this.#unfollow();
+    // What the client published before it let go is published (and acknowledged) first.
+    const released = this.#holderRequests
+      ? this.#holderRequests.then(() => lease.release())
+      : lease.release();
+    released.then(
+      () => {
+        this.#endHold?.('released');
+        if (this.#grantUntold && this.#letGo) {
+          this.#end({ kind: 'ended', error: this.#withdrawalReason(this.#letGo) });
+          return;
+        }
+        if (this.#letGo === 'cancel') {
+          const error =
+            this.#refusal ??
+            new LockError(
+              'CANCELLED',
+              `lock "${this.request.name}" was released: the client cancelled the request`,
+            );
+          this.#end({ kind: 'ended', error });
+          return;
+        }
+        this.#tell({ kind: 'released' });
+        this.#end({ kind: 'ended', error: undefined });
+      },
+      (error: unknown) => {
+        this.#endHold?.('lost');
+        const why = isLockError(error, 'LOCK_LOST') ? lossReport(this.request.name, error) : error;
+        this.#end({ kind: 'ended', error: why });
+      },
+    );
+  }
+
+  /** The lock was lost: tells the client; resolves once the stream has taken it, if one is attached. */
+  #lost(): void | Promise<void> {
+    if (this.#phase !== 'held') return undefined;
+    this.#unfollow();
+    this.#endHold?.('lost');
+    this.#end({ kind: 'lost', error: lossReport(this.request.name, this.#lease?.lossReason) });
+    return this.#told;
+  }
+
+  #unfollow(): void {
+    this.#stopFollowing?.();
+    this.#stopFollowing = undefined;
+  }
+
+  /** Ends the request: tells the attached stream, or keeps the news for the next one. */
+  #end(news: RequestNews): void {
+    if (this.#phase === 'ended') return;
+    this.#phase = 'ended';
+    this.#unfollow();
+    const listener = this.#session.listener;
+    if (listener) {
+      this.#session.forgetRequest(this);
+      this.#told = listener.tell(this.id, this.request, news);
+    } else if (this.#session.ended) {
+      this.#session.forgetRequest(this);
+    } else {
+      this.#untoldEnd = news;
+    }
+    this.#done?.resolve();
+  }
+}
+
+function withResolvers(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((settle) => (resolve = settle));
+  return { promise, resolve };
+}

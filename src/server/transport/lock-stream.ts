@@ -1,0 +1,280 @@
+import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { onAbort } from '../../common/abort.js';
+import { REQUEST_STATE_KEY } from '../../common/limits.js';
+import {
+  SESSION_ENDED,
+  type AcquireRequest,
+  type LockSession,
+  type LockSessions,
+  type RequestListener,
+  type RequestNews,
+} from '../engine/index.js';
+import { LockError } from '../lock-error.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Caller, Gate } from '../security/gate.js';
+import { toCallStatus, type CallStatus } from './error-status.js';
+import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
+import { StreamWriter } from './stream-writer.js';
+
+/** What both lock-holding RPCs need from the server. */
+export interface LockStreamOptions {
+  readonly sessions: LockSessions;
+  readonly logger: Logger;
+  /** Aborts (reason: a `SHUTTING_DOWN` error) when the server shuts down. */
+  readonly shutdown: AbortSignal;
+  readonly metrics: Metrics;
+  /** Admits the caller, and says which locks and modes it may take. */
+  readonly gate: Gate;
+  /** Told about each call's work, until its session has ended or been detached. */
+  readonly track: (work: Promise<void>) => void;
+}
+
+/** Where a stream stands: before its session, open, half-closed and letting go, over. */
+type StreamState = 'opening' | 'open' | 'closing' | 'over';
+
+/**
+ * One gRPC stream that carries a LockSession, whichever RPC it is (an Acquire stream carries a
+ * session of one request). This is the lifecycle both RPCs share: admitting the caller,
+ * heartbeats, the one writer, a half-close (a clean end, or kept for the grace), a break
+ * (detached for the grace, or ended), shutdown, being replaced by a resuming stream, and the
+ * call's status. Each RPC reads its own messages and translates the session's news into them.
+ */
+export abstract class LockStream<Req, Res> implements RequestListener {
+  /** Resolves once the stream is over and its session ended or detached. */
+  readonly served: Promise<void>;
+  protected readonly call: ServerDuplexStream<Req, Res>;
+  protected readonly options: LockStreamOptions;
+  protected logger: Logger;
+  protected readonly writer: StreamWriter<Res>;
+  /** The admitted caller; undefined only if admission failed (the stream is then over). */
+  protected caller: Caller | undefined;
+  protected session: LockSession | undefined;
+  /** Per-request events are logged at debug level only; nothing is built for them otherwise. */
+  protected readonly debug: boolean;
+  #state: StreamState = 'opening';
+  #heartbeat: StreamHeartbeat | undefined;
+  #unlinkShutdown: () => void = () => {};
+  readonly #streamClosed: () => void;
+  #settleServed!: () => void;
+
+  constructor(
+    call: ServerDuplexStream<Req, Res>,
+    options: LockStreamOptions,
+    logger: Logger,
+    opened: () => () => void,
+  ) {
+    this.call = call;
+    this.options = options;
+    this.logger = logger;
+    this.debug = options.logger.isLevelEnabled('debug');
+    this.writer = new StreamWriter(call);
+    this.#streamClosed = opened();
+    this.served = new Promise((resolve) => (this.#settleServed = resolve));
+    call.on('data', (message: Req) => {
+      this.#heartbeat?.heard();
+      if (this.#state !== 'opening' && this.#state !== 'open') return;
+      try {
+        this.onMessage(message);
+      } catch (error) {
+        this.fail(error);
+      }
+    });
+    // A cancel ends the readable side too, and may look like a half-close until its reset
+    // arrives: nothing here depends on which (see `#onHalfClose`).
+    call.on('end', () => this.#onHalfClose());
+    // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
+    call.once('cancelled', () => this.onBreak(undefined));
+    const { shutdown } = options;
+    if (shutdown.aborted) {
+      this.fail(shutdown.reason);
+      return;
+    }
+    this.#unlinkShutdown = onAbort(shutdown, () => this.fail(shutdown.reason));
+    try {
+      this.caller = options.gate.admit(call);
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  /** A message from the client (the stream is opening or open); throwing ends the call. */
+  protected abstract onMessage(message: Req): void;
+  /** The RPC's messages for a request's news (see RequestListener). */
+  abstract tell(id: number, request: AcquireRequest, news: RequestNews): void | Promise<void>;
+  /** The heartbeat message of this RPC. */
+  protected abstract heartbeatMessage(): Res;
+  /** Why a half-close with requests not let go is kept for the grace. */
+  protected abstract keptForGrace(session: LockSession): LockError;
+  /** A resuming stream took the session over: how this one ends. */
+  protected abstract replacedStatus(): CallStatus;
+
+  protected get state(): StreamState {
+    return this.#state;
+  }
+
+  /**
+   * Makes this stream the session's (the RPC has written its first answer); resolves once the
+   * session has told it where every request stands.
+   */
+  protected attach(session: LockSession, heartbeatIntervalMs: number | undefined): Promise<void> {
+    this.session = session;
+    this.#state = 'open';
+    this.#heartbeat = startHeartbeat(
+      heartbeatIntervalMs,
+      () => this.writer.writeLatest(0, this.heartbeatMessage()),
+      (reason) => this.onBreak(reason),
+    );
+    return session.attach(this);
+  }
+
+  /** The session of an open stream; a protocol violation before it has one. */
+  protected opened(what: string): LockSession {
+    if (!this.session) throw violation(`the first message must be ${what}`);
+    return this.session;
+  }
+
+  /** Opens a session for this stream (SHUTTING_DOWN once the server is closing). */
+  protected openSession(kind: 'acquire' | 'session', graceMs: number): LockSession {
+    return this.options.sessions.open({
+      kind,
+      graceMs,
+      callerName: this.caller?.name,
+      accounting: this.options.metrics,
+      logger: this.logger,
+    });
+  }
+
+  /** The client ended its side: a clean end, unless requests not let go make it a break. */
+  #onHalfClose(): void {
+    if (this.#state === 'opening') {
+      this.fail(violation(this.endedBeforeOpening()));
+      return;
+    }
+    if (this.#state !== 'open') return;
+    const session = this.session!;
+    // With a grace, requests are let go by `release` or `cancel`: a half-close with some left
+    // may be a cancel whose reset has not arrived (or never will), so it is an abnormal end.
+    if (session.graceMs > 0 && session.unreleased > 0) {
+      this.onBreak(this.keptForGrace(session));
+      return;
+    }
+    this.#state = 'closing';
+    void session.closeCleanly().then(() => {
+      if (this.#state === 'closing') this.endCall();
+    });
+  }
+
+  /** What a client that half-closes before its first message is told. */
+  protected abstract endedBeforeOpening(): string;
+
+  /** Ends the call with OK after what was written before, and the session with it. */
+  protected endCall(): void {
+    if (this.#state === 'over') return;
+    this.#over();
+    this.call.end();
+    this.logger.debug('call ended');
+    const session = this.session;
+    void Promise.resolve(session?.isAttached(this) ? session.end(SESSION_ENDED) : undefined).then(() =>
+      this.#settleServed(),
+    );
+  }
+
+  /**
+   * The stream broke: the client cancelled (`reason` undefined), its connection died, or it went
+   * silent. A session with a grace is kept for it; otherwise its requests end now.
+   */
+  protected onBreak(reason: LockError | undefined): void {
+    if (this.#state === 'over') return;
+    this.#over();
+    const session = this.session;
+    const detaching = session !== undefined && session.graceMs > 0 && !this.options.shutdown.aborted;
+    if (reason) this.emitStatus(toCallStatus(reason, this.logger), !detaching);
+    if (session?.isAttached(this)) {
+      if (detaching) {
+        session.detach();
+        this.#settleServed();
+        return;
+      }
+      void session.end(SESSION_ENDED).then(() => this.#settleServed());
+      return;
+    }
+    this.#settleServed();
+  }
+
+  /** Ends the call with `error`'s status after ending the session, for good. */
+  protected fail(error: unknown): void {
+    if (this.#state === 'over') return;
+    this.#over();
+    const status = toCallStatus(error, this.logger);
+    const session = this.session;
+    const done = session?.isAttached(this)
+      ? session.end(error instanceof LockError ? error : SESSION_ENDED)
+      : undefined;
+    void Promise.resolve(done).then(() => {
+      this.emitStatus(status, true);
+      this.#settleServed();
+    });
+  }
+
+  /**
+   * Ends the call with `status` at once (the session's only request has ended with it); the
+   * session, empty now, ends too.
+   */
+  protected endWith(status: CallStatus): void {
+    if (this.#state === 'over') return;
+    this.#over();
+    this.emitStatus(status, true);
+    const session = this.session;
+    void Promise.resolve(session?.isAttached(this) ? session.end(SESSION_ENDED) : undefined).then(() =>
+      this.#settleServed(),
+    );
+  }
+
+  replaced(): void {
+    if (this.#state === 'over') return;
+    this.#over();
+    this.emitStatus(this.replacedStatus(), false);
+    this.#settleServed();
+  }
+
+  #over(): void {
+    this.#state = 'over';
+    this.#streamClosed();
+    this.#heartbeat?.[Symbol.dispose]();
+    this.#unlinkShutdown();
+  }
+
+  /** Ends the call with `status`; `requestEnded` tells the client not to try a resume. */
+  protected emitStatus(status: CallStatus, requestEnded: boolean): void {
+    this.logger.debug({ status: grpcStatus[status.code], details: status.details }, 'call ended');
+    const metadata = new Metadata();
+    if (requestEnded) metadata.set(REQUEST_STATE_KEY, 'ended');
+    this.call.emit('error', { ...status, metadata });
+  }
+
+  /** The caller's request, checked against the access policy; a caller naming no owner is recorded as itself. */
+  protected admitted(asked: AcquireRequest): AcquireRequest {
+    const caller = this.caller;
+    for (const target of asked.locks ?? [asked]) caller?.checkAcquire(target.name, target.mode);
+    return asked.owner === '' && caller?.name ? { ...asked, owner: caller.name } : asked;
+  }
+
+  /** A debug line about one request, with its lock, mode and owner. */
+  protected logRequest(
+    id: number,
+    request: AcquireRequest,
+    msg: string,
+    fields: Record<string, unknown>,
+  ): void {
+    if (!this.debug) return;
+    this.logger.debug(
+      { requestId: id, lock: request.name, mode: request.mode, owner: request.owner, ...fields },
+      msg,
+    );
+  }
+}
+
+export function violation(message: string): LockError {
+  return new LockError('INVALID_ARGUMENT', message);
+}
