@@ -4,6 +4,14 @@ import type { LockEngine } from './lock-engine.js';
 import type { AcquireRequest } from './lock-request.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
 import { SessionRequest } from './session-request.js';
+import { WorkLimiter } from './work-limiter.js';
+
+/**
+ * How many requests of one session may have store work in flight at once (creating their
+ * node and learning their place, or deleting it): a session that floods the server with
+ * requests is served in turns with everyone else, not ahead of them.
+ */
+export const SESSION_STORE_WORK_MAX = 32;
 
 /** Which RPC opened a session: an Acquire stream is a session of one request. */
 export type SessionKind = 'acquire' | 'session';
@@ -38,6 +46,7 @@ export class LockSession {
   readonly callerName: string | undefined;
   readonly #options: LockSessionOptions;
   readonly #requests = new Map<number, SessionRequest>();
+  readonly #storeWork = new WorkLimiter(SESSION_STORE_WORK_MAX);
   #listener: RequestListener | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
   #ended: Promise<void> | undefined;
@@ -117,7 +126,19 @@ export class LockSession {
   /** Queues a new request under `id` (which the caller has checked is free). */
   acquire(id: number, request: AcquireRequest): void {
     if (this.#ended) throw new Error('INVARIANT: acquire on an ended session');
-    this.#requests.set(id, new SessionRequest(this, id, request, this.#options.engine));
+    const queued = new SessionRequest(this, id, request);
+    this.#requests.set(id, queued);
+    const { engine } = this.#options;
+    this.#storeWork.run((done) => queued.start(engine, done));
+  }
+
+  /** Runs `work` (a request's store work) in its turn among this session's. */
+  storeWork<T>(work: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#storeWork.run((done) => {
+        work().then(resolve, reject).finally(done);
+      });
+    });
   }
 
   /** Releases a held lock (`released`, then ended OK), or withdraws a waiting request. */

@@ -24,6 +24,8 @@ export class SessionRequest {
   readonly #place = new QueuePlace();
   readonly #openedAt = performance.now();
   #phase: Phase = 'waiting';
+  /** Whether it has been handed to the engine (it waits for its turn among the session's work until then). */
+  #started = false;
   #ahead: number | undefined;
   #lease: Lease | undefined;
   /** How the client wants it to end, once it asked. */
@@ -35,6 +37,8 @@ export class SessionRequest {
   #stopWaiting: (() => void) | undefined;
   #endHold: ((outcome: 'released' | 'lost') => void) | undefined;
   #stopFollowing: (() => void) | undefined;
+  /** Resolves once a request not started yet has its first news; made only for a resume that waits for it. */
+  #firstNews: { promise: Promise<void>; resolve: () => void } | undefined;
   /** Resolves once the request has ended; made only for a session that waits for it. */
   #done: { promise: Promise<void>; resolve: () => void } | undefined;
   /** Set when the request ended with a loss: resolves once the client has it. */
@@ -44,28 +48,55 @@ export class SessionRequest {
   /** The holder's requests (values, a downgrade), applied one after the other; a release waits for them. */
   #holderRequests: Promise<void> | undefined;
 
-  constructor(session: LockSession, id: number, request: AcquireRequest, engine: LockEngine) {
+  constructor(session: LockSession, id: number, request: AcquireRequest) {
     this.#session = session;
     this.id = id;
     this.request = request;
     this.#stopWaiting = session.accounting.waiting(request.mode);
+  }
+
+  /**
+   * Queues the request (its turn among the session's store work has come); `done` is called
+   * once its first store work is over: it waits in the queue, holds, or has ended.
+   */
+  start(engine: LockEngine, workDone: () => void): void {
+    if (this.#started) {
+      workDone();
+      return;
+    }
+    this.#started = true;
+    const done = (): void => {
+      workDone();
+      this.#firstNews?.resolve();
+      this.#firstNews = undefined;
+    };
     engine
-      .acquire(request, {
+      .acquire(this.request, {
         withdrawal: this.#withdrawal,
         place: this.#place,
         onQueued: (ahead) => {
+          done();
           this.#ahead = ahead;
           this.#tell({ kind: 'waiting', ahead });
         },
       })
       .then(
-        (lease) => this.#granted(lease),
+        (lease) => {
+          done();
+          this.#granted(lease);
+        },
         (error: unknown) => {
-          this.#stopWaiting?.();
-          this.#session.accounting.notGranted(request.mode, error);
-          this.#end({ kind: 'ended', error });
+          done();
+          this.#notGranted(error);
         },
       );
+  }
+
+  #notGranted(error: unknown): void {
+    this.#stopWaiting?.();
+    this.#stopWaiting = undefined;
+    this.#session.accounting.notGranted(this.request.mode, error);
+    this.#end({ kind: 'ended', error });
   }
 
   /** Whether the request has ended, or the client asked it to. */
@@ -85,6 +116,10 @@ export class SessionRequest {
       this.#session.forgetRequest(this);
       void listener.tell(this.id, this.request, news);
       return;
+    }
+    if (this.#phase === 'waiting' && this.#ahead === undefined) {
+      // Not counted yet (it may wait for its turn among the session's work): wait for its first news.
+      await (this.#firstNews ??= withResolvers()).promise;
     }
     if (this.#phase === 'waiting') {
       const counted = await this.#place.recount();
@@ -120,10 +155,18 @@ export class SessionRequest {
     if (this.#letGo) return;
     this.#letGo = how;
     if (this.#phase === 'waiting') {
-      this.#withdrawal.withdraw(this.#withdrawalReason(how));
+      this.#withdraw(this.#withdrawalReason(how));
       return;
     }
     if (this.#phase === 'held') this.#releaseLease();
+  }
+
+  /** Withdraws a waiting request; one that has not reached the engine yet ends here and now. */
+  #withdraw(reason: LockError): void {
+    this.#withdrawal.withdraw(reason);
+    if (this.#started) return;
+    this.#started = true;
+    this.#notGranted(reason);
   }
 
   /**
@@ -186,7 +229,7 @@ export class SessionRequest {
     this.#untoldEnd = undefined;
     if (this.#phase === 'ended') return;
     this.#letGo ??= 'cancel';
-    if (this.#phase === 'waiting') this.#withdrawal.withdraw(reason);
+    if (this.#phase === 'waiting') this.#withdraw(reason);
     else this.#releaseLease();
     await this.closeWithSession();
   }
@@ -243,9 +286,8 @@ export class SessionRequest {
     this.#phase = 'releasing';
     this.#unfollow();
     // What the client published before it let go is published (and acknowledged) first.
-    const released = this.#holderRequests
-      ? this.#holderRequests.then(() => lease.release())
-      : lease.release();
+    const release = (): Promise<void> => this.#session.storeWork(() => lease.release());
+    const released = this.#holderRequests ? this.#holderRequests.then(release) : release();
     released.then(
       () => {
         this.#endHold?.('released');
