@@ -19,7 +19,7 @@ import {
 } from '../store.js';
 import { ListenerMap } from '../listener-map.js';
 import { SessionState } from '../session-state.js';
-import { errorName } from './protocol/connection.js';
+import { errorName } from './protocol/zookeeper-error.js';
 import { ErrorCode, Perms, type Acl } from './protocol/records.js';
 import {
   linkFactory,
