@@ -69,8 +69,6 @@ export class SessionKeeper {
   /** performance.now() at the send of the newest request that got a reply on this session. */
   #lastConfirmedAt = 0;
   #heartbeat: NodeJS.Timeout | undefined;
-  /** Links of sessions given up as lost, not closed yet (see #replaceSession). */
-  readonly #abandoned = new Set<ZooKeeperLink>();
   #watchdog: NodeJS.Timeout | undefined;
 
   constructor(options: SessionKeeperOptions, newLink: LinkFactory, events: SessionKeeperEvents) {
@@ -133,8 +131,6 @@ export class SessionKeeper {
     clearTimeout(this.#watchdog);
     // Closing the session deletes our ephemeral nodes at once: the locks are free immediately.
     this.#link.close();
-    for (const link of this.#abandoned) link.close();
-    this.#abandoned.clear();
     // The addon closes its libuv poll handle asynchronously; a new handle (here or in another
     // store) whose socket reuses the descriptor before that has happened misses its first events
     // and connects only on its next timer tick (seen here: 1.5 s). One turn of the event loop
@@ -160,7 +156,6 @@ export class SessionKeeper {
         this.#assessSession();
       },
       ended: (_expired, why) => {
-        this.#abandoned.delete(link);
         if (this.#link !== link || this.#closed) return;
         this.#logger.warn({ session: this.#session.id }, `${why}; opening a new session`);
         this.#replaceSession(why, true);
@@ -173,12 +168,6 @@ export class SessionKeeper {
   }
 
   #onConnected(link: ZooKeeperLink): void {
-    if (this.#abandoned.delete(link)) {
-      // A session given up as lost came back: close it now (it answers quickly) so the nodes
-      // its holders were told they lost are deleted rather than left until it expires.
-      setImmediate(() => link.close());
-      return;
-    }
     if (this.#link !== link || this.#closed) return;
     this.#connected = true;
     const session = this.#session;
@@ -199,11 +188,13 @@ export class SessionKeeper {
    * Ends the current session (its holders hear `lost`) and opens a new one.
    *
    * `expired`: ZooKeeper ended the session and the link is closed already. Otherwise the session
-   * is given up while its link may be dead, and the old link is not closed now: closing a
-   * connected addon handle blocks this thread until ZooKeeper answers or 1.5 s pass (the C
-   * client's `wait_for_session_to_be_closed`), which would stall every stream of the server, and
-   * a closeSession sent on a dead connection is lost anyway. It is closed once it reconnects (so
-   * its nodes go at once), or ends on expiry.
+   * is given up while its link may still be connected, and its link is closed at once, whatever
+   * it does: a link left open would keep the session alive with its pings, and with it the
+   * nodes its holders were told they lost, for good. Connected, the link sends a closeSession
+   * (its nodes go at once); otherwise it stops, and the session expires within its timeout.
+   * Closing a connected addon handle blocks this thread until ZooKeeper answers (at most 1.5 s,
+   * the C client's `wait_for_session_to_be_closed`); it is done in a turn of its own, outside
+   * any callback of that handle.
    */
   #replaceSession(why: string, expired: boolean): void {
     const old = { session: this.#session, link: this.#link };
@@ -213,7 +204,7 @@ export class SessionKeeper {
     this.#session = new ZooKeeperSession();
     this.#events.replaced();
     old.session.end(new LockError('LOCK_LOST', why));
-    if (!expired) this.#abandoned.add(old.link);
+    if (!expired) setImmediate(() => old.link.close());
     this.#open();
   }
 

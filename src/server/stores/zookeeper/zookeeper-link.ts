@@ -43,7 +43,11 @@ export interface ZooKeeperLink {
    * op's code. Undefined on a client without multi (the addon).
    */
   readonly multi: ((ops: readonly LinkOp[]) => Promise<LinkReply<LinkOpResult[]>>) | undefined;
-  /** Ends the session (its ephemeral nodes go at once if it is connected) and the connection. */
+  /**
+   * Ends the session and the connection, whatever the link is doing: connected, it sends a
+   * closeSession (the session's ephemeral nodes go at once); in any case it stops pinging and
+   * reconnecting, so nothing keeps the session alive and ZooKeeper expires it.
+   */
   close(): void;
 }
 

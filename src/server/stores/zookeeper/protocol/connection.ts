@@ -209,10 +209,25 @@ export class ZooKeeperConnection extends EventEmitter {
     return results;
   }
 
-  /** Ends the session (its ephemeral nodes go with it) and the connection. */
+  /**
+   * Ends the session (its ephemeral nodes go with it) and the connection. From the call on,
+   * nothing keeps the session alive: no more pings, and a closeSession that gets no answer
+   * within a third of the session timeout is not waited for (the session then expires).
+   */
   async close(): Promise<void> {
     if (this.#state === 'closed') return;
-    if (this.#state === 'connected') await this.#request(closeSessionRequest).catch(() => {});
+    if (this.#state === 'connected') {
+      clearInterval(this.#pingTimer);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        this.#request(closeSessionRequest).catch(() => {}),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, this.#negotiatedTimeoutMs / 3);
+          timer.unref();
+        }),
+      ]);
+      clearTimeout(timer);
+    }
     this.#shutdown(new ZooKeeperError(ErrorCode.connectionLoss, 'ZooKeeper connection closed'));
   }
 
