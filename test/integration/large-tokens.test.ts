@@ -4,10 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockClient } from '../../src/client/index.js';
 import { encodeLockName } from '../../src/server/engine/lock-name.js';
-import {
-  ZooKeeperConnection,
-  parseConnectString,
-} from '../../src/server/stores/zookeeper/protocol/connection.js';
+import { parseConnectString } from '../../src/server/stores/zookeeper/protocol/connection-options.js';
+import { ZooKeeperConnection } from '../../src/server/stores/zookeeper/protocol/connection.js';
 import { startZooKeeperEnsemble, type ZooKeeperEnsemble } from '../setup/zookeeper-ensemble.js';
 import { interactiveGrpcurl } from '../support/grpcurl.js';
 import { InteractiveProcess } from '../support/interactive-process.js';

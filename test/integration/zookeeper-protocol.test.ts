@@ -1,9 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import {
-  ZooKeeperConnection,
-  ZooKeeperError,
-} from '../../src/server/stores/zookeeper/protocol/connection.js';
+import { ZooKeeperConnection } from '../../src/server/stores/zookeeper/protocol/connection.js';
+import { ZooKeeperError } from '../../src/server/stores/zookeeper/protocol/zookeeper-error.js';
 import {
   CreateMode,
   ErrorCode,

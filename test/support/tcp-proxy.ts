@@ -6,13 +6,18 @@ interface Pair {
   /** Bytes held back while frozen, per direction, in arrival order. */
   readonly heldUp: Buffer[];
   readonly heldDown: Buffer[];
+  /** Server bytes held back by a lag, each with the performance.now() it is due at, in order. */
+  readonly lagged: Array<{ readonly dueAt: number; readonly chunk: Buffer }>;
+  lagTimer: NodeJS.Timeout | undefined;
 }
 
 /**
  * A loopback TCP proxy in front of a server, for fault injection. It can hold back the server's
  * replies, freeze a link in both directions without closing it (a network that silently drops
- * everything, as a partition or a dead host looks), thaw it again, cut every connection, and cut
- * connections that stay idle too long (as load balancers and NAT gateways do).
+ * everything, as a partition or a dead host looks), thaw it again, make the server's replies fall
+ * further and further behind (a server or network ever slower, though never silent for long),
+ * cut every connection, and cut connections that stay idle too long (as load balancers and NAT
+ * gateways do).
  */
 export class TcpProxy {
   readonly #server: net.Server;
@@ -20,6 +25,8 @@ export class TcpProxy {
   readonly #pairs = new Set<Pair>();
   #holdingReplies = false;
   #frozen = false;
+  /** performance.now() when replies started to lag; undefined when they do not. */
+  #lagSince: number | undefined;
   #held = Buffer.alloc(0);
   #idleCutMs: number | undefined;
   readonly #heldWaiters: Array<() => void> = [];
@@ -68,6 +75,22 @@ export class TcpProxy {
     }
   }
 
+  /**
+   * From now on, each chunk from the server reaches the client as late as the time since this
+   * call: a reply to a request sent t ms into the lag arrives about 2t ms into it. The client
+   * keeps hearing something (every request is answered, later and later), while the age of the
+   * newest answered request grows without end.
+   */
+  lagReplies(): void {
+    this.#lagSince = performance.now();
+  }
+
+  /** Ends a lag: what it holds back is delivered at once, in order, and replies flow again. */
+  endLag(): void {
+    this.#lagSince = undefined;
+    for (const pair of this.#pairs) this.#deliverLagged(pair, Infinity);
+  }
+
   /** From now on, a connection that carries no byte in either direction for `ms` is cut. */
   cutIdleAfter(ms: number): void {
     this.#idleCutMs = ms;
@@ -82,6 +105,7 @@ export class TcpProxy {
       client.destroy();
       upstream.destroy();
     }
+    for (const pair of this.#pairs) clearTimeout(pair.lagTimer);
     this.#pairs.clear();
   }
 
@@ -90,11 +114,22 @@ export class TcpProxy {
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 
+  /** Writes the lagged chunks due by `now` to the client, and wakes for the next one. */
+  #deliverLagged(pair: Pair, now: number): void {
+    clearTimeout(pair.lagTimer);
+    pair.lagTimer = undefined;
+    while (pair.lagged.length > 0 && pair.lagged[0]!.dueAt <= now)
+      pair.client.write(pair.lagged.shift()!.chunk);
+    const next = pair.lagged[0];
+    if (next)
+      pair.lagTimer = setTimeout(() => this.#deliverLagged(pair, performance.now()), next.dueAt - now);
+  }
+
   #accept(client: net.Socket): void {
     // No Nagle delays: the proxy must not slow down small request/reply traffic.
     const upstream = net.connect({ ...this.#target, noDelay: true });
     client.setNoDelay(true);
-    const pair: Pair = { client, upstream, heldUp: [], heldDown: [] };
+    const pair: Pair = { client, upstream, heldUp: [], heldDown: [], lagged: [], lagTimer: undefined };
     this.#pairs.add(pair);
     let idle: NodeJS.Timeout | undefined;
     const active = (): void => {
@@ -110,6 +145,10 @@ export class TcpProxy {
     upstream.on('data', (chunk: Buffer) => {
       if (this.#frozen) {
         pair.heldDown.push(chunk);
+      } else if (this.#lagSince !== undefined || pair.lagged.length > 0) {
+        const now = performance.now();
+        pair.lagged.push({ dueAt: now + (now - (this.#lagSince ?? now)), chunk });
+        this.#deliverLagged(pair, now);
       } else if (this.#holdingReplies) {
         this.#held = Buffer.concat([this.#held, chunk]);
         for (const wake of this.#heldWaiters.splice(0)) wake();
@@ -119,6 +158,7 @@ export class TcpProxy {
     });
     const drop = (): void => {
       clearTimeout(idle);
+      clearTimeout(pair.lagTimer);
       this.#pairs.delete(pair);
       client.destroy();
       upstream.destroy();

@@ -1,7 +1,5 @@
-import {
-  ZooKeeperConnection,
-  parseConnectString,
-} from '../../src/server/stores/zookeeper/protocol/connection.js';
+import { parseConnectString } from '../../src/server/stores/zookeeper/protocol/connection-options.js';
+import { ZooKeeperConnection } from '../../src/server/stores/zookeeper/protocol/connection.js';
 import { ZooKeeperStore } from '../../src/server/stores/zookeeper/zookeeper-store.js';
 import type { CoordinationStore } from '../../src/server/stores/store.js';
 

@@ -1,10 +1,8 @@
 import type { NodeData } from '../store.js';
-import {
-  ZooKeeperConnection,
-  ZooKeeperError,
-  parseConnectString,
-  type Watcher,
-} from './protocol/connection.js';
+import { ZooKeeperConnection } from './protocol/connection.js';
+import { parseConnectString } from './protocol/connection-options.js';
+import type { Watcher } from './protocol/watch-registry.js';
+import { ZooKeeperError } from './protocol/zookeeper-error.js';
 import { CreateMode, ErrorCode, EventType, OPEN_ACL_UNSAFE, type Acl } from './protocol/records.js';
 import type {
   CreatedZNode,

@@ -1,5 +1,4 @@
 import type { NodeData } from '../store.js';
-import type * as AddonModule from './addon-link.js';
 import type { Acl } from './protocol/records.js';
 
 /**
@@ -44,7 +43,11 @@ export interface ZooKeeperLink {
    * op's code. Undefined on a client without multi (the addon).
    */
   readonly multi: ((ops: readonly LinkOp[]) => Promise<LinkReply<LinkOpResult[]>>) | undefined;
-  /** Ends the session (its ephemeral nodes go at once if it is connected) and the connection. */
+  /**
+   * Ends the session and the connection, whatever the link is doing: connected, it sends a
+   * closeSession (the session's ephemeral nodes go at once); in any case it stops pinging and
+   * reconnecting, so nothing keeps the session alive and ZooKeeper expires it.
+   */
   close(): void;
 }
 
@@ -105,27 +108,3 @@ export const ZOOKEEPER_CLIENTS = ['protocol', 'addon'] as const;
 export type ZooKeeperClientKind = (typeof ZOOKEEPER_CLIENTS)[number];
 
 export type LinkFactory = (options: LinkOptions, events: LinkEvents) => ZooKeeperLink;
-
-/**
- * How to open links on `client`. The addon is loaded only when chosen: it is a native,
- * optional dependency, and the protocol client needs no compiler.
- */
-export async function linkFactory(client: ZooKeeperClientKind): Promise<LinkFactory> {
-  if (client === 'addon') {
-    let addon: typeof AddonModule;
-    try {
-      addon = await import('./addon-link.js');
-    } catch (error) {
-      throw new Error(
-        '--zookeeper-client addon needs the native `zookeeper` package, which is not installed or did not ' +
-          'build: run `npm install zookeeper` (it compiles against the Node.js headers with a C compiler), ' +
-          'or use the default client (--zookeeper-client protocol), which needs no native build',
-        { cause: error },
-      );
-    }
-    const { AddonLink } = addon;
-    return (options, events) => new AddonLink(options, events);
-  }
-  const { ProtocolLink } = await import('./protocol-link.js');
-  return (options, events) => new ProtocolLink(options, events);
-}

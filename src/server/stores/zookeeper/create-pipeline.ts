@@ -1,0 +1,268 @@
+import { LockError } from '../../lock-error.js';
+import {
+  joinPath,
+  parentPath,
+  type CreatedNode,
+  type NodeData,
+  type NodeFollow,
+  type ReplacedNode,
+  type SequentialEntry,
+  type StoreSession,
+  type StoreStats,
+} from '../store.js';
+import type { LinkOperations } from './link-operations.js';
+import type { NodeWatches } from './node-watches.js';
+import type { ParentBarrier } from './parent-barrier.js';
+import { ErrorCode } from './protocol/records.js';
+import type { SessionKeeper } from './session-keeper.js';
+import type { TreeProtection } from './tree-protection.js';
+import {
+  MAX_ATTEMPTS,
+  createFailure,
+  isConnectionLoss,
+  multiUnsupported,
+  unavailable,
+} from './zookeeper-failures.js';
+import type { CreatedZNode, LinkOp, LinkReply } from './zookeeper-link.js';
+
+/** Lock parents whose next sequence number is remembered, at most. */
+const MAX_REMEMBERED_SEQUENCES = 10_000;
+
+export interface CreatePipelineParts {
+  readonly keeper: SessionKeeper;
+  readonly ops: LinkOperations;
+  readonly watches: NodeWatches;
+  readonly barrier: ParentBarrier;
+  readonly protection: TreeProtection;
+  readonly stats: StoreStats;
+}
+
+/**
+ * How lock nodes are created: one (createSequential) or several in one transaction
+ * (createSequentialAll) through the same steps: wait for parents being made, send the create
+ * with each parent's listing (and a guessed follow) behind it, make missing parents, and after
+ * a lost reply look for the node before creating again (no ghost nodes). Also replaceNode, the
+ * other create: one node for another in one step.
+ */
+export class CreatePipeline {
+  readonly #keeper: SessionKeeper;
+  readonly #ops: LinkOperations;
+  readonly #watches: NodeWatches;
+  readonly #barrier: ParentBarrier;
+  readonly #protection: TreeProtection;
+  readonly #stats: StoreStats;
+  /**
+   * The sequence number the next node under a lock's parent should get (see #create); null
+   * where the last create found others queued: a guess there would mostly miss.
+   */
+  readonly #sequences = new Map<string, number | null>();
+
+  constructor(parts: CreatePipelineParts) {
+    this.#keeper = parts.keeper;
+    this.#ops = parts.ops;
+    this.#watches = parts.watches;
+    this.#barrier = parts.barrier;
+    this.#protection = parts.protection;
+    this.#stats = parts.stats;
+  }
+
+  async one(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode> {
+    const [created] = await this.#create([{ dir, prefix, data, follow }], false);
+    return created!;
+  }
+
+  async all(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+    if (!this.#keeper.link.multi) throw multiUnsupported('several nodes created in one step');
+    return this.#create(entries, true);
+  }
+
+  /**
+   * Creates `entries`' nodes: one by a plain create, or all in one multi (`atomic`). Each
+   * attempt pipelines, answered in this order: the create, each parent's listing, and for each
+   * `follow` a getData with a watch on the path the node should get, the sequence number after
+   * the last one seen under its parent. Prefixes are unique, so a wrong guess finds no node and
+   * costs only a read after the create.
+   */
+  async #create(entries: readonly SequentialEntry[], atomic: boolean): Promise<CreatedNode[]> {
+    const what = atomic ? 'multi' : 'create';
+    const ticket = this.#barrier.nextTicket();
+    const ops: LinkOp[] = entries.map(({ dir, prefix, data }) => ({
+      op: 'create',
+      path: joinPath(dir, prefix),
+      data,
+      mode: 'ephemeralSequential',
+      acl: this.#protection.aclFor(dir),
+    }));
+    // Set when a create found a parent missing: it waits for it like any later create, and
+    // through the same steps, so the creates are sent again in ticket order.
+    let parentsMade: Promise<unknown> | undefined;
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+      await (parentsMade ?? this.#afterParents(entries, ticket, false));
+      parentsMade = undefined;
+      await this.#keeper.whenConnected(what);
+      const session = this.#keeper.session;
+      const creating = this.#send(ops, atomic);
+      const listings = entries.map(({ dir }) => this.#keeper.send((link) => link.getChildren(dir, false)));
+      const guesses = entries.map(({ dir, prefix, follow }) => follow && this.#nextSequence(dir, prefix));
+      const guessed = entries.map(({ follow }, i) => {
+        const guess = guesses[i];
+        // A wrong guess (or a failed read) only costs the read after the create, below.
+        return guess === undefined || !follow
+          ? Promise.resolve(null)
+          : this.#watches.watchNode(guess, follow).catch(() => null);
+      });
+      const [reply, listed, reads] = await Promise.all([
+        creating,
+        Promise.all(listings),
+        Promise.all(guessed),
+      ]);
+      if (reply.rc === ErrorCode.ok && reply.value !== null) {
+        const nodes = reply.value;
+        this.#stats.creates += entries.length;
+        this.#stats.childrenListings += entries.length;
+        return Promise.all(
+          entries.map(async ({ dir, follow }, i) => {
+            const { path, creationId } = nodes[i]!;
+            const listing = listed[i]!;
+            const siblings =
+              listing.rc === ErrorCode.ok && listing.value !== null
+                ? listing.value
+                : await this.#ops.children(dir);
+            this.#sawSequence(dir, path, siblings.length === 1);
+            const created =
+              creationId === undefined
+                ? { path, session, siblings }
+                : { path, session, siblings, creationId };
+            if (!follow) return created;
+            const read = reads[i];
+            if (guesses[i] === path && read) return { ...created, followed: read };
+            return { ...created, followed: await this.#watches.watchNode(path, follow) };
+          }),
+        );
+      }
+      if (reply.rc === ErrorCode.noNode) {
+        // A lock's parent does not exist (first use, or its empty container was removed): make
+        // each missing one (those that exist cost a NODEEXISTS).
+        parentsMade = this.#afterParents(entries, ticket, true);
+        continue;
+      }
+      if (!isConnectionLoss(reply.rc)) throw createFailure(entries[0]!.dir, reply.rc);
+      // The create may have been applied although its reply was lost (a multi all or nothing).
+      // Prefixes are unique, so look for them before creating again: a second node would block
+      // the queue as a ghost.
+      await this.#keeper.whenConnected(what);
+      if (this.#keeper.session !== session) continue; // the session died, and any node with it
+      const found = await Promise.all(
+        entries.map(async ({ dir, prefix }) => {
+          const siblings = await this.#ops.children(dir);
+          const name = siblings.find((child) => child.startsWith(prefix));
+          return name === undefined ? undefined : { path: joinPath(dir, name), siblings };
+        }),
+      );
+      if (found.every((node) => node === undefined)) continue;
+      this.#stats.creates += entries.length;
+      return Promise.all(
+        entries.map(async ({ follow }, i) => {
+          const node = found[i];
+          if (!node) throw unavailable(what, reply.rc); // all or none: cannot be
+          const created = { path: node.path, session, siblings: node.siblings };
+          return follow
+            ? { ...created, followed: await this.#watches.watchNode(node.path, follow) }
+            : created;
+        }),
+      );
+    }
+    throw new LockError(
+      'UNAVAILABLE',
+      `ZooKeeper ${what} under ${entries[0]?.dir} kept losing its connection`,
+    );
+  }
+
+  /** Sends the create of `ops` (one op, or all of them as a multi); answers with the nodes made. */
+  #send(ops: readonly LinkOp[], atomic: boolean): Promise<LinkReply<CreatedZNode[]>> {
+    if (!atomic) {
+      const op = ops[0];
+      if (ops.length !== 1 || op?.op !== 'create') throw new Error('INVARIANT: one create, or a multi');
+      return this.#keeper
+        .send((link) => link.create(op.path, op.data, op.mode, op.acl))
+        .then((reply) => ({ rc: reply.rc, value: reply.value && [reply.value] }));
+    }
+    return this.#keeper
+      .send((link) => link.multi!(ops))
+      .then((reply) => ({
+        rc: reply.rc,
+        value:
+          reply.value &&
+          reply.value.map((result) => {
+            if (result.op !== 'create') throw unavailable('multi', reply.rc);
+            return { path: result.path, creationId: result.creationId };
+          }),
+      }));
+  }
+
+  /** Waits for the parents of `entries` being made (see ParentBarrier); undefined if none is. */
+  #afterParents(
+    entries: readonly SequentialEntry[],
+    ticket: number,
+    start: boolean,
+  ): Promise<unknown> | undefined {
+    const waits = entries.flatMap(({ dir }) => this.#barrier.after(dir, ticket, start) ?? []);
+    return waits.length === 0 ? undefined : Promise.all(waits);
+  }
+
+  /**
+   * The path `prefix` would get under `dir` if nobody else creates there first; undefined when
+   * unknown, or when others were queued there last time (contended: a guess would mostly miss).
+   */
+  #nextSequence(dir: string, prefix: string): string | undefined {
+    const next = this.#sequences.get(dir);
+    return next == null ? undefined : joinPath(dir, prefix + String(next).padStart(10, '0'));
+  }
+
+  /** `alone`: the node just created at `path` was its parent's only child. */
+  #sawSequence(dir: string, path: string, alone: boolean): void {
+    // Bounded: one entry per lock name in use; forgetting one only costs a round trip.
+    if (this.#sequences.size >= MAX_REMEMBERED_SEQUENCES && !this.#sequences.has(dir))
+      this.#sequences.clear();
+    this.#sequences.set(dir, alone ? Number(path.slice(-10)) + 1 : null);
+  }
+
+  async replace(
+    path: string,
+    name: string,
+    data: Uint8Array,
+    version: number,
+    session: StoreSession,
+    follow: NodeFollow,
+  ): Promise<ReplacedNode | 'missing' | 'conflict'> {
+    if (!this.#keeper.link.multi) throw multiUnsupported('one node replaced by another in one step');
+    const dir = parentPath(path);
+    const newPath = joinPath(dir, name);
+    const ops: LinkOp[] = [
+      { op: 'create', path: newPath, data, mode: 'ephemeral', acl: this.#protection.aclFor(dir) },
+      // The delete's version is the compare in the compare-and-set.
+      { op: 'delete', path, version },
+    ];
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+      await this.#keeper.whenConnected('multi');
+      // An ephemeral node belongs to the session that creates it: never one other than the old node's.
+      if (session !== this.#keeper.session) return 'missing';
+      const reply = await this.#keeper.send((link) => link.multi!(ops));
+      const created = reply.value?.[0];
+      if (reply.rc === ErrorCode.ok && created?.op === 'create') {
+        const followed = await this.#watches.watchNode(newPath, follow);
+        return followed ? { path: newPath, creationId: created.creationId } : 'missing';
+      }
+      if (reply.rc === ErrorCode.badVersion) return 'conflict';
+      if (reply.rc === ErrorCode.noNode) return 'missing';
+      if (reply.rc !== ErrorCode.nodeExists && !isConnectionLoss(reply.rc))
+        throw unavailable('multi', reply.rc);
+      // The reply was lost (or an earlier try was applied and its reply lost): look before trying again.
+      await this.#keeper.whenConnected('multi');
+      if (session !== this.#keeper.session) return 'missing';
+      const existing: NodeData | null = await this.#watches.watchNode(newPath, follow);
+      if (existing) return { path: newPath, creationId: existing.creationId };
+    }
+    throw new LockError('UNAVAILABLE', `ZooKeeper multi under ${dir} kept losing its connection`);
+  }
+}

@@ -1,0 +1,202 @@
+import { LockError } from '../../lock-error.js';
+import { ListenerMap } from '../listener-map.js';
+import type { NodeData, NodeFollow, NodeWatchHandlers, StoreStats } from '../store.js';
+import type { LinkOperations } from './link-operations.js';
+import { ErrorCode } from './protocol/records.js';
+import { unavailable } from './zookeeper-failures.js';
+import type { LinkReply, NodeEventKind } from './zookeeper-link.js';
+
+interface DeletionWaiter {
+  settle(error?: LockError): void;
+}
+
+/**
+ * The store's watches, dispatched from the link's one watcher. Watches are armed per path with
+ * plain reads, not with a watcher function each: one watch per path serves every waiter and
+ * follower of it on this server.
+ */
+export class NodeWatches {
+  readonly #ops: LinkOperations;
+  readonly #stats: StoreStats;
+  /** Waiters for a node's deletion, by path: one back-end watch per path. */
+  #deletions = new Map<string, Set<DeletionWaiter>>();
+  /** Held nodes followed for data changes and deletion (see watchNode). */
+  readonly #followers = new ListenerMap<NodeWatchHandlers>();
+  /** Parents watched for children changes (see watchChildren). */
+  readonly #childWatchers = new ListenerMap<() => void>();
+
+  constructor(ops: LinkOperations, stats: StoreStats) {
+    this.#ops = ops;
+    this.#stats = stats;
+  }
+
+  async watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {
+    if (follow.stopped) return null;
+    const { handlers } = follow;
+    this.#followers.add(path, handlers);
+    follow.attach(() => this.#followers.delete(path, handlers));
+    let node: NodeData | null = null;
+    try {
+      node = await this.#ops.getData(path, true);
+      return node;
+    } finally {
+      if (node === null) this.#followers.delete(path, handlers);
+    }
+  }
+
+  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
+    if (signal.aborted) return;
+    if (this.#childWatchers.add(dir, onChange, signal)) void this.#armChildWatch(dir);
+  }
+
+  waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
+    const { signal } = options;
+    if (signal.aborted) return Promise.reject(signal.reason);
+    let waiters = this.#deletions.get(path);
+    const arm = waiters === undefined;
+    waiters ??= new Set();
+    this.#deletions.set(path, waiters);
+    const shared = waiters;
+    const done = new Promise<void>((resolve, reject) => {
+      const waiter: DeletionWaiter = {
+        settle: (error) => {
+          signal.removeEventListener('abort', onAbort);
+          if (error) reject(error);
+          else resolve();
+        },
+      };
+      const onAbort = (): void => {
+        // The ZooKeeper watch stays armed (3.5 has no way to remove one); it fires into an
+        // empty set later, and no other waiter is disturbed.
+        shared.delete(waiter);
+        reject(signal.reason);
+      };
+      shared.add(waiter);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    if (arm) void this.#armDeletionWatch(path, shared);
+    return done;
+  }
+
+  /** A node event from the current session's link. */
+  onNodeEvent(kind: NodeEventKind, path: string): void {
+    if (kind === 'children' || kind === 'created') {
+      this.#onParentEvent(path);
+      return;
+    }
+    const deleted = kind === 'deleted';
+    // A watched parent that is deleted (its queue emptied) changed too.
+    if (deleted) this.#onParentEvent(path);
+    const waiters = this.#deletions.get(path);
+    if (waiters) {
+      if (deleted) {
+        this.#stats.waitersWoken += waiters.size;
+        this.#settleWaiters(path, waiters);
+      } else {
+        void this.#armDeletionWatch(path, waiters); // data changed: the watch is used up
+      }
+    }
+    if (!this.#followers.has(path)) return;
+    if (deleted) {
+      const followers = this.#followers.get(path);
+      this.#followers.delete(path);
+      for (const follower of followers) follower.onDeleted();
+    } else {
+      void this.#readFollowed(path);
+    }
+  }
+
+  /**
+   * A new session replaced a lost one. Its deletion waiters get their watches again on the new
+   * session: a node that went with the old session wakes them at once, another session's node
+   * keeps them waiting. Followers hold on the old session: their leases are lost with it.
+   * Dashboards keep watching: their watches move to the new session.
+   */
+  sessionReplaced(): void {
+    const old = this.#deletions;
+    this.#deletions = new Map();
+    this.#followers.clear();
+    for (const dir of this.#childWatchers.keys()) void this.#armChildWatch(dir);
+    for (const [path, waiters] of old) {
+      if (waiters.size === 0) continue;
+      this.#deletions.set(path, waiters);
+      void this.#armDeletionWatch(path, waiters);
+    }
+  }
+
+  /** The store closed: every waiter fails with UNAVAILABLE, and nothing is followed any more. */
+  close(): void {
+    const closed = new LockError('UNAVAILABLE', 'the ZooKeeper store is closed');
+    for (const waiters of this.#deletions.values()) {
+      for (const waiter of waiters) waiter.settle(closed);
+      waiters.clear();
+    }
+    this.#deletions.clear();
+    this.#followers.clear();
+    this.#childWatchers.clear();
+  }
+
+  /**
+   * Arms a children watch on `dir`, or, while it does not exist, an exists watch that fires
+   * when it is created (a lock's parent comes and goes with its queue).
+   */
+  async #armChildWatch(dir: string): Promise<void> {
+    try {
+      const listing = await this.#ops.call('getChildren', (link) => link.getChildren(dir, true));
+      if (listing.rc !== ErrorCode.noNode) return;
+      const exists = await this.#ops.call('exists', (link) => link.exists(dir, true));
+      // Created in between: watch its children after all (an exists watch then fires on deletion only).
+      if (exists.rc === ErrorCode.ok) await this.#armChildWatch(dir);
+    } catch {
+      // Store closed or unreachable: the session's fate reaches watchers through the caller.
+    }
+  }
+
+  /**
+   * Arms a getData watch (Curator's choice over exists(): on a missing node exists() would
+   * leave a watch behind that never fires) and settles `waiters` when the node is deleted, at
+   * once if it is already gone, or with the error if the watch cannot be armed.
+   */
+  async #armDeletionWatch(path: string, waiters: Set<DeletionWaiter>): Promise<void> {
+    this.#stats.watchesArmed += 1;
+    try {
+      const reply = await this.#ops.call('getData', (link) => link.getData(path, true));
+      if (reply.rc === ErrorCode.noNode) this.#settleWaiters(path, waiters);
+      else if (reply.rc !== ErrorCode.ok)
+        this.#settleWaiters(path, waiters, unavailable('getData', reply.rc));
+    } catch (error) {
+      this.#settleWaiters(path, waiters, error instanceof LockError ? error : unavailable('getData', -1));
+    }
+  }
+
+  #settleWaiters(path: string, waiters: Set<DeletionWaiter>, error?: LockError): void {
+    if (this.#deletions.get(path) === waiters) this.#deletions.delete(path);
+    for (const waiter of waiters) waiter.settle(error);
+    waiters.clear();
+  }
+
+  /** Reads a followed node again with a watch (it changed), and tells its followers. */
+  async #readFollowed(path: string): Promise<void> {
+    let reply: LinkReply<NodeData>;
+    try {
+      reply = await this.#ops.call('getData', (link) => link.getData(path, true));
+    } catch {
+      return; // the store is closed or unreachable: what holds on the session hears it there
+    }
+    const targets = this.#followers.get(path);
+    if (reply.rc === ErrorCode.noNode) {
+      this.#followers.delete(path);
+      for (const target of targets) target.onDeleted();
+    } else if (reply.rc === ErrorCode.ok && reply.value !== null) {
+      const { data } = reply.value;
+      for (const target of targets) target.onData(data);
+    }
+  }
+
+  /** A children or creation event on a watched parent: re-arm, and tell its watchers. */
+  #onParentEvent(dir: string): void {
+    if (!this.#childWatchers.has(dir)) return;
+    void this.#armChildWatch(dir);
+    for (const onChange of this.#childWatchers.get(dir)) onChange();
+  }
+}

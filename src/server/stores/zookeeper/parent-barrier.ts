@@ -1,0 +1,76 @@
+import { ancestors } from '../store.js';
+import type { LinkOperations } from './link-operations.js';
+import type { TreeProtection } from './tree-protection.js';
+
+/** Creates waiting for their lock's directory to be created, each with its place in line. */
+interface Barrier {
+  readonly waiting: Array<{ ticket: number; resolve: () => void; reject: (error: unknown) => void }>;
+}
+
+/**
+ * Lock parents made on demand, without reordering the queue: a lock's parent is a container
+ * (ZooKeeper removes it once empty), so the first create of a lock, or the first after a quiet
+ * spell, finds it missing. Creates that meet a parent being made wait for it, and are then sent
+ * again in the order they were first made (their ticket). Without this, a request arriving while
+ * earlier ones make the parent would be sent before their second try and take an earlier place.
+ */
+export class ParentBarrier {
+  readonly #ops: LinkOperations;
+  readonly #protection: TreeProtection;
+  /** Lock directories being created, with the creates waiting for them. */
+  readonly #barriers = new Map<string, Barrier>();
+  /** Persistent ancestors known to exist (they are never removed by lockstream). */
+  readonly #ensured = new Set<string>();
+  #lastTicket = 0;
+
+  constructor(ops: LinkOperations, protection: TreeProtection) {
+    this.#ops = ops;
+    this.#protection = protection;
+  }
+
+  /** A create's place in line, taken when it is first made. */
+  nextTicket(): number {
+    return (this.#lastTicket += 1);
+  }
+
+  /**
+   * Waits, if `dir` is being created, until it is (undefined: nothing to wait for). With
+   * `start` (the create found `dir` missing), starts its creation if nobody has.
+   */
+  after(dir: string, ticket: number, start: boolean): Promise<void> | undefined {
+    let barrier = this.#barriers.get(dir);
+    if (!barrier) {
+      if (!start) return undefined;
+      const created: Barrier = { waiting: [] };
+      barrier = created;
+      this.#barriers.set(dir, created);
+      // Every create sent before this one is answered before the parent's create (a session's
+      // requests are answered in order): each has joined by the time this settles.
+      void this.#ensureParents(dir).then(
+        () => this.#release(dir, created, undefined),
+        (error: unknown) => this.#release(dir, created, error),
+      );
+    }
+    const joined = barrier;
+    return new Promise((resolve, reject) => joined.waiting.push({ ticket, resolve, reject }));
+  }
+
+  #release(dir: string, barrier: Barrier, error: unknown): void {
+    this.#barriers.delete(dir);
+    barrier.waiting.sort((a, b) => a.ticket - b.ticket);
+    for (const waiter of barrier.waiting) {
+      if (error === undefined) waiter.resolve();
+      else waiter.reject(error);
+    }
+  }
+
+  async #ensureParents(dir: string): Promise<void> {
+    for (const path of ancestors(dir)) {
+      if (this.#ensured.has(path)) continue;
+      await this.#ops.createParent(path, 'persistent', this.#protection.aclFor(path));
+      this.#ensured.add(path);
+    }
+    // The lock's own parent is a container: ZooKeeper removes it once it is empty.
+    await this.#ops.createParent(dir, 'container', this.#protection.aclFor(dir));
+  }
+}
