@@ -292,5 +292,5 @@ def proxy(server: Server) -> Iterator[Proxy]:
 
 @pytest.fixture
 def name(request: pytest.FixtureRequest) -> str:
-    """A lock name of the test's own."""
-    return f"python-client/{request.node.name}/{os.getpid()}"
+    """A lock name of the test's own (tests of the same name in two files get two names)."""
+    return f"python-client/{request.node.path.stem}/{request.node.name}/{os.getpid()}"

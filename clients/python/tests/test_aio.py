@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import grpc
@@ -184,4 +185,31 @@ async def test_closing_fails_waiters_and_releases(server: Server, raw: Raw, name
             await waiting
         assert raw.holders(name) == [] and raw.describe(name + "/busy").waiters == []
         assert not held.held and not held.lost.is_set()
+        await blocker.release()
+
+
+async def test_a_closed_client_fails_its_waiters_at_once_even_when_the_server_is_silent(
+        server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
+    async with lockstream.aio.Client(server.address) as other:
+        blocker = await other.lock(name)
+        client = lockstream.aio.Client(proxy.address, resume_grace=30)
+        held = await client.lock(name + "/held")
+        queued = asyncio.Event()
+        waiting = asyncio.create_task(client.acquire(name, on_queued=lambda _: queued.set()))
+        await within(queued.wait())
+        assert proxy.freeze() == 1
+        closed_at = time.monotonic()
+        closing = asyncio.create_task(client.close())
+        with pytest.raises(lockstream.ClientClosed):
+            await asyncio.wait_for(waiting, 1.0)
+        assert time.monotonic() - closed_at < 1.0
+        with pytest.raises(lockstream.ClientClosed):
+            await client.acquire(name + "/new")
+        with pytest.raises(lockstream.ClientClosed):
+            await client.describe(name)
+        with pytest.raises(lockstream.ClientClosed):
+            await held.set_value(b"too late")
+        await within(closing)
+        assert not held.held and not held.lost.is_set()
+        await held.release()  # released by the closing: quiet
         await blocker.release()

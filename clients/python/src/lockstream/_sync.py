@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import grpc
 
 from lockstream import aio
-from lockstream.errors import ClientClosed, LockLost
+from lockstream.errors import ClientClosed, LockError, LockLost
 from lockstream.v1 import lockstream_pb2 as pb
 
 T = TypeVar("T")
+#: How long an interrupted call waits for its cancellation to run, and close() for its thread.
+_CANCEL_PATIENCE = 10.0
 
 
 class Lock:
@@ -121,9 +124,20 @@ class Lock:
         return self._lock.revoke_reason
 
     def release(self) -> None:
-        """Releases the lock and waits for the server to confirm. Idempotent. Raises LockLost if
-        the lock was lost first: the work done under it may not have been exclusive."""
-        self._client._run(self._lock.release)
+        """Releases the lock and waits for the server to confirm. Idempotent (closing the client
+        releases it too). Raises LockLost if the lock was lost first: the work done under it may
+        not have been exclusive."""
+        try:
+            self._client._run(self._lock.release)
+        except ClientClosed:
+            if self._lock.error is not None:
+                raise self._lock.error from None
+            # Released by closing the client.
+
+    async def _give_back(self) -> None:
+        """Releases a lock granted to a call whose caller was interrupted."""
+        with contextlib.suppress(LockError):
+            await self._lock.release()
 
     def set_value(self, value: bytes | str) -> None:
         """Publishes `value` with the lock (a str as UTF-8; at most 1024 bytes; empty clears it):
@@ -142,7 +156,12 @@ class Lock:
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         """Releases the lock. If the block finished but the lock was lost while it ran, raises
         LockLost: the work was not protected all along. If the block raised, that propagates."""
-        self._client._run(lambda: self._lock.__aexit__(kind, *rest))
+        try:
+            self._client._run(lambda: self._lock.__aexit__(kind, *rest))
+        except ClientClosed:
+            if self._lock.error is not None and kind is None:
+                raise self._lock.error from None
+            # Released by closing the client.
 
 
 class Client:
@@ -164,42 +183,77 @@ class Client:
                                   token=token, metadata=metadata, unavailable_retries=unavailable_retries,
                                   channel_options=channel_options)
         self._closed = False
+        # Guards _closed and _calls, the calls waited for by some thread.
+        self._guard = threading.Lock()
+        self._calls: set[concurrent.futures.Future[Any]] = set()
         self._callbacks: queue.SimpleQueue[tuple[Callable[..., object], tuple[object, ...]] | None] | None = None
         self._callbacks_guard = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="lockstream", daemon=True)
         self._thread.start()
 
-    def _run(self, call: Callable[[], Awaitable[T]]) -> T:
-        """Runs the coroutine `call()` makes on the client's loop and waits for it. An interrupt
-        of the waiting thread (KeyboardInterrupt) cancels it there, and returns once the
-        cancellation has run (a waiting request has left the queue)."""
+    def _run(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Runs the coroutine `call()` makes on the client's loop and waits for it. ClientClosed
+        once the client is closed, and for a call that the closing cut short. An interrupt of the
+        waiting thread (KeyboardInterrupt) cancels the call there and returns once the
+        cancellation has run (a waiting request has left the queue, a crossing grant is given
+        back)."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("a lockstream.Client cannot be used from its own event loop thread")
-        if self._closed and not self._loop.is_running():
-            raise ClientClosed()
-        finished = threading.Event()
+        result: concurrent.futures.Future[T] = concurrent.futures.Future()
+        tasks: list[asyncio.Task[T]] = []
 
-        async def guarded() -> T:
+        def settle(task: asyncio.Task[T]) -> None:
+            with self._guard:
+                self._calls.discard(result)
+                if result.done():
+                    return
+                if task.cancelled():
+                    result.set_exception(ClientClosed())  # cancelled by close(); or the caller is gone
+                elif (error := task.exception()) is not None:
+                    result.set_exception(error)
+                else:
+                    result.set_result(task.result())
+
+        def start() -> None:
             try:
-                return await call()
-            finally:
-                finished.set()
+                task = self._loop.create_task(call())
+            except BaseException as error:
+                with self._guard:
+                    self._calls.discard(result)
+                    result.set_exception(error)
+                return
+            tasks.append(task)
+            task.add_done_callback(settle)
 
-        try:
-            future = asyncio.run_coroutine_threadsafe(guarded(), self._loop)
-        except RuntimeError:  # the loop was closed meanwhile
-            raise ClientClosed() from None
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError:
+        with self._guard:
+            # Checked and registered under the guard that close() takes: a call is either refused
+            # here or registered before close() settles every call still registered.
             if self._closed:
-                raise ClientClosed() from None  # the client was closed under the call
-            raise
+                raise ClientClosed()
+            self._calls.add(result)
+            self._loop.call_soon_threadsafe(start)
+        try:
+            return result.result()
         except BaseException:
-            if future.cancel():
-                finished.wait(10)
+            if not result.done():
+                self._cancel_soon(tasks)
+                concurrent.futures.wait([result], timeout=_CANCEL_PATIENCE)
             raise
+
+    def _cancel_soon(self, tasks: list[asyncio.Task[Any]]) -> None:
+        """Cancels the call whose caller is gone, on the loop (where `start` has run: both go in
+        order). A call that finished meanwhile with a lock gives the lock back."""
+
+        def cancel() -> None:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+                elif not task.cancelled() and task.exception() is None and isinstance(task.result(), Lock):
+                    self._loop.create_task(task.result()._give_back())
+
+        with contextlib.suppress(RuntimeError):  # the loop is closed: close() settles the call
+            self._loop.call_soon_threadsafe(cancel)
 
     def _dispatch(self, callback: Callable[..., object], *args: object) -> None:
         """Calls `callback(*args)` on the client's callback thread, in the order of the events:
@@ -281,11 +335,15 @@ class Client:
         return self._run(lambda: self._client.check_token(name, token))
 
     def close(self) -> None:
-        """Releases every lock of the client, withdraws its waiting requests (they raise
-        ClientClosed), closes its channel and stops its thread. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        """Releases every lock of the client, fails its waiting calls at once (ClientClosed),
+        closes its channel and stops its thread. Idempotent. Every later call raises
+        ClientClosed, except `release()` and leaving a `with` block of a lock it released."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a lockstream.Client cannot be closed from its own event loop thread")
+        with self._guard:
+            if self._closed:
+                return
+            self._closed = True
 
         async def shut_down() -> None:
             try:
@@ -299,10 +357,16 @@ class Client:
                 await asyncio.gather(*tasks, return_exceptions=True)
 
         try:
-            self._run(shut_down)
+            asyncio.run_coroutine_threadsafe(shut_down(), self._loop).result()
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
+            self._thread.join(_CANCEL_PATIENCE)
+            with self._guard:
+                # Calls the stopped loop never started (or never finished) must not wait forever.
+                for call in self._calls:
+                    if not call.done():
+                        call.set_exception(ClientClosed())
+                self._calls.clear()
             if not self._thread.is_alive():
                 self._loop.close()
             with self._callbacks_guard:

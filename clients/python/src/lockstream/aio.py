@@ -120,6 +120,14 @@ def _call_safely(what: str, callback: Callable[..., object], *args: object) -> N
         logger.exception("lockstream: a %s callback raised", what)
 
 
+def _cancelling() -> bool:
+    """Whether the current task was asked to cancel, rather than a call it awaited being
+    cancelled under it (grpc.aio cancels the calls of a channel that is closed)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11
+    return task is None or cancelling is None or bool(cancelling())
+
+
 @dataclass(frozen=True)
 class RevokeRequest:
     """Someone asked the holder to release the lock (RevokeLock)."""
@@ -245,6 +253,8 @@ class Lock:
     async def _ask(self, answer: str, message: pb.SessionRequest) -> None:
         if self.error is not None:
             raise self.error
+        if self._session.closing:
+            raise ClientClosed(self.name)
         if self._request.state != _HELD:
             raise NotHeld(self.name, "the lock was released" if self._releasing else "the lock is not held")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -648,6 +658,7 @@ class _Session:
             lock._lose(loss)
         if request.pending:
             failure: LockError = loss or (lock.error if lock is not None and lock.error else
+                                          ClientClosed(request.name) if self.closing else
                                           NotHeld(request.name, "the lock was released first"))
             for _, _, done in request.pending:
                 if not done.done():
@@ -738,6 +749,9 @@ class _Session:
         for request in list(self.requests.values()):
             if request.state == _WAITING:
                 request.state = _CANCELLED
+                # The waiter fails now, not once the server confirms (it may not be reachable).
+                request.failure = ClientClosed(request.name)
+                request.decided.set()
                 self.send(request.cancel_message())
             elif request.state == _HELD and request.lock is not None:
                 request.lock._start_release()
@@ -934,32 +948,34 @@ class Client:
 
     async def describe(self, name: str) -> pb.DescribeLockResponse:
         """Who holds the lock and who waits for it, in queue order (DescribeLock)."""
-        method = self.channel.unary_unary(
-            _SERVICE + "DescribeLock",
-            request_serializer=pb.DescribeLockRequest.SerializeToString,
-            response_deserializer=pb.DescribeLockResponse.FromString,
-        )
-        try:
-            response: pb.DescribeLockResponse = await method(pb.DescribeLockRequest(name=name),
-                                                             metadata=self._options.metadata)
-        except grpc.aio.AioRpcError as error:
-            raise error_for(name, error.code(), error.details() or "") from None
+        response: pb.DescribeLockResponse = await self._unary(
+            "DescribeLock", name, pb.DescribeLockRequest(name=name), pb.DescribeLockResponse)
         return response
 
     async def check_token(self, name: str, token: int) -> bool:
         """Whether `token` is held for the lock right now (CheckToken): for resources that check
         the fencing tokens of their callers."""
-        method = self.channel.unary_unary(
-            _SERVICE + "CheckToken",
-            request_serializer=pb.CheckTokenRequest.SerializeToString,
-            response_deserializer=pb.CheckTokenResponse.FromString,
+        response: pb.CheckTokenResponse = await self._unary(
+            "CheckToken", name, pb.CheckTokenRequest(name=name, fencing_token=token), pb.CheckTokenResponse)
+        return response.held
+
+    async def _unary(self, method: str, name: str, request: Any, response_type: Any) -> Any:
+        """Calls a unary method; its failures as LockError (ClientClosed once the client is closed)."""
+        call = self.channel.unary_unary(
+            _SERVICE + method,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response_type.FromString,
         )
         try:
-            response: pb.CheckTokenResponse = await method(
-                pb.CheckTokenRequest(name=name, fencing_token=token), metadata=self._options.metadata)
+            return await call(request, metadata=self._options.metadata)
         except grpc.aio.AioRpcError as error:
+            if self._closed:
+                raise ClientClosed(name) from None
             raise error_for(name, error.code(), error.details() or "") from None
-        return response.held
+        except asyncio.CancelledError:
+            if self._closed and not _cancelling():
+                raise ClientClosed(name) from None
+            raise
 
     async def close(self) -> None:
         """Releases every lock of the client, withdraws its waiting requests (they raise
