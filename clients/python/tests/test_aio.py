@@ -213,3 +213,18 @@ async def test_a_closed_client_fails_its_waiters_at_once_even_when_the_server_is
         assert not held.held and not held.lost.is_set()
         await held.release()  # released by the closing: quiet
         await blocker.release()
+
+
+async def test_a_bad_request_fails_alone_before_it_is_sent(server: Server, raw: Raw, name: str) -> None:
+    async with lockstream.aio.Client(server.address) as client:
+        held = await client.lock(name + "/held")
+        for bad in ("n" * 10_240, "half \ud800", 42, ""):
+            with pytest.raises(lockstream.InvalidArgument):
+                await client.acquire(bad, timeout=1)  # type: ignore[arg-type]
+        with pytest.raises(lockstream.InvalidArgument):
+            await client.acquire(name, value=b"v" * 5_000)
+        with pytest.raises(lockstream.InvalidArgument):
+            await held.set_value("half \ud800")
+        assert held.held and not held.lost.is_set()
+        assert raw.holders(name + "/held") == [held.token]
+        await held.release()

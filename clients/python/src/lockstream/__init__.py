@@ -13,12 +13,21 @@
 from lockstream import aio
 from lockstream._sync import Client, Lock
 from lockstream.aio import VALUE_MAX_BYTES, Mode, RevokeRequest, Target
-from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout, NotHeld, PermissionDenied
+from lockstream.errors import (
+    ClientClosed,
+    InvalidArgument,
+    LockError,
+    LockLost,
+    LockTimeout,
+    NotHeld,
+    PermissionDenied,
+)
 
 __all__ = [
     "VALUE_MAX_BYTES",
     "Client",
     "ClientClosed",
+    "InvalidArgument",
     "Lock",
     "LockError",
     "LockLost",

@@ -21,14 +21,17 @@ import random
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal, cast
+from typing import Any
 
 import grpc
 import grpc.aio
 from google.protobuf.duration_pb2 import Duration
 
+from lockstream import _checks
+from lockstream._checks import VALUE_MAX_BYTES, Mode
 from lockstream.errors import (
     ClientClosed,
+    InvalidArgument,
     LockError,
     LockLost,
     LockTimeout,
@@ -41,8 +44,6 @@ from lockstream.v1 import lockstream_pb2 as pb
 
 logger = logging.getLogger("lockstream")
 
-Mode = Literal["mutex", "read", "write", "semaphore"]
-
 _MODES: dict[str, pb.LockMode] = {
     "mutex": pb.LOCK_MODE_MUTEX,
     "read": pb.LOCK_MODE_READ,
@@ -50,8 +51,6 @@ _MODES: dict[str, pb.LockMode] = {
     "semaphore": pb.LOCK_MODE_SEMAPHORE,
 }
 _SERVICE = "/lockstream.v1.LockService/"
-#: The largest value a holder may publish, in bytes.
-VALUE_MAX_BYTES = 1024
 #: How long past the wait timeout a request waits for the server's own verdict (seconds).
 _ANSWER_MARGIN = 5.0
 #: How long a cancelled or timed-out wait waits for the server to confirm it left the queue.
@@ -85,31 +84,19 @@ class Target:
     weight: int | None = None
 
     def _message(self) -> pb.LockTarget:
-        mode = _check_mode(self.name, "semaphore" if self.limit > 0 else self.mode)
-        target = pb.LockTarget(name=self.name, mode=_MODES[mode], limit=self.limit)
-        if self.weight is not None:
-            target.weight = self.weight
+        name = _checks.check_name(self.name)
+        mode = _checks.check_mode(name, "semaphore" if self.limit else self.mode)
+        limit, weight = _checks.check_semaphore(name, mode, self.limit, self.weight)
+        target = pb.LockTarget(name=name, mode=_MODES[mode], limit=limit)
+        if weight is not None:
+            target.weight = weight
         return target
-
-
-def _check_mode(name: str, mode: str) -> Mode:
-    if mode not in _MODES:
-        raise ValueError(f"lock {name!r}: mode must be one of {', '.join(map(repr, _MODES))}, not {mode!r}")
-    return cast(Mode, mode)
 
 
 def _duration(seconds: float) -> Duration:
     duration = Duration()
     duration.FromNanoseconds(round(seconds * 1e9))
     return duration
-
-
-def _value_bytes(name: str, value: bytes | str) -> bytes:
-    data = value.encode() if isinstance(value, str) else bytes(value)
-    if len(data) > VALUE_MAX_BYTES:
-        raise LockError(name, grpc.StatusCode.INVALID_ARGUMENT,
-                        f"value is {len(data)} bytes; the limit is {VALUE_MAX_BYTES}")
-    return data
 
 
 def _call_safely(what: str, callback: Callable[..., object], *args: object) -> None:
@@ -233,7 +220,7 @@ class Lock:
     async def set_value(self, value: bytes | str) -> None:
         """Publishes `value` with the lock (a str as UTF-8; at most 1024 bytes; empty clears it):
         what DescribeLock and WatchLock show for this holder. Returns once it is published."""
-        data = _value_bytes(self.name, value)
+        data = _checks.check_value(self.name, value)
         await self._ask("value_set", pb.SessionRequest(
             set_value=pb.SessionSetValue(request_id=self._request.id, value=data)))
 
@@ -778,12 +765,6 @@ class _Options:
         self.unavailable_retries = unavailable_retries
 
 
-def _non_negative(option: str, value: float) -> float:
-    if not value >= 0:
-        raise ValueError(f"{option} must be a number of seconds >= 0, not {value!r}")
-    return float(value)
-
-
 class Client:
     """Takes locks on a lockstream server, on asyncio. Close it when done (`async with`).
 
@@ -806,12 +787,18 @@ class Client:
                  heartbeat_interval: float = 5.0, credentials: grpc.ChannelCredentials | None = None,
                  token: str | None = None, metadata: Metadata = (), unavailable_retries: int = 2,
                  channel_options: Sequence[tuple[str, Any]] = ()) -> None:
+        if not isinstance(target, str) or not target:
+            raise InvalidArgument("", f"target must be an address such as \"127.0.0.1:50051\", not {target!r}")
         headers = tuple(metadata)
         if token is not None:
+            if not (isinstance(token, str) and token.isascii() and token.isprintable() and " " not in token
+                    and token):
+                raise InvalidArgument("", "token must be a non-empty str of printable ASCII without spaces")
             headers += (("authorization", f"Bearer {token}"),)
-        self._options = _Options(owner, _non_negative("resume_grace", resume_grace),
-                                 _non_negative("heartbeat_interval", heartbeat_interval), headers,
-                                 max(0, unavailable_retries))
+        self._options = _Options(
+            _checks.check_owner("", owner), _checks.check_seconds("", "resume_grace", resume_grace),
+            _checks.check_heartbeat_interval(heartbeat_interval), headers,
+            _checks.check_count("", "unavailable_retries", unavailable_retries, 0, 100))
         self._target = target
         self._credentials = credentials
         self._channel_options: list[tuple[str, Any]] = [
@@ -869,19 +856,26 @@ class Client:
         `limit` holders' `weight`s at once). `timeout`: seconds to wait in the queue, then
         LockTimeout; 0 tries once; None waits as long as it takes. `value`: published with the
         request (see Lock.set_value). `on_queued(ahead)`: called while it waits, whenever the
-        number of requests ahead changes. Cancelling the wait leaves the queue; LockError (with
-        the server's code and message) for anything else, e.g. INVALID_ARGUMENT for a bad name.
+        number of requests ahead changes. Cancelling the wait leaves the queue.
+
+        Raises InvalidArgument, before anything is sent, for what the server would refuse (a
+        name that is empty, over 512 bytes of UTF-8 or has control characters; a value over 1024
+        bytes; a bad mode, timeout, limit or weight); LockError, with the server's code and
+        message, for anything else (PermissionDenied, LockError(UNAVAILABLE), ...).
         """
-        if limit > 0:
-            mode = "semaphore"
-        mode = _check_mode(name, mode)
-        if timeout is not None:
-            _non_negative("timeout", timeout)
-        message = pb.SessionAcquire(name=name, mode=_MODES[mode], value=_value_bytes(name, value),
-                                    limit=limit, owner=self._options.owner if owner is None else owner)
+        name = _checks.check_name(name)
+        mode = _checks.check_mode(name, "semaphore" if limit else mode)
+        limit, weight = _checks.check_semaphore(name, mode, limit, weight)
+        message = pb.SessionAcquire(
+            name=name, mode=_MODES[mode], value=_checks.check_value(name, value), limit=limit,
+            owner=self._options.owner if owner is None else _checks.check_owner(name, owner))
         if weight is not None:
             message.weight = weight
-        return await self._acquire(name, mode, message, timeout, on_queued)
+        return await self._acquire(name, mode, message, self._timeout(name, timeout), on_queued)
+
+    @staticmethod
+    def _timeout(name: str, timeout: object) -> float | None:
+        return None if timeout is None else _checks.check_seconds(name, "timeout", timeout)
 
     async def _acquire(self, name: str, mode: Mode, message: pb.SessionAcquire, timeout: float | None,
                        on_queued: Callable[[int], object] | None) -> Lock:
@@ -933,11 +927,19 @@ class Client:
         server queues them in one step (so two multi-locks never deadlock) and grants them
         together. One wait, one release, one loss for the set; `lock.tokens` has each lock's
         token, `lock.name` the names joined with "+"."""
+        if isinstance(targets, (str, bytes)) or not isinstance(targets, Sequence):
+            raise InvalidArgument("", f"targets must be a list of names or Targets, not {type(targets).__name__}")
         locks = [target if isinstance(target, Target) else Target(target) for target in targets]
+        wire = [target._message() for target in locks]  # checks each
         name = "+".join(target.name for target in locks)
-        message = pb.SessionAcquire(locks=[target._message() for target in locks], value=_value_bytes(name, value),
-                                    owner=self._options.owner if owner is None else owner)
-        return await self._acquire(name, "mutex", message, timeout, on_queued)
+        if not 2 <= len(locks) <= _checks.MULTI_LOCK_MAX:
+            raise InvalidArgument(name, f"a multi-lock takes 2 to {_checks.MULTI_LOCK_MAX} locks, not {len(locks)}")
+        if len({target.name for target in locks}) < len(locks):
+            raise InvalidArgument(name, "a multi-lock names a lock twice")
+        message = pb.SessionAcquire(
+            locks=wire, value=_checks.check_value(name, value),
+            owner=self._options.owner if owner is None else _checks.check_owner(name, owner))
+        return await self._acquire(name, "mutex", message, self._timeout(name, timeout), on_queued)
 
     def lock_all(self, targets: Sequence[str | Target], *, timeout: float | None = None,
                  owner: str | None = None, value: bytes | str = b"",
@@ -948,6 +950,7 @@ class Client:
 
     async def describe(self, name: str) -> pb.DescribeLockResponse:
         """Who holds the lock and who waits for it, in queue order (DescribeLock)."""
+        name = _checks.check_name(name)
         response: pb.DescribeLockResponse = await self._unary(
             "DescribeLock", name, pb.DescribeLockRequest(name=name), pb.DescribeLockResponse)
         return response
@@ -955,6 +958,8 @@ class Client:
     async def check_token(self, name: str, token: int) -> bool:
         """Whether `token` is held for the lock right now (CheckToken): for resources that check
         the fencing tokens of their callers."""
+        name = _checks.check_name(name)
+        token = _checks.check_token(name, token)
         response: pb.CheckTokenResponse = await self._unary(
             "CheckToken", name, pb.CheckTokenRequest(name=name, fencing_token=token), pb.CheckTokenResponse)
         return response.held

@@ -12,16 +12,45 @@ def status_code(code: int | grpc.StatusCode) -> grpc.StatusCode:
     return code if isinstance(code, grpc.StatusCode) else _CODES.get(code, grpc.StatusCode.UNKNOWN)
 
 
+#: Lock names longer than this are shortened where a message names them (`.lock` keeps it whole).
+_NAME_SHOWN_MAX = 100
+
+
+def printable(text: str) -> str:
+    """`text` with control characters, lone surrogates and other unprintable code points
+    escaped as Python would write them (\\n, \\x1b, \\u202e), so that it prints as one honest line."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
+
+
+def _shown(name: str) -> str:
+    if len(name) <= _NAME_SHOWN_MAX:
+        return name
+    return f"{name[:_NAME_SHOWN_MAX]}... ({len(name)} characters)"
+
+
 class LockError(Exception):
     """A lock request failed. `code` is its gRPC status (a grpc.StatusCode), `message` the
-    server's words (or the client's, for what only the client saw), `lock` the lock's name."""
+    server's words (or the client's, for what only the client saw), `lock` the lock's name.
+    str() names the lock once (shortened if long) and escapes control characters."""
 
     def __init__(self, lock: str, code: grpc.StatusCode, message: str) -> None:
-        about = message if not lock or f'"{lock}"' in message else f'lock "{lock}": {message}'
-        super().__init__(f"{code.name}: {about}")
+        # The server's messages name the lock already; name it only where they do not.
+        about = message if not lock or f'"{lock}"' in message else f'lock "{_shown(lock)}": {message}'
+        super().__init__(printable(f"{code.name}: {about}"))
         self.lock = lock
         self.code = code
         self.message = message
+
+
+class InvalidArgument(LockError, ValueError):
+    """The request is malformed (a bad name, value, mode, timeout, ...): refused by the client
+    before anything is sent, or by the server (INVALID_ARGUMENT). Also a ValueError. Nothing
+    else of the client is affected."""
+
+    def __init__(self, lock: str, message: str) -> None:
+        super().__init__(lock, grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
 class LockTimeout(LockError):
@@ -56,6 +85,8 @@ class NotHeld(LockError):
 def error_for(lock: str, code: int | grpc.StatusCode, message: str) -> LockError:
     """The exception for a request that ended with `code` before it was granted."""
     status = status_code(code)
+    if status == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgument(lock, message)
     kind: type[LockError] = {
         grpc.StatusCode.DEADLINE_EXCEEDED: LockTimeout,
         grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
@@ -74,6 +105,7 @@ def lost_error(lock: str, code: int | grpc.StatusCode, message: str) -> LockLost
 
 __all__ = [
     "ClientClosed",
+    "InvalidArgument",
     "LockError",
     "LockLost",
     "LockTimeout",
@@ -81,5 +113,6 @@ __all__ = [
     "PermissionDenied",
     "error_for",
     "lost_error",
+    "printable",
     "status_code",
 ]
