@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 import grpc
@@ -22,6 +23,13 @@ def start_thread(target: Callable[[], object]) -> threading.Thread:
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     return thread
+
+
+def take(client: lockstream.Client, name: str, **options: Any) -> lockstream.Lock:
+    """try_lock on a lock that must be free."""
+    lock = client.try_lock(name, **options)
+    assert lock is not None, f"{name} is not free"
+    return lock
 
 
 def join(thread: threading.Thread) -> None:
@@ -83,8 +91,7 @@ def test_readers_share_and_writers_exclude(server: Server, raw: Raw, name: str) 
         one = readers.lock(name, mode="read", timeout=5)
         two = readers.lock(name, mode="read", timeout=5)
         assert sorted(raw.holders(name)) == sorted([one.token, two.token])
-        with pytest.raises(lockstream.LockTimeout):
-            writers.try_lock(name, mode="write")
+        assert writers.try_lock(name, mode="write") is None
 
         writer_queued, writer_in = threading.Event(), threading.Event()
         writer_locks: list[lockstream.Lock] = []
@@ -118,8 +125,10 @@ def test_readers_share_and_writers_exclude(server: Server, raw: Raw, name: str) 
 def test_a_timeout_raises_lock_timeout_and_leaves_nothing_queued(server: Server, raw: Raw, name: str) -> None:
     with lockstream.Client(server.address) as holder, lockstream.Client(server.address) as waiter:
         with holder.lock(name, mode="write"):
+            # try_lock answers None: not acquiring is an answer, as for threading.Lock.
+            assert waiter.try_lock(name) is None
             with pytest.raises(lockstream.LockTimeout) as busy:
-                waiter.try_lock(name)
+                waiter.lock(name, timeout=0)
             assert busy.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and busy.value.lock == name
             assert isinstance(busy.value, lockstream.LockError)
             started = time.monotonic()
@@ -128,7 +137,7 @@ def test_a_timeout_raises_lock_timeout_and_leaves_nothing_queued(server: Server,
             assert time.monotonic() - started >= 0.3
             assert raw.describe(name).waiters == []
         # The client goes on after its timeouts.
-        with waiter.try_lock(name) as lock:
+        with take(waiter, name) as lock:
             assert raw.holders(name) == [lock.token]
 
 
@@ -147,7 +156,7 @@ def test_an_interrupted_wait_leaves_the_queue(server: Server, raw: Raw, name: st
         held.release()
         # Nobody was granted the lock on the interrupted client's behalf.
         assert raw.describe(name).holders == []
-        waiter.try_lock(name).release()
+        take(waiter, name).release()
 
 
 def test_the_lock_is_lost_when_the_server_is_killed(start_server: Callable[..., Server], name: str) -> None:
@@ -202,11 +211,10 @@ def test_a_cut_connection_is_resumed_and_the_lock_kept(server: Server, proxy: Pr
         description = raw.describe(name)
         assert [(h.fencing_token, h.value) for h in description.holders] == [(lock.token, b"after the cut")]
         assert not lock.lost.is_set() and lock.held and not lock.in_doubt and not lost
-        with pytest.raises(lockstream.LockTimeout):
-            other.try_lock(name)
+        assert other.try_lock(name) is None
         lock.release()
         assert raw.describe(name).holders == []
-        other.try_lock(name).release()
+        take(other, name).release()
         assert not lock.lost.is_set() and not lost
 
 
@@ -285,7 +293,7 @@ def test_a_session_the_server_does_not_know_loses_every_lock(
                 assert lock.error is not None and lock.error.code == grpc.StatusCode.NOT_FOUND
             assert seen.called.wait(PATIENCE) and seen.values == [locks[1].error]
             # The client goes on with a new session.
-            client.try_lock(name + "/a").release()
+            take(client, name + "/a").release()
     finally:
         proxy.close()
 
@@ -305,6 +313,27 @@ def test_set_value_is_published(server: Server, raw: Raw, name: str) -> None:
             assert raw.describe(name).holders[0].value == b""
         with pytest.raises(lockstream.NotHeld):
             lock.set_value(b"too late")
+
+
+def test_describe_says_who_holds_and_who_waits(server: Server, name: str) -> None:
+    with lockstream.Client(server.address, owner="writer") as client, \
+            lockstream.Client(server.address, owner="reader") as other:
+        with client.lock(name, mode="write", value=b"10.0.0.7:8080") as lock:
+            queued = threading.Event()
+            waiting = start_thread(lambda: other.lock(name, mode="read", on_queued=lambda _: queued.set()).release())
+            assert queued.wait(PATIENCE)
+            described = other.describe(name)
+            assert isinstance(described, lockstream.LockDescription) and described.name == name
+            (holder,) = described.holders
+            assert (holder.token, holder.mode, holder.owner, holder.value) == (
+                lock.token, "write", "writer", b"10.0.0.7:8080")
+            assert holder.requested_at is not None and holder.requested_at.tzinfo is not None
+            assert holder.peer and holder.instance
+            (waiter,) = described.waiters
+            assert (waiter.mode, waiter.owner, waiter.value, waiter.weight) == ("read", "reader", b"", 0)
+            assert (described.limit, described.used_weight) == (0, 0)
+        join(waiting)
+        assert other.describe(name).holders == () and other.describe(name).waiters == ()
 
 
 def test_downgrade_lets_queued_readers_in(server: Server, raw: Raw, name: str) -> None:
@@ -342,10 +371,9 @@ def test_downgrade_lets_queued_readers_in(server: Server, raw: Raw, name: str) -
 def test_semaphore(server: Server, raw: Raw, name: str) -> None:
     with lockstream.Client(server.address) as client:
         heavy = client.lock(name, limit=3, weight=2)
-        light = client.try_lock(name, limit=3)
+        light = take(client, name, limit=3)
         assert heavy.mode == "semaphore"
-        with pytest.raises(lockstream.LockTimeout):
-            client.try_lock(name, limit=3)
+        assert client.try_lock(name, limit=3) is None
         described = raw.describe(name)
         assert (described.limit, described.used_weight) == (3, 3)
         heavy.release()
@@ -369,7 +397,7 @@ def test_lock_all_takes_every_lock_or_none(server: Server, raw: Raw, name: str) 
         blocker = other.lock(ledger)
         with pytest.raises(lockstream.LockTimeout):
             client.lock_all([accounts, lockstream.Target(ledger, "read")], timeout=0)
-        other.try_lock(accounts).release()  # nothing of the refused set was taken
+        take(other, accounts).release()  # nothing of the refused set was taken
         blocker.release()
         with client.lock_all([accounts, lockstream.Target(ledger, "read")], timeout=5) as lock:
             assert list(lock.tokens) == [accounts, ledger]
@@ -521,7 +549,7 @@ def test_permission_denied(start_server: Callable[..., Server], tmp_path: Path) 
             client.lock("reports/daily", timeout=5)
         assert denied.value.code == grpc.StatusCode.PERMISSION_DENIED and "reports/daily" in str(denied.value)
         # The session goes on after a refused request.
-        client.try_lock("billing/invoice").release()
+        take(client, "billing/invoice").release()
     with lockstream.Client(guarded.address) as anonymous:
         with pytest.raises(lockstream.LockError) as unknown:
             anonymous.lock("billing/invoice", timeout=5)

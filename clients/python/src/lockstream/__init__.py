@@ -12,7 +12,7 @@
 
 from lockstream import aio
 from lockstream._sync import Client, Lock
-from lockstream.aio import VALUE_MAX_BYTES, Mode, RevokeRequest, Target
+from lockstream.aio import VALUE_MAX_BYTES, LockDescription, LockRequestInfo, Mode, RevokeRequest, Target
 from lockstream.errors import (
     ClientClosed,
     InvalidArgument,
@@ -29,8 +29,10 @@ __all__ = [
     "ClientClosed",
     "InvalidArgument",
     "Lock",
+    "LockDescription",
     "LockError",
     "LockLost",
+    "LockRequestInfo",
     "LockTimeout",
     "Mode",
     "NotHeld",

@@ -14,8 +14,7 @@ from typing import Any, TypeVar
 import grpc
 
 from lockstream import aio
-from lockstream.errors import ClientClosed, LockError, LockLost
-from lockstream.v1 import lockstream_pb2 as pb
+from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout
 
 T = TypeVar("T")
 #: How long an interrupted call waits for its cancellation to run, and close() for its thread.
@@ -313,10 +312,15 @@ class Client:
                             weight=weight, on_queued=on_queued)
 
     def try_lock(self, name: str, *, mode: aio.Mode = "mutex", owner: str | None = None,
-                 value: bytes | str = b"", limit: int = 0, weight: int | None = None) -> Lock:
-        """Takes the lock only if it can be granted at once; LockTimeout otherwise."""
-        return self.acquire(name, mode=mode, timeout=0, owner=owner, value=value, limit=limit,
-                            weight=weight)
+                 value: bytes | str = b"", limit: int = 0, weight: int | None = None) -> Lock | None:
+        """Takes the lock if it can be granted now, without queuing: the Lock, or None when it
+        is held in a conflicting mode or others wait ahead (as threading.Lock.acquire(
+        blocking=False) answers False). Nothing is left queued. Other failures raise."""
+        try:
+            return self.acquire(name, mode=mode, timeout=0, owner=owner, value=value, limit=limit,
+                                weight=weight)
+        except LockTimeout:
+            return None
 
     def lock_all(self, targets: Sequence[str | aio.Target], *, timeout: float | None = None,
                  owner: str | None = None, value: bytes | str = b"",
@@ -326,8 +330,8 @@ class Client:
         return self._run(lambda: self._wrap(self._client.acquire_all(
             targets, timeout=timeout, owner=owner, value=value, on_queued=self._dispatching(on_queued))))
 
-    def describe(self, name: str) -> pb.DescribeLockResponse:
-        """Who holds the lock and who waits for it, in queue order (DescribeLock)."""
+    def describe(self, name: str) -> aio.LockDescription:
+        """Who holds the lock and who waits for it, first in line first (DescribeLock)."""
         return self._run(lambda: self._client.describe(name))
 
     def check_token(self, name: str, token: int) -> bool:

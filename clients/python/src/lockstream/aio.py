@@ -29,6 +29,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from lockstream import _checks
 from lockstream._checks import VALUE_MAX_BYTES, Mode
+from lockstream._description import LockDescription, LockRequestInfo, description
 from lockstream.errors import (
     ClientClosed,
     InvalidArgument,
@@ -915,10 +916,15 @@ class Client:
                                          limit=limit, weight=weight, on_queued=on_queued))
 
     async def try_lock(self, name: str, *, mode: Mode = "mutex", owner: str | None = None,
-                       value: bytes | str = b"", limit: int = 0, weight: int | None = None) -> Lock:
-        """Takes the lock only if it can be granted at once; LockTimeout otherwise."""
-        return await self.acquire(name, mode=mode, timeout=0, owner=owner, value=value, limit=limit,
-                                  weight=weight)
+                       value: bytes | str = b"", limit: int = 0, weight: int | None = None) -> Lock | None:
+        """Takes the lock if it can be granted now, without queuing: the Lock, or None when it
+        is held in a conflicting mode or others wait ahead (not acquiring is an answer, as for
+        threading.Lock.acquire(blocking=False)). Nothing is left queued. Other failures raise."""
+        try:
+            return await self.acquire(name, mode=mode, timeout=0, owner=owner, value=value, limit=limit,
+                                      weight=weight)
+        except LockTimeout:
+            return None
 
     async def acquire_all(self, targets: Sequence[str | Target], *, timeout: float | None = None,
                           owner: str | None = None, value: bytes | str = b"",
@@ -948,12 +954,13 @@ class Client:
         return _LockContext(self.acquire_all(targets, timeout=timeout, owner=owner, value=value,
                                              on_queued=on_queued))
 
-    async def describe(self, name: str) -> pb.DescribeLockResponse:
-        """Who holds the lock and who waits for it, in queue order (DescribeLock)."""
+    async def describe(self, name: str) -> LockDescription:
+        """Who holds the lock and who waits for it, first in line first (DescribeLock), across
+        every server on the back end."""
         name = _checks.check_name(name)
         response: pb.DescribeLockResponse = await self._unary(
             "DescribeLock", name, pb.DescribeLockRequest(name=name), pb.DescribeLockResponse)
-        return response
+        return description(response)
 
     async def check_token(self, name: str, token: int) -> bool:
         """Whether `token` is held for the lock right now (CheckToken): for resources that check
@@ -1022,4 +1029,5 @@ class _LockContext:
             await self._lock.__aexit__(kind, *rest)
 
 
-__all__ = ["Client", "Lock", "Mode", "RevokeRequest", "Target", "VALUE_MAX_BYTES"]
+__all__ = ["Client", "Lock", "LockDescription", "LockRequestInfo", "Mode", "RevokeRequest", "Target",
+           "VALUE_MAX_BYTES"]
