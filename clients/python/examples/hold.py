@@ -47,7 +47,7 @@ def main() -> int:
         for line in sys.stdin:
             command = line.strip()
             if command == "describe":
-                tokens = ",".join(str(holder.fencing_token) for holder in client.describe(args.name).holders)
+                tokens = ",".join(str(holder.token) for holder in client.describe(args.name).holders)
                 print(f"holders tokens={tokens}", flush=True)
             elif command == "release":
                 break

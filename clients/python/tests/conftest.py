@@ -1,62 +1,108 @@
-"""Real lockstream servers for the tests: `lockstream serve` from this repository (node and its
-node_modules are needed: `npm ci` at the root), on the embedded store."""
+"""Real lockstream servers for the tests: `lockstream serve` from this repository (node and the
+repository's node_modules are needed: `npm ci` at its root), on the in-memory store. Without node
+the tests fail; they are never skipped."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
+import grpc
 import pytest
 
+from lockstream.v1 import lockstream_pb2 as pb
+from lockstream.v1 import lockstream_pb2_grpc as pb_grpc
+
 REPO = Path(__file__).resolve().parents[3]
+#: How long any wait in the tests may take before it counts as a failure (never a pause).
+PATIENCE = 30.0
+_LISTENING = "lockstream listening on "
 
 
 class Server:
-    def __init__(self) -> None:
+    """`lockstream serve --port 0` in a process of its own; `address` is where it listens."""
+
+    def __init__(self, *args: str) -> None:
         node = shutil.which("node")
         if node is None:
-            raise RuntimeError("node is needed to run the lockstream server")
+            raise RuntimeError("node is not installed: the tests need it to run the lockstream server")
+        # Only the flags given here: no LOCKSTREAM_* setting of the caller's may leak in.
+        env = {key: value for key, value in os.environ.items() if not key.startswith("LOCKSTREAM_")}
         self.process = subprocess.Popen(
-            [node, "--import", "tsx", "src/cli.ts", "serve", "--port", "0", "--log-format", "json"],
-            cwd=REPO, stdout=subprocess.PIPE, text=True,
+            [node, "--import", "tsx", "src/cli.ts", "serve", "--port", "0", "--http-port", "0",
+             "--log-format", "json", *args],
+            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
         )
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            message = json.loads(line).get("msg", "")
-            if message.startswith("lockstream listening on "):
-                self.address = message.removeprefix("lockstream listening on ")
-                break
-        else:
-            raise RuntimeError("the lockstream server exited before listening")
-        # Keep reading, so that the server never blocks on a full pipe.
-        threading.Thread(target=self.process.stdout.read, daemon=True).start()
+        lines: queue.Queue[str | None] = queue.Queue()
+        self.log: list[str] = []
+
+        def pump() -> None:  # keeps reading, so that the server never blocks on a full pipe
+            assert self.process.stdout is not None
+            with self.process.stdout:
+                for line in self.process.stdout:
+                    self.log.append(line)
+                    lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.kill()
+                raise RuntimeError("the lockstream server did not start listening within 60 s") from None
+            if line is None:
+                raise RuntimeError(f"the lockstream server exited before listening:\n{''.join(self.log)}")
+            try:
+                message = str(json.loads(line).get("msg", ""))
+            except (ValueError, AttributeError):
+                continue
+            if message.startswith(_LISTENING):
+                self.address = message.removeprefix(_LISTENING).strip()
+                self.port = int(self.address.rsplit(":", 1)[1])
+                return
 
     def kill(self) -> None:
+        """SIGKILL: the process dies at once, without closing anything."""
         self.process.kill()
-        self.process.wait()
+        self.process.wait(30)
 
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(30)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
 
 class Proxy:
-    """Forwards TCP connections to a target until `cut`, which breaks every one it carries."""
+    """Forwards TCP connections to `target`. `cut()` breaks every connection it carries, `freeze()`
+    black-holes them (bytes are read and dropped, nothing is closed), `retarget()` sends new
+    connections elsewhere, `gate` holds new ones back while clear. `accepted` counts the
+    connections it forwarded."""
 
     def __init__(self, target: str) -> None:
-        host, port = target.rsplit(":", 1)
-        self.target = (host, int(port))
+        self.target = target
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        self.connections: list[socket.socket] = []
-        self.lock = threading.Lock()
+        self.accepted = 0
+        #: While clear, new connections wait (in the listen backlog) before they are forwarded.
+        self.gate = threading.Event()
+        self.gate.set()
+        self._pairs: list[tuple[socket.socket, socket.socket, threading.Event]] = []
+        self._guard = threading.Lock()
+        self._changed = threading.Condition(self._guard)
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -65,17 +111,27 @@ class Proxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self.target)
-            with self.lock:
-                self.connections += [client, upstream]
+            self.gate.wait()
+            host, port = self.target.rsplit(":", 1)
+            try:
+                upstream = socket.create_connection((host, int(port)))
+            except OSError:
+                client.close()
+                continue
+            frozen = threading.Event()
+            with self._guard:
+                self._pairs.append((client, upstream, frozen))
+                self.accepted += 1
+                self._changed.notify_all()
             for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(source, sink, frozen), daemon=True).start()
 
     @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(source: socket.socket, sink: socket.socket, frozen: threading.Event) -> None:
         try:
             while data := source.recv(65536):
-                sink.sendall(data)
+                if not frozen.is_set():
+                    sink.sendall(data)
         except OSError:
             pass
         for end in (source, sink):
@@ -83,36 +139,148 @@ class Proxy:
                 end.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            end.close()
+
+    def wait_for_connections(self, count: int, timeout: float = PATIENCE) -> bool:
+        """Waits until the proxy has accepted `count` connections in all."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.accepted >= count, timeout)
 
     def cut(self) -> int:
-        with self.lock:
-            connections, self.connections = self.connections, []
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            connection.close()
-        return len(connections) // 2
+        """Breaks every connection the proxy carries; returns how many there were."""
+        with self._guard:
+            pairs, self._pairs = self._pairs, []
+        for client, upstream, _ in pairs:
+            for end in (client, upstream):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                end.close()
+        return len(pairs)
+
+    def freeze(self) -> int:
+        """Silently drops whatever the connections it carries now send, both ways, from now on."""
+        with self._guard:
+            pairs, self._pairs = self._pairs, []
+        for _, _, frozen in pairs:
+            frozen.set()
+        return len(pairs)
+
+    def retarget(self, target: str) -> None:
+        self.target = target
 
     def close(self) -> None:
+        self.gate.set()
         self.listener.close()
         self.cut()
 
 
+class Raw:
+    """The generated stub, straight on a channel of its own: how the tests look at the server."""
+
+    def __init__(self, address: str) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.stub = pb_grpc.LockServiceStub(self.channel)  # type: ignore[no-untyped-call]
+
+    def describe(self, name: str) -> pb.DescribeLockResponse:
+        response: pb.DescribeLockResponse = self.stub.DescribeLock(pb.DescribeLockRequest(name=name), timeout=PATIENCE)
+        return response
+
+    def holders(self, name: str) -> list[int]:
+        return [holder.fencing_token for holder in self.describe(name).holders]
+
+    def waiters(self, name: str) -> list[int]:
+        return [waiter.fencing_token for waiter in self.describe(name).waiters]
+
+    def revoke(self, name: str, reason: str) -> int:
+        response: pb.RevokeLockResponse = self.stub.RevokeLock(
+            pb.RevokeLockRequest(name=name, reason=reason), timeout=PATIENCE)
+        return response.holders_asked
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def check_history(history: list[tuple[str, str, int]]) -> None:
+    """Every entry is followed by the same holder's exit before anyone else enters, and every
+    holder's token is larger than the one before."""
+    assert len(history) % 2 == 0
+    last = -1
+    for index in range(0, len(history), 2):
+        (enter, who, token), (exit_, who_out, token_out) = history[index], history[index + 1]
+        assert (enter, exit_) == ("enter", "exit"), f"overlap at {index}: {history[index:index + 2]}"
+        assert (who, token) == (who_out, token_out)
+        assert token > last
+        last = token
+
+
+T = TypeVar("T")
+
+
+class Calls(Generic[T]):
+    """A callback that records what it is called with; `called` is set at the first call."""
+
+    def __init__(self) -> None:
+        self.values: list[T] = []
+        self.called = threading.Event()
+
+    def __call__(self, value: T) -> None:
+        self.values.append(value)
+        self.called.set()
+
+
+class Settable(Protocol):
+    def set(self) -> None: ...
+
+
+def queued_behind(ahead: int, event: Settable) -> Callable[[int], None]:
+    """An on_queued callback that sets `event` once the request waits behind `ahead` others."""
+
+    def queued(count: int) -> None:
+        if count == ahead:
+            event.set()
+
+    return queued
+
+
+def eventually(condition: Callable[[], bool], timeout: float = PATIENCE) -> bool:
+    """Polls `condition` until it holds (True) or `timeout` passes (False)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
+    """One server for the whole run, shared by every test that does not kill its server."""
     started = Server()
     yield started
     started.stop()
+
+
+@pytest.fixture(scope="session")
+def raw(server: Server) -> Iterator[Raw]:
+    stub = Raw(server.address)
+    yield stub
+    stub.close()
 
 
 @pytest.fixture
-def own_server() -> Iterator[Server]:
-    """A server of the test's own, to kill."""
-    started = Server()
-    yield started
-    started.stop()
+def start_server() -> Iterator[Callable[..., Server]]:
+    """Starts servers of the test's own (to kill); stops them after the test."""
+    started: list[Server] = []
+
+    def start(*args: str) -> Server:
+        started.append(Server(*args))
+        return started[-1]
+
+    yield start
+    for each in started:
+        each.stop()
 
 
 @pytest.fixture
@@ -124,4 +292,5 @@ def proxy(server: Server) -> Iterator[Proxy]:
 
 @pytest.fixture
 def name(request: pytest.FixtureRequest) -> str:
-    return f"python-client/{request.node.name}/{os.getpid()}"
+    """A lock name of the test's own (tests of the same name in two files get two names)."""
+    return f"python-client/{request.node.path.stem}/{request.node.name}/{os.getpid()}"

@@ -3,85 +3,227 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
+import grpc
 import pytest
 
 import lockstream
-from conftest import Proxy, Server
-
-PATIENCE = 20.0
+from conftest import PATIENCE, Proxy, Raw, Server, check_history, queued_behind
 
 
-async def test_exclusion_in_queue_order(server: Server, name: str) -> None:
-    history: list[str] = []
+async def within(awaitable: object) -> None:
+    await asyncio.wait_for(awaitable, PATIENCE)  # type: ignore[arg-type]
+
+
+async def test_two_clients_exclude_each_other(server: Server, name: str) -> None:
+    history: list[tuple[str, str, int]] = []
+
+    async def work(client: lockstream.aio.Client, who: str, mode: lockstream.Mode) -> None:
+        for _ in range(10):
+            async with client.lock(name, mode=mode, timeout=PATIENCE) as lock:
+                history.append(("enter", who, lock.token))
+                await asyncio.sleep(0.001)  # let the others run while it is held
+                history.append(("exit", who, lock.token))
+
+    async with lockstream.aio.Client(server.address) as a, lockstream.aio.Client(server.address) as b:
+        await within(asyncio.gather(work(a, "a1", "mutex"), work(a, "a2", "write"),
+                                    work(b, "b1", "write"), work(b, "b2", "mutex")))
+    assert len(history) == 80
+    check_history(history)
+
+
+async def test_waiters_are_granted_first_in_first_out(server: Server, raw: Raw, name: str) -> None:
+    granted: list[tuple[str, int]] = []
     async with lockstream.aio.Client(server.address) as a, lockstream.aio.Client(server.address) as b:
         first = await a.lock(name, mode="write")
-        history.append("a+")
-        queued = asyncio.Event()
 
-        async def second() -> int:
-            async with b.lock(name, mode="write", on_queued=lambda _: queued.set()) as lock:
-                history.append("b+")
-                return lock.token
+        tasks = []
+        for index, (who, client) in enumerate([("w1", b), ("w2", a), ("w3", b)]):
+            queued = asyncio.Event()
 
-        task = asyncio.create_task(second())
-        await asyncio.wait_for(queued.wait(), PATIENCE)
-        history.append("a-")
+            async def wait_queued(who: str = who, client: lockstream.aio.Client = client,
+                                  queued: asyncio.Event = queued, ahead: int = index + 1) -> None:
+                async with client.lock(name, mode="write",
+                                       on_queued=queued_behind(ahead, queued)) as lock:
+                    granted.append((who, lock.token))
+
+            tasks.append(asyncio.create_task(wait_queued()))
+            await within(queued.wait())
+        assert len(raw.describe(name).waiters) == 3
         await first.release()
-        token = await asyncio.wait_for(task, PATIENCE)
-        assert history == ["a+", "a-", "b+"]
-        assert token > first.token
+        await within(asyncio.gather(*tasks))
+    assert [who for who, _ in granted] == ["w1", "w2", "w3"]
+    tokens = [first.token] + [token for _, token in granted]
+    assert tokens == sorted(tokens) and len(set(tokens)) == 4
 
 
-async def test_timeout_and_cancellation(server: Server, name: str) -> None:
+async def test_readers_share_and_writers_exclude(server: Server, raw: Raw, name: str) -> None:
+    async with lockstream.aio.Client(server.address) as readers, lockstream.aio.Client(server.address) as writers:
+        one, two = await asyncio.gather(readers.acquire(name, mode="read"), readers.acquire(name, mode="read"))
+        assert sorted(raw.holders(name)) == sorted([one.token, two.token])
+        queued = asyncio.Event()
+        writer = asyncio.create_task(writers.acquire(name, mode="write", on_queued=lambda _: queued.set()))
+        await within(queued.wait())
+        await one.release()
+        assert not writer.done()
+        await two.release()
+        held = await asyncio.wait_for(writer, PATIENCE)
+        assert raw.holders(name) == [held.token] and held.token > max(one.token, two.token)
+        assert await readers.try_lock(name, mode="read") is None
+        assert raw.describe(name).waiters == []  # nothing left queued
+        await held.release()
+
+
+async def test_timeout_and_cancellation_leave_nothing_queued(server: Server, raw: Raw, name: str) -> None:
     async with lockstream.aio.Client(server.address) as holder, lockstream.aio.Client(server.address) as waiter:
         async with holder.lock(name):
-            with pytest.raises(lockstream.LockTimeout):
-                await waiter.lock(name, timeout=0.1)
+            with pytest.raises(lockstream.LockTimeout) as timed_out:
+                await waiter.lock(name, timeout=0.2)
+            assert timed_out.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert raw.describe(name).waiters == []
+
+            # Cancelling the task that waits.
             queued = asyncio.Event()
             task = asyncio.create_task(waiter.acquire(name, on_queued=lambda _: queued.set()))
-            await asyncio.wait_for(queued.wait(), PATIENCE)
-            assert len((await holder.describe(name)).waiters) == 1
+            await within(queued.wait())
+            assert len(raw.describe(name).waiters) == 1
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            # Cancelling the wait withdrew the request.
-            assert list((await holder.describe(name)).waiters) == []
+            assert raw.describe(name).waiters == []
+
+            # asyncio.wait_for's own timeout cancels the wait too.
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(waiter.acquire(name), 0.3)
+            assert raw.describe(name).waiters == []
+        # Nobody was granted the lock on the waiter's behalf; it goes on.
+        assert raw.describe(name).holders == []
+        async with waiter.lock(name, timeout=0) as lock:
+            assert raw.holders(name) == [lock.token]
 
 
-async def test_lost_when_the_server_dies(own_server: Server, name: str) -> None:
-    async with lockstream.aio.Client(own_server.address, resume_grace=1) as client:
+async def test_the_lock_is_lost_when_the_server_is_killed(start_server: Callable[..., Server], name: str) -> None:
+    doomed = start_server()
+    async with lockstream.aio.Client(doomed.address, resume_grace=0) as client:
         lock = await client.lock(name)
         seen: list[lockstream.LockLost] = []
         lock.on_lost(seen.append)
-        own_server.kill()
-        await asyncio.wait_for(lock.lost.wait(), PATIENCE)
+        with pytest.raises(lockstream.LockLost):
+            async with lock:
+                doomed.kill()
+                await within(lock.lost.wait())
         assert isinstance(lock.error, lockstream.LockLost) and seen == [lock.error]
         assert not lock.held
+        with pytest.raises(lockstream.LockLost):
+            await lock.release()
 
 
-async def test_resume_keeps_the_lock(server: Server, proxy: Proxy, name: str) -> None:
+async def test_a_cut_connection_is_resumed_and_the_lock_kept(
+        server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
     async with lockstream.aio.Client(proxy.address, resume_grace=10, heartbeat_interval=0.2) as client, \
-            lockstream.aio.Client(server.address) as observer:
+            lockstream.aio.Client(server.address) as other:
         lock = await client.lock(name, mode="write")
-        assert proxy.cut() > 0
+        reader_lock = await client.lock(name + "/shared", mode="read")
+        doubts: list[bool] = []
+        lock.on_in_doubt(doubts.append)
+        assert proxy.cut() == 1
+        await asyncio.to_thread(proxy.wait_for_connections, 2)
         await lock.set_value(b"resumed")
-        holders = (await observer.describe(name)).holders
-        assert [(h.fencing_token, h.value) for h in holders] == [(lock.token, b"resumed")]
-        assert not lock.lost.is_set()
+        assert doubts == [True, False]
+        assert [(h.fencing_token, h.value) for h in raw.describe(name).holders] == [(lock.token, b"resumed")]
+        assert raw.holders(name + "/shared") == [reader_lock.token]
+        assert not lock.lost.is_set() and not reader_lock.lost.is_set() and lock.held
+        assert await other.try_lock(name) is None
         await lock.release()
+        await reader_lock.release()
+        assert raw.describe(name).holders == []
 
 
-async def test_revoke_request(server: Server, name: str) -> None:
-    from lockstream.v1 import lockstream_pb2 as pb
+async def test_set_value_and_downgrade(server: Server, raw: Raw, name: str) -> None:
+    async with lockstream.aio.Client(server.address) as client, lockstream.aio.Client(server.address) as others:
+        async with client.lock(name, mode="write", value=b"v1") as lock:
+            assert raw.describe(name).holders[0].value == b"v1"
+            await asyncio.gather(lock.set_value(b"v2"), lock.set_value(b"v3"))  # applied in order
+            assert raw.describe(name).holders[0].value == b"v3"
+            queued = asyncio.Event()
+            reader = asyncio.create_task(others.acquire(name, mode="read", on_queued=lambda _: queued.set()))
+            await within(queued.wait())
+            await lock.downgrade()
+            assert lock.mode == "read"
+            read = await asyncio.wait_for(reader, PATIENCE)
+            assert sorted(raw.holders(name)) == sorted([lock.token, read.token])
+            await read.release()
+        async with client.lock(name, mode="mutex") as mutex:
+            with pytest.raises(lockstream.LockError) as refused:
+                await mutex.downgrade()
+            assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION and mutex.held
 
+
+async def test_revoke_request(server: Server, raw: Raw, name: str) -> None:
     async with lockstream.aio.Client(server.address) as client:
         async with client.lock(name) as lock:
-            revoke = client.channel.unary_unary(
-                "/lockstream.v1.LockService/RevokeLock",
-                request_serializer=pb.RevokeLockRequest.SerializeToString,
-                response_deserializer=pb.RevokeLockResponse.FromString,
-            )
-            await revoke(pb.RevokeLockRequest(name=name, reason="maintenance"))
-            await asyncio.wait_for(lock.revoke_requested.wait(), PATIENCE)
-            assert lock.revoke_reason == "maintenance"
+            asked: list[lockstream.RevokeRequest] = []
+            lock.on_revoke_requested(asked.append)
+            assert raw.revoke(name, "maintenance") == 1
+            await within(lock.revoke_requested.wait())
+            assert lock.revoke_reason == "maintenance" and [r.reason for r in asked] == ["maintenance"]
+
+
+async def test_closing_fails_waiters_and_releases(server: Server, raw: Raw, name: str) -> None:
+    async with lockstream.aio.Client(server.address) as other:
+        blocker = await other.lock(name + "/busy")
+        client = lockstream.aio.Client(server.address)
+        held = await client.lock(name)
+        queued = asyncio.Event()
+        waiting = asyncio.create_task(client.acquire(name + "/busy", on_queued=lambda _: queued.set()))
+        await within(queued.wait())
+        await client.close()
+        with pytest.raises(lockstream.ClientClosed):
+            await waiting
+        assert raw.holders(name) == [] and raw.describe(name + "/busy").waiters == []
+        assert not held.held and not held.lost.is_set()
+        await blocker.release()
+
+
+async def test_a_closed_client_fails_its_waiters_at_once_even_when_the_server_is_silent(
+        server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
+    async with lockstream.aio.Client(server.address) as other:
+        blocker = await other.lock(name)
+        client = lockstream.aio.Client(proxy.address, resume_grace=30)
+        held = await client.lock(name + "/held")
+        queued = asyncio.Event()
+        waiting = asyncio.create_task(client.acquire(name, on_queued=lambda _: queued.set()))
+        await within(queued.wait())
+        assert proxy.freeze() == 1
+        closed_at = time.monotonic()
+        closing = asyncio.create_task(client.close())
+        with pytest.raises(lockstream.ClientClosed):
+            await asyncio.wait_for(waiting, 1.0)
+        assert time.monotonic() - closed_at < 1.0
+        with pytest.raises(lockstream.ClientClosed):
+            await client.acquire(name + "/new")
+        with pytest.raises(lockstream.ClientClosed):
+            await client.describe(name)
+        with pytest.raises(lockstream.ClientClosed):
+            await held.set_value(b"too late")
+        await within(closing)
+        assert not held.held and not held.lost.is_set()
+        await held.release()  # released by the closing: quiet
+        await blocker.release()
+
+
+async def test_a_bad_request_fails_alone_before_it_is_sent(server: Server, raw: Raw, name: str) -> None:
+    async with lockstream.aio.Client(server.address) as client:
+        held = await client.lock(name + "/held")
+        for bad in ("n" * 10_240, "half \ud800", 42, ""):
+            with pytest.raises(lockstream.InvalidArgument):
+                await client.acquire(bad, timeout=1)  # type: ignore[arg-type]
+        with pytest.raises(lockstream.InvalidArgument):
+            await client.acquire(name, value=b"v" * 5_000)
+        with pytest.raises(lockstream.InvalidArgument):
+            await held.set_value("half \ud800")
+        assert held.held and not held.lost.is_set()
+        assert raw.holders(name + "/held") == [held.token]
+        await held.release()

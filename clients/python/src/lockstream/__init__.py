@@ -1,26 +1,43 @@
 """lockstream: the Python client of the lockstream lock server.
 
-    with lockstream.Client("127.0.0.1:50051") as client:
-        with client.lock("reports/daily", mode="write", timeout=30) as lock:
-            ...  # lock.token, lock.lost
+    import lockstream
 
-`lockstream.aio` is the same on asyncio.
+    with lockstream.Client("127.0.0.1:50051", owner="nightly-report") as client:
+        with client.lock("reports/daily", mode="write", timeout=30) as lock:
+            write_report(fencing_token=lock.token)  # lock.lost is set if the lock is lost
+
+`lockstream.aio` is the same on asyncio. The generated protobuf and gRPC modules are
+`lockstream.v1.lockstream_pb2` and `lockstream.v1.lockstream_pb2_grpc`.
 """
 
 from lockstream import aio
 from lockstream._sync import Client, Lock
-from lockstream.aio import Target
-from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout, NotHeld, PermissionDenied
+from lockstream.aio import VALUE_MAX_BYTES, LockDescription, LockRequestInfo, Mode, RevokeRequest, Target
+from lockstream.errors import (
+    ClientClosed,
+    InvalidArgument,
+    LockError,
+    LockLost,
+    LockTimeout,
+    NotHeld,
+    PermissionDenied,
+)
 
 __all__ = [
+    "VALUE_MAX_BYTES",
     "Client",
     "ClientClosed",
+    "InvalidArgument",
     "Lock",
+    "LockDescription",
     "LockError",
     "LockLost",
+    "LockRequestInfo",
     "LockTimeout",
+    "Mode",
     "NotHeld",
     "PermissionDenied",
+    "RevokeRequest",
     "Target",
     "aio",
 ]

@@ -1,9 +1,12 @@
-"""The blocking client: an asyncio client run on a private event loop thread, so that
-heartbeats, resumes and loss detection go on while the caller's thread does its work."""
+"""The blocking client: the asyncio client run on an event loop thread of its own, so that
+heartbeats, resumes and loss detection go on while the caller's threads do their work."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import queue
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -11,48 +14,87 @@ from typing import Any, TypeVar
 import grpc
 
 from lockstream import aio
-from lockstream.errors import LockLost
-from lockstream.v1 import lockstream_pb2 as pb
+from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout
 
 T = TypeVar("T")
+#: How long an interrupted call waits for its cancellation to run, and close() for its thread.
+_CANCEL_PATIENCE = 10.0
 
 
 class Lock:
-    """A held lock. `token` is its fencing token: pass it to what the lock protects."""
+    """A held lock, from the moment `Client.lock` returns until `release()` or its loss.
+
+    `token` is its fencing token: larger for every later holder of the lock. Pass it to what the
+    lock protects, so that it can refuse a holder whose lock was lost. `lost` (a threading.Event)
+    is set if the lock is lost before it is released. Use it as a context manager to release it
+    at the end of the block. Its methods may be called from any thread.
+    """
 
     def __init__(self, client: Client, lock: aio.Lock) -> None:
+        # Made on the client's event loop thread (see Client._wrap): no event can be missed.
         self._client = client
         self._lock = lock
-        self.name = lock.name
-        self.token = lock.token
+        #: The lock's name (a multi-lock's names joined with "+").
+        self.name: str = lock.name
+        #: The fencing token (for a multi-lock: its first lock's).
+        self.token: int = lock.token
         #: A multi-lock's token for each of its locks, by name; empty for a single lock.
-        self.tokens = dict(lock.tokens)
+        self.tokens: dict[str, int] = dict(lock.tokens)
         #: Set when the lock is lost (not when it is released).
         self.lost = threading.Event()
-        #: Set when someone asked the holder to release the lock.
+        #: Set when someone asked the holder to release the lock (see `revoke_reason`).
         self.revoke_requested = threading.Event()
-        self._callbacks: list[Callable[[LockLost], object]] = []
         self._guard = threading.Lock()
-        client._call_soon(self._watch)
+        self._on_lost: list[Callable[[LockLost], object]] = []
+        self._on_revoke: list[Callable[[aio.RevokeRequest], object]] = []
+        lock.on_lost(self._lost)
+        lock.on_revoke_requested(self._revoked)
 
-    def _watch(self) -> None:
-        # On the loop thread: mirror the asyncio events into threading ones.
-        self._lock.on_lost(self._lost)
-        self._lock.on_revoke_requested(lambda _: self.revoke_requested.set())
+    def __repr__(self) -> str:
+        return repr(self._lock).replace("lockstream.aio.Lock", "lockstream.Lock")
 
+    # On the loop thread: mirror the asyncio events, and call the callbacks on another thread, so
+    # that a callback may use the client (release, close) without blocking its event loop.
     def _lost(self, error: LockLost) -> None:
-        self.lost.set()
         with self._guard:
-            callbacks = list(self._callbacks)
+            self.lost.set()
+            callbacks, self._on_lost = self._on_lost, []
         for callback in callbacks:
-            callback(error)
+            self._client._dispatch(callback, error)
+
+    def _revoked(self, request: aio.RevokeRequest) -> None:
+        with self._guard:
+            self.revoke_requested.set()
+            callbacks = list(self._on_revoke)
+        for callback in callbacks:
+            self._client._dispatch(callback, request)
+
+    def on_in_doubt(self, callback: Callable[[bool], object]) -> None:
+        """Calls `callback(True)` when the lock falls in doubt (see `in_doubt`) and
+        `callback(False)` when it is confirmed held again, on the client's callback thread."""
+        self._client._run_soon(lambda: self._lock.on_in_doubt(
+            lambda doubt: self._client._dispatch(callback, doubt)))
 
     def on_lost(self, callback: Callable[[LockLost], object]) -> None:
-        """Calls `callback(error)` (on the client's thread) when the lock is lost; at once if it was."""
+        """Calls `callback(error)` when the lock is lost (at once if it was). Callbacks run on the
+        client's callback thread, one at a time in the order of the events: they may release locks
+        or close the client, and should not block for long."""
         with self._guard:
-            self._callbacks.append(callback)
-        if self.lost.is_set() and self._lock.error is not None:
-            callback(self._lock.error)
+            if not self.lost.is_set():
+                self._on_lost.append(callback)
+                return
+        assert self._lock.error is not None
+        callback(self._lock.error)
+
+    def on_revoke_requested(self, callback: Callable[[aio.RevokeRequest], object]) -> None:
+        """Calls `callback(request)` when someone asks for the lock back (at once if they did),
+        on the client's callback thread; `request.reason` says why, `request.force_at` by when."""
+        with self._guard:
+            if not self.revoke_requested.is_set():
+                self._on_revoke.append(callback)
+                return
+        assert self._lock.revoke is not None
+        callback(self._lock.revoke)
 
     @property
     def error(self) -> LockLost | None:
@@ -61,123 +103,279 @@ class Lock:
 
     @property
     def mode(self) -> aio.Mode:
+        """How the lock is held: as asked, or "read" once a write lock was downgraded."""
         return self._lock.mode
 
     @property
+    def held(self) -> bool:
+        """Whether the lock is still held: neither released nor lost."""
+        return self._lock.held
+
+    @property
     def in_doubt(self) -> bool:
+        """True while nobody can vouch for the lock (its stream is being resumed, or the server
+        lost its coordination back end): pause writes to what it protects; `lost` may follow."""
         return self._lock.in_doubt
 
     @property
     def revoke_reason(self) -> str:
+        """Why the lock was asked back, once `revoke_requested` is set."""
         return self._lock.revoke_reason
 
-    @property
-    def held(self) -> bool:
-        return self._lock.held
-
     def release(self) -> None:
-        """Releases the lock. Raises LockLost if it was lost first."""
-        self._client._run(self._lock.release())
+        """Releases the lock and waits for the server to confirm. Idempotent (closing the client
+        releases it too). Raises LockLost if the lock was lost first: the work done under it may
+        not have been exclusive."""
+        try:
+            self._client._run(self._lock.release)
+        except ClientClosed:
+            if self._lock.error is not None:
+                raise self._lock.error from None
+            # Released by closing the client.
 
-    def set_value(self, value: bytes) -> None:
-        """Replaces the value the holder publishes (at most 1 KiB; empty clears it)."""
-        self._client._run(self._lock.set_value(value))
+    async def _give_back(self) -> None:
+        """Releases a lock granted to a call whose caller was interrupted."""
+        with contextlib.suppress(LockError):
+            await self._lock.release()
+
+    def set_value(self, value: bytes | str) -> None:
+        """Publishes `value` with the lock (a str as UTF-8; at most 1024 bytes; empty clears it):
+        what DescribeLock and WatchLock show for this holder. Returns once it is published."""
+        self._client._run(lambda: self._lock.set_value(value))
 
     def downgrade(self) -> None:
-        """Turns a write hold into a read hold, with no writer let in between."""
-        self._client._run(self._lock.downgrade())
+        """Turns a write lock into a read lock in one step (same token, nobody granted in
+        between; readers queued only behind it are granted). LockError (FAILED_PRECONDITION) for
+        any other mode, and the lock stays held."""
+        self._client._run(self._lock.downgrade)
 
     def __enter__(self) -> Lock:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._client._run(self._lock.__aexit__(*exc))
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        """Releases the lock. If the block finished but the lock was lost while it ran, raises
+        LockLost: the work was not protected all along. If the block raised, that propagates."""
+        try:
+            self._client._run(lambda: self._lock.__aexit__(kind, *rest))
+        except ClientClosed:
+            if self._lock.error is not None and kind is None:
+                raise self._lock.error from None
+            # Released by closing the client.
 
 
 class Client:
-    """Takes locks on one lockstream server; see lockstream.aio.Client for the options."""
+    """Takes locks on a lockstream server; blocking calls, safe to use from any thread.
+
+    `with lockstream.Client("127.0.0.1:50051", owner="billing") as client:` — see
+    lockstream.aio.Client for the options. Every lock of the client is a request on one Session
+    stream, served by an event loop on a daemon thread of the client's own. Close the client
+    when done: that releases its locks and stops the thread.
+    """
 
     def __init__(self, target: str, *, owner: str = "", resume_grace: float = 5.0,
                  heartbeat_interval: float = 5.0, credentials: grpc.ChannelCredentials | None = None,
-                 metadata: Sequence[tuple[str, str]] = ()) -> None:
+                 token: str | None = None, metadata: Sequence[tuple[str, str]] = (),
+                 unavailable_retries: int = 2, channel_options: Sequence[tuple[str, Any]] = ()) -> None:
+        # Checks the options in the caller's thread, before a thread is started.
+        self._client = aio.Client(target, owner=owner, resume_grace=resume_grace,
+                                  heartbeat_interval=heartbeat_interval, credentials=credentials,
+                                  token=token, metadata=metadata, unavailable_retries=unavailable_retries,
+                                  channel_options=channel_options)
+        self._closed = False
+        # Guards _closed and _calls, the calls waited for by some thread.
+        self._guard = threading.Lock()
+        self._calls: set[concurrent.futures.Future[Any]] = set()
+        self._callbacks: queue.SimpleQueue[tuple[Callable[..., object], tuple[object, ...]] | None] | None = None
+        self._callbacks_guard = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="lockstream", daemon=True)
         self._thread.start()
 
-        async def make() -> aio.Client:
-            return aio.Client(target, owner=owner, resume_grace=resume_grace,
-                              heartbeat_interval=heartbeat_interval, credentials=credentials,
-                              metadata=metadata)
+    def _run(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Runs the coroutine `call()` makes on the client's loop and waits for it. ClientClosed
+        once the client is closed, and for a call that the closing cut short. An interrupt of the
+        waiting thread (KeyboardInterrupt) cancels the call there and returns once the
+        cancellation has run (a waiting request has left the queue, a crossing grant is given
+        back)."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a lockstream.Client cannot be used from its own event loop thread")
+        result: concurrent.futures.Future[T] = concurrent.futures.Future()
+        tasks: list[asyncio.Task[T]] = []
 
-        self._client = self._run(make())
-        self._closed = False
+        def settle(task: asyncio.Task[T]) -> None:
+            with self._guard:
+                self._calls.discard(result)
+                if result.done():
+                    return
+                if task.cancelled():
+                    result.set_exception(ClientClosed())  # cancelled by close(); or the caller is gone
+                elif (error := task.exception()) is not None:
+                    result.set_exception(error)
+                else:
+                    result.set_result(task.result())
 
-    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Runs `coroutine` on the loop; an interrupt of the waiting thread cancels it there, and
-        returns once the cancellation has run (a waiting request has left the queue)."""
-        finished = threading.Event()
-
-        async def guarded() -> T:
+        def start() -> None:
             try:
-                return await coroutine
-            finally:
-                finished.set()
+                task = self._loop.create_task(call())
+            except BaseException as error:
+                with self._guard:
+                    self._calls.discard(result)
+                    result.set_exception(error)
+                return
+            tasks.append(task)
+            task.add_done_callback(settle)
 
-        future = asyncio.run_coroutine_threadsafe(guarded(), self._loop)
+        with self._guard:
+            # Checked and registered under the guard that close() takes: a call is either refused
+            # here or registered before close() settles every call still registered.
+            if self._closed:
+                raise ClientClosed()
+            self._calls.add(result)
+            self._loop.call_soon_threadsafe(start)
         try:
-            return future.result()
+            return result.result()
         except BaseException:
-            future.cancel()
-            finished.wait(10)
+            if not result.done():
+                self._cancel_soon(tasks)
+                concurrent.futures.wait([result], timeout=_CANCEL_PATIENCE)
             raise
 
-    def _call_soon(self, callback: Callable[[], None]) -> None:
-        self._loop.call_soon_threadsafe(callback)
+    def _cancel_soon(self, tasks: list[asyncio.Task[Any]]) -> None:
+        """Cancels the call whose caller is gone, on the loop (where `start` has run: both go in
+        order). A call that finished meanwhile with a lock gives the lock back."""
+
+        def cancel() -> None:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+                elif not task.cancelled() and task.exception() is None and isinstance(task.result(), Lock):
+                    self._loop.create_task(task.result()._give_back())
+
+        with contextlib.suppress(RuntimeError):  # the loop is closed: close() settles the call
+            self._loop.call_soon_threadsafe(cancel)
+
+    def _dispatch(self, callback: Callable[..., object], *args: object) -> None:
+        """Calls `callback(*args)` on the client's callback thread, in the order of the events:
+        never on its event loop, so that a callback may use the client (release, close)."""
+        with self._callbacks_guard:
+            if self._callbacks is None:
+                self._callbacks = queue.SimpleQueue()
+                threading.Thread(target=self._call_back, args=(self._callbacks,),
+                                 name="lockstream-callbacks", daemon=True).start()
+            self._callbacks.put((callback, args))
+
+    @staticmethod
+    def _call_back(calls: queue.SimpleQueue[tuple[Callable[..., object], tuple[object, ...]] | None]) -> None:
+        while (call := calls.get()) is not None:
+            callback, args = call
+            aio._call_safely("lockstream", callback, *args)
+
+    def _run_soon(self, call: Callable[[], object]) -> None:
+        """Runs `call` on the client's event loop, and waits until it has."""
+
+        async def run() -> None:
+            call()
+
+        self._run(run)
+
+    async def _wrap(self, acquiring: Coroutine[Any, Any, aio.Lock]) -> Lock:
+        return Lock(self, await acquiring)
+
+    def _dispatching(self, on_queued: Callable[[int], object] | None) -> Callable[[int], object] | None:
+        if on_queued is None:
+            return None
+        return lambda ahead: self._dispatch(on_queued, ahead)
 
     def acquire(self, name: str, *, mode: aio.Mode = "mutex", timeout: float | None = None,
-                owner: str | None = None, value: bytes = b"", limit: int = 0,
+                owner: str | None = None, value: bytes | str = b"", limit: int = 0,
                 weight: int | None = None, on_queued: Callable[[int], object] | None = None) -> Lock:
-        """Blocks until the lock is granted. `timeout`: seconds to wait in the queue (LockTimeout
-        after; 0 tries once). Interrupting the wait (KeyboardInterrupt) leaves the queue."""
-        lock = self._run(self._client.acquire(name, mode=mode, timeout=timeout, owner=owner,
-                                              value=value, limit=limit, weight=weight,
-                                              on_queued=on_queued))
-        return Lock(self, lock)
+        """Blocks until the lock is granted and returns it (see `lock`)."""
+        return self._run(lambda: self._wrap(self._client.acquire(
+            name, mode=mode, timeout=timeout, owner=owner, value=value, limit=limit, weight=weight,
+            on_queued=self._dispatching(on_queued))))
 
     def lock(self, name: str, *, mode: aio.Mode = "mutex", timeout: float | None = None,
-             owner: str | None = None, value: bytes = b"", limit: int = 0, weight: int | None = None,
-             on_queued: Callable[[int], object] | None = None) -> Lock:
-        """`with client.lock(name, mode="write", timeout=5) as lock:` holds the lock for the block."""
+             owner: str | None = None, value: bytes | str = b"", limit: int = 0,
+             weight: int | None = None, on_queued: Callable[[int], object] | None = None) -> Lock:
+        """Blocks until the lock is granted and returns it: `with client.lock(name, mode="write",
+        timeout=5) as lock:` holds it for the block.
+
+        `mode`: "mutex" (default), "read", "write"; "semaphore" when `limit` is given (up to
+        `limit` holders' `weight`s at once). `timeout`: seconds to wait in the queue, then
+        LockTimeout; 0 tries once; None waits as long as it takes. `value`: published with the
+        request (see Lock.set_value). `on_queued(ahead)`: called (on the client's callback thread)
+        while it waits, whenever the number of requests ahead changes. An interrupted wait
+        (KeyboardInterrupt) leaves the queue before it raises. LockError, with the server's code
+        and message, for anything else (PermissionDenied, INVALID_ARGUMENT for a bad name, ...).
+        """
         return self.acquire(name, mode=mode, timeout=timeout, owner=owner, value=value, limit=limit,
                             weight=weight, on_queued=on_queued)
 
+    def try_lock(self, name: str, *, mode: aio.Mode = "mutex", owner: str | None = None,
+                 value: bytes | str = b"", limit: int = 0, weight: int | None = None) -> Lock | None:
+        """Takes the lock if it can be granted now, without queuing: the Lock, or None when it
+        is held in a conflicting mode or others wait ahead (as threading.Lock.acquire(
+        blocking=False) answers False). Nothing is left queued. Other failures raise."""
+        try:
+            return self.acquire(name, mode=mode, timeout=0, owner=owner, value=value, limit=limit,
+                                weight=weight)
+        except LockTimeout:
+            return None
+
     def lock_all(self, targets: Sequence[str | aio.Target], *, timeout: float | None = None,
-                 owner: str | None = None, value: bytes = b"",
+                 owner: str | None = None, value: bytes | str = b"",
                  on_queued: Callable[[int], object] | None = None) -> Lock:
         """Takes every lock in `targets` at once, or none (see aio.Client.acquire_all):
         `with client.lock_all(["accounts/1", Target("ledger", "read")]) as lock:`."""
-        lock = self._run(self._client.acquire_all(targets, timeout=timeout, owner=owner, value=value,
-                                                  on_queued=on_queued))
-        return Lock(self, lock)
+        return self._run(lambda: self._wrap(self._client.acquire_all(
+            targets, timeout=timeout, owner=owner, value=value, on_queued=self._dispatching(on_queued))))
 
-    def try_lock(self, name: str, *, mode: aio.Mode = "mutex", **options: Any) -> Lock:
-        """Takes the lock only if it can be granted at once; LockTimeout otherwise."""
-        return self.acquire(name, mode=mode, timeout=0, **options)
+    def describe(self, name: str) -> aio.LockDescription:
+        """Who holds the lock and who waits for it, first in line first (DescribeLock)."""
+        return self._run(lambda: self._client.describe(name))
 
-    def describe(self, name: str) -> pb.DescribeLockResponse:
-        """Who holds the lock and who waits for it."""
-        return self._run(self._client.describe(name))
+    def check_token(self, name: str, token: int) -> bool:
+        """Whether `token` is held for the lock right now (CheckToken)."""
+        return self._run(lambda: self._client.check_token(name, token))
 
     def close(self) -> None:
-        """Releases every lock of the client, closes its channel and stops its thread."""
-        if self._closed:
-            return
-        self._closed = True
+        """Releases every lock of the client, fails its waiting calls at once (ClientClosed),
+        closes its channel and stops its thread. Idempotent. Every later call raises
+        ClientClosed, except `release()` and leaving a `with` block of a lock it released."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a lockstream.Client cannot be closed from its own event loop thread")
+        with self._guard:
+            if self._closed:
+                return
+            self._closed = True
+
+        async def shut_down() -> None:
+            try:
+                await self._client.close()
+            finally:
+                # Whatever still runs on the loop (a call another thread is waiting for) ends now.
+                current = asyncio.current_task()
+                tasks = [task for task in asyncio.all_tasks() if task is not current]
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
         try:
-            self._run(self._client.close())
+            asyncio.run_coroutine_threadsafe(shut_down(), self._loop).result()
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
+            self._thread.join(_CANCEL_PATIENCE)
+            with self._guard:
+                # Calls the stopped loop never started (or never finished) must not wait forever.
+                for call in self._calls:
+                    if not call.done():
+                        call.set_exception(ClientClosed())
+                self._calls.clear()
+            if not self._thread.is_alive():
+                self._loop.close()
+            with self._callbacks_guard:
+                if self._callbacks is not None:
+                    self._callbacks.put(None)  # after the callbacks already queued
 
     def __enter__(self) -> Client:
         return self
@@ -187,4 +385,3 @@ class Client:
 
 
 __all__ = ["Client", "Lock"]
-

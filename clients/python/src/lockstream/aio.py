@@ -1,29 +1,49 @@
-"""The asyncio client: `async with lockstream.aio.Client(...) as client` and
-`async with client.lock("name") as lock`.
+"""The asyncio client.
 
-All locks of a Client travel as requests on one Session stream (lockstream.v1.LockService/
-Session), opened on the first lock. The stream carries heartbeats; when it breaks, the client
-takes the session over on a new stream within the resume grace, and the locks stay held with the
-same tokens. Otherwise, and when the server ends a held lock, the lock is lost: `lock.lost` is
-set and the callbacks given to `lock.on_lost` are called.
+    async with lockstream.aio.Client("127.0.0.1:50051", owner="billing") as client:
+        async with client.lock("billing/invoice-42", mode="write", timeout=5) as lock:
+            await charge(fencing_token=lock.token)
+
+All locks of a Client are requests on one Session stream (lockstream.v1.LockService/Session),
+opened on the first acquire. The stream carries heartbeats in both directions; when it breaks,
+the client takes the session over on a new stream with its resume token, within the resume
+grace, and the locks stay held with the same tokens (`lock.in_doubt` is true meanwhile). When
+that fails, or when the server ends a held lock, the lock is lost: `lock.lost` is set and the
+callbacks given to `lock.on_lost` are called.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import random
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from collections.abc import Awaitable, Callable, Generator, Sequence
-from typing import Any, Literal
+from datetime import datetime, timezone
+from typing import Any
 
 import grpc
 import grpc.aio
 from google.protobuf.duration_pb2 import Duration
 
-from lockstream.errors import ClientClosed, LockError, LockLost, NotHeld, error_for
+from lockstream import _checks
+from lockstream._checks import VALUE_MAX_BYTES, Mode
+from lockstream._description import LockDescription, LockRequestInfo, description
+from lockstream.errors import (
+    ClientClosed,
+    InvalidArgument,
+    LockError,
+    LockLost,
+    LockTimeout,
+    NotHeld,
+    error_for,
+    lost_error,
+    status_code,
+)
 from lockstream.v1 import lockstream_pb2 as pb
 
-Mode = Literal["mutex", "read", "write", "semaphore"]
+logger = logging.getLogger("lockstream")
 
 _MODES: dict[str, pb.LockMode] = {
     "mutex": pb.LOCK_MODE_MUTEX,
@@ -31,18 +51,27 @@ _MODES: dict[str, pb.LockMode] = {
     "write": pb.LOCK_MODE_WRITE,
     "semaphore": pb.LOCK_MODE_SEMAPHORE,
 }
-_SESSION = "/lockstream.v1.LockService/Session"
-_DESCRIBE = "/lockstream.v1.LockService/DescribeLock"
-# Ends of a stream after which the server may still keep the session for a resume.
-_BREAKS = {
+_SERVICE = "/lockstream.v1.LockService/"
+#: How long past the wait timeout a request waits for the server's own verdict (seconds).
+_ANSWER_MARGIN = 5.0
+#: How long a cancelled or timed-out wait waits for the server to confirm it left the queue.
+_WITHDRAW_PATIENCE = 5.0
+#: How long close() waits for the server to confirm that every lock was released.
+_CLOSE_PATIENCE = 5.0
+_RETRY_BACKOFF = 0.1
+_RESUME_BACKOFF, _RESUME_BACKOFF_MAX = 0.1, 1.0
+# Ends of a stream that say it broke rather than what the server decided: worth a resume.
+_BREAKS = frozenset({
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
     grpc.StatusCode.INTERNAL,
     grpc.StatusCode.UNKNOWN,
-}
+})
+_REQUEST_STATE = "lockstream-request"
+_HEARTBEAT = pb.SessionRequest(heartbeat=pb.AcquireHeartbeat())
 
 SessionCall = grpc.aio.StreamStreamCall[pb.SessionRequest, pb.SessionResponse]
+Metadata = Sequence[tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -56,395 +85,605 @@ class Target:
     weight: int | None = None
 
     def _message(self) -> pb.LockTarget:
-        mode: Mode = "semaphore" if self.limit > 0 else self.mode
-        if mode not in _MODES:
-            raise ValueError(f"lock {self.name!r}: mode {mode!r}: expected one of {', '.join(_MODES)}")
-        target = pb.LockTarget(name=self.name, mode=_MODES[mode], limit=self.limit)
-        if self.weight is not None:
-            target.weight = self.weight
+        name = _checks.check_name(self.name)
+        mode = _checks.check_mode(name, "semaphore" if self.limit else self.mode)
+        limit, weight = _checks.check_semaphore(name, mode, self.limit, self.weight)
+        target = pb.LockTarget(name=name, mode=_MODES[mode], limit=limit)
+        if weight is not None:
+            target.weight = weight
         return target
 
 
 def _duration(seconds: float) -> Duration:
     duration = Duration()
-    duration.FromNanoseconds(int(seconds * 1e9))
+    duration.FromNanoseconds(round(seconds * 1e9))
     return duration
 
 
-async def _first(*futures: asyncio.Future[Any]) -> None:
-    """Waits until one of `futures` is done (none is cancelled)."""
-    await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+def _call_safely(what: str, callback: Callable[..., object], *args: object) -> None:
+    """Runs a caller's callback; what it raises is logged, never allowed to break the session."""
+    try:
+        callback(*args)
+    except Exception:
+        logger.exception("lockstream: a %s callback raised", what)
+
+
+def _cancelling() -> bool:
+    """Whether the current task was asked to cancel, rather than a call it awaited being
+    cancelled under it (grpc.aio cancels the calls of a channel that is closed)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11
+    return task is None or cancelling is None or bool(cancelling())
+
+
+@dataclass(frozen=True)
+class RevokeRequest:
+    """Someone asked the holder to release the lock (RevokeLock)."""
+
+    reason: str
+    #: When the lock is taken away if it is still held; None: the request is cooperative only.
+    force_at: datetime | None
 
 
 class Lock:
-    """A held lock. `token` is its fencing token: pass it to what the lock protects."""
+    """A held lock, from the moment `acquire` returns until `release()` or its loss.
+
+    `token` is its fencing token: larger for every later holder of the lock. Pass it to what the
+    lock protects, so that it can refuse a holder whose lock was lost. `lost` is set if the lock
+    is lost before it is released (never after a release).
+    """
 
     def __init__(self, session: _Session, request: _Request, acquired: pb.AcquireAcquired) -> None:
         self._session = session
         self._request = request
-        self.name = request.name
-        self.token = acquired.fencing_token
+        #: The lock's name (a multi-lock's names joined with "+").
+        self.name: str = request.name
+        #: The fencing token (for a multi-lock: its first lock's).
+        self.token: int = acquired.fencing_token
         #: A multi-lock's token for each of its locks, by name, in the order asked for; empty for
         #: a single lock (see `token`).
-        self.tokens = {token.name: token.fencing_token for token in acquired.tokens}
+        self.tokens: dict[str, int] = {token.name: token.fencing_token for token in acquired.tokens}
+        #: How the lock is held: as asked, or "read" once a write lock was downgraded.
         self.mode: Mode = request.mode
         #: Set when the lock is lost (not when it is released).
         self.lost = asyncio.Event()
         #: Why it was lost, once `lost` is set.
         self.error: LockLost | None = None
-        #: True while the server cannot vouch for the lock (its ZooKeeper link is interrupted).
-        self.in_doubt = False
-        #: Set when someone asked the holder to release the lock; `revoke_reason` says why.
+        #: Set once someone asked for the lock back; `revoke_reason` and `revoke` say more.
         self.revoke_requested = asyncio.Event()
-        self.revoke_reason = ""
+        self.revoke: RevokeRequest | None = None
+        self._in_doubt = False
+        self._downgraded = False
+        self._releasing = False
         self._on_lost: list[Callable[[LockLost], object]] = []
-        self._on_revoke: list[Callable[[str], object]] = []
-        self._ended = False
+        self._on_revoke: list[Callable[[RevokeRequest], object]] = []
+        self._on_doubt: list[Callable[[bool], object]] = []
 
-    def on_lost(self, callback: Callable[[LockLost], object]) -> None:
-        """Calls `callback(error)` when the lock is lost (at once if it was)."""
-        if self.error is not None:
-            callback(self.error)
-        else:
-            self._on_lost.append(callback)
-
-    def on_revoke_requested(self, callback: Callable[[str], object]) -> None:
-        """Calls `callback(reason)` when someone asks the holder to release the lock."""
-        if self.revoke_requested.is_set():
-            callback(self.revoke_reason)
-        else:
-            self._on_revoke.append(callback)
-
-    def _revoke(self, reason: str) -> None:
-        self.revoke_reason = reason
-        self.revoke_requested.set()
-        for callback in self._on_revoke:
-            callback(reason)
+    def __repr__(self) -> str:
+        state = "lost" if self.error else "held" if self.held else "released"
+        return f"<lockstream.aio.Lock {self.name!r} {self.mode} token={self.token} {state}>"
 
     @property
     def held(self) -> bool:
-        """Whether the lock is still held (neither released nor lost)."""
-        return not self._ended
+        """Whether the lock is still held: neither released (nor being released) nor lost."""
+        return self._request.state == _HELD
+
+    @property
+    def in_doubt(self) -> bool:
+        """True while nobody can vouch for the lock: the stream holding it broke and is being
+        resumed, or the server lost contact with its coordination back end. It may still be held,
+        or `lost` may follow; a careful holder pauses writes to what the lock protects."""
+        return self._in_doubt
+
+    @property
+    def revoke_reason(self) -> str:
+        """Why the lock was asked back, once `revoke_requested` is set ("" before)."""
+        return self.revoke.reason if self.revoke is not None else ""
+
+    def on_lost(self, callback: Callable[[LockLost], object]) -> None:
+        """Calls `callback(error)` when the lock is lost (at once if it was), on the event loop."""
+        if self.error is not None:
+            _call_safely("lost", callback, self.error)
+        else:
+            self._on_lost.append(callback)
+
+    def on_revoke_requested(self, callback: Callable[[RevokeRequest], object]) -> None:
+        """Calls `callback(request)` when someone asks for the lock back (at once if they did)."""
+        if self.revoke is not None:
+            _call_safely("revoke", callback, self.revoke)
+        else:
+            self._on_revoke.append(callback)
+
+    def on_in_doubt(self, callback: Callable[[bool], object]) -> None:
+        """Calls `callback(True)` when the lock falls in doubt, `callback(False)` when it is
+        confirmed held again (see `in_doubt`)."""
+        self._on_doubt.append(callback)
 
     async def release(self) -> None:
-        """Releases the lock and waits for the server to confirm. Raises LockLost if it was lost."""
-        if self.error is not None:
-            raise self.error
-        if self._ended or self._request.let_go is not None:
-            raise NotHeld(self.name)
-        self._session.let_go(self._request, release=True)
-        await asyncio.shield(self._request.ended)
+        """Releases the lock and waits for the server to confirm. Idempotent. Raises LockLost if
+        the lock was lost first: the work done under it may not have been exclusive."""
+        if not self._releasing:
+            if self.error is not None:
+                raise self.error
+            if self._request.state != _HELD:
+                raise NotHeld(self.name)
+            self._start_release()
+        # Cancelling the wait does not stop the release.
+        await self._request.ended.wait()
         if self.error is not None:
             raise self.error
 
-    async def set_value(self, value: bytes) -> None:
-        """Replaces the value the holder publishes (at most 1 KiB; empty clears it)."""
-        await self._ask(pb.SessionRequest(set_value=pb.SessionSetValue(request_id=self._request.id, value=value)))
+    def _start_release(self) -> None:
+        self._releasing = True
+        self._request.state = _RELEASING
+        self._session.send(self._request.release_message())
+
+    async def set_value(self, value: bytes | str) -> None:
+        """Publishes `value` with the lock (a str as UTF-8; at most 1024 bytes; empty clears it):
+        what DescribeLock and WatchLock show for this holder. Returns once it is published."""
+        data = _checks.check_value(self.name, value)
+        await self._ask("value_set", pb.SessionRequest(
+            set_value=pb.SessionSetValue(request_id=self._request.id, value=data)))
 
     async def downgrade(self) -> None:
-        """Turns a write hold into a read hold, with no writer let in between."""
-        await self._ask(pb.SessionRequest(downgrade=pb.SessionDowngrade(request_id=self._request.id)))
-        self.mode = "read"
-
-    async def _ask(self, message: pb.SessionRequest) -> None:
-        async with self._request.ask_lock:
-            if self._ended:
-                raise self.error or NotHeld(self.name)
-            ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._request.ack, self._request.asked = ack, message
-            await self._session.send(message)
-            ended = self._request.ended
-            await _first(ack, ended)
-            if not ack.done():
-                error = ended.result()
-                raise error or NotHeld(self.name)
-
-    def _end(self, error: LockError | None, let_go: bool) -> None:
-        if self._ended:
+        """Turns a write lock into a read lock in one step: the token stays, nobody is granted
+        in between, and readers queued behind it that waited only for it are granted. Raises
+        LockError (FAILED_PRECONDITION) for a mutex, read or semaphore lock, which stays held:
+        nothing is upgraded (release it and acquire a write lock instead)."""
+        if self._downgraded:
             return
-        self._ended = True
-        if error is None or (let_go and not isinstance(error, LockLost)):
+        if self.mode != "write":
+            raise LockError(self.name, grpc.StatusCode.FAILED_PRECONDITION,
+                            f"only a write lock can be downgraded, not a {self.mode} lock")
+        await self._ask("downgraded", pb.SessionRequest(
+            downgrade=pb.SessionDowngrade(request_id=self._request.id)))
+
+    async def _ask(self, answer: str, message: pb.SessionRequest) -> None:
+        if self.error is not None:
+            raise self.error
+        if self._session.closing:
+            raise ClientClosed(self.name)
+        if self._request.state != _HELD:
+            raise NotHeld(self.name, "the lock was released" if self._releasing else "the lock is not held")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Nobody may be left waiting for it (a cancelled caller): never an unretrieved exception.
+        done.add_done_callback(lambda future: future.cancelled() or future.exception())
+        self._request.pending.append((answer, message, done))
+        self._session.send(message)
+        await done
+
+    def _acknowledged(self, answer: str) -> None:
+        if answer == "downgraded":
+            self.mode, self._downgraded = "read", True
+
+    def _doubt(self, doubt: bool) -> None:
+        if self._in_doubt == doubt or self.error is not None:
             return
-        lost = error if isinstance(error, LockLost) else LockLost(self.name, error.code, error.message)
-        self.error = lost
+        self._in_doubt = doubt
+        for callback in self._on_doubt:
+            _call_safely("in-doubt", callback, doubt)
+
+    def _revoke(self, message: pb.AcquireRevokeRequested) -> None:
+        if self.revoke is not None:
+            return
+        force_at = (message.force_at.ToDatetime(tzinfo=timezone.utc)
+                    if message.HasField("force_at") else None)
+        self.revoke = RevokeRequest(message.reason, force_at)
+        self.revoke_requested.set()
+        for callback in self._on_revoke:
+            _call_safely("revoke", callback, self.revoke)
+
+    def _lose(self, error: LockLost) -> None:
+        if self.error is not None:
+            return
+        self.error = error
+        self._in_doubt = False
         self.lost.set()
         for callback in self._on_lost:
-            callback(lost)
+            _call_safely("lost", callback, error)
+        self._on_lost.clear()
 
     async def __aenter__(self) -> Lock:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        if self._ended and self.error is None:
-            return
-        with contextlib.suppress(LockLost, NotHeld):
+    async def __aexit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        """Releases the lock. If the block finished but the lock was lost while it ran, raises
+        LockLost: the work was not protected all along. If the block raised, that propagates."""
+        try:
             await self.release()
+        except LockLost:
+            if kind is None:
+                raise
+
+
+# Request states: waiting for a grant; given up while waiting (the caller is gone); held;
+# being released; over (its `ended` arrived, or the session ended).
+_WAITING, _CANCELLED, _HELD, _RELEASING, _ENDED = "waiting", "cancelled", "held", "releasing", "ended"
 
 
 class _Request:
     """One lock request of the session, from `acquire` to `ended`."""
 
     def __init__(self, request_id: int, name: str, mode: Mode, message: pb.SessionAcquire,
-                 on_queued: Callable[[int], object] | None) -> None:
+                 timeout: float | None, on_queued: Callable[[int], object] | None) -> None:
         loop = asyncio.get_running_loop()
         self.id = request_id
         self.name = name
         self.mode = mode
         self.message = message
+        self.message.request_id = request_id
+        self.timeout = timeout
+        self.deadline = None if timeout is None else loop.time() + timeout
         self.on_queued = on_queued
-        self.granted: asyncio.Future[Lock] = loop.create_future()
-        self.ended: asyncio.Future[LockError | None] = loop.create_future()
-        self.lock: Lock | None = None
-        self.let_go: pb.SessionRequest | None = None
-        self.ack: asyncio.Future[None] | None = None
-        self.asked: pb.SessionRequest | None = None
-        self.ask_lock = asyncio.Lock()
+        self.state = _WAITING
+        #: Whether its `acquire` went out on a stream (the server may have heard of it).
+        self.sent = False
+        #: Whether the server reported it since the current resume began.
         self.reported = False
+        self.lock: Lock | None = None
+        #: Why it ended before a grant.
+        self.failure: LockError | None = None
+        #: Set at the grant or at the end, whichever comes first.
+        self.decided = asyncio.Event()
+        self.ended = asyncio.Event()
+        #: set_value and downgrade sent and not yet answered, oldest first: (answer, message, done).
+        self.pending: list[tuple[str, pb.SessionRequest, asyncio.Future[None]]] = []
+
+    def acquire_message(self) -> pb.SessionRequest:
+        return pb.SessionRequest(acquire=self.message)
+
+    def release_message(self) -> pb.SessionRequest:
+        return pb.SessionRequest(release=pb.SessionRelease(request_id=self.id))
+
+    def cancel_message(self) -> pb.SessionRequest:
+        return pb.SessionRequest(cancel=pb.SessionCancel(request_id=self.id))
+
+
+class _Stream:
+    """One Session call and the tasks serving it."""
+
+    def __init__(self, call: SessionCall, now: float) -> None:
+        self.call = call
+        # None: half-close.
+        self.outbox: asyncio.Queue[pb.SessionRequest | None] = asyncio.Queue()
+        self.heard = now
+        self.over = False
+        self.cancel_reason = ""
+        self.tasks: list[asyncio.Task[None]] = []
+
+
+class _SessionOver(Exception):
+    """The session ended before a request could be queued on it: take the next one."""
 
 
 class _Session:
-    """One Session stream and its successors after resumes: every lock of a Client."""
+    """The Session stream of a Client, and its successors after resumes."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
         self._loop = asyncio.get_running_loop()
         self.requests: dict[int, _Request] = {}
         self._last_id = 0
-        self._call: SessionCall | None = None
-        self._ready = asyncio.Event()
-        self._write_lock = asyncio.Lock()
+        self._stream: _Stream | None = None
         self._resume_token = ""
         self._resume_grace = 0.0
-        self._heard = self._loop.time()
+        self._resuming = False
+        self._resume_attempts = 0
+        self._resume_cause = ""
+        self._timers: list[asyncio.TimerHandle] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.closing = False
         self.ended = False
         self._done = asyncio.Event()
+        self._open(None)
 
-    # -- streams ------------------------------------------------------------------------------
+    # -- streams ----------------------------------------------------------------------------------
 
-    async def open(self) -> None:
-        options = self._client.options
-        opening = pb.SessionOpen()
-        if options.resume_grace > 0:
-            opening.resume_grace.CopyFrom(_duration(options.resume_grace))
-        if options.heartbeat_interval > 0:
-            opening.heartbeat_interval.CopyFrom(_duration(options.heartbeat_interval))
-        call = self._new_call()
-        await call.write(pb.SessionRequest(open=opening))
-        self._use(call)
+    def _open(self, resume_token: str | None) -> None:
+        """Opens a stream that starts with `open` (or `resume`, while resuming)."""
+        options = self._client._options
+        stream = _Stream(self._client._session_call(), self._loop.time())
+        if resume_token is None:
+            opening = pb.SessionOpen()
+            if options.resume_grace > 0:
+                opening.resume_grace.CopyFrom(_duration(options.resume_grace))
+            if options.heartbeat_interval > 0:
+                opening.heartbeat_interval.CopyFrom(_duration(options.heartbeat_interval))
+            stream.outbox.put_nowait(pb.SessionRequest(open=opening))
+        else:
+            resume = pb.SessionResume(resume_token=resume_token)
+            if options.heartbeat_interval > 0:
+                resume.heartbeat_interval.CopyFrom(_duration(options.heartbeat_interval))
+            stream.outbox.put_nowait(pb.SessionRequest(resume=resume))
+        self._stream = stream
+        stream.tasks = [self._spawn(self._write(stream)), self._spawn(self._read(stream)),
+                        self._spawn(self._heartbeats(stream))]
 
-    def _new_call(self) -> SessionCall:
-        method = self._client.channel.stream_stream(
-            _SESSION,
-            request_serializer=pb.SessionRequest.SerializeToString,
-            response_deserializer=pb.SessionResponse.FromString,
-        )
-        call: SessionCall = method(metadata=self._client.options.metadata)  # type: ignore[assignment]
-        self._heard = self._loop.time()
-        return call
-
-    def _use(self, call: SessionCall) -> None:
-        self._call = call
-        self._ready.set()
-        self._spawn(self._read(call))
-        self._spawn(self._heartbeats(call))
-
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coroutine)
+    def _spawn(self, coroutine: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = self._loop.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
-    async def send(self, message: pb.SessionRequest) -> None:
-        """Sends on the current stream, waiting while the session is being resumed. A message
-        lost with a breaking stream is accounted for by the resume (see _take_over)."""
+    def send(self, message: pb.SessionRequest) -> bool:
+        """Queues `message` on the current stream, in order. Nothing is sent while the session is
+        being resumed: once it is, what each request still needs is sent again (see _resumed)."""
+        stream = self._stream
+        if stream is None or stream.over or self._resuming:
+            return False
+        stream.outbox.put_nowait(message)
+        return True
+
+    async def _write(self, stream: _Stream) -> None:
         while True:
-            if self.ended:
-                raise ClientClosed() if self.closing else _SessionOver()
-            call = self._call
-            if call is None:
-                await self._ready.wait()
-                continue
-            async with self._write_lock:
-                try:
-                    await call.write(message)
-                except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
-                    pass  # the stream is breaking: _read sees it
-            return
+            message = await stream.outbox.get()
+            try:
+                if message is None:
+                    await stream.call.done_writing()
+                    return
+                await stream.call.write(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                return  # the call is over: _read reports how
 
-    async def _read(self, call: SessionCall) -> None:
-        code, trailers = grpc.StatusCode.OK, None
+    async def _read(self, stream: _Stream) -> None:
+        call = stream.call
+        code, details, trailers = grpc.StatusCode.OK, "", None
         try:
             while True:
                 message = await call.read()
                 if message is grpc.aio.EOF:
                     break
-                assert isinstance(message, pb.SessionResponse)
-                self._heard = self._loop.time()
-                self._handle(message)
-            code = await call.code()
+                stream.heard = self._loop.time()
+                if isinstance(message, pb.SessionResponse):
+                    try:
+                        self._handle(stream, message)
+                    except Exception:
+                        logger.exception("lockstream: failed to handle %s", message)
+            code, details = await call.code(), await call.details()
             trailers = await call.trailing_metadata()
         except grpc.aio.AioRpcError as error:
-            code, trailers = error.code(), error.trailing_metadata()
+            code, details, trailers = error.code(), error.details() or "", error.trailing_metadata()
         except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-        details = ""
-        with contextlib.suppress(Exception):
-            details = await call.details() or ""
-        await self._broken(call, code, details, trailers)
+            if not call.cancelled():
+                raise  # this task was cancelled: the session is being torn down
+            code, details = grpc.StatusCode.CANCELLED, stream.cancel_reason or "the call was cancelled"
+        self._broken(stream, code, details or "", trailers)
 
-    async def _heartbeats(self, call: SessionCall) -> None:
-        """One every interval; three intervals without a word from the server count as a broken
-        stream (a connection that silently died), to be resumed on a new one."""
-        interval = self._client.options.heartbeat_interval
+    async def _heartbeats(self, stream: _Stream) -> None:
+        """A heartbeat every interval; three intervals without a word from the server count as a
+        broken stream (a connection that silently died, or a proxy answering for a dead server)."""
+        interval = self._client._options.heartbeat_interval
         if interval <= 0:
             return
-        while self._call is call and not call.done():
-            await asyncio.sleep(interval)
-            if self._call is not call:
+        next_beat = self._loop.time() + interval
+        while not stream.over:
+            silence_at = stream.heard + 3 * interval
+            await asyncio.sleep(max(0.0, min(next_beat, silence_at) - self._loop.time()))
+            if stream.over:
                 return
-            if self._loop.time() - self._heard > 3 * interval:
-                call.cancel()
+            now = self._loop.time()
+            if now >= stream.heard + 3 * interval:
+                stream.cancel_reason = (f"no message from the server for {now - stream.heard:.1f} s "
+                                        "(3 heartbeat intervals)")
+                stream.call.cancel()
                 return
-            await self.send(pb.SessionRequest(heartbeat=pb.AcquireHeartbeat()))
+            if now >= next_beat:
+                stream.outbox.put_nowait(_HEARTBEAT)
+                next_beat = now + interval
 
-    def _handle(self, message: pb.SessionResponse) -> None:
-        kind = message.WhichOneof("kind")
-        if kind == "opened":
-            self._resume_token = message.opened.resume_token
-            self._resume_grace = message.opened.resume_grace.ToNanoseconds() / 1e9
+    def _retire(self, stream: _Stream) -> None:
+        stream.over = True
+        current = asyncio.current_task()
+        for task in stream.tasks:
+            if task is not current:
+                task.cancel()
+        stream.call.cancel()
+
+    def _broken(self, stream: _Stream, code: grpc.StatusCode, details: str, trailers: Any) -> None:
+        """The stream ended with `code`: resume the session on a new one, or end it."""
+        if stream.over or self._stream is not stream:
             return
+        self._retire(stream)
+        self._stream = None
+        if self.ended:
+            return
+        if self.closing:
+            self._finish(code, details)
+            return
+        over = any(key == _REQUEST_STATE and "ended" in str(value) for key, value in (trailers or ()))
+        if (code in _BREAKS and not over and self._resume_token and self._resume_grace > 0):
+            self._resume(code, details)
+            return
+        if self._resuming:
+            details = f"the session could not be resumed: {details or code.name}"
+        self._finish(code, details)
+
+    def _resume(self, code: grpc.StatusCode, details: str) -> None:
+        """Opens another stream with the resume token: now after a first break, after a backoff
+        after the next ones, until one is taken over or the grace is over (counted from the first
+        break: the server counts from when it noticed, which is no later)."""
+        if not self._resuming:
+            self._resuming = True
+            self._resume_attempts = 0
+            self._resume_cause = details or code.name
+            self._timers.append(self._loop.call_later(self._resume_grace, self._give_up))
+            for request in self.requests.values():
+                if request.lock is not None and request.state in (_HELD, _RELEASING):
+                    request.lock._doubt(True)
+        delay = 0.0
+        if self._resume_attempts > 0:
+            delay = random.uniform(0, min(_RESUME_BACKOFF_MAX, _RESUME_BACKOFF * 2 ** self._resume_attempts))
+        self._resume_attempts += 1
+        self._timers.append(self._loop.call_later(delay, self._reopen))
+
+    def _reopen(self) -> None:
+        if not self._resuming or self.ended or self.closing:
+            return
+        for request in self.requests.values():
+            request.reported = False
+        try:
+            self._open(self._resume_token)
+        except Exception as error:  # the channel was closed
+            self._finish(grpc.StatusCode.UNAVAILABLE, f"the session could not be resumed: {error}")
+
+    def _give_up(self) -> None:
+        if self._resuming and not self.ended:
+            self._finish(grpc.StatusCode.UNAVAILABLE,
+                         f"the session's stream broke ({self._resume_cause}) and could not be resumed "
+                         f"within its {self._resume_grace:g} s grace")
+
+    # -- what the server says ------------------------------------------------------------------
+
+    def _handle(self, stream: _Stream, message: pb.SessionResponse) -> None:
+        if stream is not self._stream:
+            return
+        kind = message.WhichOneof("kind")
+        if message.request_id == 0:
+            if kind == "opened":
+                self._resume_token = message.opened.resume_token
+                self._resume_grace = message.opened.resume_grace.ToNanoseconds() / 1e9
+            elif kind == "resumed":
+                self._resumed()
+            return  # heartbeat, or what a newer server says about the session
         request = self.requests.get(message.request_id)
         if request is None:
             return
-        request.reported = True
-        lock = request.lock
+        if self._resuming:
+            request.reported = True
+        lock, state = request.lock, request.state
         if kind == "queued":
-            if request.on_queued is not None:
-                request.on_queued(message.queued.ahead)
+            if state == _WAITING and request.on_queued is not None:
+                _call_safely("queued", request.on_queued, message.queued.ahead)
         elif kind == "acquired":
-            if lock is None:
+            if state == _WAITING:
+                request.state = _HELD
                 request.lock = Lock(self, request, message.acquired)
-                request.granted.set_result(request.lock)
-        elif kind == "in_doubt" and lock is not None:
-            lock.in_doubt = True
-        elif kind == "confirmed" and lock is not None:
-            lock.in_doubt = False
-        elif kind == "revoke_requested" and lock is not None:
-            lock._revoke(message.revoke_requested.reason)
+                request.decided.set()
+            elif lock is not None:
+                lock._doubt(False)  # a resumed session's report: still ours, same token
+            # Cancelled: a grant that crossed our cancel; the server releases it on the cancel.
+        elif kind == "in_doubt":
+            if lock is not None and state in (_HELD, _RELEASING):
+                lock._doubt(True)
+        elif kind == "confirmed":
+            if lock is not None:
+                lock._doubt(False)
+        elif kind == "revoke_requested":
+            if lock is not None and state == _HELD:
+                lock._revoke(message.revoke_requested)
         elif kind in ("value_set", "downgraded"):
-            if request.ack is not None and not request.ack.done():
-                request.ack.set_result(None)
-            request.ack, request.asked = None, None
+            for index, (answer, _, done) in enumerate(request.pending):
+                if answer == kind:
+                    del request.pending[index]
+                    if lock is not None:
+                        lock._acknowledged(answer)
+                    if not done.done():
+                        done.set_result(None)
+                    break
         elif kind == "ended":
-            code = message.ended.code
-            self.end(request, None if code == 0 else error_for(request.name, code, message.ended.message))
+            self._end(request, message.ended.code, message.ended.message)
 
-    def end(self, request: _Request, error: LockError | None) -> None:
+    def _resumed(self) -> None:
+        """The server took the resumed stream over and reported every request it still has.
+        What it did not report, it does not have: that request ended with its `ended` lost in the
+        break, or its `acquire` never arrived. What a reported request was sent last without an
+        answer (release, cancel, set_value, downgrade: all harmless twice) is sent again."""
+        self._resuming = False
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+        for request in list(self.requests.values()):
+            state = request.state
+            if request.reported:
+                if request.lock is not None:
+                    request.lock._doubt(False)
+                for _, message, _ in request.pending:
+                    self.send(message)
+                if state == _RELEASING:
+                    self.send(request.release_message())
+                elif state == _CANCELLED:
+                    self.send(request.cancel_message())
+            elif not request.sent:
+                if state == _WAITING:
+                    request.sent = self.send(request.acquire_message())
+                else:
+                    self._end(request, grpc.StatusCode.CANCELLED, "withdrawn before it was sent")
+            elif state == _WAITING:
+                # Retryable (Client.acquire queues it again, at the back, for what is left of its wait).
+                self._end(request, grpc.StatusCode.UNAVAILABLE,
+                          "the request lost its place in the queue while the session was being resumed")
+            elif state == _HELD:
+                self._end(request, grpc.StatusCode.NOT_FOUND,
+                          "the server no longer has the lock after the session was resumed")
+            else:
+                self._end(request, grpc.StatusCode.OK, "")
+
+    def _end(self, request: _Request, code: int | grpc.StatusCode, message: str,
+             error: LockError | None = None) -> None:
+        """The request is over with `code`, as it stood."""
+        if request.state == _ENDED:
+            return
+        was, request.state = request.state, _ENDED
         if self.requests.get(request.id) is request:
             del self.requests[request.id]
-        if not request.ended.done():
-            request.ended.set_result(error)
-        if request.lock is not None:
-            request.lock._end(error, request.let_go is not None)
-
-    async def _broken(self, call: SessionCall, code: grpc.StatusCode, details: str,
-                      trailers: Any) -> None:
-        if self._call is not call:
-            return
-        self._call = None
-        self._ready.clear()
-        ended_by_server = any(key == "lockstream-request" and "ended" in str(value)
-                              for key, value in (trailers or ()))
-        if (self.closing or not self._resume_token or self._resume_grace <= 0 or code not in _BREAKS
-                or ended_by_server):
-            self.finish(None if code == grpc.StatusCode.OK else (code, details))
-            return
-        self._spawn(self._resume(self._loop.time() + self._resume_grace, (code, details)))
-
-    async def _resume(self, deadline: float, cause: tuple[grpc.StatusCode, str]) -> None:
-        backoff = 0.05
-        while True:
+        status = status_code(code)
+        lock = request.lock
+        loss: LockLost | None = None
+        if was in (_WAITING, _CANCELLED):
             if self.closing:
-                self.finish(cause)
-                return
-            options = self._client.options
-            resume = pb.SessionResume(resume_token=self._resume_token)
-            if options.heartbeat_interval > 0:
-                resume.heartbeat_interval.CopyFrom(_duration(options.heartbeat_interval))
-            call = self._new_call()
-            try:
-                await call.write(pb.SessionRequest(resume=resume))
-                await asyncio.wait_for(self._take_over(call), max(0.0, deadline - self._loop.time()))
-                self._use(call)
-                return
-            except grpc.aio.AioRpcError as error:
-                cause = (error.code(), error.details() or "")
-            except (asyncio.TimeoutError, grpc.aio.UsageError, asyncio.InvalidStateError):
-                pass
-            call.cancel()
-            if cause[0] == grpc.StatusCode.NOT_FOUND or self._loop.time() >= deadline:
-                self.finish((cause[0], "could not resume the session: " + cause[1]))
-                return
-            await asyncio.sleep(min(backoff, max(0.0, deadline - self._loop.time())))
-            backoff = min(2 * backoff, 1.0)
+                error = ClientClosed(request.name)
+            request.failure = error or (error_for(request.name, status, message) if status != grpc.StatusCode.OK
+                                        else LockError(request.name, grpc.StatusCode.UNKNOWN,
+                                                       "the request ended without a grant"))
+        elif was == _HELD and lock is not None:
+            loss = lost_error(request.name, status, message) if status != grpc.StatusCode.OK else LockLost(
+                request.name, grpc.StatusCode.UNKNOWN, "the server ended the request without a release")
+        elif was == _RELEASING and lock is not None and status != grpc.StatusCode.OK:
+            loss = lost_error(request.name, status, message)
+        if loss is not None and lock is not None:
+            lock._lose(loss)
+        if request.pending:
+            failure: LockError = loss or (lock.error if lock is not None and lock.error else
+                                          ClientClosed(request.name) if self.closing else
+                                          NotHeld(request.name, "the lock was released first"))
+            for _, _, done in request.pending:
+                if not done.done():
+                    done.set_exception(failure)
+            request.pending.clear()
+        request.decided.set()
+        request.ended.set()
 
-    async def _take_over(self, call: SessionCall) -> None:
-        """Reads a resumed stream's report up to `resumed`, then settles every request it did
-        not mention (the server does not know it): one never granted is asked for again, a held
-        one ended meanwhile, one let go is over. What a reported request was sent last without an
-        answer (release, cancel, set_value, downgrade: all idempotent) is sent again."""
-        for request in self.requests.values():
-            request.reported = False
-        while True:
-            message = await call.read()
-            if message is grpc.aio.EOF:
-                raise grpc.aio.AioRpcError(await call.code(), grpc.aio.Metadata(), grpc.aio.Metadata(),
-                                           await call.details())
-            assert isinstance(message, pb.SessionResponse)
-            self._heard = self._loop.time()
-            if message.WhichOneof("kind") == "resumed":
-                break
-            self._handle(message)
-        again: list[pb.SessionRequest] = []
-        for request in list(self.requests.values()):
-            if request.reported:
-                if request.let_go is not None:
-                    again.append(request.let_go)
-                elif request.asked is not None:
-                    again.append(request.asked)
-            elif request.let_go is not None:
-                self.end(request, None)
-            elif request.lock is not None:
-                self.end(request, LockLost(request.name, grpc.StatusCode.ABORTED,
-                                           "the lock ended while the stream was broken"))
-            else:
-                again.append(pb.SessionRequest(acquire=request.message))
-        for message in again:
-            await call.write(message)
-
-    def finish(self, cause: tuple[grpc.StatusCode, str] | None) -> None:
-        """Ends the session: every request ends (held locks lost, unless let go)."""
+    def _finish(self, code: grpc.StatusCode, details: str) -> None:
+        """Ends the session: every request ends with it (held locks lost, unless let go)."""
         if self.ended:
             return
         self.ended = True
-        self._ready.set()
+        self._resuming = False
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+        if self._stream is not None:
+            self._retire(self._stream)
+            self._stream = None
+        why = f"the session ended: {details or code.name}"
         for request in list(self.requests.values()):
-            error: LockError | None
-            if request.let_go is not None:
-                error = None
-            elif self.closing:
-                error = ClientClosed(request.name)
-            elif cause is None:
-                error = LockError(request.name, grpc.StatusCode.UNAVAILABLE, "the session ended")
+            if request.state == _RELEASING and self.closing:
+                self._end(request, grpc.StatusCode.OK, "")
+            elif request.state == _CANCELLED:
+                self._end(request, grpc.StatusCode.CANCELLED, why)
+            elif request.state == _WAITING:
+                # A broken session holds and queues nothing for it any more: retryable.
+                broke = code in _BREAKS or code in (grpc.StatusCode.OK, grpc.StatusCode.NOT_FOUND)
+                self._end(request, code, why, error_for(
+                    request.name, grpc.StatusCode.UNAVAILABLE if broke else code, why))
             else:
-                error = error_for(request.name, cause[0], "the session ended: " + cause[1])
-            self.end(request, error)
+                lost = grpc.StatusCode.UNAVAILABLE if code == grpc.StatusCode.OK else code
+                self._end(request, lost, why)
         self._done.set()
-        if self._call is not None:
-            self._call.cancel()
 
-    # -- requests -----------------------------------------------------------------------------
+    # -- requests ---------------------------------------------------------------------------------
 
     def _new_id(self) -> int:
         while True:
@@ -452,183 +691,315 @@ class _Session:
             if self._last_id not in self.requests:
                 return self._last_id
 
-    async def acquire(self, name: str, mode: Mode, message: pb.SessionAcquire,
+    async def acquire(self, name: str, mode: Mode, message: pb.SessionAcquire, timeout: float | None,
                       on_queued: Callable[[int], object] | None) -> Lock:
         if self.ended or self.closing:
             raise _SessionOver()
-        request = _Request(self._new_id(), name, mode, message, on_queued)
-        message.request_id = request.id
+        request = _Request(self._new_id(), name, mode, message, timeout, on_queued)
         self.requests[request.id] = request
+        request.sent = self.send(request.acquire_message())
+        # The server decides the wait timeout; this bounds the wait for its verdict.
+        bound = None if timeout is None else timeout + _ANSWER_MARGIN
         try:
-            await self.send(pb.SessionRequest(acquire=message))
-            await _first(request.granted, request.ended)
+            await asyncio.wait_for(request.decided.wait(), bound)
+        except asyncio.TimeoutError:
+            await self._withdraw(request)
+            raise LockTimeout(name, grpc.StatusCode.DEADLINE_EXCEEDED,
+                              f"no answer from the server within {bound:g} s") from None
         except BaseException:
-            # Cancelled (or interrupted) while waiting: leave the queue, or give back a grant that
-            # crossed the cancel, before going on.
-            self.let_go(request, release=False)
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(request.ended)
+            # Cancelled or interrupted while waiting: leave the queue (or give back a grant that
+            # crossed the cancel) before going on.
+            await self._withdraw(request)
             raise
-        if request.granted.done():
-            return request.granted.result()
-        error = request.ended.result()
-        raise error or LockError(name, grpc.StatusCode.UNKNOWN, "ended without a grant")
+        if request.lock is not None:
+            return request.lock
+        assert request.failure is not None
+        raise request.failure
 
-    def let_go(self, request: _Request, release: bool) -> None:
-        """Sends a release (or cancel) for the request, once."""
-        if request.let_go is not None or request.ended.done():
-            return
-        request.let_go = (pb.SessionRequest(release=pb.SessionRelease(request_id=request.id)) if release
-                          else pb.SessionRequest(cancel=pb.SessionCancel(request_id=request.id)))
-        self._spawn(self._send_quietly(request.let_go))
-
-    async def _send_quietly(self, message: pb.SessionRequest) -> None:
-        with contextlib.suppress(LockError, _SessionOver):
-            await self.send(message)
+    async def _withdraw(self, request: _Request) -> None:
+        """Gives the request up and waits (a little) for the server to confirm."""
+        if request.state == _WAITING:
+            request.state = _CANCELLED
+            if request.sent:
+                self.send(request.cancel_message())
+            elif not self._resuming:
+                self._end(request, grpc.StatusCode.CANCELLED, "withdrawn before it was sent")
+        elif request.state == _HELD and request.lock is not None:
+            request.lock._start_release()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(request.ended.wait(), _WITHDRAW_PATIENCE)
 
     async def close(self) -> None:
         """Releases every lock, withdraws every request, and ends the session."""
+        if self.ended:
+            return
         self.closing = True
-        call = self._call
         for request in list(self.requests.values()):
-            if request.let_go is None:
-                request.let_go = pb.SessionRequest(release=pb.SessionRelease(request_id=request.id))
-                if call is not None:
-                    with contextlib.suppress(Exception):
-                        async with self._write_lock:
-                            await call.write(request.let_go)
-        if call is not None:
-            with contextlib.suppress(Exception):
-                async with self._write_lock:
-                    await call.done_writing()
+            if request.state == _WAITING:
+                request.state = _CANCELLED
+                # The waiter fails now, not once the server confirms (it may not be reachable).
+                request.failure = ClientClosed(request.name)
+                request.decided.set()
+                self.send(request.cancel_message())
+            elif request.state == _HELD and request.lock is not None:
+                request.lock._start_release()
+        stream = self._stream
+        if stream is not None and not stream.over and not self._resuming:
+            stream.outbox.put_nowait(None)  # half-close: the server releases what is left
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._done.wait(), 5)
-        self.finish(None)
-        for task in list(self._tasks):
+                await asyncio.wait_for(self._done.wait(), _CLOSE_PATIENCE)
+        self._finish(grpc.StatusCode.CANCELLED, "the client was closed")
+        current = asyncio.current_task()
+        tasks = [task for task in self._tasks if task is not current]
+        for task in tasks:
             task.cancel()
-
-
-class _SessionOver(Exception):
-    """The session ended before a request could be queued on it: take the next one."""
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class _Options:
     def __init__(self, owner: str, resume_grace: float, heartbeat_interval: float,
-                 metadata: Sequence[tuple[str, str]]) -> None:
+                 metadata: tuple[tuple[str, str], ...], unavailable_retries: int) -> None:
         self.owner = owner
         self.resume_grace = resume_grace
         self.heartbeat_interval = heartbeat_interval
-        self.metadata = tuple(metadata)
+        self.metadata = metadata
+        self.unavailable_retries = unavailable_retries
 
 
 class Client:
-    """Takes locks on one lockstream server, on asyncio.
+    """Takes locks on a lockstream server, on asyncio. Close it when done (`async with`).
 
+    `target`: "host:port", or any gRPC target ("dns:///locks.internal:50051").
+    `owner`: who is asking, shown to operators (each acquire may say otherwise).
     `resume_grace` (seconds, default 5): how long the server keeps this client's locks after its
-    stream breaks, for the client to take them over; 0 loses them at once. `heartbeat_interval`
-    (default 5; 0: none): three intervals without a word from the server count as a broken
-    stream. `credentials`: TLS (grpc.ssl_channel_credentials); plaintext without.
-    `metadata`: sent with the stream (e.g. `[("authorization", "Bearer ...")]`).
+    stream breaks, for the client to take them over on a new one; also the lock-delay after this
+    process dies. Capped by the server's --max-resume-grace. 0: a broken stream loses every lock.
+    `heartbeat_interval` (seconds, default 5; 0: none): heartbeats both ways; three intervals
+    without a word from the server count as a broken stream.
+    `credentials`: TLS (grpc.ssl_channel_credentials(...)); plaintext without.
+    `token`: a bearer token for the server's access policy (`authorization: Bearer <token>`).
+    `metadata`: more metadata for every call.
+    `unavailable_retries` (default 2): how many times an acquire tries again when the server
+    answers UNAVAILABLE before a grant (never after one: a lost lock is reported, not retaken).
+    `channel_options`: more grpc channel arguments; they override the client's.
     """
 
     def __init__(self, target: str, *, owner: str = "", resume_grace: float = 5.0,
                  heartbeat_interval: float = 5.0, credentials: grpc.ChannelCredentials | None = None,
-                 metadata: Sequence[tuple[str, str]] = ()) -> None:
-        self.options = _Options(owner, resume_grace, heartbeat_interval, metadata)
-        self.channel = (grpc.aio.secure_channel(target, credentials) if credentials is not None
-                        else grpc.aio.insecure_channel(target))
+                 token: str | None = None, metadata: Metadata = (), unavailable_retries: int = 2,
+                 channel_options: Sequence[tuple[str, Any]] = ()) -> None:
+        if not isinstance(target, str) or not target:
+            raise InvalidArgument("", f"target must be an address such as \"127.0.0.1:50051\", not {target!r}")
+        headers = tuple(metadata)
+        if token is not None:
+            if not (isinstance(token, str) and token.isascii() and token.isprintable() and " " not in token
+                    and token):
+                raise InvalidArgument("", "token must be a non-empty str of printable ASCII without spaces")
+            headers += (("authorization", f"Bearer {token}"),)
+        self._options = _Options(
+            _checks.check_owner("", owner), _checks.check_seconds("", "resume_grace", resume_grace),
+            _checks.check_heartbeat_interval(heartbeat_interval), headers,
+            _checks.check_count("", "unavailable_retries", unavailable_retries, 0, 100))
+        self._target = target
+        self._credentials = credentials
+        self._channel_options: list[tuple[str, Any]] = [
+            # A dead connection is noticed within about 6 s, well inside the default resume grace.
+            ("grpc.keepalive_time_ms", 3000),
+            ("grpc.keepalive_timeout_ms", 3000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            # Resumes must get through within the grace: reconnect quickly after a break.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000),
+            *channel_options,
+        ]
+        self._channel: grpc.aio.Channel | None = None
         self._session: _Session | None = None
-        self._opening = asyncio.Lock()
         self._closed = False
 
-    async def _current_session(self) -> _Session:
-        async with self._opening:
-            if self._closed:
-                raise ClientClosed()
-            if self._session is None or self._session.ended:
-                session = _Session(self)
-                await session.open()
-                self._session = session
-            return self._session
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        """The client's gRPC channel, made on first use (on the running event loop)."""
+        if self._closed:
+            raise ClientClosed()
+        if self._channel is None:
+            if self._credentials is not None:
+                self._channel = grpc.aio.secure_channel(self._target, self._credentials,
+                                                        options=self._channel_options)
+            else:
+                self._channel = grpc.aio.insecure_channel(self._target, options=self._channel_options)
+        return self._channel
+
+    def _session_call(self) -> SessionCall:
+        method = self.channel.stream_stream(
+            _SERVICE + "Session",
+            request_serializer=pb.SessionRequest.SerializeToString,
+            response_deserializer=pb.SessionResponse.FromString,
+        )
+        call: SessionCall = method(metadata=self._options.metadata)  # type: ignore[assignment]
+        return call
+
+    def _current_session(self) -> _Session:
+        if self._closed:
+            raise ClientClosed()
+        if self._session is None or self._session.ended:
+            self._session = _Session(self)
+        return self._session
 
     async def acquire(self, name: str, *, mode: Mode = "mutex", timeout: float | None = None,
-                      owner: str | None = None, value: bytes = b"", limit: int = 0,
+                      owner: str | None = None, value: bytes | str = b"", limit: int = 0,
                       weight: int | None = None, on_queued: Callable[[int], object] | None = None) -> Lock:
-        """Waits until the lock is granted and returns it. `timeout`: seconds to wait in the queue
-        (LockTimeout after; 0 tries once). Cancelling the wait leaves the queue."""
-        if limit > 0:
-            mode = "semaphore"
-        if mode not in _MODES:
-            raise ValueError(f"mode {mode!r}: expected one of {', '.join(_MODES)}")
-        message = pb.SessionAcquire(name=name, mode=_MODES[mode], value=value, limit=limit,
-                                    owner=self.options.owner if owner is None else owner)
+        """Waits until the lock is granted and returns it; release it with `await lock.release()`
+        (or use `async with client.lock(...)`).
+
+        `mode`: "mutex" (default), "read", "write"; "semaphore" when `limit` is given (up to
+        `limit` holders' `weight`s at once). `timeout`: seconds to wait in the queue, then
+        LockTimeout; 0 tries once; None waits as long as it takes. `value`: published with the
+        request (see Lock.set_value). `on_queued(ahead)`: called while it waits, whenever the
+        number of requests ahead changes. Cancelling the wait leaves the queue.
+
+        Raises InvalidArgument, before anything is sent, for what the server would refuse (a
+        name that is empty, over 512 bytes of UTF-8 or has control characters; a value over 1024
+        bytes; a bad mode, timeout, limit or weight); LockError, with the server's code and
+        message, for anything else (PermissionDenied, LockError(UNAVAILABLE), ...).
+        """
+        name = _checks.check_name(name)
+        mode = _checks.check_mode(name, "semaphore" if limit else mode)
+        limit, weight = _checks.check_semaphore(name, mode, limit, weight)
+        message = pb.SessionAcquire(
+            name=name, mode=_MODES[mode], value=_checks.check_value(name, value), limit=limit,
+            owner=self._options.owner if owner is None else _checks.check_owner(name, owner))
         if weight is not None:
             message.weight = weight
-        if timeout is not None:
-            message.wait_timeout.CopyFrom(_duration(timeout))
-        return await self._acquire(name, mode, message, on_queued)
+        return await self._acquire(name, mode, message, self._timeout(name, timeout), on_queued)
 
-    async def _acquire(self, name: str, mode: Mode, message: pb.SessionAcquire,
+    @staticmethod
+    def _timeout(name: str, timeout: object) -> float | None:
+        return None if timeout is None else _checks.check_seconds(name, "timeout", timeout)
+
+    async def _acquire(self, name: str, mode: Mode, message: pb.SessionAcquire, timeout: float | None,
                        on_queued: Callable[[int], object] | None) -> Lock:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        attempt = 0
         while True:
-            session = await self._current_session()
+            # A retry waits only for what is left of the first attempt's wait.
+            left = timeout if deadline is None or timeout == 0 else max(0.0, deadline - loop.time())
+            attempt_message = pb.SessionAcquire()
+            attempt_message.CopyFrom(message)
+            if left is not None:
+                attempt_message.wait_timeout.CopyFrom(_duration(left))
             try:
-                return await session.acquire(name, mode, message, on_queued)
+                session = self._current_session()
+                return await session.acquire(name, mode, attempt_message, left, on_queued)
             except _SessionOver:
+                await asyncio.sleep(0)
                 continue
+            except ClientClosed:
+                raise ClientClosed(name) from None
+            except LockError as error:
+                retry = (error.code == grpc.StatusCode.UNAVAILABLE and not self._closed
+                         and attempt < self._options.unavailable_retries
+                         and (deadline is None or timeout == 0 or loop.time() < deadline))
+                if not retry:
+                    raise
+            await asyncio.sleep(_RETRY_BACKOFF * 2 ** attempt)
+            attempt += 1
+
+    def lock(self, name: str, *, mode: Mode = "mutex", timeout: float | None = None,
+             owner: str | None = None, value: bytes | str = b"", limit: int = 0,
+             weight: int | None = None, on_queued: Callable[[int], object] | None = None) -> _LockContext:
+        """`async with client.lock(name, mode="write", timeout=5) as lock:` holds the lock for
+        the block (see `acquire`); `lock = await client.lock(...)` works too."""
+        return _LockContext(self.acquire(name, mode=mode, timeout=timeout, owner=owner, value=value,
+                                         limit=limit, weight=weight, on_queued=on_queued))
+
+    async def try_lock(self, name: str, *, mode: Mode = "mutex", owner: str | None = None,
+                       value: bytes | str = b"", limit: int = 0, weight: int | None = None) -> Lock | None:
+        """Takes the lock if it can be granted now, without queuing: the Lock, or None when it
+        is held in a conflicting mode or others wait ahead (not acquiring is an answer, as for
+        threading.Lock.acquire(blocking=False)). Nothing is left queued. Other failures raise."""
+        try:
+            return await self.acquire(name, mode=mode, timeout=0, owner=owner, value=value, limit=limit,
+                                      weight=weight)
+        except LockTimeout:
+            return None
 
     async def acquire_all(self, targets: Sequence[str | Target], *, timeout: float | None = None,
-                          owner: str | None = None, value: bytes = b"",
+                          owner: str | None = None, value: bytes | str = b"",
                           on_queued: Callable[[int], object] | None = None) -> Lock:
         """Takes every lock in `targets` (names, for mutexes, or Targets) at once, or none: the
-        server queues them in one step (one place in a single order across all locks, so two
-        multi-locks never deadlock) and grants them together. One wait, one release, one loss for
-        the set; `lock.tokens` has each lock's token. `lock.name` is the names joined with "+"."""
+        server queues them in one step (so two multi-locks never deadlock) and grants them
+        together. One wait, one release, one loss for the set; `lock.tokens` has each lock's
+        token, `lock.name` the names joined with "+"."""
+        if isinstance(targets, (str, bytes)) or not isinstance(targets, Sequence):
+            raise InvalidArgument("", f"targets must be a list of names or Targets, not {type(targets).__name__}")
         locks = [target if isinstance(target, Target) else Target(target) for target in targets]
-        message = pb.SessionAcquire(locks=[target._message() for target in locks], value=value,
-                                    owner=self.options.owner if owner is None else owner)
-        if timeout is not None:
-            message.wait_timeout.CopyFrom(_duration(timeout))
-        return await self._acquire("+".join(target.name for target in locks), "mutex", message, on_queued)
+        wire = [target._message() for target in locks]  # checks each
+        name = "+".join(target.name for target in locks)
+        if not 2 <= len(locks) <= _checks.MULTI_LOCK_MAX:
+            raise InvalidArgument(name, f"a multi-lock takes 2 to {_checks.MULTI_LOCK_MAX} locks, not {len(locks)}")
+        if len({target.name for target in locks}) < len(locks):
+            raise InvalidArgument(name, "a multi-lock names a lock twice")
+        message = pb.SessionAcquire(
+            locks=wire, value=_checks.check_value(name, value),
+            owner=self._options.owner if owner is None else _checks.check_owner(name, owner))
+        return await self._acquire(name, "mutex", message, self._timeout(name, timeout), on_queued)
 
     def lock_all(self, targets: Sequence[str | Target], *, timeout: float | None = None,
-                 owner: str | None = None, value: bytes = b"",
+                 owner: str | None = None, value: bytes | str = b"",
                  on_queued: Callable[[int], object] | None = None) -> _LockContext:
         """`async with client.lock_all([...]) as lock:` holds every lock of the set for the block."""
         return _LockContext(self.acquire_all(targets, timeout=timeout, owner=owner, value=value,
                                              on_queued=on_queued))
 
-    def lock(self, name: str, *, mode: Mode = "mutex", timeout: float | None = None,
-             owner: str | None = None, value: bytes = b"", limit: int = 0, weight: int | None = None,
-             on_queued: Callable[[int], object] | None = None) -> _LockContext:
-        """`async with client.lock(name) as lock:` holds the lock for the block (or
-        `lock = await client.lock(name)`, then `await lock.release()`)."""
-        return _LockContext(self.acquire(name, mode=mode, timeout=timeout, owner=owner, value=value,
-                                         limit=limit, weight=weight, on_queued=on_queued))
+    async def describe(self, name: str) -> LockDescription:
+        """Who holds the lock and who waits for it, first in line first (DescribeLock), across
+        every server on the back end."""
+        name = _checks.check_name(name)
+        response: pb.DescribeLockResponse = await self._unary(
+            "DescribeLock", name, pb.DescribeLockRequest(name=name), pb.DescribeLockResponse)
+        return description(response)
 
-    async def try_lock(self, name: str, *, mode: Mode = "mutex", **options: Any) -> Lock:
-        """Takes the lock only if it can be granted at once; LockTimeout otherwise."""
-        return await self.acquire(name, mode=mode, timeout=0, **options)
+    async def check_token(self, name: str, token: int) -> bool:
+        """Whether `token` is held for the lock right now (CheckToken): for resources that check
+        the fencing tokens of their callers."""
+        name = _checks.check_name(name)
+        token = _checks.check_token(name, token)
+        response: pb.CheckTokenResponse = await self._unary(
+            "CheckToken", name, pb.CheckTokenRequest(name=name, fencing_token=token), pb.CheckTokenResponse)
+        return response.held
 
-    async def describe(self, name: str) -> pb.DescribeLockResponse:
-        """Who holds the lock and who waits for it."""
-        method = self.channel.unary_unary(
-            _DESCRIBE,
-            request_serializer=pb.DescribeLockRequest.SerializeToString,
-            response_deserializer=pb.DescribeLockResponse.FromString,
+    async def _unary(self, method: str, name: str, request: Any, response_type: Any) -> Any:
+        """Calls a unary method; its failures as LockError (ClientClosed once the client is closed)."""
+        call = self.channel.unary_unary(
+            _SERVICE + method,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response_type.FromString,
         )
-        response: pb.DescribeLockResponse = await method(pb.DescribeLockRequest(name=name),
-                                                         metadata=self.options.metadata)
-        return response
+        try:
+            return await call(request, metadata=self._options.metadata)
+        except grpc.aio.AioRpcError as error:
+            if self._closed:
+                raise ClientClosed(name) from None
+            raise error_for(name, error.code(), error.details() or "") from None
+        except asyncio.CancelledError:
+            if self._closed and not _cancelling():
+                raise ClientClosed(name) from None
+            raise
 
     async def close(self) -> None:
-        """Releases every lock of the client and closes its channel."""
-        async with self._opening:
-            self._closed = True
-            session = self._session
+        """Releases every lock of the client, withdraws its waiting requests (they raise
+        ClientClosed) and closes its channel. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        session, self._session = self._session, None
         if session is not None:
             await session.close()
-        await self.channel.close()
+        if self._channel is not None:
+            await self._channel.close()
 
     async def __aenter__(self) -> Client:
         return self
@@ -638,22 +1009,25 @@ class Client:
 
 
 class _LockContext:
-    """What Client.lock returns: awaitable, and an async context manager releasing at exit."""
+    """What Client.lock returns: awaitable (the Lock), and an async context manager that holds
+    the lock for its block."""
 
-    def __init__(self, acquiring: Awaitable[Lock]) -> None:
+    def __init__(self, acquiring: Any) -> None:
         self._acquiring = acquiring
         self._lock: Lock | None = None
 
     def __await__(self) -> Generator[Any, None, Lock]:
-        return self._acquiring.__await__()
+        lock: Lock = yield from self._acquiring.__await__()
+        return lock
 
     async def __aenter__(self) -> Lock:
         self._lock = await self._acquiring
         return self._lock
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         if self._lock is not None:
-            await self._lock.__aexit__(*exc)
+            await self._lock.__aexit__(kind, *rest)
 
 
-__all__ = ["Client", "Lock", "Mode", "Target"]
+__all__ = ["Client", "Lock", "LockDescription", "LockRequestInfo", "Mode", "RevokeRequest", "Target",
+           "VALUE_MAX_BYTES"]

@@ -1,4 +1,4 @@
-"""What can go wrong with a lock, as exceptions carrying the server's status."""
+"""What can go wrong with a lock, as exceptions carrying the gRPC status the server gave."""
 
 from __future__ import annotations
 
@@ -7,26 +7,65 @@ import grpc
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
+def status_code(code: int | grpc.StatusCode) -> grpc.StatusCode:
+    """The grpc.StatusCode for a numeric google.rpc.Code (UNKNOWN for one gRPC does not know)."""
+    return code if isinstance(code, grpc.StatusCode) else _CODES.get(code, grpc.StatusCode.UNKNOWN)
+
+
+#: Lock names longer than this are shortened where a message names them (`.lock` keeps it whole).
+_NAME_SHOWN_MAX = 100
+
+
+def printable(text: str) -> str:
+    """`text` with control characters, lone surrogates and other unprintable code points
+    escaped as Python would write them (\\n, \\x1b, \\u202e), so that it prints as one honest line."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
+
+
+def _shown(name: str) -> str:
+    if len(name) <= _NAME_SHOWN_MAX:
+        return name
+    return f"{name[:_NAME_SHOWN_MAX]}... ({len(name)} characters)"
+
+
 class LockError(Exception):
-    """A lock request ended with an error: `code` is its gRPC status, `message` the server's words."""
+    """A lock request failed. `code` is its gRPC status (a grpc.StatusCode), `message` the
+    server's words (or the client's, for what only the client saw), `lock` the lock's name.
+    str() names the lock once (shortened if long) and escapes control characters."""
 
     def __init__(self, lock: str, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(f'lock "{lock}": {code.name}: {message}')
+        # The server's messages name the lock already; name it only where they do not.
+        about = message if not lock or f'"{lock}"' in message else f'lock "{_shown(lock)}": {message}'
+        super().__init__(printable(f"{code.name}: {about}"))
         self.lock = lock
         self.code = code
         self.message = message
 
 
+class InvalidArgument(LockError, ValueError):
+    """The request is malformed (a bad name, value, mode, timeout, ...): refused by the client
+    before anything is sent, or by the server (INVALID_ARGUMENT). Also a ValueError. Nothing
+    else of the client is affected."""
+
+    def __init__(self, lock: str, message: str) -> None:
+        super().__init__(lock, grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
 class LockTimeout(LockError):
-    """The lock was not granted within the wait timeout (try_lock: it was held)."""
+    """The lock was not granted within the wait timeout (for try_lock, or a timeout of 0: it was
+    not free). Nothing is left queued on the caller's behalf."""
 
 
 class LockLost(LockError):
-    """A held lock was lost: whatever it protected may be held by someone else now."""
+    """A held lock was lost before it was released: the server took it away (ABORTED), or the
+    stream holding it broke and could not be resumed. Someone else may hold it now: stop the
+    work it protects."""
 
 
 class PermissionDenied(LockError):
-    """The caller may not take the lock."""
+    """The server's access policy does not let this caller take the lock (PERMISSION_DENIED)."""
 
 
 class ClientClosed(LockError):
@@ -37,18 +76,43 @@ class ClientClosed(LockError):
 
 
 class NotHeld(LockError):
-    """The lock was released (or lost) before the call."""
+    """The lock was released (or has not been granted) before the call."""
 
-    def __init__(self, lock: str) -> None:
-        super().__init__(lock, grpc.StatusCode.FAILED_PRECONDITION, "the lock is not held")
+    def __init__(self, lock: str, message: str = "the lock is not held") -> None:
+        super().__init__(lock, grpc.StatusCode.FAILED_PRECONDITION, message)
 
 
 def error_for(lock: str, code: int | grpc.StatusCode, message: str) -> LockError:
-    """The exception for a request that ended with `code`."""
-    status = code if isinstance(code, grpc.StatusCode) else _CODES.get(code, grpc.StatusCode.UNKNOWN)
+    """The exception for a request that ended with `code` before it was granted."""
+    status = status_code(code)
+    if status == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgument(lock, message)
     kind: type[LockError] = {
         grpc.StatusCode.DEADLINE_EXCEEDED: LockTimeout,
-        grpc.StatusCode.ABORTED: LockLost,
         grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
     }.get(status, LockError)
     return kind(lock, status, message)
+
+
+def lost_error(lock: str, code: int | grpc.StatusCode, message: str) -> LockLost:
+    """The exception for a held lock that ended with `code` without the holder's release."""
+    status = status_code(code)
+    if status == grpc.StatusCode.ABORTED:
+        return LockLost(lock, status, message)
+    why = message or status.name
+    return LockLost(lock, status, f"the request holding it ended ({why}); the lock must be assumed lost")
+
+
+__all__ = [
+    "ClientClosed",
+    "InvalidArgument",
+    "LockError",
+    "LockLost",
+    "LockTimeout",
+    "NotHeld",
+    "PermissionDenied",
+    "error_for",
+    "lost_error",
+    "printable",
+    "status_code",
+]

@@ -1,0 +1,134 @@
+"""What the client checks before it sends a request: the server's own limits (src/common/limits.ts
+and the server's validation), so that a bad argument fails alone, at once, with InvalidArgument,
+instead of reaching the wire (where protobuf would raise TypeError or UnicodeEncodeError)."""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from typing import Literal
+
+from lockstream.errors import InvalidArgument
+
+Mode = Literal["mutex", "read", "write", "semaphore"]
+MODES: tuple[Mode, ...] = ("mutex", "read", "write", "semaphore")
+
+LOCK_NAME_MAX_BYTES = 512
+OWNER_MAX_BYTES = 256
+#: The largest value a holder may publish, in bytes.
+VALUE_MAX_BYTES = 1024
+MULTI_LOCK_MAX = 16
+SEMAPHORE_LIMIT_MAX = 1_000_000
+#: The longest wait (and resume grace) the server takes: 2^31 - 1 ms, about 24.8 days.
+SECONDS_MAX = (2**31 - 1) / 1000
+HEARTBEAT_INTERVAL_MIN, HEARTBEAT_INTERVAL_MAX = 0.1, 600.0
+_UINT64_MAX = 2**64 - 1
+
+
+def _forbidden(text: str) -> tuple[int, str] | None:
+    """The index and description of the first character the server refuses in a name: control
+    characters, lone surrogates (not UTF-8 at all) and U+FFFD (what invalid UTF-8 decodes to)."""
+    for index, char in enumerate(text):
+        category = unicodedata.category(char)
+        if category == "Cc":
+            return index, f"control character U+{ord(char):04X}"
+        if category == "Cs":
+            return index, f"lone surrogate U+{ord(char):04X}"
+        if char == "\ufffd":
+            return index, "invalid UTF-8 (U+FFFD)"
+    return None
+
+
+def check_name(name: object) -> str:
+    """A lock name: a str of 1 to 512 bytes of UTF-8 without control characters."""
+    if not isinstance(name, str):
+        raise InvalidArgument("", f"a lock name must be a str, not {type(name).__name__}")
+    bad = _forbidden(name)
+    if bad is not None:
+        raise InvalidArgument(name, f"invalid lock name: name contains {bad[1]} at index {bad[0]}")
+    size = len(name.encode())
+    if size == 0:
+        raise InvalidArgument(name, "invalid lock name: name is empty")
+    if size > LOCK_NAME_MAX_BYTES:
+        raise InvalidArgument(
+            name, f"invalid lock name: name is {size} bytes of UTF-8; the limit is {LOCK_NAME_MAX_BYTES}")
+    return name
+
+
+def check_owner(name: str, owner: object) -> str:
+    """Who asks: a str of at most 256 bytes of UTF-8 without control characters."""
+    if not isinstance(owner, str):
+        raise InvalidArgument(name, f"owner must be a str, not {type(owner).__name__}")
+    bad = _forbidden(owner)
+    if bad is not None:
+        raise InvalidArgument(name, f"owner contains {bad[1]} at index {bad[0]}")
+    size = len(owner.encode())
+    if size > OWNER_MAX_BYTES:
+        raise InvalidArgument(name, f"owner is {size} bytes of UTF-8; the limit is {OWNER_MAX_BYTES}")
+    return owner
+
+
+def check_value(name: str, value: object) -> bytes:
+    """A published value: bytes (or a str, sent as UTF-8) of at most 1024 bytes."""
+    if isinstance(value, str):
+        bad = _forbidden(value)
+        if bad is not None and bad[1].startswith("lone surrogate"):
+            raise InvalidArgument(name, f"value contains {bad[1]} at index {bad[0]}: not UTF-8")
+        data = value.encode()
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    else:
+        raise InvalidArgument(name, f"value must be bytes or a str, not {type(value).__name__}")
+    if len(data) > VALUE_MAX_BYTES:
+        raise InvalidArgument(name, f"value is {len(data)} bytes; the limit is {VALUE_MAX_BYTES}")
+    return data
+
+
+def check_mode(name: str, mode: object) -> Mode:
+    if mode not in MODES:
+        raise InvalidArgument(name, f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
+    return mode
+
+
+def check_seconds(name: str, option: str, value: object, maximum: float = SECONDS_MAX) -> float:
+    """A duration in seconds: a number from 0 to `maximum`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(name, f"{option} must be a number of seconds, not {type(value).__name__}")
+    if not (math.isfinite(value) and 0 <= value <= maximum):
+        raise InvalidArgument(name, f"{option} must be a number of seconds from 0 to {maximum:g}, not {value!r}")
+    return float(value)
+
+
+def check_heartbeat_interval(value: object) -> float:
+    """0 (no heartbeats), or what the server accepts: 0.1 s to 10 minutes."""
+    seconds = check_seconds("", "heartbeat_interval", value, HEARTBEAT_INTERVAL_MAX)
+    if 0 < seconds < HEARTBEAT_INTERVAL_MIN:
+        raise InvalidArgument("", f"heartbeat_interval must be 0 (none) or {HEARTBEAT_INTERVAL_MIN:g} to "
+                                  f"{HEARTBEAT_INTERVAL_MAX:g} seconds, not {value!r}")
+    return seconds
+
+
+def check_count(name: str, option: str, value: object, minimum: int, maximum: int) -> int:
+    """A whole number from `minimum` to `maximum`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(name, f"{option} must be an int, not {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise InvalidArgument(name, f"{option} {value} is out of range: expected {minimum} to {maximum}")
+    return value
+
+
+def check_semaphore(name: str, mode: Mode, limit: object, weight: object) -> tuple[int, int | None]:
+    """A semaphore's limit (1 to 1,000,000) and weight (1 to the limit; None: 1); neither for a
+    lock mode."""
+    if mode != "semaphore":
+        if limit != 0 or weight is not None:
+            raise InvalidArgument(name, f"{'limit' if limit != 0 else 'weight'} applies to a semaphore only, "
+                                        f"not to a {mode} lock")
+        return 0, None
+    checked_limit = check_count(name, "limit", limit, 1, SEMAPHORE_LIMIT_MAX)
+    checked_weight = None if weight is None else check_count(name, "weight", weight, 1, checked_limit)
+    return checked_limit, checked_weight
+
+
+def check_token(name: str, token: object) -> int:
+    return check_count(name, "token", token, 0, _UINT64_MAX)
