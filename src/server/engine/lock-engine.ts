@@ -15,17 +15,14 @@ import { LockError } from '../lock-error.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
 import {
   disagreement,
-  holderCount,
-  modeOf,
-  nodePrefix,
-  parseNodeName,
+  holders,
   position,
-  queueOrder,
+  releaseFreesWatchers,
   type HeldPosition,
   type Position,
-  type SemaphoreShape,
   type SemaphoreWake,
 } from './queue-position.js';
+import { nodePrefix, parseNodeName, queueOrder, type SemaphoreShape } from './node-name.js';
 import { MultiLease } from './multi-lease.js';
 import { LockRequestNode, nodeVanished } from './lease.js';
 import {
@@ -326,15 +323,12 @@ export class LockEngine {
         continue;
       }
       const predecessor = joinPath(dir, current.predecessor);
-      // Nothing that blocked us is left ahead when the predecessor was the head at our last
-      // listing, or was an exclusive holder of this server released just now (nothing was
-      // ahead of it, and between it and us nothing that blocks us): we hold the lock, no
+      // Nothing that blocked us is left ahead when the predecessor's deletion alone grants us
+      // (see heldOncePredecessorGoes), or when it was a holder of this server whose release
+      // frees its watchers (see releaseFreesWatchers), released just now: we hold the lock, no
       // listing needed. Our node still exists: its watch, armed since it was created, would
-      // have fired first otherwise (a store reports a session's watch events in order). A WRITE
-      // node that goes may have been downgraded (replaced by a READ node in its place), which
-      // still blocks an exclusive request: that one lists again.
-      const headClears =
-        current.predecessorIsHead && !(request.mode !== 'read' && modeOf(current.predecessor) === 'write');
+      // have fired first otherwise (a store reports a session's watch events in order).
+      const headClears = current.heldOncePredecessorGoes;
       let clear: boolean;
       this.#awaited.set(predecessor, (this.#awaited.get(predecessor) ?? 0) + 1);
       try {
@@ -371,7 +365,7 @@ export class LockEngine {
     current: HeldPosition,
     children: readonly string[],
   ): LockRequestNode {
-    node.hold(this.#releasing(request, path));
+    node.hold(releaseFreesWatchers(request.mode) ? this.#releasing(path) : undefined);
     const { successor } = current;
     if (successor === undefined) return node;
     const entry = parseNodeName(successor);
@@ -445,13 +439,12 @@ export class LockEngine {
   }
 
   /**
-   * Called as an exclusive lease of this server releases its node: waiters here that watch that
-   * node then know nothing is ahead of them. Only nodes a waiter here waits for are kept, and
-   * at most MAX_RELEASED_HOLDERS (a waiter that gave up leaves its entry behind).
+   * Called as a lease of this server whose release frees its watchers releases its node:
+   * waiters here that watch that node then know nothing that blocks them is ahead. Only nodes a
+   * waiter here waits for are kept, and at most MAX_RELEASED_HOLDERS (a waiter that gave up
+   * leaves its entry behind).
    */
-  #releasing(request: AcquireRequest, path: string): (() => void) | undefined {
-    // Only an exclusive holder is all that is ahead of the waiter behind it.
-    if (request.mode === 'read' || request.mode === 'semaphore') return undefined;
+  #releasing(path: string): () => void {
     return () => {
       if (!this.#awaited.has(path)) return; // nobody here waits for it
       if (this.#releasedHolders.size >= MAX_RELEASED_HOLDERS) {
@@ -494,11 +487,7 @@ export class LockEngine {
   /** Where `me` stands in a listing of `dir`; a long queue's names are parsed once, not per listing. */
   #position(dir: string, children: readonly string[], me: string): Position {
     const queue = this.#localQueues.get(dir);
-    if (!queue) return position(children, me);
-    const cache = queue.sequenceReader(children);
-    const found = position(children, me, cache);
-    cache?.prune(children);
-    return found;
+    return queue ? position(children, me, queue.nodeReader(children)) : position(children, me);
   }
 
   /**
@@ -511,7 +500,7 @@ export class LockEngine {
     validateLockName(name);
     const dir = this.lockPath(name);
     const queue = queueOrder(await this.#store.children(dir));
-    const holders = queue.slice(0, holderCount(queue)).map((entry) => joinPath(dir, entry.nodeName));
+    const holding = queue.slice(0, holders(queue).count).map((entry) => joinPath(dir, entry.nodeName));
     const now = Date.now();
     const revoke = {
       reason,
@@ -519,7 +508,7 @@ export class LockEngine {
       ...(forceAfterMs === undefined ? {} : { forceAt: new Date(now + forceAfterMs).toISOString() }),
     };
     const asked = await Promise.all(
-      holders.map(async (listed) => {
+      holding.map(async (listed) => {
         // Asked before: the first request stands, deadline (or none) included, so a holder never
         // loses its lock before a deadline it was told, nor at one it was never told.
         const ask = (path: string): Promise<NodeRecord | 'missing'> =>
