@@ -2,7 +2,9 @@ import { isLockError, LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import type { CoordinationStore } from '../stores/store.js';
 import type { Lease, RevokeRequest } from './lock-request.js';
-import { DeleteBatch, whenTold, type LockRequestNode } from './lease.js';
+import { DeleteBatch } from './delete-batch.js';
+import type { LockRequestNode } from './lease.js';
+import { whenTold } from './telling.js';
 
 /**
  * The locks of a multi-lock, held as one: one release, one loss (the first part lost ends the
