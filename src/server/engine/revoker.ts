@@ -3,6 +3,7 @@ import { baseName, joinPath, type CoordinationStore } from '../stores/store.js';
 import { queueOrder } from './node-name.js';
 import { updateNodeRecord, type NodeRecord } from './node-record.js';
 import { holders } from './queue-position.js';
+import { revokeToRecord } from './revocation.js';
 
 /** How long after a forced revocation's deadline the revoking server deletes what is left. */
 const FORCE_BACKSTOP_MS = 2_000;
@@ -29,8 +30,9 @@ export class Revoker {
 
   /**
    * Asks every holder of the lock whose queue is `dir` to release it. With `forceAfterMs`, a
-   * holder that has not released by then loses the lock: its own server ends it, and this one
-   * deletes the node shortly after as a backstop. Resolves with how many holders were asked.
+   * holder that has not released by then loses the lock (unless it was told a deadline before,
+   * which stands): its own server tells it the deadline and ends the hold, and this one deletes
+   * the node shortly after the deadline as a backstop. Resolves with how many holders were asked.
    */
   async revoke(name: string, dir: string, reason: string, forceAfterMs: number | undefined): Promise<number> {
     const queue = queueOrder(await this.#store.children(dir));
@@ -43,12 +45,13 @@ export class Revoker {
     };
     const asked = await Promise.all(
       holding.map(async (listed) => {
-        // Asked before: the first request stands, deadline (or none) included, so a holder never
-        // loses its lock before a deadline it was told, nor at one it was never told.
+        // Asked before: the first request stands, but a deadline escalates a request without
+        // one, and a deadline stands once written (see revokeToRecord).
         const ask = (path: string): Promise<NodeRecord | 'missing'> =>
-          updateNodeRecord(this.#store, path, (current) =>
-            current.revoke ? undefined : { ...current, revoke },
-          );
+          updateNodeRecord(this.#store, path, (current) => {
+            const next = revokeToRecord(current.revoke, revoke);
+            return next === undefined ? undefined : { ...current, revoke: next };
+          });
         let path = listed;
         let record = await ask(path);
         // Downgraded since the listing: its node was replaced by one in the same place.
