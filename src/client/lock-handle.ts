@@ -229,9 +229,10 @@ export abstract class LockHandle implements PendingLock {
     this.request.onConfirmed?.();
   }
 
-  /** Someone asked for the lock back; told to the caller once. */
+  /** Someone asked for the lock back; told to the caller once, and again if a deadline is added. */
   protected revoke(request: RevokeRequest): void {
-    if (this.#revokeRequested) return;
+    const told = this.#revokeRequested;
+    if (told && !(told.forceAt === undefined && request.forceAt !== undefined)) return;
     this.#revokeRequested = request;
     this.request.onRevokeRequested?.(request);
   }

@@ -43,7 +43,9 @@ export interface Lock extends AsyncDisposable {
   whenConfirmed(): Promise<void>;
   /**
    * Set once someone asked for the lock back (an operator's `lockstream revoke`): finish up and
-   * release it. With `forceAt`, the lock is taken away then (`lost` aborts) if still held.
+   * release it. With `forceAt`, the lock is taken away then (`lost` aborts) if still held; a
+   * request without one may later be replaced by one with a deadline (`onRevokeRequested` is
+   * called again), which then stands.
    */
   readonly revokeRequested: RevokeRequest | undefined;
   /**

@@ -27,7 +27,9 @@ import { TcpProxy } from '../support/tcp-proxy.js';
  * (cooperative or forced), on two lock names from clients on two connections, run against a
  * lockstream server in its own process and against LockModel. After every step each request's
  * messages must be what the model says: held ones got `acquired` (and, if asked to release,
- * one `revoke_requested` with the first request's reason), waiting ones got `queued` with the
+ * one `revoke_requested` with the first request's reason; a holder forced out after a
+ * cooperative request, a second one with the forcing request's reason and its deadline, which
+ * the loss did not precede), waiting ones got `queued` with the
  * number ahead when their stream joined, then (eventually) with the number ahead now, and no
  * grant; ended ones the status of how they ended; a holder that lost its lock to a forced
  * revocation heard it before the next holder heard of its grant; and tokens grow with the
@@ -123,12 +125,22 @@ async function agree(model: LockModel, real: Real): Promise<void> {
         expect(stream.isAcquired, label).toBe(false);
       if (request.end === 'lost') {
         expect(outcome.details, label).toContain(
-          `was revoked and not released in time: ${request.revoke?.reason}`,
+          `was revoked and not released in time: ${request.revokes.at(-1)?.reason}`,
+        );
+        expectToldOfRevocations(stream, request, label);
+        // Never before the deadline it was told (the loss is stamped on arrival, after it happened).
+        const forceAt = toldRevocations(stream).at(-1)?.forceAt;
+        expect(forceAt, `${label}: told a deadline`).toBeDefined();
+        expect(stream.endedAt, `${label}: lost no earlier than its deadline`).toBeGreaterThanOrEqual(
+          forceAt!.getTime(),
         );
       }
     } else if (request.held) {
       tokens.set(request.id, await within(stream.acquired(), `${label} to be granted`));
-      if (request.revoke) await toldOfRevocation(stream, request, label);
+      if (request.revokes.length > 0) {
+        await within(stream.receipt('revokeRequested'), `${label} to be asked to release`);
+        expectToldOfRevocations(stream, request, label);
+      }
     } else {
       const ahead = await within(stream.queued(), `${label} to be queued`);
       expect(ahead, `${label}: requests ahead when it joined`).toBe(request.firstAhead);
@@ -152,16 +164,21 @@ async function agree(model: LockModel, real: Real): Promise<void> {
   }
 }
 
+/** The revocation requests a request's stream received, in order. */
+function toldRevocations(stream: RequestStream): Array<{ reason: string; forceAt: Date | undefined }> {
+  return stream.messages.flatMap((m) => (m.kind?.$case === 'revokeRequested' ? [m.kind.value] : []));
+}
+
 /**
- * A holder asked to release was told so once on its stream, with the first request's reason
- * (a cooperative one: a forced first request has taken the lock by now).
+ * A holder asked to release was told exactly the requests the model says, in order: the first
+ * one, and a forced one after a cooperative one; a deadline only on a forced one.
  */
-async function toldOfRevocation(stream: RequestStream, request: ModelRequest, label: string): Promise<void> {
-  await within(stream.receipt('revokeRequested'), `${label} to be asked to release`);
-  const told = stream.messages.flatMap((m) => (m.kind?.$case === 'revokeRequested' ? [m.kind.value] : []));
-  expect(told, `${label}: revocation requests on its stream`).toEqual([
-    { reason: request.revoke!.reason, forceAt: undefined },
-  ]);
+function expectToldOfRevocations(stream: RequestStream, request: ModelRequest, label: string): void {
+  const told = toldRevocations(stream).map(({ reason, forceAt }) => ({
+    reason,
+    forced: forceAt !== undefined,
+  }));
+  expect(told, `${label}: revocation requests on its stream`).toEqual(request.revokes);
 }
 
 /** Waits until the server's queue for `lock` is as long as the model's: it has acted on what the client cannot see acknowledged. */
@@ -357,9 +374,9 @@ async function reconnected(caller: LockCaller): Promise<void> {
 }
 
 /**
- * RevokeLock on one lock, cooperative or forced. Every holder must be counted, told once (its
- * first request stands), and, when forced by its first request, lose the lock before anyone
- * else is granted it.
+ * RevokeLock on one lock, cooperative or forced. Every holder must be counted and told what the
+ * model says (its first request, and a forced one escalating a cooperative one), and, when told
+ * a forced one, lose the lock no earlier than its deadline and before anyone else is granted it.
  */
 class Revoke implements fc.AsyncCommand<LockModel, Real> {
   constructor(
@@ -458,6 +475,17 @@ const REGRESSIONS: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = [
   // A holder forced out by a revocation heard of it after the next holder on its connection
   // heard of its grant.
   [new Open(1, 'mutex', false, 0, true), new Open(1, 'mutex', false, 0, true), new Revoke(1, true)],
+  // Escalation: readers asked cooperatively, then with a deadline, are told again and forced out;
+  // the writer behind them is granted.
+  [
+    new Open(0, 'read', false, 0, false),
+    new Open(0, 'read', false, 1, true),
+    new Open(0, 'write', false, 0, false),
+    new Revoke(0, false),
+    new Revoke(0, false),
+    new Revoke(0, true),
+    new Revoke(0, true),
+  ],
   // A resumed waiter was told the count of before a release its client had seen acknowledged
   // (counts were kept by listings at a bounded pace): a resume now counts again.
   [

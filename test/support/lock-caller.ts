@@ -57,6 +57,7 @@ export abstract class RequestStream {
   readonly #waiters: Array<() => void> = [];
   #ended: CallOutcome | undefined;
   #endReceipt = 0;
+  #endedAt: number | undefined;
   #settle!: (outcome: CallOutcome) => void;
 
   constructor() {
@@ -132,8 +133,14 @@ export abstract class RequestStream {
     return this.#endReceipt;
   }
 
+  /** When the final status arrived (Date.now()), once it has. */
+  get endedAt(): number | undefined {
+    return this.#endedAt;
+  }
+
   protected settle(outcome: CallOutcome): void {
     if (this.#ended) return;
+    this.#endedAt = Date.now();
     this.#endReceipt = ++lastReceipt;
     this.#ended = outcome;
     this.#settle(outcome);

@@ -11,9 +11,10 @@
  * (wait_timeout 0) and cannot hold at once ends with DEADLINE_EXCEEDED and leaves no trace.
  * A request with a resume grace that is cancelled, or half-closed without `release`, keeps its
  * place, queued or holding, until a new stream resumes it (graces here are longer than any
- * sequence). RevokeLock asks each holder
- * once: its first request stands; a forced one takes the lock from a holder asked first by it,
- * and the holder hears of the loss before anyone is granted the lock.
+ * sequence). RevokeLock asks each holder: the first request it is told stands, except that a
+ * forced one escalates a cooperative one (the holder is told again, now with a deadline); a
+ * forced request told takes the lock away (no later request moves or removes its deadline), and
+ * the holder hears of the loss before anyone is granted the lock.
  */
 
 export type ModelMode = 'mutex' | 'read' | 'write' | 'semaphore';
@@ -36,7 +37,7 @@ export type ModelEnd =
   /** The client's connection broke (no resume grace): UNAVAILABLE, as the client sees it. */
   | 'dropped';
 
-/** What RevokeLock asked of a holder, the first time it asked. */
+/** What RevokeLock asked of a holder, as the holder was told it. */
 export interface ModelRevoke {
   readonly reason: string;
   readonly forced: boolean;
@@ -60,7 +61,8 @@ export interface ModelRequest {
   detached: boolean;
   /** How many streams it has had (1 + resumes). */
   streams: number;
-  revoke: ModelRevoke | undefined;
+  /** The revocation requests the holder was told, in order: at most a cooperative one, then a forced one. */
+  readonly revokes: ModelRevoke[];
   end: ModelEnd | undefined;
 }
 
@@ -97,7 +99,7 @@ export class LockModel {
       held: false,
       detached: false,
       streams: 1,
-      revoke: undefined,
+      revokes: [],
       end: undefined,
     };
     this.requests.push(request);
@@ -155,16 +157,19 @@ export class LockModel {
   }
 
   /**
-   * RevokeLock on `lock`: every holder is asked (the count returned), each keeping the first
-   * request it got; a forced request takes the lock from the holders it asked first. Returns
-   * the holders asked and those that lost the lock.
+   * RevokeLock on `lock`: every holder is asked (the count returned). A holder is told the
+   * request if it was told none, or if the request is forced and it was told only a cooperative
+   * one; a forced request told takes the lock (its deadline, once told, stands: here the holder
+   * loses the lock to it before any later request). Returns the holders asked and those that
+   * lost the lock.
    */
   revoke(lock: string, reason: string, forced: boolean): { asked: number; lost: ModelRequest[] } {
     const holders = this.queue(lock).filter((request) => request.held);
     const lost: ModelRequest[] = [];
     for (const holder of holders) {
-      if (holder.revoke) continue;
-      holder.revoke = { reason, forced };
+      const told = holder.revokes.at(-1);
+      if (told !== undefined && (told.forced || !forced)) continue;
+      holder.revokes.push({ reason, forced });
       if (forced) lost.push(holder);
     }
     for (const holder of lost) this.#leave(holder, 'lost');

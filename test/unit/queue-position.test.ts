@@ -1,16 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../support/random.js';
 import { conflicts, isExclusive, type LockMode } from '../../src/server/engine/lock-mode.js';
-import {
-  disagreement,
-  holderCount,
-  nodePrefix,
-  parseNodeName,
-  position,
-  queueOrder,
-  semaphoreUse,
-  type Position,
-} from '../../src/server/engine/queue-position.js';
+import { nodePrefix, parseNodeName, queueOrder } from '../../src/server/engine/node-name.js';
+import { disagreement, holders, position, type Position } from '../../src/server/engine/queue-position.js';
 
 /** A sequence suffix as ZooKeeper writes it: Java's `%010d` of the parent's (signed int) cversion. */
 function zkSequence(n: number): string {
@@ -321,7 +313,7 @@ describe('position, on 500 random queues', () => {
       const held = new Set(positions.flatMap((p, i) => (p.kind === 'held' ? [i] : [])));
       expect([...held], where).toEqual([...expectedHeld]);
       // The inspector's count of holders says the same.
-      expect(holderCount(queueOrder(children)), where).toBe(expectedHeld.size);
+      expect(holders(queueOrder(children)).count, where).toBe(expectedHeld.size);
 
       positions.forEach((p, i) => {
         expect(p.kind, where).not.toBe('missing');
@@ -373,8 +365,8 @@ describe('semaphore positions', () => {
       predecessor: c,
       wake: { kind: 'grant', predecessor: c },
     });
-    expect(holderCount(queueOrder(children))).toBe(2);
-    expect(semaphoreUse(queueOrder(children))).toEqual({ limit: 4, holders: 2, used: 3 });
+    expect(holders(queueOrder(children)).count).toBe(2);
+    expect(holders(queueOrder(children))).toEqual({ count: 2, usedWeight: 3 });
   });
 
   it('lets nothing pass a lock request ahead (one that is about to fail), and makes lock requests wait behind semaphore requests', () => {
@@ -433,7 +425,7 @@ describe('semaphore positions', () => {
             : { kind: 'grant', predecessor: names[i - 1] },
         );
       });
-      expect(holderCount(queueOrder(children)), where).toBe(held);
+      expect(holders(queueOrder(children)).count, where).toBe(held);
     }
   });
 });

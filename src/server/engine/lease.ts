@@ -3,6 +3,7 @@ import { VALUE_MAX_BYTES } from '../../common/limits.js';
 import { NodeFollow, type CoordinationStore, type CreatedNode, type StoreSession } from '../stores/store.js';
 import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
+import type { DeleteBatch } from './delete-batch.js';
 import {
   encodeNodeRecord,
   parseNodeRecord,
@@ -10,6 +11,8 @@ import {
   updateNodeRecord,
   withValue,
 } from './node-record.js';
+import { HeldRevocation } from './revocation.js';
+import { Listeners, whenTold } from './telling.js';
 
 /**
  * One lock request in the engine, from its node's create to its end, as one state machine:
@@ -41,9 +44,7 @@ export class LockRequestNode implements Lease {
   #lost: AbortController | undefined;
   /** Listener lists are made on first use: most leases have one listener, or none. */
   #lossListeners: Listeners<LockError, void | Promise<void>> | undefined;
-  #revokeListeners: Listeners<RevokeRequest> | undefined;
-  #revokeRequest: RevokeRequest | undefined;
-  #forceTimer: NodeJS.Timeout | undefined;
+  readonly #revocation = new HeldRevocation((request) => this.#forced(request));
   #released: Promise<void> | undefined;
   /** The last change of the node (a value, a downgrade), so that the next one is applied after it. */
   #nodeChanged: Promise<void> = Promise.resolve();
@@ -152,11 +153,11 @@ export class LockRequestNode implements Lease {
   }
 
   get revokeRequest(): RevokeRequest | undefined {
-    return this.#revokeRequest;
+    return this.#revocation.request;
   }
 
   onRevokeRequested(listener: (request: RevokeRequest) => void): () => void {
-    return (this.#revokeListeners ??= new Listeners()).add(listener);
+    return this.#revocation.onRequested(listener);
   }
 
   /** `batch`: delete the node together with the other nodes of a multi-lock. */
@@ -291,30 +292,25 @@ export class LockRequestNode implements Lease {
 
   /** The node's data changed (or was read): a revocation request may be in it. */
   #changed(data: Uint8Array): void {
-    if (this.#phase === 'queued') {
-      this.#changedData = data;
-      return;
-    }
-    if (this.#phase !== 'held' || this.#revokeRequest) return;
-    const request = parseRevokeRequest(data);
-    if (!request) return;
-    this.#revokeRequest = request;
-    this.#revokeListeners?.tell(request);
-    if (request.forceAt === undefined) return;
-    const reason = request.reason || 'no reason given';
-    this.#forceTimer = setTimeout(
-      () => {
-        const telling = this.#lose(
-          new LockError('LOCK_LOST', `lock "${this.name}" was revoked and not released in time: ${reason}`),
-        );
-        // Nobody else may wait on a holder that was told to go: free the lock as soon as the
-        // holder has heard it lost the lock (it must hear before anyone is granted it).
-        void whenTold(telling)
-          .then(() => this.#store.delete(this.#path))
-          .catch(() => {});
-      },
-      Math.max(0, request.forceAt.getTime() - Date.now()),
+    if (this.#phase === 'queued') this.#changedData = data;
+    else if (this.#phase === 'held') this.#revocation.seen(data);
+  }
+
+  /**
+   * A revocation's deadline passed while held: the lock is lost, and nobody else may wait on a
+   * holder that was told to go, so the node is deleted as soon as the holder has heard it lost
+   * the lock (it must hear before anyone is granted it).
+   */
+  #forced(request: RevokeRequest): void {
+    const telling = this.#lose(
+      new LockError(
+        'LOCK_LOST',
+        `lock "${this.name}" was revoked and not released in time: ${request.reason || 'no reason given'}`,
+      ),
     );
+    void whenTold(telling)
+      .then(() => this.#store.delete(this.#path))
+      .catch(() => {});
   }
 
   /** The node was deleted, by someone else or with the session. */
@@ -331,8 +327,9 @@ export class LockRequestNode implements Lease {
       void this.#lose(lockLost(this.name, session.lost.reason));
       return;
     }
-    const why = this.#revokeRequest
-      ? `lock "${this.name}" was revoked: ${this.#revokeRequest.reason || 'no reason given'}`
+    const revoked = this.#revocation.request;
+    const why = revoked
+      ? `lock "${this.name}" was revoked: ${revoked.reason || 'no reason given'}`
       : `lock "${this.name}" was lost: its node was deleted by someone else`;
     void this.#lose(new LockError('LOCK_LOST', why));
   }
@@ -350,29 +347,9 @@ export class LockRequestNode implements Lease {
   }
 
   #stopWatching(): void {
-    clearTimeout(this.#forceTimer);
+    this.#revocation.stop();
     this.#unlinkSession();
-    this.#revokeListeners = undefined;
     this.follow.stop();
-  }
-}
-
-/**
- * Deletes asked for in one turn of the event loop (the releases of a multi-lock's parts), sent
- * as one `deleteAll`: the set goes in one step.
- */
-export class DeleteBatch {
-  readonly #store: CoordinationStore;
-  readonly #paths: string[] = [];
-  #sent: Promise<void> | undefined;
-
-  constructor(store: CoordinationStore) {
-    this.#store = store;
-  }
-
-  add(path: string): Promise<void> {
-    this.#paths.push(path);
-    return Promise.resolve().then(() => (this.#sent ??= this.#store.deleteAll(this.#paths)));
   }
 }
 
@@ -382,43 +359,6 @@ export function nodeVanished(name: string): LockError {
     'LOCK_LOST',
     `lock "${name}": this request's queue node was deleted by someone else while it waited`,
   );
-}
-
-/**
- * How long a forced revocation waits for the holder to be told before it frees the lock
- * anyway: a holder whose connection does not read cannot be told, and must not keep the lock
- * past its deadline for long.
- */
-export const LOSS_TELLING_BOUND_MS = 1_000;
-
-/** Resolves once every promise in `telling` has settled, or after LOSS_TELLING_BOUND_MS. */
-export async function whenTold(telling: Array<void | Promise<void>>): Promise<void> {
-  const pending = telling.filter((told): told is Promise<void> => told instanceof Promise);
-  if (pending.length === 0) return;
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    Promise.allSettled(pending),
-    new Promise<void>((resolve) => (timer = setTimeout(resolve, LOSS_TELLING_BOUND_MS))),
-  ]);
-  clearTimeout(timer);
-}
-
-/** A short list of listeners: an array is a fraction of a Set's size, and these lists hold one or two. */
-class Listeners<T, R = void> {
-  #listeners: Array<(value: T) => R> = [];
-
-  add(listener: (value: T) => R): () => void {
-    this.#listeners.push(listener);
-    return () => {
-      const index = this.#listeners.indexOf(listener);
-      if (index >= 0) this.#listeners.splice(index, 1);
-    };
-  }
-
-  /** Calls every listener; returns what they returned. */
-  tell(value: T): R[] {
-    return [...this.#listeners].map((listener) => listener(value));
-  }
 }
 
 /**
@@ -434,14 +374,4 @@ export function lossReport(name: string, reason: unknown): LockError {
 function lockLost(name: string, reason: unknown): LockError {
   const why = reason instanceof Error ? reason.message : 'the store session ended';
   return new LockError('LOCK_LOST', `lock "${name}" was lost: ${why}`, { cause: reason });
-}
-
-function parseRevokeRequest(data: Uint8Array): RevokeRequest | undefined {
-  const revoke = parseNodeRecord(data).revoke;
-  if (typeof revoke !== 'object' || revoke === null) return undefined;
-  const forceAt = typeof revoke.forceAt === 'string' ? new Date(revoke.forceAt) : undefined;
-  return {
-    reason: typeof revoke.reason === 'string' ? revoke.reason : '',
-    forceAt: forceAt && !Number.isNaN(forceAt.getTime()) ? forceAt : undefined,
-  };
 }

@@ -1,9 +1,16 @@
 import type { CoordinationStore } from '../stores/store.js';
-import { conflicts } from './lock-mode.js';
-import { modeOf, queueOrder, SequenceCache, sequenceOf } from './queue-position.js';
+import {
+  bySequence,
+  QueueNodeCache,
+  queueNodeOf,
+  sequenceOf,
+  type QueueNode,
+  type QueueNodeReader,
+} from './node-name.js';
+import { waiterPlaces } from './queue-position.js';
 
 /** Queues shorter than this are parsed afresh on every listing: cheap, and nothing to keep. */
-const SEQUENCE_CACHE_FROM = 64;
+const NODE_CACHE_FROM = 64;
 
 /** The shortest time between two listings for the waiters' places, while the queue changes. */
 export const RELIST_INTERVAL_MS = 25;
@@ -20,14 +27,14 @@ interface LocalWaiter {
  * told how many requests are ahead of it whenever that number changes, not only when the one
  * it waits for leaves: while requests of this server wait in the queue, one children watch per
  * lock per server and one listing per change (changes close together share one) keep their
- * counts right, without waking any other client. The queue's parsed sequence numbers live here
+ * counts right, without waking any other client. The queue's parsed nodes live here
  * too, for as long as requests of this server are in it.
  */
 export class LocalQueue {
   readonly #store: CoordinationStore;
   readonly #dir: string;
   readonly #waiters = new Map<string, LocalWaiter>();
-  #cache: SequenceCache | undefined;
+  #cache: QueueNodeCache | undefined;
   /** Requests of this server between their create and their grant or end (waiters and tries). */
   #members = 0;
   #watch: AbortController | undefined;
@@ -105,32 +112,13 @@ export class LocalQueue {
    */
   tell(children: readonly string[]): void {
     if (this.#waiters.size === 0) return;
-    if (children.some((child) => modeOf(child) === 'semaphore')) {
-      this.#tellPlaces(semaphorePlaces(children));
-      return;
-    }
-    const sequenceOfChild = this.#sequenceReader(children);
-    // Sequence numbers with the mode in the lowest bit (1: exclusive), sorted: no object per child.
-    const keyed: number[] = [];
+    const read = this.nodeReader(children);
+    const queue: QueueNode[] = [];
     for (const child of children) {
-      const sequence = sequenceOfChild(child);
-      if (!Number.isNaN(sequence)) keyed.push(sequence * 2 + (conflicts(modeOf(child), 'read') ? 1 : 0));
+      const node = read(child);
+      if (node) queue.push(node);
     }
-    keyed.sort((a, b) => a - b);
-    const places = new Map<number, number>();
-    let exclusiveAhead = false;
-    for (let ahead = 0; ahead < keyed.length; ahead += 1) {
-      const key = keyed[ahead]!;
-      const exclusive = key % 2 !== 0;
-      // Blocked: something ahead conflicts with it (the grant rule, as in position()).
-      if (ahead > 0 && (exclusiveAhead || exclusive)) places.set((key - (exclusive ? 1 : 0)) / 2, ahead);
-      if (exclusive) exclusiveAhead = true;
-    }
-    this.#tellPlaces(places);
-  }
-
-  /** Reports to each waiter its number ahead in `places` (by sequence; absent: not blocked). */
-  #tellPlaces(places: ReadonlyMap<number, number>): void {
+    const places = waiterPlaces(queue.sort(bySequence));
     for (const [nodeName, waiter] of this.#waiters) {
       // A waiter not listed is gone (or going), and one not blocked holds: its own wait says so.
       const ahead = places.get(waiter.sequence);
@@ -138,19 +126,15 @@ export class LocalQueue {
     }
   }
 
-  /** How to read the sequence numbers of a listing: a long queue's through the cache. */
-  sequenceReader(children: readonly string[]): SequenceCache | undefined {
-    if (children.length < SEQUENCE_CACHE_FROM) {
+  /** How to read the names of a listing: a long queue's through its cache (pruned to the listing). */
+  nodeReader(children: readonly string[]): QueueNodeReader {
+    if (children.length < NODE_CACHE_FROM) {
       this.#cache = undefined;
-      return undefined;
+      return queueNodeOf;
     }
-    this.#cache ??= new SequenceCache();
-    return this.#cache;
-  }
-
-  #sequenceReader(children: readonly string[]): (name: string) => number {
-    const cache = this.sequenceReader(children);
-    return cache ? (name) => cache.sequenceOf(name) : sequenceOf;
+    this.#cache ??= new QueueNodeCache();
+    this.#cache.prune(children);
+    return this.#cache.read;
   }
 
   /**
@@ -188,20 +172,4 @@ export class LocalQueue {
       this.#listing = false;
     }
   }
-}
-
-/**
- * The places of the blocked requests of a semaphore's queue, by sequence (the grant rule, as in
- * position(): blocked once the weights up to it pass its limit; a lock request there always is).
- */
-function semaphorePlaces(children: readonly string[]): Map<number, number> {
-  const places = new Map<number, number>();
-  let weight = 0;
-  let blocked = false;
-  queueOrder(children).forEach((entry, ahead) => {
-    weight += entry.mode === 'semaphore' ? entry.weight : Number.POSITIVE_INFINITY;
-    blocked ||= ahead > 0 && (entry.mode !== 'semaphore' || weight > entry.limit);
-    if (blocked) places.set(entry.sequence, ahead);
-  });
-  return places;
 }

@@ -11,7 +11,8 @@ import { onAbort } from '../../common/abort.js';
 import { LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import { decodeLockName, validateLockName } from './lock-name.js';
-import { holderCount, queueOrder, semaphoreUse, type QueueEntry } from './queue-position.js';
+import { queueOrder, type QueueEntry } from './node-name.js';
+import { holders } from './queue-position.js';
 
 /** One request in a lock's queue, from its node: what the instance serving it recorded. */
 export interface LockRequestInfo {
@@ -80,7 +81,7 @@ export class LockInspector {
   async #describe(name: string, read: (path: string) => Promise<NodeData | null>): Promise<LockDescription> {
     const dir = this.#engine.lockPath(name);
     const queue = queueOrder(await this.#store.children(dir));
-    const held = holderCount(queue);
+    const held = holders(queue).count;
     const infos = await Promise.all(
       queue.map(async (entry) => {
         const node = await read(joinPath(dir, entry.nodeName));
@@ -174,9 +175,9 @@ export class LockInspector {
     validateLockName(name);
     const dir = this.#engine.lockPath(name);
     const queue = queueOrder(await this.#store.children(dir));
-    const holders = queue.slice(0, holderCount(queue));
+    const holding = queue.slice(0, holders(queue).count);
     const nodes = await Promise.all(
-      holders.map((entry) => this.#store.nodeData(joinPath(dir, entry.nodeName))),
+      holding.map((entry) => this.#store.nodeData(joinPath(dir, entry.nodeName))),
     );
     const now = Date.now();
     return nodes.some(
@@ -223,7 +224,7 @@ export class LockInspector {
       const queue = queueOrder(await this.#store.children(this.#engine.lockPath(name)));
       // An empty parent waits for ZooKeeper to remove it: nobody holds or waits for that lock.
       if (queue.length === 0) continue;
-      const held = holderCount(queue);
+      const held = holders(queue).count;
       locks.push({
         name,
         holders: held,
@@ -243,9 +244,9 @@ function toInfo(entry: QueueEntry, node: NodeData): LockRequestInfo {
 
 /** A queue's semaphore capacity (as its first request names it) and use; zeros for a lock. */
 function capacity(queue: readonly QueueEntry[]): SemaphoreCapacity {
-  if (queue[0]?.mode !== 'semaphore') return { limit: 0, usedWeight: 0 };
-  const { limit, used } = semaphoreUse(queue);
-  return { limit, usedWeight: used };
+  const first = queue[0];
+  if (first?.mode !== 'semaphore') return { limit: 0, usedWeight: 0 };
+  return { limit: first.limit, usedWeight: holders(queue).usedWeight };
 }
 
 /** Whether a node records a forced revocation whose deadline is past at `now`. */

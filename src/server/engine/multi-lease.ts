@@ -2,12 +2,16 @@ import { isLockError, LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import type { CoordinationStore } from '../stores/store.js';
 import type { Lease, RevokeRequest } from './lock-request.js';
-import { DeleteBatch, whenTold, type LockRequestNode } from './lease.js';
+import { DeleteBatch } from './delete-batch.js';
+import type { LockRequestNode } from './lease.js';
+import { escalates } from './revocation.js';
+import { whenTold } from './telling.js';
 
 /**
  * The locks of a multi-lock, held as one: one release, one loss (the first part lost ends the
  * hold, and the other parts are released at once), one revocation request (the first any part
- * gets). The parts live in one store session, so they are confirmed or in doubt together.
+ * gets, escalated by the first deadline any part gets, see escalates()). The parts live in one
+ * store session, so they are confirmed or in doubt together.
  */
 export class MultiLease implements Lease {
   readonly name: string;
@@ -145,7 +149,7 @@ export class MultiLease implements Lease {
   }
 
   #revoked(request: RevokeRequest): void {
-    if (this.#revokeRequest) return;
+    if (!escalates(this.#revokeRequest, request)) return;
     this.#revokeRequest = request;
     for (const listener of [...this.#revokeListeners]) listener(request);
   }

@@ -1,26 +1,14 @@
-import type { LockMode } from './lock-mode.js';
-import { conflicts } from './lock-mode.js';
+import { conflicts, type LockMode } from './lock-mode.js';
+import { modeOf, queueNodeOf, semaphoreShape, type QueueNode, type QueueNodeReader } from './node-name.js';
 
-/**
- * One request in a lock's queue, parsed from its node name: `<mode>-<request id>-<sequence>`
- * for the lock modes, `sem-<limit>-<weight>-<request id>-<sequence>` for a semaphore request.
+/*
+ * The grant rule, written once as a fold over a lock's queue: `Ahead` adds up the requests
+ * ahead of one, `holds` says whether that one holds with them ahead, and `verdict` what it
+ * waits for if not. Everything else is read from it: a request's position (position()), how
+ * many lead the queue holding and the weight they use (holders()), the places of the waiters
+ * (waiterPlaces()), and the engine's shortcuts that grant without listing again
+ * (`heldOncePredecessorGoes`, releaseFreesWatchers()).
  */
-export interface QueueEntry {
-  readonly nodeName: string;
-  readonly mode: LockMode;
-  readonly requestId: string;
-  /** ZooKeeper's sequence suffix: queue order within one lifetime of the lock's parent. */
-  readonly sequence: number;
-  /** A semaphore request's limit and weight; 0 for the lock modes. */
-  readonly limit: number;
-  readonly weight: number;
-}
-
-/** A semaphore request's capacity and its share of it. */
-export interface SemaphoreShape {
-  readonly limit: number;
-  readonly weight: number;
-}
 
 export type Position =
   | {
@@ -37,11 +25,15 @@ export type Position =
       readonly ahead: number;
       /** The one node whose deletion can change our position (no herd: never the parent). */
       readonly predecessor: string;
-      /**
-       * The predecessor is the head of the queue: once it is deleted, nothing that blocks us
-       * remains ahead (later nodes queue behind us), so we hold without listing again.
-       */
+      /** The predecessor is the head of the queue. */
       readonly predecessorIsHead: boolean;
+      /**
+       * Whether the predecessor's deletion alone grants us: it is the head (later nodes queue
+       * behind us, so nothing that blocks us is left ahead), and its node cannot be replaced by
+       * one that still blocks us (a WRITE node that goes may be a downgrade to a READ node in
+       * its place). Then we hold without listing again.
+       */
+      readonly heldOncePredecessorGoes: boolean;
       readonly head: string | undefined;
       /** Semaphores: what can change our position (instead of the predecessor's deletion alone). */
       readonly wake?: SemaphoreWake;
@@ -49,6 +41,7 @@ export type Position =
   | { readonly kind: 'missing' };
 
 export type HeldPosition = Extract<Position, { kind: 'held' }>;
+export type WaitingPosition = Extract<Position, { kind: 'waiting' }>;
 
 /**
  * What a waiting semaphore request waits for. Granted in queue order, it is blocked either by
@@ -60,262 +53,180 @@ export type SemaphoreWake =
   | { readonly kind: 'release'; readonly holders: readonly string[] }
   | { readonly kind: 'grant'; readonly predecessor: string };
 
-/** The node name prefix for a request; the store appends the sequence number. */
-export function nodePrefix(mode: LockMode, requestId: string, shape?: SemaphoreShape): string {
-  if (mode !== 'semaphore') return `${mode}-${requestId}-`;
-  if (!shape) throw new TypeError('a semaphore request needs a limit and a weight');
-  return `sem-${shape.limit}-${shape.weight}-${requestId}-`;
-}
+/** A request as the grant rule sees it: its mode, and a semaphore request's limit and weight. */
+type Claim = Pick<QueueNode, 'mode' | 'limit' | 'weight'>;
 
-const DASH = 0x2d;
-const REQUEST_ID_LENGTH = 36;
-/** Where randomUUID() puts its dashes, from the start of the request id. */
-const UUID_DASHES = [8, 13, 18, 23] as const;
+/**
+ * What the requests ahead of one in its queue add up to: all the grant rule asks of them.
+ * Every field is a count, a sum, or the earliest or latest request, so requests may be added
+ * in any order: one pass over an unsorted listing gives what is ahead of one request (no sort
+ * per request: every request lists its whole queue, and with 10,000 waiters an O(n log n) step
+ * per request would dominate), one pass along the sorted queue what is ahead of each.
+ */
+class Ahead {
+  count = 0;
+  /** Those of them that conflict with a read (every mode but read). */
+  exclusive = 0;
+  /** Lock requests (not semaphore requests): a semaphore request never fits behind one. */
+  locks = 0;
+  /** The semaphore requests' weight. */
+  weight = 0;
+  head: QueueNode | undefined;
+  last: QueueNode | undefined;
+  lastExclusive: QueueNode | undefined;
+  // Their sequences, kept beside them: compared for every request of every listing.
+  #headSequence = Number.POSITIVE_INFINITY;
+  #lastSequence = Number.NEGATIVE_INFINITY;
+  #lastExclusiveSequence = Number.NEGATIVE_INFINITY;
+  /** Every request ahead, if kept (a semaphore's first waiter watches them all). */
+  readonly nodes: QueueNode[] | undefined;
 
-/** Whether `text` stands in `nodeName` at `offset` (startsWith without its call overhead). */
-function hasAt(nodeName: string, text: string, offset: number): boolean {
-  for (let i = 0; i < text.length; i += 1) {
-    if (nodeName.charCodeAt(offset + i) !== text.charCodeAt(i)) return false;
+  constructor(keepNodes: boolean) {
+    this.nodes = keepNodes ? [] : undefined;
   }
-  return true;
-}
 
-/** The length of the `<mode>-` (or `sem-<limit>-<weight>-`) prefix of a request node's name, 0 if it has none. */
-function modePrefixLength(nodeName: string): number {
-  const first = nodeName.charCodeAt(0);
-  if (first === 0x6d /* m */) return hasAt(nodeName, 'mutex-', 0) ? 6 : 0;
-  if (first === 0x77 /* w */) return hasAt(nodeName, 'write-', 0) ? 6 : 0;
-  if (first === 0x72 /* r */) return hasAt(nodeName, 'read-', 0) ? 5 : 0;
-  if (first === 0x73 /* s */) return hasAt(nodeName, 'sem-', 0) ? semaphoreFieldsEnd(nodeName) : 0;
-  return 0;
-}
-
-/** Digits a semaphore node's limit or weight may have (SEMAPHORE_LIMIT_MAX has 7). */
-const SHAPE_MAX_DIGITS = 7;
-
-/** Where the `<limit>-<weight>-` after `sem-` ends, 0 if it is malformed. */
-function semaphoreFieldsEnd(nodeName: string): number {
-  let i = 4;
-  for (let field = 0; field < 2; field += 1) {
-    const start = i;
-    while (i - start <= SHAPE_MAX_DIGITS && isDigit(nodeName.charCodeAt(i))) i += 1;
-    if (i === start || i - start > SHAPE_MAX_DIGITS || nodeName.charCodeAt(i) !== DASH) return 0;
-    i += 1;
+  add(node: QueueNode): void {
+    const { sequence } = node;
+    this.count += 1;
+    if (this.nodes) this.nodes.push(node);
+    if (node.mode === 'semaphore') this.weight += node.weight;
+    else this.locks += 1;
+    if (sequence < this.#headSequence) {
+      this.head = node;
+      this.#headSequence = sequence;
+    }
+    if (sequence > this.#lastSequence) {
+      this.last = node;
+      this.#lastSequence = sequence;
+    }
+    if (conflicts(node.mode, 'read')) {
+      this.exclusive += 1;
+      if (sequence > this.#lastExclusiveSequence) {
+        this.lastExclusive = node;
+        this.#lastExclusiveSequence = sequence;
+      }
+    }
   }
-  return i;
 }
 
-function isDigit(code: number): boolean {
-  return code >= 0x30 && code <= 0x39;
+/**
+ * The grant rule: whether a request holds the lock with `ahead` ahead of it. The head of the
+ * queue holds. A lock request holds when nothing ahead conflicts with it (see conflicts(): the exclusive requests ahead
+ * always do, the reads only if it conflicts with a read). A semaphore request holds when the
+ * weights up to and including its own fit its limit; a lock request ahead of it (one that is
+ * about to fail, see disagreement()) never fits, so nothing passes it. The holders are always
+ * the queue's leading requests: behind a waiting request every request waits too (sums only
+ * grow along the queue, and what blocks a waiter blocks whoever is behind it).
+ */
+function holds(ahead: Ahead, me: Claim): boolean {
+  if (ahead.count === 0) return true;
+  if (me.mode === 'semaphore') return ahead.locks === 0 && ahead.weight + me.weight <= me.limit;
+  return ahead.exclusive === 0 && !conflicts('read', me.mode);
 }
 
-/** The limit and weight a semaphore node's name carries (a name `sequenceOf` accepted as one). */
-export function semaphoreShape(nodeName: string): SemaphoreShape {
-  const limitEnd = nodeName.indexOf('-', 4);
-  const weightEnd = nodeName.indexOf('-', limitEnd + 1);
+/**
+ * Where a request stands with `ahead` ahead of it. A waiting lock request watches the latest
+ * request ahead that conflicts with it: an exclusive one the node just before it, a read the
+ * last exclusive node before it. A waiting semaphore request watches the holders if it is the
+ * first waiter (all ahead hold), else the waiter right ahead of it.
+ */
+function verdict(ahead: Ahead, me: Claim, successor: QueueNode | undefined): Position {
+  const head = ahead.head?.nodeName;
+  if (holds(ahead, me)) {
+    return me.mode === 'semaphore'
+      ? { kind: 'held', ahead: ahead.count, head, successor: successor?.nodeName }
+      : { kind: 'held', ahead: ahead.count, head };
+  }
+  if (me.mode === 'semaphore') {
+    const predecessor = ahead.last!.nodeName;
+    const firstWaiter = ahead.locks === 0 && ahead.weight <= me.limit;
+    const wake: SemaphoreWake = firstWaiter
+      ? { kind: 'release', holders: ahead.nodes!.map((node) => node.nodeName) }
+      : { kind: 'grant', predecessor };
+    return {
+      kind: 'waiting',
+      ahead: ahead.count,
+      predecessor,
+      predecessorIsHead: false,
+      heldOncePredecessorGoes: false,
+      head,
+      wake,
+    };
+  }
+  const blocker = conflicts('read', me.mode) ? ahead.last! : ahead.lastExclusive!;
+  const predecessorIsHead = blocker === ahead.head;
   return {
-    limit: Number(nodeName.slice(4, limitEnd)),
-    weight: Number(nodeName.slice(limitEnd + 1, weightEnd)),
+    kind: 'waiting',
+    ahead: ahead.count,
+    predecessor: blocker.nodeName,
+    predecessorIsHead,
+    heldOncePredecessorGoes: predecessorIsHead && !(blocker.mode === 'write' && conflicts('read', me.mode)),
+    head,
   };
 }
 
 /**
- * Sequence numbers of one lock's queue, by node name. `position()` needs every child's sequence
- * for every request, so a queue of n waiters costs n²/2 lookups (50 million for 10,000 waiters);
- * names repeat from listing to listing, so a long queue parses each once. Only long queues
- * keep one (see the engine), and it is pruned to the names still listed, so memory follows
- * the queues that exist, not the requests that have been.
+ * Whether a lock held in `mode` is all that blocks whoever watches its node: an exclusive
+ * holder is alone at the head (nothing conflicts with it, and it conflicts with every request),
+ * and a waiter watches the latest request ahead that blocks it, so once the holder's node goes
+ * nothing that blocks that waiter is left ahead (the engine then grants it without listing).
+ * Semaphore holders share the lock by weight: their release may not be enough.
  */
-export class SequenceCache {
-  readonly #sequences = new Map<string, number>();
-
-  sequenceOf(nodeName: string): number {
-    let sequence = this.#sequences.get(nodeName);
-    if (sequence === undefined) {
-      sequence = parseSequence(nodeName);
-      this.#sequences.set(nodeName, sequence);
-    }
-    return sequence;
-  }
-
-  /** Forgets the names that `children` (the latest listing) no longer has, once they are most. */
-  prune(children: readonly string[]): void {
-    if (this.#sequences.size <= 2 * children.length) return;
-    const listed = new Set(children);
-    for (const name of this.#sequences.keys()) if (!listed.has(name)) this.#sequences.delete(name);
-  }
-
-  get size(): number {
-    return this.#sequences.size;
-  }
-}
-
-/** The sequence number of a request node, or NaN when the name is not one (see parseSequence). */
-export function sequenceOf(nodeName: string): number {
-  return parseSequence(nodeName);
+export function releaseFreesWatchers(mode: LockMode): boolean {
+  return mode !== 'semaphore' && conflicts(mode, 'read');
 }
 
 /**
- * The sequence number of a request node `<mode>-<request id>-<sequence>`, or NaN when the name
- * is not one. ZooKeeper formats the sequence with %010d: ten digits, or a sign and 9-10 digits
- * once the parent's signed 32-bit counter has overflowed (-2147483648 .. -000000001). Checks only
- * the request id's shape (its dashes); parseNodeName checks it in full.
+ * Where our request `me` stands in `children` (a listing of its queue, in any order). One pass
+ * over the children, no sort (see Ahead); `read` parses the names (a long queue's through its
+ * QueueNodeCache).
  */
-function parseSequence(nodeName: string): number {
-  const idStart = modePrefixLength(nodeName);
-  if (idStart === 0) return Number.NaN;
-  const idEnd = idStart + REQUEST_ID_LENGTH;
-  for (const dash of UUID_DASHES) if (nodeName.charCodeAt(idStart + dash) !== DASH) return Number.NaN;
-  if (nodeName.charCodeAt(idEnd) !== DASH) return Number.NaN;
-  let i = idEnd + 1;
-  const negative = nodeName.charCodeAt(i) === DASH;
-  if (negative) i += 1;
-  const digits = nodeName.length - i;
-  if (!(negative ? digits === 9 || digits === 10 : digits === 10)) return Number.NaN;
-  let value = 0;
-  for (; i < nodeName.length; i += 1) {
-    const digit = nodeName.charCodeAt(i) - 0x30;
-    if (digit < 0 || digit > 9) return Number.NaN;
-    value = value * 10 + digit;
-  }
-  return negative ? -value : value;
-}
-
-/** The mode of a node whose name `sequenceOf` accepted (from its first letter). */
-export function modeOf(nodeName: string): LockMode {
-  const first = nodeName.charCodeAt(0);
-  if (first === 0x6d /* m */) return 'mutex';
-  if (first === 0x72 /* r */) return 'read';
-  return first === 0x73 /* s */ ? 'semaphore' : 'write';
-}
-
-const REQUEST_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-/** Parses a request node's name in full (the request id too), or returns null. */
-export function parseNodeName(nodeName: string): QueueEntry | null {
-  const sequence = parseSequence(nodeName);
-  if (Number.isNaN(sequence)) return null;
-  const idStart = modePrefixLength(nodeName);
-  const requestId = nodeName.slice(idStart, idStart + REQUEST_ID_LENGTH);
-  if (!REQUEST_ID.test(requestId)) return null;
-  const mode = modeOf(nodeName);
-  const { limit, weight } = mode === 'semaphore' ? semaphoreShape(nodeName) : { limit: 0, weight: 0 };
-  return { nodeName, mode, requestId, sequence, limit, weight };
-}
-
-/** Children in queue order: by the numeric sequence suffix, never by the whole name. */
-export function queueOrder(children: readonly string[]): QueueEntry[] {
-  const entries: QueueEntry[] = [];
-  for (const child of children) {
-    const entry = parseNodeName(child);
-    // Nodes that are not lock requests (written by someone else) take no part in the queue.
-    if (entry) entries.push(entry);
-  }
-  return entries.sort((a, b) => a.sequence - b.sequence);
-}
-
-/**
- * Where our request stands. Exclusive requests (mutex, write) hold when they are first and
- * otherwise wait for the node just before them; shared requests (read) hold when no exclusive
- * request is ahead and otherwise wait for the last exclusive request ahead of them.
- *
- * One pass over the children, no sort: every request lists its whole queue (the recipe's
- * getChildren), so with 10,000 waiters an O(n log n) step per request would dominate.
- */
-export function position(children: readonly string[], me: string, cache?: SequenceCache): Position {
-  const sequenceOfChild = cache ? (name: string) => cache.sequenceOf(name) : sequenceOf;
-  const mySequence = sequenceOfChild(me);
-  if (Number.isNaN(mySequence)) return { kind: 'missing' };
-  const myMode = modeOf(me);
-  if (myMode === 'semaphore') return semaphorePosition(children, me, mySequence, sequenceOfChild);
-  let found = false;
-  let ahead = 0;
-  /** The lowest request of the queue, and the highest one ahead of ours that blocks it. */
-  let head: string | undefined;
-  let headSequence = Number.POSITIVE_INFINITY;
-  let blocker: string | undefined;
-  let blockerSequence = Number.NEGATIVE_INFINITY;
-  for (const child of children) {
-    if (child === me) {
-      found = true;
-      continue;
-    }
-    const sequence = sequenceOfChild(child);
-    // Nodes that are not lock requests (written by someone else) take no part in the queue;
-    // NaN compares false, so they fall through here.
-    if (!(sequence < mySequence)) continue;
-    ahead += 1;
-    if (sequence < headSequence) {
-      head = child;
-      headSequence = sequence;
-    }
-    if (sequence > blockerSequence && conflicts(modeOf(child), myMode)) {
-      blocker = child;
-      blockerSequence = sequence;
-    }
-  }
-  if (!found) return { kind: 'missing' };
-  if (blocker === undefined) return { kind: 'held', ahead, head };
-  return { kind: 'waiting', ahead, predecessor: blocker, predecessorIsHead: blocker === head, head };
-}
-
-/**
- * Where a semaphore request stands: it holds when the weights of the requests ahead of it plus
- * its own fit its limit (those ahead then hold too: the sums only grow along the queue, so a
- * light request never overtakes a heavy one). A lock request ahead of it (one that is about to
- * fail, see agreement()) weighs more than the limit: nothing passes it.
- */
-function semaphorePosition(
+export function position(
   children: readonly string[],
   me: string,
-  mySequence: number,
-  sequenceOfChild: (name: string) => number,
+  read: QueueNodeReader = queueNodeOf,
 ): Position {
-  const { limit, weight } = semaphoreShape(me);
+  const mine = read(me);
+  if (!mine) return { kind: 'missing' };
+  const semaphore = mine.mode === 'semaphore';
+  const ahead = new Ahead(semaphore);
   let found = false;
-  let ahead = 0;
-  let weightAhead = 0;
-  const nodesAhead: string[] = [];
-  let head: string | undefined;
-  let headSequence = Number.POSITIVE_INFINITY;
-  let predecessor: string | undefined;
-  let predecessorSequence = Number.NEGATIVE_INFINITY;
-  let successor: string | undefined;
-  let successorSequence = Number.POSITIVE_INFINITY;
+  let successor: QueueNode | undefined;
   for (const child of children) {
     if (child === me) {
       found = true;
       continue;
     }
-    const sequence = sequenceOfChild(child);
-    if (sequence > mySequence) {
-      if (sequence < successorSequence) {
-        successor = child;
-        successorSequence = sequence;
-      }
-      continue;
-    }
-    if (!(sequence < mySequence)) continue; // not a lock request (NaN)
-    ahead += 1;
-    nodesAhead.push(child);
-    weightAhead += modeOf(child) === 'semaphore' ? semaphoreShape(child).weight : limit + 1;
-    if (sequence < headSequence) {
-      head = child;
-      headSequence = sequence;
-    }
-    if (sequence > predecessorSequence) {
-      predecessor = child;
-      predecessorSequence = sequence;
-    }
+    // Nodes that are not lock requests (written by someone else) take no part in the queue.
+    const node = read(child);
+    if (node === undefined) continue;
+    if (node.sequence < mine.sequence) ahead.add(node);
+    else if (semaphore && (successor === undefined || node.sequence < successor.sequence)) successor = node;
   }
   if (!found) return { kind: 'missing' };
-  if (predecessor === undefined || weightAhead + weight <= limit) {
-    return { kind: 'held', ahead, head, successor };
+  return verdict(ahead, mine, successor);
+}
+
+/**
+ * How many requests lead `queue` (in queue order) holding it, and the semaphore weight they
+ * use: the fold along the queue, up to its first waiter.
+ */
+export function holders(queue: readonly QueueNode[]): { count: number; usedWeight: number } {
+  const ahead = new Ahead(false);
+  for (const node of queue) {
+    if (!holds(ahead, node)) break;
+    ahead.add(node);
   }
-  // Within the limit, everything ahead holds: we are the first waiter.
-  const wake: SemaphoreWake =
-    weightAhead <= limit ? { kind: 'release', holders: nodesAhead } : { kind: 'grant', predecessor };
-  return { kind: 'waiting', ahead, predecessor, predecessorIsHead: false, head, wake };
+  return { count: ahead.count, usedWeight: ahead.weight };
+}
+
+/** The waiters of `queue` (in queue order), by sequence, with how many requests are ahead of each. */
+export function waiterPlaces(queue: readonly QueueNode[]): Map<number, number> {
+  const places = new Map<number, number>();
+  for (let ahead = holders(queue).count; ahead < queue.length; ahead += 1) {
+    places.set(queue[ahead]!.sequence, ahead);
+  }
+  return places;
 }
 
 /**
@@ -333,34 +244,4 @@ export function disagreement(head: string, me: string): string | undefined {
   if (headMode !== 'semaphore' && myMode !== 'semaphore') return undefined;
   if (headMode === myMode && semaphoreShape(head).limit === semaphoreShape(me).limit) return undefined;
   return `the request first in its queue uses it as ${describe(headMode, head)}; this request asks for ${describe(myMode, me)}`;
-}
-
-/**
- * How many of `queue` (in queue order) hold the lock: the leading requests that nothing ahead
- * conflicts with. Holders never conflict with each other, so a request conflicts with one of
- * them exactly when it conflicts with the first.
- */
-export function holderCount(queue: readonly QueueEntry[]): number {
-  const first = queue[0];
-  if (!first) return 0;
-  if (first.mode === 'semaphore') return semaphoreUse(queue).holders;
-  let held = 1;
-  while (held < queue.length && !conflicts(first.mode, queue[held]!.mode)) held += 1;
-  return held;
-}
-
-/**
- * A semaphore's queue (led by a semaphore request): its limit (the first request's), how many
- * lead the queue holding, and the weight they use.
- */
-export function semaphoreUse(queue: readonly QueueEntry[]): { limit: number; holders: number; used: number } {
-  const limit = queue[0]?.limit ?? 0;
-  let holders = 0;
-  let used = 0;
-  for (const entry of queue) {
-    if (entry.mode !== 'semaphore' || used + entry.weight > limit) break;
-    used += entry.weight;
-    holders += 1;
-  }
-  return { limit, holders, used };
 }

@@ -193,6 +193,8 @@ type RevokeLockRequest struct {
 	// Why, for the holders and the logs: at most 256 bytes of UTF-8, no control characters.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Take the lock away from holders that have not released it after this long. Absent: only ask.
+	// A holder told a deadline before keeps that one; a holder asked before without one is told
+	// this deadline (see RevokeLock).
 	ForceAfter    *durationpb.Duration `protobuf:"bytes,3,opt,name=force_after,json=forceAfter,proto3" json:"force_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1755,7 +1757,8 @@ type AcquireResponse_Heartbeat struct {
 }
 
 type AcquireResponse_RevokeRequested struct {
-	// Someone asked the holder to release the lock (RevokeLock). Sent while the lock is held.
+	// Someone asked the holder to release the lock (RevokeLock). Sent while the lock is held:
+	// once, and a second time if a later RevokeLock adds a deadline to a request without one.
 	RevokeRequested *AcquireRevokeRequested `protobuf:"bytes,8,opt,name=revoke_requested,json=revokeRequested,proto3,oneof"`
 }
 
@@ -2010,13 +2013,15 @@ func (*AcquireConfirmed) Descriptor() ([]byte, []int) {
 	return file_lockstream_v1_lockstream_proto_rawDescGZIP(), []int{28}
 }
 
-// AcquireRevokeRequested asks the holder to finish up and release the lock.
+// AcquireRevokeRequested asks the holder to finish up and release the lock. A holder gets at
+// most two: a cooperative request, then the deadline a later RevokeLock adds to it.
 type AcquireRevokeRequested struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// What the revoker gave as the reason.
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	// When the lock is taken away if it has not been released (the call then ends with
-	// ABORTED). Absent: the request is cooperative only.
+	// ABORTED), never earlier; once sent, it never changes. Absent: the request is cooperative
+	// only, until a later `revoke_requested` brings a deadline.
 	ForceAt       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=force_at,json=forceAt,proto3" json:"force_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2964,7 +2969,8 @@ type SessionResponse_Confirmed struct {
 }
 
 type SessionResponse_RevokeRequested struct {
-	// Someone asked the holder to release the lock (RevokeLock).
+	// Someone asked the holder to release the lock (RevokeLock); again if a later RevokeLock
+	// adds a deadline (see AcquireResponse.revoke_requested).
 	RevokeRequested *AcquireRevokeRequested `protobuf:"bytes,9,opt,name=revoke_requested,json=revokeRequested,proto3,oneof"`
 }
 

@@ -269,11 +269,15 @@ class LockServiceServicer:
         with ABORTED (on a Session, its request's `ended`) and then its node is deleted, so the next
         waiter is granted: the server that serves the holder hands its end to the connection before
         anyone can be granted the lock (unless the holder's connection does not read: then after at
-        most a second). Waiters are not
-        affected. A holder asked before keeps its first request: its deadline, or none if it was
-        asked without one, so it never loses the lock before a deadline it was told, nor at one it
-        was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
-        name, reason or duration; UNAVAILABLE when the back end is unreachable.
+        most a second). Waiters are not affected. A holder asked before keeps the first request it
+        was told, with one exception: a request with `force_after` escalates one without, and the
+        holder gets a second `revoke_requested` with its `force_at` (and this reason) before that
+        deadline can take the lock. A deadline, once told, stands: a later RevokeLock neither moves
+        it (a shorter `force_after` does not end the hold sooner) nor removes it (a later request
+        without `force_after` changes nothing). So a holder never loses the lock before a deadline
+        it was told, nor at one it was never told; the call counts every holder it asked.
+        INVALID_ARGUMENT for a malformed name, reason or duration; UNAVAILABLE when the back end is
+        unreachable.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -117,7 +117,11 @@ export interface RevokeLockRequest {
   name: string;
   /** Why, for the holders and the logs: at most 256 bytes of UTF-8, no control characters. */
   reason: string;
-  /** Take the lock away from holders that have not released it after this long. Absent: only ask. */
+  /**
+   * Take the lock away from holders that have not released it after this long. Absent: only ask.
+   * A holder told a deadline before keeps that one; a holder asked before without one is told
+   * this deadline (see RevokeLock).
+   */
   forceAfter: Duration | undefined;
 }
 
@@ -409,7 +413,10 @@ export interface AcquireResponse {
     /** Sent at the `heartbeat_interval` the client asked for. */
     { $case: "heartbeat"; value: AcquireHeartbeat }
     | //
-    /** Someone asked the holder to release the lock (RevokeLock). Sent while the lock is held. */
+    /**
+     * Someone asked the holder to release the lock (RevokeLock). Sent while the lock is held:
+     * once, and a second time if a later RevokeLock adds a deadline to a request without one.
+     */
     { $case: "revokeRequested"; value: AcquireRevokeRequested }
     | //
     /** The value from `set_value` is published. */
@@ -463,13 +470,17 @@ export interface AcquireInDoubt {
 export interface AcquireConfirmed {
 }
 
-/** AcquireRevokeRequested asks the holder to finish up and release the lock. */
+/**
+ * AcquireRevokeRequested asks the holder to finish up and release the lock. A holder gets at
+ * most two: a cooperative request, then the deadline a later RevokeLock adds to it.
+ */
 export interface AcquireRevokeRequested {
   /** What the revoker gave as the reason. */
   reason: string;
   /**
    * When the lock is taken away if it has not been released (the call then ends with
-   * ABORTED). Absent: the request is cooperative only.
+   * ABORTED), never earlier; once sent, it never changes. Absent: the request is cooperative
+   * only, until a later `revoke_requested` brings a deadline.
    */
   forceAt: Date | undefined;
 }
@@ -652,7 +663,10 @@ export interface SessionResponse {
     /** After `in_doubt`: the lock is still held. */
     { $case: "confirmed"; value: AcquireConfirmed }
     | //
-    /** Someone asked the holder to release the lock (RevokeLock). */
+    /**
+     * Someone asked the holder to release the lock (RevokeLock); again if a later RevokeLock
+     * adds a deadline (see AcquireResponse.revoke_requested).
+     */
     { $case: "revokeRequested"; value: AcquireRevokeRequested }
     | //
     /** The request is over: nothing is held or queued for it any more, and its id is free. */
@@ -5524,11 +5538,15 @@ export const LockServiceService = {
    * with ABORTED (on a Session, its request's `ended`) and then its node is deleted, so the next
    * waiter is granted: the server that serves the holder hands its end to the connection before
    * anyone can be granted the lock (unless the holder's connection does not read: then after at
-   * most a second). Waiters are not
-   * affected. A holder asked before keeps its first request: its deadline, or none if it was
-   * asked without one, so it never loses the lock before a deadline it was told, nor at one it
-   * was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
-   * name, reason or duration; UNAVAILABLE when the back end is unreachable.
+   * most a second). Waiters are not affected. A holder asked before keeps the first request it
+   * was told, with one exception: a request with `force_after` escalates one without, and the
+   * holder gets a second `revoke_requested` with its `force_at` (and this reason) before that
+   * deadline can take the lock. A deadline, once told, stands: a later RevokeLock neither moves
+   * it (a shorter `force_after` does not end the hold sooner) nor removes it (a later request
+   * without `force_after` changes nothing). So a holder never loses the lock before a deadline
+   * it was told, nor at one it was never told; the call counts every holder it asked.
+   * INVALID_ARGUMENT for a malformed name, reason or duration; UNAVAILABLE when the back end is
+   * unreachable.
    */
   revokeLock: {
     path: "/lockstream.v1.LockService/RevokeLock" as const,
@@ -5731,11 +5749,15 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    * with ABORTED (on a Session, its request's `ended`) and then its node is deleted, so the next
    * waiter is granted: the server that serves the holder hands its end to the connection before
    * anyone can be granted the lock (unless the holder's connection does not read: then after at
-   * most a second). Waiters are not
-   * affected. A holder asked before keeps its first request: its deadline, or none if it was
-   * asked without one, so it never loses the lock before a deadline it was told, nor at one it
-   * was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
-   * name, reason or duration; UNAVAILABLE when the back end is unreachable.
+   * most a second). Waiters are not affected. A holder asked before keeps the first request it
+   * was told, with one exception: a request with `force_after` escalates one without, and the
+   * holder gets a second `revoke_requested` with its `force_at` (and this reason) before that
+   * deadline can take the lock. A deadline, once told, stands: a later RevokeLock neither moves
+   * it (a shorter `force_after` does not end the hold sooner) nor removes it (a later request
+   * without `force_after` changes nothing). So a holder never loses the lock before a deadline
+   * it was told, nor at one it was never told; the call counts every holder it asked.
+   * INVALID_ARGUMENT for a malformed name, reason or duration; UNAVAILABLE when the back end is
+   * unreachable.
    */
   revokeLock: handleUnaryCall<RevokeLockRequest, RevokeLockResponse>;
   /**
@@ -5968,11 +5990,15 @@ export interface LockServiceClient extends Client {
    * with ABORTED (on a Session, its request's `ended`) and then its node is deleted, so the next
    * waiter is granted: the server that serves the holder hands its end to the connection before
    * anyone can be granted the lock (unless the holder's connection does not read: then after at
-   * most a second). Waiters are not
-   * affected. A holder asked before keeps its first request: its deadline, or none if it was
-   * asked without one, so it never loses the lock before a deadline it was told, nor at one it
-   * was never told; the call still counts it as asked. INVALID_ARGUMENT for a malformed
-   * name, reason or duration; UNAVAILABLE when the back end is unreachable.
+   * most a second). Waiters are not affected. A holder asked before keeps the first request it
+   * was told, with one exception: a request with `force_after` escalates one without, and the
+   * holder gets a second `revoke_requested` with its `force_at` (and this reason) before that
+   * deadline can take the lock. A deadline, once told, stands: a later RevokeLock neither moves
+   * it (a shorter `force_after` does not end the hold sooner) nor removes it (a later request
+   * without `force_after` changes nothing). So a holder never loses the lock before a deadline
+   * it was told, nor at one it was never told; the call counts every holder it asked.
+   * INVALID_ARGUMENT for a malformed name, reason or duration; UNAVAILABLE when the back end is
+   * unreachable.
    */
   revokeLock(
     request: RevokeLockRequest,

@@ -1,0 +1,95 @@
+import { MULTI_LOCK_MAX, SEMAPHORE_LIMIT_MAX, WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
+import { LockError } from '../lock-error.js';
+import { validateLockName } from './lock-name.js';
+import type { AcquireRequest, LockTarget } from './lock-request.js';
+import type { SemaphoreShape } from './node-name.js';
+
+/*
+ * What makes a request one the engine accepts; each error names the field and the problem
+ * (INVALID_ARGUMENT), and nothing is queued for a request refused here.
+ */
+
+/** Checks a request before anything is queued for it. */
+export function validateRequest(request: AcquireRequest): void {
+  if (request.locks) {
+    validateMultiLock(request.locks);
+  } else {
+    validateLockName(request.name);
+    validateSemaphore(request);
+  }
+  const { waitTimeoutMs } = request;
+  if (
+    waitTimeoutMs !== undefined &&
+    !(Number.isInteger(waitTimeoutMs) && waitTimeoutMs >= 0 && waitTimeoutMs <= WAIT_TIMEOUT_MAX_MS)
+  ) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      `invalid wait timeout ${waitTimeoutMs} ms: expected a whole number from 0 to ${WAIT_TIMEOUT_MAX_MS}`,
+    );
+  }
+}
+
+/** A semaphore request's limit and weight (default 1); undefined in the lock modes. */
+export function semaphoreShapeOf(request: AcquireRequest): SemaphoreShape | undefined {
+  return request.mode === 'semaphore' ? { limit: request.limit!, weight: request.weight ?? 1 } : undefined;
+}
+
+/** A multi-lock's targets: 2 to MULTI_LOCK_MAX distinct, valid locks; errors say which one. */
+function validateMultiLock(locks: readonly LockTarget[]): void {
+  if (locks.length < 2 || locks.length > MULTI_LOCK_MAX) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      `locks names ${locks.length} lock${locks.length === 1 ? '' : 's'}: a multi-lock takes 2 to ${MULTI_LOCK_MAX}`,
+    );
+  }
+  const seen = new Set<string>();
+  locks.forEach((target, i) => {
+    try {
+      validateLockName(target.name);
+      validateSemaphore(target);
+    } catch (error) {
+      if (error instanceof LockError) throw new LockError(error.code, `locks[${i}]: ${error.message}`);
+      throw error;
+    }
+    if (seen.has(target.name)) {
+      throw new LockError(
+        'INVALID_ARGUMENT',
+        `locks[${i}]: "${target.name}" is named twice in one multi-lock`,
+      );
+    }
+    seen.add(target.name);
+  });
+}
+
+/** A semaphore's limit and weight, or their absence in the other modes. */
+function validateSemaphore({ mode, limit, weight }: Pick<AcquireRequest, 'mode' | 'limit' | 'weight'>): void {
+  if (mode !== 'semaphore') {
+    if (limit || weight !== undefined) {
+      throw new LockError(
+        'INVALID_ARGUMENT',
+        `${limit ? 'limit' : 'weight'} applies to SEMAPHORE mode only; this request asks for ${mode.toUpperCase()} mode`,
+      );
+    }
+    return;
+  }
+  if (limit === undefined || limit === 0) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      `limit is required in SEMAPHORE mode: 1 to ${SEMAPHORE_LIMIT_MAX}`,
+    );
+  }
+  if (!Number.isInteger(limit) || limit < 1 || limit > SEMAPHORE_LIMIT_MAX) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      `limit ${limit} is out of range: expected 1 to ${SEMAPHORE_LIMIT_MAX}`,
+    );
+  }
+  if (weight !== undefined && !(Number.isInteger(weight) && weight >= 1 && weight <= limit)) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      weight > limit && Number.isInteger(weight)
+        ? `weight ${weight} is more than the limit ${limit}: the request could never be granted`
+        : `weight ${weight} is out of range: expected 1 to the limit (${limit})`,
+    );
+  }
+}

@@ -1,0 +1,95 @@
+import type { RevokeRequest } from './lock-request.js';
+import { parseNodeRecord, type NodeRecord } from './node-record.js';
+import { Listeners } from './telling.js';
+
+/*
+ * The revocation rule. RevokeLock asks a holder to release its lock, cooperatively or with a
+ * deadline (force_after). A holder keeps the first request it was told, except that a request
+ * with a deadline escalates one without: the holder is told again, with the deadline, before
+ * the deadline can take the lock. A deadline, once told, stands: a later RevokeLock neither
+ * moves it (earlier or later) nor removes it. So a holder never loses its lock before a
+ * deadline it was told, nor at one it was never told.
+ */
+
+/** A revocation as a node's record keeps it (see NodeRecord). */
+export type RecordedRevoke = NonNullable<NodeRecord['revoke']>;
+
+/**
+ * The revocation a holder's record should carry once RevokeLock asks `asked`, or undefined to
+ * leave `standing` as it is (see the rule above).
+ */
+export function revokeToRecord(
+  standing: RecordedRevoke | undefined,
+  asked: RecordedRevoke,
+): RecordedRevoke | undefined {
+  if (standing === undefined) return asked;
+  return standing.forceAt !== undefined || asked.forceAt === undefined ? undefined : asked;
+}
+
+/** Whether a revocation the holder was told (`told`) gives way to `next`: none yet, or a deadline for a request without one. */
+export function escalates(told: RevokeRequest | undefined, next: RevokeRequest): boolean {
+  return told === undefined || (told.forceAt === undefined && next.forceAt !== undefined);
+}
+
+/**
+ * A holder's revocation: what RevokeLock asked of it (written into its node's record, see
+ * Revoker), as its node's watch brings it, told to the holder's listeners (again when a
+ * deadline escalates a cooperative request); and once a deadline is told, the timer that takes
+ * the lock away when it passes.
+ */
+export class HeldRevocation {
+  /** Called once the deadline of the request told has passed. */
+  readonly #forced: (request: RevokeRequest) => void;
+  #request: RevokeRequest | undefined;
+  #listeners: Listeners<RevokeRequest> | undefined;
+  #forceTimer: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(forced: (request: RevokeRequest) => void) {
+    this.#forced = forced;
+  }
+
+  /** The request the holder was told, if any. */
+  get request(): RevokeRequest | undefined {
+    return this.#request;
+  }
+
+  onRequested(listener: (request: RevokeRequest) => void): () => void {
+    return (this.#listeners ??= new Listeners()).add(listener);
+  }
+
+  /**
+   * The holder's node record, as read or changed: a revocation request may be in it. The holder
+   * is told a request that escalates what it was told (see escalates()), and a deadline's timer
+   * starts as it is told, so it never fires before the holder was told.
+   */
+  seen(data: Uint8Array): void {
+    if (this.#stopped) return;
+    const request = parseRevokeRequest(data);
+    if (!request || !escalates(this.#request, request)) return;
+    this.#request = request;
+    this.#listeners?.tell(request);
+    if (request.forceAt === undefined) return;
+    this.#forceTimer = setTimeout(
+      () => this.#forced(request),
+      Math.max(0, request.forceAt.getTime() - Date.now()),
+    );
+  }
+
+  /** The hold ended: nothing more is told or forced. */
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#forceTimer);
+    this.#listeners = undefined;
+  }
+}
+
+function parseRevokeRequest(data: Uint8Array): RevokeRequest | undefined {
+  const revoke = parseNodeRecord(data).revoke;
+  if (typeof revoke !== 'object' || revoke === null) return undefined;
+  const forceAt = typeof revoke.forceAt === 'string' ? new Date(revoke.forceAt) : undefined;
+  return {
+    reason: typeof revoke.reason === 'string' ? revoke.reason : '',
+    forceAt: forceAt && !Number.isNaN(forceAt.getTime()) ? forceAt : undefined,
+  };
+}
