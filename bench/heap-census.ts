@@ -21,7 +21,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { LockClient, type Lock } from '../dist/client/index.js';
 import { startZooKeeper } from '../test/setup/zookeeper-process.js';
-import { census, ownedBy, perUnit, readHeapSnapshot, type ClassCensus } from './heap-snapshot.js';
+import { census, largest, ownedBy, perUnit, readHeapSnapshot, type ClassCensus } from './heap-snapshot.js';
 import { residentBytes } from './measure.js';
 import { BENCH_DIR, startLockstreamServer, type LockstreamServer } from './processes.js';
 
@@ -55,6 +55,7 @@ const CONNECTIONS = count('--connections', flags.connections);
 const SETTLE_MS = count('--settle-ms', flags['settle-ms'], 0);
 const TOP = count('--top', flags.top);
 const FILL_CONCURRENCY = 500;
+const PATIENT = { keepaliveTimeMs: 120_000, keepaliveTimeoutMs: 60_000, heartbeatIntervalMs: 60_000 };
 
 interface Step {
   readonly name: 'idle' | 'held' | 'loaded' | 'released';
@@ -77,6 +78,8 @@ async function gauges(httpPort: number): Promise<{ heapUsedBytes: number; extern
 /** Signals the server to write a heap snapshot into `dir`, and waits until it is written. */
 async function snapshot(server: LockstreamServer, dir: string, name: Step['name']): Promise<Step> {
   const before = new Set(await readdir(dir));
+  // RSS before: writing a snapshot costs memory of its own. The heap gauges after: its GC ran.
+  const rssBytes = await residentBytes(server.pid);
   process.kill(server.pid, 'SIGUSR2');
   let file: string | undefined;
   while (file === undefined) {
@@ -88,8 +91,6 @@ async function snapshot(server: LockstreamServer, dir: string, name: Step['name'
   const full = path.join(dir, file);
   const tail = (await readFile(full)).subarray(-16).toString();
   if (!tail.includes(']}')) throw new Error(`${full} looks cut short`);
-  const rssBytes = await residentBytes(server.pid);
-  // Gauges and RSS after the snapshot: its own GC ran first, so both see live memory only.
   console.log(
     `  ${name}: ${file} (${((await stat(full)).size / 2 ** 20).toFixed(0)} MB), RSS ${(rssBytes / 2 ** 20).toFixed(0)} MB`,
   );
@@ -106,9 +107,11 @@ async function inBatches(total: number, task: (i: number) => Promise<void>): Pro
 
 async function takeSnapshots(dir: string): Promise<{ steps: Step[]; lost: number }> {
   const zookeeper = await startZooKeeper({ production: true });
+  // Writing a snapshot stops the server for seconds: a session timeout, a keepalive and heartbeats
+  // long enough that no lock is lost meanwhile (the heartbeat timers exist all the same).
   const server = await startLockstreamServer(
     zookeeper.connectString,
-    [],
+    ['--session-timeout', '60s'],
     ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`],
   );
   const clients = (n: number): LockClient[] =>
@@ -116,11 +119,12 @@ async function takeSnapshots(dir: string): Promise<{ steps: Step[]; lost: number
       { length: n },
       () =>
         new LockClient(server.address, {
+          ...PATIENT,
           streamPerLock: true,
           channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
         }),
     );
-  const shared = RPC === 'session' ? [new LockClient(server.address)] : undefined;
+  const shared = RPC === 'session' ? [new LockClient(server.address, PATIENT)] : undefined;
   const holders = shared ?? clients(CONNECTIONS);
   const waiters = shared ?? clients(CONNECTIONS);
   const steps: Step[] = [];
@@ -157,6 +161,8 @@ async function takeSnapshots(dir: string): Promise<{ steps: Step[]; lost: number
     await Promise.all(held.map((lock) => lock.release().catch(() => {})));
     await delay(SETTLE_MS);
     steps.push(await snapshot(server, dir, 'released'));
+    const warnings = server.warnings().map((line) => String(line['msg']));
+    for (const warning of new Set(warnings)) console.log(`  server warning: ${warning}`);
     return { steps, lost };
   } finally {
     withdraw.abort();
@@ -203,7 +209,7 @@ async function explain(beforeFile: string, afterFile: string, units: number, lab
       rows.find((r) => r.name === name)?.count ?? 0,
     ]),
   );
-  const closures = rows.filter((r) => r.name.endsWith('() closure')).reduce((sum, r) => sum + r.count, 0);
+  const closures = rows.filter((r) => r.name.includes('() closure')).reduce((sum, r) => sum + r.count, 0);
   // The classes that come about once per unit and retain the most: the request's own objects.
   const owners = rows
     .filter((r) => !GENERIC.test(r.name) && r.count >= 0.9 && r.retainedBytes > 200)
@@ -240,7 +246,26 @@ async function explain(beforeFile: string, afterFile: string, units: number, lab
         .join('; ')}`,
     );
   }
-  return { label, units, heapBytesPerUnit: selfTotal, byRetained, bySelf, objectCounts, closures, holdings };
+  // Collections keyed by request or by lock: each grows by an entry per unit.
+  const collections = largest(afterSnapshot, ['Map', 'Set', 'Array', '(array) (object elements)'], 8).map(
+    (c) => ({ ...c, retainedBytesPerUnit: c.retainedBytes / units }),
+  );
+  console.log(
+    `\n${label}: the largest collections: ${collections
+      .map((c) => `${c.name} at ${c.heldAt} ${kb(c.retainedBytesPerUnit)} B per unit`)
+      .join('; ')}`,
+  );
+  return {
+    label,
+    units,
+    heapBytesPerUnit: selfTotal,
+    byRetained,
+    bySelf,
+    objectCounts,
+    closures,
+    holdings,
+    collections,
+  };
 }
 
 if (flags.analyze) {

@@ -17,6 +17,8 @@ export interface HeapSnapshot {
   readonly retainedSizes: Float64Array;
   /** Per node ordinal, the ordinal of its immediate dominator (the root's is itself). */
   readonly dominators: Uint32Array;
+  /** Where a node is first held from: `Class.property` (a context's `.variable`, an array's `[]`). */
+  heldAt(node: number): string;
 }
 
 export interface ClassCensus {
@@ -155,18 +157,21 @@ export async function readHeapSnapshot(file: string): Promise<HeapSnapshot> {
   const classIndex = new Map<string, number>();
   const selfSizes = new Uint32Array(nodeCount);
   const firstEdge = new Uint32Array(nodeCount + 1);
+  const classId = (name: string): number => {
+    let id = classIndex.get(name);
+    if (id === undefined) {
+      id = classNames.push(name) - 1;
+      classIndex.set(name, id);
+    }
+    return id;
+  };
   for (let n = 0; n < nodeCount; n += 1) {
     const base = n * nodeFields;
     const name = classOf(
       nodeTypes[nodes[base + typeField] as number] ?? '?',
       strings[nodes[base + nameField] as number] ?? '',
     );
-    let id = classIndex.get(name);
-    if (id === undefined) {
-      id = classNames.push(name) - 1;
-      classIndex.set(name, id);
-    }
-    classIds[n] = id;
+    classIds[n] = classId(name);
     selfSizes[n] = nodes[base + sizeField] as number;
     firstEdge[n + 1] = (firstEdge[n] as number) + (nodes[base + edgeCountField] as number);
   }
@@ -186,11 +191,32 @@ export async function readHeapSnapshot(file: string): Promise<HeapSnapshot> {
   }
   for (let n = 0; n < nodeCount; n += 1) bump(firstRetainer, n + 1, firstRetainer[n] as number);
   const retainers = new Uint32Array(firstRetainer[nodeCount] as number);
+  const retainingEdges = new Uint32Array(retainers.length);
   const filled = firstRetainer.slice(0, nodeCount);
   for (let n = 0; n < nodeCount; n += 1) {
     for (let e = firstEdge[n] as number; e < (firstEdge[n + 1] as number); e += 1) {
-      if (essential(n, e)) retainers[bump(filled, target(e), 1) - 1] = n;
+      if (!essential(n, e)) continue;
+      const slot = bump(filled, target(e), 1) - 1;
+      retainers[slot] = n;
+      retainingEdges[slot] = e;
     }
+  }
+  const element = meta.edge_types[0].indexOf('element');
+  const hidden = meta.edge_types[0].indexOf('hidden');
+  const edgeNameField = meta.edge_fields.indexOf('name_or_index');
+  const heldAt = (node: number): string => {
+    const slot = firstRetainer[node] as number;
+    if (slot === firstRetainer[node + 1]) return '(unreferenced)';
+    const e = retainingEdges[slot] as number;
+    const type = edges[e * edgeFields + edgeTypeField];
+    const name = edges[e * edgeFields + edgeNameField] as number;
+    const edge = type === element || type === hidden ? '[]' : `.${strings[name] ?? '?'}`;
+    return `${classNames[classIds[retainers[slot] as number] as number] ?? '?'}${edge}`;
+  };
+  // An anonymous function says little: name it after where it is kept (a variable, a property).
+  const anonymous = classNames.indexOf('(anonymous)() closure');
+  for (let n = 0; n < nodeCount; n += 1) {
+    if (classIds[n] === anonymous) classIds[n] = classId(`(anonymous)() closure at ${heldAt(n)}`);
   }
 
   // Post-order over essential edges from the root; what the root does not reach hangs off it.
@@ -285,7 +311,15 @@ export async function readHeapSnapshot(file: string): Promise<HeapSnapshot> {
     retainedByOrdinal[n] = retainedSizes[p] as number;
     dominators[n] = postOrder[dom[p] === NONE ? root : (dom[p] as number)] as number;
   }
-  return { nodeCount, classIds, classNames, selfSizes, retainedSizes: retainedByOrdinal, dominators };
+  return {
+    nodeCount,
+    classIds,
+    classNames,
+    selfSizes,
+    retainedSizes: retainedByOrdinal,
+    dominators,
+    heldAt,
+  };
 }
 
 /** Children lists of the dominator tree, as CSR arrays. */
@@ -401,6 +435,23 @@ export function ownedBy(
     },
   );
   return result;
+}
+
+/** The `count` instances of `classes` that retain the most, with where each is held. */
+export function largest(
+  snapshot: HeapSnapshot,
+  classes: readonly string[],
+  count: number,
+): Array<{ name: string; heldAt: string; retainedBytes: number }> {
+  const ids = new Set(classes.map((name) => snapshot.classNames.indexOf(name)));
+  const found: number[] = [];
+  for (let n = 0; n < snapshot.nodeCount; n += 1) if (ids.has(snapshot.classIds[n] as number)) found.push(n);
+  found.sort((a, b) => (snapshot.retainedSizes[b] as number) - (snapshot.retainedSizes[a] as number));
+  return found.slice(0, count).map((n) => ({
+    name: snapshot.classNames[snapshot.classIds[n] as number] ?? '?',
+    heldAt: snapshot.heldAt(n),
+    retainedBytes: snapshot.retainedSizes[n] as number,
+  }));
 }
 
 /** Per unit (a held lock, a waiter): `after - before` of every class, divided by `units`. */
