@@ -193,7 +193,8 @@ const GENERIC =
 
 /** The diff of two snapshots per unit, with what the leading per-unit classes hold. */
 async function explain(beforeFile: string, afterFile: string, units: number, label: string) {
-  const before = census(await readHeapSnapshot(beforeFile));
+  const beforeSnapshot = await readHeapSnapshot(beforeFile);
+  const before = census(beforeSnapshot);
   const afterSnapshot = await readHeapSnapshot(afterFile);
   const after = census(afterSnapshot);
   const rows = perUnit(before, after, units);
@@ -214,9 +215,10 @@ async function explain(beforeFile: string, afterFile: string, units: number, lab
   const owners = rows
     .filter((r) => !GENERIC.test(r.name) && r.count >= 0.9 && r.retainedBytes > 200)
     .sort((a, b) => b.retainedBytes - a.retainedBytes)
-    .slice(0, 5)
+    .slice(0, 8)
     .map((r) => r.name);
   const owned = ownedBy(afterSnapshot, owners);
+  const ownedBefore = ownedBy(beforeSnapshot, owners);
   console.log(table(`${label}: by retained bytes (top ${TOP})`, byRetained, { self: selfTotal }));
   console.log(
     table(`${label}: by own bytes (top ${TOP}; own bytes add up to the heap per unit)`, bySelf, {
@@ -230,13 +232,9 @@ async function explain(beforeFile: string, afterFile: string, units: number, lab
   );
   const holdings: Record<string, Row[]> = {};
   for (const owner of owners) {
-    const held = [...(owned.get(owner) ?? new Map<string, ClassCensus>()).entries()]
-      .map(([name, c]) => ({
-        name,
-        count: c.count / units,
-        selfBytes: c.selfBytes / units,
-        retainedBytes: 0,
-      }))
+    const empty = new Map<string, ClassCensus>();
+    const held = perUnit(ownedBefore.get(owner) ?? empty, owned.get(owner) ?? empty, units)
+      .filter((r) => r.count !== 0 || r.selfBytes !== 0)
       .sort((a, b) => b.selfBytes - a.selfBytes);
     holdings[owner] = held;
     console.log(

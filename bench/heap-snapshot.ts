@@ -204,19 +204,40 @@ export async function readHeapSnapshot(file: string): Promise<HeapSnapshot> {
   const element = meta.edge_types[0].indexOf('element');
   const hidden = meta.edge_types[0].indexOf('hidden');
   const edgeNameField = meta.edge_fields.indexOf('name_or_index');
-  const heldAt = (node: number): string => {
+  const heldAt = (node: number, hops = 3): string => {
     const slot = firstRetainer[node] as number;
     if (slot === firstRetainer[node + 1]) return '(unreferenced)';
     const e = retainingEdges[slot] as number;
     const type = edges[e * edgeFields + edgeTypeField];
     const name = edges[e * edgeFields + edgeNameField] as number;
-    const edge = type === element || type === hidden ? '[]' : `.${strings[name] ?? '?'}`;
-    return `${classNames[classIds[retainers[slot] as number] as number] ?? '?'}${edge}`;
+    // WeakMap entries are named after their whole key -> value pair: keep the start.
+    const edge = type === element || type === hidden ? '[]' : `.${(strings[name] ?? '?').slice(0, 40)}`;
+    const retainer = retainers[slot] as number;
+    const retainerClass = classNames[classIds[retainer] as number] ?? '?';
+    // An array's element says little: say whose array it is.
+    if (edge === '[]' && hops > 1 && /^(Array$|\(array\))/.test(retainerClass)) {
+      return `${heldAt(retainer, hops - 1)}[]`;
+    }
+    return `${retainerClass}${edge}`;
   };
   // An anonymous function says little: name it after where it is kept (a variable, a property).
+  // A suspended async function is a "Generator" to V8: name it after its function.
   const anonymous = classNames.indexOf('(anonymous)() closure');
+  const generator = classNames.indexOf('Generator');
+  const functionEdge = strings.indexOf('function');
   for (let n = 0; n < nodeCount; n += 1) {
     if (classIds[n] === anonymous) classIds[n] = classId(`(anonymous)() closure at ${heldAt(n)}`);
+    if (classIds[n] !== generator) continue;
+    for (let e = firstEdge[n] as number; e < (firstEdge[n + 1] as number); e += 1) {
+      if (
+        edges[e * edgeFields + edgeNameField] !== functionEdge ||
+        edges[e * edgeFields + edgeTypeField] === element
+      )
+        continue;
+      const fn = classNames[classIds[target(e)] as number] ?? '?';
+      classIds[n] = classId(`async frame of ${fn.replace(/ closure.*$/, '')}`);
+      break;
+    }
   }
 
   // Post-order over essential edges from the root; what the root does not reach hangs off it.
