@@ -74,13 +74,26 @@ interface FloodRound {
   readonly rssBeforeBytes: number;
   readonly rssHeldBytes: number;
   readonly rssSettledBytes: number;
-  readonly heapUsedHeldBytes?: number;
-  readonly heapUsedSettledBytes?: number;
+  /** The server's V8 heap (used: live and not yet collected; total: what V8 has taken) and external memory. */
+  readonly heapHeld: HeapGauges;
+  readonly heapSettled: HeapGauges;
   readonly probeIdle: Latency;
   readonly probeFlood: Latency;
   /** Lowest lockstream_store_session_confirmed seen while flooding (1: never in doubt). */
   readonly sessionConfirmedMin: number;
 }
+
+interface HeapGauges {
+  readonly usedBytes: number;
+  readonly totalBytes: number;
+  readonly externalBytes: number;
+}
+
+const heapGauges = (gauges: Record<string, number>): HeapGauges => ({
+  usedBytes: gauges['nodejs_heap_size_used_bytes'] ?? NaN,
+  totalBytes: gauges['nodejs_heap_size_total_bytes'] ?? NaN,
+  externalBytes: gauges['nodejs_external_memory_bytes'] ?? NaN,
+});
 
 /** Scrapes a few of the server's own gauges off /metrics. */
 async function serverGauges(httpPort: number): Promise<Record<string, number>> {
@@ -88,8 +101,8 @@ async function serverGauges(httpPort: number): Promise<Record<string, number>> {
   const gauges: Record<string, number> = {};
   for (const name of [
     'nodejs_heap_size_used_bytes',
+    'nodejs_heap_size_total_bytes',
     'nodejs_external_memory_bytes',
-    'process_resident_memory_bytes',
   ]) {
     const value = new RegExp(`^lockstream_${name} (\\S+)$`, 'm').exec(text)?.[1];
     if (value !== undefined) gauges[name] = Number(value);
@@ -202,12 +215,8 @@ try {
       rssBeforeBytes,
       rssHeldBytes,
       rssSettledBytes,
-      ...(heldGauges['nodejs_heap_size_used_bytes'] === undefined
-        ? {}
-        : { heapUsedHeldBytes: heldGauges['nodejs_heap_size_used_bytes'] }),
-      ...(settledGauges['nodejs_heap_size_used_bytes'] === undefined
-        ? {}
-        : { heapUsedSettledBytes: settledGauges['nodejs_heap_size_used_bytes'] }),
+      heapHeld: heapGauges(heldGauges),
+      heapSettled: heapGauges(settledGauges),
       probeIdle: { cycles: 0, p50: NaN, p99: NaN, max: NaN },
       probeFlood: { cycles: 0, p50: NaN, p99: NaN, max: NaN },
       sessionConfirmedMin,
@@ -257,12 +266,12 @@ const sessionLost = warnings.filter((msg) => /given up|opening a new session|exp
 const fixed = (value: number | undefined, digits = 0): string =>
   value === undefined || !Number.isFinite(value) ? '–' : value.toFixed(digits);
 console.log(
-  '\n| round | acquire s | release s | failed | lost | RSS before MB | RSS held MB | RSS +settle MB | heap held MB | probe idle p50/p99 ms | probe flood p50/p99/max ms | session confirmed |',
+  '\n| round | acquire s | release s | failed | lost | RSS before MB | RSS held MB | RSS +settle MB | heap used/total MB held | heap used/total MB settled | probe idle p50/p99 ms | probe flood p50/p99/max ms | session confirmed |',
 );
-console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const r of finished) {
   console.log(
-    `| ${r.round} | ${fixed(r.acquireMs / 1000, 1)} | ${fixed(r.releaseMs / 1000, 1)} | ${r.acquireFailures} | ${r.lostWhileHeld} | ${fixed(r.rssBeforeBytes / MB)} | ${fixed(r.rssHeldBytes / MB)} | ${fixed(r.rssSettledBytes / MB)} | ${fixed((r.heapUsedHeldBytes ?? NaN) / MB)} | ${fixed(r.probeIdle.p50, 1)} / ${fixed(r.probeIdle.p99, 1)} | ${fixed(r.probeFlood.p50, 1)} / ${fixed(r.probeFlood.p99, 1)} / ${fixed(r.probeFlood.max)} | ${r.sessionConfirmedMin === 1 ? 'always' : 'not always'} |`,
+    `| ${r.round} | ${fixed(r.acquireMs / 1000, 1)} | ${fixed(r.releaseMs / 1000, 1)} | ${r.acquireFailures} | ${r.lostWhileHeld} | ${fixed(r.rssBeforeBytes / MB)} | ${fixed(r.rssHeldBytes / MB)} | ${fixed(r.rssSettledBytes / MB)} | ${fixed(r.heapHeld.usedBytes / MB)} / ${fixed(r.heapHeld.totalBytes / MB)} | ${fixed(r.heapSettled.usedBytes / MB)} / ${fixed(r.heapSettled.totalBytes / MB)} | ${fixed(r.probeIdle.p50, 1)} / ${fixed(r.probeIdle.p99, 1)} | ${fixed(r.probeFlood.p50, 1)} / ${fixed(r.probeFlood.p99, 1)} / ${fixed(r.probeFlood.max)} | ${r.sessionConfirmedMin === 1 ? 'always' : 'not always'} |`,
   );
 }
 
