@@ -55,7 +55,7 @@ const CONNECTIONS = count('--connections', flags.connections);
 const SETTLE_MS = count('--settle-ms', flags['settle-ms'], 0);
 const TOP = count('--top', flags.top);
 const FILL_CONCURRENCY = 500;
-const PATIENT = { keepaliveTimeMs: 120_000, keepaliveTimeoutMs: 60_000, heartbeatIntervalMs: 60_000 };
+const PATIENT = { keepaliveTimeMs: 600_000, keepaliveTimeoutMs: 600_000, heartbeatIntervalMs: 600_000 };
 
 interface Step {
   readonly name: 'idle' | 'held' | 'loaded' | 'released';
@@ -106,12 +106,13 @@ async function inBatches(total: number, task: (i: number) => Promise<void>): Pro
 }
 
 async function takeSnapshots(dir: string): Promise<{ steps: Step[]; lost: number }> {
-  const zookeeper = await startZooKeeper({ production: true });
-  // Writing a snapshot stops the server for seconds: a session timeout, a keepalive and heartbeats
-  // long enough that no lock is lost meanwhile (the heartbeat timers exist all the same).
+  // Writing a snapshot stops the server for a while (a minute for 10,000 Acquire streams on a busy
+  // machine): session timeout, keepalives and heartbeats long enough that no lock is lost
+  // meanwhile (their timers exist all the same).
+  const zookeeper = await startZooKeeper({ production: true, maxSessionTimeoutMs: 600_000 });
   const server = await startLockstreamServer(
     zookeeper.connectString,
-    ['--session-timeout', '60s'],
+    ['--session-timeout', '600s', '--keepalive-time', '600s', '--keepalive-timeout', '600s'],
     ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`],
   );
   const clients = (n: number): LockClient[] =>
