@@ -205,8 +205,9 @@ async function explain(beforeFile: string, afterFile: string, units: number, lab
     .sort((a, b) => b.retainedBytes - a.retainedBytes)
     .slice(0, TOP);
   const bySelf = [...rows].sort((a, b) => b.selfBytes - a.selfBytes).slice(0, TOP);
+  // V8 names an AbortSignal "EventTarget"; "system / Context" is a closure's captured scope.
   const objectCounts = Object.fromEntries(
-    ['Promise', 'AbortController', 'AbortSignal', 'Map', 'Set', 'system / Context', 'Timeout'].map((name) => [
+    ['Promise', 'AbortController', 'EventTarget', 'Map', 'Set', 'system / Context', 'Timeout'].map((name) => [
       name,
       rows.find((r) => r.name === name)?.count ?? 0,
     ]),
