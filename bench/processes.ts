@@ -17,7 +17,12 @@ export interface LineProcess {
   kill(): Promise<number | null>;
 }
 
-export function spawnLineProcess(command: string, args: readonly string[]): LineProcess {
+export function spawnLineProcess(
+  command: string,
+  args: readonly string[],
+  /** Sees every JSON line as it arrives, whether or not `next` asks for it. */
+  onMessage?: (message: Record<string, unknown>) => void,
+): LineProcess {
   const child: ChildProcess = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
   const untrack = killOnExit(child);
   let stderr = '';
@@ -42,6 +47,7 @@ export function spawnLineProcess(command: string, args: readonly string[]): Line
     } catch {
       return; // not ours (a library printing to stdout)
     }
+    onMessage?.(message);
     const index = waiting.findIndex((w) => w.matches(message));
     const waiter = index >= 0 ? waiting.splice(index, 1)[0] : undefined;
     if (waiter) waiter.resolve(message);
@@ -86,33 +92,49 @@ export interface LockstreamServer {
   readonly pid: number;
   /** Its /metrics port. */
   readonly httpPort: number;
+  /** The log lines at warn level or above it has printed so far (pino levels: warn 40, error 50). */
+  warnings(): ReadonlyArray<Record<string, unknown>>;
   stop(): Promise<void>;
 }
 
-/** `lockstream serve` as a benchmark runs it: built JavaScript, info logs, metrics port, no stream cap. */
+/**
+ * `lockstream serve` as a benchmark runs it: built JavaScript, info logs, metrics port, no stream
+ * cap. `nodeArgs` go to Node itself (e.g. `--heapsnapshot-signal=SIGUSR2`).
+ */
 export async function startLockstreamServer(
   zookeeper: string | undefined,
   extraArgs: readonly string[] = [],
+  nodeArgs: readonly string[] = [],
 ): Promise<LockstreamServer> {
   const store = zookeeper === undefined ? [] : ['--zookeeper', zookeeper, '--root', '/bench-lockstream'];
-  const server = spawnLineProcess(process.execPath, [
-    fileURLToPath(new URL('../dist/cli.js', import.meta.url)),
-    'serve',
-    '--port',
-    '0',
-    ...store,
-    '--http-port',
-    '0',
-    '--max-streams-per-connection',
-    '100000',
-    ...extraArgs,
-  ]);
+  const warnings: Array<Record<string, unknown>> = [];
+  const keepWarning = (line: Record<string, unknown>): void => {
+    if (typeof line['level'] === 'number' && line['level'] >= 40) warnings.push(line);
+  };
+  const server = spawnLineProcess(
+    process.execPath,
+    [
+      ...nodeArgs,
+      fileURLToPath(new URL('../dist/cli.js', import.meta.url)),
+      'serve',
+      '--port',
+      '0',
+      ...store,
+      '--http-port',
+      '0',
+      '--max-streams-per-connection',
+      '100000',
+      ...extraArgs,
+    ],
+    keepWarning,
+  );
   const listening = await server.next((m) => String(m['msg']).startsWith('lockstream listening'));
   const page = await server.next((m) => typeof m['httpPort'] === 'number').catch(() => listening);
   return {
     address: `127.0.0.1:${String(listening['port'])}`,
     pid: server.pid,
     httpPort: Number(page['httpPort']),
+    warnings: () => warnings,
     stop: async () => void (await server.kill()),
   };
 }
