@@ -71,14 +71,6 @@ export interface Lock extends AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** A lock while it is being acquired: the SDK's view of one request, on a stream or a session. */
-export interface PendingLock extends Lock {
-  /** Resolves with the token once granted; rejects with the reason the request failed. */
-  granted(): Promise<bigint>;
-  /** Gives up waiting, rejecting `granted()` with `reason`; the server withdraws the request. */
-  cancel(reason: unknown): void;
-}
-
 /** A request to give a held lock back. */
 export interface RevokeRequest {
   readonly reason: string;
@@ -143,10 +135,6 @@ export interface LockRequest {
   readonly weight: number | undefined;
   /** A multi-lock's locks (`name` then only names the set); undefined for one lock. */
   readonly locks: readonly LockSpec[] | undefined;
-  /** ms the server keeps the request after the stream breaks, for a resume; 0: none. */
-  readonly resumeGraceMs: number;
-  /** ms between heartbeats in both directions; 0: none. */
-  readonly heartbeatIntervalMs: number;
   readonly onQueued: ((ahead: number) => void) | undefined;
   readonly onInDoubt: (() => void) | undefined;
   readonly onConfirmed: (() => void) | undefined;
