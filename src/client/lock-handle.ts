@@ -155,12 +155,9 @@ export class LockHandle implements Lock {
   setValue(value: Uint8Array | string): Promise<void> {
     const bytes = typeof value === 'string' ? Buffer.from(value, 'utf8') : Buffer.from(value);
     if (bytes.byteLength > VALUE_MAX_BYTES) {
-      return Promise.reject(
-        new LockClientError(
-          this.name,
-          Status.INVALID_ARGUMENT,
-          `value is ${bytes.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
-        ),
+      return this.#refuse(
+        Status.INVALID_ARGUMENT,
+        `value is ${bytes.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
       );
     }
     return this.#ask({ kind: 'value', value: bytes });
@@ -168,12 +165,9 @@ export class LockHandle implements Lock {
 
   downgrade(): Promise<void> {
     if (this.mode !== 'write' && !this.#downgraded) {
-      return Promise.reject(
-        new LockClientError(
-          this.name,
-          Status.FAILED_PRECONDITION,
-          `only a write lock can be downgraded, not a ${this.mode} lock; nothing is upgraded (release it and acquire a write lock)`,
-        ),
+      return this.#refuse(
+        Status.FAILED_PRECONDITION,
+        `only a write lock can be downgraded, not a ${this.mode} lock; nothing is upgraded (release it and acquire a write lock)`,
       );
     }
     return this.#ask(DOWNGRADE);
@@ -269,18 +263,20 @@ export class LockHandle implements Lock {
   #ask(request: HolderRequest): Promise<void> {
     if (this.#lossFailure) return Promise.reject(this.#lossFailure);
     if (this.#phase !== 'held') {
-      return Promise.reject(
-        new LockClientError(
-          this.name,
-          Status.FAILED_PRECONDITION,
-          this.#released ? 'the lock was released' : 'the lock is not held yet',
-        ),
+      return this.#refuse(
+        Status.FAILED_PRECONDITION,
+        this.#released ? 'the lock was released' : 'the lock is not held yet',
       );
     }
     return new Promise((resolve, reject) => {
       (this.#pending ??= []).push({ request, resolve, reject });
       this.#carrier.send(this, request);
     });
+  }
+
+  /** A holder's ask refused on this side, before anything is sent. */
+  #refuse(code: Status, details: string): Promise<never> {
+    return Promise.reject(new LockClientError(this.name, code, details));
   }
 
   /**

@@ -22,36 +22,40 @@ export interface StreamSettings {
 
 type Kind = SessionResponse['kind'];
 
-/** The Session RPC: `open` first, then any number of requests, each named by its `request_id`. */
-export class SessionWire implements LockWire<SessionRequest, SessionResponse> {
-  readonly heartbeat: SessionRequest = { kind: { $case: 'heartbeat', value: {} } };
+/** What both wires keep: the gRPC client, and the settings each new stream asks for. */
+abstract class StreamSettingsWire {
   readonly heartbeatIntervalMs: number;
-  readonly #grpc: LockServiceClient;
-  readonly #resumeGrace: Duration | undefined;
-  readonly #heartbeatInterval: Duration | undefined;
+  protected readonly grpc: LockServiceClient;
+  protected readonly resumeGrace: Duration | undefined;
+  protected readonly heartbeatInterval: Duration | undefined;
 
   constructor(grpc: LockServiceClient, settings: StreamSettings) {
-    this.#grpc = grpc;
+    this.grpc = grpc;
     this.heartbeatIntervalMs = settings.heartbeatIntervalMs;
-    this.#resumeGrace = optionalDuration(settings.resumeGraceMs);
-    this.#heartbeatInterval = optionalDuration(settings.heartbeatIntervalMs);
+    this.resumeGrace = optionalDuration(settings.resumeGraceMs);
+    this.heartbeatInterval = optionalDuration(settings.heartbeatIntervalMs);
   }
+}
+
+/** The Session RPC: `open` first, then any number of requests, each named by its `request_id`. */
+export class SessionWire extends StreamSettingsWire implements LockWire<SessionRequest, SessionResponse> {
+  readonly heartbeat: SessionRequest = { kind: { $case: 'heartbeat', value: {} } };
 
   call(): ClientDuplexStream<SessionRequest, SessionResponse> {
-    return this.#grpc.session();
+    return this.grpc.session();
   }
 
   open(): SessionRequest {
     return {
       kind: {
         $case: 'open',
-        value: { resumeGrace: this.#resumeGrace, heartbeatInterval: this.#heartbeatInterval },
+        value: { resumeGrace: this.resumeGrace, heartbeatInterval: this.heartbeatInterval },
       },
     };
   }
 
   resume(resumeToken: string): SessionRequest {
-    return { kind: { $case: 'resume', value: { resumeToken, heartbeatInterval: this.#heartbeatInterval } } };
+    return { kind: { $case: 'resume', value: { resumeToken, heartbeatInterval: this.heartbeatInterval } } };
   }
 
   send(
@@ -97,22 +101,11 @@ export class SessionWire implements LockWire<SessionRequest, SessionResponse> {
  * request's end. In the Session RPC's terms: `resumable` is `opened`, and a resumed stream's
  * report is its first `queued` or `acquired`.
  */
-export class AcquireWire implements LockWire<AcquireRequest, AcquireResponse> {
+export class AcquireWire extends StreamSettingsWire implements LockWire<AcquireRequest, AcquireResponse> {
   readonly heartbeat: AcquireRequest = { kind: { $case: 'heartbeat', value: {} } };
-  readonly heartbeatIntervalMs: number;
-  readonly #grpc: LockServiceClient;
-  readonly #resumeGrace: Duration | undefined;
-  readonly #heartbeatInterval: Duration | undefined;
-
-  constructor(grpc: LockServiceClient, settings: StreamSettings) {
-    this.#grpc = grpc;
-    this.heartbeatIntervalMs = settings.heartbeatIntervalMs;
-    this.#resumeGrace = optionalDuration(settings.resumeGraceMs);
-    this.#heartbeatInterval = optionalDuration(settings.heartbeatIntervalMs);
-  }
 
   call(): ClientDuplexStream<AcquireRequest, AcquireResponse> {
-    return this.#grpc.acquire();
+    return this.grpc.acquire();
   }
 
   open(): undefined {
@@ -121,7 +114,7 @@ export class AcquireWire implements LockWire<AcquireRequest, AcquireResponse> {
   }
 
   resume(resumeToken: string): AcquireRequest {
-    return { kind: { $case: 'resume', value: { resumeToken, heartbeatInterval: this.#heartbeatInterval } } };
+    return { kind: { $case: 'resume', value: { resumeToken, heartbeatInterval: this.heartbeatInterval } } };
   }
 
   send(
@@ -136,8 +129,8 @@ export class AcquireWire implements LockWire<AcquireRequest, AcquireResponse> {
             $case: 'start',
             value: {
               ...wireRequest(lock.request),
-              resumeGrace: this.#resumeGrace,
-              heartbeatInterval: this.#heartbeatInterval,
+              resumeGrace: this.resumeGrace,
+              heartbeatInterval: this.heartbeatInterval,
             },
           },
         });
