@@ -37,6 +37,9 @@ export interface AcquireOptions {
   readonly onRevokeRequested?: (request: RevokeRequest) => void;
 }
 
+/** Never written to: the value of every request that publishes none. */
+const NO_VALUE = Buffer.alloc(0);
+
 /**
  * The request `acquire(name, options)` asks for, checked for what the wire cannot carry; throws
  * a TypeError naming the option otherwise.
@@ -64,7 +67,7 @@ export function lockRequest(name: string, options: AcquireOptions): LockRequest 
       `lock "${name}": waitTimeout must be a number of milliseconds >= 0, not ${waitTimeout}`,
     );
   }
-  const value = options.value === undefined ? Buffer.alloc(0) : Buffer.from(options.value);
+  const value = options.value === undefined ? NO_VALUE : Buffer.from(options.value);
   if (value.byteLength > VALUE_MAX_BYTES) {
     throw new TypeError(
       `lock "${name}": value is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,

@@ -58,10 +58,6 @@ export class LockChannel<Req, Res> implements RequestCarrier {
   /** Queues `request` on the stream, opening it if needed. */
   acquire(request: LockRequest): LockHandle {
     if (this.#closed) throw new Error('INVARIANT: acquire on a closed channel');
-    if (this.#idleTimer !== undefined) {
-      clearTimeout(this.#idleTimer);
-      this.#idleTimer = undefined;
-    }
     const id = this.#nextId();
     const lock = new LockHandle(this, id, request);
     this.#locks.set(id, lock);
@@ -78,6 +74,7 @@ export class LockChannel<Req, Res> implements RequestCarrier {
    */
   close(): void {
     this.#closed = true;
+    clearTimeout(this.#idleTimer);
     if (!this.#stream.resuming) for (const lock of this.#locks.values()) this.send(lock, CANCEL);
     this.#stream.finish();
     this.#endAll({ code: Status.CANCELLED, details: 'the LockClient was closed' });
@@ -95,15 +92,20 @@ export class LockChannel<Req, Res> implements RequestCarrier {
     this.#closeWhenIdle();
   }
 
-  /** With no request left, the stream is closed after `idleMs` unless a new one comes. */
+  /**
+   * With no request left, the stream is closed after `idleMs` unless a new one comes. One timer,
+   * restarted each time the channel empties (an acquire leaves it running: the timer checks),
+   * rather than a timer made and cleared per lock.
+   */
   #closeWhenIdle(): void {
     if (this.#locks.size > 0 || !this.#stream.active || this.#stream.resuming) return;
-    clearTimeout(this.#idleTimer);
+    if (this.#idleTimer) {
+      this.#idleTimer.refresh();
+      return;
+    }
     this.#idleTimer = setTimeout(() => {
-      this.#idleTimer = undefined;
-      this.#stream.finish();
-    }, this.#options.idleMs);
-    this.#idleTimer.unref();
+      if (this.#locks.size === 0 && !this.#stream.resuming) this.#stream.finish();
+    }, this.#options.idleMs).unref();
   }
 
   #nextId(): number {

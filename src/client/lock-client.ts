@@ -143,8 +143,14 @@ export class LockClient implements Disposable {
    * `signal` aborts first; with `LockClientError` (its `code` a gRPC status) for anything else,
    * e.g. INVALID_ARGUMENT for a malformed name. After a rejection nothing is left queued.
    */
-  async acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
-    return this.#acquire(lockRequest(name, options), options.signal);
+  acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
+    let request: LockRequest;
+    try {
+      request = lockRequest(name, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#acquire(request, options.signal);
   }
 
   /**

@@ -78,9 +78,8 @@ export class LockHandle implements Lock {
     this.name = request.name;
     this.mode = request.mode;
     this.request = request;
+    // No `.catch` guard: the LockClient awaits `granted()` as soon as the handle is made.
     this.#granted = new Promise((resolve, reject) => (this.#grant = { resolve, reject }));
-    // The caller awaits `granted()`; an unobserved rejection here is not a second failure.
-    this.#granted.catch(ignore);
   }
 
   get token(): bigint {
@@ -374,5 +373,3 @@ export class LockHandle implements Lock {
     if (pending) for (const ask of pending) ask.reject(error);
   }
 }
-
-function ignore(): void {}

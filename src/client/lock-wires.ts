@@ -66,7 +66,9 @@ export class SessionWire extends StreamSettingsWire implements LockWire<SessionR
     const requestId = lock.id;
     switch (message.kind) {
       case 'acquire':
-        stream.write({ kind: { $case: 'acquire', value: { requestId, ...wireRequest(lock.request) } } });
+        stream.write({
+          kind: { $case: 'acquire', value: wireRequest(lock.request, requestId, undefined, undefined) },
+        });
         return;
       case 'release':
         stream.write({ kind: { $case: 'release', value: { requestId } } });
@@ -127,11 +129,7 @@ export class AcquireWire extends StreamSettingsWire implements LockWire<AcquireR
         stream.write({
           kind: {
             $case: 'start',
-            value: {
-              ...wireRequest(lock.request),
-              resumeGrace: this.resumeGrace,
-              heartbeatInterval: this.heartbeatInterval,
-            },
+            value: wireRequest(lock.request, 0, this.resumeGrace, this.heartbeatInterval),
           },
         });
         return;

@@ -57,7 +57,9 @@ export class ResumableStream<Req, Res> {
   #call: ClientDuplexStream<Req, Res> | undefined;
   /** The current call was half-closed or cancelled: nothing more may be written on it. */
   #callDone = false;
-  #stopHeartbeats: () => void = () => {};
+  #stopHeartbeats: () => void = ignore;
+  /** performance.now() when the current call last heard from the server (kept with heartbeats on). */
+  #heardAt = 0;
   #resumeToken: string | undefined;
   #graceMs = 0;
   #resuming: { readonly timer: NodeJS.Timeout; attempts: number } | undefined;
@@ -132,8 +134,11 @@ export class ResumableStream<Req, Res> {
     const call = opening.call();
     this.#call = call;
     this.#callDone = false;
+    const heartbeats = opening.heartbeatIntervalMs > 0;
     call.on('data', (message: Res) => {
-      if (call === this.#call) this.#listener.message(message);
+      if (call !== this.#call) return;
+      if (heartbeats) this.#heardAt = performance.now();
+      this.#listener.message(message);
     });
     call.on('status', (status: CallStatus) => {
       if (call === this.#call) this.#onStatus(status);
@@ -142,11 +147,19 @@ export class ResumableStream<Req, Res> {
     call.on('error', ignore);
     const first = resumeToken === undefined ? opening.open() : opening.resume(resumeToken);
     if (first !== undefined) call.write(first);
-    this.#stopHeartbeats = clientHeartbeat(call, opening.heartbeatIntervalMs, opening.heartbeat, (status) => {
-      if (call !== this.#call) return;
-      this.#onStatus(status);
-      call.cancel();
-    });
+    if (!heartbeats) return;
+    this.#heardAt = performance.now();
+    this.#stopHeartbeats = clientHeartbeat(
+      call,
+      opening.heartbeatIntervalMs,
+      opening.heartbeat,
+      () => this.#heardAt,
+      (status) => {
+        if (call !== this.#call) return;
+        this.#onStatus(status);
+        call.cancel();
+      },
+    );
   }
 
   #onStatus(status: CallStatus): void {
@@ -218,41 +231,36 @@ export class ResumableStream<Req, Res> {
 
 function ignore(): void {}
 
-/** Anything heartbeats go out on and come back from: an Acquire or a Session call. */
-interface HeartbeatCall<T> {
-  write(message: T): unknown;
-  on(event: 'data', listener: () => void): unknown;
-  off(event: 'data', listener: () => void): unknown;
-}
-
 /**
- * Sends `message` on `call` every `intervalMs` (0: none), and calls `silent` when the server has
- * said nothing for three intervals (a proxy may answer HTTP/2 pings for a server that is gone).
- * Returns a function that stops both.
+ * Sends `message` on `call` every `intervalMs`, and calls `silent` when the server has said
+ * nothing for three intervals since `heardAt()` (a proxy may answer HTTP/2 pings for a server
+ * that is gone). Hearing costs the caller one timestamp, not a timer reset per message. Returns
+ * a function that stops both.
  */
 function clientHeartbeat<T>(
-  call: HeartbeatCall<T>,
+  call: { write(message: T): unknown },
   intervalMs: number,
   message: T,
+  heardAt: () => number,
   silent: (status: EndStatus) => void,
 ): () => void {
-  if (intervalMs === 0) return ignore;
   const ticker = setInterval(() => call.write(message), intervalMs);
-  const silence = setTimeout(() => {
+  ticker.unref();
+  const silenceMs = 3 * intervalMs;
+  const check = (): void => {
+    const quietMs = performance.now() - heardAt();
+    if (quietMs < silenceMs) {
+      silence = setTimeout(check, silenceMs - quietMs).unref();
+      return;
+    }
     silent({
       code: Status.UNAVAILABLE,
-      details: `no message from the server for ${3 * intervalMs} ms (3 heartbeat intervals)`,
+      details: `no message from the server for ${silenceMs} ms (3 heartbeat intervals)`,
     });
-  }, 3 * intervalMs);
-  ticker.unref();
-  silence.unref();
-  const heard = (): void => {
-    silence.refresh();
   };
-  call.on('data', heard);
+  let silence = setTimeout(check, silenceMs).unref();
   return () => {
     clearInterval(ticker);
     clearTimeout(silence);
-    call.off('data', heard);
   };
 }
