@@ -6,33 +6,25 @@ import {
   status as Status,
   type ChannelCredentials,
   type ChannelOptions,
-  type ServiceError,
 } from '@grpc/grpc-js';
 import {
-  type LockMode as WireLockMode,
   LockServiceClient,
-  type CheckTokenResponse,
-  type DescribeLockResponse,
-  type ListLocksResponse,
-  type LockRequestInfo as WireLockRequestInfo,
-  type RevokeLockResponse,
-  type WatchLockResponse,
+  type AcquireRequest,
+  type AcquireResponse,
+  type SessionRequest,
+  type SessionResponse,
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
-import { VALUE_MAX_BYTES } from '../common/limits.js';
+import { lockRequest, type AcquireOptions } from './acquire-options.js';
 import { LockClientError, LockTimeoutError } from './errors.js';
-import { LockSessionChannel } from './lock-session.js';
-import { LockStream } from './lock-stream.js';
-import {
-  toDuration,
-  WIRE_MODES,
-  type Lock,
-  type LockMode,
-  type LockRequest,
-  type LockSpec,
-  type PendingLock,
-  type RevokeRequest,
-} from './lock.js';
+import type { Lock, LockRequest, LockSpec } from './lock.js';
+import { LockChannel } from './lock-channel.js';
+import type { LockHandle } from './lock-handle.js';
+import { closedError, LockInspector, type LockDescription, type LockPage } from './lock-inspector.js';
+import { AcquireWire, SessionWire } from './lock-wires.js';
+
+export type { AcquireOptions } from './acquire-options.js';
+export type { LockDescription, LockPage, LockRequestInfo } from './lock-inspector.js';
 
 /** How to reach a lockstream server. Every field is optional. */
 export interface LockClientOptions {
@@ -93,42 +85,6 @@ export interface LockClientOptions {
   readonly channelOptions?: ChannelOptions;
 }
 
-/** How to wait for a lock. Every field is optional. */
-export interface AcquireOptions {
-  /** `mutex` (default), `read` or `write`; `semaphore` (the default when `limit` is given). */
-  readonly mode?: LockMode;
-  /**
-   * Makes the request a semaphore request: the lock is held by as many requests at once as
-   * their weights fit this limit (1 to 1,000,000), granted in queue order. Every request for
-   * the name must name the same limit.
-   */
-  readonly limit?: number;
-  /** A semaphore request's share of the limit, 1 to `limit`; default 1. */
-  readonly weight?: number;
-  /**
-   * Milliseconds to wait in the queue before rejecting with `LockTimeoutError`. Absent: wait
-   * until `signal` aborts. 0: try once, fail at once if the lock is not free (`tryAcquire`).
-   */
-  readonly waitTimeout?: number | undefined;
-  /** Who is asking (e.g. "invoicer@host-7"), shown to operators; at most 256 bytes. */
-  readonly owner?: string;
-  /**
-   * Published with the request (a string as UTF-8; at most 1024 bytes): `describe` and `watch`
-   * show it, e.g. a leader's address. A holder changes it with `lock.setValue()`.
-   */
-  readonly value?: Uint8Array | string;
-  /** Aborting it while waiting leaves the queue and rejects with the signal's reason. */
-  readonly signal?: AbortSignal;
-  /** Called with the number of requests ahead whenever the wait starts or that number changes. */
-  readonly onQueued?: (ahead: number) => void;
-  /** Called when the server can no longer vouch for the held lock (see `Lock.inDoubt`). */
-  readonly onInDoubt?: () => void;
-  /** Called when a lock that was in doubt is confirmed held again. */
-  readonly onConfirmed?: () => void;
-  /** Called when someone asks for the held lock back (see `Lock.revokeRequested`). */
-  readonly onRevokeRequested?: (request: RevokeRequest) => void;
-}
-
 /** How long past `waitTimeout` the client waits for the server's own verdict before giving up. */
 const ANSWER_MARGIN_MS = 5_000;
 const RETRY_BACKOFF_MS = 100;
@@ -145,10 +101,13 @@ const RETRY_BACKOFF_MS = 100;
  */
 export class LockClient implements Disposable {
   readonly #grpc: LockServiceClient;
+  readonly #inspector: LockInspector;
   readonly #unavailableRetries: number;
-  readonly #resumeGraceMs: number;
-  readonly #heartbeatIntervalMs: number;
-  #session: LockSessionChannel | undefined;
+  readonly #acquireWire: AcquireWire;
+  /** The Session stream every lock goes on; undefined with `streamPerLock` (or an older server). */
+  #session: LockChannel<SessionRequest, SessionResponse> | undefined;
+  /** The Acquire streams of one lock each, while their request lasts. */
+  readonly #streams = new Set<LockChannel<AcquireRequest, AcquireResponse>>();
   #closed = false;
 
   /** `address` is `host:port`, or any gRPC target (`dns:///locks.internal:50051`). */
@@ -163,13 +122,15 @@ export class LockClient implements Disposable {
       ...options.channelOptions,
       ...(options.token === undefined ? {} : { interceptors: [bearerToken(options.token)] }),
     });
+    this.#inspector = new LockInspector(this.#grpc, () => this.#closed);
     this.#unavailableRetries = options.unavailableRetries ?? 2;
-    this.#resumeGraceMs = nonNegative('resumeGraceMs', options.resumeGraceMs ?? 5_000);
-    this.#heartbeatIntervalMs = nonNegative('heartbeatIntervalMs', options.heartbeatIntervalMs ?? 5_000);
+    const settings = {
+      resumeGraceMs: nonNegative('resumeGraceMs', options.resumeGraceMs ?? 5_000),
+      heartbeatIntervalMs: nonNegative('heartbeatIntervalMs', options.heartbeatIntervalMs ?? 5_000),
+    };
+    this.#acquireWire = new AcquireWire(this.#grpc, settings);
     if (options.streamPerLock !== true) {
-      this.#session = new LockSessionChannel(() => this.#grpc.session(), {
-        resumeGraceMs: this.#resumeGraceMs,
-        heartbeatIntervalMs: this.#heartbeatIntervalMs,
+      this.#session = new LockChannel(new SessionWire(this.#grpc, settings), {
         idleMs: nonNegative('sessionIdleMs', options.sessionIdleMs ?? 250),
       });
     }
@@ -182,8 +143,14 @@ export class LockClient implements Disposable {
    * `signal` aborts first; with `LockClientError` (its `code` a gRPC status) for anything else,
    * e.g. INVALID_ARGUMENT for a malformed name. After a rejection nothing is left queued.
    */
-  async acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
-    return this.#acquire(lockRequest(name, options), options.signal);
+  acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
+    let request: LockRequest;
+    try {
+      request = lockRequest(name, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#acquire(request, options.signal);
   }
 
   /**
@@ -203,18 +170,9 @@ export class LockClient implements Disposable {
     return this.#acquire({ ...lockRequest(name, options), locks: specs }, options.signal);
   }
 
-  async #acquire(
-    asked: Omit<LockRequest, 'resumeGraceMs' | 'heartbeatIntervalMs'>,
-    signal: AbortSignal | undefined,
-  ): Promise<Lock> {
-    const { name } = asked;
+  async #acquire(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
     signal?.throwIfAborted();
-    if (this.#closed) throw closedError(name);
-    const request = {
-      ...asked,
-      resumeGraceMs: this.#resumeGraceMs,
-      heartbeatIntervalMs: this.#heartbeatIntervalMs,
-    };
+    if (this.#closed) throw closedError(request.name);
     const deadline = request.waitTimeout === undefined ? undefined : Date.now() + request.waitTimeout;
     for (let attempt = 0; ; attempt += 1) {
       // A retry waits only for what is left of the first attempt's wait.
@@ -276,11 +234,8 @@ export class LockClient implements Disposable {
   }
 
   /** Who holds `name` and who waits for it, in queue order (across every server on the back end). */
-  async describe(name: string): Promise<LockDescription> {
-    const response = await this.#unary<DescribeLockResponse>(name, (done) =>
-      this.#grpc.describeLock({ name }, done),
-    );
-    return fromWireDescription(response);
+  describe(name: string): Promise<LockDescription> {
+    return this.#inspector.describe(name);
   }
 
   /**
@@ -289,62 +244,29 @@ export class LockClient implements Disposable {
    * `signal` aborts or the loop is left; it throws `LockClientError` if the watch fails (the
    * server shuts down: UNAVAILABLE).
    */
-  async *watch(name: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<LockDescription, void> {
-    if (this.#closed) throw closedError(name);
-    const { signal } = options;
-    if (signal?.aborted) return;
-    const call = this.#grpc.watchLock({ name });
-    const unlink = signal ? onAbort(signal, () => call.cancel()) : undefined;
-    try {
-      for await (const response of call as AsyncIterable<WatchLockResponse>) {
-        if (response.state) yield fromWireDescription(response.state);
-      }
-    } catch (error) {
-      const failure = error as ServiceError;
-      if (signal?.aborted && failure.code === Status.CANCELLED) return;
-      throw new LockClientError(name, failure.code, failure.details, { cause: error });
-    } finally {
-      unlink?.();
-      call.cancel();
-    }
+  watch(name: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<LockDescription, void> {
+    return this.#inspector.watch(name, options.signal);
   }
 
   /** A page of the locks that have holders or waiters, by name prefix. */
-  async list(options: { prefix?: string; pageSize?: number; pageToken?: string } = {}): Promise<LockPage> {
-    const request = {
-      prefix: options.prefix ?? '',
-      pageSize: options.pageSize ?? 0,
-      pageToken: options.pageToken ?? '',
-    };
-    // About no one lock: its errors name none.
-    const response = await this.#unary<ListLocksResponse>('', (done) => this.#grpc.listLocks(request, done));
-    return {
-      locks: response.locks.map((lock) => ({ ...lock, heldMode: fromWireMode(lock.heldMode) })),
-      nextPageToken: response.nextPageToken,
-    };
+  list(options: { prefix?: string; pageSize?: number; pageToken?: string } = {}): Promise<LockPage> {
+    return this.#inspector.list(options);
   }
 
   /** Whether `token` is held for `name` right now: for resources that check their callers. */
-  async checkToken(name: string, token: bigint): Promise<boolean> {
-    const response = await this.#unary<CheckTokenResponse>(name, (done) =>
-      this.#grpc.checkToken({ name, fencingToken: token }, done),
-    );
-    return response.held;
+  checkToken(name: string, token: bigint): Promise<boolean> {
+    return this.#inspector.checkToken(name, token);
   }
 
   /**
    * Asks every holder of `name` to release it; with `forceAfter` (ms), takes it away from a
    * holder that has not by then. Resolves with how many holders were asked.
    */
-  async revoke(
+  revoke(
     name: string,
     options: { reason?: string | undefined; forceAfter?: number | undefined } = {},
   ): Promise<number> {
-    const forceAfter = options.forceAfter === undefined ? undefined : toDuration(options.forceAfter);
-    const response = await this.#unary<RevokeLockResponse>(name, (done) =>
-      this.#grpc.revokeLock({ name, reason: options.reason ?? '', forceAfter }, done),
-    );
-    return response.holdersAsked;
+    return this.#inspector.revoke(name, options.reason ?? '', options.forceAfter);
   }
 
   /**
@@ -354,6 +276,7 @@ export class LockClient implements Disposable {
   close(): void {
     this.#closed = true;
     this.#session?.close();
+    for (const stream of [...this.#streams]) stream.close();
     this.#grpc.close();
   }
 
@@ -361,26 +284,11 @@ export class LockClient implements Disposable {
     this.close();
   }
 
-  #unary<T>(
-    name: string,
-    call: (done: (error: ServiceError | null, value?: T) => void) => unknown,
-  ): Promise<T> {
-    if (this.#closed) return Promise.reject(closedError(name));
-    return new Promise((resolve, reject) => {
-      call((error, value) => {
-        if (error) reject(new LockClientError(name, error.code, error.details, { cause: error }));
-        else resolve(value as T);
-      });
-    });
-  }
-
   async #attempt(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
     // Also checked here: the client may be closed while a retry waits.
     if (this.#closed) throw closedError(request.name);
     const session = this.#session;
-    const stream: PendingLock = session
-      ? session.acquire(request)
-      : new LockStream(() => this.#grpc.acquire(), request);
+    const stream = session ? session.acquire(request) : this.#streamPerLock(request);
     // Through one listener per signal: a signal shared by thousands of waits stays O(1) per wait.
     const unlink =
       signal && !signal.aborted ? onAbort(signal, () => stream.cancel(signal.reason)) : undefined;
@@ -419,10 +327,16 @@ export class LockClient implements Disposable {
     }
     return stream;
   }
-}
 
-function closedError(name: string): LockClientError {
-  return new LockClientError(name, Status.FAILED_PRECONDITION, 'this LockClient was closed');
+  /** `request` on an Acquire stream of its own. */
+  #streamPerLock(request: LockRequest): LockHandle {
+    const stream: LockChannel<AcquireRequest, AcquireResponse> = new LockChannel(this.#acquireWire, {
+      idleMs: 0,
+      onEmpty: () => this.#streams.delete(stream),
+    });
+    this.#streams.add(stream);
+    return stream.acquire(request);
+  }
 }
 
 function nonNegative(option: string, value: number): number {
@@ -430,125 +344,6 @@ function nonNegative(option: string, value: number): number {
     throw new TypeError(`${option} must be a number of milliseconds >= 0, not ${value}`);
   }
   return value;
-}
-
-function lockRequest(
-  name: string,
-  options: AcquireOptions,
-): Omit<LockRequest, 'resumeGraceMs' | 'heartbeatIntervalMs'> {
-  const { limit, weight } = options;
-  const mode = options.mode ?? (limit === undefined ? 'mutex' : 'semaphore');
-  if (mode !== 'mutex' && mode !== 'read' && mode !== 'write' && mode !== 'semaphore') {
-    throw new TypeError(
-      `lock "${name}": mode must be "mutex", "read", "write" or "semaphore", not ${JSON.stringify(mode)}`,
-    );
-  }
-  // Ranges are the server's to check (it names what is wrong); here only what the wire cannot carry.
-  for (const [option, count] of [
-    ['limit', limit],
-    ['weight', weight],
-  ] as const) {
-    if (count !== undefined && !(Number.isInteger(count) && Math.abs(count) < 2 ** 31)) {
-      throw new TypeError(`lock "${name}": ${option} must be a whole number, not ${count}`);
-    }
-  }
-  const { waitTimeout } = options;
-  if (waitTimeout !== undefined && !(Number.isFinite(waitTimeout) && waitTimeout >= 0)) {
-    throw new TypeError(
-      `lock "${name}": waitTimeout must be a number of milliseconds >= 0, not ${waitTimeout}`,
-    );
-  }
-  const value = options.value === undefined ? Buffer.alloc(0) : Buffer.from(options.value);
-  if (value.byteLength > VALUE_MAX_BYTES) {
-    throw new TypeError(
-      `lock "${name}": value is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
-    );
-  }
-  return {
-    name,
-    mode,
-    waitTimeout,
-    owner: options.owner ?? '',
-    value,
-    limit: limit ?? 0,
-    weight,
-    locks: undefined,
-    onQueued: options.onQueued,
-    onInDoubt: options.onInDoubt,
-    onConfirmed: options.onConfirmed,
-    onRevokeRequested: options.onRevokeRequested,
-  };
-}
-
-/** One request in a lock's queue, as `describe` reports it. */
-export interface LockRequestInfo {
-  readonly mode: LockMode | undefined;
-  readonly owner: string;
-  /** The request's fencing token (a waiter's, once granted). */
-  readonly token: bigint;
-  readonly requestedAt: Date | undefined;
-  /** The lockstream server that serves it. */
-  readonly instance: string;
-  /** The client's address as that server saw it. */
-  readonly peer: string;
-  /** What the request publishes (`setValue`, or `value` when it asked); empty if nothing. */
-  readonly value: Buffer;
-  /** A semaphore request's weight; 0 in the lock modes. */
-  readonly weight: number;
-}
-
-export interface LockDescription {
-  readonly name: string;
-  readonly holders: readonly LockRequestInfo[];
-  readonly waiters: readonly LockRequestInfo[];
-  /** A semaphore's limit, and the part of it its holders use; both 0 for a lock. */
-  readonly limit: number;
-  readonly usedWeight: number;
-}
-
-export interface LockPage {
-  readonly locks: ReadonlyArray<{
-    readonly name: string;
-    readonly holders: number;
-    readonly waiters: number;
-    readonly heldMode: LockMode | undefined;
-    /** A semaphore's limit and the part of it in use; both 0 for a lock. */
-    readonly limit: number;
-    readonly usedWeight: number;
-  }>;
-  /** Pass it as `pageToken` for the next page; empty on the last one. */
-  readonly nextPageToken: string;
-}
-
-const MODES_FROM_WIRE = new Map(
-  (Object.entries(WIRE_MODES) as Array<[LockMode, WireLockMode]>).map(([mode, wire]) => [wire, mode]),
-);
-
-function fromWireMode(mode: WireLockMode): LockMode | undefined {
-  return MODES_FROM_WIRE.get(mode);
-}
-
-function fromWireDescription(state: DescribeLockResponse): LockDescription {
-  return {
-    name: state.name,
-    holders: state.holders.map(fromWireInfo),
-    waiters: state.waiters.map(fromWireInfo),
-    limit: state.limit,
-    usedWeight: state.usedWeight,
-  };
-}
-
-function fromWireInfo(info: WireLockRequestInfo): LockRequestInfo {
-  return {
-    mode: fromWireMode(info.mode),
-    owner: info.owner,
-    token: info.fencingToken,
-    requestedAt: info.requestedAt,
-    instance: info.instance,
-    peer: info.peer,
-    value: info.value,
-    weight: info.weight,
-  };
 }
 
 /**

@@ -1,41 +1,60 @@
 import { status as Status } from '@grpc/grpc-js';
 import { VALUE_MAX_BYTES } from '../common/limits.js';
+import type { SessionResponse } from '../gen/lockstream/v1/lockstream.js';
 import { acquireFailure, LockClientError, LockLostError, lossFailure } from './errors.js';
-import type { LockMode, LockRequest, PendingLock, RevokeRequest } from './lock.js';
+import type { Lock, LockMode, LockRequest, RevokeRequest } from './lock.js';
+import type { EndStatus } from './resumable-stream.js';
 
-/** Statuses that say the stream broke, not what the server decided: worth a resume. */
-export const BREAKS: ReadonlySet<Status> = new Set([
-  Status.UNAVAILABLE,
-  Status.INTERNAL,
-  Status.UNKNOWN,
-  Status.CANCELLED,
-]);
+/** What a request asks of the server after its `acquire`: a holder's asks, and letting go. */
+export type RequestMessage =
+  | { readonly kind: 'acquire' | 'release' | 'cancel' | 'downgrade' }
+  | { readonly kind: 'value'; readonly value: Buffer };
 
-/**
- * How a request ended: the status the server gave it (or the client's own, for a broken
- * stream). `unknown`: the server no longer had it after a resume (its end was lost in the break).
- */
-export interface RequestOutcome {
-  readonly code: Status;
-  readonly details: string;
-  readonly unknown?: boolean;
+/** A holder's asks, each acknowledged by the server (`value_set`, `downgraded`). */
+type HolderRequest = Extract<RequestMessage, { kind: 'value' }> | typeof DOWNGRADE;
+
+const ACQUIRE: RequestMessage = { kind: 'acquire' };
+const RELEASE: RequestMessage = { kind: 'release' };
+const CANCEL: RequestMessage = { kind: 'cancel' };
+const DOWNGRADE = { kind: 'downgrade' } as const;
+
+/** The stream a request travels on, as the request sees it. */
+export interface RequestCarrier {
+  /** Sends `message` about `lock`, or, while the stream is resumed, once it is back. */
+  send(lock: LockHandle, message: RequestMessage): void;
+  /** The request is over: its id is free. */
+  forget(lock: LockHandle): void;
 }
 
-/** What a holder may ask of the server besides a release. */
-export type HolderRequest =
-  { readonly kind: 'value'; readonly value: Buffer } | { readonly kind: 'downgrade' };
+/**
+ * How a request ended: its status (the stream's, when the stream ended with it). `unknown`: the
+ * server no longer had it after a resume (its end was lost in the break).
+ */
+type RequestOutcome = EndStatus & { readonly unknown?: boolean };
+
+/** waiting → held → releasing → ended, or waiting → cancelled → ended. */
+type Phase = 'waiting' | 'cancelled' | 'held' | 'releasing' | 'ended';
+
+const UNEXPECTED_END = { code: Status.UNKNOWN, details: 'the server ended the request without a release' };
 
 /**
- * What every lock request of the SDK keeps, whichever stream carries it (its own Acquire stream,
- * or the client's Session stream): the grant and its token, loss, doubt and revocation, and the
- * caller's callbacks. Subclasses speak the protocol and call the protected steps.
+ * One lock request of the SDK, from `acquire` to its end: the lock while it is held. The same
+ * on either RPC (an Acquire stream carries one request, a Session stream many): its carrier
+ * feeds it the server's messages about it (`onMessage`) and the stream's breaks, resumes and
+ * end; it keeps the grant and its token, loss, doubt, revocation and the caller's callbacks.
  */
-export abstract class LockHandle implements PendingLock {
+export class LockHandle implements Lock {
+  /** The request's number on its stream. */
+  readonly id: number;
   readonly name: string;
   /** `read` once a write lock is downgraded. */
   mode: LockMode;
+  readonly request: LockRequest;
+  /** Whether the server may have heard of this request (its `acquire` went out on a stream). */
+  sentToServer = false;
+  readonly #carrier: RequestCarrier;
+  #phase: Phase = 'waiting';
   #downgraded = false;
-  protected readonly request: LockRequest;
   readonly #granted: Promise<bigint>;
   #grant!: { resolve: (token: bigint) => void; reject: (error: unknown) => void };
   #token: bigint | undefined;
@@ -45,27 +64,31 @@ export abstract class LockHandle implements PendingLock {
   #lossFailure: LockLostError | undefined;
   #inDoubt = false;
   #revokeRequested: RevokeRequest | undefined;
-  readonly #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
+  #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> | undefined;
   #released: Promise<void> | undefined;
-  /** `setValue` calls not yet acknowledged, oldest first, with the value each sent. */
-  readonly #pending: Array<{
-    request: HolderRequest;
-    resolve: () => void;
-    reject: (error: unknown) => void;
-  }> = [];
+  /** Settles `release()` once the request ends (set while releasing). */
+  #releaseDone: ((error?: LockClientError) => void) | undefined;
+  /** Holder's asks not yet acknowledged, oldest first. */
+  #pending:
+    Array<{ request: HolderRequest; resolve: () => void; reject: (error: unknown) => void }> | undefined;
 
-  constructor(request: LockRequest) {
+  constructor(carrier: RequestCarrier, id: number, request: LockRequest) {
+    this.#carrier = carrier;
+    this.id = id;
     this.name = request.name;
     this.mode = request.mode;
     this.request = request;
+    // No `.catch` guard: the LockClient awaits `granted()` as soon as the handle is made.
     this.#granted = new Promise((resolve, reject) => (this.#grant = { resolve, reject }));
-    // The caller awaits `granted()`; an unobserved rejection here is not a second failure.
-    this.#granted.catch(() => {});
   }
 
   get token(): bigint {
     if (this.#token === undefined) throw new Error('INVARIANT: token read before the lock was granted');
     return this.#token;
+  }
+
+  get tokens(): ReadonlyArray<{ readonly name: string; readonly token: bigint }> {
+    return this.#tokens.length > 0 ? this.#tokens : [{ name: this.name, token: this.token }];
   }
 
   get lost(): AbortSignal {
@@ -87,7 +110,7 @@ export abstract class LockHandle implements PendingLock {
   whenConfirmed(): Promise<void> {
     if (this.#lossFailure) return Promise.reject(this.#lossFailure);
     if (!this.#inDoubt) return Promise.resolve();
-    return new Promise((resolve, reject) => this.#confirmationWaiters.push({ resolve, reject }));
+    return new Promise((resolve, reject) => (this.#confirmationWaiters ??= []).push({ resolve, reject }));
   }
 
   /** Resolves with the token once granted; rejects with the reason the request failed. */
@@ -95,7 +118,13 @@ export abstract class LockHandle implements PendingLock {
     return this.#granted;
   }
 
-  abstract cancel(reason: unknown): void;
+  /** Gives up waiting, rejecting `granted()` with `reason`; the server withdraws the request. */
+  cancel(reason: unknown): void {
+    if (this.#phase !== 'waiting') return;
+    this.#phase = 'cancelled';
+    this.#grant.reject(reason);
+    this.#carrier.send(this, CANCEL);
+  }
 
   release(): Promise<void> {
     this.#released ??= new Promise<void>((resolve, reject) => {
@@ -103,58 +132,15 @@ export abstract class LockHandle implements PendingLock {
         reject(this.#lossFailure);
         return;
       }
-      if (!this.isHeld()) {
+      if (this.#phase !== 'held') {
         reject(new Error('INVARIANT: release() before the lock was granted'));
         return;
       }
-      this.startRelease((error) => (error ? reject(error) : resolve()));
+      this.#phase = 'releasing';
+      this.#releaseDone = (error) => (error ? reject(error) : resolve());
+      this.#carrier.send(this, RELEASE);
     });
     return this.#released;
-  }
-
-  setValue(value: Uint8Array | string): Promise<void> {
-    const bytes = typeof value === 'string' ? Buffer.from(value, 'utf8') : Buffer.from(value);
-    if (bytes.byteLength > VALUE_MAX_BYTES) {
-      return Promise.reject(
-        new LockClientError(
-          this.name,
-          Status.INVALID_ARGUMENT,
-          `value is ${bytes.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
-        ),
-      );
-    }
-    return this.#ask({ kind: 'value', value: bytes });
-  }
-
-  downgrade(): Promise<void> {
-    if (this.mode !== 'write' && !this.#downgraded) {
-      return Promise.reject(
-        new LockClientError(
-          this.name,
-          Status.FAILED_PRECONDITION,
-          `only a write lock can be downgraded, not a ${this.mode} lock; nothing is upgraded (release it and acquire a write lock)`,
-        ),
-      );
-    }
-    return this.#ask({ kind: 'downgrade' });
-  }
-
-  /** Sends a holder's request; resolves once the server has done it (see `acknowledged`). */
-  #ask(request: HolderRequest): Promise<void> {
-    if (this.#lossFailure) return Promise.reject(this.#lossFailure);
-    if (!this.isHeld()) {
-      return Promise.reject(
-        new LockClientError(
-          this.name,
-          Status.FAILED_PRECONDITION,
-          this.#released ? 'the lock was released' : 'the lock is not held yet',
-        ),
-      );
-    }
-    return new Promise((resolve, reject) => {
-      this.#pending.push({ request, resolve, reject });
-      this.sendHolderRequest(request);
-    });
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -165,72 +151,161 @@ export abstract class LockHandle implements PendingLock {
     }
   }
 
-  /** Whether the lock is held and no release has begun. */
-  protected abstract isHeld(): boolean;
+  setValue(value: Uint8Array | string): Promise<void> {
+    const bytes = typeof value === 'string' ? Buffer.from(value, 'utf8') : Buffer.from(value);
+    if (bytes.byteLength > VALUE_MAX_BYTES) {
+      return this.#refuse(
+        Status.INVALID_ARGUMENT,
+        `value is ${bytes.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
+      );
+    }
+    return this.#ask({ kind: 'value', value: bytes });
+  }
 
-  /** Asks the server to release the held lock; `done` settles `release()`. */
-  protected abstract startRelease(done: (error?: LockClientError) => void): void;
+  downgrade(): Promise<void> {
+    if (this.mode !== 'write' && !this.#downgraded) {
+      return this.#refuse(
+        Status.FAILED_PRECONDITION,
+        `only a write lock can be downgraded, not a ${this.mode} lock; nothing is upgraded (release it and acquire a write lock)`,
+      );
+    }
+    return this.#ask(DOWNGRADE);
+  }
 
-  /** Sends `set_value` or `downgrade` (on the current stream: a resumed one gets `unacknowledged()` again). */
-  protected abstract sendHolderRequest(request: HolderRequest): void;
+  /** The message that queues the request (marks it as possibly known to the server). */
+  acquireMessage(): RequestMessage {
+    this.sentToServer = true;
+    return ACQUIRE;
+  }
+
+  /** A message from the server about this request, in the Session RPC's terms. */
+  onMessage(kind: SessionResponse['kind']): void {
+    const phase = this.#phase;
+    switch (kind?.$case) {
+      case 'queued':
+        if (phase === 'waiting') this.request.onQueued?.(kind.value.ahead);
+        return;
+      case 'acquired':
+        if (phase === 'waiting') {
+          this.#phase = 'held';
+          this.#token = kind.value.fencingToken;
+          if (kind.value.tokens.length > 0) {
+            this.#tokens = kind.value.tokens.map(({ name, fencingToken }) => ({ name, token: fencingToken }));
+          }
+          this.#grant.resolve(kind.value.fencingToken);
+        }
+        // Otherwise: the report of a resumed stream (the same token), or a grant that crossed
+        // our cancel (the server releases it on the cancel).
+        return;
+      case 'inDoubt':
+        if (phase === 'held' || phase === 'releasing') this.#doubt();
+        return;
+      case 'confirmed':
+        this.#confirm();
+        return;
+      case 'revokeRequested':
+        if (phase === 'held') this.#revoke({ reason: kind.value.reason, forceAt: kind.value.forceAt });
+        return;
+      case 'ended': {
+        const code: Status = kind.value.code;
+        this.#end({ code, details: kind.value.message });
+        return;
+      }
+      case 'valueSet':
+        this.#acknowledged('value');
+        return;
+      case 'downgraded':
+        this.mode = 'read';
+        this.#downgraded = true;
+        this.#acknowledged('downgrade');
+        return;
+      case 'released':
+      case 'opened':
+      case 'resumed':
+      case 'heartbeat':
+      case undefined:
+        // `released` is followed by the request's end, which settles the release; the others
+        // are about the stream; a kind this client does not know (a newer server's) is ignored.
+        return;
+    }
+  }
+
+  /** The stream broke and is being resumed: a held lock is in doubt meanwhile. */
+  streamBroke(): void {
+    if (this.#phase === 'held' || this.#phase === 'releasing') this.#doubt();
+  }
+
+  /** The resumed stream reported this request: still ours. Re-sends what the break may have lost. */
+  resumed(): void {
+    const phase = this.#phase;
+    if (phase === 'held' || phase === 'releasing') this.#confirm();
+    if (this.#pending) for (const { request } of this.#pending) this.#carrier.send(this, request);
+    if (phase === 'releasing') this.#carrier.send(this, RELEASE);
+    if (phase === 'cancelled') this.#carrier.send(this, CANCEL);
+  }
+
+  /** The resumed stream does not have this request: it ended, and its end was lost. */
+  unknownAfterResume(): void {
+    this.#end({
+      code: Status.NOT_FOUND,
+      details: 'the server no longer has this request after its stream was resumed',
+      unknown: true,
+    });
+  }
+
+  /** The stream ended with `status`: so did this request. */
+  streamEnded(status: EndStatus): void {
+    this.#end(status);
+  }
+
+  /** Sends a holder's ask; resolves once the server has done it (see `#acknowledged`). */
+  #ask(request: HolderRequest): Promise<void> {
+    if (this.#lossFailure) return Promise.reject(this.#lossFailure);
+    if (this.#phase !== 'held') {
+      return this.#refuse(
+        Status.FAILED_PRECONDITION,
+        this.#released ? 'the lock was released' : 'the lock is not held yet',
+      );
+    }
+    return new Promise((resolve, reject) => {
+      (this.#pending ??= []).push({ request, resolve, reject });
+      this.#carrier.send(this, request);
+    });
+  }
+
+  /** A holder's ask refused on this side, before anything is sent. */
+  #refuse(code: Status, details: string): Promise<never> {
+    return Promise.reject(new LockClientError(this.name, code, details));
+  }
 
   /**
-   * The server did the oldest request of `kind` not yet acknowledged (`value_set`,
-   * `downgraded`). The server applies them in the order sent, and acknowledges each on the
-   * stream it came on.
+   * The server did the oldest ask of `kind` not yet acknowledged. It applies them in the order
+   * sent, and acknowledges each on the stream it came on; one sent twice (after a resume) is
+   * harmless.
    */
-  protected acknowledged(kind: HolderRequest['kind']): void {
-    const index = this.#pending.findIndex((pending) => pending.request.kind === kind);
-    if (kind === 'downgrade') {
-      this.mode = 'read';
-      this.#downgraded = true;
-    }
-    if (index >= 0) this.#pending.splice(index, 1)[0]!.resolve();
+  #acknowledged(kind: HolderRequest['kind']): void {
+    const pending = this.#pending;
+    const index = pending ? pending.findIndex((ask) => ask.request.kind === kind) : -1;
+    if (index >= 0) pending!.splice(index, 1)[0]!.resolve();
   }
 
-  /** Requests sent and not acknowledged, oldest first: sent again after a resume (doing one twice is harmless). */
-  protected unacknowledged(): HolderRequest[] {
-    return this.#pending.map((pending) => pending.request);
-  }
-
-  /** The request ended: what it did not do never will be. */
-  #failPending(error: unknown): void {
-    for (const pending of this.#pending.splice(0)) pending.reject(error);
-  }
-
-  /** The server granted the lock with `token` (a multi-lock: and `tokens`, one per lock). */
-  protected grant(token: bigint, tokens: ReadonlyArray<{ name: string; fencingToken: bigint }> = []): void {
-    this.#token = token;
-    this.#tokens = tokens.map(({ name, fencingToken }) => ({ name, token: fencingToken }));
-    this.#grant.resolve(token);
-  }
-
-  get tokens(): ReadonlyArray<{ readonly name: string; readonly token: bigint }> {
-    return this.#tokens.length > 0 ? this.#tokens : [{ name: this.name, token: this.token }];
-  }
-
-  /** The request ended before a grant. */
-  protected failGrant(error: unknown): void {
-    this.#grant.reject(error);
-  }
-
-  /** The server cannot vouch for the held lock right now. */
-  protected doubt(): void {
+  #doubt(): void {
     if (this.#inDoubt) return;
     this.#inDoubt = true;
     this.request.onInDoubt?.();
   }
 
-  /** A lock in doubt is confirmed held again. */
-  protected confirm(): void {
+  #confirm(): void {
     if (!this.#inDoubt) return;
     this.#inDoubt = false;
-    for (const waiter of this.#confirmationWaiters.splice(0)) waiter.resolve();
+    const waiters = this.#confirmationWaiters;
+    this.#confirmationWaiters = undefined;
+    if (waiters) for (const waiter of waiters) waiter.resolve();
     this.request.onConfirmed?.();
   }
 
   /** Someone asked for the lock back; told to the caller once, and again if a deadline is added. */
-  protected revoke(request: RevokeRequest): void {
+  #revoke(request: RevokeRequest): void {
     const told = this.#revokeRequested;
     if (told && !(told.forceAt === undefined && request.forceAt !== undefined)) return;
     this.#revokeRequested = request;
@@ -239,23 +314,25 @@ export abstract class LockHandle implements PendingLock {
 
   /**
    * The request is over with `outcome`, as it stood: still waiting (a failed acquire), held (a
-   * loss), releasing (`done` settles the release: OK, or a loss), or cancelled (nobody waits).
+   * loss), releasing (OK settles the release; anything else is a loss), or cancelled (nobody
+   * waits).
    */
-  protected settle(
-    was: 'waiting' | 'held' | 'cancelled' | ((error?: LockClientError) => void),
-    outcome: RequestOutcome,
-  ): void {
-    if (was === 'cancelled') return;
-    if (this.#pending.length > 0) {
+  #end(outcome: RequestOutcome): void {
+    const phase = this.#phase;
+    if (phase === 'ended') return;
+    this.#phase = 'ended';
+    this.#carrier.forget(this);
+    if (phase === 'cancelled') return;
+    if (this.#pending && this.#pending.length > 0) {
       this.#failPending(
         outcome.code === Status.OK
           ? new LockClientError(this.name, Status.FAILED_PRECONDITION, 'the lock was released first')
           : lossFailure(this.name, outcome),
       );
     }
-    if (was === 'waiting') {
+    if (phase === 'waiting') {
       // A request the server no longer has lost its place: retryable, like a refused call.
-      this.failGrant(
+      this.#grant.reject(
         acquireFailure(
           this.name,
           outcome.unknown
@@ -265,107 +342,35 @@ export abstract class LockHandle implements PendingLock {
       );
       return;
     }
-    if (was === 'held') {
+    if (phase === 'held') {
       // The request ended while we held the lock and had not asked to release it.
-      this.loseLock(lossFailure(this.name, outcome.code === Status.OK ? UNEXPECTED_END : outcome));
+      this.#lose(lossFailure(this.name, outcome.code === Status.OK ? UNEXPECTED_END : outcome));
       return;
     }
+    const done = this.#releaseDone!;
     if (outcome.code === Status.OK) {
-      was();
+      done();
       return;
     }
     const failure = lossFailure(this.name, outcome);
-    this.loseLock(failure);
-    was(failure);
+    this.#lose(failure);
+    done(failure);
   }
 
   /** The held lock is lost: `lost` aborts, and whoever waits for a confirmation hears it. */
-  protected loseLock(failure: LockLostError): void {
+  #lose(failure: LockLostError): void {
     this.#lossFailure = failure;
     this.#lost?.abort(failure);
-    for (const waiter of this.#confirmationWaiters.splice(0)) waiter.reject(failure);
+    const waiters = this.#confirmationWaiters;
+    this.#confirmationWaiters = undefined;
+    if (waiters) for (const waiter of waiters) waiter.reject(failure);
     this.#failPending(failure);
   }
-}
 
-/** Anything heartbeats go out on and come back from: an Acquire or a Session call. */
-interface HeartbeatCall<T> {
-  write(message: T): unknown;
-  on(event: 'data', listener: () => void): unknown;
-  off(event: 'data', listener: () => void): unknown;
-}
-
-/**
- * Sends `message` on `call` every `intervalMs` (0: none), and calls `silent` when the server has
- * said nothing for three intervals (a proxy may answer HTTP/2 pings for a server that is gone).
- * Returns a function that stops both.
- */
-export function clientHeartbeat<T>(
-  call: HeartbeatCall<T>,
-  intervalMs: number,
-  message: T,
-  silent: (status: { code: Status; details: string }) => void,
-): () => void {
-  if (intervalMs === 0) return () => {};
-  const ticker = setInterval(() => call.write(message), intervalMs);
-  const silence = setTimeout(() => {
-    silent({
-      code: Status.UNAVAILABLE,
-      details: `no message from the server for ${3 * intervalMs} ms (3 heartbeat intervals)`,
-    });
-  }, 3 * intervalMs);
-  ticker.unref();
-  silence.unref();
-  const heard = (): void => {
-    silence.refresh();
-  };
-  call.on('data', heard);
-  return () => {
-    clearInterval(ticker);
-    clearTimeout(silence);
-    call.off('data', heard);
-  };
-}
-
-const UNEXPECTED_END = { code: Status.UNKNOWN, details: 'the server ended the request without a release' };
-
-const RESUME_BACKOFF_MS = 100;
-const RESUME_BACKOFF_MAX_MS = 1_000;
-
-/**
- * Resuming after a break: new streams, backing off with jitter, until one gets through (`stop`)
- * or the grace is over, counted from the first break (the server counts from when it noticed,
- * which is no later).
- */
-export class ResumeLoop {
-  #state: { readonly timer: NodeJS.Timeout; attempts: number } | undefined;
-
-  get active(): boolean {
-    return this.#state !== undefined;
-  }
-
-  /** Calls `reopen` now on a first break, after a backoff on later ones; `giveUp` once `graceMs` has passed. */
-  start(graceMs: number, reopen: () => void, giveUp: () => void): void {
-    this.#state ??= {
-      attempts: 0,
-      timer: setTimeout(() => {
-        this.#state = undefined;
-        giveUp();
-      }, graceMs),
-    };
-    const state = this.#state;
-    const backoff = Math.min(RESUME_BACKOFF_MAX_MS, RESUME_BACKOFF_MS * 2 ** state.attempts) * Math.random();
-    state.attempts += 1;
-    setTimeout(
-      () => {
-        if (this.#state === state) reopen();
-      },
-      state.attempts === 1 ? 0 : backoff,
-    ).unref();
-  }
-
-  stop(): void {
-    if (this.#state) clearTimeout(this.#state.timer);
-    this.#state = undefined;
+  /** The request ended: what it did not do never will be. */
+  #failPending(error: unknown): void {
+    const pending = this.#pending;
+    this.#pending = undefined;
+    if (pending) for (const ask of pending) ask.reject(error);
   }
 }

@@ -1,5 +1,10 @@
 import type { Duration } from '../gen/google/protobuf/duration.js';
-import { LockMode as WireLockMode, type LockTarget } from '../gen/lockstream/v1/lockstream.js';
+import {
+  LockMode as WireLockMode,
+  type AcquireStart,
+  type LockTarget,
+  type SessionAcquire,
+} from '../gen/lockstream/v1/lockstream.js';
 
 /**
  * How a lock is shared: `mutex` and `write` are exclusive (and exclude each other), `read` is
@@ -73,14 +78,6 @@ export interface Lock extends AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** A lock while it is being acquired: the SDK's view of one request, on a stream or a session. */
-export interface PendingLock extends Lock {
-  /** Resolves with the token once granted; rejects with the reason the request failed. */
-  granted(): Promise<bigint>;
-  /** Gives up waiting, rejecting `granted()` with `reason`; the server withdraws the request. */
-  cancel(reason: unknown): void;
-}
-
 /** A request to give a held lock back. */
 export interface RevokeRequest {
   readonly reason: string;
@@ -103,32 +100,39 @@ export interface LockSpec {
   readonly weight?: number;
 }
 
-/** What both RPCs' first message says about the request (AcquireStart's and SessionAcquire's fields). */
-export function wireRequest(request: LockRequest): {
-  name: string;
-  mode: WireLockMode;
-  waitTimeout: Duration | undefined;
-  owner: string;
-  value: Buffer;
-  limit: number;
-  weight: number | undefined;
-  locks: LockTarget[];
-} {
-  const shared = {
+/**
+ * A request's first message for either RPC: it has SessionAcquire's and AcquireStart's fields,
+ * and each encodes only its own. One object, no spread: it is made for every acquire.
+ */
+export function wireRequest(
+  request: LockRequest,
+  requestId: number,
+  resumeGrace: Duration | undefined,
+  heartbeatInterval: Duration | undefined,
+): SessionAcquire & AcquireStart {
+  // A multi-lock names its locks in `locks` only.
+  const locks = request.locks;
+  return {
+    requestId,
+    name: locks ? '' : request.name,
+    mode: locks ? WireLockMode.UNSPECIFIED : WIRE_MODES[request.mode],
     waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
     owner: request.owner,
     value: request.value,
+    limit: locks ? 0 : request.limit,
+    weight: locks ? undefined : request.weight,
+    locks: locks ? locks.map(lockTarget) : NO_TARGETS,
+    resumeGrace,
+    heartbeatInterval,
   };
-  if (!request.locks) {
-    const { name, mode, limit, weight } = request;
-    return { ...shared, name, mode: WIRE_MODES[mode], limit, weight, locks: [] };
-  }
-  // A multi-lock names its locks in `locks` only.
-  const locks = request.locks.map((lock) => {
-    const mode = lock.mode ?? (lock.limit === undefined ? 'mutex' : 'semaphore');
-    return { name: lock.name, mode: WIRE_MODES[mode], limit: lock.limit ?? 0, weight: lock.weight };
-  });
-  return { ...shared, name: '', mode: WireLockMode.UNSPECIFIED, limit: 0, weight: undefined, locks };
+}
+
+/** Never changed: the `locks` of every single-lock request. */
+const NO_TARGETS: LockTarget[] = [];
+
+function lockTarget(lock: LockSpec): LockTarget {
+  const mode = lock.mode ?? (lock.limit === undefined ? 'mutex' : 'semaphore');
+  return { name: lock.name, mode: WIRE_MODES[mode], limit: lock.limit ?? 0, weight: lock.weight };
 }
 
 export interface LockRequest {
@@ -145,10 +149,6 @@ export interface LockRequest {
   readonly weight: number | undefined;
   /** A multi-lock's locks (`name` then only names the set); undefined for one lock. */
   readonly locks: readonly LockSpec[] | undefined;
-  /** ms the server keeps the request after the stream breaks, for a resume; 0: none. */
-  readonly resumeGraceMs: number;
-  /** ms between heartbeats in both directions; 0: none. */
-  readonly heartbeatIntervalMs: number;
   readonly onQueued: ((ahead: number) => void) | undefined;
   readonly onInDoubt: (() => void) | undefined;
   readonly onConfirmed: (() => void) | undefined;

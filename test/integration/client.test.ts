@@ -187,6 +187,38 @@ for (const transport of ['session', 'acquire'] as const) {
       });
     });
 
+    it('rejects the inspection calls of a closed client with FAILED_PRECONDITION too', async () => {
+      const closed = newClient(`127.0.0.1:${server.port}`);
+      closed.close();
+      const refused = { code: Status.FAILED_PRECONDITION, message: expect.stringMatching(/closed/) };
+      await expect(closed.describe('after-close')).rejects.toMatchObject(refused);
+      await expect(closed.list()).rejects.toMatchObject(refused);
+      await expect(closed.checkToken('after-close', 1n)).rejects.toMatchObject(refused);
+      await expect(closed.revoke('after-close')).rejects.toMatchObject(refused);
+      await expect(closed.watch('after-close').next()).rejects.toMatchObject(refused);
+    });
+
+    it('close() gives up what the client holds and waits for: `lost` fires, the wait rejects, the next waiter is granted', async () => {
+      const closing = newClient(`127.0.0.1:${server.port}`);
+      const held = await closing.acquire('closing/held');
+      const lost = reasonOf(held.lost);
+      const blocker = await client.acquire('closing/blocked');
+      const waiting = await queue(closing, 'closing/blocked');
+      const next = await queue(client, 'closing/held');
+      closing.close();
+      expect(await lost).toMatchObject({ name: 'LockLostError', lockName: 'closing/held' });
+      await expect(waiting.lock).rejects.toMatchObject({
+        name: 'LockClientError',
+        code: Status.CANCELLED,
+        message: expect.stringMatching(/closed/),
+      });
+      await expect(held.release()).rejects.toBe(await lost);
+      const taken = await next.lock;
+      expect(taken.token).toBeGreaterThan(held.token);
+      await taken.release();
+      await blocker.release();
+    });
+
     it('rejects at once when the signal has already aborted', async () => {
       await expect(client.acquire('x', { signal: AbortSignal.abort(new Error('no')) })).rejects.toThrow('no');
     });

@@ -1,0 +1,157 @@
+import { status as Status } from '@grpc/grpc-js';
+import type { SessionResponse } from '../gen/lockstream/v1/lockstream.js';
+import { fromDuration, type LockRequest } from './lock.js';
+import { LockHandle, type RequestCarrier, type RequestMessage } from './lock-handle.js';
+import { ResumableStream, type EndStatus, type StreamOpening } from './resumable-stream.js';
+
+/**
+ * One RPC's dialect: how its stream opens and resumes, how a request's messages are written on
+ * it, and how the server's messages read in the Session RPC's terms (the richer of the two).
+ */
+export interface LockWire<Req, Res> extends StreamOpening<Req, Res> {
+  /** Writes `message` about `lock` on the stream (not called while it is being resumed). */
+  send(stream: ResumableStream<Req, Res>, lock: LockHandle, message: RequestMessage): void;
+  /** The request a server message is about; 0: the stream itself. */
+  requestIdOf(message: Res): number;
+  /** What a server message says. */
+  kindOf(message: Res): SessionResponse['kind'];
+  /** Whether `kind`, on a resumed stream, closes the server's report of the requests it has. */
+  endsResumeReport(kind: SessionResponse['kind']): boolean;
+}
+
+export interface LockChannelOptions {
+  /** How long a stream with no request stays open for the next one. */
+  readonly idleMs: number;
+  /** Called whenever the last request on the channel has ended. */
+  readonly onEmpty?: () => void;
+}
+
+const MAX_REQUEST_ID = 2 ** 32 - 1;
+
+/**
+ * Lock requests on one resumable stream, either RPC: the Session stream a LockClient carries
+ * all its locks on (opened on the first acquire, closed after `idleMs` without requests), or an
+ * Acquire stream of one request. After a blip the stream is resumed with its token: held locks
+ * are in doubt meanwhile and confirmed once resumed; waiting requests keep their place.
+ */
+export class LockChannel<Req, Res> implements RequestCarrier {
+  readonly #wire: LockWire<Req, Res>;
+  readonly #options: LockChannelOptions;
+  readonly #stream: ResumableStream<Req, Res>;
+  readonly #locks = new Map<number, LockHandle>();
+  #lastId = 0;
+  /** Requests the server has reported since the resume began. */
+  readonly #reported = new Set<number>();
+  #idleTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(wire: LockWire<Req, Res>, options: LockChannelOptions) {
+    this.#wire = wire;
+    this.#options = options;
+    this.#stream = new ResumableStream(wire, {
+      message: (message) => this.#onMessage(message),
+      broke: () => this.#onBreak(),
+      ended: (status) => this.#endAll(status),
+    });
+  }
+
+  /** Queues `request` on the stream, opening it if needed. */
+  acquire(request: LockRequest): LockHandle {
+    if (this.#closed) throw new Error('INVARIANT: acquire on a closed channel');
+    const id = this.#nextId();
+    const lock = new LockHandle(this, id, request);
+    this.#locks.set(id, lock);
+    // A stream that is resuming takes the request once it is back.
+    if (!this.#stream.active) this.#stream.start();
+    if (!this.#stream.resuming) this.#wire.send(this.#stream, lock, lock.acquireMessage());
+    return lock;
+  }
+
+  /**
+   * Ends the stream: every request on it is given up by name first (a bare half-close would
+   * leave them to a resume grace, as a cancel does). Requests still open end here: waiting ones
+   * fail, held ones are lost (they are no longer protected).
+   */
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#idleTimer);
+    if (!this.#stream.resuming) for (const lock of this.#locks.values()) this.send(lock, CANCEL);
+    this.#stream.finish();
+    this.#endAll({ code: Status.CANCELLED, details: 'the LockClient was closed' });
+  }
+
+  send(lock: LockHandle, message: RequestMessage): void {
+    // While resuming, `#resumed` sends what each request still needs.
+    if (!this.#stream.resuming) this.#wire.send(this.#stream, lock, message);
+  }
+
+  forget(lock: LockHandle): void {
+    this.#locks.delete(lock.id);
+    if (this.#locks.size > 0) return;
+    this.#options.onEmpty?.();
+    this.#closeWhenIdle();
+  }
+
+  /**
+   * With no request left, the stream is closed after `idleMs` unless a new one comes. One timer,
+   * restarted each time the channel empties (an acquire leaves it running: the timer checks),
+   * rather than a timer made and cleared per lock.
+   */
+  #closeWhenIdle(): void {
+    if (this.#locks.size > 0 || !this.#stream.active || this.#stream.resuming) return;
+    if (this.#idleTimer) {
+      this.#idleTimer.refresh();
+      return;
+    }
+    this.#idleTimer = setTimeout(() => {
+      if (this.#locks.size === 0 && !this.#stream.resuming) this.#stream.finish();
+    }, this.#options.idleMs).unref();
+  }
+
+  #nextId(): number {
+    do {
+      this.#lastId = this.#lastId >= MAX_REQUEST_ID ? 1 : this.#lastId + 1;
+    } while (this.#locks.has(this.#lastId));
+    return this.#lastId;
+  }
+
+  #onMessage(message: Res): void {
+    const wire = this.#wire;
+    const kind = wire.kindOf(message);
+    const requestId = wire.requestIdOf(message);
+    const resuming = this.#stream.resuming;
+    if (requestId !== 0) {
+      if (resuming) this.#reported.add(requestId);
+      this.#locks.get(requestId)?.onMessage(kind);
+    } else if (kind?.$case === 'opened') {
+      this.#stream.resumableFor(kind.value.resumeToken, fromDuration(kind.value.resumeGrace));
+    }
+    // Otherwise `heartbeat`, or a stream message this client does not know (a newer server's).
+    if (resuming && wire.endsResumeReport(kind)) this.#resumed();
+  }
+
+  #onBreak(): void {
+    for (const lock of this.#locks.values()) lock.streamBroke();
+    this.#reported.clear();
+  }
+
+  /** The server took the resumed stream over and reported every request it still has. */
+  #resumed(): void {
+    this.#stream.resumed();
+    const reported = new Set(this.#reported);
+    this.#reported.clear();
+    for (const lock of [...this.#locks.values()]) {
+      if (reported.has(lock.id)) lock.resumed();
+      else if (lock.sentToServer) lock.unknownAfterResume();
+      else this.send(lock, lock.acquireMessage());
+    }
+    this.#closeWhenIdle();
+  }
+
+  /** The stream is over: every request with it. The next acquire opens a new one. */
+  #endAll(status: EndStatus): void {
+    for (const lock of [...this.#locks.values()]) lock.streamEnded(status);
+  }
+}
+
+const CANCEL: RequestMessage = { kind: 'cancel' };

@@ -1,0 +1,174 @@
+import { status as Status, type ServiceError } from '@grpc/grpc-js';
+import { onAbort } from '../common/abort.js';
+import type {
+  CheckTokenResponse,
+  DescribeLockResponse,
+  ListLocksResponse,
+  RevokeLockResponse,
+  LockMode as WireLockMode,
+  LockRequestInfo as WireLockRequestInfo,
+  LockServiceClient,
+  WatchLockResponse,
+} from '../gen/lockstream/v1/lockstream.js';
+import { LockClientError } from './errors.js';
+import { toDuration, WIRE_MODES, type LockMode } from './lock.js';
+
+/** One request in a lock's queue, as `describe` reports it. */
+export interface LockRequestInfo {
+  readonly mode: LockMode | undefined;
+  readonly owner: string;
+  /** The request's fencing token (a waiter's, once granted). */
+  readonly token: bigint;
+  readonly requestedAt: Date | undefined;
+  /** The lockstream server that serves it. */
+  readonly instance: string;
+  /** The client's address as that server saw it. */
+  readonly peer: string;
+  /** What the request publishes (`setValue`, or `value` when it asked); empty if nothing. */
+  readonly value: Buffer;
+  /** A semaphore request's weight; 0 in the lock modes. */
+  readonly weight: number;
+}
+
+export interface LockDescription {
+  readonly name: string;
+  readonly holders: readonly LockRequestInfo[];
+  readonly waiters: readonly LockRequestInfo[];
+  /** A semaphore's limit, and the part of it its holders use; both 0 for a lock. */
+  readonly limit: number;
+  readonly usedWeight: number;
+}
+
+export interface LockPage {
+  readonly locks: ReadonlyArray<{
+    readonly name: string;
+    readonly holders: number;
+    readonly waiters: number;
+    readonly heldMode: LockMode | undefined;
+    /** A semaphore's limit and the part of it in use; both 0 for a lock. */
+    readonly limit: number;
+    readonly usedWeight: number;
+  }>;
+  /** Pass it as `pageToken` for the next page; empty on the last one. */
+  readonly nextPageToken: string;
+}
+
+/**
+ * The RPCs about locks rather than of a holder: describe, watch, list, check a token, revoke.
+ * Each turns a failure into a `LockClientError`; `closed` says whether the client was closed
+ * (then every call rejects with FAILED_PRECONDITION). The LockClient's methods of the same
+ * names call these.
+ */
+export class LockInspector {
+  readonly #grpc: LockServiceClient;
+  readonly #closed: () => boolean;
+
+  constructor(grpc: LockServiceClient, closed: () => boolean) {
+    this.#grpc = grpc;
+    this.#closed = closed;
+  }
+
+  async describe(name: string): Promise<LockDescription> {
+    const response = await this.#unary<DescribeLockResponse>(name, (done) =>
+      this.#grpc.describeLock({ name }, done),
+    );
+    return fromWireDescription(response);
+  }
+
+  async *watch(name: string, signal: AbortSignal | undefined): AsyncGenerator<LockDescription, void> {
+    if (this.#closed()) throw closedError(name);
+    if (signal?.aborted) return;
+    const call = this.#grpc.watchLock({ name });
+    const unlink = signal ? onAbort(signal, () => call.cancel()) : undefined;
+    try {
+      for await (const response of call as AsyncIterable<WatchLockResponse>) {
+        if (response.state) yield fromWireDescription(response.state);
+      }
+    } catch (error) {
+      const failure = error as ServiceError;
+      if (signal?.aborted && failure.code === Status.CANCELLED) return;
+      throw new LockClientError(name, failure.code, failure.details, { cause: error });
+    } finally {
+      unlink?.();
+      call.cancel();
+    }
+  }
+
+  async list(options: { prefix?: string; pageSize?: number; pageToken?: string }): Promise<LockPage> {
+    const request = {
+      prefix: options.prefix ?? '',
+      pageSize: options.pageSize ?? 0,
+      pageToken: options.pageToken ?? '',
+    };
+    // About no one lock: its errors name none.
+    const response = await this.#unary<ListLocksResponse>('', (done) => this.#grpc.listLocks(request, done));
+    return {
+      locks: response.locks.map((lock) => ({ ...lock, heldMode: fromWireMode(lock.heldMode) })),
+      nextPageToken: response.nextPageToken,
+    };
+  }
+
+  async checkToken(name: string, token: bigint): Promise<boolean> {
+    const response = await this.#unary<CheckTokenResponse>(name, (done) =>
+      this.#grpc.checkToken({ name, fencingToken: token }, done),
+    );
+    return response.held;
+  }
+
+  async revoke(name: string, reason: string, forceAfterMs: number | undefined): Promise<number> {
+    const forceAfter = forceAfterMs === undefined ? undefined : toDuration(forceAfterMs);
+    const response = await this.#unary<RevokeLockResponse>(name, (done) =>
+      this.#grpc.revokeLock({ name, reason, forceAfter }, done),
+    );
+    return response.holdersAsked;
+  }
+
+  #unary<T>(
+    name: string,
+    call: (done: (error: ServiceError | null, value?: T) => void) => unknown,
+  ): Promise<T> {
+    if (this.#closed()) return Promise.reject(closedError(name));
+    return new Promise((resolve, reject) => {
+      call((error, value) => {
+        if (error) reject(new LockClientError(name, error.code, error.details, { cause: error }));
+        else resolve(value as T);
+      });
+    });
+  }
+}
+
+/** What a call on a closed LockClient rejects with. */
+export function closedError(name: string): LockClientError {
+  return new LockClientError(name, Status.FAILED_PRECONDITION, 'this LockClient was closed');
+}
+
+const MODES_FROM_WIRE = new Map(
+  (Object.entries(WIRE_MODES) as Array<[LockMode, WireLockMode]>).map(([mode, wire]) => [wire, mode]),
+);
+
+function fromWireMode(mode: WireLockMode): LockMode | undefined {
+  return MODES_FROM_WIRE.get(mode);
+}
+
+function fromWireDescription(state: DescribeLockResponse): LockDescription {
+  return {
+    name: state.name,
+    holders: state.holders.map(fromWireInfo),
+    waiters: state.waiters.map(fromWireInfo),
+    limit: state.limit,
+    usedWeight: state.usedWeight,
+  };
+}
+
+function fromWireInfo(info: WireLockRequestInfo): LockRequestInfo {
+  return {
+    mode: fromWireMode(info.mode),
+    owner: info.owner,
+    token: info.fencingToken,
+    requestedAt: info.requestedAt,
+    instance: info.instance,
+    peer: info.peer,
+    value: info.value,
+    weight: info.weight,
+  };
+}

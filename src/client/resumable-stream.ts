@@ -1,0 +1,266 @@
+import { status as Status, type ClientDuplexStream, type Metadata } from '@grpc/grpc-js';
+import { REQUEST_STATE_KEY } from '../common/limits.js';
+
+/** How a stream or a request ended: a gRPC status (the client's own, for a stream it gave up). */
+export interface EndStatus {
+  readonly code: Status;
+  readonly details: string;
+}
+
+type CallStatus = EndStatus & { readonly metadata?: Metadata };
+
+/** Statuses that say the stream broke, not what the server decided: worth a resume. */
+const BREAKS: ReadonlySet<Status> = new Set([
+  Status.UNAVAILABLE,
+  Status.INTERNAL,
+  Status.UNKNOWN,
+  Status.CANCELLED,
+]);
+
+const RESUME_BACKOFF_MS = 100;
+const RESUME_BACKOFF_MAX_MS = 1_000;
+
+/** The messages that open, resume and keep alive a stream of one RPC (Acquire or Session). */
+export interface StreamOpening<Req, Res> {
+  /** Starts a new gRPC call. */
+  call(): ClientDuplexStream<Req, Res>;
+  /** The first message of a new stream, if the RPC has one before any request (Session's `open`). */
+  open(): Req | undefined;
+  /** The first message of a stream that takes a broken one over. */
+  resume(resumeToken: string): Req;
+  /** Sent every heartbeat interval. */
+  readonly heartbeat: Req;
+  /** ms between heartbeats in both directions; 0: none. */
+  readonly heartbeatIntervalMs: number;
+}
+
+/** What a ResumableStream tells its owner. */
+export interface StreamListener<Res> {
+  /** A message from the server on the current call. */
+  message(message: Res): void;
+  /** The call broke and a resume begins (or goes on): held locks are in doubt meanwhile. */
+  broke(): void;
+  /** The stream is over and will not be resumed, with the status it ended with. */
+  ended(status: EndStatus): void;
+}
+
+/**
+ * One logical stream to the server over a sequence of gRPC calls. It opens a call, sends
+ * heartbeats and notices a silent server, and when the call breaks after the server said how to
+ * resume it (`resumableFor`), opens new calls with the resume token, backing off with jitter,
+ * until one gets through (`resumed`) or the grace is over, counted from the first break (the
+ * server counts from when it noticed, which is no later). Only the current call's events count.
+ */
+export class ResumableStream<Req, Res> {
+  readonly #opening: StreamOpening<Req, Res>;
+  readonly #listener: StreamListener<Res>;
+  #call: ClientDuplexStream<Req, Res> | undefined;
+  /** The current call was half-closed or cancelled: nothing more may be written on it. */
+  #callDone = false;
+  #stopHeartbeats: () => void = ignore;
+  /** performance.now() when the current call last heard from the server (kept with heartbeats on). */
+  #heardAt = 0;
+  #resumeToken: string | undefined;
+  #graceMs = 0;
+  #resuming: { readonly timer: NodeJS.Timeout; attempts: number } | undefined;
+
+  constructor(opening: StreamOpening<Req, Res>, listener: StreamListener<Res>) {
+    this.#opening = opening;
+    this.#listener = listener;
+  }
+
+  /** Whether a call is open or being resumed. */
+  get active(): boolean {
+    return this.#call !== undefined || this.#resuming !== undefined;
+  }
+
+  /** Whether a broken call is being replaced: messages wait until `resumed()`. */
+  get resuming(): boolean {
+    return this.#resuming !== undefined;
+  }
+
+  /** Whether the server said how to resume the stream. */
+  get resumable(): boolean {
+    return this.#resumeToken !== undefined;
+  }
+
+  /** Opens a new call (the stream must not be active). */
+  start(): void {
+    this.#open(undefined);
+  }
+
+  /** The server's `resumable` or `opened`: the token to resume with after a break ('' for none). */
+  resumableFor(resumeToken: string, graceMs: number): void {
+    this.#resumeToken = resumeToken === '' ? undefined : resumeToken;
+    this.#graceMs = graceMs;
+  }
+
+  /** The resumed call got through: the resume is over. */
+  resumed(): void {
+    this.#stopResuming();
+  }
+
+  /** Writes on the current call; dropped while resuming (the owner sends it again after). */
+  write(message: Req): void {
+    if (this.#resuming === undefined && !this.#callDone) this.#call?.write(message);
+  }
+
+  /** Half-closes the current call; its status still counts (it settles what the call carried). */
+  halfClose(): void {
+    if (this.#callDone || this.#call === undefined) return;
+    this.#callDone = true;
+    this.#stopHeartbeats();
+    this.#call.end();
+  }
+
+  /** Cancels the current call; its status still counts. */
+  cancel(): void {
+    if (this.#call === undefined) return;
+    this.#callDone = true;
+    this.#stopHeartbeats();
+    this.#call.cancel();
+  }
+
+  /** Ends the stream for good, cleanly, without waiting for its status: nothing is left on it. */
+  finish(): void {
+    this.#stopResuming();
+    this.#resumeToken = undefined;
+    this.halfClose();
+    this.#call = undefined;
+  }
+
+  #open(resumeToken: string | undefined): void {
+    const opening = this.#opening;
+    const call = opening.call();
+    this.#call = call;
+    this.#callDone = false;
+    const heartbeats = opening.heartbeatIntervalMs > 0;
+    call.on('data', (message: Res) => {
+      if (call !== this.#call) return;
+      if (heartbeats) this.#heardAt = performance.now();
+      this.#listener.message(message);
+    });
+    call.on('status', (status: CallStatus) => {
+      if (call === this.#call) this.#onStatus(status);
+    });
+    // Every failure also arrives as the status; without a listener grpc-js would throw it.
+    call.on('error', ignore);
+    const first = resumeToken === undefined ? opening.open() : opening.resume(resumeToken);
+    if (first !== undefined) call.write(first);
+    if (!heartbeats) return;
+    this.#heardAt = performance.now();
+    this.#stopHeartbeats = clientHeartbeat(
+      call,
+      opening.heartbeatIntervalMs,
+      opening.heartbeat,
+      () => this.#heardAt,
+      (status) => {
+        if (call !== this.#call) return;
+        this.#onStatus(status);
+        call.cancel();
+      },
+    );
+  }
+
+  #onStatus(status: CallStatus): void {
+    this.#stopHeartbeats();
+    this.#call = undefined;
+    const ended = status.metadata?.get(REQUEST_STATE_KEY).includes('ended') ?? false;
+    if (BREAKS.has(status.code) && !ended && this.#resumeToken !== undefined) {
+      this.#break(status);
+      return;
+    }
+    const wasResuming = this.#resuming !== undefined;
+    this.#stopResuming();
+    this.#resumeToken = undefined;
+    // What the server no longer has after a break cannot be resumed: retryable, like a refused call.
+    this.#listener.ended(
+      wasResuming && status.code === Status.NOT_FOUND
+        ? { code: Status.UNAVAILABLE, details: `the stream could not be resumed: ${status.details}` }
+        : status,
+    );
+  }
+
+  /** The call broke: a new one with the resume token now on a first break, after a backoff on later ones. */
+  #break(cause: EndStatus): void {
+    this.#listener.broke();
+    const state = (this.#resuming ??= {
+      attempts: 0,
+      timer: setTimeout(() => this.#giveUp(cause), this.#graceMs),
+    });
+    const backoff = Math.min(RESUME_BACKOFF_MAX_MS, RESUME_BACKOFF_MS * 2 ** state.attempts) * Math.random();
+    state.attempts += 1;
+    setTimeout(
+      () => {
+        if (this.#resuming === state) this.#reopen();
+      },
+      state.attempts === 1 ? 0 : backoff,
+    ).unref();
+  }
+
+  #reopen(): void {
+    try {
+      this.#open(this.#resumeToken);
+    } catch (error) {
+      // The gRPC client was closed: no call can be opened any more.
+      this.#stopResuming();
+      this.#resumeToken = undefined;
+      const why = error instanceof Error ? error.message : String(error);
+      this.#listener.ended({ code: Status.UNAVAILABLE, details: `the stream could not be resumed: ${why}` });
+    }
+  }
+
+  #giveUp(cause: EndStatus): void {
+    const attempt = this.#call;
+    this.#call = undefined;
+    this.#resuming = undefined;
+    this.#resumeToken = undefined;
+    this.#stopHeartbeats();
+    this.#listener.ended({
+      code: Status.UNAVAILABLE,
+      details: `the stream broke (${cause.details || Status[cause.code]}) and could not be resumed within its ${this.#graceMs} ms grace`,
+    });
+    attempt?.cancel();
+  }
+
+  #stopResuming(): void {
+    if (this.#resuming) clearTimeout(this.#resuming.timer);
+    this.#resuming = undefined;
+  }
+}
+
+function ignore(): void {}
+
+/**
+ * Sends `message` on `call` every `intervalMs`, and calls `silent` when the server has said
+ * nothing for three intervals since `heardAt()` (a proxy may answer HTTP/2 pings for a server
+ * that is gone). Hearing costs the caller one timestamp, not a timer reset per message. Returns
+ * a function that stops both.
+ */
+function clientHeartbeat<T>(
+  call: { write(message: T): unknown },
+  intervalMs: number,
+  message: T,
+  heardAt: () => number,
+  silent: (status: EndStatus) => void,
+): () => void {
+  const ticker = setInterval(() => call.write(message), intervalMs);
+  ticker.unref();
+  const silenceMs = 3 * intervalMs;
+  const check = (): void => {
+    const quietMs = performance.now() - heardAt();
+    if (quietMs < silenceMs) {
+      silence = setTimeout(check, silenceMs - quietMs).unref();
+      return;
+    }
+    silent({
+      code: Status.UNAVAILABLE,
+      details: `no message from the server for ${silenceMs} ms (3 heartbeat intervals)`,
+    });
+  };
+  let silence = setTimeout(check, silenceMs).unref();
+  return () => {
+    clearInterval(ticker);
+    clearTimeout(silence);
+  };
+}
