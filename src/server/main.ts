@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { onAbort } from '../common/abort.js';
 import type { Config } from './config.js';
 import { LockEngine, LockInspector, LockSessions } from './engine/index.js';
+import { MemoryReclaimer } from './memory-reclaimer.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { CoordinationStore } from './stores/store.js';
 import { ZooKeeperStore } from './stores/zookeeper/zookeeper-store.js';
@@ -103,12 +104,17 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   );
   for (const warning of exposureWarnings(config, security)) logger.warn(warning);
   const unwatchHealth = followSessionHealth(store, (serving) => server.setServing(serving));
+  const reclaimer = new MemoryReclaimer({
+    requests: () => sessions.size,
+    logger: logger.child({ component: 'memory' }),
+  });
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       logger.info('shutting down');
       unwatchHealth();
+      reclaimer.stop();
       await server.shutdown(config.shutdownGraceMs);
       await http?.close();
       // Requests kept for a resume that can no longer come: release them with the session.

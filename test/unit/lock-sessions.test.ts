@@ -17,8 +17,10 @@ import { SessionState } from '../../src/server/stores/session-state.js';
 const silent = pino({ level: 'silent' });
 
 const noAccounting: RequestAccounting = {
-  waiting: () => () => {},
-  granted: () => () => {},
+  waiting: () => {},
+  waitEnded: () => {},
+  granted: () => {},
+  holdEnded: () => {},
   notGranted: () => {},
 };
 

@@ -1,7 +1,7 @@
 import { onAbort } from '../../common/abort.js';
 import { VALUE_MAX_BYTES } from '../../common/limits.js';
 import { NodeFollow, type CoordinationStore, type CreatedNode, type StoreSession } from '../stores/store.js';
-import type { AcquireRequest, Lease, RevokeRequest } from './lock-request.js';
+import type { AcquireRequest, Lease, LeaseHolder, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { DeleteBatch } from './delete-batch.js';
 import {
@@ -44,7 +44,12 @@ export class LockRequestNode implements Lease {
   #lost: AbortController | undefined;
   /** Listener lists are made on first use: most leases have one listener, or none. */
   #lossListeners: Listeners<LockError, void | Promise<void>> | undefined;
-  readonly #revocation = new HeldRevocation((request) => this.#forced(request));
+  readonly #revocation = new HeldRevocation(
+    (request) => this.#forced(request),
+    (request) => this.#holder?.revokeRequested(request),
+  );
+  #holder: LeaseHolder | undefined;
+  #unlinkConfirmation: (() => void) | undefined;
   #released: Promise<void> | undefined;
   /** The last change of the node (a value, a downgrade), so that the next one is applied after it. */
   #nodeChanged: Promise<void> = Promise.resolve();
@@ -154,6 +159,16 @@ export class LockRequestNode implements Lease {
 
   get revokeRequest(): RevokeRequest | undefined {
     return this.#revocation.request;
+  }
+
+  setHolder(holder: LeaseHolder | undefined): void {
+    this.#holder = holder;
+    this.#unlinkConfirmation?.();
+    this.#unlinkConfirmation = undefined;
+    if (!holder) return;
+    this.#unlinkConfirmation = this.#session?.onConfirmedChange((confirmed) =>
+      this.#holder?.confirmation(confirmed),
+    );
   }
 
   onRevokeRequested(listener: (request: RevokeRequest) => void): () => void {
@@ -341,12 +356,18 @@ export class LockRequestNode implements Lease {
     this.#lossReason = reason;
     this.#stopWatching();
     this.#lost?.abort(reason);
+    const holder = this.#holder;
+    this.setHolder(undefined);
     const listeners = this.#lossListeners;
     this.#lossListeners = undefined;
-    return listeners?.tell(reason) ?? [];
+    const telling = listeners?.tell(reason) ?? [];
+    if (holder) telling.push(holder.lost(reason));
+    return telling;
   }
 
   #stopWatching(): void {
+    this.#unlinkConfirmation?.();
+    this.#unlinkConfirmation = undefined;
     this.#revocation.stop();
     this.#unlinkSession();
     this.follow.stop();

@@ -71,6 +71,19 @@ export class QueuePlace {
   }
 }
 
+/**
+ * Who holds a lease, told what happens to it: one object, where a listener per event would
+ * cost a closure and a list entry each for every held lock.
+ */
+export interface LeaseHolder {
+  /** The lock was lost; returns a promise that settles once the holder has been told (see `onLost`). */
+  lost(reason: LockError): void | Promise<void>;
+  /** The store's session fell in doubt (`false`) or is vouched for again (`true`). */
+  confirmation(confirmed: boolean): void;
+  /** Someone asked for the lock back (told again when a deadline escalates the request). */
+  revokeRequested(request: RevokeRequest): void;
+}
+
 /** A held lock. It stays held until `release()` or until `lost` aborts. */
 export interface Lease extends AsyncDisposable {
   readonly name: string;
@@ -98,6 +111,8 @@ export interface Lease extends AsyncDisposable {
   readonly confirmed: boolean;
   /** Calls `listener` whenever `confirmed` changes; returns a function that unsubscribes. */
   onConfirmedChange(listener: (confirmed: boolean) => void): () => void;
+  /** Makes `holder` the one told of the lease's loss, doubt and revocation, until its end (undefined: nobody). */
+  setHolder(holder: LeaseHolder | undefined): void;
   /** Deletes the lock node. Idempotent. Rejects with `LOCK_LOST` if the lock was lost first. */
   release(): Promise<void>;
   /** Set once someone asked the holder to release the lock (RevokeLock). */

@@ -1,7 +1,7 @@
 import { isLockError, LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
 import type { CoordinationStore } from '../stores/store.js';
-import type { Lease, RevokeRequest } from './lock-request.js';
+import type { Lease, LeaseHolder, RevokeRequest } from './lock-request.js';
 import { DeleteBatch } from './delete-batch.js';
 import type { LockRequestNode } from './lease.js';
 import { escalates } from './revocation.js';
@@ -23,6 +23,8 @@ export class MultiLease implements Lease {
   #lossListeners: Array<(reason: LockError) => void | Promise<void>> = [];
   #revokeListeners: Array<(request: RevokeRequest) => void> = [];
   #revokeRequest: RevokeRequest | undefined;
+  #holder: LeaseHolder | undefined;
+  #unlinkConfirmation: (() => void) | undefined;
   #released: Promise<void> | undefined;
   readonly #unlinks: Array<() => void>;
 
@@ -83,6 +85,17 @@ export class MultiLease implements Lease {
     return this.#revokeRequest;
   }
 
+  setHolder(holder: LeaseHolder | undefined): void {
+    this.#holder = holder;
+    this.#unlinkConfirmation?.();
+    this.#unlinkConfirmation = undefined;
+    if (!holder) return;
+    // One session: its changes reach every part at once, so the first part speaks for all.
+    this.#unlinkConfirmation = this.#parts[0]!.onConfirmedChange((confirmed) =>
+      this.#holder?.confirmation(confirmed),
+    );
+  }
+
   onRevokeRequested(listener: (request: RevokeRequest) => void): () => void {
     this.#revokeListeners.push(listener);
     return () => {
@@ -120,6 +133,7 @@ export class MultiLease implements Lease {
 
   /** Releases every part still held; a part lost meanwhile is not an error here. */
   async #releaseParts(): Promise<void> {
+    this.setHolder(undefined);
     for (const unlink of this.#unlinks) unlink();
     // One step: nobody sees part of the set released and part held.
     const batch = new DeleteBatch(this.#store);
@@ -140,6 +154,9 @@ export class MultiLease implements Lease {
     this.#lost?.abort(this.#lossReason);
     const telling = this.#lossListeners.map((listener) => listener(this.#lossReason!));
     this.#lossListeners = [];
+    const holder = this.#holder;
+    this.setHolder(undefined);
+    if (holder) telling.push(holder.lost(this.#lossReason));
     const others = this.#parts.filter((other) => other !== part);
     // The other locks go as soon as the holder has heard (as the lost one does): nobody may be
     // granted one of them while it still believes it holds the set.
@@ -151,6 +168,7 @@ export class MultiLease implements Lease {
   #revoked(request: RevokeRequest): void {
     if (!escalates(this.#revokeRequest, request)) return;
     this.#revokeRequest = request;
+    this.#holder?.revokeRequested(request);
     for (const listener of [...this.#revokeListeners]) listener(request);
   }
 }

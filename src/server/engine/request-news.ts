@@ -38,15 +38,17 @@ export interface RequestListener {
   replaced(): void;
 }
 
-/** The request counts a session keeps up to date (the server's metrics). */
+/**
+ * The request counts a session keeps up to date (the server's metrics). Each request is counted
+ * waiting from its start until `waitEnded`, and holding from `granted` until `holdEnded`: the
+ * request keeps the numbers, not a closure per phase.
+ */
 export interface RequestAccounting {
-  /** Counts a waiting request until the returned function is called. */
-  waiting(mode: LockMode): () => void;
-  /** A grant after `waitMs` of `held` (one lock, or a multi-lock's); counts a holder until the returned function is called. */
-  granted(
-    mode: LockMode,
-    waitMs: number,
-    held: readonly HeldRequest[],
-  ): (outcome: 'released' | 'lost') => void;
+  waiting(mode: LockMode): void;
+  waitEnded(mode: LockMode): void;
+  /** A grant after `waitMs` of `held` (one lock, or a multi-lock's). */
+  granted(mode: LockMode, waitMs: number, held: readonly HeldRequest[]): void;
+  /** The end of a hold of `heldMs` that `granted` counted. */
+  holdEnded(mode: LockMode, outcome: 'released' | 'lost', heldMs: number, held: readonly HeldRequest[]): void;
   notGranted(mode: LockMode, error: unknown): void;
 }

@@ -40,13 +40,16 @@ export function escalates(told: RevokeRequest | undefined, next: RevokeRequest):
 export class HeldRevocation {
   /** Called once the deadline of the request told has passed. */
   readonly #forced: (request: RevokeRequest) => void;
+  readonly #told: ((request: RevokeRequest) => void) | undefined;
   #request: RevokeRequest | undefined;
   #listeners: Listeners<RevokeRequest> | undefined;
   #forceTimer: NodeJS.Timeout | undefined;
   #stopped = false;
 
-  constructor(forced: (request: RevokeRequest) => void) {
+  /** `told` is called with each request the holder is told, before any listener. */
+  constructor(forced: (request: RevokeRequest) => void, told?: (request: RevokeRequest) => void) {
     this.#forced = forced;
+    this.#told = told;
   }
 
   /** The request the holder was told, if any. */
@@ -68,6 +71,7 @@ export class HeldRevocation {
     const request = parseRevokeRequest(data);
     if (!request || !escalates(this.#request, request)) return;
     this.#request = request;
+    this.#told?.(request);
     this.#listeners?.tell(request);
     if (request.forceAt === undefined) return;
     this.#forceTimer = setTimeout(

@@ -1,7 +1,15 @@
 import { isLockError, LockError } from '../lock-error.js';
 import { lossReport } from './lease.js';
 import type { LockEngine } from './lock-engine.js';
-import { heldRequests, QueuePlace, Withdrawal, type AcquireRequest, type Lease } from './lock-request.js';
+import {
+  heldRequests,
+  QueuePlace,
+  Withdrawal,
+  type AcquireRequest,
+  type Lease,
+  type LeaseHolder,
+  type RevokeRequest,
+} from './lock-request.js';
 import type { RequestListener, RequestNews } from './request-news.js';
 import type { LockSession } from './lock-session.js';
 
@@ -16,13 +24,16 @@ export type LetGo = 'release' | 'cancel' | 'close';
  * attached to the session; an end that happens while none is attached is kept until a stream
  * resumes the session.
  */
-export class SessionRequest {
+export class SessionRequest implements LeaseHolder {
   readonly id: number;
   readonly request: AcquireRequest;
   readonly #session: LockSession;
   readonly #withdrawal = new Withdrawal();
   readonly #place = new QueuePlace();
-  readonly #openedAt = performance.now();
+  /** When the request was made, until it is granted; then when it was granted. */
+  #since = performance.now();
+  /** Which count of the session's accounting the request is in. */
+  #counted: 'waiting' | 'holding' | undefined = 'waiting';
   #phase: Phase = 'waiting';
   /** Whether it has been handed to the engine (it waits for its turn among the session's work until then). */
   #started = false;
@@ -34,9 +45,6 @@ export class SessionRequest {
   #grantUntold = false;
   /** Set once ended while no stream was attached: told to the next stream that attaches. */
   #untoldEnd: RequestNews | undefined;
-  #stopWaiting: (() => void) | undefined;
-  #endHold: ((outcome: 'released' | 'lost') => void) | undefined;
-  #stopFollowing: (() => void) | undefined;
   /** Resolves once a request not started yet has its first news; made only for a resume that waits for it. */
   #firstNews: { promise: Promise<void>; resolve: () => void } | undefined;
   /** Resolves once the request has ended; made only for a session that waits for it. */
@@ -52,7 +60,7 @@ export class SessionRequest {
     this.#session = session;
     this.id = id;
     this.request = request;
-    this.#stopWaiting = session.accounting.waiting(request.mode);
+    session.accounting.waiting(request.mode);
   }
 
   /**
@@ -92,9 +100,22 @@ export class SessionRequest {
       );
   }
 
+  #endWait(): void {
+    if (this.#counted !== 'waiting') return;
+    this.#counted = undefined;
+    this.#session.accounting.waitEnded(this.request.mode);
+  }
+
+  #endHold(outcome: 'released' | 'lost'): void {
+    const lease = this.#lease;
+    if (this.#counted !== 'holding' || !lease) return;
+    this.#counted = undefined;
+    const heldMs = performance.now() - this.#since;
+    this.#session.accounting.holdEnded(this.request.mode, outcome, heldMs, heldRequests(this.request, lease));
+  }
+
   #notGranted(error: unknown): void {
-    this.#stopWaiting?.();
-    this.#stopWaiting = undefined;
+    this.#endWait();
     this.#session.accounting.notGranted(this.request.mode, error);
     this.#end({ kind: 'ended', error });
   }
@@ -246,14 +267,12 @@ export class SessionRequest {
   }
 
   #granted(lease: Lease): void {
-    this.#stopWaiting?.();
-    this.#stopWaiting = undefined;
+    this.#endWait();
     this.#lease = lease;
-    this.#endHold = this.#session.accounting.granted(
-      this.request.mode,
-      performance.now() - this.#openedAt,
-      heldRequests(this.request, lease),
-    );
+    const now = performance.now();
+    this.#session.accounting.granted(this.request.mode, now - this.#since, heldRequests(this.request, lease));
+    this.#counted = 'holding';
+    this.#since = now;
     this.#phase = 'held';
     if (this.#letGo) {
       // Withdrawn in the same moment as it was granted: the client never hears of the grant,
@@ -266,16 +285,7 @@ export class SessionRequest {
       void this.#lost();
       return;
     }
-    const unlost = lease.onLost(() => this.#lost());
-    const unconfirmed = lease.onConfirmedChange((confirmed) =>
-      this.#tell({ kind: 'confirmation', confirmed }),
-    );
-    const unrevoked = lease.onRevokeRequested((revoke) => this.#tell({ kind: 'revoke-requested', revoke }));
-    this.#stopFollowing = () => {
-      unlost();
-      unconfirmed();
-      unrevoked();
-    };
+    lease.setHolder(this);
     const listener = this.#session.listener;
     if (listener) this.#tellHeld(listener, lease);
   }
@@ -290,7 +300,7 @@ export class SessionRequest {
     const released = this.#holderRequests ? this.#holderRequests.then(release) : release();
     released.then(
       () => {
-        this.#endHold?.('released');
+        this.#endHold('released');
         if (this.#grantUntold && this.#letGo) {
           this.#end({ kind: 'ended', error: this.#withdrawalReason(this.#letGo) });
           return;
@@ -309,7 +319,7 @@ export class SessionRequest {
         this.#end({ kind: 'ended', error: undefined });
       },
       (error: unknown) => {
-        this.#endHold?.('lost');
+        this.#endHold('lost');
         const why = isLockError(error, 'LOCK_LOST') ? lossReport(this.request.name, error) : error;
         this.#end({ kind: 'ended', error: why });
       },
@@ -320,14 +330,28 @@ export class SessionRequest {
   #lost(): void | Promise<void> {
     if (this.#phase !== 'held') return undefined;
     this.#unfollow();
-    this.#endHold?.('lost');
+    this.#endHold('lost');
     this.#end({ kind: 'lost', error: lossReport(this.request.name, this.#lease?.lossReason) });
     return this.#told;
   }
 
   #unfollow(): void {
-    this.#stopFollowing?.();
-    this.#stopFollowing = undefined;
+    this.#lease?.setHolder(undefined);
+  }
+
+  // LeaseHolder: what the held lease tells its holder.
+
+  /** The lock was lost: tells the client; resolves once the stream has taken it, if one is attached. */
+  lost(): void | Promise<void> {
+    return this.#lost();
+  }
+
+  confirmation(confirmed: boolean): void {
+    this.#tell({ kind: 'confirmation', confirmed });
+  }
+
+  revokeRequested(revoke: RevokeRequest): void {
+    this.#tell({ kind: 'revoke-requested', revoke });
   }
 
   /** Ends the request: tells the attached stream, or keeps the news for the next one. */

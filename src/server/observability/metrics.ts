@@ -7,7 +7,7 @@ import { LockActivity } from './lock-activity.js';
 /** How a wait ended without a grant. */
 export type NotGrantedOutcome = 'timed_out' | 'withdrawn' | 'rejected' | 'unavailable' | 'failed';
 /** How a held lock's stream ended. */
-export type HoldOutcome = 'released' | 'lost' | 'detached' | 'replaced';
+export type HoldOutcome = 'released' | 'lost';
 
 const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600];
 
@@ -28,7 +28,7 @@ export class Metrics {
   });
   readonly #holds = new Counter({
     name: 'lockstream_holds_total',
-    help: 'Held locks by mode and by how their stream ended (released, lost, detached, replaced)',
+    help: 'Held locks by mode and by how their hold ended (released, lost)',
     labelNames: ['mode', 'outcome'] as const,
     registers: [this.registry],
   });
@@ -48,13 +48,13 @@ export class Metrics {
   });
   readonly #holders = new Gauge({
     name: 'lockstream_holders',
-    help: 'Streams of this instance holding a lock',
+    help: 'Lock requests of this instance holding a lock',
     labelNames: ['mode'] as const,
     registers: [this.registry],
   });
   readonly #waiters = new Gauge({
     name: 'lockstream_waiters',
-    help: 'Streams of this instance waiting for a lock',
+    help: 'Lock requests of this instance waiting for a lock',
     labelNames: ['mode'] as const,
     registers: [this.registry],
   });
@@ -102,48 +102,28 @@ export class Metrics {
     return once(() => this.#sessions.dec());
   }
 
-  /** Counts a waiting stream until the returned function is called. */
-  waiting(mode: LockMode): () => void {
-    const waiters = this.#waitersOf(mode);
-    waiters.inc();
-    return once(() => waiters.dec());
+  /** Counts a waiting request until `waitEnded`. */
+  waiting(mode: LockMode): void {
+    this.#waitersOf(mode).inc();
   }
 
-  /**
-   * A grant after `waitMs` of the locks in `held` (one, or a multi-lock's); counts a holder
-   * until the returned function is called with how it ended.
-   */
-  granted(mode: LockMode, waitMs: number, held: readonly HeldRequest[] = []): (outcome: HoldOutcome) => void {
+  waitEnded(mode: LockMode): void {
+    this.#waitersOf(mode).dec();
+  }
+
+  /** A grant after `waitMs` of the locks in `held` (one, or a multi-lock's); counts a holder until `holdEnded`. */
+  granted(mode: LockMode, waitMs: number, held: readonly HeldRequest[] = []): void {
     this.#requestsOf(mode, 'granted').inc();
     this.#waitSecondsOf(mode).observe(waitMs / 1000);
-    const holders = this.#holdersOf(mode);
-    holders.inc();
-    const since = performance.now();
+    this.#holdersOf(mode).inc();
     for (const request of held) this.activity.granted(request, waitMs);
-    return once((outcome: HoldOutcome) => {
-      this.#activityEnded(held, outcome);
-      holders.dec();
-      this.#holdsOf(mode, outcome).inc();
-      this.#holdSecondsOf(mode).observe((performance.now() - since) / 1000);
-    });
   }
 
-  /** A resumed stream holding `held`, granted earlier: counts a holder, but not a new grant. */
-  holding(mode: LockMode, held: readonly HeldRequest[] = []): (outcome: HoldOutcome) => void {
-    const holders = this.#holdersOf(mode);
-    holders.inc();
-    return once((outcome: HoldOutcome) => {
-      this.#activityEnded(held, outcome);
-      holders.dec();
-      this.#holdsOf(mode, outcome).inc();
-    });
-  }
-
-  /** A stream that detached (or was replaced) leaves its locks held, for a resume. */
-  #activityEnded(held: readonly HeldRequest[], outcome: HoldOutcome): void {
-    if (outcome === 'released' || outcome === 'lost') {
-      for (const request of held) this.activity.ended(request, outcome);
-    }
+  holdEnded(mode: LockMode, outcome: HoldOutcome, heldMs: number, held: readonly HeldRequest[] = []): void {
+    for (const request of held) this.activity.ended(request, outcome);
+    this.#holdersOf(mode).dec();
+    this.#holdsOf(mode, outcome).inc();
+    this.#holdSecondsOf(mode).observe(heldMs / 1000);
   }
 
   notGranted(mode: LockMode, error: unknown): void {

@@ -105,7 +105,8 @@ export function toAcquireRequest(start: AcquireStart, peer: string): AcquireRequ
       start.waitTimeout === undefined ? undefined : durationToMs(start.waitTimeout, 'wait_timeout'),
     owner: start.owner,
     peer,
-    value: start.value,
+    // An empty value is none: a request keeps no buffer for it.
+    value: start.value.byteLength === 0 ? undefined : start.value,
     // Checked against the mode by the engine (both RPCs reach it).
     limit: start.limit,
     weight: start.weight,
