@@ -4,14 +4,7 @@ import type { LockEngine } from './lock-engine.js';
 import type { AcquireRequest } from './lock-request.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
 import { SessionRequest } from './session-request.js';
-import { WorkLimiter } from './work-limiter.js';
-
-/**
- * How many requests of one session may have store work in flight at once (creating their
- * node and learning their place, or deleting it): a session that floods the server with
- * requests is served in turns with everyone else, not ahead of them.
- */
-export const SESSION_STORE_WORK_MAX = 32;
+import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';
 
 /** Which RPC opened a session: an Acquire stream is a session of one request. */
 export type SessionKind = 'acquire' | 'session';
@@ -20,6 +13,8 @@ export interface LockSessionOptions {
   readonly engine: LockEngine;
   readonly logger: Logger;
   readonly accounting: RequestAccounting;
+  /** Where the session's store work takes its turns with every other session's. */
+  readonly storeWork: StoreWorkScheduler;
   readonly kind: SessionKind;
   /** Set when the session can be resumed (its grace is above zero). */
   readonly resumeToken: string | undefined;
@@ -46,7 +41,8 @@ export class LockSession {
   readonly callerName: string | undefined;
   readonly #options: LockSessionOptions;
   readonly #requests = new Map<number, SessionRequest>();
-  readonly #storeWork = new WorkLimiter(SESSION_STORE_WORK_MAX);
+  /** This session's store work waiting for its turn. */
+  readonly #work = new WorkQueue();
   #listener: RequestListener | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
   #ended: Promise<void> | undefined;
@@ -129,13 +125,13 @@ export class LockSession {
     const queued = new SessionRequest(this, id, request);
     this.#requests.set(id, queued);
     const { engine } = this.#options;
-    this.#storeWork.run((done) => queued.start(engine, done));
+    this.#options.storeWork.run(this.#work, (done) => queued.start(engine, done));
   }
 
   /** Runs `work` (a request's store work) in its turn among this session's. */
   storeWork<T>(work: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#storeWork.run((done) => {
+      this.#options.storeWork.run(this.#work, (done) => {
         work().then(resolve, reject).finally(done);
       });
     });

@@ -4,6 +4,15 @@ import { LockError } from '../lock-error.js';
 import type { LockEngine } from './lock-engine.js';
 import { LockSession, type SessionKind } from './lock-session.js';
 import type { RequestAccounting } from './request-news.js';
+import { StoreWorkScheduler } from './store-work-scheduler.js';
+
+/**
+ * How many requests of this server may have store work in flight at once (creating their node
+ * and learning their place, or deleting it). Enough to keep ZooKeeper's pipeline full; beyond
+ * it, sessions take turns (see StoreWorkScheduler), so a flood from one session does not put
+ * its whole backlog in ZooKeeper's queue ahead of another client's request.
+ */
+export const STORE_WORK_IN_FLIGHT = 128;
 
 export interface LockSessionsOptions {
   readonly engine: LockEngine;
@@ -25,6 +34,7 @@ export class LockSessions {
   readonly #maxResumeGraceMs: number;
   readonly #resumable = new Map<string, LockSession>();
   readonly #sessions = new Set<LockSession>();
+  readonly #storeWork = new StoreWorkScheduler(STORE_WORK_IN_FLIGHT);
   #closed = false;
 
   constructor(options: LockSessionsOptions) {
@@ -59,6 +69,7 @@ export class LockSessions {
       engine: this.#engine,
       logger: options.logger,
       accounting: options.accounting,
+      storeWork: this.#storeWork,
       kind: options.kind,
       resumeToken: token,
       graceMs,
