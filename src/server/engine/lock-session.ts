@@ -3,7 +3,7 @@ import { LockError } from '../lock-error.js';
 import type { LockEngine } from './lock-engine.js';
 import type { AcquireRequest } from './lock-request.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
-import { SessionRequest } from './session-request.js';
+import { SessionRequest, type RequestSession } from './session-request.js';
 import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';
 
 /** Which RPC opened a session: an Acquire stream is a session of one request. */
@@ -34,7 +34,7 @@ export interface LockSessionOptions {
  * stands. Once the grace is over, or when the session ends cleanly, every request is
  * withdrawn or released.
  */
-export class LockSession {
+export class LockSession implements RequestSession {
   readonly kind: SessionKind;
   readonly resumeToken: string | undefined;
   readonly graceMs: number;

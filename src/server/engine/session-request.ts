@@ -10,8 +10,22 @@ import {
   type LeaseHolder,
   type RevokeRequest,
 } from './lock-request.js';
-import type { RequestListener, RequestNews } from './request-news.js';
-import type { LockSession } from './lock-session.js';
+import type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
+
+/** What a request needs of the session it belongs to (LockSession). */
+export interface RequestSession {
+  /** The attached stream, if any. */
+  readonly listener: RequestListener | undefined;
+  readonly accounting: RequestAccounting;
+  readonly ended: boolean;
+  /** How messages name the stream that carries the session. */
+  readonly streamNoun: string;
+  isAttached(listener: RequestListener): boolean;
+  /** Runs `work` (a request's store work) in its turn among every session's. */
+  storeWork<T>(work: () => Promise<T>): Promise<T>;
+  /** The request is over and its end told (or nobody is left to tell). */
+  forgetRequest(request: SessionRequest): void;
+}
 
 type Phase = 'waiting' | 'held' | 'releasing' | 'ended';
 
@@ -27,7 +41,7 @@ export type LetGo = 'release' | 'cancel' | 'close';
 export class SessionRequest implements LeaseHolder {
   readonly id: number;
   readonly request: AcquireRequest;
-  readonly #session: LockSession;
+  readonly #session: RequestSession;
   readonly #withdrawal = new Withdrawal();
   readonly #place = new QueuePlace();
   /** When the request was made, until it is granted; then when it was granted. */
@@ -56,7 +70,7 @@ export class SessionRequest implements LeaseHolder {
   /** The holder's requests (values, a downgrade), applied one after the other; a release waits for them. */
   #holderRequests: Promise<void> | undefined;
 
-  constructor(session: LockSession, id: number, request: AcquireRequest) {
+  constructor(session: RequestSession, id: number, request: AcquireRequest) {
     this.#session = session;
     this.id = id;
     this.request = request;
