@@ -8,49 +8,55 @@ export interface MemoryReclaimerOptions {
   readonly logger: Logger;
   /** How often the count is looked at. */
   readonly intervalMs?: number;
-  /** How many requests must have ended since the peak before memory is reclaimed. */
-  readonly endedAtLeast?: number;
+  /** By how many requests the count must have changed since the last collection. */
+  readonly changedAtLeast?: number;
+  /** The collector (tests pass their own); by default V8's, made callable. */
+  readonly collect?: MajorGc | undefined;
 }
 
-type MajorGc = (options: { type: 'major'; execution: 'async' }) => Promise<void>;
+export type MajorGc = (options: { type: 'major'; execution: 'async' }) => Promise<void>;
 
 /**
- * Gives memory back once many lock requests have ended. V8 keeps the heap it grew to (live
- * objects and the garbage of their making) until a full collection, and a server that went
- * quiet after releasing 100,000 locks never runs one: its RSS would stay where the peak left it.
- * So when the count of requests has fallen by `endedAtLeast` and by half from its peak, one
- * major collection is asked for (incremental, so the pause is short), and V8 returns the pages
- * it no longer needs. Nothing happens while the count stays level or grows.
+ * Gives memory back after a burst of lock requests. V8 keeps the heap it grew to (live objects
+ * and the garbage of their making) until a full collection, and a server that went quiet
+ * after taking or releasing 100,000 locks may never run one: its RSS would stay where the
+ * burst left it. So once the count of requests has changed by `changedAtLeast` since the last
+ * collection and has settled (the same, within 1%, at two looks in a row), one major
+ * collection is asked for (incremental, so the pause is short), and V8 returns the pages it no
+ * longer needs. Nothing happens while the count moves, or stays level.
  */
 export class MemoryReclaimer {
   readonly #requests: () => number;
   readonly #logger: Logger;
-  readonly #endedAtLeast: number;
+  readonly #changedAtLeast: number;
   readonly #timer: NodeJS.Timeout;
   readonly #collect: MajorGc | undefined;
-  #peak = 0;
+  /** The count at the last look, and at the last collection. */
+  #previous = 0;
+  #atLastCollection = 0;
   #collecting = false;
 
   constructor(options: MemoryReclaimerOptions) {
     this.#requests = options.requests;
     this.#logger = options.logger;
-    this.#endedAtLeast = options.endedAtLeast ?? 10_000;
-    this.#collect = majorGc();
+    this.#changedAtLeast = options.changedAtLeast ?? 10_000;
+    this.#collect = 'collect' in options ? options.collect : majorGc();
     this.#timer = setInterval(() => this.#look(), options.intervalMs ?? 5_000);
     this.#timer.unref();
   }
 
   #look(): void {
     const now = this.#requests();
-    if (now > this.#peak) this.#peak = now;
-    const ended = this.#peak - now;
-    if (ended < this.#endedAtLeast || now > this.#peak / 2 || this.#collecting || !this.#collect) return;
-    this.#peak = now;
+    const settled = Math.abs(now - this.#previous) <= now / 100;
+    this.#previous = now;
+    const changed = now - this.#atLastCollection;
+    if (!settled || Math.abs(changed) < this.#changedAtLeast || this.#collecting || !this.#collect) return;
+    this.#atLastCollection = now;
     this.#collecting = true;
     const before = process.memoryUsage.rss();
     void this.#collect({ type: 'major', execution: 'async' })
       .then(() =>
-        this.#logger.debug({ ended, rssBefore: before }, 'memory reclaimed after lock requests ended'),
+        this.#logger.debug({ changed, rssBefore: before }, 'memory reclaimed after a burst of lock requests'),
       )
       .catch((error: unknown) => this.#logger.warn({ err: error }, 'could not reclaim memory'))
       .finally(() => (this.#collecting = false));
