@@ -258,6 +258,45 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
+    describe('childrenOfEach', () => {
+      it("lists each directory's children in the directories' order, [] for one that does not exist", async () => {
+        const a = [await create(`${root}/locks/a`), await create(`${root}/locks/a`)];
+        const b = await create(`${root}/locks/b`);
+        const gone = await create(`${root}/locks/gone`);
+        await store.delete(gone.path);
+        const listed = await store.childrenOfEach([
+          `${root}/locks/a`,
+          `${root}/locks/never-created`,
+          `${root}/locks/b`,
+          `${root}/locks/gone`,
+          `${root}/locks/a`,
+        ]);
+        expect(listed.map((children) => [...children].sort())).toEqual([
+          a.map((node) => node.name).sort(),
+          [],
+          [b.name],
+          [],
+          a.map((node) => node.name).sort(),
+        ]);
+      });
+
+      it('lists thousands of directories with long names, in their order, as one call each would', async () => {
+        // 2,500 paths of over 600 bytes: more paths, and more bytes, than one ZooKeeper request takes.
+        const dirs = Array.from({ length: 2500 }, (_, i) => `${root}/locks/${'n'.repeat(600)}-${i}`);
+        const used = [0, 999, 1000, 1001, 2499];
+        const names = new Map<number, string>();
+        for (const index of used) names.set(index, (await create(dirs[index])).name);
+        const before = { ...store.stats };
+        const listed = await store.childrenOfEach(dirs);
+        expect(listed).toHaveLength(dirs.length);
+        expect(listed.map((children, index) => (children.length === 0 ? [] : [index, ...children]))).toEqual(
+          dirs.map((_, index) => (names.has(index) ? [index, names.get(index)] : [])),
+        );
+        expect(delta(before, store.stats).childrenListings).toBe(dirs.length);
+        expect(await store.childrenOfEach([])).toEqual([]);
+      });
+    });
+
     describe('nodeData', () => {
       it('reads the creation id and the data written at creation; null once the node is gone', async () => {
         const created = await store.createSequential(dir, uniquePrefix(), Buffer.from('{"owner":"ops"}'));

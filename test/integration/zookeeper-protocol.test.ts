@@ -195,6 +195,43 @@ describe('ZooKeeperConnection (wire protocol in TypeScript)', () => {
     expect(await zk.exists(`${base}/b`)).toBeNull();
   });
 
+  it('reads the children of many nodes in one multiRead, each path failing alone', async () => {
+    const zk = await connect();
+    const base = `${root}/multi-read-${randomUUID()}`;
+    await zk.create(base, text(''), OPEN_ACL_UNSAFE, CreateMode.persistent);
+    await Promise.all(
+      ['a', 'b', 'empty'].map((name) =>
+        zk.create(`${base}/${name}`, text(''), OPEN_ACL_UNSAFE, CreateMode.persistent),
+      ),
+    );
+    await Promise.all(
+      ['a/1', 'a/2', 'b/3'].map((name) =>
+        zk.create(`${base}/${name}`, text(''), OPEN_ACL_UNSAFE, CreateMode.persistent),
+      ),
+    );
+    const credentials = `lockstream:${randomUUID()}`;
+    const hash = createHash('sha1').update(credentials, 'utf8').digest('base64');
+    const closed = await zk.create(
+      `${base}/closed`,
+      text(''),
+      [{ perms: Perms.all, scheme: 'digest', id: `lockstream:${hash}` }],
+      CreateMode.persistent,
+    );
+
+    const results = await zk.multiGetChildren([
+      `${base}/a`,
+      `${base}/missing`,
+      `${base}/b`,
+      closed.path,
+      `${base}/empty`,
+      `${base}/a`,
+    ]);
+    expect(
+      results.map((result) => ('children' in result ? [...result.children].sort() : result.err)),
+    ).toEqual([['1', '2'], ErrorCode.noNode, ['3'], ErrorCode.noAuth, [], ['1', '2']]);
+    expect(await zk.multiGetChildren([])).toEqual([]);
+  });
+
   it('creates containers, which ZooKeeper may remove once empty', async () => {
     const zk = await connect();
     const path = `${root}/container-${randomUUID()}`;

@@ -57,6 +57,8 @@ export interface LockPage {
 
 export const LIST_PAGE_SIZE_DEFAULT = 100;
 export const LIST_PAGE_SIZE_MAX = 1000;
+/** Lock parents read at once by ListLocks, at most: the listings of this many are in memory together. */
+const LIST_READ_BATCH_MAX = 10_000;
 
 /**
  * The read side: who holds and waits for what, answered from the store alone, so any instance
@@ -190,7 +192,14 @@ export class LockInspector {
 
   /**
    * Locks with holders or waiters whose names start with `prefix`, in name order, a page at a
-   * time; only those `visible` accepts, if given (what the caller may see).
+   * time; only those `visible` accepts, if given (what the caller may see). The next page
+   * token is the last name listed, and is empty when no lock after it has requests.
+   *
+   * Every lock parent is a candidate, also the empty ones that wait for ZooKeeper to remove
+   * them (by default it looks for empty containers once a minute and removes at most 10,000 a
+   * minute): after many names were used they outnumber the locks with requests by far. So the
+   * parents are read in batches (childrenOfEach, a thousand per ZooKeeper request), growing
+   * from just enough for a page of busy locks up to LIST_READ_BATCH_MAX.
    */
   async list(options: {
     prefix: string;
@@ -217,21 +226,29 @@ export class LockInspector {
       )
       .sort();
     const locks: LockSummary[] = [];
-    let last: string | undefined;
-    for (const name of names) {
-      if (locks.length === pageSize) return { locks, nextPageToken: encodePageToken(last ?? name) };
-      last = name;
-      const queue = queueOrder(await this.#store.children(this.#engine.lockPath(name)));
-      // An empty parent waits for ZooKeeper to remove it: nobody holds or waits for that lock.
-      if (queue.length === 0) continue;
-      const held = holders(queue).count;
-      locks.push({
-        name,
-        holders: held,
-        waiters: queue.length - held,
-        heldMode: queue[0]?.mode,
-        ...capacity(queue),
-      });
+    // One more than a page: if every lock had requests, the last says whether a page follows.
+    let batch = pageSize + 1;
+    let start = 0;
+    while (start < names.length) {
+      const batchNames = names.slice(start, start + batch);
+      start += batchNames.length;
+      batch = Math.min(2 * batch, LIST_READ_BATCH_MAX);
+      const queues = await this.#store.childrenOfEach(batchNames.map((name) => this.#engine.lockPath(name)));
+      for (const [index, name] of batchNames.entries()) {
+        const queue = queueOrder(queues[index] ?? []);
+        // An empty parent waits for ZooKeeper to remove it: nobody holds or waits for that lock.
+        if (queue.length === 0) continue;
+        const last = locks.at(-1);
+        if (locks.length === pageSize && last) return { locks, nextPageToken: encodePageToken(last.name) };
+        const held = holders(queue).count;
+        locks.push({
+          name,
+          holders: held,
+          waiters: queue.length - held,
+          heldMode: queue[0]?.mode,
+          ...capacity(queue),
+        });
+      }
     }
     return { locks, nextPageToken: '' };
   }

@@ -49,6 +49,10 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#timed('getChildren', () => this.#store.children(dir));
   }
 
+  childrenOfEach(dirs: readonly string[]): Promise<string[][]> {
+    return this.#timed('multiRead', () => this.#store.childrenOfEach(dirs));
+  }
+
   creationId(path: string): Promise<bigint | null> {
     return this.#timed('exists', () => this.#store.creationId(path));
   }

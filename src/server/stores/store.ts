@@ -43,6 +43,13 @@ export interface CoordinationStore extends AsyncDisposable {
   children(dir: string): Promise<string[]>;
 
   /**
+   * `children()` of each of `dirs`, in their order, at a fraction of the cost of one call each
+   * (ZooKeeper: a thousand reads per request, multiRead). Not one snapshot: each listing is as
+   * of its own moment, as with one call each. For inspection (ListLocks reads every lock parent).
+   */
+  childrenOfEach(dirs: readonly string[]): Promise<string[][]>;
+
+  /**
    * The node's creation id (ZooKeeper's czxid): unique across the store, larger for every
    * later creation, never reused. `null` when the node does not exist.
    */

@@ -114,6 +114,10 @@ export class MemoryStore implements CoordinationStore {
   async children(dir: string): Promise<string[]> {
     await this.#roundTrip();
     this.stats.childrenListings += 1;
+    return this.#childrenOf(dir);
+  }
+
+  #childrenOf(dir: string): string[] {
     const parent = this.#parents.get(dir);
     if (parent) return [...parent.children.keys()];
     // Not a lock's parent: list the lock parents under it (their ancestors are implicit here).
@@ -121,6 +125,12 @@ export class MemoryStore implements CoordinationStore {
     return [...this.#parents.keys()]
       .filter((path) => path.startsWith(prefix) && !path.includes('/', prefix.length))
       .map(baseName);
+  }
+
+  async childrenOfEach(dirs: readonly string[]): Promise<string[][]> {
+    await this.#roundTrip();
+    this.stats.childrenListings += dirs.length;
+    return dirs.map((dir) => this.#childrenOf(dir));
   }
 
   async creationId(path: string): Promise<bigint | null> {

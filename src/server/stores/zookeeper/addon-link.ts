@@ -153,6 +153,9 @@ export class AddonLink implements ZooKeeperLink {
   /** The addon does not expose the C client's zoo_amulti. */
   readonly multi = undefined;
 
+  /** Nor its multiRead. */
+  readonly multiGetChildren = undefined;
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

@@ -140,6 +140,19 @@ export class ProtocolLink implements ZooKeeperLink {
         ),
     );
 
+  readonly multiGetChildren = (paths: readonly string[]): Promise<LinkReply<Array<LinkReply<string[]>>>> =>
+    answer(
+      this.#connection
+        .multiGetChildren(paths)
+        .then((results) =>
+          results.map((result) =>
+            'children' in result
+              ? { rc: ErrorCode.ok, value: result.children }
+              : { rc: result.err, value: null },
+          ),
+        ),
+    );
+
   close(): void {
     void this.#connection.close();
   }

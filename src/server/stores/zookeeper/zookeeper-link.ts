@@ -44,6 +44,14 @@ export interface ZooKeeperLink {
    */
   readonly multi: ((ops: readonly LinkOp[]) => Promise<LinkReply<LinkOpResult[]>>) | undefined;
   /**
+   * The children of each of `paths`, in their order, in one request (ZooKeeper's multiRead,
+   * 3.6+): each path answers with its children or its own code (NONODE for a missing one).
+   * An older server answers UNIMPLEMENTED and drops the connection. Undefined on a client
+   * without multiRead (the addon).
+   */
+  readonly multiGetChildren:
+    ((paths: readonly string[]) => Promise<LinkReply<Array<LinkReply<string[]>>>>) | undefined;
+  /**
    * Ends the session and the connection, whatever the link is doing: connected, it sends a
    * closeSession (the session's ephemeral nodes go at once); in any case it stops pinging and
    * reconnecting, so nothing keeps the session alive and ZooKeeper expires it.

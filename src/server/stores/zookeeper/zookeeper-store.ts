@@ -11,6 +11,7 @@ import {
   type StoreSession,
   type StoreStats,
 } from '../store.js';
+import { ChildrenReader } from './children-reader.js';
 import { CreatePipeline } from './create-pipeline.js';
 import { linkFactory } from './link-factory.js';
 import { LinkOperations } from './link-operations.js';
@@ -43,8 +44,8 @@ export interface ZooKeeperStoreOptions {
  * The ZooKeeper store: one ZooKeeper session for the whole server, on a link (`ZooKeeperLink`)
  * to lockstream's own protocol client or to the `zookeeper` addon. It is made of parts with one
  * job each: the session and its health (SessionKeeper), single requests with retries
- * (LinkOperations), creates (CreatePipeline, ParentBarrier), watches (NodeWatches), and the
- * subtree's ACL (TreeProtection).
+ * (LinkOperations), creates (CreatePipeline, ParentBarrier), watches (NodeWatches), listings of
+ * many nodes (ChildrenReader), and the subtree's ACL (TreeProtection).
  */
 export class ZooKeeperStore implements CoordinationStore {
   readonly kind = 'zookeeper';
@@ -54,6 +55,7 @@ export class ZooKeeperStore implements CoordinationStore {
   readonly #ops: LinkOperations;
   readonly #watches: NodeWatches;
   readonly #creates: CreatePipeline;
+  readonly #reader: ChildrenReader;
   readonly #protection: TreeProtection;
   readonly #connectString: string;
 
@@ -69,6 +71,7 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#keeper = keeper;
     this.#ops = ops;
     this.#watches = watches;
+    this.#reader = new ChildrenReader({ keeper, ops, stats: this.stats, logger: options.logger });
     this.#creates = new CreatePipeline({
       keeper,
       ops,
@@ -84,6 +87,7 @@ export class ZooKeeperStore implements CoordinationStore {
     const store = new ZooKeeperStore(options, await linkFactory(options.client ?? 'protocol'));
     try {
       await store.#keeper.whenConnected('connect');
+      await store.#reader.probe();
       await checkChroot(store.#ops, store.#connectString);
       await store.#protection.protect(store.#ops);
     } catch (error) {
@@ -131,6 +135,10 @@ export class ZooKeeperStore implements CoordinationStore {
 
   children(dir: string): Promise<string[]> {
     return this.#ops.children(dir);
+  }
+
+  childrenOfEach(dirs: readonly string[]): Promise<string[][]> {
+    return this.#reader.childrenOfEach(dirs);
   }
 
   creationId(path: string): Promise<bigint | null> {

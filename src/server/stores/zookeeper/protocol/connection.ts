@@ -14,6 +14,7 @@ import {
   readWatcherEvent,
   writeConnectRequest,
   type Acl,
+  type ChildrenResult,
   type MultiOp,
   type MultiResult,
   type Stat,
@@ -29,6 +30,7 @@ import {
   getChildrenRequest,
   getDataRequest,
   multiFailure,
+  multiGetChildrenRequest,
   multiRequest,
   setAclRequest,
   setDataRequest,
@@ -207,6 +209,16 @@ export class ZooKeeperConnection extends EventEmitter {
     const failure = multiFailure(ops, results);
     if (failure) throw failure;
     return results;
+  }
+
+  /**
+   * The children of each of `paths`, in their order, in one request (ZooKeeper 3.6+'s
+   * multiRead): a path that cannot be read (NONODE, NOAUTH) fails alone, with its code. Not one
+   * snapshot: the reads are made one after the other. An older server answers UNIMPLEMENTED
+   * and drops the connection.
+   */
+  multiGetChildren(paths: readonly string[]): Promise<ChildrenResult[]> {
+    return this.#request(multiGetChildrenRequest(this.#chroot, paths));
   }
 
   /**

@@ -21,6 +21,8 @@ export const OpCode = {
   create2: 15,
   createContainer: 19,
   createTTL: 21,
+  /** 3.6+; an older server answers UNIMPLEMENTED and drops the connection. */
+  multiRead: 22,
   closeSession: -11,
   auth: 100,
   setWatches: 101,
@@ -257,6 +259,38 @@ export function readMultiResults(reader: JuteReader, zxid: bigint): MultiResult[
         break;
       default:
         throw new Error(`multi result of unexpected type ${type} (err ${err})`);
+    }
+  }
+}
+
+/**
+ * One getChildren of a multiRead: the node's children's names, or its own error (NONODE,
+ * NOAUTH). Unlike a multi's, the reads of a multiRead fail one by one.
+ */
+export type ChildrenResult = { readonly children: string[] } | { readonly err: number };
+
+/** A multiRead of one getChildren (without a watch) per path. */
+export function writeMultiGetChildren(writer: JuteWriter, paths: readonly string[]): void {
+  for (const path of paths) writer.int(OpCode.getChildren).bool(false).int(-1).string(path).bool(false);
+  writer.int(-1).bool(true).int(-1);
+}
+
+export function readMultiGetChildren(reader: JuteReader): ChildrenResult[] {
+  const results: ChildrenResult[] = [];
+  for (;;) {
+    const type = reader.int();
+    const done = reader.bool();
+    const err = reader.int();
+    if (done) return results;
+    switch (type) {
+      case OpCode.getChildren:
+        results.push({ children: reader.vector(() => reader.string() ?? '') ?? [] });
+        break;
+      case OpCode.error:
+        results.push({ err: reader.int() });
+        break;
+      default:
+        throw new Error(`multiRead result of unexpected type ${type} (err ${err})`);
     }
   }
 }

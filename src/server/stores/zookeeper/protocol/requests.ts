@@ -5,11 +5,14 @@ import {
   ErrorCode,
   OpCode,
   readAcls,
+  readMultiGetChildren,
   readMultiResults,
   readStat,
   writeAcls,
   writeMulti,
+  writeMultiGetChildren,
   type Acl,
+  type ChildrenResult,
   type MultiOp,
   type MultiResult,
   type Stat,
@@ -145,6 +148,23 @@ export function multiRequest(chroot: Chroot, ops: readonly MultiOp[]): RequestSp
         result.op === 'create' ? { ...result, path: chroot.clientPath(result.path) } : result,
       ),
     readOnError: true,
+  };
+}
+
+/** The children of each path in one request (multiRead, 3.6+), each with its own error. */
+export function multiGetChildrenRequest(
+  chroot: Chroot,
+  paths: readonly string[],
+): RequestSpec<ChildrenResult[]> {
+  return {
+    op: OpCode.multiRead,
+    what: `multiRead of ${paths.length}`,
+    write: (writer) =>
+      writeMultiGetChildren(
+        writer,
+        paths.map((path) => chroot.serverPath(path)),
+      ),
+    read: (reader) => readMultiGetChildren(reader),
   };
 }
 
