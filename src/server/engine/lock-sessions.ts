@@ -12,7 +12,7 @@ import { StoreWorkScheduler } from './store-work-scheduler.js';
  * it, sessions take turns (see StoreWorkScheduler), so a flood from one session does not put
  * its whole backlog in ZooKeeper's queue ahead of another client's request.
  */
-export const STORE_WORK_IN_FLIGHT = 128;
+export const STORE_WORK_IN_FLIGHT = 64;
 
 export interface LockSessionsOptions {
   readonly engine: LockEngine;
