@@ -22,7 +22,7 @@ export type RequestNews =
   /** The WRITE hold is a READ hold now, as the client asked. */
   | { readonly kind: 'downgraded' }
   /** The lock was released as the client asked; `ended` (OK) follows. */
-  | { readonly kind: 'released' }
+  | { readonly kind: 'released'; readonly lease: Lease }
   /** The request is over: `error` undefined when released at the client's request. */
   | { readonly kind: 'ended'; readonly error: unknown }
   /**

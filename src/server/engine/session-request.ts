@@ -329,7 +329,7 @@ export class SessionRequest implements LeaseHolder {
           this.#end({ kind: 'ended', error });
           return;
         }
-        this.#tell({ kind: 'released' });
+        this.#tell({ kind: 'released', lease });
         this.#end({ kind: 'ended', error: undefined });
       },
       (error: unknown) => {

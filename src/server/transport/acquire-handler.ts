@@ -87,7 +87,11 @@ class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
     if (opening.kind === 'start') session.acquire(ONLY, request);
   }
 
-  tell(id: number, request: AcquireRequest, news: RequestNews): void | Promise<void> {
+  protected get endedLine(): string {
+    return 'ended';
+  }
+
+  tell(_id: number, _request: AcquireRequest, news: RequestNews): void | Promise<void> {
     switch (news.kind) {
       case 'waiting':
         this.writer.writeLatest(ONLY, { kind: { $case: 'queued', value: { ahead: news.ahead } } });
@@ -115,7 +119,7 @@ class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
         return;
       case 'released':
         this.writer.write(ONLY, { kind: { $case: 'released', value: {} } });
-        this.logRequest(id, request, 'released', {});
+        this.logger.debug({ token: news.lease.fencingToken.toString() }, 'released');
         return;
       case 'ended':
         if (news.error === undefined) this.endCall();

@@ -106,6 +106,8 @@ export abstract class LockStream<Req, Res> implements RequestListener {
   protected abstract heartbeatMessage(): Res;
   /** Why a half-close with requests not let go is kept for the grace. */
   protected abstract keptForGrace(session: LockSession): LockError;
+  /** The debug line that says how the call ended. */
+  protected abstract get endedLine(): string;
   /** A resuming stream took the session over: how this one ends. */
   protected abstract replacedStatus(): CallStatus;
 
@@ -173,7 +175,7 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     if (this.#state === 'over') return;
     this.#over();
     this.call.end();
-    this.logger.debug('call ended');
+    this.logger.debug({ status: 'OK' }, this.endedLine);
     const session = this.session;
     void Promise.resolve(session?.isAttached(this) ? session.end(SESSION_ENDED) : undefined).then(() =>
       this.#settleServed(),
@@ -247,7 +249,7 @@ export abstract class LockStream<Req, Res> implements RequestListener {
 
   /** Ends the call with `status`; `requestEnded` tells the client not to try a resume. */
   protected emitStatus(status: CallStatus, requestEnded: boolean): void {
-    this.logger.debug({ status: grpcStatus[status.code], details: status.details }, 'call ended');
+    this.logger.debug({ status: grpcStatus[status.code], details: status.details }, this.endedLine);
     const metadata = new Metadata();
     if (requestEnded) metadata.set(REQUEST_STATE_KEY, 'ended');
     this.call.emit('error', { ...status, metadata });
@@ -258,20 +260,6 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     const caller = this.caller;
     for (const target of asked.locks ?? [asked]) caller?.checkAcquire(target.name, target.mode);
     return asked.owner === '' && caller?.name ? { ...asked, owner: caller.name } : asked;
-  }
-
-  /** A debug line about one request, with its lock, mode and owner. */
-  protected logRequest(
-    id: number,
-    request: AcquireRequest,
-    msg: string,
-    fields: Record<string, unknown>,
-  ): void {
-    if (!this.debug) return;
-    this.logger.debug(
-      { requestId: id, lock: request.name, mode: request.mode, owner: request.owner, ...fields },
-      msg,
-    );
   }
 }
 

@@ -199,6 +199,7 @@ class SessionStream extends LockStream<SessionRequest, SessionResponse> {
         return;
       case 'released':
         write({ $case: 'released', value: {} });
+        if (request) this.logRequest(id, request, 'released', { token: news.lease.fencingToken.toString() });
         return;
       case 'ended':
       case 'lost': {
@@ -216,6 +217,24 @@ class SessionStream extends LockStream<SessionRequest, SessionResponse> {
         return new Promise<void>((resolve) => write(ended, () => resolve()));
       }
     }
+  }
+
+  /** A debug line about one request, with its lock, mode and owner. */
+  protected logRequest(
+    id: number,
+    request: AcquireRequest,
+    msg: string,
+    fields: Record<string, unknown>,
+  ): void {
+    if (!this.debug) return;
+    this.logger.debug(
+      { requestId: id, lock: request.name, mode: request.mode, owner: request.owner, ...fields },
+      msg,
+    );
+  }
+
+  protected get endedLine(): string {
+    return 'session call ended';
   }
 
   protected heartbeatMessage(): SessionResponse {
