@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { Chroot } from './chroot.js';
 import type { ZooKeeperConnectionOptions } from './connection-options.js';
@@ -13,29 +12,12 @@ import {
   readConnectResponse,
   readWatcherEvent,
   writeConnectRequest,
-  type Acl,
-  type ChildrenResult,
-  type MultiOp,
-  type MultiResult,
-  type Stat,
   type WatcherEvent,
 } from './records.js';
 import { RequestPipeline, type RequestSpec } from './request-pipeline.js';
-import {
-  closeSessionRequest,
-  createRequest,
-  deleteRequest,
-  existsRequest,
-  getAclRequest,
-  getChildrenRequest,
-  getDataRequest,
-  multiFailure,
-  multiGetChildrenRequest,
-  multiRequest,
-  setAclRequest,
-  setDataRequest,
-} from './requests.js';
-import { WatchRegistry, type Watcher } from './watch-registry.js';
+import { closeSessionRequest } from './requests.js';
+import { ZooKeeperOperations } from './operations.js';
+import { WatchRegistry } from './watch-registry.js';
 import { ZooKeeperError } from './zookeeper-error.js';
 
 /**
@@ -52,13 +34,13 @@ import { ZooKeeperError } from './zookeeper-error.js';
  * closed for good), 'authFailed'.
  *
  * This file holds the connection itself (dialing, handshake, reconnection, pings, restoring
- * watches); requests.ts writes the requests, request-pipeline.ts numbers and batches them and
+ * watches); operations.ts has the operations it offers, requests.ts writes the requests, request-pipeline.ts numbers and batches them and
  * matches the replies, watch-registry.ts keeps the watches.
  */
 
 const PASSWORD_BYTES = 16;
 
-export class ZooKeeperConnection extends EventEmitter {
+export class ZooKeeperConnection extends ZooKeeperOperations {
   readonly #options: ZooKeeperConnectionOptions;
   #socket: Socket | undefined;
   #state: 'connecting' | 'connected' | 'closed' = 'connecting';
@@ -80,6 +62,10 @@ export class ZooKeeperConnection extends EventEmitter {
   #handshakeTimer: NodeJS.Timeout | undefined;
   #onDialFailed: ((attempts: number) => void) | undefined;
   readonly #chroot: Chroot;
+
+  protected get chroot(): Chroot {
+    return this.#chroot;
+  }
 
   private constructor(options: ZooKeeperConnectionOptions) {
     super();
@@ -151,77 +137,6 @@ export class ZooKeeperConnection extends EventEmitter {
   }
 
   /**
-   * Creates a node with `acl` and answers with its path (with the sequence suffix) and Stat.
-   * `mode`: CreateMode; containers and TTL nodes use their own operation, as the server asks.
-   */
-  create(
-    path: string,
-    data: Uint8Array,
-    acl: readonly Acl[],
-    mode: number,
-    ttlMs?: bigint,
-  ): Promise<{ path: string; stat: Stat }> {
-    return this.#request(createRequest(this.#chroot, path, data, acl, mode, ttlMs));
-  }
-
-  delete(path: string, version = -1): Promise<void> {
-    return this.#request(deleteRequest(this.#chroot, path, version));
-  }
-
-  /** The node's Stat, or null if there is none; `watcher` fires on its creation, change or deletion. */
-  async exists(path: string, watcher?: Watcher): Promise<Stat | null> {
-    try {
-      return await this.#request(existsRequest(this.#chroot, path, watcher));
-    } catch (error) {
-      if (!(error instanceof ZooKeeperError) || error.code !== ErrorCode.noNode) throw error;
-      return null;
-    }
-  }
-
-  /** The node's data and Stat; `watcher` fires on its change or deletion. NONODE if it is missing. */
-  getData(path: string, watcher?: Watcher): Promise<{ data: Buffer; stat: Stat }> {
-    return this.#request(getDataRequest(this.#chroot, path, watcher));
-  }
-
-  setData(path: string, data: Uint8Array, version = -1): Promise<Stat> {
-    return this.#request(setDataRequest(this.#chroot, path, data, version));
-  }
-
-  /** The node's children's names; `watcher` fires when they change or the node is deleted. */
-  getChildren(path: string, watcher?: Watcher): Promise<string[]> {
-    return this.#request(getChildrenRequest(this.#chroot, path, watcher));
-  }
-
-  setACL(path: string, acl: readonly Acl[], version = -1): Promise<Stat> {
-    return this.#request(setAclRequest(this.#chroot, path, acl, version));
-  }
-
-  getACL(path: string): Promise<{ acl: Acl[]; stat: Stat }> {
-    return this.#request(getAclRequest(this.#chroot, path));
-  }
-
-  /**
-   * Applies `ops` atomically. Resolves with one result per op; if any op fails, none is
-   * applied and it rejects with the first failure's code.
-   */
-  async multi(ops: readonly MultiOp[]): Promise<MultiResult[]> {
-    const results = await this.#request(multiRequest(this.#chroot, ops));
-    const failure = multiFailure(ops, results);
-    if (failure) throw failure;
-    return results;
-  }
-
-  /**
-   * The children of each of `paths`, in their order, in one request (ZooKeeper 3.6+'s
-   * multiRead): a path that cannot be read (NONODE, NOAUTH) fails alone, with its code. Not one
-   * snapshot: the reads are made one after the other. An older server answers UNIMPLEMENTED
-   * and drops the connection.
-   */
-  multiGetChildren(paths: readonly string[]): Promise<ChildrenResult[]> {
-    return this.#request(multiGetChildrenRequest(this.#chroot, paths));
-  }
-
-  /**
    * Ends the session (its ephemeral nodes go with it) and the connection. From the call on,
    * nothing keeps the session alive: no more pings, and a closeSession that gets no answer
    * within a third of the session timeout is not waited for (the session then expires).
@@ -232,7 +147,7 @@ export class ZooKeeperConnection extends EventEmitter {
       clearInterval(this.#pingTimer);
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
-        this.#request(closeSessionRequest).catch(() => {}),
+        this.send(closeSessionRequest).catch(() => {}),
         new Promise<void>((resolve) => {
           timer = setTimeout(resolve, this.#negotiatedTimeoutMs / 3);
           timer.unref();
@@ -243,7 +158,7 @@ export class ZooKeeperConnection extends EventEmitter {
     this.#shutdown(new ZooKeeperError(ErrorCode.connectionLoss, 'ZooKeeper connection closed'));
   }
 
-  #request<T>(spec: RequestSpec<T>): Promise<T> {
+  protected send<T>(spec: RequestSpec<T>): Promise<T> {
     if (this.#state !== 'connected') {
       const closed = this.#state === 'closed';
       return Promise.reject(

@@ -1,0 +1,108 @@
+import { EventEmitter } from 'node:events';
+import type { Chroot } from './chroot.js';
+import {
+  ErrorCode,
+  type Acl,
+  type ChildrenResult,
+  type MultiOp,
+  type MultiResult,
+  type Stat,
+} from './records.js';
+import type { RequestSpec } from './request-pipeline.js';
+import {
+  createRequest,
+  deleteRequest,
+  existsRequest,
+  getAclRequest,
+  getChildrenRequest,
+  getDataRequest,
+  multiFailure,
+  multiGetChildrenRequest,
+  multiRequest,
+  setAclRequest,
+  setDataRequest,
+} from './requests.js';
+import type { Watcher } from './watch-registry.js';
+import { ZooKeeperError } from './zookeeper-error.js';
+
+/**
+ * The operations a ZooKeeper session offers, each one request: what ZooKeeperConnection
+ * answers, apart from how it connects.
+ */
+export abstract class ZooKeeperOperations extends EventEmitter {
+  /** Sends a request on the session; rejects with CONNECTIONLOSS while it is not connected. */
+  protected abstract send<T>(spec: RequestSpec<T>): Promise<T>;
+  /** Maps paths between the client's view and the server's. */
+  protected abstract get chroot(): Chroot;
+
+  /**
+   * Creates a node with `acl` and answers with its path (with the sequence suffix) and Stat.
+   * `mode`: CreateMode; containers and TTL nodes use their own operation, as the server asks.
+   */
+  create(
+    path: string,
+    data: Uint8Array,
+    acl: readonly Acl[],
+    mode: number,
+    ttlMs?: bigint,
+  ): Promise<{ path: string; stat: Stat }> {
+    return this.send(createRequest(this.chroot, path, data, acl, mode, ttlMs));
+  }
+
+  delete(path: string, version = -1): Promise<void> {
+    return this.send(deleteRequest(this.chroot, path, version));
+  }
+
+  /** The node's Stat, or null if there is none; `watcher` fires on its creation, change or deletion. */
+  async exists(path: string, watcher?: Watcher): Promise<Stat | null> {
+    try {
+      return await this.send(existsRequest(this.chroot, path, watcher));
+    } catch (error) {
+      if (!(error instanceof ZooKeeperError) || error.code !== ErrorCode.noNode) throw error;
+      return null;
+    }
+  }
+
+  /** The node's data and Stat; `watcher` fires on its change or deletion. NONODE if it is missing. */
+  getData(path: string, watcher?: Watcher): Promise<{ data: Buffer; stat: Stat }> {
+    return this.send(getDataRequest(this.chroot, path, watcher));
+  }
+
+  setData(path: string, data: Uint8Array, version = -1): Promise<Stat> {
+    return this.send(setDataRequest(this.chroot, path, data, version));
+  }
+
+  /** The node's children's names; `watcher` fires when they change or the node is deleted. */
+  getChildren(path: string, watcher?: Watcher): Promise<string[]> {
+    return this.send(getChildrenRequest(this.chroot, path, watcher));
+  }
+
+  setACL(path: string, acl: readonly Acl[], version = -1): Promise<Stat> {
+    return this.send(setAclRequest(this.chroot, path, acl, version));
+  }
+
+  getACL(path: string): Promise<{ acl: Acl[]; stat: Stat }> {
+    return this.send(getAclRequest(this.chroot, path));
+  }
+
+  /**
+   * Applies `ops` atomically. Resolves with one result per op; if any op fails, none is
+   * applied and it rejects with the first failure's code.
+   */
+  async multi(ops: readonly MultiOp[]): Promise<MultiResult[]> {
+    const results = await this.send(multiRequest(this.chroot, ops));
+    const failure = multiFailure(ops, results);
+    if (failure) throw failure;
+    return results;
+  }
+
+  /**
+   * The children of each of `paths`, in their order, in one request (ZooKeeper 3.6+'s
+   * multiRead): a path that cannot be read (NONODE, NOAUTH) fails alone, with its code. Not one
+   * snapshot: the reads are made one after the other. An older server answers UNIMPLEMENTED
+   * and drops the connection.
+   */
+  multiGetChildren(paths: readonly string[]): Promise<ChildrenResult[]> {
+    return this.send(multiGetChildrenRequest(this.chroot, paths));
+  }
+}
