@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { LockMode } from '../../src/gen/lockstream/v1/lockstream.js';
 import { LockCaller, type LockRpc, type RequestStream } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
@@ -84,6 +85,44 @@ for (const store of ['embedded', 'zookeeper'] as const) {
           holder.cancel();
           waiter.cancel();
           await Promise.all([holder.outcome, waiter.outcome]);
+          caller.close();
+        }
+      });
+
+      it(`over ${rpc}: a multi-lock keeps the one deadline its holder was told, even when another of its locks gets an earlier one`, async () => {
+        const caller = new LockCaller(
+          server.address,
+          { 'grpc.use_local_subchannel_pool': 1 },
+          undefined,
+          rpc,
+        );
+        const [first, second] = [`set/${randomUUID()}/a`, `set/${randomUUID()}/b`];
+        const target = (name: string) => ({ name, mode: LockMode.MUTEX, limit: 0, weight: undefined });
+        const holder = caller.open({
+          name: '',
+          mode: LockMode.UNSPECIFIED,
+          locks: [target(first), target(second)],
+          owner: 'set-holder',
+        });
+        try {
+          await holder.acquired();
+          const askedAt = Date.now();
+          expect(await caller.revoke(first, 'maintenance', DEADLINE_S)).toBe(1);
+          await holder.receipt('revokeRequested');
+          const forceAt = revocations(holder)[0]!.forceAt!;
+          expect(forceAt.getTime()).toBeGreaterThanOrEqual(askedAt + DEADLINE_S * 1000);
+          // The other lock of the set, asked with an earlier deadline: its holder is not told
+          // it, and the set is not taken before the deadline it was told.
+          expect(await caller.revoke(second, 'sooner', 0.05)).toBe(1);
+          expect(await holder.outcome).toMatchObject({
+            code: status.ABORTED,
+            details: expect.stringMatching(/was revoked and not released in time: maintenance/),
+          });
+          expect(holder.endedAt!).toBeGreaterThanOrEqual(forceAt.getTime());
+          expect(revocations(holder)).toEqual([{ reason: 'maintenance', forceAt }]);
+        } finally {
+          holder.cancel();
+          await holder.outcome;
           caller.close();
         }
       });

@@ -175,6 +175,16 @@ export class LockRequestNode implements Lease {
     return this.#revocation.onRequested(listener);
   }
 
+  /** Part of a multi-lock: the set keeps one deadline for its parts (see MultiLease). */
+  leaveDeadlines(): void {
+    this.#revocation.leaveDeadlines();
+  }
+
+  /** Takes the lock away as a passed deadline of `request` does (the multi-lock's deadline). */
+  force(request: RevokeRequest): void {
+    this.#forced(request);
+  }
+
   /** `batch`: delete the node together with the other nodes of a multi-lock. */
   release(batch?: DeleteBatch): Promise<void> {
     if (!this.#released) {

@@ -23,6 +23,8 @@ export class MultiLease implements Lease {
   #lossListeners: Array<(reason: LockError) => void | Promise<void>> = [];
   #revokeListeners: Array<(request: RevokeRequest) => void> = [];
   #revokeRequest: RevokeRequest | undefined;
+  /** The timer of the one deadline the holder was told, for the whole set. */
+  #forceTimer: NodeJS.Timeout | undefined;
   #holder: LeaseHolder | undefined;
   #unlinkConfirmation: (() => void) | undefined;
   #released: Promise<void> | undefined;
@@ -33,13 +35,16 @@ export class MultiLease implements Lease {
     this.#parts = parts;
     this.#store = store;
     this.tokens = parts.map((part) => ({ name: part.name, token: part.fencingToken }));
+    // The set keeps one deadline, the one its holder is told: a part's own deadline, set on
+    // that part after the holder was told another, must not take the set earlier.
+    for (const part of parts) part.leaveDeadlines();
     this.#unlinks = parts.flatMap((part) => [
       part.onLost((reason) => this.#lose(part, reason)),
-      part.onRevokeRequested((request) => this.#revoked(request)),
+      part.onRevokeRequested((request) => this.#revoked(part, request)),
     ]);
     for (const part of parts) {
       if (part.lossReason) void this.#lose(part, part.lossReason);
-      else if (part.revokeRequest) this.#revoked(part.revokeRequest);
+      else if (part.revokeRequest) this.#revoked(part, part.revokeRequest);
     }
   }
 
@@ -133,6 +138,7 @@ export class MultiLease implements Lease {
 
   /** Releases every part still held; a part lost meanwhile is not an error here. */
   async #releaseParts(): Promise<void> {
+    clearTimeout(this.#forceTimer);
     this.setHolder(undefined);
     for (const unlink of this.#unlinks) unlink();
     // One step: nobody sees part of the set released and part held.
@@ -148,6 +154,7 @@ export class MultiLease implements Lease {
   /** The first part lost ends the whole hold; returns what the listeners said about telling the holder. */
   #lose(part: Lease, reason: LockError): Promise<void> | undefined {
     if (this.#lossReason || this.#released) return undefined;
+    clearTimeout(this.#forceTimer);
     this.#lossReason = new LockError('LOCK_LOST', `${reason.message} (one of locks ${this.name})`, {
       cause: reason,
     });
@@ -165,10 +172,18 @@ export class MultiLease implements Lease {
     return told;
   }
 
-  #revoked(request: RevokeRequest): void {
-    if (!escalates(this.#revokeRequest, request)) return;
+  /** `part` was asked back; the set's holder is told if that escalates what it was told. */
+  #revoked(part: LockRequestNode, request: RevokeRequest): void {
+    if (this.#lossReason || this.#released || !escalates(this.#revokeRequest, request)) return;
     this.#revokeRequest = request;
     this.#holder?.revokeRequested(request);
     for (const listener of [...this.#revokeListeners]) listener(request);
+    if (request.forceAt === undefined) return;
+    // Started as the holder is told, so it never fires before; the part it was asked of goes
+    // first, and the others once the holder has heard (see #lose).
+    this.#forceTimer = setTimeout(
+      () => part.force(request),
+      Math.max(0, request.forceAt.getTime() - Date.now()),
+    );
   }
 }

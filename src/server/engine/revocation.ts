@@ -45,6 +45,8 @@ export class HeldRevocation {
   #listeners: Listeners<RevokeRequest> | undefined;
   #forceTimer: NodeJS.Timeout | undefined;
   #stopped = false;
+  /** False once someone else keeps the deadlines (a multi-lock keeps one for all its parts). */
+  #keepsDeadlines = true;
 
   /** `told` is called with each request the holder is told, before any listener. */
   constructor(forced: (request: RevokeRequest) => void, told?: (request: RevokeRequest) => void) {
@@ -62,6 +64,15 @@ export class HeldRevocation {
   }
 
   /**
+   * Someone else keeps the deadlines from now on (the multi-lock this hold is part of: its
+   * holder was told one deadline for the set, which may not be this part's): no timer here.
+   */
+  leaveDeadlines(): void {
+    this.#keepsDeadlines = false;
+    clearTimeout(this.#forceTimer);
+  }
+
+  /**
    * The holder's node record, as read or changed: a revocation request may be in it. The holder
    * is told a request that escalates what it was told (see escalates()), and a deadline's timer
    * starts as it is told, so it never fires before the holder was told.
@@ -73,7 +84,7 @@ export class HeldRevocation {
     this.#request = request;
     this.#told?.(request);
     this.#listeners?.tell(request);
-    if (request.forceAt === undefined) return;
+    if (request.forceAt === undefined || !this.#keepsDeadlines) return;
     this.#forceTimer = setTimeout(
       () => this.#forced(request),
       Math.max(0, request.forceAt.getTime() - Date.now()),
