@@ -66,7 +66,11 @@ interface Step {
 }
 
 async function gauges(httpPort: number): Promise<{ heapUsedBytes: number; externalBytes: number }> {
-  const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+  // A snapshot stops the server for a while; a kept-alive connection it closed meanwhile fails
+  // the first try (ECONNRESET), so the gauges are read on a connection of their own.
+  const read = async (): Promise<string> =>
+    (await fetch(`http://127.0.0.1:${httpPort}/metrics`, { headers: { connection: 'close' } })).text();
+  const text = await read().catch(read);
   const gauge = (name: string): number =>
     Number(new RegExp(`^lockstream_${name} (\\S+)$`, 'm').exec(text)?.[1]);
   return {
