@@ -250,13 +250,17 @@ async function explain(beforeFile: string, afterFile: string, units: number, lab
         .join('; ')}`,
     );
   }
-  // Collections keyed by request or by lock: each grows by an entry per unit.
+  // Collections keyed by request or by lock grow by an entry per unit; the others (gRPC's
+  // handlers, protobuf descriptors) are as large idle.
   const collections = largest(afterSnapshot, ['Map', 'Set', 'Array', '(array) (object elements)'], 8).map(
     (c) => ({ ...c, retainedBytesPerUnit: c.retainedBytes / units }),
   );
   console.log(
-    `\n${label}: the largest collections: ${collections
-      .map((c) => `${c.name} at ${c.heldAt} ${kb(c.retainedBytesPerUnit)} B per unit`)
+    `\n${label}: the largest collections afterwards (all they retain, and that divided by the units): ${collections
+      .map(
+        (c) =>
+          `${c.name} at ${c.heldAt} ${(c.retainedBytes / 2 ** 20).toFixed(1)} MB = ${kb(c.retainedBytesPerUnit)} B per unit`,
+      )
       .join('; ')}`,
   );
   return {
