@@ -231,11 +231,7 @@ export function writeMulti(writer: JuteWriter, ops: readonly MultiOp[]): void {
 /** The results of a multi whose reply carried `zxid`. */
 export function readMultiResults(reader: JuteReader, zxid: bigint): MultiResult[] {
   const results: MultiResult[] = [];
-  for (;;) {
-    const type = reader.int();
-    const done = reader.bool();
-    const err = reader.int();
-    if (done) return results;
+  for (const { type, err } of multiReplyHeaders(reader)) {
     switch (type) {
       case OpCode.create:
         results.push({ op: 'create', path: reader.string() ?? '', czxid: zxid });
@@ -261,6 +257,21 @@ export function readMultiResults(reader: JuteReader, zxid: bigint): MultiResult[
         throw new Error(`multi result of unexpected type ${type} (err ${err})`);
     }
   }
+  return results;
+}
+
+/**
+ * The header of each result in a multi or multiRead reply (its type and error), up to the
+ * closing one; the caller reads each result's body before asking for the next header.
+ */
+function* multiReplyHeaders(reader: JuteReader): Generator<{ type: number; err: number }> {
+  for (;;) {
+    const type = reader.int();
+    const done = reader.bool();
+    const err = reader.int();
+    if (done) return;
+    yield { type, err };
+  }
 }
 
 /**
@@ -277,11 +288,7 @@ export function writeMultiGetChildren(writer: JuteWriter, paths: readonly string
 
 export function readMultiGetChildren(reader: JuteReader): ChildrenResult[] {
   const results: ChildrenResult[] = [];
-  for (;;) {
-    const type = reader.int();
-    const done = reader.bool();
-    const err = reader.int();
-    if (done) return results;
+  for (const { type, err } of multiReplyHeaders(reader)) {
     switch (type) {
       case OpCode.getChildren:
         results.push({ children: reader.vector(() => reader.string() ?? '') ?? [] });
@@ -293,4 +300,5 @@ export function readMultiGetChildren(reader: JuteReader): ChildrenResult[] {
         throw new Error(`multiRead result of unexpected type ${type} (err ${err})`);
     }
   }
+  return results;
 }
