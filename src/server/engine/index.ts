@@ -10,7 +10,7 @@ export {
   type LockRequestInfo,
   type LockSummary,
 } from './lock-inspector.js';
-export { LockSessions, UNKNOWN_RESUME_TOKEN, type LockSessionsOptions } from './lock-sessions.js';
+export { LockSessions, type LockSessionsOptions } from './lock-sessions.js';
 export { LockSession, SESSION_ENDED, type SessionKind } from './lock-session.js';
 export type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
 export type { AcquireRequest, HeldRequest, Lease, LockTarget, RevokeRequest } from './lock-request.js';

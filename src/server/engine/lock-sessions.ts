@@ -115,7 +115,7 @@ export class LockSessions {
   }
 }
 
-export const UNKNOWN_RESUME_TOKEN =
+const UNKNOWN_RESUME_TOKEN =
   'resume token is unknown: its request was released or withdrawn (clean end, or its resume grace passed), or the server restarted';
 
 const TOKEN_BYTES = 24;

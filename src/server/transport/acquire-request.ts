@@ -145,7 +145,7 @@ function toMode(wire: WireLockMode, field: string): LockMode {
 }
 
 /** Checks a published value's size (`field`: where it came from). */
-export function validateValue(field: string, value: Uint8Array): void {
+function validateValue(field: string, value: Uint8Array): void {
   if (value.byteLength > VALUE_MAX_BYTES)
     throw invalid(`${field} is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`);
 }
