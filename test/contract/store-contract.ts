@@ -1,7 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLockError, LockError } from '../../src/server/lock-error.js';
-import { NodeFollow, type CoordinationStore, type StoreStats } from '../../src/server/stores/store.js';
+import {
+  NodeFollow,
+  waitUntilDeleted,
+  type CoordinationStore,
+  type StoreStats,
+} from '../../src/server/stores/store.js';
 
 /** A store under test, and how to end its current session as an expiry would. */
 export interface StoreUnderTest {
@@ -365,7 +370,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       it('deletes several nodes, waking their waiters; a node already gone is not an error', async () => {
         const nodes = await Promise.all([create(), create(`${root}/locks/other`), create()]);
         const woken = nodes.map((node) =>
-          track(store.waitUntilDeleted(node.path, { signal: neverAborted() })),
+          track(waitUntilDeleted(store, node.path, { signal: neverAborted() })),
         );
         await roundTrip();
         await store.deleteAll(nodes.map((node) => node.path));
@@ -404,7 +409,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           ).rejects.toMatchObject({ code: 'UNSUPPORTED', message: expect.stringMatching(/multi/) });
           return;
         }
-        const woken = track(store.waitUntilDeleted(created.path, { signal: neverAborted() }));
+        const woken = track(waitUntilDeleted(store, created.path, { signal: neverAborted() }));
         await roundTrip();
         events.length = 0;
         // Listings sent around the replacement see the old node or the new one, never both or neither.
@@ -536,11 +541,11 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
     });
 
-    describe('waitUntilDeleted', () => {
+    describe('onceDeleted (and waitUntilDeleted on it)', () => {
       it('resolves when the node is deleted, and not before', async () => {
         const node = await create();
         const before = { ...store.stats };
-        const wait = track(store.waitUntilDeleted(node.path, { signal: neverAborted() }));
+        const wait = track(waitUntilDeleted(store, node.path, { signal: neverAborted() }));
         await roundTrip();
         expect(wait.state()).toBe('pending');
         await store.delete(node.path);
@@ -552,9 +557,9 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const node = await create();
         await store.delete(node.path);
         const before = { ...store.stats };
-        await expect(store.waitUntilDeleted(node.path, { signal: neverAborted() })).resolves.toBeUndefined();
+        await expect(waitUntilDeleted(store, node.path, { signal: neverAborted() })).resolves.toBeUndefined();
         await expect(
-          store.waitUntilDeleted(`/store-test-${randomUUID()}/never/existed`, { signal: neverAborted() }),
+          waitUntilDeleted(store, `/store-test-${randomUUID()}/never/existed`, { signal: neverAborted() }),
         ).resolves.toBeUndefined();
         // A wait that found nothing to wait for woke nobody.
         expect(delta(before, store.stats).waitersWoken).toBe(0);
@@ -564,7 +569,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const node = await create();
         // The deletion is issued first and the wait right behind it, without waiting in between.
         const deleted = store.delete(node.path);
-        const wait = store.waitUntilDeleted(node.path, { signal: neverAborted() });
+        const wait = waitUntilDeleted(store, node.path, { signal: neverAborted() });
         await deleted;
         await expect(wait).resolves.toBeUndefined();
       });
@@ -572,8 +577,8 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       it("rejects with the signal's reason when the signal aborts, and leaves other waiters on the path waiting", async () => {
         const node = await create();
         const controller = new AbortController();
-        const aborted = track(store.waitUntilDeleted(node.path, { signal: controller.signal }));
-        const other = track(store.waitUntilDeleted(node.path, { signal: neverAborted() }));
+        const aborted = track(waitUntilDeleted(store, node.path, { signal: controller.signal }));
+        const other = track(waitUntilDeleted(store, node.path, { signal: neverAborted() }));
         await roundTrip();
         const reason = new Error('the caller gave up');
         controller.abort(reason);
@@ -584,12 +589,32 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         await expect(other.promise).resolves.toBeUndefined();
       });
 
+      it('never calls a cancelled onceDeleted, and still calls the other callers of the path, once each', async () => {
+        const node = await create();
+        const calls: string[] = [];
+        const cancel = store.onceDeleted(node.path, () => calls.push('cancelled'));
+        const kept = track(
+          new Promise<void>((resolve) =>
+            store.onceDeleted(node.path, (error) => {
+              calls.push(error ? `kept: ${String(error)}` : 'kept');
+              resolve();
+            }),
+          ),
+        );
+        await roundTrip();
+        cancel();
+        await store.delete(node.path);
+        await kept.promise;
+        await roundTrip();
+        expect(calls).toEqual(['kept']);
+      });
+
       it("rejects with the signal's reason when the signal has already aborted, without throwing synchronously", async () => {
         const node = await create();
         const reason = new Error('aborted before the call');
         let returned: Promise<void> | undefined;
         expect(() => {
-          returned = store.waitUntilDeleted(node.path, { signal: AbortSignal.abort(reason) });
+          returned = waitUntilDeleted(store, node.path, { signal: AbortSignal.abort(reason) });
         }).not.toThrow();
         await expect(returned).rejects.toBe(reason);
       });
@@ -598,7 +623,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const node = await create();
         const before = { ...store.stats };
         const waits = [1, 2, 3].map(() =>
-          track(store.waitUntilDeleted(node.path, { signal: neverAborted() })),
+          track(waitUntilDeleted(store, node.path, { signal: neverAborted() })),
         );
         await roundTrip();
         expect(waits.map((w) => w.state())).toEqual(['pending', 'pending', 'pending']);
@@ -611,11 +636,11 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const node = await create();
         const before = { ...store.stats };
         const controller = new AbortController();
-        const first = store.waitUntilDeleted(node.path, { signal: controller.signal });
+        const first = waitUntilDeleted(store, node.path, { signal: controller.signal });
         await roundTrip();
         controller.abort(new Error('gone'));
         await expect(first).rejects.toThrow('gone');
-        const second = store.waitUntilDeleted(node.path, { signal: neverAborted() });
+        const second = waitUntilDeleted(store, node.path, { signal: neverAborted() });
         await roundTrip();
         await store.delete(node.path);
         await expect(second).resolves.toBeUndefined();
@@ -626,8 +651,8 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const a = await create();
         const b = await create();
         const before = { ...store.stats };
-        const waitA = track(store.waitUntilDeleted(a.path, { signal: neverAborted() }));
-        const waitB = track(store.waitUntilDeleted(b.path, { signal: neverAborted() }));
+        const waitA = track(waitUntilDeleted(store, a.path, { signal: neverAborted() }));
+        const waitB = track(waitUntilDeleted(store, b.path, { signal: neverAborted() }));
         await roundTrip();
         await store.delete(b.path);
         await waitB.promise;
@@ -645,7 +670,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         const nodes = [await create(), await create(), await create()];
         const woken: string[] = [];
         const waits = nodes.map((node) =>
-          store.waitUntilDeleted(node.path, { signal: neverAborted() }).then(() => {
+          waitUntilDeleted(store, node.path, { signal: neverAborted() }).then(() => {
             woken.push(node.name);
           }),
         );
@@ -679,8 +704,8 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       it('on expiry wakes the waiters on the deleted nodes', async () => {
         const a = await create();
         const b = await create();
-        const waitA = store.waitUntilDeleted(a.path, { signal: neverAborted() });
-        const waitB = store.waitUntilDeleted(b.path, { signal: neverAborted() });
+        const waitA = waitUntilDeleted(store, a.path, { signal: neverAborted() });
+        const waitB = waitUntilDeleted(store, b.path, { signal: neverAborted() });
         await roundTrip();
         await expireSession();
         await expect(Promise.all([waitA, waitB])).resolves.toEqual([undefined, undefined]);
@@ -721,7 +746,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         } else {
           // ZooKeeper reaps an empty container (the test ZooKeeper looks every second); a
           // persistent parent would stay, and this wait would end only with its timeout.
-          await store.waitUntilDeleted(dir, { signal: AbortSignal.timeout(20_000) });
+          await waitUntilDeleted(store, dir, { signal: AbortSignal.timeout(20_000) });
           expect(await store.children(`${root}/locks`)).not.toContain(dir.slice(`${root}/locks/`.length));
         }
         // ZooKeeper removes the empty container a little later; creating must work either way.
@@ -749,7 +774,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
           store.children(dir),
           store.creationId(node.path),
           store.delete(node.path),
-          store.waitUntilDeleted(node.path, { signal: neverAborted() }),
+          waitUntilDeleted(store, node.path, { signal: neverAborted() }),
         ]);
         for (const outcome of outcomes) {
           expect(outcome.status).toBe('rejected');

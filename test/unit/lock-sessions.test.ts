@@ -13,6 +13,7 @@ import { Withdrawal } from '../../src/server/engine/lock-request.js';
 import { LockError } from '../../src/server/lock-error.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { SessionState } from '../../src/server/stores/session-state.js';
+import { waitUntilDeleted } from '../../src/server/stores/store.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -184,7 +185,7 @@ describe('lock sessions: requests that outlive their stream for a resume grace',
     waiter.session.detach();
     // Its node goes when the grace has passed, and nobody is told (no stream is attached).
     const newest = nodes.sort((a, b) => Number(a.slice(-10)) - Number(b.slice(-10)))[1]!;
-    await store.waitUntilDeleted(`${lockPath}/${newest}`, { signal: new AbortController().signal });
+    await waitUntilDeleted(store, `${lockPath}/${newest}`, { signal: new AbortController().signal });
     expect(await store.children(lockPath)).toHaveLength(1);
     expect(waiter.stream.events).toEqual(['1 waiting 1']);
     await holder.session.end(new LockError('CANCELLED', 'done'));

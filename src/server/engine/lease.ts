@@ -97,9 +97,26 @@ export class LockRequestNode implements Lease {
     }
     this.#token = created.creationId ?? node.creationId;
     if (node.data.byteLength !== written.byteLength) this.#changed(node.data);
+    // One listener for the node's whole life: a queued request's wait ends with its session, a
+    // held lock is lost with it.
+    const { session } = created;
+    if (!session.lost.aborted) this.#unlinkSession = onAbort(session.lost, () => this.#sessionLost());
   }
 
-  /** While queued: calls `listener` if the node is found deleted (at once if it was); returns an unsubscribe function. */
+  #sessionLost(): void {
+    const session = this.#session!;
+    if (this.#phase === 'held') {
+      void this.#lose(lockLost(this.name, session.lost.reason));
+    } else if (this.#phase === 'queued' && !this.#vanishedReason) {
+      this.#vanishedReason = session.lost.reason as LockError;
+      this.#onVanished?.(this.#vanishedReason);
+    }
+  }
+
+  /**
+   * While queued: calls `listener` if the node is found deleted or its session is lost (at once
+   * if it was); returns an unsubscribe function.
+   */
   onVanished(listener: (reason: LockError) => void): () => void {
     if (this.#vanishedReason) {
       listener(this.#vanishedReason);
@@ -120,9 +137,7 @@ export class LockRequestNode implements Lease {
     this.#phase = 'held';
     this.#releasing = releasing;
     this.#onVanished = undefined;
-    const sessionLost = (): void => void this.#lose(lockLost(this.name, session.lost.reason));
-    if (session.lost.aborted) sessionLost();
-    else this.#unlinkSession = onAbort(session.lost, sessionLost);
+    if (session.lost.aborted) void this.#lose(lockLost(this.name, session.lost.reason));
     if (this.#changedData) this.#changed(this.#changedData);
     this.#changedData = undefined;
     return this;
@@ -130,6 +145,7 @@ export class LockRequestNode implements Lease {
 
   /** The request ended before it held: its node is no longer followed. */
   abandon(): void {
+    this.#unlinkSession();
     this.follow.stop();
   }
 

@@ -20,14 +20,27 @@ interface LocalWaiter {
   readonly sequence: number;
   lastAhead: number;
   readonly onQueued: (ahead: number) => void;
+  /** A semaphore request: its place can change without the node it waits for going. */
+  readonly semaphore: boolean;
+}
+
+/**
+ * Whether a waiter's place can change while the node its own wait watches stays: a lock
+ * request with one request ahead waits for that one (its predecessor), whose deletion its own
+ * watch reports; with more ahead, any of them may leave first.
+ */
+function needsQueueWatch(waiter: LocalWaiter): boolean {
+  return waiter.semaphore || waiter.lastAhead > 1;
 }
 
 /**
  * One lock's queue as the requests of this server that are in it see it. A waiting request is
  * told how many requests are ahead of it whenever that number changes, not only when the one
- * it waits for leaves: while requests of this server wait in the queue, one children watch per
- * lock per server and one listing per change (changes close together share one) keep their
- * counts right, without waking any other client. The queue's parsed nodes live here
+ * it waits for leaves: while requests of this server wait in the queue with more than the one
+ * they wait for ahead of them, one children watch per lock per server and one listing per
+ * change (changes close together share one) keep their counts right, without waking any other
+ * client. A queue whose waiters each have only their predecessor ahead (one waiter behind one
+ * holder, the common case) needs no watch and no listing: their own waits see every change. The queue's parsed nodes live here
  * too, for as long as requests of this server are in it.
  */
 export class LocalQueue {
@@ -37,7 +50,10 @@ export class LocalQueue {
   #cache: QueueNodeCache | undefined;
   /** Requests of this server between their create and their grant or end (waiters and tries). */
   #members = 0;
-  #watch: AbortController | undefined;
+  /** Stops the children watch, while one is armed. */
+  #unwatch: (() => void) | undefined;
+  /** Waiters here whose place can change unseen by their own wait (see needsQueueWatch). */
+  #needingWatch = 0;
   #relistQueued = false;
   #lastListedAt = Number.NEGATIVE_INFINITY;
   #listing = false;
@@ -64,17 +80,14 @@ export class LocalQueue {
    * `nodeName` waits in the queue: `onQueued` is told its number ahead, now (`report`) and
    * after every change, until the returned function is called.
    */
-  wait(nodeName: string, onQueued: (ahead: number) => void): () => void {
-    this.#waiters.set(nodeName, { sequence: sequenceOf(nodeName), lastAhead: -1, onQueued });
-    if (!this.#watch) {
-      this.#watch = new AbortController();
-      this.#store.watchChildren(this.#dir, () => this.#relist(), this.#watch.signal);
-    }
+  wait(nodeName: string, onQueued: (ahead: number) => void, semaphore: boolean): () => void {
+    const waiter: LocalWaiter = { sequence: sequenceOf(nodeName), lastAhead: -1, onQueued, semaphore };
+    this.#waiters.set(nodeName, waiter);
+    if (needsQueueWatch(waiter)) this.#needWatch(1);
     return () => {
+      if (this.#waiters.get(nodeName) !== waiter) return;
       this.#waiters.delete(nodeName);
-      if (this.#waiters.size > 0) return;
-      this.#watch?.abort();
-      this.#watch = undefined;
+      if (needsQueueWatch(waiter)) this.#needWatch(-1);
     };
   }
 
@@ -82,8 +95,31 @@ export class LocalQueue {
   report(nodeName: string, ahead: number): void {
     const waiter = this.#waiters.get(nodeName);
     if (!waiter || waiter.lastAhead === ahead) return;
-    waiter.lastAhead = ahead;
+    this.#setLastAhead(waiter, ahead);
     waiter.onQueued(ahead);
+  }
+
+  #setLastAhead(waiter: LocalWaiter, ahead: number): void {
+    const needed = needsQueueWatch(waiter);
+    waiter.lastAhead = ahead;
+    const needs = needsQueueWatch(waiter);
+    if (needs !== needed) this.#needWatch(needs ? 1 : -1);
+  }
+
+  /**
+   * Arms the children watch when the first waiter needs it, and lists once then (a change
+   * between the waiter's last listing and the watch would go unseen otherwise); stops it when
+   * the last one no longer does.
+   */
+  #needWatch(change: 1 | -1): void {
+    this.#needingWatch += change;
+    if (this.#needingWatch > 0 && !this.#unwatch) {
+      this.#unwatch = this.#store.watchChildren(this.#dir, () => this.#relist());
+      this.#relist();
+    } else if (this.#needingWatch === 0 && this.#unwatch) {
+      this.#unwatch();
+      this.#unwatch = undefined;
+    }
   }
 
   /**
@@ -101,7 +137,7 @@ export class LocalQueue {
     }
     const waiter = this.#waiters.get(nodeName);
     if (!waiter) return false;
-    waiter.lastAhead = -1;
+    this.#setLastAhead(waiter, -1);
     this.tell(children);
     return waiter.lastAhead !== -1;
   }

@@ -112,13 +112,14 @@ export class LockInspector {
     onState: (state: LockDescription) => void | Promise<void>,
   ): Promise<void> {
     validateLockName(name);
+    if (signal.aborted) return;
     let changed = true;
     let wake: (() => void) | undefined;
     const change = (): void => {
       changed = true;
       wake?.();
     };
-    this.#store.watchChildren(this.#engine.lockPath(name), change, signal);
+    const unwatch = this.#store.watchChildren(this.#engine.lockPath(name), change);
     // Each request's node is followed from the description that first lists it until it is
     // deleted: one read that arms a watch, instead of a plain read per description. Follows
     // live in the store's session: after a loss they are made again on the new one.
@@ -130,7 +131,14 @@ export class LockInspector {
       for (const follow of followed.values()) follow.stop();
       followed.clear();
     };
-    signal.addEventListener('abort', unfollow, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        unwatch();
+        unfollow();
+      },
+      { once: true },
+    );
     const followInCurrentSession = (): void => {
       const session = this.#store.session;
       if (session === followedIn) return;

@@ -1,5 +1,3 @@
-import { onAbort } from '../../common/abort.js';
-import { disposable } from '../../common/disposable.js';
 import { LockError } from '../lock-error.js';
 import {
   baseName,
@@ -39,8 +37,11 @@ export class QueueWaits {
     this.#semaphores = options.semaphores;
   }
 
-  /** Waits until the request's node may hold its lock; `granted` then says what to hand out. */
-  async waitForTurn<T>(
+  /**
+   * Waits until the request's node may hold its lock; `granted` then says what to hand out.
+   * A request that must wait is a TurnWait: a state machine, not a suspended async frame.
+   */
+  waitForTurn<T>(
     request: AcquireRequest,
     created: CreatedNode,
     node: LockRequestNode,
@@ -52,73 +53,46 @@ export class QueueWaits {
     const { path, session } = created;
     const dir = path.slice(0, path.lastIndexOf('/'));
     const me = baseName(path);
-    let children: readonly string[] = created.siblings;
-    let current: Position = this.#position(dir, children, me);
-    if (current.kind !== 'missing' && current.head !== undefined) {
-      const why = disagreement(current.head, me);
-      if (why !== undefined) throw new LockError('MISMATCHED_REQUEST', `lock "${request.name}": ${why}`);
+    const children: readonly string[] = created.siblings;
+    const current: Position = this.position(dir, children, me);
+    try {
+      if (current.kind !== 'missing' && current.head !== undefined) {
+        const why = disagreement(current.head, me);
+        if (why !== undefined) throw new LockError('MISMATCHED_REQUEST', `lock "${request.name}": ${why}`);
+      }
+      if (current.kind === 'held' && session.confirmed) {
+        // Uncontended: no wait, nothing to undo.
+        stop.throwIfWithdrawn();
+        session.lost.throwIfAborted();
+        return Promise.resolve(granted(current, children));
+      }
+    } catch (error) {
+      return Promise.reject(error);
     }
-    if (current.kind === 'held' && session.confirmed) {
-      // Uncontended: no wait, so no signal linking the request to its session and node.
-      stop.throwIfWithdrawn();
-      session.lost.throwIfAborted();
-      return granted(current, children);
-    }
-    // One signal for everything that ends the wait, made only for a request that waits.
-    using waitEnd = new WaitEnd(stop, session, node);
-    const waitSignal = waitEnd.signal;
-    using waiting = this.#waitingIn(dir);
-    if (current.kind === 'waiting' && current.ahead > this.#maxWaitersPerLock) {
-      throw new LockError(
-        'RESOURCE_EXHAUSTED',
-        `lock "${request.name}" has ${current.ahead} requests ahead; this server allows ${this.#maxWaitersPerLock}`,
-      );
-    }
-    // Told its place now and whenever it changes (a try never waits, so it is never told).
-    const { queue } = waiting;
-    using _told = request.waitTimeoutMs === 0 ? undefined : disposable(this.#tellPlaces(queue, me, options));
-    for (;;) {
-      waitSignal.throwIfAborted();
-      if (current.kind === 'missing') throw nodeVanished(request.name);
-      if (current.kind === 'held') {
-        // Never grant on a session the store cannot vouch for: it may already be lost.
-        await whenConfirmed(session, waitSignal);
-        return granted(current, children);
-      }
-      if (request.waitTimeoutMs === 0) {
-        throw new LockError(
-          'TIMEOUT',
-          `lock "${request.name}" is not free (${current.ahead} ahead) and wait_timeout is 0`,
-        );
-      }
-      queue.report(me, current.ahead);
-      if (current.wake) {
-        // A semaphore: released weight, or a grant ahead, may let us in; list again to know.
-        const told = await this.#semaphores.wait(dir, current.wake, wakeup!, waitSignal);
-        children = told ?? (await this.#store.children(dir));
-        current = this.#position(dir, children, me);
-        continue;
-      }
-      const predecessor = joinPath(dir, current.predecessor);
-      // Nothing that blocked us is left ahead when the predecessor's deletion alone grants us
-      // (see heldOncePredecessorGoes), or when it was a holder of this server whose release
-      // frees its watchers (see releaseFreesWatchers), released just now: we hold the lock, no
-      // listing needed. Our node still exists: its watch, armed since it was created, would
-      // have fired first otherwise (a store reports a session's watch events in order).
-      let clear: boolean;
-      {
-        using awaiting = this.#released.awaiting(predecessor);
-        await this.#store.waitUntilDeleted(predecessor, { signal: waitSignal });
-        waitSignal.throwIfAborted();
-        clear = current.heldOncePredecessorGoes || awaiting.released;
-      }
-      if (clear) {
-        current = { kind: 'held', ahead: 0, head: undefined };
-      } else {
-        children = await this.#store.children(dir);
-        current = this.#position(dir, children, me);
-      }
-    }
+    return new Promise<T>((resolve, reject) => {
+      const parts = { request, session, node, stop, options, wakeup, dir, me, granted, resolve, reject };
+      new TurnWait<T>(this, parts).start(current, children);
+    });
+  }
+
+  /** For a TurnWait: the store. */
+  get store(): CoordinationStore {
+    return this.#store;
+  }
+
+  /** For a TurnWait: the semaphore wake-ups. */
+  get semaphores(): SemaphoreWakeups {
+    return this.#semaphores;
+  }
+
+  /** For a TurnWait: the most requests a request may find ahead of it. */
+  get maxWaitersPerLock(): number {
+    return this.#maxWaitersPerLock;
+  }
+
+  /** For a TurnWait: the holders of this engine released while waiters here watched them. */
+  get released(): ReleasedHolders {
+    return this.#released;
   }
 
   /**
@@ -131,8 +105,8 @@ export class QueueWaits {
   }
 
   /** Tells `me`'s place to `options.onQueued` while it waits, and lets `options.place` ask for a recount. */
-  #tellPlaces(queue: LocalQueue, me: string, options: AcquireOptions): () => void {
-    const stop = queue.wait(me, (ahead) => options.onQueued?.(ahead));
+  tellPlaces(queue: LocalQueue, me: string, options: AcquireOptions, semaphore: boolean): () => void {
+    const stop = queue.wait(me, (ahead) => options.onQueued?.(ahead), semaphore);
     const { place } = options;
     place?.bind(() => queue.recount(me));
     return () => {
@@ -141,26 +115,26 @@ export class QueueWaits {
     };
   }
 
-  /** Counts a request in `dir`'s queue until disposed; the LocalQueue goes with the last one. */
-  #waitingIn(dir: string): { readonly queue: LocalQueue } & Disposable {
+  /** Counts a request in `dir`'s queue until `leave` is called; the LocalQueue goes with the last one. */
+  waitingIn(dir: string): { readonly queue: LocalQueue; readonly leave: () => void } {
     let queue = this.#localQueues.get(dir);
     if (!queue) {
       queue = new LocalQueue(this.#store, dir);
       this.#localQueues.set(dir, queue);
     }
-    const leave = queue.join();
+    const left = queue.join();
     const joined = queue;
     return {
       queue: joined,
-      [Symbol.dispose]: () => {
-        leave();
+      leave: () => {
+        left();
         if (joined.empty && this.#localQueues.get(dir) === joined) this.#localQueues.delete(dir);
       },
     };
   }
 
   /** Where `me` stands in a listing of `dir`; a long queue's names are parsed once, not per listing. */
-  #position(dir: string, children: readonly string[], me: string): Position {
+  position(dir: string, children: readonly string[], me: string): Position {
     const queue = this.#localQueues.get(dir);
     return queue ? position(children, me, queue.nodeReader(children)) : position(children, me);
   }
@@ -174,29 +148,29 @@ const MAX_RELEASED_HOLDERS = 10_000;
  * released, whose release frees their watchers. Only nodes a waiter here waits for are kept,
  * and at most MAX_RELEASED_HOLDERS (a waiter that gave up leaves its entry behind).
  */
-class ReleasedHolders {
+export class ReleasedHolders {
   /** Awaited nodes, with how many waiters here wait for each. */
   readonly #awaited = new Map<string, number>();
   readonly #released = new Set<string>();
 
-  /** A waiter waits for `path` until disposed; `released` says whether a holder here released it. */
-  awaiting(path: string): { readonly released: boolean } & Disposable {
+  /** A waiter waits for `path` until it calls `stopAwaiting`. */
+  awaiting(path: string): void {
     this.#awaited.set(path, (this.#awaited.get(path) ?? 0) + 1);
-    const released = this.#released;
-    return {
-      get released() {
-        return released.has(path);
-      },
-      [Symbol.dispose]: () => {
-        const count = (this.#awaited.get(path) ?? 1) - 1;
-        if (count > 0) {
-          this.#awaited.set(path, count);
-        } else {
-          this.#awaited.delete(path);
-          this.#released.delete(path);
-        }
-      },
-    };
+  }
+
+  /** Whether a holder here released `path` while a waiter here awaited it. */
+  released(path: string): boolean {
+    return this.#released.has(path);
+  }
+
+  stopAwaiting(path: string): void {
+    const count = (this.#awaited.get(path) ?? 1) - 1;
+    if (count > 0) {
+      this.#awaited.set(path, count);
+    } else {
+      this.#awaited.delete(path);
+      this.#released.delete(path);
+    }
   }
 
   add(path: string): void {
@@ -234,49 +208,186 @@ export function withDeadline(
   };
 }
 
-/**
- * A waiting request's one signal (the store's wait and the wait for confirmation take a
- * signal): aborts when the request is withdrawn, its session is lost, or its node vanishes.
- */
-class WaitEnd implements Disposable {
-  readonly #controller = new AbortController();
-  readonly #unlinks: Array<() => void>;
-
-  constructor(stop: Withdrawal, session: StoreSession, node: LockRequestNode) {
-    const end = (reason: unknown): void => this.#controller.abort(reason);
-    const sessionLost = (): void => end(session.lost.reason);
-    if (session.lost.aborted) sessionLost();
-    this.#unlinks = [
-      stop.onWithdrawn(end),
-      session.lost.aborted ? () => {} : onAbort(session.lost, sessionLost),
-      node.onVanished(end),
-    ];
-  }
-
-  get signal(): AbortSignal {
-    return this.#controller.signal;
-  }
-
-  [Symbol.dispose](): void {
-    for (const unlink of this.#unlinks) unlink();
-  }
+/** What a TurnWait is made of: the request, where its node is, and how to end. */
+interface TurnWaitParts<T> {
+  readonly request: AcquireRequest;
+  readonly session: StoreSession;
+  readonly node: LockRequestNode;
+  readonly stop: Withdrawal;
+  readonly options: AcquireOptions;
+  readonly wakeup: SemaphoreWakeup | undefined;
+  /** The queue's path, and the request's node name in it. */
+  readonly dir: string;
+  readonly me: string;
+  readonly granted: (current: HeldPosition, children: readonly string[]) => T;
+  readonly resolve: (value: T) => void;
+  readonly reject: (reason: unknown) => void;
 }
 
-/** Resolves once the store vouches for `session` again; rejects with the reason if `signal` aborts. */
-async function whenConfirmed(session: StoreSession, signal: AbortSignal): Promise<void> {
-  if (session.confirmed) return;
-  signal.throwIfAborted();
-  await new Promise<void>((resolve, reject) => {
-    const onAbort = (): void => {
-      unsubscribe();
-      reject(signal.reason);
-    };
-    const unsubscribe = session.onConfirmedChange((confirmed) => {
-      if (!confirmed) return;
-      unsubscribe();
-      signal.removeEventListener('abort', onAbort);
-      resolve();
+/**
+ * One waiting request's wait for its turn, the recipe's loop as a state machine: either hold,
+ * or wait for the deletion of the one node that blocks ours (a semaphore request: for what
+ * SemaphoreWake names) and list again. It ends, undoing all it set up, when the request is
+ * granted, withdrawn (by its caller or deadline), its node vanishes, its session is lost, or
+ * the store fails; at most one step (a deletion, a listing, a confirmation) is awaited at a time.
+ */
+class TurnWait<T> {
+  readonly #waits: QueueWaits;
+  readonly #parts: TurnWaitParts<T>;
+  #queue: LocalQueue | undefined;
+  #ended = false;
+  #unlinkStop: (() => void) | undefined;
+  #unlinkVanished: (() => void) | undefined;
+  #leaveQueue: (() => void) | undefined;
+  #untell: (() => void) | undefined;
+  /** Stops the step awaited now. */
+  #cancelStep: (() => void) | undefined;
+
+  constructor(waits: QueueWaits, parts: TurnWaitParts<T>) {
+    this.#waits = waits;
+    this.#parts = parts;
+  }
+
+  start(current: Position, children: readonly string[]): void {
+    const { request, node, stop, options, dir, me } = this.#parts;
+    this.#unlinkStop = stop.onWithdrawn((reason) => this.#fail(reason));
+    if (this.#ended) return;
+    this.#unlinkVanished = node.onVanished((reason) => this.#fail(reason));
+    if (this.#ended) return;
+    const { queue, leave } = this.#waits.waitingIn(dir);
+    this.#queue = queue;
+    this.#leaveQueue = leave;
+    if (current.kind === 'waiting' && current.ahead > this.#waits.maxWaitersPerLock) {
+      this.#fail(
+        new LockError(
+          'RESOURCE_EXHAUSTED',
+          `lock "${request.name}" has ${current.ahead} requests ahead; this server allows ${this.#waits.maxWaitersPerLock}`,
+        ),
+      );
+      return;
+    }
+    // Told its place now and whenever it changes (a try never waits, so it is never told).
+    if (request.waitTimeoutMs !== 0)
+      this.#untell = this.#waits.tellPlaces(queue, me, options, request.mode === 'semaphore');
+    this.#step(current, children);
+  }
+
+  #step(current: Position, children: readonly string[]): void {
+    this.#cancelStep = undefined;
+    if (this.#ended) return;
+    const { request, session, dir, me } = this.#parts;
+    if (current.kind === 'missing') {
+      this.#fail(nodeVanished(request.name));
+      return;
+    }
+    if (current.kind === 'held') {
+      // Never grant on a session the store cannot vouch for: it may already be lost.
+      if (session.confirmed) this.#grant(current, children);
+      else
+        this.#cancelStep = session.onConfirmedChange((confirmed) => {
+          if (confirmed) this.#step(current, children);
+        });
+      return;
+    }
+    if (request.waitTimeoutMs === 0) {
+      this.#fail(
+        new LockError(
+          'TIMEOUT',
+          `lock "${request.name}" is not free (${current.ahead} ahead) and wait_timeout is 0`,
+        ),
+      );
+      return;
+    }
+    this.#queue!.report(me, current.ahead);
+    if (this.#ended) return;
+    if (current.wake) {
+      this.#awaitSemaphoreWake(current.wake);
+      return;
+    }
+    const predecessor = joinPath(dir, current.predecessor);
+    const { released, store } = this.#waits;
+    released.awaiting(predecessor);
+    const cancelDeletion = store.onceDeleted(predecessor, (error) => {
+      // Nothing that blocked us is left ahead when the predecessor's deletion alone grants us
+      // (see heldOncePredecessorGoes), or when it was a holder of this server whose release
+      // frees its watchers (see releaseFreesWatchers), released just now: we hold the lock, no
+      // listing needed. Our node still exists: its watch, armed since it was created, would
+      // have fired first otherwise (a store reports a session's watch events in order).
+      const clear = current.heldOncePredecessorGoes || released.released(predecessor);
+      released.stopAwaiting(predecessor);
+      this.#cancelStep = undefined;
+      if (this.#ended) return;
+      if (error) this.#fail(error);
+      else if (clear) this.#step({ kind: 'held', ahead: 0, head: undefined }, children);
+      else this.#list();
     });
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
+    this.#cancelStep = () => {
+      cancelDeletion();
+      released.stopAwaiting(predecessor);
+    };
+  }
+
+  /** A semaphore: released weight, or a grant ahead, may let us in; list again to know. */
+  #awaitSemaphoreWake(wake: NonNullable<Extract<Position, { kind: 'waiting' }>['wake']>): void {
+    const { dir } = this.#parts;
+    const stopped = new AbortController();
+    this.#cancelStep = () => stopped.abort();
+    this.#waits.semaphores.wait(dir, wake, this.#parts.wakeup!, stopped.signal).then(
+      (told) => {
+        if (stopped.signal.aborted) return;
+        if (told) this.#relisted(told);
+        else this.#list();
+      },
+      (error: unknown) => {
+        if (!stopped.signal.aborted) this.#fail(error);
+      },
+    );
+  }
+
+  /** Lists the queue, and takes the next step from where the request stands in it. */
+  #list(): void {
+    let cancelled = false;
+    this.#cancelStep = () => (cancelled = true);
+    this.#waits.store.children(this.#parts.dir).then(
+      (children) => {
+        if (!cancelled) this.#relisted(children);
+      },
+      (error: unknown) => {
+        if (!cancelled) this.#fail(error);
+      },
+    );
+  }
+
+  #relisted(children: readonly string[]): void {
+    const { dir, me } = this.#parts;
+    this.#step(this.#waits.position(dir, children, me), children);
+  }
+
+  #grant(current: HeldPosition, children: readonly string[]): void {
+    let granted: T;
+    try {
+      granted = this.#parts.granted(current, children);
+    } catch (error) {
+      this.#fail(error);
+      return;
+    }
+    this.#end();
+    this.#parts.resolve(granted);
+  }
+
+  #fail(reason: unknown): void {
+    if (this.#ended) return;
+    this.#end();
+    this.#parts.reject(reason);
+  }
+
+  #end(): void {
+    this.#ended = true;
+    this.#cancelStep?.();
+    this.#cancelStep = undefined;
+    this.#untell?.();
+    this.#leaveQueue?.();
+    this.#unlinkVanished?.();
+    this.#unlinkStop?.();
+  }
 }

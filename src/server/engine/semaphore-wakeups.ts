@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { onAbort } from '../../common/abort.js';
 import { LockError } from '../lock-error.js';
-import { joinPath, NodeFollow, type CoordinationStore } from '../stores/store.js';
+import { joinPath, NodeFollow, waitUntilDeleted, type CoordinationStore } from '../stores/store.js';
 import { parseNodeName } from './node-name.js';
 import { parseNodeRecord, updateNodeRecord } from './node-record.js';
 import type { SemaphoreWake } from './queue-position.js';
@@ -119,9 +119,9 @@ export class SemaphoreWakeups {
       if (wake.kind === 'release') {
         for (const holder of wake.holders) {
           waits.push(
-            this.#store
-              .waitUntilDeleted(joinPath(dir, holder), { signal: stop.signal })
-              .then(() => undefined),
+            waitUntilDeleted(this.#store, joinPath(dir, holder), { signal: stop.signal }).then(
+              () => undefined,
+            ),
           );
         }
       } else {

@@ -1,3 +1,4 @@
+import type { LockError } from '../lock-error.js';
 import type {
   CoordinationStore,
   CreatedNode,
@@ -80,16 +81,16 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#timed('multi', () => this.#store.replaceNode(path, name, data, version, session, follow));
   }
 
-  waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
-    return this.#store.waitUntilDeleted(path, options);
+  onceDeleted(path: string, onDeleted: (error?: LockError) => void): () => void {
+    return this.#store.onceDeleted(path, onDeleted);
   }
 
   watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {
     return this.#timed('getData', () => this.#store.watchNode(path, follow));
   }
 
-  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
-    this.#store.watchChildren(dir, onChange, signal);
+  watchChildren(dir: string, onChange: () => void): () => void {
+    return this.#store.watchChildren(dir, onChange);
   }
 
   close(): Promise<void> {

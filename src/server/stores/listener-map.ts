@@ -1,50 +1,54 @@
 /**
- * Listeners by key (a node path), each kept until its signal aborts; a key whose last listener
- * leaves is dropped. For the stores' node and children watches.
+ * Listeners by key (a node path); a key whose last listener leaves is dropped. For the stores'
+ * node and children watches. Nearly every key has one listener (a held lock's node, the one
+ * waiter of a predecessor), so one is kept as it is, and a Set made only for a second: a Set
+ * per key would cost more than the rest of the entry.
  */
-export class ListenerMap<T> {
-  readonly #byKey = new Map<string, Set<T>>();
+export class ListenerMap<T extends object> {
+  readonly #byKey = new Map<string, T | Set<T>>();
 
   /**
-   * Adds `listener` under `key`, until `signal` aborts if one is given (else until `delete`).
-   * Returns true if it is the key's first.
+   * Adds `listener` under `key`; returns a function that removes it, and whether it is the
+   * key's first.
    */
-  add(key: string, listener: T, signal?: AbortSignal): boolean {
-    let listeners = this.#byKey.get(key);
-    const first = listeners === undefined;
-    if (!listeners) {
-      listeners = new Set();
-      this.#byKey.set(key, listeners);
-    }
-    const own = listeners;
-    own.add(listener);
-    signal?.addEventListener(
-      'abort',
-      () => {
-        own.delete(listener);
-        if (own.size === 0 && this.#byKey.get(key) === own) this.#byKey.delete(key);
-      },
-      { once: true },
-    );
-    return first;
+  add(key: string, listener: T): { readonly first: boolean; readonly remove: () => void } {
+    const listeners = this.#byKey.get(key);
+    if (listeners === undefined) this.#byKey.set(key, listener);
+    else if (listeners instanceof Set) listeners.add(listener);
+    else if (listeners !== listener) this.#byKey.set(key, new Set([listeners, listener]));
+    return { first: listeners === undefined, remove: () => this.delete(key, listener) };
   }
 
   /** The listeners of `key` now (a copy: a listener may leave while they are called). */
   get(key: string): T[] {
-    return [...(this.#byKey.get(key) ?? [])];
+    const listeners = this.#byKey.get(key);
+    if (listeners === undefined) return [];
+    return listeners instanceof Set ? [...listeners] : [listeners];
   }
 
   has(key: string, listener?: T): boolean {
     const listeners = this.#byKey.get(key);
-    return listener === undefined ? listeners !== undefined : (listeners?.has(listener) ?? false);
+    if (listeners === undefined || listener === undefined) return listeners !== undefined;
+    return listeners instanceof Set ? listeners.has(listener) : listeners === listener;
   }
 
   /** Removes `listener` (or every listener) of `key`. */
   delete(key: string, listener?: T): void {
     const listeners = this.#byKey.get(key);
-    if (!listeners) return;
-    if (listener !== undefined) listeners.delete(listener);
-    if (listener === undefined || listeners.size === 0) this.#byKey.delete(key);
+    if (listeners === undefined) return;
+    if (listener === undefined || listeners === listener) {
+      this.#byKey.delete(key);
+    } else if (listeners instanceof Set) {
+      listeners.delete(listener);
+      if (listeners.size === 0) this.#byKey.delete(key);
+    }
+  }
+
+  /** How many listeners `key` has. */
+  count(key: string): number {
+    const listeners = this.#byKey.get(key);
+    if (listeners === undefined) return 0;
+    return listeners instanceof Set ? listeners.size : 1;
   }
 
   keys(): string[] {

@@ -1,3 +1,5 @@
+import type { LockError } from '../lock-error.js';
+
 /**
  * The coordination store the lock engine runs on: a small, ZooKeeper-shaped interface with two
  * implementations (ZooKeeper, in-memory). The lock recipe lives in the engine, once; a store
@@ -5,7 +7,7 @@
  *
  * Contract, pinned down by test/contract/store-contract.ts because ZooKeeper behaves this way:
  * - `children()` comes back in no particular order.
- * - A node can vanish between `children()` and `waitUntilDeleted()`: the wait then resolves at once.
+ * - A node can vanish between `children()` and `onceDeleted()`: the wait then ends at once.
  * - Watches are one-shot and fire in the order the deletions happened.
  * - A lost session removes every ephemeral node it owned at once, and `session.lost` aborts.
  * - Lock parents are containers: they appear with their first child and disappear (sooner or
@@ -78,16 +80,18 @@ export interface CoordinationStore extends AsyncDisposable {
 
   /**
    * Calls `onChange` whenever a child of `dir` is created or deleted (also while `dir` does not
-   * exist yet), until `signal` aborts. Changes close together may be reported once. For
-   * dashboards (WatchLock), not for the lock recipe, which never watches a parent.
+   * exist yet), until the returned function is called. Changes close together may be reported
+   * once. For WatchLock and for the places of a lock's waiters, never for a grant.
    */
-  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void;
+  watchChildren(dir: string, onChange: () => void): () => void;
 
   /**
-   * Resolves once `path` is deleted, at once if it is already gone. Rejects with the signal's
-   * reason when `signal` aborts. Wakes only the callers waiting on this path.
+   * Calls `onDeleted` once `path` is deleted (soon, if it is already gone), or with the error if
+   * the store cannot watch it; never after the returned function was called. Wakes only the
+   * callers waiting on this path. A callback, not a promise: a waiting request is a state
+   * machine, and a suspended async frame plus a signal per waiter cost more than its state.
    */
-  waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void>;
+  onceDeleted(path: string, onDeleted: (error?: LockError) => void): () => void;
 
   /** Deletes a node; deleting a missing node is not an error. */
   delete(path: string): Promise<void>;
@@ -273,4 +277,29 @@ export function parentPath(path: string): string {
 export function ancestors(path: string): string[] {
   const parts = path.split('/').slice(1, -1);
   return parts.map((_, i) => `/${parts.slice(0, i + 1).join('/')}`);
+}
+
+/**
+ * `onceDeleted` as a promise: resolves once `path` is deleted, rejects with the store's error,
+ * or with the signal's reason when `signal` aborts.
+ */
+export function waitUntilDeleted(
+  store: CoordinationStore,
+  path: string,
+  options: { signal: AbortSignal },
+): Promise<void> {
+  const { signal } = options;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = (): void => {
+      cancel();
+      reject(signal.reason);
+    };
+    const cancel = store.onceDeleted(path, (error) => {
+      signal.removeEventListener('abort', onAbort);
+      if (error) reject(error);
+      else resolve();
+    });
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
 }

@@ -172,41 +172,44 @@ export class MemoryStore implements CoordinationStore {
     follow.attach(() => this.#nodeWatchers.delete(path, handlers));
   }
 
-  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
-    if (!signal.aborted) this.#childWatchers.add(dir, onChange, signal);
+  watchChildren(dir: string, onChange: () => void): () => void {
+    return this.#childWatchers.add(dir, onChange).remove;
   }
 
   #childrenChanged(dir: string): void {
     for (const onChange of this.#childWatchers.get(dir)) onChange();
   }
 
-  async waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
-    const { signal } = options;
-    signal.throwIfAborted();
-    await this.#roundTrip();
-    signal.throwIfAborted();
-    if (!this.#node(path)) return;
-
-    let watchers = this.#watchers.get(path);
-    if (!watchers) {
-      watchers = new Set();
-      this.#watchers.set(path, watchers);
-      this.stats.watchesArmed += 1;
-    }
-    const waiters = watchers;
-    return new Promise<void>((resolve, reject) => {
-      const onDeleted = (): void => {
-        signal.removeEventListener('abort', onAbort);
-        this.stats.waitersWoken += 1;
-        resolve();
-      };
-      const onAbort = (): void => {
-        waiters.delete(onDeleted);
-        reject(signal.reason);
-      };
-      waiters.add(onDeleted);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
+  onceDeleted(path: string, onDeleted: (error?: LockError) => void): () => void {
+    let cancelled = false;
+    let watchers: Set<() => void> | undefined;
+    const wake = (): void => {
+      this.stats.waitersWoken += 1;
+      onDeleted();
+    };
+    this.#roundTrip().then(
+      () => {
+        if (cancelled) return;
+        if (!this.#node(path)) {
+          onDeleted();
+          return;
+        }
+        watchers = this.#watchers.get(path);
+        if (!watchers) {
+          watchers = new Set();
+          this.#watchers.set(path, watchers);
+          this.stats.watchesArmed += 1;
+        }
+        watchers.add(wake);
+      },
+      (error: unknown) => {
+        if (!cancelled) onDeleted(error as LockError);
+      },
+    );
+    return () => {
+      cancelled = true;
+      watchers?.delete(wake);
+    };
   }
 
   async delete(path: string): Promise<void> {

@@ -6,8 +6,11 @@ import { ErrorCode } from './protocol/records.js';
 import { unavailable } from './zookeeper-failures.js';
 import type { LinkReply, NodeEventKind } from './zookeeper-link.js';
 
+/** A waiter for a node's deletion (an object: the same function may wait twice). */
 interface DeletionWaiter {
-  settle(error?: LockError): void;
+  readonly settle: (error?: LockError) => void;
+  /** Set when it stops waiting: also while the path's waiters are being settled. */
+  cancelled: boolean;
 }
 
 /**
@@ -19,7 +22,7 @@ export class NodeWatches {
   readonly #ops: LinkOperations;
   readonly #stats: StoreStats;
   /** Waiters for a node's deletion, by path: one back-end watch per path. */
-  #deletions = new Map<string, Set<DeletionWaiter>>();
+  readonly #deletions = new ListenerMap<DeletionWaiter>();
   /** Held nodes followed for data changes and deletion (see watchNode). */
   readonly #followers = new ListenerMap<NodeWatchHandlers>();
   /** Parents watched for children changes (see watchChildren). */
@@ -44,38 +47,21 @@ export class NodeWatches {
     }
   }
 
-  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
-    if (signal.aborted) return;
-    if (this.#childWatchers.add(dir, onChange, signal)) void this.#armChildWatch(dir);
+  watchChildren(dir: string, onChange: () => void): () => void {
+    const { first, remove } = this.#childWatchers.add(dir, onChange);
+    if (first) void this.#armChildWatch(dir);
+    return remove;
   }
 
-  waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
-    const { signal } = options;
-    if (signal.aborted) return Promise.reject(signal.reason);
-    let waiters = this.#deletions.get(path);
-    const arm = waiters === undefined;
-    waiters ??= new Set();
-    this.#deletions.set(path, waiters);
-    const shared = waiters;
-    const done = new Promise<void>((resolve, reject) => {
-      const waiter: DeletionWaiter = {
-        settle: (error) => {
-          signal.removeEventListener('abort', onAbort);
-          if (error) reject(error);
-          else resolve();
-        },
-      };
-      const onAbort = (): void => {
-        // The ZooKeeper watch stays armed (3.5 has no way to remove one); it fires into an
-        // empty set later, and no other waiter is disturbed.
-        shared.delete(waiter);
-        reject(signal.reason);
-      };
-      shared.add(waiter);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
-    if (arm) void this.#armDeletionWatch(path, shared);
-    return done;
+  onceDeleted(path: string, onDeleted: (error?: LockError) => void): () => void {
+    const waiter: DeletionWaiter = { settle: onDeleted, cancelled: false };
+    if (this.#deletions.add(path, waiter).first) void this.#armDeletionWatch(path);
+    // The ZooKeeper watch stays armed when the last waiter leaves (3.5 has no way to remove
+    // one); it fires for nobody later, and no other waiter is disturbed.
+    return () => {
+      waiter.cancelled = true;
+      this.#deletions.delete(path, waiter);
+    };
   }
 
   /** A node event from the current session's link. */
@@ -87,13 +73,12 @@ export class NodeWatches {
     const deleted = kind === 'deleted';
     // A watched parent that is deleted (its queue emptied) changed too.
     if (deleted) this.#onParentEvent(path);
-    const waiters = this.#deletions.get(path);
-    if (waiters) {
+    if (this.#deletions.has(path)) {
       if (deleted) {
-        this.#stats.waitersWoken += waiters.size;
-        this.#settleWaiters(path, waiters);
+        this.#stats.waitersWoken += this.#deletions.count(path);
+        this.#settleWaiters(path);
       } else {
-        void this.#armDeletionWatch(path, waiters); // data changed: the watch is used up
+        void this.#armDeletionWatch(path); // data changed: the watch is used up
       }
     }
     if (!this.#followers.has(path)) return;
@@ -113,25 +98,15 @@ export class NodeWatches {
    * Dashboards keep watching: their watches move to the new session.
    */
   sessionReplaced(): void {
-    const old = this.#deletions;
-    this.#deletions = new Map();
     this.#followers.clear();
     for (const dir of this.#childWatchers.keys()) void this.#armChildWatch(dir);
-    for (const [path, waiters] of old) {
-      if (waiters.size === 0) continue;
-      this.#deletions.set(path, waiters);
-      void this.#armDeletionWatch(path, waiters);
-    }
+    for (const path of this.#deletions.keys()) void this.#armDeletionWatch(path);
   }
 
   /** The store closed: every waiter fails with UNAVAILABLE, and nothing is followed any more. */
   close(): void {
     const closed = new LockError('UNAVAILABLE', 'the ZooKeeper store is closed');
-    for (const waiters of this.#deletions.values()) {
-      for (const waiter of waiters) waiter.settle(closed);
-      waiters.clear();
-    }
-    this.#deletions.clear();
+    for (const path of this.#deletions.keys()) this.#settleWaiters(path, closed);
     this.#followers.clear();
     this.#childWatchers.clear();
   }
@@ -154,25 +129,24 @@ export class NodeWatches {
 
   /**
    * Arms a getData watch (Curator's choice over exists(): on a missing node exists() would
-   * leave a watch behind that never fires) and settles `waiters` when the node is deleted, at
+   * leave a watch behind that never fires) and settles the path's waiters when the node is deleted, at
    * once if it is already gone, or with the error if the watch cannot be armed.
    */
-  async #armDeletionWatch(path: string, waiters: Set<DeletionWaiter>): Promise<void> {
+  async #armDeletionWatch(path: string): Promise<void> {
     this.#stats.watchesArmed += 1;
     try {
       const reply = await this.#ops.call('getData', (link) => link.getData(path, true));
-      if (reply.rc === ErrorCode.noNode) this.#settleWaiters(path, waiters);
-      else if (reply.rc !== ErrorCode.ok)
-        this.#settleWaiters(path, waiters, unavailable('getData', reply.rc));
+      if (reply.rc === ErrorCode.noNode) this.#settleWaiters(path);
+      else if (reply.rc !== ErrorCode.ok) this.#settleWaiters(path, unavailable('getData', reply.rc));
     } catch (error) {
-      this.#settleWaiters(path, waiters, error instanceof LockError ? error : unavailable('getData', -1));
+      this.#settleWaiters(path, error instanceof LockError ? error : unavailable('getData', -1));
     }
   }
 
-  #settleWaiters(path: string, waiters: Set<DeletionWaiter>, error?: LockError): void {
-    if (this.#deletions.get(path) === waiters) this.#deletions.delete(path);
-    for (const waiter of waiters) waiter.settle(error);
-    waiters.clear();
+  #settleWaiters(path: string, error?: LockError): void {
+    const waiters = this.#deletions.get(path);
+    this.#deletions.delete(path);
+    for (const waiter of waiters) if (!waiter.cancelled) waiter.settle(error);
   }
 
   /** Reads a followed node again with a watch (it changed), and tells its followers. */

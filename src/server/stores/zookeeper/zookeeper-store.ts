@@ -1,3 +1,4 @@
+import type { LockError } from '../../lock-error.js';
 import type { Logger } from 'pino';
 import {
   emptyStats,
@@ -165,12 +166,12 @@ export class ZooKeeperStore implements CoordinationStore {
     return this.#watches.watchNode(path, follow);
   }
 
-  watchChildren(dir: string, onChange: () => void, signal: AbortSignal): void {
-    this.#watches.watchChildren(dir, onChange, signal);
+  watchChildren(dir: string, onChange: () => void): () => void {
+    return this.#watches.watchChildren(dir, onChange);
   }
 
-  waitUntilDeleted(path: string, options: { signal: AbortSignal }): Promise<void> {
-    return this.#watches.waitUntilDeleted(path, options);
+  onceDeleted(path: string, onDeleted: (error?: LockError) => void): () => void {
+    return this.#watches.onceDeleted(path, onDeleted);
   }
 
   async close(): Promise<void> {

@@ -1,3 +1,4 @@
+import { ListenerMap } from '../../listener-map.js';
 import { EventType, type WatcherEvent } from './records.js';
 
 export type Watcher = (event: WatcherEvent) => void;
@@ -19,34 +20,28 @@ export interface WatchRequest {
  * so the server can be told which to restore.
  */
 export class WatchRegistry {
-  readonly #byKind: Record<WatchKind, Map<string, Set<Watcher>>> = {
-    data: new Map(),
-    exist: new Map(),
-    child: new Map(),
+  readonly #byKind: Record<WatchKind, ListenerMap<Watcher>> = {
+    data: new ListenerMap(),
+    exist: new ListenerMap(),
+    child: new ListenerMap(),
   };
 
   /** Registers `request`'s watcher for a reply that found the node (`found`) or did not. */
   register(request: WatchRequest, found: boolean): void {
     const kind = found ? request.found : request.missing;
     if (kind === undefined) return;
-    const watches = this.#byKind[kind];
-    let set = watches.get(request.path);
-    if (!set) {
-      set = new Set();
-      watches.set(request.path, set);
-    }
-    set.add(request.watcher);
+    this.#byKind[kind].add(request.path, request.watcher);
   }
 
   /** Fires the watches `event` uses up; a watcher set on several of them hears it once. */
   fire(event: WatcherEvent): void {
     const { path } = event;
-    let first: Set<Watcher> | undefined;
+    let first: Watcher[] | undefined;
     let told: Set<Watcher> | undefined;
     const take = (kind: WatchKind): void => {
       const watches = this.#byKind[kind];
+      if (!watches.has(path)) return;
       const watchers = watches.get(path);
-      if (!watchers) return;
       watches.delete(path);
       if (!first) first = watchers;
       else {
@@ -78,18 +73,18 @@ export class WatchRegistry {
   /** The watched paths of each kind, for a setWatches after a reconnect. */
   paths(): Record<WatchKind, string[]> {
     return {
-      data: [...this.#byKind.data.keys()],
-      exist: [...this.#byKind.exist.keys()],
-      child: [...this.#byKind.child.keys()],
+      data: this.#byKind.data.keys(),
+      exist: this.#byKind.exist.keys(),
+      child: this.#byKind.child.keys(),
     };
   }
 
   /** Forgets every watch; with `event` (the session expired), tells each watcher first. */
   clear(event?: WatcherEvent): void {
     for (const watches of Object.values(this.#byKind)) {
-      const all = [...watches.values()];
+      const all = watches.keys().flatMap((path) => watches.get(path));
       watches.clear();
-      if (event) for (const set of all) for (const watcher of set) watcher(event);
+      if (event) for (const watcher of all) watcher(event);
     }
   }
 }
