@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Go and Python clients (scripts/test.sh runs it after `npm ci`: their tests start
 # lockstream servers from this repository). Needs what scripts/install-test-deps.sh installs.
-#   clients/go:     gofmt, go vet, staticcheck, go test -race
+#   clients/go:     gofmt, go vet, staticcheck, go test -race, and the README's Go section
+#                   followed from a module outside the repository (scripts/check-go-install.sh)
 #   clients/python: python -m build (sdist and wheel), the wheel installed into .venv (the
 #                   cross-language test in test/integration/interop.test.ts uses it), mypy
 #                   --strict, pytest against the installed wheel
@@ -18,6 +19,7 @@ PATH="$PATH:$(go env GOPATH)/bin"
   GOFLAGS=-mod=readonly staticcheck ./...
   GOFLAGS=-mod=readonly go test -race -count=1 ./...
 )
+bash scripts/check-go-install.sh
 
 (
   cd clients/python

@@ -2,9 +2,10 @@
 //
 // A lock is held from the moment Lock returns until Unlock, or until it is lost: the server
 // cannot vouch for it any more (its ZooKeeper session expired, it was revoked, or this client
-// could not reach it within the resume grace). Lost() says so, and Context() is cancelled then,
-// so work done under a lock can stop when the lock does. Pass Token() to the resources the lock
-// protects: it grows with every holder, so they can refuse a holder whose lock was lost.
+// could not hear from it for nearly the resume grace). Lost() says so, and Context() is
+// cancelled then, so work done under a lock can stop when the lock does. Pass Token() to the
+// resources the lock protects: it grows with every holder, so they can refuse a holder whose
+// lock was lost.
 //
 //	client, err := lockstream.Dial("127.0.0.1:50051")
 //	if err != nil { return err }
@@ -14,7 +15,29 @@
 //	defer lock.Unlock(context.Background())
 //	return runReport(lock.Context(), lock.Token())
 //
-// All locks of a Client travel on one Session stream, opened on the first Lock. The stream
-// carries heartbeats; when it breaks, the client takes the session over on a new stream within
-// the resume grace, and the locks stay held with the same tokens.
+// TryLock answers "not acquired" with ErrLocked, as etcd's concurrency package does. Client.Done
+// is closed when the session carrying the client's locks is gone (every lock lost) or the client
+// is closed.
+//
+// # Errors
+//
+// Every error is an *Error: the lock's name, the gRPC code, and a message that names the lock
+// once. It matches exactly one kind with errors.Is (ErrInvalidArgument, ErrLocked, ErrTimeout,
+// ErrCanceled, ErrLost, ErrRevoked, ErrPermissionDenied, ErrUnavailable, ErrClosed, ErrNotHeld,
+// ErrFailed). A request the server would refuse is found before it is sent (ErrInvalidArgument),
+// so it fails alone: the client's other locks are not touched.
+//
+// # Sessions, partitions and the resume grace
+//
+// All locks of a Client travel on one Session stream, opened on the first Lock. Both sides send
+// heartbeats (every second by default). When the stream breaks, or the server has said nothing
+// for two heartbeat intervals, held locks are in doubt (InDoubt, WithOnInDoubt) and the client
+// takes the session over on a new stream; if that succeeds within the resume grace, the locks
+// are confirmed with the same tokens. The grace is counted from the last message heard from the
+// server, and the locks are reported lost a tenth of it before it is over: the server cannot
+// notice a dead path before it sent that message, and keeps the locks for the whole grace after
+// it notices, so a cut-off holder hears "lost" before anyone else can be granted its lock. With
+// the defaults (heartbeat 1s, grace 5s) a holder behind a frozen network path is in doubt 2s and
+// lost 4.5s after the last message it heard; the server frees the lock 7s after it at the
+// earliest.
 package lockstream

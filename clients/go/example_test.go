@@ -2,6 +2,7 @@ package lockstream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 
@@ -22,4 +23,24 @@ func Example() {
 	// Work under lock.Context(): it ends if the lock is lost. Hand lock.Token() to storage.
 	fmt.Println("holding", lock.Name(), "as", lock.Mode(), "with a token:", lock.Token() > 0)
 	// Output: holding reports/daily as write with a token: true
+}
+
+func ExampleClient_TryLock() {
+	client, err := lockstream.Dial(shared.address)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	rebuild, err := client.TryLock(ctx, "examples/cache-rebuild")
+	switch {
+	case errors.Is(err, lockstream.ErrLocked):
+		fmt.Println("someone else is rebuilding the cache")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		defer rebuild.Unlock(ctx)
+		fmt.Println("rebuilding the cache")
+	}
+	// Output: rebuilding the cache
 }

@@ -2,8 +2,9 @@ module github.com/lockstream/lockstream/clients/go
 
 go 1.26.0
 
-// Built here against the stubs beside it; users get gen/go at the release tag gen/go/v0.1.0
-// (released together with clients/go/v0.1.0: `go get github.com/lockstream/lockstream/clients/go`).
+// Built here against the stubs beside it. Users get gen/go at its tag gen/go/v0.1.0 (released
+// with clients/go/v0.1.0); before the tags, a module outside this repository needs a replace
+// for each of the two modules (README, "From Go"; scripts/check-go-install.sh checks it).
 replace github.com/lockstream/lockstream/gen/go => ../../gen/go
 
 require (

@@ -3,12 +3,13 @@ package lockstream
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
+	"google.golang.org/grpc/codes"
 )
 
 // LockToken is the fencing token of one lock of a multi-lock.
@@ -27,15 +28,22 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	inDoubt atomic.Bool
-	mode    atomic.Int32
+	mode atomic.Int32
 
-	once       sync.Once
-	lost       chan struct{}
-	lostErr    error // set before lost is closed
+	once    sync.Once
+	lost    chan struct{}
+	lostErr error // set before lost is closed
+
+	doubtMu     sync.Mutex // one doubt change (and its callback) at a time
+	serverDoubt bool       // the server said in_doubt (its ZooKeeper connection is interrupted)
+	pathDoubt   bool       // the path to the server is broken or silent
+	inDoubt     atomic.Bool
+
+	revokeMu   sync.Mutex
 	revokeOnce sync.Once
 	revoke     chan struct{}
-	reason     atomic.Value // string, set before revoke is closed
+	reason     string
+	deadline   time.Time
 
 	opMu sync.Mutex // one SetValue or Downgrade at a time
 }
@@ -80,7 +88,9 @@ func (l *Lock) Mode() Mode { return Mode(l.mode.Load()) }
 func (l *Lock) Token() uint64 { return l.token }
 
 // Lost is closed when the lock is lost: whatever it protects may be held by someone else now.
-// Not closed by Unlock.
+// That includes a path to the server that stayed silent or broken for nearly the resume grace
+// (counted from the last message heard): the lock is reported lost before the server can free
+// it. Not closed by Unlock.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
 // Err says why the lock was lost (errors.Is(err, ErrLost)), or nil while it is not.
@@ -97,58 +107,119 @@ func (l *Lock) Err() error {
 // context.Cause is then ErrRevoked) or when it is unlocked: do the protected work under it.
 func (l *Lock) Context() context.Context { return l.ctx }
 
-// InDoubt reports whether the server cannot vouch for the lock right now (its ZooKeeper
-// connection is interrupted); nothing else is granted the lock meanwhile.
+// InDoubt reports whether the lock cannot be vouched for right now: the server's ZooKeeper
+// connection is interrupted (nothing else is granted the lock meanwhile), or this client has not
+// heard from the server for two heartbeat intervals or its stream broke (the session is being
+// resumed; the lock is confirmed again, or lost, within the resume grace).
 func (l *Lock) InDoubt() bool { return l.inDoubt.Load() }
 
-// RevokeRequested is closed when someone asked the holder to release the lock; Reason says why.
-func (l *Lock) RevokeRequested() <-chan struct{} { return l.revoke }
+type doubtSource int
 
-// Reason is the reason given with a revoke request, once RevokeRequested is closed.
-func (l *Lock) Reason() string {
-	reason, _ := l.reason.Load().(string)
-	return reason
+const (
+	serverDoubt doubtSource = iota
+	pathDoubt
+)
+
+// setDoubt records one source of doubt, and tells WithOnInDoubt / WithOnConfirmed when the lock
+// changes between in doubt and confirmed.
+func (l *Lock) setDoubt(source doubtSource, doubt bool) {
+	l.doubtMu.Lock()
+	defer l.doubtMu.Unlock()
+	was := l.serverDoubt || l.pathDoubt
+	if source == serverDoubt {
+		l.serverDoubt = doubt
+	} else {
+		l.pathDoubt = doubt
+	}
+	now := l.serverDoubt || l.pathDoubt
+	l.inDoubt.Store(now)
+	select {
+	case <-l.req.ended:
+		return
+	default:
+	}
+	switch {
+	case now && !was && l.req.options.onInDoubt != nil:
+		l.req.options.onInDoubt()
+	case was && !now && l.req.options.onConfirmed != nil:
+		l.req.options.onConfirmed()
+	}
 }
 
-func (l *Lock) revokeRequested(reason string) {
+// RevokeRequested is closed at the first request to release the lock; Reason and
+// RevokeDeadline say more, and WithOnRevokeRequested hears every request.
+func (l *Lock) RevokeRequested() <-chan struct{} { return l.revoke }
+
+// Reason is the reason given with the latest revoke request, once RevokeRequested is closed.
+func (l *Lock) Reason() string {
+	l.revokeMu.Lock()
+	defer l.revokeMu.Unlock()
+	return l.reason
+}
+
+// RevokeDeadline is when the lock is taken away if it has not been released (its Lost fires
+// then), and whether such a deadline was set: a first, cooperative revoke request has none, a
+// later one may bring it. Once set, it never changes.
+func (l *Lock) RevokeDeadline() (time.Time, bool) {
+	l.revokeMu.Lock()
+	defer l.revokeMu.Unlock()
+	return l.deadline, !l.deadline.IsZero()
+}
+
+// revokeRequested: the server asks the holder to release the lock (at most twice: a
+// cooperative request, then the deadline a later RevokeLock adds to it).
+func (l *Lock) revokeRequested(reason string, deadline time.Time) {
+	l.revokeMu.Lock()
+	l.reason = reason
+	if l.deadline.IsZero() {
+		l.deadline = deadline
+	}
+	l.revokeMu.Unlock()
 	l.revokeOnce.Do(func() {
-		l.reason.Store(reason)
 		close(l.revoke)
-		l.cancel(fmt.Errorf("%w: lock %q: %s", ErrRevoked, l.req.name, reason))
+		l.cancel(&Error{Lock: l.req.name, Code: codes.Aborted, Message: "revoke requested: " + reason, kind: ErrRevoked})
 	})
+	if f := l.req.options.onRevoke; f != nil {
+		f(reason, deadline)
+	}
 }
 
 // ended: the request is over (err nil for OK); letGo: the client released or cancelled it.
 func (l *Lock) ended(err error, letGo bool) {
 	l.once.Do(func() {
-		if err == nil || letGo && !errors.Is(err, ErrLost) {
-			l.cancel(ErrNotHeld)
+		var failure *Error
+		if err == nil || !errors.As(err, &failure) || letGo && !errors.Is(err, ErrLost) {
+			l.cancel(notHeldError(l.req.name, "it was unlocked"))
 			return
 		}
-		l.lostErr = &lostError{lock: l.req.name, reason: err}
+		l.lostErr = lossOf(l.req.name, failure)
 		close(l.lost)
 		l.cancel(l.lostErr)
 	})
 }
 
 // Unlock releases the lock and waits for the server to confirm. It returns the loss if the lock
-// was lost first (errors.Is(err, ErrLost)), ErrNotHeld if it was unlocked already.
+// was lost first (errors.Is(err, ErrLost)), an error matching ErrNotHeld if it was unlocked
+// already, ErrClosed if Close released it.
 func (l *Lock) Unlock(ctx context.Context) error {
 	l.s.mu.Lock()
-	letGo := l.req.letGo != nil
+	letGo, byClose := l.req.letGo != nil, l.req.byClose
 	l.s.mu.Unlock()
 	if letGo {
 		if err := l.Err(); err != nil {
 			return err
 		}
-		return ErrNotHeld
+		if byClose {
+			return closedError(l.req.name)
+		}
+		return notHeldError(l.req.name, "it was unlocked already")
 	}
 	select {
 	case <-l.req.ended:
 		if err := l.Err(); err != nil {
 			return err
 		}
-		return ErrNotHeld
+		return notHeldError(l.req.name, "it was unlocked already")
 	default:
 	}
 	l.s.letGo(l.req, &pb.SessionRequest{Kind: &pb.SessionRequest_Release{Release: &pb.SessionRelease{RequestId: l.req.id}}})
@@ -156,12 +227,16 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	case <-l.req.ended:
 		return l.Err()
 	case <-ctx.Done():
-		return ctx.Err()
+		return contextError(l.req.name, ctx.Err())
 	}
 }
 
-// SetValue replaces the value the holder publishes (at most 1 KiB; empty clears it).
+// SetValue replaces the value the holder publishes (at most 1 KiB, or an error matching
+// ErrInvalidArgument with nothing sent; empty clears it).
 func (l *Lock) SetValue(ctx context.Context, value []byte) error {
+	if problem := checkValue(value); problem != "" {
+		return invalidArgument(l.req.name, "%s", problem)
+	}
 	return l.ask(ctx, &pb.SessionRequest{Kind: &pb.SessionRequest_SetValue{
 		SetValue: &pb.SessionSetValue{RequestId: l.req.id, Value: value},
 	}})
@@ -187,23 +262,36 @@ func (l *Lock) ask(ctx context.Context, message *pb.SessionRequest) error {
 		if err := l.Err(); err != nil {
 			return err
 		}
-		return ErrNotHeld
+		return notHeldError(l.req.name, "it was unlocked")
 	default:
 	}
 	l.req.ack, l.req.asked = ack, message
 	l.s.mu.Unlock()
 	if err := l.s.send(ctx, message); err != nil {
-		return err
+		select {
+		case <-l.req.ended:
+		default:
+			if ctx.Err() != nil {
+				return contextError(l.req.name, ctx.Err())
+			}
+			return &Error{Lock: l.req.name, Code: codes.Internal, Message: "could not be sent: " + err.Error(), kind: ErrFailed, cause: err}
+		}
 	}
 	select {
 	case <-ack:
 		return nil
 	case <-l.req.ended:
-		if l.req.err != nil {
-			return l.req.err
+		l.s.mu.Lock()
+		err := l.req.err
+		l.s.mu.Unlock()
+		if lost := l.Err(); lost != nil {
+			return lost
 		}
-		return ErrNotHeld
+		if err != nil {
+			return err
+		}
+		return notHeldError(l.req.name, "it was unlocked")
 	case <-ctx.Done():
-		return ctx.Err()
+		return contextError(l.req.name, ctx.Err())
 	}
 }

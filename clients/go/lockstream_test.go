@@ -169,8 +169,8 @@ func TestReadersShareAWriterWaits(t *testing.T) {
 	}
 	writer := dial(t, shared.address)
 	_, err := writer.TryLock(ctx, name, lockstream.WithMode(lockstream.Write))
-	if !errors.Is(err, lockstream.ErrTimeout) || status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("TryLock of a read-held lock: %v, want ErrTimeout (DEADLINE_EXCEEDED)", err)
+	if !errors.Is(err, lockstream.ErrLocked) || status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("TryLock of a read-held lock: %v, want ErrLocked (DEADLINE_EXCEEDED)", err)
 	}
 	option, isQueued := queued()
 	granted := make(chan *lockstream.Lock, 1)
@@ -302,7 +302,7 @@ func TestResumeAfterABrokenConnection(t *testing.T) {
 		t.Fatalf("Lost fired across a resumed session: %v", lock.Err())
 	default:
 	}
-	if _, err := observer.TryLock(ctx, name); !errors.Is(err, lockstream.ErrTimeout) {
+	if _, err := observer.TryLock(ctx, name); !errors.Is(err, lockstream.ErrLocked) {
 		t.Fatalf("TryLock while the resumed holder holds: %v", err)
 	}
 	if err := lock.Unlock(ctx); err != nil {
@@ -429,7 +429,7 @@ func TestSemaphore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dial(t, shared.address).TryLock(ctx, name, lockstream.WithLimit(3)); !errors.Is(err, lockstream.ErrTimeout) {
+	if _, err := dial(t, shared.address).TryLock(ctx, name, lockstream.WithLimit(3)); !errors.Is(err, lockstream.ErrLocked) {
 		t.Fatalf("a third unit of a 3-unit semaphore in use: %v", err)
 	}
 	described := describe(t, dial(t, shared.address), name)

@@ -92,12 +92,15 @@ func (s *server) kill() {
 	_ = s.cmd.Wait()
 }
 
-// proxy forwards TCP connections to a target until cut, which breaks every connection it carries.
+// proxy forwards TCP connections to a target until cut, which breaks every connection it
+// carries, or frozen, which stops every byte both ways with the sockets left open (a network
+// partition, as neither end can tell it from a slow peer).
 type proxy struct {
 	listener net.Listener
 	target   string
 	mu       sync.Mutex
 	conns    []net.Conn
+	thawed   chan struct{} // closed while bytes flow; a frozen proxy's pipes wait on it
 }
 
 func startProxy(tb testing.TB, target string) *proxy {
@@ -106,9 +109,10 @@ func startProxy(tb testing.TB, target string) *proxy {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &proxy{listener: listener, target: target}
+	p := &proxy{listener: listener, target: target, thawed: make(chan struct{})}
+	close(p.thawed)
 	go p.serve()
-	tb.Cleanup(func() { _ = listener.Close(); p.cut() })
+	tb.Cleanup(func() { _ = listener.Close(); p.thaw(); p.cut() })
 	return p
 }
 
@@ -128,8 +132,50 @@ func (p *proxy) serve() {
 		p.mu.Lock()
 		p.conns = append(p.conns, client, upstream)
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(upstream, client); _ = upstream.Close() }()
-		go func() { _, _ = io.Copy(client, upstream); _ = client.Close() }()
+		go func() { p.pipe(upstream, client); _ = upstream.Close() }()
+		go func() { p.pipe(client, upstream); _ = client.Close() }()
+	}
+}
+
+// pipe copies from src to dst, holding each chunk while the proxy is frozen.
+func (p *proxy) pipe(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			thawed := p.thawed
+			p.mu.Unlock()
+			<-thawed
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// freeze stops every byte both ways, on the connections carried and on new ones.
+func (p *proxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+		p.thawed = make(chan struct{})
+	default:
+	}
+}
+
+// thaw lets the bytes flow again.
+func (p *proxy) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+	default:
+		close(p.thawed)
 	}
 }
 

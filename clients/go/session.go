@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,39 +23,59 @@ var errSessionOver = errors.New("lockstream: session over")
 
 type sessionStream = grpc.BidiStreamingClient[pb.SessionRequest, pb.SessionResponse]
 
+// Held locks are in doubt, and the stream is replaced, after this many heartbeat intervals
+// without a message from the server (it sends one every interval).
+const suspectAfterIntervals = 2
+
 // session is one Session stream and its successors (after a resume): every lock of a Client.
+//
+// Safety rests on one clock: heard, the last time a message came from the server. The server
+// frees a request no earlier than its resume grace after it notices the break, and it cannot
+// notice before it sent the last message this client heard. So the client reports every held
+// lock lost a tenth of the grace (for that message's time on the way) before the grace, counted
+// from heard, is over, whatever it is doing then: resuming, waiting for a connection, or
+// nothing at all on a stream that went silent.
 type session struct {
 	rpc     pb.LockServiceClient
 	options clientOptions
+	onEnd   func(*session, error) // tells the client the session ended, and why
+	born    time.Time             // the monotonic base of heard and streamSince
 	// Ends with the session: every stream's context derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	// Closed when the session is over; nothing is held or queued for it any more.
 	done chan struct{}
-
-	// The time of the last message from the server (UnixNano), for the heartbeat watchdog.
+	// When the server was last heard from (since born), for the watchdog.
 	heard atomic.Int64
+	// Wakes the watchdog when its deadlines change.
+	wake chan struct{}
 
 	sendMu sync.Mutex // a gRPC stream's Send is not safe for concurrent use
 
 	mu           sync.Mutex
-	stream       sessionStream // nil while the session is being resumed
+	stream       sessionStream // nil while the session connects or resumes
 	streamCancel context.CancelFunc
+	streamSince  time.Duration // when the current stream was taken into use (since born)
+	cutCause     *Error        // why the client cut the current stream, if it did
 	ready        chan struct{} // closed while `stream` is usable
 	requests     map[uint32]*request
 	lastID       uint32
 	resumeToken  string
-	resumeGrace  time.Duration
+	resumeGrace  time.Duration // the server's, from `opened`
+	opened       bool
+	resuming     bool
+	inDoubt      bool // the path to the server is broken or silent
 	closing      bool
 	ended        bool
 }
 
 // request is one lock request of the session, from `acquire` to `ended`.
 type request struct {
-	id      uint32
-	name    string
-	message *pb.SessionAcquire
-	onQueue func(ahead int)
+	id         uint32
+	name       string // as the client names it (a multi-lock's names joined with "+")
+	serverName string // as the server's messages name it
+	message    *pb.SessionAcquire
+	options    lockOptions
 
 	granted chan struct{} // closed at `acquired`
 	ended   chan struct{} // closed at `ended`
@@ -64,28 +83,39 @@ type request struct {
 	err      error              // how it ended; nil for OK
 	lock     *Lock              // once granted
 	letGo    *pb.SessionRequest // the release or cancel sent, if any
+	byClose  bool               // the release was Close's
 	ack      chan struct{}      // the `value_set` or `downgraded` awaited, if any
 	asked    *pb.SessionRequest // the `set_value` or `downgrade` it answers
 	reported bool               // said something during a resume
 }
 
-func openSession(rpc pb.LockServiceClient, options clientOptions) (*session, error) {
+// startSession makes a session and connects it in the background: requests wait for the
+// stream with their own contexts.
+func startSession(rpc pb.LockServiceClient, options clientOptions, onEnd func(*session, error)) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &session{
-		rpc: rpc, options: options, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		ready: make(chan struct{}), requests: map[uint32]*request{},
+		rpc: rpc, options: options, onEnd: onEnd, born: time.Now(), ctx: ctx, cancel: cancel,
+		done: make(chan struct{}), wake: make(chan struct{}, 1), ready: make(chan struct{}),
+		requests: map[uint32]*request{},
 	}
-	open := &pb.SessionOpen{HeartbeatInterval: durationOrNil(options.heartbeatInterval)}
-	if options.resumeGrace > 0 {
-		open.ResumeGrace = durationpb.New(options.resumeGrace)
+	go s.connect()
+	go s.watch()
+	return s
+}
+
+func (s *session) connect() {
+	open := &pb.SessionOpen{HeartbeatInterval: durationOrNil(s.options.heartbeat())}
+	if s.options.resumeGrace > 0 {
+		open.ResumeGrace = durationpb.New(s.options.resumeGrace)
 	}
-	stream, streamCancel, err := s.startStream(&pb.SessionRequest{Kind: &pb.SessionRequest_Open{Open: open}})
+	stream, cancel, err := s.startStream(&pb.SessionRequest{Kind: &pb.SessionRequest_Open{Open: open}})
 	if err != nil {
-		cancel()
-		return nil, err
+		s.finish(transportError("", "could not reach the server", err))
+		return
 	}
-	s.use(stream, streamCancel)
-	return s, nil
+	if !s.use(stream, cancel) {
+		cancel()
+	}
 }
 
 func durationOrNil(d time.Duration) *durationpb.Duration {
@@ -95,32 +125,68 @@ func durationOrNil(d time.Duration) *durationpb.Duration {
 	return durationpb.New(d)
 }
 
+// now is the time since the session was made (monotonic).
+func (s *session) now() time.Duration { return time.Since(s.born) }
+
+func (s *session) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
 // startStream opens a Session stream and sends its first message.
 func (s *session) startStream(first *pb.SessionRequest) (sessionStream, context.CancelFunc, error) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	stream, err := s.rpc.Session(ctx)
 	if err == nil {
 		err = stream.Send(first)
-	}
-	if err != nil {
-		cancel()
 		if err == io.EOF {
 			_, err = stream.Recv()
 		}
+	}
+	if err != nil {
+		cancel()
 		return nil, nil, err
 	}
-	s.heard.Store(time.Now().UnixNano())
 	return stream, cancel, nil
 }
 
-// use makes `stream` the session's stream and starts reading it.
-func (s *session) use(stream sessionStream, cancel context.CancelFunc) {
+// use makes `stream` the session's stream and starts reading it; false if the session ended
+// meanwhile. Held locks are confirmed: the server has just told where they stand.
+func (s *session) use(stream sessionStream, cancel context.CancelFunc) bool {
 	s.mu.Lock()
-	s.stream, s.streamCancel = stream, cancel
+	if s.ended {
+		s.mu.Unlock()
+		return false
+	}
+	s.stream, s.streamCancel, s.streamSince = stream, cancel, s.now()
+	s.resuming = false
 	close(s.ready)
+	confirmed := s.inDoubt
+	s.inDoubt = false
+	locks := s.heldLocks()
 	s.mu.Unlock()
-	go s.heartbeats(stream, cancel)
+	if confirmed {
+		for _, lock := range locks {
+			lock.setDoubt(pathDoubt, false)
+		}
+	}
+	go s.heartbeats(stream)
 	go s.read(stream)
+	s.poke()
+	return true
+}
+
+// heldLocks are the session's granted locks. Called with mu held.
+func (s *session) heldLocks() []*Lock {
+	var locks []*Lock
+	for _, req := range s.requests {
+		if req.lock != nil {
+			locks = append(locks, req.lock)
+		}
+	}
+	return locks
 }
 
 func (s *session) over() bool {
@@ -129,8 +195,8 @@ func (s *session) over() bool {
 	return s.ended
 }
 
-// send sends on the current stream, waiting while the session is being resumed. A message lost
-// with a breaking stream is accounted for by the resume (see takeOver).
+// send sends on the current stream, waiting while the session connects or resumes. A message
+// lost with a breaking stream is accounted for by the resume (see takeOver).
 func (s *session) send(ctx context.Context, message *pb.SessionRequest) error {
 	for {
 		s.mu.Lock()
@@ -150,8 +216,12 @@ func (s *session) send(ctx context.Context, message *pb.SessionRequest) error {
 			}
 		}
 		s.sendMu.Lock()
-		_ = stream.Send(message) // a failed send shows as a broken stream in read
+		err := stream.Send(message)
 		s.sendMu.Unlock()
+		// io.EOF: the stream broke, which read sees and resumes from.
+		if err != nil && err != io.EOF {
+			return err
+		}
 		return nil
 	}
 }
@@ -164,22 +234,25 @@ func (s *session) acquire(ctx context.Context, name string, options lockOptions)
 	if options.waitTimeout != nil {
 		message.WaitTimeout = durationpb.New(*options.waitTimeout)
 	}
-	if len(options.targets) > 0 {
+	serverName := name
+	if options.targets != nil {
 		message.Name, message.Mode, message.Limit, message.Weight = "", pb.LockMode_LOCK_MODE_UNSPECIFIED, 0, nil
-		names := make([]string, len(options.targets))
+		serverName = ""
 		for i, target := range options.targets {
-			names[i] = target.Name
-			lock := &pb.LockTarget{Name: target.Name, Mode: target.Mode.proto(), Limit: int32(target.Limit)}
-			if target.Weight > 0 {
+			lock := &pb.LockTarget{Name: target.Name, Mode: target.mode().proto(), Limit: int32(target.Limit)}
+			if target.Weight != 0 {
 				weight := int32(target.Weight)
 				lock.Weight = &weight
 			}
 			message.Locks = append(message.Locks, lock)
+			if i > 0 {
+				serverName += ", "
+			}
+			serverName += jsonQuote(target.Name)
 		}
-		name = strings.Join(names, "+")
 	}
 	req := &request{
-		name: name, message: message, onQueue: options.onQueued,
+		name: name, serverName: serverName, message: message, options: options,
 		granted: make(chan struct{}), ended: make(chan struct{}),
 	}
 	s.mu.Lock()
@@ -198,13 +271,25 @@ func (s *session) acquire(ctx context.Context, name string, options lockOptions)
 			delete(s.requests, req.id)
 		}
 		s.mu.Unlock()
-		return nil, err
+		select {
+		case <-req.ended:
+			// The session ended with the request in it: that is the answer.
+			return nil, req.failure()
+		default:
+		}
+		switch {
+		case errors.Is(err, errSessionOver):
+			return nil, err
+		case ctx.Err() != nil:
+			return nil, contextError(name, ctx.Err())
+		}
+		return nil, &Error{Lock: name, Code: codes.Internal, Message: "could not be sent: " + err.Error(), kind: ErrFailed, cause: err}
 	}
 	select {
 	case <-req.granted:
 		return req.lock, nil
 	case <-req.ended:
-		return nil, req.err
+		return nil, req.failure()
 	case <-ctx.Done():
 		// Leave the queue (or give back a grant that crossed the cancel) before returning.
 		s.letGo(req, &pb.SessionRequest{Kind: &pb.SessionRequest_Cancel{Cancel: &pb.SessionCancel{RequestId: req.id}}})
@@ -212,8 +297,16 @@ func (s *session) acquire(ctx context.Context, name string, options lockOptions)
 		case <-req.ended:
 		case <-s.done:
 		}
-		return nil, ctx.Err()
+		return nil, contextError(name, ctx.Err())
 	}
+}
+
+// failure is how a request that was not granted ended (once `ended` is closed).
+func (req *request) failure() error {
+	if req.err != nil {
+		return req.err
+	}
+	return &Error{Lock: req.name, Code: codes.Unavailable, Message: "the request ended before it was granted", kind: ErrUnavailable}
 }
 
 // newID is an id no request of the session uses. Called with mu held.
@@ -249,15 +342,15 @@ func (s *session) read(stream sessionStream) {
 			s.broken(stream, err)
 			return
 		}
-		s.heard.Store(time.Now().UnixNano())
+		s.heard.Store(int64(s.now()))
 		s.handle(message)
 	}
 }
 
-// heartbeats sends one every interval, and cuts the stream after three without a word from
-// the server: a connection that silently died, to be resumed on a new one.
-func (s *session) heartbeats(stream sessionStream, cancel context.CancelFunc) {
-	interval := s.options.heartbeatInterval
+// heartbeats sends one every interval, so that the server hears from a quiet client (and
+// idle-timeout proxies leave the stream alone). The watchdog listens for the server's.
+func (s *session) heartbeats(stream sessionStream) {
+	interval := s.options.heartbeat()
 	if interval <= 0 {
 		return
 	}
@@ -270,62 +363,148 @@ func (s *session) heartbeats(stream sessionStream, cancel context.CancelFunc) {
 			return
 		case <-ticker.C:
 		}
-		if time.Since(time.Unix(0, s.heard.Load())) > 3*interval {
-			cancel()
-			return
-		}
 		s.sendMu.Lock()
 		_ = stream.Send(heartbeat)
 		s.sendMu.Unlock()
 	}
 }
 
+// watch applies the two rules of silence until the session ends: held locks are in doubt, and
+// the stream is replaced, after two heartbeat intervals without a word from the server; they
+// are lost a tenth of the resume grace before the grace, counted from the last word, is over.
+func (s *session) watch() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		timer.Reset(s.check())
+		select {
+		case <-s.done:
+			return
+		case <-timer.C:
+		case <-s.wake:
+		}
+	}
+}
+
+// check applies the rules of silence now, and says when to check again.
+func (s *session) check() time.Duration {
+	interval := s.options.heartbeat()
+	now, heard := s.now(), time.Duration(s.heard.Load())
+	s.mu.Lock()
+	stream, since, opened, grace, resuming, ended := s.stream, s.streamSince, s.opened, s.resumeGrace, s.resuming, s.ended
+	s.mu.Unlock()
+	next := time.Hour
+	if ended {
+		return next
+	}
+	// Without heartbeats a quiet stream says nothing about the path: the rule applies once it broke.
+	if opened && grace > 0 && (interval > 0 || resuming) {
+		lossAfter := grace - grace/10
+		silent := now - heard
+		if silent >= lossAfter {
+			s.finish(&Error{Code: codes.Unavailable, Message: fmt.Sprintf(
+				"no message from the server for %s; it may free the locks once its resume grace (%s) is over",
+				silent.Round(time.Millisecond), grace), kind: ErrUnavailable})
+			return next
+		}
+		next = lossAfter - silent
+	}
+	if interval > 0 && stream != nil {
+		suspectAfter := suspectAfterIntervals * interval
+		silent := now - max(heard, since)
+		if silent >= suspectAfter {
+			s.cut(stream, &Error{Code: codes.Unavailable, Message: fmt.Sprintf(
+				"no message from the server for %s (%d heartbeat intervals)", silent.Round(time.Millisecond), suspectAfterIntervals)})
+		} else {
+			next = min(next, suspectAfter-silent)
+		}
+	}
+	return next
+}
+
+// cut ends a stream the server has gone silent on: held locks are in doubt at once, and the
+// session is resumed on a new stream (see broken).
+func (s *session) cut(stream sessionStream, why *Error) {
+	s.mu.Lock()
+	if s.stream != stream {
+		s.mu.Unlock()
+		return
+	}
+	s.cutCause = why
+	cancel := s.streamCancel
+	locks := s.doubt()
+	s.mu.Unlock()
+	for _, lock := range locks {
+		lock.setDoubt(pathDoubt, true)
+	}
+	cancel()
+}
+
+// doubt marks the path in doubt; the held locks to tell. Called with mu held.
+func (s *session) doubt() []*Lock {
+	if s.inDoubt {
+		return nil
+	}
+	s.inDoubt = true
+	return s.heldLocks()
+}
+
 // handle applies one message from the server.
 func (s *session) handle(message *pb.SessionResponse) {
+	var after []func() // callbacks, run in order once mu is released
+	defer func() {
+		for _, f := range after {
+			f()
+		}
+	}()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch kind := message.GetKind().(type) {
 	case *pb.SessionResponse_Opened:
 		s.resumeToken = kind.Opened.GetResumeToken()
 		s.resumeGrace = kind.Opened.GetResumeGrace().AsDuration()
-		s.mu.Unlock()
+		s.opened = true
+		after = append(after, s.poke)
 		return
 	case *pb.SessionResponse_Heartbeat, *pb.SessionResponse_Resumed:
-		s.mu.Unlock()
 		return
 	}
 	req := s.requests[message.GetRequestId()]
 	if req == nil {
-		s.mu.Unlock()
 		return
 	}
 	req.reported = true
-	var onQueue func()
+	lock := req.lock
 	switch kind := message.GetKind().(type) {
 	case *pb.SessionResponse_Queued:
-		if req.onQueue != nil {
+		if onQueued := req.options.onQueued; onQueued != nil {
 			ahead := int(kind.Queued.GetAhead())
-			onQueue = func() { req.onQueue(ahead) }
+			after = append(after, func() { onQueued(ahead) })
 		}
 	case *pb.SessionResponse_Acquired:
-		if req.lock == nil {
+		if lock == nil {
 			req.lock = newLock(s, req, kind.Acquired)
 			close(req.granted)
 		}
 	case *pb.SessionResponse_InDoubt:
-		if req.lock != nil {
-			req.lock.inDoubt.Store(true)
+		if lock != nil {
+			after = append(after, func() { lock.setDoubt(serverDoubt, true) })
 		}
 	case *pb.SessionResponse_Confirmed:
-		if req.lock != nil {
-			req.lock.inDoubt.Store(false)
+		if lock != nil {
+			after = append(after, func() { lock.setDoubt(serverDoubt, false) })
 		}
 	case *pb.SessionResponse_RevokeRequested:
-		if req.lock != nil {
-			req.lock.revokeRequested(kind.RevokeRequested.GetReason())
+		if lock != nil {
+			reason, deadline := kind.RevokeRequested.GetReason(), time.Time{}
+			if forceAt := kind.RevokeRequested.GetForceAt(); forceAt != nil {
+				deadline = forceAt.AsTime()
+			}
+			after = append(after, func() { lock.revokeRequested(reason, deadline) })
 		}
 	case *pb.SessionResponse_ValueSet, *pb.SessionResponse_Downgraded:
-		if _, downgraded := kind.(*pb.SessionResponse_Downgraded); downgraded && req.lock != nil {
-			req.lock.mode.Store(int32(Read))
+		if _, downgraded := kind.(*pb.SessionResponse_Downgraded); downgraded && lock != nil {
+			lock.mode.Store(int32(Read))
 		}
 		if req.ack != nil {
 			close(req.ack)
@@ -334,13 +513,13 @@ func (s *session) handle(message *pb.SessionResponse) {
 	case *pb.SessionResponse_Ended:
 		var err error
 		if code := codes.Code(kind.Ended.GetCode()); code != codes.OK {
-			err = &Error{Lock: req.name, Code: code, Message: kind.Ended.GetMessage()}
+			failure := serverError(req.name, req.serverName, code, kind.Ended.GetMessage())
+			if req.options.try && code == codes.DeadlineExceeded && lock == nil {
+				failure.kind = ErrLocked
+			}
+			err = failure
 		}
 		s.end(req, err)
-	}
-	s.mu.Unlock()
-	if onQueue != nil {
-		onQueue()
 	}
 }
 
@@ -367,16 +546,36 @@ func (s *session) broken(stream sessionStream, err error) {
 	s.stream = nil
 	s.ready = make(chan struct{})
 	s.streamCancel()
+	cut := s.cutCause
+	s.cutCause = nil
 	token, grace, closing := s.resumeToken, s.resumeGrace, s.closing
-	s.mu.Unlock()
 	if err == io.EOF {
 		err = nil
 	}
-	if closing || token == "" || grace <= 0 || final(err, stream) {
-		s.finish(err)
+	if closing || token == "" || grace <= 0 || cut == nil && final(err, stream) {
+		s.mu.Unlock()
+		s.finish(endCause(err, cut))
 		return
 	}
-	go s.resume(time.Now().Add(grace), err)
+	s.resuming = true
+	locks := s.doubt()
+	s.mu.Unlock()
+	for _, lock := range locks {
+		lock.setDoubt(pathDoubt, true)
+	}
+	s.poke()
+	go s.resume()
+}
+
+// endCause says why a stream that is not resumed ended.
+func endCause(err error, cut *Error) *Error {
+	switch {
+	case cut != nil:
+		return cut
+	case err == nil:
+		return &Error{Code: codes.Unavailable, Message: "the server ended the session", kind: ErrUnavailable}
+	}
+	return transportError("", "the session ended", err)
 }
 
 // final: the call ended so that the server keeps nothing of the session to resume.
@@ -391,42 +590,33 @@ func final(err error, stream sessionStream) bool {
 	return true
 }
 
-// resume takes the session over on new streams until one succeeds, the server says it has no
-// such session, or the grace is over (every lock lost then).
-func (s *session) resume(deadline time.Time, cause error) {
+// resume takes the session over on new streams until one succeeds or the server says it has no
+// such session. The watchdog ends the session when the grace is over, which stops this too.
+func (s *session) resume() {
 	backoff := 50 * time.Millisecond
-	for {
+	for s.ctx.Err() == nil {
 		s.mu.Lock()
 		message := &pb.SessionRequest{Kind: &pb.SessionRequest_Resume{Resume: &pb.SessionResume{
-			ResumeToken: s.resumeToken, HeartbeatInterval: durationOrNil(s.options.heartbeatInterval),
+			ResumeToken: s.resumeToken, HeartbeatInterval: durationOrNil(s.options.heartbeat()),
 		}}}
-		closing := s.closing
 		s.mu.Unlock()
-		if closing {
-			s.finish(cause)
-			return
-		}
 		stream, cancel, err := s.startStream(message)
 		if err == nil {
-			// A server that accepts the stream but never answers must not outlast the grace.
-			timer := time.AfterFunc(time.Until(deadline), cancel)
-			err = s.takeOver(stream)
-			if timer.Stop() && err == nil {
-				s.use(stream, cancel)
+			if err = s.takeOver(stream); err == nil {
+				if !s.use(stream, cancel) {
+					cancel()
+				}
 				return
 			}
 			cancel()
-			if err == nil {
-				err = cause
-			}
 		}
-		if status.Code(err) == codes.NotFound || time.Now().After(deadline) || s.ctx.Err() != nil {
-			s.finish(fmt.Errorf("could not resume the session: %w", err))
+		if status.Code(err) == codes.NotFound {
+			s.finish(&Error{Code: codes.Unavailable, kind: ErrUnavailable, cause: err,
+				Message: "the server no longer knows the session (its resume grace is over, or it restarted)"})
 			return
 		}
-		cause = err
 		select {
-		case <-time.After(min(backoff, time.Until(deadline))):
+		case <-time.After(backoff):
 		case <-s.ctx.Done():
 		}
 		backoff = min(2*backoff, time.Second)
@@ -449,7 +639,7 @@ func (s *session) takeOver(stream sessionStream) error {
 		if err != nil {
 			return err
 		}
-		s.heard.Store(time.Now().UnixNano())
+		s.heard.Store(int64(s.now()))
 		if message.GetResumed() != nil {
 			break
 		}
@@ -470,7 +660,7 @@ func (s *session) takeOver(stream sessionStream) error {
 		case req.letGo != nil:
 			s.end(req, nil)
 		case req.lock != nil:
-			s.end(req, &Error{Lock: req.name, Code: codes.Aborted, Message: "the lock ended while the stream was broken"})
+			s.end(req, &Error{Lock: req.name, Code: codes.Aborted, Message: "was lost while the stream was broken", kind: ErrLost})
 		default:
 			again = append(again, &pb.SessionRequest{Kind: &pb.SessionRequest_Acquire{Acquire: req.message}})
 		}
@@ -487,8 +677,8 @@ func (s *session) takeOver(stream sessionStream) error {
 	return nil
 }
 
-// finish ends the session: every request ends (held locks lost, unless let go) with cause.
-func (s *session) finish(cause error) {
+// finish ends the session: every request ends with why (held locks lost, unless let go).
+func (s *session) finish(why *Error) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -496,34 +686,46 @@ func (s *session) finish(cause error) {
 	}
 	s.ended = true
 	close(s.done)
+	closing := s.closing
 	for _, req := range s.requests {
 		var err error
 		switch {
 		case req.letGo != nil:
-			err = nil
-		case s.closing:
-			err = ErrClosed
-		case cause == nil:
-			err = &Error{Lock: req.name, Code: codes.Unavailable, Message: "the session ended"}
+		case closing:
+			err = closedError(req.name)
 		default:
-			err = &Error{Lock: req.name, Code: status.Code(cause), Message: "the session ended: " + cause.Error()}
+			err = &Error{Lock: req.name, Code: why.Code, Message: why.Message, kind: kindOf(why.Code), cause: why.cause}
 		}
 		s.end(req, err)
 	}
 	s.mu.Unlock()
 	s.cancel()
+	if closing {
+		s.onEnd(s, closedError(""))
+	} else {
+		s.onEnd(s, &Error{Code: why.Code, Message: "the session was lost: " + why.Message, kind: ErrLost, cause: why.cause})
+	}
 }
 
-// close releases every lock, withdraws every request and ends the session; waits a little for
-// the server to confirm.
+// close releases every lock and ends every waiting request at once (ErrClosed), then ends the
+// session; waits a little for the server to confirm the releases.
 func (s *session) close() {
 	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
 	s.closing = true
 	var releases []*pb.SessionRequest
 	for id, req := range s.requests {
 		if req.letGo == nil {
 			req.letGo = &pb.SessionRequest{Kind: &pb.SessionRequest_Release{Release: &pb.SessionRelease{RequestId: id}}}
 			releases = append(releases, req.letGo)
+		}
+		if req.lock == nil {
+			s.end(req, closedError(req.name))
+		} else {
+			req.byClose = true
 		}
 	}
 	stream := s.stream
@@ -540,5 +742,5 @@ func (s *session) close() {
 		case <-time.After(5 * time.Second):
 		}
 	}
-	s.finish(nil)
+	s.finish(closedError(""))
 }
