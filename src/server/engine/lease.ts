@@ -87,7 +87,7 @@ export class LockRequestNode implements Lease {
    * The store created the node: takes its path, session and fencing token (from the create's
    * answer, or the follow's first read); LOCK_LOST if the node was already gone.
    */
-  created(created: CreatedNode, written: Uint8Array): void {
+  created(created: CreatedNode, writtenBytes: number): void {
     this.#path = created.path;
     this.#session = created.session;
     const node = created.followed;
@@ -96,7 +96,7 @@ export class LockRequestNode implements Lease {
       throw this.#vanishedReason ?? nodeVanished(this.name);
     }
     this.#token = created.creationId ?? node.creationId;
-    if (node.data.byteLength !== written.byteLength) this.#changed(node.data);
+    if (node.data.byteLength !== writtenBytes) this.#changed(node.data);
     // One listener for the node's whole life: a queued request's wait ends with its session, a
     // held lock is lost with it.
     const { session } = created;

@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { joinPath, type CoordinationStore, type CreatedNode, type SequentialEntry } from '../stores/store.js';
+import {
+  joinPath,
+  type CoordinationStore,
+  type CreatedNode,
+  type SequentialEntry,
+  type StoreSession,
+} from '../stores/store.js';
 import { LockRequestNode } from './lease.js';
+import type { LockMode } from './lock-mode.js';
 import {
   QueuePlace,
   Withdrawal,
@@ -30,13 +37,12 @@ export interface LockEngineOptions {
   readonly maxWaitersPerLock?: number;
 }
 
-/** One lock of a request (a multi-lock has several): its node, as asked of the store, and its follower. */
+/** One lock of a request (a multi-lock has several): its node, and its semaphore wake-up. */
 interface Part {
   readonly request: AcquireRequest;
   readonly requestId: string;
   readonly node: LockRequestNode;
   readonly wakeup: SemaphoreWakeup | undefined;
-  readonly entry: SequentialEntry;
 }
 
 /**
@@ -93,62 +99,121 @@ export class LockEngine {
     options.withdrawal.throwIfWithdrawn();
     // Withdrawn by the caller or, with a wait timeout, by the deadline.
     using deadline = withDeadline(request, options.withdrawal);
-    const { stop } = deadline;
     const data = this.#recordOf(request);
+    for (;;) {
+      // A waiter keeps this frame until its turn: it holds little; a try's state is in #queue's callbacks.
+      const lease = await this.#queue(request, data, deadline.stop, options);
+      if (lease) return lease;
+      // The session (and with it our place in the queue) ended while we waited: queue again
+      // on the new session rather than fail a caller who held nothing.
+      this.#logger.debug({ lock: request.name }, 'session lost while waiting; queuing again');
+    }
+  }
+
+  /**
+   * Queues once: creates the request's nodes (a multi-lock's in one transaction) and waits for
+   * their turn. Resolves with the lease, or with undefined when the session was lost while it
+   * waited and the request was not withdrawn; on any other failure deletes the nodes and rejects.
+   */
+  #queue(
+    request: AcquireRequest,
+    data: Buffer,
+    stop: Withdrawal,
+    options: AcquireOptions,
+  ): Promise<Lease | undefined> {
     const targets = request.locks?.map((target): AcquireRequest => ({
       ...request,
       ...target,
       locks: undefined,
     }));
-    for (;;) {
-      const parts = (targets ?? [request]).map((target) => this.#part(target, data));
-      try {
-        let created: CreatedNode[];
-        try {
-          created = targets
-            ? await this.#store.createSequentialAll(parts.map((part) => part.entry))
-            : [await this.#createSequential(parts[0]!.entry)];
-        } catch (error) {
-          for (const part of parts) part.node.abandon();
-          throw error;
-        }
-        try {
-          parts.forEach((part, i) => part.node.created(created[i]!, data));
-          return targets
-            ? await this.#waitForAll(request, parts, created, stop, options)
-            : await this.#waitForOne(parts[0]!, created[0]!, stop, options);
-        } catch (error) {
-          for (const part of parts) part.node.abandon();
-          const sessionLost = created[0]!.session.lost.aborted;
-          if (!sessionLost) await Promise.all(created.map((node) => this.#withdraw(node.path)));
-          // The session (and with it our place in the queue) ended while we waited: queue again
-          // on the new session rather than fail a caller who held nothing.
-          if (sessionLost && !stop.withdrawn) {
-            this.#logger.debug({ lock: request.name }, 'session lost while waiting; queuing again');
-            continue;
-          }
-          throw stop.withdrawn ? stop.reason : error;
-        }
-      } finally {
-        for (const part of parts) this.#semaphores.forget(part.requestId);
-      }
+    const parts = (targets ?? [request]).map((target) => this.#part(target));
+    const entries = parts.map((part) => this.#entry(part, data));
+    const creating = targets
+      ? this.#store.createSequentialAll(entries)
+      : this.#createSequential(entries[0]!).then((node) => [node]);
+    const written = data.byteLength;
+    return creating.then(
+      (created) => {
+        const waiting = this.#waitCreated(request, parts, created, written, stop, options);
+        const paths = created.map((node) => node.path);
+        return this.#settled(waiting, parts, paths, created[0]!.session, stop);
+      },
+      (error: unknown) => {
+        for (const part of parts) part.node.abandon();
+        this.#forget(parts);
+        throw error;
+      },
+    );
+  }
+
+  /** The wait of a request whose nodes were created: a rejection, never a throw. */
+  #waitCreated(
+    request: AcquireRequest,
+    parts: readonly Part[],
+    created: readonly CreatedNode[],
+    written: number,
+    stop: Withdrawal,
+    options: AcquireOptions,
+  ): Promise<Lease> {
+    try {
+      parts.forEach((part, i) => part.node.created(created[i]!, written));
+      return request.locks
+        ? this.#waitForAll(request, parts, created, stop, options)
+        : this.#waitForOne(parts[0]!, created[0]!, stop, options);
+    } catch (error) {
+      return Promise.reject(error);
     }
   }
 
+  /** What follows a wait: the lease, or its nodes deleted (unless their session took them) and a rejection. */
+  #settled(
+    waiting: Promise<Lease>,
+    parts: readonly Part[],
+    paths: readonly string[],
+    session: StoreSession,
+    stop: Withdrawal,
+  ): Promise<Lease | undefined> {
+    return waiting.then(
+      (lease) => {
+        this.#forget(parts);
+        return lease;
+      },
+      async (error: unknown) => {
+        try {
+          for (const part of parts) part.node.abandon();
+          const sessionLost = session.lost.aborted;
+          if (!sessionLost) await Promise.all(paths.map((path) => this.#withdraw(path)));
+          if (sessionLost && !stop.withdrawn) return undefined;
+          throw stop.withdrawn ? stop.reason : error;
+        } finally {
+          this.#forget(parts);
+        }
+      },
+    );
+  }
+
+  #forget(parts: readonly Part[]): void {
+    for (const part of parts) this.#semaphores.forget(part.requestId);
+  }
+
   /** One lock of a request, before its node is created. */
-  #part(request: AcquireRequest, data: Buffer): Part {
+  #part(request: AcquireRequest): Part {
     const shape = semaphoreShapeOf(request);
     const requestId = randomUUID();
     // Known here before its node exists: a grant ahead that lists the node finds it local.
     const wakeup = shape ? this.#semaphores.register(requestId) : undefined;
     const node = new LockRequestNode(this.#store, request);
-    const entry = {
+    return { request, requestId, node, wakeup };
+  }
+
+  /** What the store is asked to create for a part. */
+  #entry({ request, requestId, node }: Part, data: Buffer): SequentialEntry {
+    return {
       dir: this.lockPath(request.name),
-      prefix: nodePrefix(request.mode, requestId, shape),
+      prefix: nodePrefix(request.mode, requestId, semaphoreShapeOf(request)),
       data,
       follow: node.follow,
     };
-    return { request, requestId, node, wakeup, entry };
   }
 
   #createSequential({ dir, prefix, data, follow }: SequentialEntry): Promise<CreatedNode> {
@@ -157,14 +222,12 @@ export class LockEngine {
 
   /** A single lock: its node waits for its turn, and the lock is handed out. */
   #waitForOne(part: Part, created: CreatedNode, stop: Withdrawal, options: AcquireOptions): Promise<Lease> {
-    return this.#waits.waitForTurn(
-      part.request,
-      created,
-      part.node,
-      stop,
-      options,
-      part.wakeup,
-      (current, children) => this.#grant(part, created.path, current, children),
+    // What a waiter keeps until its turn: the grant's three values, not the part and the
+    // created node (the node's record, written and read back, and the first listing).
+    const { node, request } = part;
+    const { path } = created;
+    return this.#waits.waitForTurn(request, created, node, stop, options, part.wakeup, (current, children) =>
+      this.#grant(node, request.mode, path, current, children),
     );
   }
 
@@ -220,7 +283,7 @@ export class LockEngine {
         ),
       );
       const leases = parts.map((part, i) =>
-        this.#grant(part, created[i]!.path, turns[i]!.current, turns[i]!.children),
+        this.#grant(part.node, part.request.mode, created[i]!.path, turns[i]!.current, turns[i]!.children),
       );
       return new MultiLease(request.name, leases, this.#store);
     } finally {
@@ -246,9 +309,14 @@ export class LockEngine {
    * Hands out the lock. A semaphore request may have a waiter right behind it that waits for
    * this grant: it is told (see SemaphoreWakeups).
    */
-  #grant(part: Part, path: string, current: HeldPosition, children: readonly string[]): LockRequestNode {
-    const { node } = part;
-    node.hold(releaseFreesWatchers(part.request.mode) ? this.#waits.releasing(path) : undefined);
+  #grant(
+    node: LockRequestNode,
+    mode: LockMode,
+    path: string,
+    current: HeldPosition,
+    children: readonly string[],
+  ): LockRequestNode {
+    node.hold(releaseFreesWatchers(mode) ? this.#waits.releasing(path) : undefined);
     if (current.successor !== undefined) this.#semaphores.granted(path, current.successor, children);
     return node;
   }

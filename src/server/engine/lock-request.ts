@@ -173,7 +173,9 @@ export class Withdrawal {
       listener(this.#reason);
       return () => {};
     }
-    (this.#listeners ??= []).push(listener);
+    // A literal of one, not a push: a pushed-to empty array reserves room for seventeen.
+    if (this.#listeners) this.#listeners.push(listener);
+    else this.#listeners = [listener];
     return () => {
       const index = this.#listeners?.indexOf(listener) ?? -1;
       if (index >= 0) this.#listeners?.splice(index, 1);

@@ -1,18 +1,20 @@
 /** A short list of listeners: an array is a fraction of a Set's size, and these lists hold one or two. */
 export class Listeners<T, R = void> {
-  #listeners: Array<(value: T) => R> = [];
+  #listeners: Array<(value: T) => R> | undefined;
 
   add(listener: (value: T) => R): () => void {
-    this.#listeners.push(listener);
+    // A literal of one, not a push: a pushed-to empty array reserves room for seventeen.
+    if (this.#listeners) this.#listeners.push(listener);
+    else this.#listeners = [listener];
     return () => {
-      const index = this.#listeners.indexOf(listener);
-      if (index >= 0) this.#listeners.splice(index, 1);
+      const index = this.#listeners?.indexOf(listener) ?? -1;
+      if (index >= 0) this.#listeners?.splice(index, 1);
     };
   }
 
   /** Calls every listener; returns what they returned. */
   tell(value: T): R[] {
-    return [...this.#listeners].map((listener) => listener(value));
+    return [...(this.#listeners ?? [])].map((listener) => listener(value));
   }
 }
 
