@@ -1,10 +1,13 @@
 import * as grpc from '@grpc/grpc-js';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
-import { AcquireResponse } from '../../src/gen/lockstream/v1/lockstream.js';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AcquireResponse, SessionRequest } from '../../src/gen/lockstream/v1/lockstream.js';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
-import { LockCaller, type RequestStream, type CallOutcome } from '../support/lock-caller.js';
+import { largestLegalRequests } from '../../src/server/transport/request-size.js';
+import { AcquireStream, LockCaller, type RequestStream, type CallOutcome } from '../support/lock-caller.js';
+import { startServerProcess } from '../support/server-process.js';
+import { SessionDriver } from '../support/session-driver.js';
 
 /** Bad input and abuse: each gets a precise status, and nobody else's lock is harmed. */
 describe('limits and abuse', () => {
@@ -63,6 +66,41 @@ describe('limits and abuse', () => {
     await largest.release();
     expect(bystander.isAcquired).toBe(true);
     expect((await bystander.release()).code).toBe(grpc.status.OK);
+  });
+
+  describe('against a server in its own process', () => {
+    let address: string;
+    const caller = (): LockCaller => {
+      const c = new LockCaller(address);
+      cleanups.push(() => c.close());
+      return c;
+    };
+    beforeAll(async () => {
+      const server = await startServerProcess([]);
+      address = server.address;
+      return async () => void (await server.kill('SIGTERM'));
+    });
+
+    it('grants the largest legal request (16 semaphores of 512-byte names, owner, value) on each RPC with default options', async () => {
+      const largest = largestLegalRequests();
+      // Far over the 4 KiB the default once was.
+      expect(SessionRequest.encode(largest.session).finish().length).toBeGreaterThan(9_000);
+
+      const session = SessionDriver.open(caller().client);
+      session.send(largest.session.kind);
+      const id = 2 ** 32 - 1;
+      // Granted, or refused alone (which would not end the session).
+      const { message } = await Promise.race([session.next(id, 'acquired'), session.next(id, 'ended')]);
+      expect(message.kind?.$case === 'acquired' ? message.kind.value.tokens : message.kind).toHaveLength(16);
+      session.release(id);
+      expect(await session.ended(id)).toEqual({ code: grpc.status.OK, message: '' });
+
+      const stream = new AcquireStream(caller().client, largest.acquire);
+      await stream.acquired();
+      expect((await stream.release()).code).toBe(grpc.status.OK);
+      session.halfClose();
+      expect((await session.outcome).code).toBe(grpc.status.OK);
+    });
   });
 
   it('lets one connection have only so many Acquire calls open; the next waits for a free slot', async () => {
