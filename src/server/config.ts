@@ -1,7 +1,7 @@
 import { Command, Option, type OptionValues } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
 import { ZOOKEEPER_CLIENTS, type ZooKeeperClientKind } from './stores/zookeeper/zookeeper-link.js';
-import { LARGEST_LEGAL_REQUEST_BYTES } from './transport/request-size.js';
+import { LARGEST_LEGAL_REQUEST_BYTES, RECEIVE_MARGIN_BYTES } from './transport/request-size.js';
 
 export type Backend = 'memory' | 'zookeeper';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -31,7 +31,7 @@ export interface Config {
   readonly maxRequestsPerSession: number;
   /** Requests a lock's queue may hold ahead of a new one before it is refused. */
   readonly maxWaitersPerLock: number;
-  /** Largest request message the server accepts, in bytes. */
+  /** Largest lock request (a Session `acquire`, an Acquire `start` message) the server accepts, in bytes. */
   readonly maxMessageBytes: number;
   /** Address of the HTTP port (metrics). */
   readonly httpHost: string;
@@ -193,7 +193,7 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
     flags: '--max-message-bytes <bytes>',
     env: 'LOCKSTREAM_MAX_MESSAGE_BYTES',
-    description: `largest request message accepted (RESOURCE_EXHAUSTED beyond it); the default admits every legal request (at most ${LARGEST_LEGAL_REQUEST_BYTES} bytes)`,
+    description: `largest lock request (Session acquire, Acquire start) accepted; a larger one ends alone with RESOURCE_EXHAUSTED, the session's other locks go on. The default admits every legal request (at most ${LARGEST_LEGAL_REQUEST_BYTES} bytes); a lower limit refuses the largest (multi-locks, values). A message over the limit + ${RECEIVE_MARGIN_BYTES / 1024} KiB ends its whole call`,
     default: String(DEFAULTS.maxMessageBytes),
   },
   {

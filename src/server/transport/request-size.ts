@@ -1,3 +1,4 @@
+import type { MethodDefinition, ServiceDefinition } from '@grpc/grpc-js';
 import {
   LOCK_NAME_MAX_BYTES,
   MULTI_LOCK_MAX,
@@ -15,13 +16,18 @@ import {
   type LockTarget,
   type SessionAcquire,
 } from '../../gen/lockstream/v1/lockstream.js';
+import { LockError } from '../lock-error.js';
 import { HEARTBEAT_INTERVAL_MAX_MS } from './acquire-request.js';
 
 /*
  * How large a lock request (a Session `acquire`, an Acquire `start`) may be. The largest legal
  * one is built from the limits the server enforces, so the default limit admits every request
- * the server would grant.
+ * the server would grant; a request over the configured limit is refused alone, and only a
+ * message far beyond it (gRPC's own receive limit) ends its whole call.
  */
+
+/** How far beyond the request limit gRPC still reads a message, so that it can be refused alone. */
+export const RECEIVE_MARGIN_BYTES = 64 * 1024;
 
 /** The largest request of each RPC, with every field at its largest legal encoding. */
 export function largestLegalRequests(): { session: SessionRequest; acquire: AcquireRequest } {
@@ -73,3 +79,52 @@ export const LARGEST_LEGAL_REQUEST_BYTES = (() => {
     AcquireRequest.encode(acquire).finish().length,
   );
 })();
+
+/**
+ * The configured limit on one lock request. gRPC hands handlers decoded messages only, so the
+ * decoders of the lock RPCs note the size of each message over the limit here (and nothing for
+ * the others), for the handler to refuse that request alone.
+ */
+export class RequestSizeLimit {
+  readonly maxBytes: number;
+  readonly #oversized = new WeakMap<object, number>();
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes;
+  }
+
+  /** gRPC's own limit: a message beyond it ends its whole call with RESOURCE_EXHAUSTED. */
+  get receiveLimitBytes(): number {
+    return this.maxBytes + RECEIVE_MARGIN_BYTES;
+  }
+
+  /** `service`, with the request decoders of `methods` noting the messages over the limit. */
+  noting<S extends ServiceDefinition>(service: S, methods: ReadonlyArray<keyof S>): S {
+    const noted: Record<keyof S, MethodDefinition<unknown, unknown>> = { ...service };
+    for (const method of methods) {
+      const definition = service[method];
+      if (!definition) throw new Error(`INVARIANT: the service has no method ${String(method)}`);
+      noted[method] = {
+        ...definition,
+        requestDeserialize: (bytes: Buffer): unknown => {
+          const message: unknown = definition.requestDeserialize(bytes);
+          if (bytes.length > this.maxBytes && typeof message === 'object' && message !== null) {
+            this.#oversized.set(message, bytes.length);
+          }
+          return message;
+        },
+      };
+    }
+    return noted as S;
+  }
+
+  /** Refuses `message` (named `what` in the error) if it arrived larger than the limit. */
+  check(message: object, what: string): void {
+    const bytes = this.#oversized.get(message);
+    if (bytes === undefined) return;
+    throw new LockError(
+      'RESOURCE_EXHAUSTED',
+      `the ${what} message is ${bytes} bytes; this server accepts lock requests of at most ${this.maxBytes} bytes`,
+    );
+  }
+}
