@@ -1,5 +1,13 @@
 import { VALUE_MAX_BYTES } from '../common/limits.js';
-import type { LockMode, LockRequest, RevokeRequest } from './lock.js';
+import type { LockMode, LockRequest, LockSpec, RevokeRequest } from './lock.js';
+import {
+  checkLabel,
+  checkLockName,
+  checkMs,
+  checkMultiLock,
+  checkSemaphore,
+  invalidArgument,
+} from './request-checks.js';
 
 /** How to wait for a lock. Every field is optional. */
 export interface AcquireOptions {
@@ -41,43 +49,54 @@ export interface AcquireOptions {
 const NO_VALUE = Buffer.alloc(0);
 
 /**
- * The request `acquire(name, options)` asks for, checked for what the wire cannot carry; throws
- * a TypeError naming the option otherwise.
+ * The request `acquire(name, options)` asks for, checked before anything is sent; throws a
+ * LockClientError (INVALID_ARGUMENT) naming the option and the rule otherwise, as the server
+ * would refuse it.
  */
 export function lockRequest(name: string, options: AcquireOptions): LockRequest {
+  checkLockName(name);
+  const request = requestOptions(name, options);
+  checkSemaphore(name, request.mode, options.limit, options.weight);
+  return request;
+}
+
+/**
+ * The request `acquireAll(locks, options)` asks for (`options` without mode, limit and weight),
+ * each lock and the set checked as `lockRequest` checks one lock.
+ */
+export function multiLockRequest(locks: readonly LockSpec[], options: AcquireOptions): LockRequest {
+  const name = locks.map((lock) => String(lock.name)).join(' + ');
+  for (const lock of locks) lockRequest(lock.name, lock);
+  checkMultiLock(
+    name,
+    locks.map((lock) => lock.name),
+  );
+  return { ...requestOptions(name, options), locks };
+}
+
+/** A request's options other than its name, limit and weight (checked where they apply), checked. */
+function requestOptions(name: string, options: AcquireOptions): LockRequest {
   const { limit, weight } = options;
   const mode = options.mode ?? (limit === undefined ? 'mutex' : 'semaphore');
   if (mode !== 'mutex' && mode !== 'read' && mode !== 'write' && mode !== 'semaphore') {
-    throw new TypeError(
-      `lock "${name}": mode must be "mutex", "read", "write" or "semaphore", not ${JSON.stringify(mode)}`,
+    throw invalidArgument(
+      name,
+      `mode must be "mutex", "read", "write" or "semaphore", not ${JSON.stringify(mode)}`,
     );
-  }
-  // Ranges are the server's to check (it names what is wrong); here only what the wire cannot carry.
-  for (const [option, count] of [
-    ['limit', limit],
-    ['weight', weight],
-  ] as const) {
-    if (count !== undefined && !(Number.isInteger(count) && Math.abs(count) < 2 ** 31)) {
-      throw new TypeError(`lock "${name}": ${option} must be a whole number, not ${count}`);
-    }
   }
   const { waitTimeout } = options;
-  if (waitTimeout !== undefined && !(Number.isFinite(waitTimeout) && waitTimeout >= 0)) {
-    throw new TypeError(
-      `lock "${name}": waitTimeout must be a number of milliseconds >= 0, not ${waitTimeout}`,
-    );
-  }
+  if (waitTimeout !== undefined) checkMs(name, 'waitTimeout', waitTimeout);
+  const owner = options.owner ?? '';
+  checkLabel(name, 'owner', owner);
   const value = options.value === undefined ? NO_VALUE : Buffer.from(options.value);
   if (value.byteLength > VALUE_MAX_BYTES) {
-    throw new TypeError(
-      `lock "${name}": value is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
-    );
+    throw invalidArgument(name, `value is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`);
   }
   return {
     name,
     mode,
     waitTimeout,
-    owner: options.owner ?? '',
+    owner,
     value,
     limit: limit ?? 0,
     weight,

@@ -16,12 +16,26 @@ export class LockClientError extends Error {
   constructor(lockName: string, code: Status, details: string, options?: { cause?: unknown }) {
     // The server's messages already name the lock; say it only where they do not.
     const about =
-      lockName === '' || details.includes(`"${lockName}"`) ? details : `lock "${lockName}": ${details}`;
+      lockName === '' || details.includes(`"${lockName}"`)
+        ? details
+        : `lock ${quotedName(lockName)}: ${details}`;
     super(`${Status[code] ?? code}: ${about}`, options);
     this.code = code;
     this.details = details;
     this.lockName = lockName;
   }
+}
+
+/** Characters of a lock name a message shows; a longer one is cut short (names may be 512 bytes). */
+const NAME_SHOWN_MAX = 64;
+
+/** A lock name as a message quotes it: control characters escaped, a long name cut short. */
+function quotedName(name: string): string {
+  const characters = [...name];
+  const escape = (text: string): string =>
+    text.replace(/\p{Cc}/gu, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  if (characters.length <= NAME_SHOWN_MAX) return `"${escape(name)}"`;
+  return `"${escape(characters.slice(0, NAME_SHOWN_MAX).join(''))}…" (${Buffer.byteLength(name)} bytes)`;
 }
 
 /**

@@ -15,7 +15,7 @@ import {
   type SessionResponse,
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
-import { lockRequest, type AcquireOptions } from './acquire-options.js';
+import { lockRequest, multiLockRequest, type AcquireOptions } from './acquire-options.js';
 import { LockClientError, LockTimeoutError } from './errors.js';
 import type { Lock, LockRequest, LockSpec } from './lock.js';
 import { LockChannel } from './lock-channel.js';
@@ -141,7 +141,8 @@ export class LockClient implements Disposable {
    *
    * Rejects with `LockTimeoutError` when `waitTimeout` passes first; with the signal's reason when
    * `signal` aborts first; with `LockClientError` (its `code` a gRPC status) for anything else,
-   * e.g. INVALID_ARGUMENT for a malformed name. After a rejection nothing is left queued.
+   * e.g. INVALID_ARGUMENT for a malformed name (checked before sending: such a request never
+   * reaches the server). After a rejection nothing is left queued.
    */
   acquire(name: string, options: AcquireOptions = {}): Promise<Lock> {
     let request: LockRequest;
@@ -165,9 +166,7 @@ export class LockClient implements Disposable {
     options: Omit<AcquireOptions, 'mode' | 'limit' | 'weight'> = {},
   ): Promise<Lock> {
     const specs = locks.map((lock) => (typeof lock === 'string' ? { name: lock } : lock));
-    for (const spec of specs) lockRequest(spec.name, spec); // the same local checks as acquire
-    const name = specs.map((spec) => spec.name).join(' + ');
-    return this.#acquire({ ...lockRequest(name, options), locks: specs }, options.signal);
+    return this.#acquire(multiLockRequest(specs, options), options.signal);
   }
 
   async #acquire(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {

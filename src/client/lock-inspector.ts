@@ -12,6 +12,7 @@ import type {
 } from '../gen/lockstream/v1/lockstream.js';
 import { LockClientError } from './errors.js';
 import { toDuration, WIRE_MODES, type LockMode } from './lock.js';
+import { checkLabel, checkLockName, checkMs } from './request-checks.js';
 
 /** One request in a lock's queue, as `describe` reports it. */
 export interface LockRequestInfo {
@@ -69,6 +70,7 @@ export class LockInspector {
   }
 
   async describe(name: string): Promise<LockDescription> {
+    checkLockName(name);
     const response = await this.#unary<DescribeLockResponse>(name, (done) =>
       this.#grpc.describeLock({ name }, done),
     );
@@ -77,6 +79,7 @@ export class LockInspector {
 
   async *watch(name: string, signal: AbortSignal | undefined): AsyncGenerator<LockDescription, void> {
     if (this.#closed()) throw closedError(name);
+    checkLockName(name);
     if (signal?.aborted) return;
     const call = this.#grpc.watchLock({ name });
     const unlink = signal ? onAbort(signal, () => call.cancel()) : undefined;
@@ -109,6 +112,7 @@ export class LockInspector {
   }
 
   async checkToken(name: string, token: bigint): Promise<boolean> {
+    checkLockName(name);
     const response = await this.#unary<CheckTokenResponse>(name, (done) =>
       this.#grpc.checkToken({ name, fencingToken: token }, done),
     );
@@ -116,6 +120,9 @@ export class LockInspector {
   }
 
   async revoke(name: string, reason: string, forceAfterMs: number | undefined): Promise<number> {
+    checkLockName(name);
+    checkLabel(name, 'reason', reason);
+    if (forceAfterMs !== undefined) checkMs(name, 'forceAfter', forceAfterMs);
     const forceAfter = forceAfterMs === undefined ? undefined : toDuration(forceAfterMs);
     const response = await this.#unary<RevokeLockResponse>(name, (done) =>
       this.#grpc.revokeLock({ name, reason, forceAfter }, done),

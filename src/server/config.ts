@@ -1,6 +1,7 @@
 import { Command, Option, type OptionValues } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
 import { ZOOKEEPER_CLIENTS, type ZooKeeperClientKind } from './stores/zookeeper/zookeeper-link.js';
+import { LARGEST_LEGAL_REQUEST_BYTES, RECEIVE_MARGIN_BYTES } from './transport/request-size.js';
 
 export type Backend = 'memory' | 'zookeeper';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -30,7 +31,7 @@ export interface Config {
   readonly maxRequestsPerSession: number;
   /** Requests a lock's queue may hold ahead of a new one before it is refused. */
   readonly maxWaitersPerLock: number;
-  /** Largest request message the server accepts, in bytes. */
+  /** Largest lock request (a Session `acquire`, an Acquire `start` message) the server accepts, in bytes. */
   readonly maxMessageBytes: number;
   /** Address of the HTTP port (metrics). */
   readonly httpHost: string;
@@ -69,7 +70,9 @@ export const DEFAULTS = Object.freeze({
   maxStreamsPerConnection: 1000,
   maxRequestsPerSession: 100_000,
   maxWaitersPerLock: 10_000,
-  maxMessageBytes: 4096,
+  // Every legal request fits, with room for encoders that also write fields left at their
+  // defaults: the largest (16 semaphores of 512-byte names, with owner and value) rounded up to KiB.
+  maxMessageBytes: Math.ceil(LARGEST_LEGAL_REQUEST_BYTES / 1024) * 1024,
   logLevel: 'info',
   logFormat: 'auto',
 });
@@ -190,7 +193,7 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
     flags: '--max-message-bytes <bytes>',
     env: 'LOCKSTREAM_MAX_MESSAGE_BYTES',
-    description: 'largest request message accepted (RESOURCE_EXHAUSTED beyond it)',
+    description: `largest lock request (Session acquire, Acquire start) accepted; a larger one ends alone with RESOURCE_EXHAUSTED, the session's other locks go on. The default admits every legal request (at most ${LARGEST_LEGAL_REQUEST_BYTES} bytes); a lower limit refuses the largest (multi-locks, values). A message over the limit + ${RECEIVE_MARGIN_BYTES / 1024} KiB ends its whole call`,
     default: String(DEFAULTS.maxMessageBytes),
   },
   {
@@ -382,7 +385,8 @@ function validate(values: OptionValues): Readonly<Config> {
     maxStreamsPerConnection: count('maxStreamsPerConnection', '--max-streams-per-connection', 1, 2 ** 31 - 1),
     maxRequestsPerSession: count('maxRequestsPerSession', '--max-requests-per-session', 1, 2 ** 31 - 1),
     maxWaitersPerLock: count('maxWaitersPerLock', '--max-waiters-per-lock', 1, 2 ** 31 - 1),
-    // A start message with a 512-byte name and a 256-byte owner needs under 1 KiB.
+    // A start message with a 512-byte name and a 256-byte owner needs under 1 KiB; a lower
+    // limit would refuse plain requests.
     maxMessageBytes: count('maxMessageBytes', '--max-message-bytes', 1024, 4 * 1024 * 1024),
     httpHost: String(values['httpHost']),
     httpPort,

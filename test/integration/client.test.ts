@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -232,6 +233,44 @@ for (const transport of ['session', 'acquire'] as const) {
       });
       await expect(client.acquire('x', { mode: 'exclusive' as 'write' })).rejects.toThrow(/mode must be/);
       await expect(client.acquire('x', { waitTimeout: -1 })).rejects.toThrow(/waitTimeout/);
+    });
+
+    it('fails a 10 KiB name, a 5 KiB value and other bad arguments alone: another lock of the client stays held', async () => {
+      const kept = await client.acquire('kept', { owner: 'keeper' });
+      const refusals: Array<[Promise<unknown>, string]> = [
+        [
+          client.acquire('n'.repeat(10_240)),
+          'invalid lock name: name is 10240 bytes of UTF-8; the limit is 512',
+        ],
+        [
+          client.acquire('valued', { value: Buffer.alloc(5 * 1024) }),
+          'value is 5120 bytes; the limit is 1024',
+        ],
+        [
+          client.acquireAll(Array.from({ length: 17 }, (_, i) => `set/${i}`)),
+          'locks names 17 locks: a multi-lock takes 2 to 16',
+        ],
+        [client.withLock('o'.repeat(513), {}, () => 'never run'), 'invalid lock name: name is 513 bytes'],
+      ];
+      for (const [refusal, details] of refusals) {
+        await expect(refusal).rejects.toMatchObject({
+          name: 'LockClientError',
+          code: Status.INVALID_ARGUMENT,
+          details: expect.stringContaining(details),
+        });
+      }
+      // The message shows the start of a long name once, not all of it.
+      const long = await client.acquire('n'.repeat(10_240)).catch((error: unknown) => error);
+      expect((long as Error).message).toBe(
+        `INVALID_ARGUMENT: lock "${'n'.repeat(64)}…" (10240 bytes): invalid lock name: name is 10240 bytes of UTF-8; the limit is 512`,
+      );
+      expect(kept.lost.aborted).toBe(false);
+      expect(kept.inDoubt).toBe(false);
+      expect((await client.describe('kept')).holders.map((h) => [h.owner, h.token])).toEqual([
+        ['keeper', kept.token],
+      ]);
+      await kept.release();
+      expect(await client.checkToken('kept', kept.token)).toBe(false);
     });
 
     it('fires `lost` with LockLostError (ABORTED) when the server loses the lock, and release() reports it', async () => {
@@ -480,7 +519,7 @@ for (const transport of ['session', 'acquire'] as const) {
       ]);
       await lock.release();
       expect((await client.describe('accounts/1')).holders).toEqual([]);
-      // A try takes the set only if every lock is free now; a bad set is refused by the server.
+      // A try takes the set only if every lock is free now; a bad set is refused.
       const held = await client.acquire('accounts/2');
       await expect(
         client.acquireAll(['accounts/1', 'accounts/2'], { waitTimeout: 0 }),
@@ -766,5 +805,133 @@ describe('the TypeScript client on one Session stream', () => {
     await lock.release();
     await (await other.lock).release();
     await server.whenIdle();
+  });
+});
+
+describe('the TypeScript client checks its arguments before sending', () => {
+  // No server listens here: a request that were sent would fail with UNAVAILABLE, not with the
+  // INVALID_ARGUMENT of the check.
+  let client: LockClient;
+  beforeEach(async () => {
+    const free = createServer();
+    await new Promise<void>((resolve) => free.listen(0, '127.0.0.1', resolve));
+    const { port } = free.address() as AddressInfo;
+    await new Promise((resolve) => free.close(resolve));
+    client = new LockClient(`127.0.0.1:${port}`, { unavailableRetries: 0 });
+  });
+  afterEach(() => client.close());
+
+  it.each<[string, (client: LockClient) => Promise<unknown>, string]>([
+    ['an empty name', (c) => c.acquire(''), 'invalid lock name: name is empty'],
+    [
+      'a name over 512 bytes of UTF-8',
+      (c) => c.acquire('é'.repeat(257)),
+      'invalid lock name: name is 514 bytes of UTF-8; the limit is 512',
+    ],
+    [
+      'a control character in a name',
+      (c) => c.acquire('bel\u0007'),
+      'invalid lock name: name contains control character U+0007 at index 3',
+    ],
+    [
+      'a lone surrogate in a name (not encodable as UTF-8)',
+      (c) => c.acquire('half\ud800'),
+      'invalid lock name: name contains lone surrogate U+D800 at index 4',
+    ],
+    [
+      'U+FFFD in a name',
+      (c) => c.tryAcquire('x\ufffd'),
+      'invalid lock name: name contains U+FFFD (what invalid UTF-8 decodes to) at index 1',
+    ],
+    ['a name that is no string', (c) => c.acquire(42 as unknown as string), 'expected a string, not number'],
+    [
+      'an owner over 256 bytes',
+      (c) => c.acquire('x', { owner: 'o'.repeat(257) }),
+      'owner is 257 bytes of UTF-8; the limit is 256',
+    ],
+    [
+      'a control character in an owner',
+      (c) => c.acquire('x', { owner: 'a\nb' }),
+      'owner contains a control character',
+    ],
+    [
+      'a value over 1024 bytes',
+      (c) => c.acquire('x', { value: 'v'.repeat(1025) }),
+      'value is 1025 bytes; the limit is 1024',
+    ],
+    [
+      'a negative waitTimeout',
+      (c) => c.acquire('x', { waitTimeout: -1 }),
+      'waitTimeout must be a number of milliseconds from 0 to 2147483647, not -1',
+    ],
+    [
+      'a waitTimeout past the longest',
+      (c) => c.acquire('x', { waitTimeout: 2 ** 31 }),
+      'waitTimeout must be a number of milliseconds from 0 to 2147483647, not 2147483648',
+    ],
+    ['a NaN waitTimeout', (c) => c.acquire('x', { waitTimeout: Number.NaN }), 'not NaN'],
+    ['an unknown mode', (c) => c.acquire('x', { mode: 'exclusive' as 'write' }), 'mode must be'],
+    [
+      'a semaphore without a limit',
+      (c) => c.acquire('x', { mode: 'semaphore' }),
+      'limit is required in semaphore mode: 1 to 1000000',
+    ],
+    [
+      'a semaphore limit over the largest',
+      (c) => c.acquire('x', { limit: 1_000_001 }),
+      'limit 1000001 is out of range: expected 1 to 1000000',
+    ],
+    ['a fractional limit', (c) => c.acquire('x', { limit: 1.5 }), 'limit must be a whole number, not 1.5'],
+    [
+      'a weight over the limit',
+      (c) => c.acquire('x', { limit: 3, weight: 4 }),
+      'weight 4 is more than the limit 3: the request could never be granted',
+    ],
+    [
+      'a weight of 0',
+      (c) => c.acquire('x', { limit: 3, weight: 0 }),
+      'weight 0 is out of range: expected 1 to the limit (3)',
+    ],
+    [
+      'a limit on a lock mode',
+      (c) => c.acquire('x', { mode: 'write', limit: 3 }),
+      'limit applies to semaphore mode only; this request asks for write mode',
+    ],
+    [
+      'a multi-lock of one lock',
+      (c) => c.acquireAll(['a']),
+      'locks names 1 lock: a multi-lock takes 2 to 16',
+    ],
+    [
+      'a multi-lock naming a lock twice',
+      (c) => c.acquireAll(['a', 'b', 'a']),
+      'locks[2]: "a" is named twice in one multi-lock',
+    ],
+    ['a bad name in a multi-lock', (c) => c.acquireAll(['a', '']), 'invalid lock name: name is empty'],
+    ['describe with a bad name', (c) => c.describe('n'.repeat(600)), 'name is 600 bytes'],
+    ['watch with a bad name', (c) => c.watch('').next(), 'invalid lock name: name is empty'],
+    ['checkToken with a bad name', (c) => c.checkToken('a\tb', 1n), 'control character U+0009'],
+    [
+      'revoke with a reason over 256 bytes',
+      (c) => c.revoke('x', { reason: 'r'.repeat(257) }),
+      'reason is 257 bytes of UTF-8; the limit is 256',
+    ],
+    [
+      'revoke with a negative forceAfter',
+      (c) => c.revoke('x', { forceAfter: -5 }),
+      'forceAfter must be a number of milliseconds from 0 to 2147483647, not -5',
+    ],
+  ])('refuses %s with INVALID_ARGUMENT', async (_, call, details) => {
+    await expect(call(client)).rejects.toMatchObject({
+      name: 'LockClientError',
+      code: Status.INVALID_ARGUMENT,
+      details: expect.stringContaining(details),
+    });
+  });
+
+  it('does send a valid request: it fails with UNAVAILABLE here', async () => {
+    await expect(client.acquire('x', { limit: 3, weight: 3, waitTimeout: 0 })).rejects.toMatchObject({
+      code: Status.UNAVAILABLE,
+    });
   });
 });

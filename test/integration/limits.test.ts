@@ -1,10 +1,13 @@
 import * as grpc from '@grpc/grpc-js';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
-import { AcquireResponse } from '../../src/gen/lockstream/v1/lockstream.js';
-import { loadConfig } from '../../src/server/config.js';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AcquireResponse, SessionRequest } from '../../src/gen/lockstream/v1/lockstream.js';
+import { DEFAULTS, loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
-import { LockCaller, type RequestStream, type CallOutcome } from '../support/lock-caller.js';
+import { RECEIVE_MARGIN_BYTES, largestLegalRequests } from '../../src/server/transport/request-size.js';
+import { AcquireStream, LockCaller, type RequestStream, type CallOutcome } from '../support/lock-caller.js';
+import { startServerProcess } from '../support/server-process.js';
+import { SessionDriver } from '../support/session-driver.js';
 
 /** Bad input and abuse: each gets a precise status, and nobody else's lock is harmed. */
 describe('limits and abuse', () => {
@@ -49,20 +52,123 @@ describe('limits and abuse', () => {
     expect(holder.isAcquired).toBe(true);
   });
 
-  it('ends a call whose message is over the size limit with RESOURCE_EXHAUSTED, and serves the next', async () => {
+  it('ends an Acquire call whose start is over the size limit with RESOURCE_EXHAUSTED naming the limit, and serves the next', async () => {
     const { caller } = await serve(['--max-message-bytes', '1024']);
     const c = caller();
     const bystander = c.open({ name: 'bystander' });
     await bystander.acquired();
     const huge = await c.open({ name: 'n'.repeat(4000) }).outcome;
-    expect(huge.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
-    expect(huge.details).toMatch(/message larger than max/i);
-    // The largest valid request (512-byte name, 256-byte owner) fits under the smallest limit.
+    expect(huge).toMatchObject({
+      code: grpc.status.RESOURCE_EXHAUSTED,
+      details: 'the `start` message is 4008 bytes; this server accepts lock requests of at most 1024 bytes',
+      requestEnded: true,
+    });
+    // The largest single lock without a value (512-byte name, 256-byte owner) fits under the smallest limit.
     const largest = c.open({ name: 'é'.repeat(256), owner: 'o'.repeat(256) });
     await largest.acquired();
     await largest.release();
     expect(bystander.isAcquired).toBe(true);
     expect((await bystander.release()).code).toBe(grpc.status.OK);
+  });
+
+  it('under a limit below the default, refuses a legal Session request too large for it alone', async () => {
+    const { server } = await serve(['--max-message-bytes', '1024']);
+    const c = new LockCaller(`127.0.0.1:${server.port}`);
+    cleanups.push(() => c.close());
+    const session = SessionDriver.open(c.client);
+    session.acquire(1, { name: 'small' });
+    const token = await session.acquired(1);
+    // A legal value (at most 1024 bytes), in a message over this server's limit.
+    session.acquire(2, { name: 'published', value: Buffer.alloc(1024) });
+    expect(await session.ended(2)).toEqual({
+      code: grpc.status.RESOURCE_EXHAUSTED,
+      message: 'the `acquire` message is 1045 bytes; this server accepts lock requests of at most 1024 bytes',
+    });
+    expect(await c.checkToken('small', token)).toBe(true);
+    session.halfClose();
+    expect((await session.outcome).code).toBe(grpc.status.OK);
+  });
+
+  describe('against a server in its own process', () => {
+    let address: string;
+    const caller = (): LockCaller => {
+      const c = new LockCaller(address);
+      cleanups.push(() => c.close());
+      return c;
+    };
+    beforeAll(async () => {
+      const server = await startServerProcess([]);
+      address = server.address;
+      return async () => void (await server.kill('SIGTERM'));
+    });
+
+    it('grants the largest legal request (16 semaphores of 512-byte names, owner, value) on each RPC with default options', async () => {
+      const largest = largestLegalRequests();
+      // Far over the 4 KiB the default once was.
+      expect(SessionRequest.encode(largest.session).finish().length).toBeGreaterThan(9_000);
+
+      const session = SessionDriver.open(caller().client);
+      session.send(largest.session.kind);
+      const id = 2 ** 32 - 1;
+      // Granted, or refused alone (which would not end the session).
+      const { message } = await Promise.race([session.next(id, 'acquired'), session.next(id, 'ended')]);
+      expect(message.kind?.$case === 'acquired' ? message.kind.value.tokens : message.kind).toHaveLength(16);
+      session.release(id);
+      expect(await session.ended(id)).toEqual({ code: grpc.status.OK, message: '' });
+
+      const stream = new AcquireStream(caller().client, largest.acquire);
+      await stream.acquired();
+      expect((await stream.release()).code).toBe(grpc.status.OK);
+      session.halfClose();
+      expect((await session.outcome).code).toBe(grpc.status.OK);
+    });
+
+    it('ends a Session request over the size limit alone: the held lock stays held with its token until released', async () => {
+      const c = caller();
+      const session = SessionDriver.open(c.client);
+      session.acquire(1, { name: 'kept' });
+      const token = await session.acquired(1);
+
+      // A 10 KiB name: the message is over the limit (a name of 10,000 bytes would be under it,
+      // and refused for its length as INVALID_ARGUMENT).
+      session.acquire(2, { name: 'n'.repeat(10_240) });
+      expect(await session.ended(2)).toEqual({
+        code: grpc.status.RESOURCE_EXHAUSTED,
+        message: `the \`acquire\` message is 10250 bytes; this server accepts lock requests of at most ${DEFAULTS.maxMessageBytes} bytes`,
+      });
+      session.acquire(3, { name: 'valued', value: Buffer.alloc(5 * 1024) });
+      expect(await session.ended(3)).toEqual({
+        code: grpc.status.INVALID_ARGUMENT,
+        message: 'value is 5120 bytes; the limit is 1024',
+      });
+      // The session goes on: a new request on it is served, and the held lock is still its own.
+      session.acquire(4, { name: 'after' });
+      await session.acquired(4);
+      expect(await c.checkToken('kept', token)).toBe(true);
+      expect(session.kinds(1)).toEqual(['acquired']);
+      session.release(1);
+      await session.next(1, 'released');
+      expect(await session.ended(1)).toEqual({ code: grpc.status.OK, message: '' });
+      expect(await c.checkToken('kept', token)).toBe(false);
+      session.halfClose();
+      expect((await session.outcome).code).toBe(grpc.status.OK);
+    });
+
+    it("ends the whole call for a message beyond gRPC's own limit (the request limit + 64 KiB)", async () => {
+      const c = caller();
+      const session = SessionDriver.open(c.client);
+      session.acquire(1, { name: 'held' });
+      const token = await session.acquired(1);
+      session.acquire(2, { name: 'n'.repeat(DEFAULTS.maxMessageBytes + RECEIVE_MARGIN_BYTES) });
+      expect(await session.outcome).toMatchObject({
+        code: grpc.status.RESOURCE_EXHAUSTED,
+        details: expect.stringMatching(/^Received message larger than max/),
+      });
+      // With the session went its lock (it asked for no resume grace): another client gets it.
+      const next = caller().open({ name: 'held' });
+      expect(await next.acquired()).toBeGreaterThan(token);
+      await next.release();
+    });
   });
 
   it('lets one connection have only so many Acquire calls open; the next waits for a free slot', async () => {

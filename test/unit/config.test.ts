@@ -30,7 +30,7 @@ describe('loadConfig', () => {
       maxStreamsPerConnection: 1000,
       maxRequestsPerSession: 100_000,
       maxWaitersPerLock: 10_000,
-      maxMessageBytes: 4096,
+      maxMessageBytes: 10_240,
       httpHost: '127.0.0.1',
       httpPort: undefined,
       logLevel: 'info',

@@ -67,6 +67,7 @@ class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
   /** Makes (or resumes) the session of the request the first message asks for. */
   #open(first: WireRequest): void {
     const opening = toStreamOpening(first, this.call.getPeer());
+    if (opening.kind === 'start') this.options.requestSize.check(first, '`start`');
     let session: LockSession;
     let request: AcquireRequest;
     if (opening.kind === 'start') {

@@ -11,6 +11,7 @@ import { createSessionHandler } from './session-handler.js';
 import { createUnaryHandlers } from './unary-handlers.js';
 import { addReflection } from './reflection.js';
 import { installCallDeadlines } from './call-deadline.js';
+import { RequestSizeLimit } from './request-size.js';
 import type { Gate } from '../security/gate.js';
 
 export interface GrpcServerOptions {
@@ -33,7 +34,7 @@ export interface GrpcServerOptions {
   readonly maxStreamsPerConnection: number;
   /** Requests one Session stream may have at once. */
   readonly maxRequestsPerSession: number;
-  /** Larger request messages end their call with RESOURCE_EXHAUSTED. */
+  /** Larger lock requests end alone with RESOURCE_EXHAUSTED (see RequestSizeLimit). */
   readonly maxMessageBytes: number;
   /** Plaintext, TLS or mTLS on the port. */
   readonly credentials: grpc.ServerCredentials;
@@ -61,6 +62,7 @@ export class GrpcServer {
     this.#logger = options.logger;
     this.#credentials = options.credentials;
     installCallDeadlines();
+    const requestSize = new RequestSizeLimit(options.maxMessageBytes);
     this.#server = new grpc.Server({
       'grpc.keepalive_time_ms': options.keepaliveTimeMs,
       'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs,
@@ -69,7 +71,8 @@ export class GrpcServer {
       'grpc.http2.min_ping_interval_without_data_ms': Math.min(options.keepaliveTimeMs, 1_000),
       'grpc.keepalive_permit_without_calls': 1,
       'grpc.max_concurrent_streams': options.maxStreamsPerConnection,
-      'grpc.max_receive_message_length': options.maxMessageBytes,
+      // Above the request limit, so that a request over it is refused alone (a Session goes on).
+      'grpc.max_receive_message_length': requestSize.receiveLimitBytes,
       // Nothing serves channelz here; its per-call bookkeeping would only cost time and memory.
       'grpc.enable_channelz': 0,
     });
@@ -80,6 +83,7 @@ export class GrpcServer {
       shutdown: this.#shutdown.signal,
       metrics: options.metrics,
       gate: options.gate,
+      requestSize,
       track: (work: Promise<void>) => this.#track(work),
     };
     const lockService: LockServiceServer = {
@@ -90,7 +94,7 @@ export class GrpcServer {
       }),
       ...createUnaryHandlers({ ...options, shutdown: this.#shutdown.signal }, options.logger),
     };
-    this.#server.addService(LockServiceService, lockService);
+    this.#server.addService(requestSize.noting(LockServiceService, ['acquire', 'session']), lockService);
     this.#health.addToServer(this.#server);
     addReflection(this.#server);
   }

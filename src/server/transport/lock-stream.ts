@@ -14,6 +14,7 @@ import { LockError } from '../lock-error.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Caller, Gate } from '../security/gate.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
+import type { RequestSizeLimit } from './request-size.js';
 import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
 import { StreamWriter } from './stream-writer.js';
 
@@ -26,6 +27,8 @@ export interface LockStreamOptions {
   readonly metrics: Metrics;
   /** Admits the caller, and says which locks and modes it may take. */
   readonly gate: Gate;
+  /** Refuses a lock request larger than the server accepts. */
+  readonly requestSize: RequestSizeLimit;
   /** Told about each call's work, until its session has ended or been detached. */
   readonly track: (work: Promise<void>) => void;
 }

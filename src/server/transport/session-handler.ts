@@ -62,7 +62,7 @@ class SessionStream extends LockStream<SessionRequest, SessionResponse> {
         this.#opening().#resume(kind.value);
         return;
       case 'acquire':
-        this.#acquire(this.opened(OPEN_FIRST), kind.value);
+        this.#acquire(this.opened(OPEN_FIRST), kind.value, message);
         return;
       case 'release':
         this.opened(OPEN_FIRST).release(kind.value.requestId);
@@ -135,7 +135,8 @@ class SessionStream extends LockStream<SessionRequest, SessionResponse> {
     });
   }
 
-  #acquire(session: LockSession, acquire: SessionAcquire): void {
+  /** Queues `acquire` (the value of `message`), or ends that request alone if it is refused. */
+  #acquire(session: LockSession, acquire: SessionAcquire, message: SessionRequest): void {
     const id = acquire.requestId;
     if (id === 0) throw violation('`acquire` needs a request_id of 1 or more');
     if (session.has(id)) throw violation(`request_id ${id} is in use by a request that has not ended`);
@@ -155,6 +156,8 @@ class SessionStream extends LockStream<SessionRequest, SessionResponse> {
         },
         this.call.getPeer(),
       );
+      // After the fields' own checks, which say more precisely what is too large.
+      this.options.requestSize.check(message, '`acquire`');
       const request = this.admitted(asked);
       if (session.size >= this.#maxRequests) {
         throw new LockError(

@@ -1,0 +1,136 @@
+import { status as Status } from '@grpc/grpc-js';
+import {
+  LOCK_NAME_MAX_BYTES,
+  MULTI_LOCK_MAX,
+  OWNER_MAX_BYTES,
+  SEMAPHORE_LIMIT_MAX,
+  WAIT_TIMEOUT_MAX_MS,
+} from '../common/limits.js';
+import { LockClientError } from './errors.js';
+
+/*
+ * What the client checks before it sends a request: whatever the server would refuse with
+ * INVALID_ARGUMENT and can be seen here, in the server's words. A request refused here is never
+ * sent, so it cannot disturb anything else on the client's stream; it fails with the same
+ * LockClientError (INVALID_ARGUMENT) the server's refusal would give.
+ */
+
+/** The error for an argument refused before sending. */
+export function invalidArgument(lockName: string, details: string): LockClientError {
+  return new LockClientError(lockName, Status.INVALID_ARGUMENT, details);
+}
+
+// C0 and C1 controls and DEL, lone surrogates, and U+FFFD (what invalid UTF-8 decodes to): the
+// server's rule for names.
+const FORBIDDEN_IN_NAME = /[\p{Cc}\p{Cs}\uFFFD]/u;
+const CONTROL_CHARACTER = /\p{Cc}/u;
+
+/** A lock name is 1 to 512 bytes of UTF-8 without control characters (nor lone surrogates). */
+export function checkLockName(name: unknown): asserts name is string {
+  if (typeof name !== 'string') {
+    throw invalidArgument('', `invalid lock name: expected a string, not ${typeof name}`);
+  }
+  const bytes = Buffer.byteLength(name, 'utf8');
+  if (bytes === 0) throw invalidArgument(name, 'invalid lock name: name is empty');
+  if (bytes > LOCK_NAME_MAX_BYTES) {
+    throw invalidArgument(
+      name,
+      `invalid lock name: name is ${bytes} bytes of UTF-8; the limit is ${LOCK_NAME_MAX_BYTES}`,
+    );
+  }
+  const bad = FORBIDDEN_IN_NAME.exec(name);
+  if (bad) {
+    const codePoint = bad[0].codePointAt(0) ?? 0;
+    const hex = codePoint.toString(16).toUpperCase().padStart(4, '0');
+    const what =
+      codePoint === 0xfffd
+        ? 'U+FFFD (what invalid UTF-8 decodes to)'
+        : codePoint >= 0xd800 && codePoint <= 0xdfff
+          ? `lone surrogate U+${hex}`
+          : `control character U+${hex}`;
+    throw invalidArgument(name, `invalid lock name: name contains ${what} at index ${bad.index}`);
+  }
+}
+
+/** A free-form label (an owner, a revocation's reason): at most 256 bytes, no control characters. */
+export function checkLabel(lockName: string, field: string, value: unknown): asserts value is string {
+  if (typeof value !== 'string') {
+    throw invalidArgument(lockName, `${field} must be a string, not ${typeof value}`);
+  }
+  const bytes = Buffer.byteLength(value, 'utf8');
+  if (bytes > OWNER_MAX_BYTES) {
+    throw invalidArgument(lockName, `${field} is ${bytes} bytes of UTF-8; the limit is ${OWNER_MAX_BYTES}`);
+  }
+  if (CONTROL_CHARACTER.test(value)) throw invalidArgument(lockName, `${field} contains a control character`);
+}
+
+/** A duration option in milliseconds: 0 to the longest the server accepts (about 24.8 days). */
+export function checkMs(lockName: string, option: string, value: number): void {
+  if (!(typeof value === 'number' && value >= 0 && value <= WAIT_TIMEOUT_MAX_MS)) {
+    throw invalidArgument(
+      lockName,
+      `${option} must be a number of milliseconds from 0 to ${WAIT_TIMEOUT_MAX_MS}, not ${String(value)}`,
+    );
+  }
+}
+
+/** A semaphore's limit and weight, or their absence in the lock modes (the server's rule). */
+export function checkSemaphore(
+  lockName: string,
+  mode: string,
+  limit: number | undefined,
+  weight: number | undefined,
+): void {
+  // Whole numbers first: anything else cannot even be encoded.
+  for (const [option, count] of [
+    ['limit', limit],
+    ['weight', weight],
+  ] as const) {
+    if (count !== undefined && !Number.isInteger(count)) {
+      throw invalidArgument(lockName, `${option} must be a whole number, not ${count}`);
+    }
+  }
+  // A limit of 0 is none, as on the wire.
+  if (mode !== 'semaphore') {
+    if (limit || weight !== undefined) {
+      throw invalidArgument(
+        lockName,
+        `${limit ? 'limit' : 'weight'} applies to semaphore mode only; this request asks for ${mode} mode`,
+      );
+    }
+    return;
+  }
+  if (!limit || limit < 1 || limit > SEMAPHORE_LIMIT_MAX) {
+    throw invalidArgument(
+      lockName,
+      !limit
+        ? `limit is required in semaphore mode: 1 to ${SEMAPHORE_LIMIT_MAX}`
+        : `limit ${limit} is out of range: expected 1 to ${SEMAPHORE_LIMIT_MAX}`,
+    );
+  }
+  if (weight !== undefined && !(weight >= 1 && weight <= limit)) {
+    throw invalidArgument(
+      lockName,
+      weight > limit
+        ? `weight ${weight} is more than the limit ${limit}: the request could never be granted`
+        : `weight ${weight} is out of range: expected 1 to the limit (${limit})`,
+    );
+  }
+}
+
+/** A multi-lock's names: 2 to 16, each named once. */
+export function checkMultiLock(setName: string, names: readonly string[]): void {
+  if (names.length < 2 || names.length > MULTI_LOCK_MAX) {
+    throw invalidArgument(
+      setName,
+      `locks names ${names.length} lock${names.length === 1 ? '' : 's'}: a multi-lock takes 2 to ${MULTI_LOCK_MAX}`,
+    );
+  }
+  const seen = new Set<string>();
+  names.forEach((name, i) => {
+    if (seen.has(name)) {
+      throw invalidArgument(setName, `locks[${i}]: "${name}" is named twice in one multi-lock`);
+    }
+    seen.add(name);
+  });
+}
