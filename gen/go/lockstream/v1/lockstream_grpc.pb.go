@@ -116,7 +116,8 @@ type LockServiceClient interface {
 	//	UNIMPLEMENTED       `downgrade` on a back end that cannot replace a node atomically (the
 	//	                    lock is released).
 	//	RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
-	//	                    message is larger than it accepts; nothing is left queued.
+	//	                    message is larger than it accepts (by default every legal request
+	//	                    fits); nothing is left queued.
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.
@@ -177,7 +178,9 @@ type LockServiceClient interface {
 	//	ABORTED             another stream resumed the session.
 	//	FAILED_PRECONDITION the client half-closed a session with a grace while some request was
 	//	                    neither ended nor let go: the session is kept for its grace.
-	//	RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+	//	RESOURCE_EXHAUSTED  a message was larger than the server reads at all (64 KiB over its
+	//	                    limit for a request); an `acquire` over the limit alone ends alone, in
+	//	                    its `ended`, and the session goes on.
 	//	UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
 	//	UNAUTHENTICATED     the caller's credentials were refused.
 	//
@@ -400,7 +403,8 @@ type LockServiceServer interface {
 	//	UNIMPLEMENTED       `downgrade` on a back end that cannot replace a node atomically (the
 	//	                    lock is released).
 	//	RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
-	//	                    message is larger than it accepts; nothing is left queued.
+	//	                    message is larger than it accepts (by default every legal request
+	//	                    fits); nothing is left queued.
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.
@@ -461,7 +465,9 @@ type LockServiceServer interface {
 	//	ABORTED             another stream resumed the session.
 	//	FAILED_PRECONDITION the client half-closed a session with a grace while some request was
 	//	                    neither ended nor let go: the session is kept for its grace.
-	//	RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+	//	RESOURCE_EXHAUSTED  a message was larger than the server reads at all (64 KiB over its
+	//	                    limit for a request); an `acquire` over the limit alone ends alone, in
+	//	                    its `ended`, and the session goes on.
 	//	UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
 	//	UNAUTHENTICATED     the caller's credentials were refused.
 	//

@@ -5401,7 +5401,8 @@ export const LockServiceService = {
    *   UNIMPLEMENTED       `downgrade` on a back end that cannot replace a node atomically (the
    *                       lock is released).
    *   RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
-   *                       message is larger than it accepts; nothing is left queued.
+   *                       message is larger than it accepts (by default every legal request
+   *                       fits); nothing is left queued.
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
    *                       down; nothing is held or queued on the caller's behalf. Retryable.
    *   INTERNAL            an unexpected server fault; details are in the server's log.
@@ -5471,7 +5472,9 @@ export const LockServiceService = {
    *   ABORTED             another stream resumed the session.
    *   FAILED_PRECONDITION the client half-closed a session with a grace while some request was
    *                       neither ended nor let go: the session is kept for its grace.
-   *   RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+   *   RESOURCE_EXHAUSTED  a message was larger than the server reads at all (64 KiB over its
+   *                       limit for a request); an `acquire` over the limit alone ends alone, in
+   *                       its `ended`, and the session goes on.
    *   UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
    *   UNAUTHENTICATED     the caller's credentials were refused.
    * As on Acquire, a failed call after which the server keeps nothing for the session carries
@@ -5653,7 +5656,8 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *   UNIMPLEMENTED       `downgrade` on a back end that cannot replace a node atomically (the
    *                       lock is released).
    *   RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
-   *                       message is larger than it accepts; nothing is left queued.
+   *                       message is larger than it accepts (by default every legal request
+   *                       fits); nothing is left queued.
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
    *                       down; nothing is held or queued on the caller's behalf. Retryable.
    *   INTERNAL            an unexpected server fault; details are in the server's log.
@@ -5715,7 +5719,9 @@ export interface LockServiceServer extends UntypedServiceImplementation {
    *   ABORTED             another stream resumed the session.
    *   FAILED_PRECONDITION the client half-closed a session with a grace while some request was
    *                       neither ended nor let go: the session is kept for its grace.
-   *   RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+   *   RESOURCE_EXHAUSTED  a message was larger than the server reads at all (64 KiB over its
+   *                       limit for a request); an `acquire` over the limit alone ends alone, in
+   *                       its `ended`, and the session goes on.
    *   UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
    *   UNAUTHENTICATED     the caller's credentials were refused.
    * As on Acquire, a failed call after which the server keeps nothing for the session carries
@@ -5848,7 +5854,8 @@ export interface LockServiceClient extends Client {
    *   UNIMPLEMENTED       `downgrade` on a back end that cannot replace a node atomically (the
    *                       lock is released).
    *   RESOURCE_EXHAUSTED  the lock's queue is longer than the server allows, or the request
-   *                       message is larger than it accepts; nothing is left queued.
+   *                       message is larger than it accepts (by default every legal request
+   *                       fits); nothing is left queued.
    *   UNAVAILABLE         the coordination back end is unreachable or the server is shutting
    *                       down; nothing is held or queued on the caller's behalf. Retryable.
    *   INTERNAL            an unexpected server fault; details are in the server's log.
@@ -5912,7 +5919,9 @@ export interface LockServiceClient extends Client {
    *   ABORTED             another stream resumed the session.
    *   FAILED_PRECONDITION the client half-closed a session with a grace while some request was
    *                       neither ended nor let go: the session is kept for its grace.
-   *   RESOURCE_EXHAUSTED  a message was larger than the server accepts.
+   *   RESOURCE_EXHAUSTED  a message was larger than the server reads at all (64 KiB over its
+   *                       limit for a request); an `acquire` over the limit alone ends alone, in
+   *                       its `ended`, and the session goes on.
    *   UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
    *   UNAUTHENTICATED     the caller's credentials were refused.
    * As on Acquire, a failed call after which the server keeps nothing for the session carries
