@@ -1,11 +1,11 @@
 import { status as Status } from '@grpc/grpc-js';
 import {
-  LOCK_NAME_MAX_BYTES,
   MULTI_LOCK_MAX,
   OWNER_MAX_BYTES,
   SEMAPHORE_LIMIT_MAX,
   WAIT_TIMEOUT_MAX_MS,
 } from '../common/limits.js';
+import { lockNameProblem } from '../common/lock-name-rule.js';
 import { LockClientError } from './errors.js';
 
 /*
@@ -20,9 +20,6 @@ export function invalidArgument(lockName: string, details: string): LockClientEr
   return new LockClientError(lockName, Status.INVALID_ARGUMENT, details);
 }
 
-// C0 and C1 controls and DEL, lone surrogates, and U+FFFD (what invalid UTF-8 decodes to): the
-// server's rule for names.
-const FORBIDDEN_IN_NAME = /[\p{Cc}\p{Cs}\uFFFD]/u;
 const CONTROL_CHARACTER = /\p{Cc}/u;
 
 /** A lock name is 1 to 512 bytes of UTF-8 without control characters (nor lone surrogates). */
@@ -30,26 +27,8 @@ export function checkLockName(name: unknown): asserts name is string {
   if (typeof name !== 'string') {
     throw invalidArgument('', `invalid lock name: expected a string, not ${typeof name}`);
   }
-  const bytes = Buffer.byteLength(name, 'utf8');
-  if (bytes === 0) throw invalidArgument(name, 'invalid lock name: name is empty');
-  if (bytes > LOCK_NAME_MAX_BYTES) {
-    throw invalidArgument(
-      name,
-      `invalid lock name: name is ${bytes} bytes of UTF-8; the limit is ${LOCK_NAME_MAX_BYTES}`,
-    );
-  }
-  const bad = FORBIDDEN_IN_NAME.exec(name);
-  if (bad) {
-    const codePoint = bad[0].codePointAt(0) ?? 0;
-    const hex = codePoint.toString(16).toUpperCase().padStart(4, '0');
-    const what =
-      codePoint === 0xfffd
-        ? 'U+FFFD (what invalid UTF-8 decodes to)'
-        : codePoint >= 0xd800 && codePoint <= 0xdfff
-          ? `lone surrogate U+${hex}`
-          : `control character U+${hex}`;
-    throw invalidArgument(name, `invalid lock name: name contains ${what} at index ${bad.index}`);
-  }
+  const problem = lockNameProblem(name);
+  if (problem !== undefined) throw invalidArgument(name, `invalid lock name: ${problem}`);
 }
 
 /** A free-form label (an owner, a revocation's reason): at most 256 bytes, no control characters. */

@@ -841,7 +841,7 @@ describe('the TypeScript client checks its arguments before sending', () => {
     [
       'U+FFFD in a name',
       (c) => c.tryAcquire('x\ufffd'),
-      'invalid lock name: name contains U+FFFD (what invalid UTF-8 decodes to) at index 1',
+      'invalid lock name: name contains invalid UTF-8 (U+FFFD) at index 1',
     ],
     ['a name that is no string', (c) => c.acquire(42 as unknown as string), 'expected a string, not number'],
     [
