@@ -3,8 +3,9 @@
 # lockstream servers from this repository). Needs what scripts/install-test-deps.sh installs.
 #   clients/go:     gofmt, go vet, staticcheck, go test -race
 #   clients/python: python -m build (sdist and wheel), the wheel installed into .venv (the
-#                   cross-language test in test/integration/interop.test.ts uses it), mypy
-#                   --strict, pytest against the installed wheel
+#                   cross-language test in test/integration/interop.test.ts and the client
+#                   conformance suite in test/clients use it), mypy --strict, pytest against
+#                   the installed wheel
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
