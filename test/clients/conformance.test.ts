@@ -117,6 +117,34 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
     expect(failureOf(await driver.release('held'))).toEqual({ event: 'error', kind: 'lost' });
   }, 60_000);
 
+  it('server restarted: a holder whose server comes back without its session (a restart) is lost, never confirmed', async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const first = await startServerProcess([]);
+    onTestFinished(async () => {
+      await first.kill('SIGKILL');
+    });
+    const driver = await driverFor(first.address, onTestFinished);
+    driver.send({ op: 'acquire', id: 'held', name: lockName('restarted') });
+    await driver.acquired('held');
+
+    await first.kill('SIGKILL');
+    // The same address, a new process: it has never heard of the client's session.
+    const port = first.address.slice(first.address.lastIndexOf(':') + 1);
+    const second = await startServerProcess(['--port', port]);
+    onTestFinished(async () => {
+      await second.kill('SIGKILL');
+    });
+    expect(second.address).toBe(first.address);
+    const lost = await driver.next((o) => o.event === 'lost' && o.id === 'held', 'the loss of held');
+    expect({ told: doubtAndLoss(driver, 'held'), lost: failureOf(lost) }, driver.transcript('held')).toEqual({
+      told: ['in-doubt', 'lost'],
+      lost: { event: 'lost', kind: 'lost' },
+    });
+    expect(failureOf(await driver.release('held'))).toEqual({ event: 'error', kind: 'lost' });
+  }, 60_000);
+
   it('brief cut: a holder whose connection is cut and comes back within the grace resumes with the same token, never lost', async ({
     expect,
     onTestFinished,
