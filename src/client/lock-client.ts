@@ -16,11 +16,11 @@ import {
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
 import { lockRequest, type AcquireOptions } from './acquire-options.js';
-import { LockClientError, LockTimeoutError } from './errors.js';
+import { LockClientClosedError, LockClientError, LockTimeoutError } from './errors.js';
 import type { Lock, LockRequest, LockSpec } from './lock.js';
 import { LockChannel } from './lock-channel.js';
 import type { LockHandle } from './lock-handle.js';
-import { closedError, LockInspector, type LockDescription, type LockPage } from './lock-inspector.js';
+import { LockInspector, type LockDescription, type LockPage } from './lock-inspector.js';
 import { AcquireWire, SessionWire } from './lock-wires.js';
 
 export type { AcquireOptions } from './acquire-options.js';
@@ -172,7 +172,7 @@ export class LockClient implements Disposable {
 
   async #acquire(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
     signal?.throwIfAborted();
-    if (this.#closed) throw closedError(request.name);
+    if (this.#closed) throw new LockClientClosedError(request.name);
     const deadline = request.waitTimeout === undefined ? undefined : Date.now() + request.waitTimeout;
     for (let attempt = 0; ; attempt += 1) {
       // A retry waits only for what is left of the first attempt's wait.
@@ -270,8 +270,9 @@ export class LockClient implements Disposable {
   }
 
   /**
-   * Closes the channel. Locks still held over it are released by the server; later calls
-   * reject with `LockClientError` (FAILED_PRECONDITION).
+   * Closes the channel. Locks still held over it are released by the server (their `lost`
+   * fires); acquires still waiting and later calls reject with `LockClientClosedError`
+   * (FAILED_PRECONDITION).
    */
   close(): void {
     this.#closed = true;
@@ -286,7 +287,7 @@ export class LockClient implements Disposable {
 
   async #attempt(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
     // Also checked here: the client may be closed while a retry waits.
-    if (this.#closed) throw closedError(request.name);
+    if (this.#closed) throw new LockClientClosedError(request.name);
     const session = this.#session;
     const stream = session ? session.acquire(request) : this.#streamPerLock(request);
     // Through one listener per signal: a signal shared by thousands of waits stays O(1) per wait.

@@ -3,6 +3,7 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   LockClient,
+  LockClientClosedError,
   LockClientError,
   LockLostError,
   LockTimeoutError,
@@ -178,19 +179,27 @@ for (const transport of ['session', 'acquire'] as const) {
       }
     });
 
-    it('rejects calls on a closed client with FAILED_PRECONDITION', async () => {
+    it('rejects calls on a closed client with LockClientClosedError (FAILED_PRECONDITION)', async () => {
       const closed = newClient(`127.0.0.1:${server.port}`);
       closed.close();
-      await expect(closed.acquire('after-close')).rejects.toMatchObject({
-        code: Status.FAILED_PRECONDITION,
-        message: expect.stringMatching(/"after-close".*closed/),
-      });
+      for (const call of [closed.acquire('after-close'), closed.tryAcquire('after-close')]) {
+        const error: unknown = await call.catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(LockClientClosedError);
+        expect(error).toMatchObject({
+          code: Status.FAILED_PRECONDITION,
+          message: expect.stringMatching(/"after-close".*closed/),
+        });
+      }
     });
 
     it('rejects the inspection calls of a closed client with FAILED_PRECONDITION too', async () => {
       const closed = newClient(`127.0.0.1:${server.port}`);
       closed.close();
-      const refused = { code: Status.FAILED_PRECONDITION, message: expect.stringMatching(/closed/) };
+      const refused = {
+        name: 'LockClientClosedError',
+        code: Status.FAILED_PRECONDITION,
+        message: expect.stringMatching(/closed/),
+      };
       await expect(closed.describe('after-close')).rejects.toMatchObject(refused);
       await expect(closed.list()).rejects.toMatchObject(refused);
       await expect(closed.checkToken('after-close', 1n)).rejects.toMatchObject(refused);
@@ -198,7 +207,7 @@ for (const transport of ['session', 'acquire'] as const) {
       await expect(closed.watch('after-close').next()).rejects.toMatchObject(refused);
     });
 
-    it('close() gives up what the client holds and waits for: `lost` fires, the wait rejects, the next waiter is granted', async () => {
+    it('close() gives up what the client holds and waits for: `lost` fires, the wait rejects with LockClientClosedError, the next waiter is granted', async () => {
       const closing = newClient(`127.0.0.1:${server.port}`);
       const held = await closing.acquire('closing/held');
       const lost = reasonOf(held.lost);
@@ -207,10 +216,10 @@ for (const transport of ['session', 'acquire'] as const) {
       const next = await queue(client, 'closing/held');
       closing.close();
       expect(await lost).toMatchObject({ name: 'LockLostError', lockName: 'closing/held' });
+      await expect(waiting.lock).rejects.toBeInstanceOf(LockClientClosedError);
       await expect(waiting.lock).rejects.toMatchObject({
-        name: 'LockClientError',
-        code: Status.CANCELLED,
-        message: expect.stringMatching(/closed/),
+        code: Status.FAILED_PRECONDITION,
+        message: expect.stringMatching(/"closing\/blocked".*closed/),
       });
       await expect(held.release()).rejects.toBe(await lost);
       const taken = await next.lock;

@@ -3,6 +3,7 @@
 import { createInterface } from 'node:readline';
 import {
   LockClient,
+  LockClientClosedError,
   LockClientError,
   LockLostError,
   LockTimeoutError,
@@ -21,14 +22,12 @@ function say(observation: Observation): void {
 function failure(error: unknown): Failure {
   if (error instanceof LockClientError) {
     const code = STATUS_NAMES[error.code] ?? String(error.code);
-    // The SDK documents FAILED_PRECONDITION as its answer on a closed client; it has no class.
-    const closed = code === 'FAILED_PRECONDITION' && /LockClient was closed/.test(error.details);
     const kind =
       error instanceof LockLostError
         ? 'lost'
         : error instanceof LockTimeoutError
           ? 'timeout'
-          : closed
+          : error instanceof LockClientClosedError
             ? 'closed'
             : kindOfStatus(code);
     return { kind, code, class: error.name, message: error.message };
