@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -550,6 +551,53 @@ for (const transport of ['session', 'acquire'] as const) {
         expect(await lost).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
       } finally {
         client.close();
+        await proxy.close();
+        await server.stop();
+      }
+    });
+
+    it('with default options, a holder cut off for good is lost before the server can free the lock: the grace is counted from the last message heard', async () => {
+      // The server's grants as it logs them: `time` is its clock (this process's) at the grant.
+      const grants: Array<{ lock: string; token: string; time: number }> = [];
+      const log = new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          for (const line of chunk.toString().split('\n')) {
+            if (line === '') continue;
+            const entry = JSON.parse(line) as { msg: string; lock: string; token: string; time: number };
+            if (entry.msg === 'granted') grants.push(entry);
+          }
+          done();
+        },
+      });
+      const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'debug' }, log));
+      const proxy = await TcpProxyProcess.start(`127.0.0.1:${server.port}`);
+      const holder = newClient(proxy.address);
+      const other = newClient(`127.0.0.1:${server.port}`);
+      try {
+        const events: string[] = [];
+        const lock = await holder.acquire('cut-for-good', { onInDoubt: () => events.push('in doubt') });
+        const lost = reasonOf(lock.lost).then((reason) => ({ reason, at: Date.now() }));
+        const next = await queue(other, 'cut-for-good');
+        // Both sides see the connection end at once: the server starts the grace now, so this
+        // is the case with the least room (the client's margin, less the way of the last message).
+        await proxy.close();
+        const { reason, at: lostAt } = await lost;
+        const granted = await next.lock;
+        const grant = grants.find((g) => g.lock === 'cut-for-good' && g.token === String(granted.token));
+        // Lost at the latest 4 s (the 5 s grace less its 1 s margin) after the last heartbeat,
+        // which is at most 1 s old, while the server frees the lock 5 s after the cut: at least
+        // the margin before, less what late timers on a busy machine take.
+        expect(grant!.time - lostAt).toBeGreaterThan(500);
+        expect(reason).toMatchObject({
+          name: 'LockLostError',
+          code: Status.UNAVAILABLE,
+          message: expect.stringMatching(/grace \(counted from the last message from the server\)/),
+        });
+        expect(events).toEqual(['in doubt']);
+        await granted.release();
+      } finally {
+        holder.close();
+        other.close();
         await proxy.close();
         await server.stop();
       }
