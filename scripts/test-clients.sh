@@ -4,8 +4,9 @@
 #   clients/go:     gofmt, go vet, staticcheck, go test -race, and the README's Go section
 #                   followed from a module outside the repository (scripts/check-go-install.sh)
 #   clients/python: python -m build (sdist and wheel), the wheel installed into .venv (the
-#                   cross-language test in test/integration/interop.test.ts uses it), mypy
-#                   --strict, pytest against the installed wheel
+#                   cross-language test in test/integration/interop.test.ts and the client
+#                   conformance suite in test/clients use it), mypy --strict, pytest against
+#                   the installed wheel
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD

@@ -30,7 +30,7 @@ step "proto lint";      npm run --silent proto:lint
 step "generated code is up to date"; npm run --silent gen:check
 step "clients: Go (gofmt, vet, staticcheck, go test -race), Python (wheel, mypy --strict, pytest)"
 bash scripts/test-clients.sh
-step "tests (unit, conformance on both back ends, ZooKeeper integration, grpcurl, client SDK, the three languages together)"
+step "tests (unit, conformance on both back ends, ZooKeeper integration, grpcurl, client SDK, the three languages together, the client conformance suite against TypeScript, Go and Python)"
 npx vitest run
 step "benchmark smoke (every workload against every target, briefly; figures are not checked)"
 npm run --silent bench:smoke -- --out .tmp/bench-smoke.json

@@ -55,6 +55,20 @@ export class LockLostError extends LockClientError {
   override name = 'LockLostError';
 }
 
+/**
+ * The LockClient was closed: the call was made after `close()`, or the request was still
+ * waiting for its lock when `close()` was called (it is withdrawn, nothing is left queued). Its
+ * `code` is FAILED_PRECONDITION. A lock held when the client is closed is lost instead
+ * (`LockLostError`).
+ */
+export class LockClientClosedError extends LockClientError {
+  override name = 'LockClientClosedError';
+
+  constructor(lockName: string) {
+    super(lockName, Status.FAILED_PRECONDITION, 'the LockClient was closed');
+  }
+}
+
 /** The error for a call that ended with `status` before the lock was granted. */
 export function acquireFailure(
   lockName: string,

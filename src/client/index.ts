@@ -21,5 +21,5 @@ export {
   type LockRequestInfo,
 } from './lock-client.js';
 export type { Lock, LockMode, LockSpec, RevokeRequest } from './lock.js';
-export { LockClientError, LockLostError, LockTimeoutError } from './errors.js';
+export { LockClientClosedError, LockClientError, LockLostError, LockTimeoutError } from './errors.js';
 export { status as Status } from '@grpc/grpc-js';

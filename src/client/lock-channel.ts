@@ -1,4 +1,3 @@
-import { status as Status } from '@grpc/grpc-js';
 import type { SessionResponse } from '../gen/lockstream/v1/lockstream.js';
 import { fromDuration, type LockRequest } from './lock.js';
 import { LockHandle, type RequestCarrier, type RequestMessage } from './lock-handle.js';
@@ -68,16 +67,17 @@ export class LockChannel<Req, Res> implements RequestCarrier {
   }
 
   /**
-   * Ends the stream: every request on it is given up by name first (a bare half-close would
-   * leave them to a resume grace, as a cancel does). Requests still open end here: waiting ones
-   * fail, held ones are lost (they are no longer protected).
+   * Ends the stream as its client is closed: every request on it is given up by name first (a
+   * bare half-close would leave them to a resume grace, as a cancel does). Requests still open
+   * end here: waiting ones fail with the closed error, held ones are lost (they are no longer
+   * protected).
    */
   close(): void {
     this.#closed = true;
     clearTimeout(this.#idleTimer);
     if (!this.#stream.resuming) for (const lock of this.#locks.values()) this.send(lock, CANCEL);
     this.#stream.finish();
-    this.#endAll({ code: Status.CANCELLED, details: 'the LockClient was closed' });
+    for (const lock of [...this.#locks.values()]) lock.clientClosed();
   }
 
   send(lock: LockHandle, message: RequestMessage): void {

@@ -16,11 +16,11 @@ import {
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
 import { lockRequest, multiLockRequest, type AcquireOptions } from './acquire-options.js';
-import { LockClientError, LockTimeoutError } from './errors.js';
+import { LockClientClosedError, LockClientError, LockTimeoutError } from './errors.js';
 import type { Lock, LockRequest, LockSpec } from './lock.js';
 import { LockChannel } from './lock-channel.js';
 import type { LockHandle } from './lock-handle.js';
-import { closedError, LockInspector, type LockDescription, type LockPage } from './lock-inspector.js';
+import { LockInspector, type LockDescription, type LockPage } from './lock-inspector.js';
 import { AcquireWire, SessionWire } from './lock-wires.js';
 
 export type { AcquireOptions } from './acquire-options.js';
@@ -40,9 +40,7 @@ export interface LockClientOptions {
   readonly token?: string;
   /**
    * HTTP/2 keepalive: a ping after this much idle time. Together with `keepaliveTimeoutMs` it
-   * bounds how long a dead server or network goes unnoticed, and so how late `lock.lost` fires.
-   * Default 3000: with the timeout, a dead path is noticed within 6 s, before a server with
-   * default settings can have freed the lock (3 s keepalive timeout + 5 s resume grace).
+   * bounds how long a dead connection goes unnoticed when heartbeats are off. Default 3000.
    */
   readonly keepaliveTimeMs?: number;
   /** How long a ping may go unanswered before the connection is declared dead. Default 3000. */
@@ -60,12 +58,20 @@ export interface LockClientOptions {
    * network cut is then a blip (the lock is in doubt, then confirmed), not a loss. Also the
    * lock-delay after this process dies: nobody else gets the lock before the grace is over.
    * Capped by the server's `--max-resume-grace`. 0 turns resuming off. Default 5000.
+   *
+   * The client counts the grace from the last message it heard from the server, less a margin
+   * (a fifth of the grace, at most 1 s), while the server counts it from when it noticed the
+   * break, which is later: so `lock.lost` fires before the server can free the lock.
    */
   readonly resumeGraceMs?: number;
   /**
    * Heartbeats in both directions on every lock stream at this interval, so idle-timeout
-   * proxies do not cut a quiet stream, and a server gone silent for three intervals is noticed
-   * (then the stream is resumed, or the lock lost). 0 turns them off. Default 5000.
+   * proxies do not cut a quiet stream, and a server gone silent for three intervals (at most the
+   * grace less its margin) is noticed: then the stream is resumed, or the lock lost. They also
+   * keep the last message heard recent, which the grace is counted from: with heartbeats slower
+   * than a third of the grace less its margin, or none, a break after a quiet spell longer than
+   * that loses the lock at once. 0 turns them off. Default: a fifth of `resumeGraceMs`, from 100
+   * to 1000 (1000 with the default grace, or without a grace).
    */
   readonly heartbeatIntervalMs?: number;
   /**
@@ -124,9 +130,13 @@ export class LockClient implements Disposable {
     });
     this.#inspector = new LockInspector(this.#grpc, () => this.#closed);
     this.#unavailableRetries = options.unavailableRetries ?? 2;
+    const resumeGraceMs = nonNegative('resumeGraceMs', options.resumeGraceMs ?? 5_000);
     const settings = {
-      resumeGraceMs: nonNegative('resumeGraceMs', options.resumeGraceMs ?? 5_000),
-      heartbeatIntervalMs: nonNegative('heartbeatIntervalMs', options.heartbeatIntervalMs ?? 5_000),
+      resumeGraceMs,
+      heartbeatIntervalMs: nonNegative(
+        'heartbeatIntervalMs',
+        options.heartbeatIntervalMs ?? defaultHeartbeatIntervalMs(resumeGraceMs),
+      ),
     };
     this.#acquireWire = new AcquireWire(this.#grpc, settings);
     if (options.streamPerLock !== true) {
@@ -171,7 +181,7 @@ export class LockClient implements Disposable {
 
   async #acquire(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
     signal?.throwIfAborted();
-    if (this.#closed) throw closedError(request.name);
+    if (this.#closed) throw new LockClientClosedError(request.name);
     const deadline = request.waitTimeout === undefined ? undefined : Date.now() + request.waitTimeout;
     for (let attempt = 0; ; attempt += 1) {
       // A retry waits only for what is left of the first attempt's wait.
@@ -269,8 +279,9 @@ export class LockClient implements Disposable {
   }
 
   /**
-   * Closes the channel. Locks still held over it are released by the server; later calls
-   * reject with `LockClientError` (FAILED_PRECONDITION).
+   * Closes the channel. Locks still held over it are released by the server (their `lost`
+   * fires); acquires still waiting and later calls reject with `LockClientClosedError`
+   * (FAILED_PRECONDITION).
    */
   close(): void {
     this.#closed = true;
@@ -285,7 +296,7 @@ export class LockClient implements Disposable {
 
   async #attempt(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
     // Also checked here: the client may be closed while a retry waits.
-    if (this.#closed) throw closedError(request.name);
+    if (this.#closed) throw new LockClientClosedError(request.name);
     const session = this.#session;
     const stream = session ? session.acquire(request) : this.#streamPerLock(request);
     // Through one listener per signal: a signal shared by thousands of waits stays O(1) per wait.
@@ -336,6 +347,15 @@ export class LockClient implements Disposable {
     this.#streams.add(stream);
     return stream.acquire(request);
   }
+}
+
+/**
+ * Heartbeats often enough that the last message heard is at most a fifth of the grace old when
+ * a stream breaks, and a silent server is noticed (three intervals) before the grace less its
+ * margin is over: at least once a second, and no more often than the server accepts (100 ms).
+ */
+function defaultHeartbeatIntervalMs(resumeGraceMs: number): number {
+  return resumeGraceMs === 0 ? 1_000 : Math.max(100, Math.min(1_000, resumeGraceMs / 5));
 }
 
 function nonNegative(option: string, value: number): number {

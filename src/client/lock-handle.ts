@@ -1,7 +1,13 @@
 import { status as Status } from '@grpc/grpc-js';
 import { VALUE_MAX_BYTES } from '../common/limits.js';
 import type { SessionResponse } from '../gen/lockstream/v1/lockstream.js';
-import { acquireFailure, LockClientError, LockLostError, lossFailure } from './errors.js';
+import {
+  acquireFailure,
+  LockClientClosedError,
+  LockClientError,
+  LockLostError,
+  lossFailure,
+} from './errors.js';
 import type { Lock, LockMode, LockRequest, RevokeRequest } from './lock.js';
 import type { EndStatus } from './resumable-stream.js';
 
@@ -28,9 +34,16 @@ export interface RequestCarrier {
 
 /**
  * How a request ended: its status (the stream's, when the stream ended with it). `unknown`: the
- * server no longer had it after a resume (its end was lost in the break).
+ * server no longer had it after a resume (its end was lost in the break). `clientClosed`: its
+ * LockClient was closed.
  */
-type RequestOutcome = EndStatus & { readonly unknown?: boolean };
+type RequestOutcome = EndStatus & { readonly unknown?: boolean; readonly clientClosed?: boolean };
+
+const CLIENT_CLOSED: RequestOutcome = {
+  code: Status.CANCELLED,
+  details: 'the LockClient was closed',
+  clientClosed: true,
+};
 
 /** waiting → held → releasing → ended, or waiting → cancelled → ended. */
 type Phase = 'waiting' | 'cancelled' | 'held' | 'releasing' | 'ended';
@@ -258,6 +271,11 @@ export class LockHandle implements Lock {
     this.#end(status);
   }
 
+  /** The LockClient was closed (the request was given up on the stream). */
+  clientClosed(): void {
+    this.#end(CLIENT_CLOSED);
+  }
+
   /** Sends a holder's ask; resolves once the server has done it (see `#acknowledged`). */
   #ask(request: HolderRequest): Promise<void> {
     if (this.#lossFailure) return Promise.reject(this.#lossFailure);
@@ -331,6 +349,10 @@ export class LockHandle implements Lock {
       );
     }
     if (phase === 'waiting') {
+      if (outcome.clientClosed) {
+        this.#grant.reject(new LockClientClosedError(this.name));
+        return;
+      }
       // A request the server no longer has lost its place: retryable, like a refused call.
       this.#grant.reject(
         acquireFailure(

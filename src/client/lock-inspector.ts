@@ -10,7 +10,7 @@ import type {
   LockServiceClient,
   WatchLockResponse,
 } from '../gen/lockstream/v1/lockstream.js';
-import { LockClientError } from './errors.js';
+import { LockClientClosedError, LockClientError } from './errors.js';
 import { toDuration, WIRE_MODES, type LockMode } from './lock.js';
 import { checkLabel, checkLockName, checkMs } from './request-checks.js';
 
@@ -78,7 +78,7 @@ export class LockInspector {
   }
 
   async *watch(name: string, signal: AbortSignal | undefined): AsyncGenerator<LockDescription, void> {
-    if (this.#closed()) throw closedError(name);
+    if (this.#closed()) throw new LockClientClosedError(name);
     checkLockName(name);
     if (signal?.aborted) return;
     const call = this.#grpc.watchLock({ name });
@@ -134,7 +134,7 @@ export class LockInspector {
     name: string,
     call: (done: (error: ServiceError | null, value?: T) => void) => unknown,
   ): Promise<T> {
-    if (this.#closed()) return Promise.reject(closedError(name));
+    if (this.#closed()) return Promise.reject(new LockClientClosedError(name));
     return new Promise((resolve, reject) => {
       call((error, value) => {
         if (error) reject(new LockClientError(name, error.code, error.details, { cause: error }));
@@ -142,11 +142,6 @@ export class LockInspector {
       });
     });
   }
-}
-
-/** What a call on a closed LockClient rejects with. */
-export function closedError(name: string): LockClientError {
-  return new LockClientError(name, Status.FAILED_PRECONDITION, 'this LockClient was closed');
 }
 
 const MODES_FROM_WIRE = new Map(

@@ -20,6 +20,16 @@ const BREAKS: ReadonlySet<Status> = new Set([
 const RESUME_BACKOFF_MS = 100;
 const RESUME_BACKOFF_MAX_MS = 1_000;
 
+/**
+ * How much sooner than the server the client gives a broken stream up: the grace is counted
+ * from the last message heard, and the server counts it from when it noticed the break, which
+ * is no earlier than when it sent that message. The margin covers that message's way here and
+ * this process's timers firing late. A fifth of the grace, at most 1 s.
+ */
+export function lossMarginMs(graceMs: number): number {
+  return Math.min(1_000, graceMs / 5);
+}
+
 /** The messages that open, resume and keep alive a stream of one RPC (Acquire or Session). */
 export interface StreamOpening<Req, Res> {
   /** Starts a new gRPC call. */
@@ -48,8 +58,10 @@ export interface StreamListener<Res> {
  * One logical stream to the server over a sequence of gRPC calls. It opens a call, sends
  * heartbeats and notices a silent server, and when the call breaks after the server said how to
  * resume it (`resumableFor`), opens new calls with the resume token, backing off with jitter,
- * until one gets through (`resumed`) or the grace is over, counted from the first break (the
- * server counts from when it noticed, which is no later). Only the current call's events count.
+ * until one gets through (`resumed`) or the grace is over. The grace is counted from the last
+ * message heard from the server, less `lossMarginMs`: the server counts it from when it noticed
+ * the break, which is no earlier than when it sent that message, so the stream is given up
+ * (its locks lost) before the server can free them. Only the current call's events count.
  */
 export class ResumableStream<Req, Res> {
   readonly #opening: StreamOpening<Req, Res>;
@@ -58,7 +70,7 @@ export class ResumableStream<Req, Res> {
   /** The current call was half-closed or cancelled: nothing more may be written on it. */
   #callDone = false;
   #stopHeartbeats: () => void = ignore;
-  /** performance.now() when the current call last heard from the server (kept with heartbeats on). */
+  /** performance.now() when the current call last heard from the server (or was opened). */
   #heardAt = 0;
   #resumeToken: string | undefined;
   #graceMs = 0;
@@ -134,10 +146,10 @@ export class ResumableStream<Req, Res> {
     const call = opening.call();
     this.#call = call;
     this.#callDone = false;
-    const heartbeats = opening.heartbeatIntervalMs > 0;
+    this.#heardAt = performance.now();
     call.on('data', (message: Res) => {
       if (call !== this.#call) return;
-      if (heartbeats) this.#heardAt = performance.now();
+      this.#heardAt = performance.now();
       this.#listener.message(message);
     });
     call.on('status', (status: CallStatus) => {
@@ -147,13 +159,13 @@ export class ResumableStream<Req, Res> {
     call.on('error', ignore);
     const first = resumeToken === undefined ? opening.open() : opening.resume(resumeToken);
     if (first !== undefined) call.write(first);
-    if (!heartbeats) return;
-    this.#heardAt = performance.now();
+    if (opening.heartbeatIntervalMs === 0) return;
     this.#stopHeartbeats = clientHeartbeat(
       call,
       opening.heartbeatIntervalMs,
       opening.heartbeat,
       () => this.#heardAt,
+      () => this.#silenceMs(opening.heartbeatIntervalMs),
       (status) => {
         if (call !== this.#call) return;
         this.#onStatus(status);
@@ -181,13 +193,32 @@ export class ResumableStream<Req, Res> {
     );
   }
 
+  /**
+   * How long the server may stay silent before the call is treated as broken: three heartbeat
+   * intervals, and no longer than the grace less its margin (so a silent server is noticed before
+   * the lock must be given up), though never under two intervals (a heartbeat a little late is
+   * no break).
+   */
+  #silenceMs(intervalMs: number): number {
+    const silenceMs = 3 * intervalMs;
+    if (this.#resumeToken === undefined) return silenceMs;
+    return Math.max(2 * intervalMs, Math.min(silenceMs, this.#graceMs - lossMarginMs(this.#graceMs)));
+  }
+
   /** The call broke: a new one with the resume token now on a first break, after a backoff on later ones. */
   #break(cause: EndStatus): void {
     this.#listener.broke();
-    const state = (this.#resuming ??= {
-      attempts: 0,
-      timer: setTimeout(() => this.#giveUp(cause), this.#graceMs),
-    });
+    if (this.#resuming === undefined) {
+      // The server may free the locks `graceMs` after it noticed the break, and it cannot have
+      // noticed it before it sent the last message this call heard.
+      const leftMs = this.#heardAt + this.#graceMs - lossMarginMs(this.#graceMs) - performance.now();
+      if (leftMs <= 0) {
+        this.#giveUp(cause);
+        return;
+      }
+      this.#resuming = { attempts: 0, timer: setTimeout(() => this.#giveUp(cause), leftMs) };
+    }
+    const state = this.#resuming;
     const backoff = Math.min(RESUME_BACKOFF_MAX_MS, RESUME_BACKOFF_MS * 2 ** state.attempts) * Math.random();
     state.attempts += 1;
     setTimeout(
@@ -218,7 +249,7 @@ export class ResumableStream<Req, Res> {
     this.#stopHeartbeats();
     this.#listener.ended({
       code: Status.UNAVAILABLE,
-      details: `the stream broke (${cause.details || Status[cause.code]}) and could not be resumed within its ${this.#graceMs} ms grace`,
+      details: `the stream broke (${cause.details || Status[cause.code]}) and could not be resumed within its ${this.#graceMs} ms grace (counted from the last message from the server)`,
     });
     attempt?.cancel();
   }
@@ -233,7 +264,7 @@ function ignore(): void {}
 
 /**
  * Sends `message` on `call` every `intervalMs`, and calls `silent` when the server has said
- * nothing for three intervals since `heardAt()` (a proxy may answer HTTP/2 pings for a server
+ * nothing for `silenceMs()` since `heardAt()` (a proxy may answer HTTP/2 pings for a server
  * that is gone). Hearing costs the caller one timestamp, not a timer reset per message. Returns
  * a function that stops both.
  */
@@ -242,23 +273,24 @@ function clientHeartbeat<T>(
   intervalMs: number,
   message: T,
   heardAt: () => number,
+  silenceMs: () => number,
   silent: (status: EndStatus) => void,
 ): () => void {
   const ticker = setInterval(() => call.write(message), intervalMs);
   ticker.unref();
-  const silenceMs = 3 * intervalMs;
   const check = (): void => {
+    const allowedMs = silenceMs();
     const quietMs = performance.now() - heardAt();
-    if (quietMs < silenceMs) {
-      silence = setTimeout(check, silenceMs - quietMs).unref();
+    if (quietMs < allowedMs) {
+      silence = setTimeout(check, allowedMs - quietMs).unref();
       return;
     }
     silent({
       code: Status.UNAVAILABLE,
-      details: `no message from the server for ${silenceMs} ms (3 heartbeat intervals)`,
+      details: `no message from the server for ${allowedMs} ms (heartbeats every ${intervalMs} ms)`,
     });
   };
-  let silence = setTimeout(check, silenceMs).unref();
+  let silence = setTimeout(check, silenceMs()).unref();
   return () => {
     clearInterval(ticker);
     clearTimeout(silence);

@@ -1,9 +1,11 @@
 import { createServer, type AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
+import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   LockClient,
+  LockClientClosedError,
   LockClientError,
   LockLostError,
   LockTimeoutError,
@@ -179,19 +181,27 @@ for (const transport of ['session', 'acquire'] as const) {
       }
     });
 
-    it('rejects calls on a closed client with FAILED_PRECONDITION', async () => {
+    it('rejects calls on a closed client with LockClientClosedError (FAILED_PRECONDITION)', async () => {
       const closed = newClient(`127.0.0.1:${server.port}`);
       closed.close();
-      await expect(closed.acquire('after-close')).rejects.toMatchObject({
-        code: Status.FAILED_PRECONDITION,
-        message: expect.stringMatching(/"after-close".*closed/),
-      });
+      for (const call of [closed.acquire('after-close'), closed.tryAcquire('after-close')]) {
+        const error: unknown = await call.catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(LockClientClosedError);
+        expect(error).toMatchObject({
+          code: Status.FAILED_PRECONDITION,
+          message: expect.stringMatching(/"after-close".*closed/),
+        });
+      }
     });
 
     it('rejects the inspection calls of a closed client with FAILED_PRECONDITION too', async () => {
       const closed = newClient(`127.0.0.1:${server.port}`);
       closed.close();
-      const refused = { code: Status.FAILED_PRECONDITION, message: expect.stringMatching(/closed/) };
+      const refused = {
+        name: 'LockClientClosedError',
+        code: Status.FAILED_PRECONDITION,
+        message: expect.stringMatching(/closed/),
+      };
       await expect(closed.describe('after-close')).rejects.toMatchObject(refused);
       await expect(closed.list()).rejects.toMatchObject(refused);
       await expect(closed.checkToken('after-close', 1n)).rejects.toMatchObject(refused);
@@ -199,7 +209,7 @@ for (const transport of ['session', 'acquire'] as const) {
       await expect(closed.watch('after-close').next()).rejects.toMatchObject(refused);
     });
 
-    it('close() gives up what the client holds and waits for: `lost` fires, the wait rejects, the next waiter is granted', async () => {
+    it('close() gives up what the client holds and waits for: `lost` fires, the wait rejects with LockClientClosedError, the next waiter is granted', async () => {
       const closing = newClient(`127.0.0.1:${server.port}`);
       const held = await closing.acquire('closing/held');
       const lost = reasonOf(held.lost);
@@ -208,10 +218,10 @@ for (const transport of ['session', 'acquire'] as const) {
       const next = await queue(client, 'closing/held');
       closing.close();
       expect(await lost).toMatchObject({ name: 'LockLostError', lockName: 'closing/held' });
+      await expect(waiting.lock).rejects.toBeInstanceOf(LockClientClosedError);
       await expect(waiting.lock).rejects.toMatchObject({
-        name: 'LockClientError',
-        code: Status.CANCELLED,
-        message: expect.stringMatching(/closed/),
+        code: Status.FAILED_PRECONDITION,
+        message: expect.stringMatching(/"closing\/blocked".*closed/),
       });
       await expect(held.release()).rejects.toBe(await lost);
       const taken = await next.lock;
@@ -580,6 +590,53 @@ for (const transport of ['session', 'acquire'] as const) {
         expect(await lost).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
       } finally {
         client.close();
+        await proxy.close();
+        await server.stop();
+      }
+    });
+
+    it('with default options, a holder cut off for good is lost before the server can free the lock: the grace is counted from the last message heard', async () => {
+      // The server's grants as it logs them: `time` is its clock (this process's) at the grant.
+      const grants: Array<{ lock: string; token: string; time: number }> = [];
+      const log = new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          for (const line of chunk.toString().split('\n')) {
+            if (line === '') continue;
+            const entry = JSON.parse(line) as { msg: string; lock: string; token: string; time: number };
+            if (entry.msg === 'granted') grants.push(entry);
+          }
+          done();
+        },
+      });
+      const server = await startServer(loadConfig({}, ['--port', '0']), pino({ level: 'debug' }, log));
+      const proxy = await TcpProxyProcess.start(`127.0.0.1:${server.port}`);
+      const holder = newClient(proxy.address);
+      const other = newClient(`127.0.0.1:${server.port}`);
+      try {
+        const events: string[] = [];
+        const lock = await holder.acquire('cut-for-good', { onInDoubt: () => events.push('in doubt') });
+        const lost = reasonOf(lock.lost).then((reason) => ({ reason, at: Date.now() }));
+        const next = await queue(other, 'cut-for-good');
+        // Both sides see the connection end at once: the server starts the grace now, so this
+        // is the case with the least room (the client's margin, less the way of the last message).
+        await proxy.close();
+        const { reason, at: lostAt } = await lost;
+        const granted = await next.lock;
+        const grant = grants.find((g) => g.lock === 'cut-for-good' && g.token === String(granted.token));
+        // Lost at the latest 4 s (the 5 s grace less its 1 s margin) after the last heartbeat,
+        // which is at most 1 s old, while the server frees the lock 5 s after the cut: at least
+        // the margin before, less what late timers on a busy machine take.
+        expect(grant!.time - lostAt).toBeGreaterThan(500);
+        expect(reason).toMatchObject({
+          name: 'LockLostError',
+          code: Status.UNAVAILABLE,
+          message: expect.stringMatching(/grace \(counted from the last message from the server\)/),
+        });
+        expect(events).toEqual(['in doubt']);
+        await granted.release();
+      } finally {
+        holder.close();
+        other.close();
         await proxy.close();
         await server.stop();
       }

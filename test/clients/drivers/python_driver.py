@@ -1,0 +1,194 @@
+"""The Python client's driver for the client conformance suite (test/clients/README.md): reads
+commands as JSON lines on stdin, performs them with the installed `lockstream` package (its
+asyncio API), and writes what the client reports as JSON lines on stdout, each stamped with the
+wall clock in milliseconds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+import grpc
+import lockstream
+import lockstream.aio
+
+#: A lone surrogate, as `surrogateescape` decodes the byte 0xff: a str that is no Unicode text.
+ILL_FORMED = "\udcff"
+
+_KIND_OF_STATUS = {
+    "INVALID_ARGUMENT": "invalid-argument",
+    "DEADLINE_EXCEEDED": "timeout",
+    "ABORTED": "lost",
+    "UNAVAILABLE": "unavailable",
+    "CANCELLED": "cancelled",
+    "PERMISSION_DENIED": "permission-denied",
+    "RESOURCE_EXHAUSTED": "resource-exhausted",
+    "FAILED_PRECONDITION": "failed-precondition",
+    "NOT_FOUND": "not-found",
+}
+
+# The client's own classes, most specific first.
+_KIND_OF_CLASS: list[tuple[type[BaseException], str]] = [
+    (lockstream.ClientClosed, "closed"),
+    (lockstream.InvalidArgument, "invalid-argument"),
+    (lockstream.LockTimeout, "timeout"),
+    (lockstream.LockLost, "lost"),
+    (lockstream.NotHeld, "not-held"),
+    (lockstream.PermissionDenied, "permission-denied"),
+]
+
+
+def say(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, "at": int(time.time() * 1000), **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def failure(error: BaseException) -> dict[str, Any]:
+    """An exception in the common vocabulary: the client's classes first, then its gRPC code."""
+    found: dict[str, Any] = {"class": type(error).__name__, "message": str(error)}
+    if isinstance(error, asyncio.CancelledError):
+        return {**found, "kind": "cancelled"}
+    if not isinstance(error, lockstream.LockError):
+        # Outside the client's hierarchy: a raw gRPC or Python exception escaped it.
+        code = error.code().name if isinstance(error, grpc.RpcError) else None
+        return {**found, "kind": "foreign", **({"code": code} if code else {})}
+    found["code"] = error.code.name
+    for kind_class, kind in _KIND_OF_CLASS:
+        if isinstance(error, kind_class):
+            return {**found, "kind": kind}
+    return {**found, "kind": _KIND_OF_STATUS.get(error.code.name, "other")}
+
+
+def say_failure(event: str, id: str, error: BaseException) -> None:
+    say(event, id=id, **failure(error))
+
+
+class Driver:
+    def __init__(self) -> None:
+        self.client: lockstream.aio.Client | None = None
+        self.locks: dict[str, lockstream.aio.Lock] = {}
+        self.waits: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def connected(self) -> lockstream.aio.Client:
+        assert self.client is not None, "a command before connect"
+        return self.client
+
+    def held(self, id: str, lock: lockstream.aio.Lock) -> None:
+        """Reports the grant, then follows the lock: doubt, confirmation, revocation, loss."""
+        self.locks[id] = lock
+        fields: dict[str, Any] = {"token": str(lock.token)}
+        if lock.tokens:
+            fields["tokens"] = [str(token) for token in lock.tokens.values()]
+        say("acquired", id=id, **fields)
+        lock.on_in_doubt(lambda doubt: say("in-doubt" if doubt else "confirmed", id=id))
+        lock.on_revoke_requested(lambda request: say(
+            "revoke-requested", id=id, reason=request.reason,
+            forceAt=None if request.force_at is None else int(request.force_at.timestamp() * 1000)))
+        lock.on_lost(lambda error: say_failure("lost", id, error))
+
+    async def perform(self, command: dict[str, Any]) -> None:
+        op, id = command["op"], command.get("id", "")
+        if op == "connect":
+            try:
+                self.client = lockstream.aio.Client(command["address"])
+            except Exception as error:
+                say_failure("error", "", error)
+                return
+            say("connected")
+        elif op == "acquire":
+            name = command["name"] + (ILL_FORMED if command.get("invalidUtf8") else "")
+            options: dict[str, Any] = {"mode": command.get("mode", "mutex")}
+            if "timeoutMs" in command:
+                options["timeout"] = command["timeoutMs"] / 1000
+            if "value" in command:
+                options["value"] = command["value"]
+            # A task is how an asyncio caller gives up a wait: it is cancelled.
+            task = asyncio.current_task()
+            assert task is not None
+            self.waits[id] = task
+            try:
+                lock = await self.connected.acquire(
+                    name, on_queued=lambda ahead: say("queued", id=id, ahead=ahead), **options)
+            except BaseException as error:
+                say_failure("error", id, error)
+                return
+            finally:
+                self.waits.pop(id, None)
+            self.held(id, lock)
+        elif op == "try-lock":
+            try:
+                maybe = await self.connected.try_lock(command["name"])
+            except Exception as error:
+                say_failure("error", id, error)
+                return
+            if maybe is None:
+                say("not-acquired", id=id)
+            else:
+                self.held(id, maybe)
+        elif op == "acquire-all":
+            try:
+                lock = await self.connected.acquire_all(command["names"])
+            except Exception as error:
+                say_failure("error", id, error)
+                return
+            self.held(id, lock)
+        elif op == "cancel":
+            wait = self.waits.get(id)
+            if wait is not None:
+                wait.cancel()
+        elif op == "release":
+            try:
+                await self.locks[id].release()
+            except Exception as error:
+                say_failure("error", id, error)
+                return
+            say("released", id=id)
+        elif op == "scope":
+            await self.scope(id, command["name"])
+        elif op == "close":
+            await self.connected.close()
+            say("closed")
+        else:
+            raise ValueError(f"unknown command {op!r}")
+
+    async def scope(self, id: str, name: str) -> None:
+        """`async with client.lock(...)`: the body waits for the loss, then leaves normally."""
+        try:
+            async with self.connected.lock(name) as lock:
+                self.held(id, lock)
+                await lock.lost.wait()
+        except Exception as error:
+            say("scope-exited", id=id, error=failure(error))
+            return
+        say("scope-exited", id=id, error=None)
+
+
+async def main() -> None:
+    driver = Driver()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    running: set[asyncio.Task[None]] = set()
+    say("ready", client="python")
+    while line := await reader.readline():
+        if not line.strip():
+            continue
+        command = json.loads(line)
+        if command["op"] == "connect":
+            await driver.perform(command)
+            continue
+        # The rest run side by side: a wait must not hold up the cancel or close that ends it.
+        task = asyncio.create_task(driver.perform(command))
+        running.add(task)
+        task.add_done_callback(running.discard)
+    # End of input: the suite is done with this driver.
+    if driver.client is not None:
+        await driver.client.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,186 @@
+// The TypeScript SDK's conformance driver (test/clients/README.md): reads commands on stdin,
+// performs them with the SDK in src/client, and writes what the SDK reports on stdout.
+import { createInterface } from 'node:readline';
+import {
+  LockClient,
+  LockClientClosedError,
+  LockClientError,
+  LockLostError,
+  LockTimeoutError,
+  type Lock,
+} from '../../../src/client/index.js';
+import { kindOfStatus, STATUS_NAMES, type Command, type Failure, type Observation } from '../protocol.js';
+
+/** A lone surrogate: a JavaScript string that is no Unicode text, so has no UTF-8 encoding. */
+const ILL_FORMED = '\udcff';
+
+function say(observation: Observation): void {
+  process.stdout.write(`${JSON.stringify({ ...observation, at: Date.now() })}\n`);
+}
+
+/** The SDK's errors in the common vocabulary, by class first, then by gRPC status. */
+function failure(error: unknown): Failure {
+  if (error instanceof LockClientError) {
+    const code = STATUS_NAMES[error.code] ?? String(error.code);
+    const kind =
+      error instanceof LockLostError
+        ? 'lost'
+        : error instanceof LockTimeoutError
+          ? 'timeout'
+          : error instanceof LockClientClosedError
+            ? 'closed'
+            : kindOfStatus(code);
+    return { kind, code, class: error.name, message: error.message };
+  }
+  if (error instanceof Error && error.name === 'AbortError') {
+    return { kind: 'cancelled', class: error.name, message: error.message };
+  }
+  // The SDK's own checks before sending throw TypeError or RangeError, JavaScript's errors for a
+  // bad argument.
+  if (error instanceof TypeError || error instanceof RangeError) {
+    return { kind: 'invalid-argument', class: error.name, message: error.message };
+  }
+  const name = error instanceof Error ? error.name : typeof error;
+  return { kind: 'foreign', class: name, message: String(error) };
+}
+
+let client: LockClient | undefined;
+const locks = new Map<string, Lock>();
+const waits = new Map<string, AbortController>();
+
+function connected(): LockClient {
+  if (!client) throw new Error('INVARIANT: a command before connect');
+  return client;
+}
+
+/** Reports what happens to a held lock: doubt, confirmation, revocation and loss. */
+function follow(id: string, lock: Lock): void {
+  locks.set(id, lock);
+  lock.lost.addEventListener('abort', () => say({ event: 'lost', id, ...failure(lock.lost.reason) }), {
+    once: true,
+  });
+}
+
+function holderCallbacks(id: string): {
+  onInDoubt: () => void;
+  onConfirmed: () => void;
+  onRevokeRequested: (request: { reason: string; forceAt: Date | undefined }) => void;
+} {
+  return {
+    onInDoubt: () => say({ event: 'in-doubt', id }),
+    onConfirmed: () => say({ event: 'confirmed', id }),
+    onRevokeRequested: ({ reason, forceAt }) =>
+      say({ event: 'revoke-requested', id, reason, forceAt: forceAt?.getTime() ?? null }),
+  };
+}
+
+async function perform(command: Command): Promise<void> {
+  switch (command.op) {
+    case 'connect':
+      client = new LockClient(command.address);
+      say({ event: 'connected' });
+      return;
+    case 'acquire': {
+      const { id } = command;
+      const wait = new AbortController();
+      waits.set(id, wait);
+      try {
+        const lock = await connected().acquire(command.name + (command.invalidUtf8 ? ILL_FORMED : ''), {
+          ...(command.mode === undefined ? {} : { mode: command.mode }),
+          ...(command.timeoutMs === undefined ? {} : { waitTimeout: command.timeoutMs }),
+          ...(command.value === undefined ? {} : { value: command.value }),
+          signal: wait.signal,
+          onQueued: (ahead) => say({ event: 'queued', id, ahead }),
+          ...holderCallbacks(id),
+        });
+        follow(id, lock);
+        say({ event: 'acquired', id, token: lock.token.toString() });
+      } catch (error) {
+        say({ event: 'error', id, ...failure(error) });
+      } finally {
+        waits.delete(id);
+      }
+      return;
+    }
+    case 'try-lock': {
+      const { id } = command;
+      try {
+        const lock = await connected().tryAcquire(command.name, holderCallbacks(id));
+        if (lock === null) {
+          say({ event: 'not-acquired', id });
+          return;
+        }
+        follow(id, lock);
+        say({ event: 'acquired', id, token: lock.token.toString() });
+      } catch (error) {
+        say({ event: 'error', id, ...failure(error) });
+      }
+      return;
+    }
+    case 'acquire-all': {
+      const { id } = command;
+      try {
+        const lock = await connected().acquireAll(command.names, holderCallbacks(id));
+        follow(id, lock);
+        say({
+          event: 'acquired',
+          id,
+          token: lock.token.toString(),
+          tokens: lock.tokens.map(({ token }) => token.toString()),
+        });
+      } catch (error) {
+        say({ event: 'error', id, ...failure(error) });
+      }
+      return;
+    }
+    case 'cancel':
+      // AbortSignal is how a TypeScript caller gives up a wait.
+      waits.get(command.id)?.abort();
+      return;
+    case 'release': {
+      const { id } = command;
+      const lock = locks.get(id);
+      if (!lock) throw new Error(`INVARIANT: release of ${id}, which is not held`);
+      try {
+        await lock.release();
+        say({ event: 'released', id });
+      } catch (error) {
+        say({ event: 'error', id, ...failure(error) });
+      }
+      return;
+    }
+    case 'scope': {
+      const { id } = command;
+      try {
+        // The body waits for the loss it is handed (`signal`), then returns normally.
+        await connected().withLock(command.name, holderCallbacks(id), async (signal, lock) => {
+          follow(id, lock);
+          say({ event: 'acquired', id, token: lock.token.toString() });
+          if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve));
+        });
+        say({ event: 'scope-exited', id, error: null });
+      } catch (error) {
+        say({ event: 'scope-exited', id, error: failure(error) });
+      }
+      return;
+    }
+    case 'close':
+      connected().close();
+      say({ event: 'closed' });
+      return;
+  }
+}
+
+say({ event: 'ready', client: 'typescript' });
+for await (const line of createInterface({ input: process.stdin })) {
+  if (line.trim() === '') continue;
+  const command = JSON.parse(line) as Command;
+  // Commands run side by side: a wait must not hold up the cancel or close that ends it.
+  perform(command).catch((error: unknown) => {
+    process.stderr.write(`driver failure on ${line}: ${String(error)}\n`);
+    process.exit(2);
+  });
+}
+// End of input: the suite is done with this driver.
+client?.close();
+process.exit(0);

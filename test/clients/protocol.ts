@@ -1,0 +1,133 @@
+/**
+ * The driver protocol of the client conformance suite (README.md beside this file explains it):
+ * commands the suite writes to a driver's stdin and observations the driver writes to its
+ * stdout, one JSON object per line. The TypeScript driver and the suite share these types; the
+ * Go and Python drivers follow the README.
+ */
+
+/** How every client's failures are named, whatever its language calls them. */
+export type ErrorKind =
+  | 'invalid-argument'
+  | 'closed'
+  | 'timeout'
+  | 'lost'
+  | 'unavailable'
+  | 'cancelled'
+  | 'not-held'
+  | 'permission-denied'
+  | 'resource-exhausted'
+  | 'failed-precondition'
+  | 'not-found'
+  /** A failure outside the client's own error hierarchy (a raw transport or language error). */
+  | 'foreign'
+  | 'other';
+
+export type Command =
+  | { readonly op: 'connect'; readonly address: string }
+  | {
+      readonly op: 'acquire';
+      readonly id: string;
+      readonly name: string;
+      readonly mode?: 'mutex' | 'read' | 'write';
+      readonly timeoutMs?: number;
+      /** Published with the request, as UTF-8. */
+      readonly value?: string;
+      /** Append the language's own ill-formed text to `name` (see README). */
+      readonly invalidUtf8?: boolean;
+    }
+  | { readonly op: 'try-lock'; readonly id: string; readonly name: string }
+  | { readonly op: 'acquire-all'; readonly id: string; readonly names: readonly string[] }
+  | { readonly op: 'cancel'; readonly id: string }
+  | { readonly op: 'release'; readonly id: string }
+  | { readonly op: 'scope'; readonly id: string; readonly name: string }
+  | { readonly op: 'close' };
+
+/** What a failure looked like in the client: the common kind, and the client's own words. */
+export interface Failure {
+  readonly kind: ErrorKind;
+  /** The gRPC status name the error carries, when it carries one (e.g. "UNAVAILABLE"). */
+  readonly code?: string;
+  /** The client's error class or sentinel (e.g. "LockTimeoutError", "ErrClosed"). */
+  readonly class?: string;
+  readonly message?: string;
+}
+
+export type Observation =
+  | { readonly event: 'ready'; readonly client: string }
+  | { readonly event: 'connected' }
+  | { readonly event: 'closed' }
+  | { readonly event: 'queued'; readonly id: string; readonly ahead: number }
+  /** `token` is decimal (tokens are 64-bit); `tokens` for a multi-lock, in the order asked for. */
+  | { readonly event: 'acquired'; readonly id: string; readonly token: string; readonly tokens?: string[] }
+  /** A try-lock answered, as a value, that the lock is not free. */
+  | { readonly event: 'not-acquired'; readonly id: string }
+  /** The client has no API for the command (e.g. no multi-lock). */
+  | { readonly event: 'unsupported'; readonly id: string; readonly message: string }
+  | { readonly event: 'in-doubt'; readonly id: string }
+  | { readonly event: 'confirmed'; readonly id: string }
+  | ({ readonly event: 'lost'; readonly id: string } & Failure)
+  | {
+      readonly event: 'revoke-requested';
+      readonly id: string;
+      readonly reason: string;
+      /** Wall-clock ms of the deadline; null for a cooperative request. */
+      readonly forceAt: number | null;
+    }
+  | { readonly event: 'released'; readonly id: string }
+  /** Leaving a scope; `error` is what leaving it raised or rejected with (null: nothing). */
+  | { readonly event: 'scope-exited'; readonly id: string; readonly error: Failure | null }
+  /** A command failed; `id` names the request ('' for connect and close). */
+  | ({ readonly event: 'error'; readonly id: string } & Failure);
+
+/** Every observation carries `at`: the driver's wall clock (ms since the epoch) when it saw it. */
+export type StampedObservation = Observation & { readonly at: number };
+
+/** The gRPC status names by number, for drivers whose errors carry a numeric code. */
+export const STATUS_NAMES: readonly string[] = [
+  'OK',
+  'CANCELLED',
+  'UNKNOWN',
+  'INVALID_ARGUMENT',
+  'DEADLINE_EXCEEDED',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'PERMISSION_DENIED',
+  'RESOURCE_EXHAUSTED',
+  'FAILED_PRECONDITION',
+  'ABORTED',
+  'OUT_OF_RANGE',
+  'UNIMPLEMENTED',
+  'INTERNAL',
+  'UNAVAILABLE',
+  'DATA_LOSS',
+  'UNAUTHENTICATED',
+];
+
+/**
+ * The kind for an error known only by its gRPC status name; each driver first maps its client's
+ * own classes (a closed client, a loss, a timeout), then falls back on this.
+ */
+export function kindOfStatus(code: string): ErrorKind {
+  switch (code) {
+    case 'INVALID_ARGUMENT':
+      return 'invalid-argument';
+    case 'DEADLINE_EXCEEDED':
+      return 'timeout';
+    case 'ABORTED':
+      return 'lost';
+    case 'UNAVAILABLE':
+      return 'unavailable';
+    case 'CANCELLED':
+      return 'cancelled';
+    case 'PERMISSION_DENIED':
+      return 'permission-denied';
+    case 'RESOURCE_EXHAUSTED':
+      return 'resource-exhausted';
+    case 'FAILED_PRECONDITION':
+      return 'failed-precondition';
+    case 'NOT_FOUND':
+      return 'not-found';
+    default:
+      return 'other';
+  }
+}
