@@ -60,9 +60,9 @@ export const DEFAULTS = Object.freeze({
   zookeeperClient: 'protocol',
   sessionTimeout: '10s',
   connectTimeout: '15s',
-  // A vanished client's connection is dropped 3-6 s after it went silent; with the SDK's 5 s
-  // resume grace its locks are free within 11 s. The SDK notices a dead path within 6 s, so
-  // its holder is in doubt before the server can free the lock (at the earliest 3 + 5 s).
+  // A vanished client's connection is dropped 3-6 s after it went silent (sooner with the SDK's
+  // heartbeats), then its resume grace runs. The clients count their own grace from the last
+  // message they heard, so a holder is told `lost` before the server can free the lock.
   keepaliveTime: '3s',
   keepaliveTimeout: '3s',
   shutdownGrace: '5s',
