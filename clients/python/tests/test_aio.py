@@ -227,3 +227,27 @@ async def test_a_bad_request_fails_alone_before_it_is_sent(server: Server, raw: 
         assert held.held and not held.lost.is_set()
         assert raw.holders(name + "/held") == [held.token]
         await held.release()
+
+
+async def test_a_partitioned_holder_knows_its_lock_is_lost_before_anyone_else_is_granted_it(
+        server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
+    # Default options; the proxy stops forwarding both ways, keeping every socket open.
+    async with lockstream.aio.Client(proxy.address) as holder, lockstream.aio.Client(server.address) as other:
+        lock = await holder.lock(name)
+        seen: list[str] = []
+        lock.on_in_doubt(lambda doubt: seen.append(f"in doubt {doubt}"))
+        lock.on_lost(lambda error: seen.append("lost"))
+        queued = asyncio.Event()
+        waiting = asyncio.create_task(other.acquire(name, on_queued=lambda _: queued.set()))
+        await within(queued.wait())
+        assert proxy.partition() == 1
+        partitioned_at = time.monotonic()
+        await within(lock.lost.wait())
+        lost_at = time.monotonic()
+        # Asked after `lost`: the server still has the lock for the old holder, the other still waits.
+        assert raw.holders(name) == [lock.token] and not waiting.done()
+        assert seen == ["in doubt True", "lost"]
+        new = await asyncio.wait_for(waiting, PATIENCE)
+        assert new.token > lock.token
+        assert lost_at - partitioned_at < 5.0, f"lost {lost_at - partitioned_at:.1f} s after the partition"
+        await new.release()

@@ -619,3 +619,34 @@ def test_messages_name_the_lock_once_and_escape_control_characters(server: Serve
         assert str(bad.value) == ('INVALID_ARGUMENT: lock "line\\nbreak\\x1b[31m": invalid lock name: '
                                   "name contains control character U+000A at index 4")
         assert bad.value.lock == "line\nbreak\x1b[31m"
+
+
+def test_a_partitioned_holder_knows_its_lock_is_lost_before_anyone_else_is_granted_it(
+        server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
+    # Default options: what a user gets. The proxy stops forwarding both ways and keeps every
+    # socket open, new ones too: no reset, no close, just silence, as in a network partition.
+    with lockstream.Client(proxy.address) as holder, lockstream.Client(server.address) as other:
+        lock = holder.lock(name)
+        seen: list[str] = []  # in the order the callbacks run, which is the order of the events
+        lock.on_in_doubt(lambda doubt: seen.append(f"in doubt {doubt}"))
+        lock.on_lost(lambda error: seen.append("lost"))
+        queued = threading.Event()
+        granted: list[tuple[lockstream.Lock, float]] = []
+        waiting = start_thread(lambda: granted.append(
+            (other.lock(name, on_queued=lambda _: queued.set()), time.monotonic())))
+        assert queued.wait(PATIENCE)
+        assert proxy.partition() == 1
+        partitioned_at = time.monotonic()
+        assert lock.lost.wait(PATIENCE), "the partitioned holder never noticed"
+        lost_at = time.monotonic()
+        # Asked after `lost`: the server still has the lock for the old holder, nobody else has it.
+        assert raw.holders(name) == [lock.token] and not granted
+        assert lock.error is not None and lock.error.code == grpc.StatusCode.UNAVAILABLE
+        assert not lock.held and not lock.in_doubt
+        join(waiting)
+        ((new, granted_at),) = granted
+        assert new.token > lock.token and lost_at < granted_at
+        assert eventually(lambda: seen == ["in doubt True", "lost"]), seen
+        # With the defaults: lost within the grace (5 s) of the partition.
+        assert lost_at - partitioned_at < 5.0, f"lost {lost_at - partitioned_at:.1f} s after the partition"
+        new.release()

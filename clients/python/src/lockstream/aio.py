@@ -59,6 +59,9 @@ _WITHDRAW_PATIENCE = 5.0
 #: How long close() waits for the server to confirm that every lock was released.
 _CLOSE_PATIENCE = 5.0
 _RETRY_BACKOFF = 0.1
+#: The client gives a broken session up this much before its grace, counted from the last
+#: message heard, is over (at most a tenth of the grace): room for a timer that fires late.
+_GRACE_MARGIN = 0.5
 _RESUME_BACKOFF, _RESUME_BACKOFF_MAX = 0.1, 1.0
 # Ends of a stream that say it broke rather than what the server decided: worth a resume.
 _BREAKS = frozenset({
@@ -367,9 +370,12 @@ class _Session:
         self._stream: _Stream | None = None
         self._resume_token = ""
         self._resume_grace = 0.0
+        #: loop.time() of the last message from the server, on any stream of the session.
+        self._heard = self._loop.time()
         self._resuming = False
         self._resume_attempts = 0
         self._resume_cause = ""
+        self._give_up_timer: asyncio.TimerHandle | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.closing = False
@@ -436,6 +442,8 @@ class _Session:
                 if message is grpc.aio.EOF:
                     break
                 stream.heard = self._loop.time()
+                if stream is self._stream:
+                    self._heard = stream.heard
                 if isinstance(message, pb.SessionResponse):
                     try:
                         self._handle(stream, message)
@@ -502,16 +510,28 @@ class _Session:
 
     def _resume(self, code: grpc.StatusCode, details: str) -> None:
         """Opens another stream with the resume token: now after a first break, after a backoff
-        after the next ones, until one is taken over or the grace is over (counted from the first
-        break: the server counts from when it noticed, which is no later)."""
+        after the next ones, until one is taken over or the grace is over. Held locks are in
+        doubt from the break on.
+
+        The grace is counted from the last message heard from the server, not from the break:
+        the server counts from when it noticed the break, which is no earlier than the last
+        message it sent, so the client gives up (and its locks are lost) before the server can
+        free them, however late either side noticed."""
         if not self._resuming:
             self._resuming = True
             self._resume_attempts = 0
             self._resume_cause = details or code.name
-            self._timers.append(self._loop.call_later(self._resume_grace, self._give_up))
             for request in self.requests.values():
                 if request.lock is not None and request.state in (_HELD, _RELEASING):
                     request.lock._doubt(True)
+        # A resumed stream that broke again before `resumed` may have been heard from since.
+        if self._give_up_timer is not None:
+            self._give_up_timer.cancel()
+        deadline = self._heard + self._resume_grace - self._grace_margin()
+        if deadline <= self._loop.time():
+            self._give_up()
+            return
+        self._give_up_timer = self._loop.call_at(deadline, self._give_up)
         delay = 0.0
         if self._resume_attempts > 0:
             delay = random.uniform(0, min(_RESUME_BACKOFF_MAX, _RESUME_BACKOFF * 2 ** self._resume_attempts))
@@ -528,11 +548,16 @@ class _Session:
         except Exception as error:  # the channel was closed
             self._finish(grpc.StatusCode.UNAVAILABLE, f"the session could not be resumed: {error}")
 
+    def _grace_margin(self) -> float:
+        return min(_GRACE_MARGIN, self._resume_grace / 10)
+
     def _give_up(self) -> None:
         if self._resuming and not self.ended:
+            within = self._resume_grace - self._grace_margin()
             self._finish(grpc.StatusCode.UNAVAILABLE,
-                         f"the session's stream broke ({self._resume_cause}) and could not be resumed "
-                         f"within its {self._resume_grace:g} s grace")
+                         f"the session's stream broke ({self._resume_cause}) and was not resumed within "
+                         f"{within:g} s of the last message from the server (its {self._resume_grace:g} s "
+                         "grace, less a margin)")
 
     # -- what the server says ------------------------------------------------------------------
 
@@ -591,6 +616,9 @@ class _Session:
         break, or its `acquire` never arrived. What a reported request was sent last without an
         answer (release, cancel, set_value, downgrade: all harmless twice) is sent again."""
         self._resuming = False
+        if self._give_up_timer is not None:
+            self._give_up_timer.cancel()
+            self._give_up_timer = None
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
@@ -661,6 +689,9 @@ class _Session:
             return
         self.ended = True
         self._resuming = False
+        if self._give_up_timer is not None:
+            self._give_up_timer.cancel()
+            self._give_up_timer = None
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
@@ -774,8 +805,13 @@ class Client:
     `resume_grace` (seconds, default 5): how long the server keeps this client's locks after its
     stream breaks, for the client to take them over on a new one; also the lock-delay after this
     process dies. Capped by the server's --max-resume-grace. 0: a broken stream loses every lock.
-    `heartbeat_interval` (seconds, default 5; 0: none): heartbeats both ways; three intervals
-    without a word from the server count as a broken stream.
+    The client counts it from the last message it heard from the server, less a tenth (at most
+    0.5 s): its locks are lost before the server, which counts from when it noticed the break,
+    can free them.
+    `heartbeat_interval` (seconds, default 1; 0: none): heartbeats both ways; three intervals
+    without a word from the server count as a broken stream, and its locks are in doubt from
+    then on. Keep three intervals shorter than the grace less its margin (the defaults: 3 s and
+    4.5 s), so that a silent path is noticed by itself, whatever gRPC keepalive does.
     `credentials`: TLS (grpc.ssl_channel_credentials(...)); plaintext without.
     `token`: a bearer token for the server's access policy (`authorization: Bearer <token>`).
     `metadata`: more metadata for every call.
@@ -785,7 +821,7 @@ class Client:
     """
 
     def __init__(self, target: str, *, owner: str = "", resume_grace: float = 5.0,
-                 heartbeat_interval: float = 5.0, credentials: grpc.ChannelCredentials | None = None,
+                 heartbeat_interval: float = 1.0, credentials: grpc.ChannelCredentials | None = None,
                  token: str | None = None, metadata: Metadata = (), unavailable_retries: int = 2,
                  channel_options: Sequence[tuple[str, Any]] = ()) -> None:
         if not isinstance(target, str) or not target:
@@ -803,7 +839,8 @@ class Client:
         self._target = target
         self._credentials = credentials
         self._channel_options: list[tuple[str, Any]] = [
-            # A dead connection is noticed within about 6 s, well inside the default resume grace.
+            # gRPC notices a dead connection within about 6 s too (heartbeats, on by default, within
+            # 3 s): this also serves a client without heartbeats.
             ("grpc.keepalive_time_ms", 3000),
             ("grpc.keepalive_timeout_ms", 3000),
             ("grpc.keepalive_permit_without_calls", 1),
