@@ -219,9 +219,11 @@ class Raw:
     def waiters(self, name: str) -> list[int]:
         return [waiter.fencing_token for waiter in self.describe(name).waiters]
 
-    def revoke(self, name: str, reason: str) -> int:
-        response: pb.RevokeLockResponse = self.stub.RevokeLock(
-            pb.RevokeLockRequest(name=name, reason=reason), timeout=PATIENCE)
+    def revoke(self, name: str, reason: str, force_after: float | None = None) -> int:
+        request = pb.RevokeLockRequest(name=name, reason=reason)
+        if force_after is not None:
+            request.force_after.FromNanoseconds(round(force_after * 1e9))
+        response: pb.RevokeLockResponse = self.stub.RevokeLock(request, timeout=PATIENCE)
         return response.holders_asked
 
     def close(self) -> None:

@@ -169,6 +169,43 @@ async def test_revoke_request(server: Server, raw: Raw, name: str) -> None:
             assert raw.revoke(name, "maintenance") == 1
             await within(lock.revoke_requested.wait())
             assert lock.revoke_reason == "maintenance" and [r.reason for r in asked] == ["maintenance"]
+            assert lock.revoke is not None and lock.revoke.force_at is None
+            # A later RevokeLock with a deadline: asked again, with the deadline.
+            forced = asyncio.Event()
+
+            def on_revoke(request: lockstream.RevokeRequest) -> None:
+                if request.force_at is not None:
+                    forced.set()
+
+            lock.on_revoke_requested(on_revoke)
+            assert raw.revoke(name, "maintenance, now", force_after=PATIENCE) == 1
+            await within(forced.wait())
+            assert [(r.reason, r.force_at is not None) for r in asked] == [
+                ("maintenance", False), ("maintenance, now", True)]
+            assert lock.revoke_reason == "maintenance, now" and lock.held
+
+
+async def test_a_resumed_session_does_not_tell_a_revoke_request_twice(
+        server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
+    async with lockstream.aio.Client(proxy.address, resume_grace=10, heartbeat_interval=0.2) as client:
+        async with client.lock(name) as lock:
+            asked: list[lockstream.RevokeRequest] = []
+            lock.on_revoke_requested(asked.append)
+            assert raw.revoke(name, "maintenance") == 1
+            await within(lock.revoke_requested.wait())
+            assert proxy.cut() == 1
+            # Answered on the resumed stream, after the server's report of the lock (which says
+            # again that its release was asked for).
+            await lock.set_value(b"resumed")
+            assert [(r.reason, r.force_at) for r in asked] == [("maintenance", None)]
+            assert raw.revoke(name, "maintenance, now", force_after=PATIENCE) == 1
+            await within(_until(lambda: len(asked) == 2))
+            assert asked[1].reason == "maintenance, now" and asked[1].force_at is not None
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
 
 
 async def test_closing_fails_waiters_and_releases(server: Server, raw: Raw, name: str) -> None:

@@ -391,6 +391,25 @@ def test_a_revoke_request_is_seen(server: Server, raw: Raw, name: str) -> None:
             assert [(r.reason, r.force_at) for r in asked.values] == [("deploy", None)]
 
 
+def test_a_forced_revoke_after_a_cooperative_one_is_seen_too(server: Server, raw: Raw, name: str) -> None:
+    with lockstream.Client(server.address) as client:
+        with client.lock(name) as lock:
+            asked = Calls[lockstream.RevokeRequest]()
+            lock.on_revoke_requested(asked)
+            assert raw.revoke(name, "deploy") == 1
+            assert asked.called.wait(PATIENCE)
+            late = Calls[lockstream.RevokeRequest]()  # registered between the two: told both
+            lock.on_revoke_requested(late)
+            asked_before = time.time()
+            assert raw.revoke(name, "deploy now", force_after=PATIENCE) == 1
+            assert eventually(lambda: len(asked.values) == 2 and len(late.values) == 2), (asked.values, late.values)
+            (first, second) = asked.values
+            assert (first.reason, first.force_at) == ("deploy", None)
+            assert second.reason == "deploy now" and second.force_at is not None
+            assert asked_before + PATIENCE - 5 < second.force_at.timestamp() < time.time() + PATIENCE + 5
+            assert late.values == asked.values and lock.revoke_reason == "deploy now"
+
+
 def test_lock_all_takes_every_lock_or_none(server: Server, raw: Raw, name: str) -> None:
     accounts, ledger = f"{name}/accounts", f"{name}/ledger"
     with lockstream.Client(server.address) as client, lockstream.Client(server.address) as other:

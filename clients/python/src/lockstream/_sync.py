@@ -47,6 +47,7 @@ class Lock:
         self._guard = threading.Lock()
         self._on_lost: list[Callable[[LockLost], object]] = []
         self._on_revoke: list[Callable[[aio.RevokeRequest], object]] = []
+        self._revoke: aio.RevokeRequest | None = None
         lock.on_lost(self._lost)
         lock.on_revoke_requested(self._revoked)
 
@@ -64,6 +65,7 @@ class Lock:
 
     def _revoked(self, request: aio.RevokeRequest) -> None:
         with self._guard:
+            self._revoke = request
             self.revoke_requested.set()
             callbacks = list(self._on_revoke)
         for callback in callbacks:
@@ -88,13 +90,15 @@ class Lock:
 
     def on_revoke_requested(self, callback: Callable[[aio.RevokeRequest], object]) -> None:
         """Calls `callback(request)` when someone asks for the lock back (at once if they did),
-        on the client's callback thread; `request.reason` says why, `request.force_at` by when."""
+        on the client's callback thread; `request.reason` says why, `request.force_at` by when.
+        A cooperative request (`force_at` None) may be followed by one that adds a deadline:
+        the callback is called again."""
         with self._guard:
-            if not self.revoke_requested.is_set():
+            told = self._revoke
+            if told is None or told.force_at is None:
                 self._on_revoke.append(callback)
-                return
-        assert self._lock.revoke is not None
-        callback(self._lock.revoke)
+        if told is not None:
+            callback(told)
 
     @property
     def error(self) -> LockLost | None:

@@ -180,7 +180,8 @@ class Lock:
 
     @property
     def revoke_reason(self) -> str:
-        """Why the lock was asked back, once `revoke_requested` is set ("" before)."""
+        """Why the lock was asked back, once `revoke_requested` is set ("" before); the later
+        request's reason once a deadline was added."""
         return self.revoke.reason if self.revoke is not None else ""
 
     def on_lost(self, callback: Callable[[LockLost], object]) -> None:
@@ -191,10 +192,11 @@ class Lock:
             self._on_lost.append(callback)
 
     def on_revoke_requested(self, callback: Callable[[RevokeRequest], object]) -> None:
-        """Calls `callback(request)` when someone asks for the lock back (at once if they did)."""
+        """Calls `callback(request)` when someone asks for the lock back (at once if they did):
+        a cooperative request (`force_at` None), and again if a later one adds a deadline."""
         if self.revoke is not None:
             _call_safely("revoke", callback, self.revoke)
-        else:
+        if self.revoke is None or self.revoke.force_at is None:
             self._on_revoke.append(callback)
 
     def on_in_doubt(self, callback: Callable[[bool], object]) -> None:
@@ -267,10 +269,12 @@ class Lock:
             _call_safely("in-doubt", callback, doubt)
 
     def _revoke(self, message: pb.AcquireRevokeRequested) -> None:
-        if self.revoke is not None:
-            return
         force_at = (message.force_at.ToDatetime(tzinfo=timezone.utc)
                     if message.HasField("force_at") else None)
+        # At most two: a cooperative request, then the deadline a later RevokeLock adds to it.
+        # Anything else (a resumed session's report of what was told already) is no news.
+        if self.revoke is not None and (self.revoke.force_at is not None or force_at is None):
+            return
         self.revoke = RevokeRequest(message.reason, force_at)
         self.revoke_requested.set()
         for callback in self._on_revoke:
