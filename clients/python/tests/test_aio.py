@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import grpc
 import pytest
@@ -118,6 +119,20 @@ async def test_the_lock_is_lost_when_the_server_is_killed(start_server: Callable
         assert not lock.held
         with pytest.raises(lockstream.LockLost):
             await lock.release()
+
+
+async def test_leaving_a_block_that_raised_after_the_lock_was_lost(
+        start_server: Callable[..., Server], name: str) -> None:
+    doomed = start_server()
+    async with lockstream.aio.Client(doomed.address, resume_grace=0) as client:
+        with pytest.raises(RuntimeError) as raised:
+            async with client.lock(name) as lock:
+                doomed.kill()
+                await within(lock.lost.wait())
+                raise RuntimeError("the work failed")
+        # The block's own exception propagates, and says that the lock was lost too.
+        assert str(raised.value) == "the work failed"
+        assert raised.value.__notes__ == [f"lockstream: the lock was lost while the block ran: {lock.error}"]
 
 
 async def test_a_cut_connection_is_resumed_and_the_lock_kept(
@@ -288,3 +303,22 @@ async def test_a_partitioned_holder_knows_its_lock_is_lost_before_anyone_else_is
         assert new.token > lock.token
         assert lost_at - partitioned_at < 5.0, f"lost {lost_at - partitioned_at:.1f} s after the partition"
         await new.release()
+
+
+async def test_an_unreachable_server_is_unavailable_never_a_raw_grpc_error() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"  # nobody listens there
+    async with lockstream.aio.Client(address, unavailable_retries=1) as client:
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "acquire": lambda: client.acquire("anything", timeout=5),
+            "try_lock": lambda: client.try_lock("anything"),
+            "acquire_all": lambda: client.acquire_all(["a", "b"], timeout=5),
+            "describe": lambda: client.describe("anything"),
+            "check_token": lambda: client.check_token("anything", 1),
+        }
+        for what, call in calls.items():
+            with pytest.raises(lockstream.LockError) as failed:
+                await asyncio.wait_for(call(), PATIENCE)
+            assert failed.value.code == grpc.StatusCode.UNAVAILABLE, what
+            assert not isinstance(failed.value, grpc.RpcError), what

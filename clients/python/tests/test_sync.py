@@ -638,6 +638,28 @@ def test_messages_name_the_lock_once_and_escape_control_characters(server: Serve
         assert str(bad.value) == ('INVALID_ARGUMENT: lock "line\\nbreak\\x1b[31m": invalid lock name: '
                                   "name contains control character U+000A at index 4")
         assert bad.value.lock == "line\nbreak\x1b[31m"
+        # The longest name there is, in the server's own message: shown once, shortened.
+        longest = f"{name}/".ljust(512, "n")
+        with holder.lock(longest):
+            with pytest.raises(lockstream.LockTimeout) as long_busy:
+                client.lock(longest, timeout=0)
+        message = str(long_busy.value)
+        assert long_busy.value.lock == longest and longest in long_busy.value.message
+        assert longest[:100] in message and longest not in message and message.count("(512 characters)") == 1
+        assert len(message) < 300, message
+
+
+def test_leaving_a_block_that_raised_after_the_lock_was_lost(start_server: Callable[..., Server], name: str) -> None:
+    doomed = start_server()
+    with lockstream.Client(doomed.address, resume_grace=0) as client:
+        with pytest.raises(RuntimeError) as raised:
+            with client.lock(name) as lock:
+                doomed.kill()
+                assert lock.lost.wait(PATIENCE)
+                raise RuntimeError("the work failed")
+        # The block's own exception propagates, and says that the lock was lost too.
+        assert str(raised.value) == "the work failed"
+        assert raised.value.__notes__ == [f"lockstream: the lock was lost while the block ran: {lock.error}"]
 
 
 def test_a_partitioned_holder_knows_its_lock_is_lost_before_anyone_else_is_granted_it(

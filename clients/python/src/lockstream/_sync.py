@@ -156,15 +156,19 @@ class Lock:
     def __enter__(self) -> Lock:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: object) -> None:
         """Releases the lock. If the block finished but the lock was lost while it ran, raises
-        LockLost: the work was not protected all along. If the block raised, that propagates."""
+        LockLost: the work was not protected all along. If the block raised, that propagates,
+        with a note that says the lock was lost too."""
         try:
-            self._client._run(lambda: self._lock.__aexit__(kind, *rest))
+            self._client._run(lambda: self._lock.__aexit__(kind, error, traceback))
         except ClientClosed:
-            if self._lock.error is not None and kind is None:
-                raise self._lock.error from None
-            # Released by closing the client.
+            lost = self._lock.error
+            if lost is not None:
+                if error is None:
+                    raise lost from None
+                aio._note_loss(error, lost)
+            # Otherwise released by closing the client.
 
 
 class Client:

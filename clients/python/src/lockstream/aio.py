@@ -111,6 +111,14 @@ def _call_safely(what: str, callback: Callable[..., object], *args: object) -> N
         logger.exception("lockstream: a %s callback raised", what)
 
 
+def _note_loss(error: BaseException, lost: LockLost) -> None:
+    """Says on the exception that leaves a lock's block that the lock was lost as well (a note
+    in its traceback, Python 3.11 and later): the block's own exception is the one raised."""
+    add_note = getattr(error, "add_note", None)
+    if error is not lost and add_note is not None:
+        add_note(f"lockstream: the lock was lost while the block ran: {lost}")
+
+
 def _cancelling() -> bool:
     """Whether the current task was asked to cancel, rather than a call it awaited being
     cancelled under it (grpc.aio cancels the calls of a channel that is closed)."""
@@ -293,14 +301,17 @@ class Lock:
     async def __aenter__(self) -> Lock:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        traceback: object) -> None:
         """Releases the lock. If the block finished but the lock was lost while it ran, raises
-        LockLost: the work was not protected all along. If the block raised, that propagates."""
+        LockLost: the work was not protected all along. If the block raised, that propagates,
+        with a note that says the lock was lost too."""
         try:
             await self.release()
-        except LockLost:
-            if kind is None:
+        except LockLost as lost:
+            if error is None:
                 raise
+            _note_loss(error, lost)
 
 
 # Request states: waiting for a grant; given up while waiting (the caller is gone); held;
@@ -477,8 +488,8 @@ class _Session:
                 return
             now = self._loop.time()
             if now >= stream.heard + 3 * interval:
-                stream.cancel_reason = (f"no message from the server for {now - stream.heard:.1f} s "
-                                        "(3 heartbeat intervals)")
+                stream.cancel_reason = (f"nothing heard from the server for {now - stream.heard:.1f} s, "
+                                        "3 heartbeat intervals")
                 stream.call.cancel()
                 return
             if now >= next_beat:
@@ -559,8 +570,8 @@ class _Session:
         if self._resuming and not self.ended:
             within = self._resume_grace - self._grace_margin()
             self._finish(grpc.StatusCode.UNAVAILABLE,
-                         f"the session's stream broke ({self._resume_cause}) and was not resumed within "
-                         f"{within:g} s of the last message from the server (its {self._resume_grace:g} s "
+                         f"the stream to the server broke ({self._resume_cause}) and was not resumed within "
+                         f"{within:g} s of its last message (the {self._resume_grace:g} s resume "
                          "grace, less a margin)")
 
     # -- what the server says ------------------------------------------------------------------
@@ -702,7 +713,7 @@ class _Session:
         if self._stream is not None:
             self._retire(self._stream)
             self._stream = None
-        why = f"the session ended: {details or code.name}"
+        why = details or code.name
         for request in list(self.requests.values()):
             if request.state == _RELEASING and self.closing:
                 self._end(request, grpc.StatusCode.OK, "")
@@ -1065,9 +1076,10 @@ class _LockContext:
         self._lock = await self._acquiring
         return self._lock
 
-    async def __aexit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        traceback: object) -> None:
         if self._lock is not None:
-            await self._lock.__aexit__(kind, *rest)
+            await self._lock.__aexit__(kind, error, traceback)
 
 
 __all__ = ["Client", "Lock", "LockDescription", "LockRequestInfo", "Mode", "RevokeRequest", "Target",
