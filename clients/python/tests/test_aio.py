@@ -322,3 +322,44 @@ async def test_an_unreachable_server_is_unavailable_never_a_raw_grpc_error() -> 
                 await asyncio.wait_for(call(), PATIENCE)
             assert failed.value.code == grpc.StatusCode.UNAVAILABLE, what
             assert not isinstance(failed.value, grpc.RpcError), what
+
+
+async def test_done_says_when_every_lock_of_the_client_is_gone(
+        start_server: Callable[..., Server], server: Server, name: str) -> None:
+    doomed = start_server()
+    client = lockstream.aio.Client(doomed.address, resume_grace=0)
+    try:
+        done = client.done
+        locks = [await client.lock(name + "/a"), await client.lock(name + "/b")]
+        assert not done.is_set() and not client.closed
+        doomed.kill()
+        await within(done.wait())
+        assert all(lock.lost.is_set() for lock in locks) and not client.closed
+    finally:
+        await client.close()
+    assert client.closed and client.done.is_set()
+    # A client closed before it ever had a session is done too.
+    unused = lockstream.aio.Client(server.address)
+    await unused.close()
+    assert unused.done.is_set()
+
+
+async def test_every_call_on_a_closed_client_raises_client_closed_at_once(server: Server, name: str) -> None:
+    client = lockstream.aio.Client(server.address)
+    held = await client.lock(name + "/held", mode="write")
+    await client.close()
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "acquire": lambda: client.acquire(name),
+        "lock": lambda: client.lock(name).__aenter__(),
+        "try_lock": lambda: client.try_lock(name),
+        "acquire_all": lambda: client.acquire_all([name + "/a", name + "/b"]),
+        "describe": lambda: client.describe(name),
+        "check_token": lambda: client.check_token(name, 1),
+        "set_value": lambda: held.set_value(b"late"),
+        "downgrade": lambda: held.downgrade(),
+    }
+    for call in calls.values():
+        with pytest.raises(lockstream.ClientClosed):
+            await asyncio.wait_for(call(), 1.0)
+    await held.release()  # released by the closing: quiet
+    assert client.closed and client.done.is_set()

@@ -691,3 +691,53 @@ def test_a_partitioned_holder_knows_its_lock_is_lost_before_anyone_else_is_grant
         # With the defaults: lost within the grace (5 s) of the partition.
         assert lost_at - partitioned_at < 5.0, f"lost {lost_at - partitioned_at:.1f} s after the partition"
         new.release()
+
+
+def test_done_says_when_every_lock_of_the_client_is_gone(
+        start_server: Callable[..., Server], server: Server, name: str) -> None:
+    first = start_server()
+    proxy = Proxy(first.address)
+    try:
+        with lockstream.Client(proxy.address, resume_grace=10, heartbeat_interval=0.2) as client:
+            done = client.done
+            locks = [client.lock(name + "/a"), client.lock(name + "/b", mode="read")]
+            assert not done.is_set() and not client.closed
+            # The session is resumed on a server that never heard of it: every lock is lost.
+            proxy.retarget(server.address)
+            proxy.cut()
+            assert done.wait(PATIENCE), "done was not set"
+            assert all(lock.lost.is_set() for lock in locks)
+            assert client.done is done
+            # The next lock opens a new session, with a new done.
+            lock = take(client, name + "/a")
+            renewed = client.done
+            assert renewed is not done and not renewed.is_set()
+        # Closing the client sets it too.
+        assert renewed.is_set() and client.closed
+        assert not lock.lost.is_set()
+    finally:
+        proxy.close()
+
+
+def test_every_call_on_a_closed_client_raises_client_closed_at_once(server: Server, name: str) -> None:
+    client = lockstream.Client(server.address)
+    held = client.lock(name + "/held", mode="write")
+    client.close()
+    calls: dict[str, Callable[[], object]] = {
+        "lock": lambda: client.lock(name),
+        "acquire": lambda: client.acquire(name),
+        "try_lock": lambda: client.try_lock(name),
+        "lock_all": lambda: client.lock_all([name + "/a", name + "/b"]),
+        "describe": lambda: client.describe(name),
+        "check_token": lambda: client.check_token(name, 1),
+        "set_value": lambda: held.set_value(b"late"),
+        "downgrade": lambda: held.downgrade(),
+        "on_in_doubt": lambda: held.on_in_doubt(lambda _: None),
+    }
+    for what, call in calls.items():
+        started = time.monotonic()
+        with pytest.raises(lockstream.ClientClosed):
+            call()
+        assert time.monotonic() - started < 1.0, what
+    held.release()  # released by the closing: quiet
+    assert client.closed and client.done.is_set()

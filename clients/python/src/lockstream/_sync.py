@@ -195,9 +195,34 @@ class Client:
         self._calls: set[concurrent.futures.Future[Any]] = set()
         self._callbacks: queue.SimpleQueue[tuple[Callable[..., object], tuple[object, ...]] | None] | None = None
         self._callbacks_guard = threading.Lock()
+        self._done = threading.Event()
+        self._client._done_watchers.append(self._done_changed)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="lockstream", daemon=True)
         self._thread.start()
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called: every call raises ClientClosed from then on."""
+        return self._closed
+
+    @property
+    def done(self) -> threading.Event:
+        """Set when every lock of the client is gone at once, as etcd's Session.Done(): the client
+        was closed, or its session ended without it (its stream broke and was not resumed within
+        the grace, or the server no longer had it), and every lock it held is lost. A later
+        lock() opens a new session, and `done` is a new event from then on: take it while you
+        hold the locks it is about (`client.done.wait()`)."""
+        with self._guard:
+            return self._done
+
+    def _done_changed(self, done: bool) -> None:
+        # On the loop thread: mirrors aio.Client.done.
+        with self._guard:
+            if done:
+                self._done.set()
+            else:
+                self._done = threading.Event()
 
     def _run(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Runs the coroutine `call()` makes on the client's loop and waits for it. ClientClosed
@@ -381,6 +406,7 @@ class Client:
                 self._calls.clear()
             if not self._thread.is_alive():
                 self._loop.close()
+            self._done.set()
             with self._callbacks_guard:
                 if self._callbacks is not None:
                     self._callbacks.put(None)  # after the callbacks already queued

@@ -396,6 +396,8 @@ class _Session:
         self.closing = False
         self.ended = False
         self._done = asyncio.Event()
+        #: Whether the server opened the session (sent `opened`): it may have held locks.
+        self._opened = False
         self._open(None)
 
     # -- streams ----------------------------------------------------------------------------------
@@ -582,6 +584,7 @@ class _Session:
         kind = message.WhichOneof("kind")
         if message.request_id == 0:
             if kind == "opened":
+                self._opened = True
                 self._resume_token = message.opened.resume_token
                 self._resume_grace = message.opened.resume_grace.ToNanoseconds() / 1e9
             elif kind == "resumed":
@@ -728,6 +731,8 @@ class _Session:
                 lost = grpc.StatusCode.UNAVAILABLE if code == grpc.StatusCode.OK else code
                 self._end(request, lost, why)
         self._done.set()
+        if self._opened or self.closing:
+            self._client._session_over()
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -869,6 +874,30 @@ class Client:
         self._channel: grpc.aio.Channel | None = None
         self._session: _Session | None = None
         self._closed = False
+        self._done = asyncio.Event()
+        #: Told True when `done` is set, False when a new `done` replaces it (on the event loop):
+        #: how the blocking client mirrors it.
+        self._done_watchers: list[Callable[[bool], object]] = []
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called: every call raises ClientClosed from then on."""
+        return self._closed
+
+    @property
+    def done(self) -> asyncio.Event:
+        """Set when every lock of the client is gone at once, as etcd's Session.Done(): the client
+        was closed, or its session ended without it (its stream broke and was not resumed within
+        the grace, or the server no longer had it), and every lock it held is lost. A later
+        acquire opens a new session, and `done` is a new event from then on: take it while you
+        hold the locks it is about (`await client.done.wait()`)."""
+        return self._done
+
+    def _session_over(self) -> None:
+        if not self._done.is_set():
+            self._done.set()
+            for watcher in self._done_watchers:
+                _call_safely("done", watcher, True)
 
     @property
     def channel(self) -> grpc.aio.Channel:
@@ -896,6 +925,10 @@ class Client:
         if self._closed:
             raise ClientClosed()
         if self._session is None or self._session.ended:
+            if self._done.is_set():
+                self._done = asyncio.Event()
+                for watcher in self._done_watchers:
+                    _call_safely("done", watcher, False)
             self._session = _Session(self)
         return self._session
 
@@ -1052,6 +1085,7 @@ class Client:
             await session.close()
         if self._channel is not None:
             await self._channel.close()
+        self._session_over()
 
     async def __aenter__(self) -> Client:
         return self
