@@ -4,7 +4,8 @@
 #   clients/go:     gofmt, go vet, staticcheck, go test -race
 #   clients/python: python -m build (sdist and wheel), the wheel installed into .venv (the
 #                   cross-language test in test/integration/interop.test.ts uses it), mypy
-#                   --strict, pytest against the installed wheel
+#                   --strict, pytest against the installed wheel; then the README's install
+#                   and programs from outside the repository (scripts/check-python-install.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -30,3 +31,5 @@ PATH="$PATH:$(go env GOPATH)/bin"
   cd tests
   "$REPO/.venv/bin/python" -m pytest -c ../pyproject.toml --rootdir .. -q
 )
+
+bash scripts/check-python-install.sh
