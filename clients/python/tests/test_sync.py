@@ -626,6 +626,38 @@ def test_a_bad_request_fails_alone_before_it_is_sent(server: Server, raw: Raw, n
         lockstream.Client(server.address, token="two words")
 
 
+def test_bad_client_options_are_refused_when_the_client_is_made(server: Server, name: str) -> None:
+    # Each of these would fail every call later, with a UnicodeEncodeError, a TypeError or a
+    # raw grpc error.
+    bad_options: dict[str, dict[str, Any]] = {
+        "a lone surrogate in the target": {"target": "\ud800:50051"},
+        "a control character in the target": {"target": "127.0.0.1:50051\n"},
+        "a target that is no str": {"target": 50051},
+        "an empty target": {"target": ""},
+        "a metadata key with capitals and a space": {"metadata": [("Bad Key", "x")]},
+        "a metadata key gRPC reserves": {"metadata": [("grpc-timeout", "1S")]},
+        "a line break in a metadata value": {"metadata": [("k", "a\nb")]},
+        "an int metadata value": {"metadata": [("k", 5)]},
+        "a str -bin value": {"metadata": [("k-bin", "x")]},
+        "metadata that is a str": {"metadata": "ab"},
+        "credentials that are no credentials": {"credentials": "tls"},
+        "channel_options that are no pairs": {"channel_options": ["grpc.keepalive_time_ms"]},
+        "a negative resume grace": {"resume_grace": -1},
+        "a heartbeat too short for the server": {"heartbeat_interval": 0.01},
+        "a token with a space": {"token": "two words"},
+    }
+    for what, options in bad_options.items():
+        options = {"target": server.address, **options}
+        with pytest.raises(lockstream.InvalidArgument) as refused:
+            lockstream.Client(**options)
+        assert str(refused.value).isprintable() and len(str(refused.value)) < 300, what
+    # What gRPC accepts works.
+    with lockstream.Client(server.address, metadata=[("x-request-source", "tests"), ("trace-bin", b"\x00\x01")],
+                           channel_options=[("grpc.primary_user_agent", "lockstream-tests")]) as client:
+        with client.lock(name, timeout=5) as lock:
+            assert lock.held
+
+
 def test_messages_name_the_lock_once_and_escape_control_characters(server: Server, name: str) -> None:
     with lockstream.Client(server.address) as holder, lockstream.Client(server.address) as client:
         with holder.lock(name):

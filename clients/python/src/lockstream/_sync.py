@@ -182,7 +182,7 @@ class Client:
 
     def __init__(self, target: str, *, owner: str = "", resume_grace: float = 5.0,
                  heartbeat_interval: float = 1.0, credentials: grpc.ChannelCredentials | None = None,
-                 token: str | None = None, metadata: Sequence[tuple[str, str]] = (),
+                 token: str | None = None, metadata: aio.Metadata = (),
                  unavailable_retries: int = 2, channel_options: Sequence[tuple[str, Any]] = ()) -> None:
         # Checks the options in the caller's thread, before a thread is started.
         self._client = aio.Client(target, owner=owner, resume_grace=resume_grace,

@@ -74,7 +74,8 @@ _REQUEST_STATE = "lockstream-request"
 _HEARTBEAT = pb.SessionRequest(heartbeat=pb.AcquireHeartbeat())
 
 SessionCall = grpc.aio.StreamStreamCall[pb.SessionRequest, pb.SessionResponse]
-Metadata = Sequence[tuple[str, str]]
+#: Metadata for every call: (key, value) pairs; bytes values for keys that end in "-bin".
+Metadata = Sequence[tuple[str, str | bytes]]
 
 
 @dataclass(frozen=True)
@@ -809,7 +810,7 @@ class _Session:
 
 class _Options:
     def __init__(self, owner: str, resume_grace: float, heartbeat_interval: float,
-                 metadata: tuple[tuple[str, str], ...], unavailable_retries: int) -> None:
+                 metadata: tuple[tuple[str, str | bytes], ...], unavailable_retries: int) -> None:
         self.owner = owner
         self.resume_grace = resume_grace
         self.heartbeat_interval = heartbeat_interval
@@ -844,9 +845,11 @@ class Client:
                  heartbeat_interval: float = 1.0, credentials: grpc.ChannelCredentials | None = None,
                  token: str | None = None, metadata: Metadata = (), unavailable_retries: int = 2,
                  channel_options: Sequence[tuple[str, Any]] = ()) -> None:
-        if not isinstance(target, str) or not target:
-            raise InvalidArgument("", f"target must be an address such as \"127.0.0.1:50051\", not {target!r}")
-        headers = tuple(metadata)
+        target = _checks.check_target(target)
+        if credentials is not None and not isinstance(credentials, grpc.ChannelCredentials):
+            raise InvalidArgument("", "credentials must be grpc.ChannelCredentials (grpc.ssl_channel_credentials), "
+                                      f"not {type(credentials).__name__}")
+        headers = _checks.check_metadata(metadata)
         if token is not None:
             if not (isinstance(token, str) and token.isascii() and token.isprintable() and " " not in token
                     and token):
@@ -869,7 +872,7 @@ class Client:
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.min_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", 1000),
-            *channel_options,
+            *_checks.check_channel_options(channel_options),
         ]
         self._channel: grpc.aio.Channel | None = None
         self._session: _Session | None = None
