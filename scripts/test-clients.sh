@@ -6,7 +6,8 @@
 #   clients/python: python -m build (sdist and wheel), the wheel installed into .venv (the
 #                   cross-language test in test/integration/interop.test.ts and the client
 #                   conformance suite in test/clients use it), mypy --strict, pytest against
-#                   the installed wheel
+#                   the installed wheel; then the README's install and programs from outside
+#                   the repository (scripts/check-python-install.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -33,3 +34,5 @@ bash scripts/check-go-install.sh
   cd tests
   "$REPO/.venv/bin/python" -m pytest -c ../pyproject.toml --rootdir .. -q
 )
+
+bash scripts/check-python-install.sh

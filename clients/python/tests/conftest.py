@@ -88,9 +88,10 @@ class Server:
 
 class Proxy:
     """Forwards TCP connections to `target`. `cut()` breaks every connection it carries, `freeze()`
-    black-holes them (bytes are read and dropped, nothing is closed), `retarget()` sends new
-    connections elsewhere, `gate` holds new ones back while clear. `accepted` counts the
-    connections it forwarded."""
+    black-holes them (bytes are read and dropped, nothing is closed), `partition()` black-holes
+    them and every later one (a network partition: the client reaches nobody, the server hears
+    nothing), `retarget()` sends new connections elsewhere, `gate` holds new ones back while
+    clear. `accepted` counts the connections it forwarded."""
 
     def __init__(self, target: str) -> None:
         self.target = target
@@ -100,6 +101,8 @@ class Proxy:
         #: While clear, new connections wait (in the listen backlog) before they are forwarded.
         self.gate = threading.Event()
         self.gate.set()
+        self._partitioned = False
+        self._black_holed: list[socket.socket] = []
         self._pairs: list[tuple[socket.socket, socket.socket, threading.Event]] = []
         self._guard = threading.Lock()
         self._changed = threading.Condition(self._guard)
@@ -112,6 +115,14 @@ class Proxy:
             except OSError:
                 return
             self.gate.wait()
+            if self._partitioned:
+                # Accepted and never answered, never forwarded: the server does not hear of it.
+                dropped = threading.Event()
+                dropped.set()
+                threading.Thread(target=self._pipe, args=(client, client, dropped), daemon=True).start()
+                with self._guard:
+                    self._black_holed.append(client)
+                continue
             host, port = self.target.rsplit(":", 1)
             try:
                 upstream = socket.create_connection((host, int(port)))
@@ -167,6 +178,13 @@ class Proxy:
             frozen.set()
         return len(pairs)
 
+    def partition(self) -> int:
+        """Black-holes every connection, those it carries now and every later one; returns how
+        many it carried."""
+        with self._guard:
+            self._partitioned = True
+        return self.freeze()
+
     def retarget(self, target: str) -> None:
         self.target = target
 
@@ -174,6 +192,14 @@ class Proxy:
         self.gate.set()
         self.listener.close()
         self.cut()
+        with self._guard:
+            held, self._black_holed = self._black_holed, []
+        for client in held:
+            try:
+                client.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            client.close()
 
 
 class Raw:
@@ -193,9 +219,11 @@ class Raw:
     def waiters(self, name: str) -> list[int]:
         return [waiter.fencing_token for waiter in self.describe(name).waiters]
 
-    def revoke(self, name: str, reason: str) -> int:
-        response: pb.RevokeLockResponse = self.stub.RevokeLock(
-            pb.RevokeLockRequest(name=name, reason=reason), timeout=PATIENCE)
+    def revoke(self, name: str, reason: str, force_after: float | None = None) -> int:
+        request = pb.RevokeLockRequest(name=name, reason=reason)
+        if force_after is not None:
+            request.force_after.FromNanoseconds(round(force_after * 1e9))
+        response: pb.RevokeLockResponse = self.stub.RevokeLock(request, timeout=PATIENCE)
         return response.holders_asked
 
     def close(self) -> None:

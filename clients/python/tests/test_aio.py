@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import grpc
 import pytest
@@ -120,6 +121,20 @@ async def test_the_lock_is_lost_when_the_server_is_killed(start_server: Callable
             await lock.release()
 
 
+async def test_leaving_a_block_that_raised_after_the_lock_was_lost(
+        start_server: Callable[..., Server], name: str) -> None:
+    doomed = start_server()
+    async with lockstream.aio.Client(doomed.address, resume_grace=0) as client:
+        with pytest.raises(RuntimeError) as raised:
+            async with client.lock(name) as lock:
+                doomed.kill()
+                await within(lock.lost.wait())
+                raise RuntimeError("the work failed")
+        # The block's own exception propagates, and says that the lock was lost too.
+        assert str(raised.value) == "the work failed"
+        assert raised.value.__notes__ == [f"lockstream: the lock was lost while the block ran: {lock.error}"]
+
+
 async def test_a_cut_connection_is_resumed_and_the_lock_kept(
         server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
     async with lockstream.aio.Client(proxy.address, resume_grace=10, heartbeat_interval=0.2) as client, \
@@ -169,6 +184,43 @@ async def test_revoke_request(server: Server, raw: Raw, name: str) -> None:
             assert raw.revoke(name, "maintenance") == 1
             await within(lock.revoke_requested.wait())
             assert lock.revoke_reason == "maintenance" and [r.reason for r in asked] == ["maintenance"]
+            assert lock.revoke is not None and lock.revoke.force_at is None
+            # A later RevokeLock with a deadline: asked again, with the deadline.
+            forced = asyncio.Event()
+
+            def on_revoke(request: lockstream.RevokeRequest) -> None:
+                if request.force_at is not None:
+                    forced.set()
+
+            lock.on_revoke_requested(on_revoke)
+            assert raw.revoke(name, "maintenance, now", force_after=PATIENCE) == 1
+            await within(forced.wait())
+            assert [(r.reason, r.force_at is not None) for r in asked] == [
+                ("maintenance", False), ("maintenance, now", True)]
+            assert lock.revoke_reason == "maintenance, now" and lock.held
+
+
+async def test_a_resumed_session_does_not_tell_a_revoke_request_twice(
+        server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
+    async with lockstream.aio.Client(proxy.address, resume_grace=10, heartbeat_interval=0.2) as client:
+        async with client.lock(name) as lock:
+            asked: list[lockstream.RevokeRequest] = []
+            lock.on_revoke_requested(asked.append)
+            assert raw.revoke(name, "maintenance") == 1
+            await within(lock.revoke_requested.wait())
+            assert proxy.cut() == 1
+            # Answered on the resumed stream, after the server's report of the lock (which says
+            # again that its release was asked for).
+            await lock.set_value(b"resumed")
+            assert [(r.reason, r.force_at) for r in asked] == [("maintenance", None)]
+            assert raw.revoke(name, "maintenance, now", force_after=PATIENCE) == 1
+            await within(_until(lambda: len(asked) == 2))
+            assert asked[1].reason == "maintenance, now" and asked[1].force_at is not None
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
 
 
 async def test_closing_fails_waiters_and_releases(server: Server, raw: Raw, name: str) -> None:
@@ -227,3 +279,87 @@ async def test_a_bad_request_fails_alone_before_it_is_sent(server: Server, raw: 
         assert held.held and not held.lost.is_set()
         assert raw.holders(name + "/held") == [held.token]
         await held.release()
+
+
+async def test_a_partitioned_holder_knows_its_lock_is_lost_before_anyone_else_is_granted_it(
+        server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
+    # Default options; the proxy stops forwarding both ways, keeping every socket open.
+    async with lockstream.aio.Client(proxy.address) as holder, lockstream.aio.Client(server.address) as other:
+        lock = await holder.lock(name)
+        seen: list[str] = []
+        lock.on_in_doubt(lambda doubt: seen.append(f"in doubt {doubt}"))
+        lock.on_lost(lambda error: seen.append("lost"))
+        queued = asyncio.Event()
+        waiting = asyncio.create_task(other.acquire(name, on_queued=lambda _: queued.set()))
+        await within(queued.wait())
+        assert proxy.partition() == 1
+        partitioned_at = time.monotonic()
+        await within(lock.lost.wait())
+        lost_at = time.monotonic()
+        # Asked after `lost`: the server still has the lock for the old holder, the other still waits.
+        assert raw.holders(name) == [lock.token] and not waiting.done()
+        assert seen == ["in doubt True", "lost"]
+        new = await asyncio.wait_for(waiting, PATIENCE)
+        assert new.token > lock.token
+        assert lost_at - partitioned_at < 5.0, f"lost {lost_at - partitioned_at:.1f} s after the partition"
+        await new.release()
+
+
+async def test_an_unreachable_server_is_unavailable_never_a_raw_grpc_error() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"  # nobody listens there
+    async with lockstream.aio.Client(address, unavailable_retries=1) as client:
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "acquire": lambda: client.acquire("anything", timeout=5),
+            "try_lock": lambda: client.try_lock("anything"),
+            "acquire_all": lambda: client.acquire_all(["a", "b"], timeout=5),
+            "describe": lambda: client.describe("anything"),
+            "check_token": lambda: client.check_token("anything", 1),
+        }
+        for what, call in calls.items():
+            with pytest.raises(lockstream.LockError) as failed:
+                await asyncio.wait_for(call(), PATIENCE)
+            assert failed.value.code == grpc.StatusCode.UNAVAILABLE, what
+            assert not isinstance(failed.value, grpc.RpcError), what
+
+
+async def test_done_says_when_every_lock_of_the_client_is_gone(
+        start_server: Callable[..., Server], server: Server, name: str) -> None:
+    doomed = start_server()
+    client = lockstream.aio.Client(doomed.address, resume_grace=0)
+    try:
+        done = client.done
+        locks = [await client.lock(name + "/a"), await client.lock(name + "/b")]
+        assert not done.is_set() and not client.closed
+        doomed.kill()
+        await within(done.wait())
+        assert all(lock.lost.is_set() for lock in locks) and not client.closed
+    finally:
+        await client.close()
+    assert client.closed and client.done.is_set()
+    # A client closed before it ever had a session is done too.
+    unused = lockstream.aio.Client(server.address)
+    await unused.close()
+    assert unused.done.is_set()
+
+
+async def test_every_call_on_a_closed_client_raises_client_closed_at_once(server: Server, name: str) -> None:
+    client = lockstream.aio.Client(server.address)
+    held = await client.lock(name + "/held", mode="write")
+    await client.close()
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "acquire": lambda: client.acquire(name),
+        "lock": lambda: client.lock(name).__aenter__(),
+        "try_lock": lambda: client.try_lock(name),
+        "acquire_all": lambda: client.acquire_all([name + "/a", name + "/b"]),
+        "describe": lambda: client.describe(name),
+        "check_token": lambda: client.check_token(name, 1),
+        "set_value": lambda: held.set_value(b"late"),
+        "downgrade": lambda: held.downgrade(),
+    }
+    for call in calls.values():
+        with pytest.raises(lockstream.ClientClosed):
+            await asyncio.wait_for(call(), 1.0)
+    await held.release()  # released by the closing: quiet
+    assert client.closed and client.done.is_set()

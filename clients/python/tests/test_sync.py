@@ -391,6 +391,25 @@ def test_a_revoke_request_is_seen(server: Server, raw: Raw, name: str) -> None:
             assert [(r.reason, r.force_at) for r in asked.values] == [("deploy", None)]
 
 
+def test_a_forced_revoke_after_a_cooperative_one_is_seen_too(server: Server, raw: Raw, name: str) -> None:
+    with lockstream.Client(server.address) as client:
+        with client.lock(name) as lock:
+            asked = Calls[lockstream.RevokeRequest]()
+            lock.on_revoke_requested(asked)
+            assert raw.revoke(name, "deploy") == 1
+            assert asked.called.wait(PATIENCE)
+            late = Calls[lockstream.RevokeRequest]()  # registered between the two: told both
+            lock.on_revoke_requested(late)
+            asked_before = time.time()
+            assert raw.revoke(name, "deploy now", force_after=PATIENCE) == 1
+            assert eventually(lambda: len(asked.values) == 2 and len(late.values) == 2), (asked.values, late.values)
+            (first, second) = asked.values
+            assert (first.reason, first.force_at) == ("deploy", None)
+            assert second.reason == "deploy now" and second.force_at is not None
+            assert asked_before + PATIENCE - 5 < second.force_at.timestamp() < time.time() + PATIENCE + 5
+            assert late.values == asked.values and lock.revoke_reason == "deploy now"
+
+
 def test_lock_all_takes_every_lock_or_none(server: Server, raw: Raw, name: str) -> None:
     accounts, ledger = f"{name}/accounts", f"{name}/ledger"
     with lockstream.Client(server.address) as client, lockstream.Client(server.address) as other:
@@ -607,6 +626,38 @@ def test_a_bad_request_fails_alone_before_it_is_sent(server: Server, raw: Raw, n
         lockstream.Client(server.address, token="two words")
 
 
+def test_bad_client_options_are_refused_when_the_client_is_made(server: Server, name: str) -> None:
+    # Each of these would fail every call later, with a UnicodeEncodeError, a TypeError or a
+    # raw grpc error.
+    bad_options: dict[str, dict[str, Any]] = {
+        "a lone surrogate in the target": {"target": "\ud800:50051"},
+        "a control character in the target": {"target": "127.0.0.1:50051\n"},
+        "a target that is no str": {"target": 50051},
+        "an empty target": {"target": ""},
+        "a metadata key with capitals and a space": {"metadata": [("Bad Key", "x")]},
+        "a metadata key gRPC reserves": {"metadata": [("grpc-timeout", "1S")]},
+        "a line break in a metadata value": {"metadata": [("k", "a\nb")]},
+        "an int metadata value": {"metadata": [("k", 5)]},
+        "a str -bin value": {"metadata": [("k-bin", "x")]},
+        "metadata that is a str": {"metadata": "ab"},
+        "credentials that are no credentials": {"credentials": "tls"},
+        "channel_options that are no pairs": {"channel_options": ["grpc.keepalive_time_ms"]},
+        "a negative resume grace": {"resume_grace": -1},
+        "a heartbeat too short for the server": {"heartbeat_interval": 0.01},
+        "a token with a space": {"token": "two words"},
+    }
+    for what, options in bad_options.items():
+        options = {"target": server.address, **options}
+        with pytest.raises(lockstream.InvalidArgument) as refused:
+            lockstream.Client(**options)
+        assert str(refused.value).isprintable() and len(str(refused.value)) < 300, what
+    # What gRPC accepts works.
+    with lockstream.Client(server.address, metadata=[("x-request-source", "tests"), ("trace-bin", b"\x00\x01")],
+                           channel_options=[("grpc.primary_user_agent", "lockstream-tests")]) as client:
+        with client.lock(name, timeout=5) as lock:
+            assert lock.held
+
+
 def test_messages_name_the_lock_once_and_escape_control_characters(server: Server, name: str) -> None:
     with lockstream.Client(server.address) as holder, lockstream.Client(server.address) as client:
         with holder.lock(name):
@@ -619,3 +670,106 @@ def test_messages_name_the_lock_once_and_escape_control_characters(server: Serve
         assert str(bad.value) == ('INVALID_ARGUMENT: lock "line\\nbreak\\x1b[31m": invalid lock name: '
                                   "name contains control character U+000A at index 4")
         assert bad.value.lock == "line\nbreak\x1b[31m"
+        # The longest name there is, in the server's own message: shown once, shortened.
+        longest = f"{name}/".ljust(512, "n")
+        with holder.lock(longest):
+            with pytest.raises(lockstream.LockTimeout) as long_busy:
+                client.lock(longest, timeout=0)
+        message = str(long_busy.value)
+        assert long_busy.value.lock == longest and longest in long_busy.value.message
+        assert longest[:100] in message and longest not in message and message.count("(512 characters)") == 1
+        assert len(message) < 300, message
+
+
+def test_leaving_a_block_that_raised_after_the_lock_was_lost(start_server: Callable[..., Server], name: str) -> None:
+    doomed = start_server()
+    with lockstream.Client(doomed.address, resume_grace=0) as client:
+        with pytest.raises(RuntimeError) as raised:
+            with client.lock(name) as lock:
+                doomed.kill()
+                assert lock.lost.wait(PATIENCE)
+                raise RuntimeError("the work failed")
+        # The block's own exception propagates, and says that the lock was lost too.
+        assert str(raised.value) == "the work failed"
+        assert raised.value.__notes__ == [f"lockstream: the lock was lost while the block ran: {lock.error}"]
+
+
+def test_a_partitioned_holder_knows_its_lock_is_lost_before_anyone_else_is_granted_it(
+        server: Server, proxy: Proxy, raw: Raw, name: str) -> None:
+    # Default options: what a user gets. The proxy stops forwarding both ways and keeps every
+    # socket open, new ones too: no reset, no close, just silence, as in a network partition.
+    with lockstream.Client(proxy.address) as holder, lockstream.Client(server.address) as other:
+        lock = holder.lock(name)
+        seen: list[str] = []  # in the order the callbacks run, which is the order of the events
+        lock.on_in_doubt(lambda doubt: seen.append(f"in doubt {doubt}"))
+        lock.on_lost(lambda error: seen.append("lost"))
+        queued = threading.Event()
+        granted: list[tuple[lockstream.Lock, float]] = []
+        waiting = start_thread(lambda: granted.append(
+            (other.lock(name, on_queued=lambda _: queued.set()), time.monotonic())))
+        assert queued.wait(PATIENCE)
+        assert proxy.partition() == 1
+        partitioned_at = time.monotonic()
+        assert lock.lost.wait(PATIENCE), "the partitioned holder never noticed"
+        lost_at = time.monotonic()
+        # Asked after `lost`: the server still has the lock for the old holder, nobody else has it.
+        assert raw.holders(name) == [lock.token] and not granted
+        assert lock.error is not None and lock.error.code == grpc.StatusCode.UNAVAILABLE
+        assert not lock.held and not lock.in_doubt
+        join(waiting)
+        ((new, granted_at),) = granted
+        assert new.token > lock.token and lost_at < granted_at
+        assert eventually(lambda: seen == ["in doubt True", "lost"]), seen
+        # With the defaults: lost within the grace (5 s) of the partition.
+        assert lost_at - partitioned_at < 5.0, f"lost {lost_at - partitioned_at:.1f} s after the partition"
+        new.release()
+
+
+def test_done_says_when_every_lock_of_the_client_is_gone(
+        start_server: Callable[..., Server], server: Server, name: str) -> None:
+    first = start_server()
+    proxy = Proxy(first.address)
+    try:
+        with lockstream.Client(proxy.address, resume_grace=10, heartbeat_interval=0.2) as client:
+            done = client.done
+            locks = [client.lock(name + "/a"), client.lock(name + "/b", mode="read")]
+            assert not done.is_set() and not client.closed
+            # The session is resumed on a server that never heard of it: every lock is lost.
+            proxy.retarget(server.address)
+            proxy.cut()
+            assert done.wait(PATIENCE), "done was not set"
+            assert all(lock.lost.is_set() for lock in locks)
+            assert client.done is done
+            # The next lock opens a new session, with a new done.
+            lock = take(client, name + "/a")
+            renewed = client.done
+            assert renewed is not done and not renewed.is_set()
+        # Closing the client sets it too.
+        assert renewed.is_set() and client.closed
+        assert not lock.lost.is_set()
+    finally:
+        proxy.close()
+
+
+def test_every_call_on_a_closed_client_raises_client_closed_at_once(server: Server, name: str) -> None:
+    client = lockstream.Client(server.address)
+    held = client.lock(name + "/held", mode="write")
+    client.close()
+    calls: dict[str, Callable[[], object]] = {
+        "lock": lambda: client.lock(name),
+        "acquire": lambda: client.acquire(name),
+        "try_lock": lambda: client.try_lock(name),
+        "lock_all": lambda: client.lock_all([name + "/a", name + "/b"]),
+        "describe": lambda: client.describe(name),
+        "check_token": lambda: client.check_token(name, 1),
+        "set_value": lambda: held.set_value(b"late"),
+        "downgrade": lambda: held.downgrade(),
+        "on_in_doubt": lambda: held.on_in_doubt(lambda _: None),
+    }
+    for what, call in calls.items():
+        started = time.monotonic()
+        with pytest.raises(lockstream.ClientClosed):
+            call()
+        assert time.monotonic() - started < 1.0, what
+    held.release()  # released by the closing: quiet
+    assert client.closed and client.done.is_set()

@@ -5,8 +5,10 @@ instead of reaching the wire (where protobuf would raise TypeError or UnicodeEnc
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from lockstream.errors import InvalidArgument
 
@@ -132,3 +134,52 @@ def check_semaphore(name: str, mode: Mode, limit: object, weight: object) -> tup
 
 def check_token(name: str, token: object) -> int:
     return check_count(name, "token", token, 0, _UINT64_MAX)
+
+
+def check_target(target: object) -> str:
+    """A gRPC target ("host:port", "dns:///name:port", ...): a str gRPC can encode. Whether it
+    resolves shows at the first call (LockError UNAVAILABLE)."""
+    if not isinstance(target, str) or not target:
+        raise InvalidArgument("", f'target must be an address such as "127.0.0.1:50051", not {target!r}')
+    bad = _forbidden(target)
+    if bad is not None:
+        raise InvalidArgument("", f"target contains {bad[1]} at index {bad[0]}")
+    return target
+
+
+# gRPC's rules for a metadata key: lowercase letters, digits, "-", "_" and "."; values of keys
+# that end in "-bin" are bytes, the others printable ASCII.
+_METADATA_KEY = re.compile(r"[0-9a-z_.\-]+")
+
+
+def check_metadata(metadata: object) -> tuple[tuple[str, str | bytes], ...]:
+    """Metadata for every call: (key, value) pairs gRPC accepts (it would fail every call)."""
+    if isinstance(metadata, (str, bytes)) or not isinstance(metadata, Sequence):
+        raise InvalidArgument("", f"metadata must be a sequence of (key, value) pairs, not {type(metadata).__name__}")
+    pairs: list[tuple[str, str | bytes]] = []
+    for index, pair in enumerate(metadata):
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise InvalidArgument("", f"metadata[{index}] must be a (key, value) pair, not {pair!r}")
+        key, value = pair
+        if not (isinstance(key, str) and _METADATA_KEY.fullmatch(key)) or key.startswith("grpc-"):
+            raise InvalidArgument("", f"metadata[{index}] key {key!r} is not a metadata key: lowercase "
+                                      "letters, digits, '-', '_' and '.', not starting with 'grpc-'")
+        if key.endswith("-bin"):
+            if not isinstance(value, bytes):
+                raise InvalidArgument("", f"metadata[{index}] {key}: the value of a -bin key must be bytes")
+        elif not (isinstance(value, str) and value.isascii() and value.isprintable()):
+            raise InvalidArgument("", f"metadata[{index}] {key}: the value must be a str of printable ASCII, "
+                                      f"not {value!r}")
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def check_channel_options(options: object) -> list[tuple[str, Any]]:
+    """More gRPC channel arguments: (name, value) pairs."""
+    if isinstance(options, (str, bytes)) or not isinstance(options, Sequence):
+        raise InvalidArgument("", f"channel_options must be a sequence of (name, value) pairs, "
+                                  f"not {type(options).__name__}")
+    for index, pair in enumerate(options):
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise InvalidArgument("", f"channel_options[{index}] must be a (name, value) pair, not {pair!r}")
+    return list(options)

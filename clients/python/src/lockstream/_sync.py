@@ -47,6 +47,7 @@ class Lock:
         self._guard = threading.Lock()
         self._on_lost: list[Callable[[LockLost], object]] = []
         self._on_revoke: list[Callable[[aio.RevokeRequest], object]] = []
+        self._revoke: aio.RevokeRequest | None = None
         lock.on_lost(self._lost)
         lock.on_revoke_requested(self._revoked)
 
@@ -64,6 +65,7 @@ class Lock:
 
     def _revoked(self, request: aio.RevokeRequest) -> None:
         with self._guard:
+            self._revoke = request
             self.revoke_requested.set()
             callbacks = list(self._on_revoke)
         for callback in callbacks:
@@ -88,13 +90,15 @@ class Lock:
 
     def on_revoke_requested(self, callback: Callable[[aio.RevokeRequest], object]) -> None:
         """Calls `callback(request)` when someone asks for the lock back (at once if they did),
-        on the client's callback thread; `request.reason` says why, `request.force_at` by when."""
+        on the client's callback thread; `request.reason` says why, `request.force_at` by when.
+        A cooperative request (`force_at` None) may be followed by one that adds a deadline:
+        the callback is called again."""
         with self._guard:
-            if not self.revoke_requested.is_set():
+            told = self._revoke
+            if told is None or told.force_at is None:
                 self._on_revoke.append(callback)
-                return
-        assert self._lock.revoke is not None
-        callback(self._lock.revoke)
+        if told is not None:
+            callback(told)
 
     @property
     def error(self) -> LockLost | None:
@@ -152,15 +156,19 @@ class Lock:
     def __enter__(self) -> Lock:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: object) -> None:
         """Releases the lock. If the block finished but the lock was lost while it ran, raises
-        LockLost: the work was not protected all along. If the block raised, that propagates."""
+        LockLost: the work was not protected all along. If the block raised, that propagates,
+        with a note that says the lock was lost too."""
         try:
-            self._client._run(lambda: self._lock.__aexit__(kind, *rest))
+            self._client._run(lambda: self._lock.__aexit__(kind, error, traceback))
         except ClientClosed:
-            if self._lock.error is not None and kind is None:
-                raise self._lock.error from None
-            # Released by closing the client.
+            lost = self._lock.error
+            if lost is not None:
+                if error is None:
+                    raise lost from None
+                aio._note_loss(error, lost)
+            # Otherwise released by closing the client.
 
 
 class Client:
@@ -173,8 +181,8 @@ class Client:
     """
 
     def __init__(self, target: str, *, owner: str = "", resume_grace: float = 5.0,
-                 heartbeat_interval: float = 5.0, credentials: grpc.ChannelCredentials | None = None,
-                 token: str | None = None, metadata: Sequence[tuple[str, str]] = (),
+                 heartbeat_interval: float = 1.0, credentials: grpc.ChannelCredentials | None = None,
+                 token: str | None = None, metadata: aio.Metadata = (),
                  unavailable_retries: int = 2, channel_options: Sequence[tuple[str, Any]] = ()) -> None:
         # Checks the options in the caller's thread, before a thread is started.
         self._client = aio.Client(target, owner=owner, resume_grace=resume_grace,
@@ -187,9 +195,34 @@ class Client:
         self._calls: set[concurrent.futures.Future[Any]] = set()
         self._callbacks: queue.SimpleQueue[tuple[Callable[..., object], tuple[object, ...]] | None] | None = None
         self._callbacks_guard = threading.Lock()
+        self._done = threading.Event()
+        self._client._done_watchers.append(self._done_changed)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="lockstream", daemon=True)
         self._thread.start()
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called: every call raises ClientClosed from then on."""
+        return self._closed
+
+    @property
+    def done(self) -> threading.Event:
+        """Set when every lock of the client is gone at once, as etcd's Session.Done(): the client
+        was closed, or its session ended without it (its stream broke and was not resumed within
+        the grace, or the server no longer had it), and every lock it held is lost. A later
+        lock() opens a new session, and `done` is a new event from then on: take it while you
+        hold the locks it is about (`client.done.wait()`)."""
+        with self._guard:
+            return self._done
+
+    def _done_changed(self, done: bool) -> None:
+        # On the loop thread: mirrors aio.Client.done.
+        with self._guard:
+            if done:
+                self._done.set()
+            else:
+                self._done = threading.Event()
 
     def _run(self, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Runs the coroutine `call()` makes on the client's loop and waits for it. ClientClosed
@@ -373,6 +406,7 @@ class Client:
                 self._calls.clear()
             if not self._thread.is_alive():
                 self._loop.close()
+            self._done.set()
             with self._callbacks_guard:
                 if self._callbacks is not None:
                     self._callbacks.put(None)  # after the callbacks already queued

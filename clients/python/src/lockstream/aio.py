@@ -59,6 +59,9 @@ _WITHDRAW_PATIENCE = 5.0
 #: How long close() waits for the server to confirm that every lock was released.
 _CLOSE_PATIENCE = 5.0
 _RETRY_BACKOFF = 0.1
+#: The client gives a broken session up this much before its grace, counted from the last
+#: message heard, is over (at most a tenth of the grace): room for a timer that fires late.
+_GRACE_MARGIN = 0.5
 _RESUME_BACKOFF, _RESUME_BACKOFF_MAX = 0.1, 1.0
 # Ends of a stream that say it broke rather than what the server decided: worth a resume.
 _BREAKS = frozenset({
@@ -71,7 +74,8 @@ _REQUEST_STATE = "lockstream-request"
 _HEARTBEAT = pb.SessionRequest(heartbeat=pb.AcquireHeartbeat())
 
 SessionCall = grpc.aio.StreamStreamCall[pb.SessionRequest, pb.SessionResponse]
-Metadata = Sequence[tuple[str, str]]
+#: Metadata for every call: (key, value) pairs; bytes values for keys that end in "-bin".
+Metadata = Sequence[tuple[str, str | bytes]]
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,14 @@ def _call_safely(what: str, callback: Callable[..., object], *args: object) -> N
         callback(*args)
     except Exception:
         logger.exception("lockstream: a %s callback raised", what)
+
+
+def _note_loss(error: BaseException, lost: LockLost) -> None:
+    """Says on the exception that leaves a lock's block that the lock was lost as well (a note
+    in its traceback, Python 3.11 and later): the block's own exception is the one raised."""
+    add_note = getattr(error, "add_note", None)
+    if error is not lost and add_note is not None:
+        add_note(f"lockstream: the lock was lost while the block ran: {lost}")
 
 
 def _cancelling() -> bool:
@@ -177,7 +189,8 @@ class Lock:
 
     @property
     def revoke_reason(self) -> str:
-        """Why the lock was asked back, once `revoke_requested` is set ("" before)."""
+        """Why the lock was asked back, once `revoke_requested` is set ("" before); the later
+        request's reason once a deadline was added."""
         return self.revoke.reason if self.revoke is not None else ""
 
     def on_lost(self, callback: Callable[[LockLost], object]) -> None:
@@ -188,10 +201,11 @@ class Lock:
             self._on_lost.append(callback)
 
     def on_revoke_requested(self, callback: Callable[[RevokeRequest], object]) -> None:
-        """Calls `callback(request)` when someone asks for the lock back (at once if they did)."""
+        """Calls `callback(request)` when someone asks for the lock back (at once if they did):
+        a cooperative request (`force_at` None), and again if a later one adds a deadline."""
         if self.revoke is not None:
             _call_safely("revoke", callback, self.revoke)
-        else:
+        if self.revoke is None or self.revoke.force_at is None:
             self._on_revoke.append(callback)
 
     def on_in_doubt(self, callback: Callable[[bool], object]) -> None:
@@ -264,10 +278,12 @@ class Lock:
             _call_safely("in-doubt", callback, doubt)
 
     def _revoke(self, message: pb.AcquireRevokeRequested) -> None:
-        if self.revoke is not None:
-            return
         force_at = (message.force_at.ToDatetime(tzinfo=timezone.utc)
                     if message.HasField("force_at") else None)
+        # At most two: a cooperative request, then the deadline a later RevokeLock adds to it.
+        # Anything else (a resumed session's report of what was told already) is no news.
+        if self.revoke is not None and (self.revoke.force_at is not None or force_at is None):
+            return
         self.revoke = RevokeRequest(message.reason, force_at)
         self.revoke_requested.set()
         for callback in self._on_revoke:
@@ -286,14 +302,17 @@ class Lock:
     async def __aenter__(self) -> Lock:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        traceback: object) -> None:
         """Releases the lock. If the block finished but the lock was lost while it ran, raises
-        LockLost: the work was not protected all along. If the block raised, that propagates."""
+        LockLost: the work was not protected all along. If the block raised, that propagates,
+        with a note that says the lock was lost too."""
         try:
             await self.release()
-        except LockLost:
-            if kind is None:
+        except LockLost as lost:
+            if error is None:
                 raise
+            _note_loss(error, lost)
 
 
 # Request states: waiting for a grant; given up while waiting (the caller is gone); held;
@@ -367,14 +386,19 @@ class _Session:
         self._stream: _Stream | None = None
         self._resume_token = ""
         self._resume_grace = 0.0
+        #: loop.time() of the last message from the server, on any stream of the session.
+        self._heard = self._loop.time()
         self._resuming = False
         self._resume_attempts = 0
         self._resume_cause = ""
+        self._give_up_timer: asyncio.TimerHandle | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.closing = False
         self.ended = False
         self._done = asyncio.Event()
+        #: Whether the server opened the session (sent `opened`): it may have held locks.
+        self._opened = False
         self._open(None)
 
     # -- streams ----------------------------------------------------------------------------------
@@ -436,6 +460,8 @@ class _Session:
                 if message is grpc.aio.EOF:
                     break
                 stream.heard = self._loop.time()
+                if stream is self._stream:
+                    self._heard = stream.heard
                 if isinstance(message, pb.SessionResponse):
                     try:
                         self._handle(stream, message)
@@ -465,8 +491,8 @@ class _Session:
                 return
             now = self._loop.time()
             if now >= stream.heard + 3 * interval:
-                stream.cancel_reason = (f"no message from the server for {now - stream.heard:.1f} s "
-                                        "(3 heartbeat intervals)")
+                stream.cancel_reason = (f"nothing heard from the server for {now - stream.heard:.1f} s, "
+                                        "3 heartbeat intervals")
                 stream.call.cancel()
                 return
             if now >= next_beat:
@@ -502,16 +528,28 @@ class _Session:
 
     def _resume(self, code: grpc.StatusCode, details: str) -> None:
         """Opens another stream with the resume token: now after a first break, after a backoff
-        after the next ones, until one is taken over or the grace is over (counted from the first
-        break: the server counts from when it noticed, which is no later)."""
+        after the next ones, until one is taken over or the grace is over. Held locks are in
+        doubt from the break on.
+
+        The grace is counted from the last message heard from the server, not from the break:
+        the server counts from when it noticed the break, which is no earlier than the last
+        message it sent, so the client gives up (and its locks are lost) before the server can
+        free them, however late either side noticed."""
         if not self._resuming:
             self._resuming = True
             self._resume_attempts = 0
             self._resume_cause = details or code.name
-            self._timers.append(self._loop.call_later(self._resume_grace, self._give_up))
             for request in self.requests.values():
                 if request.lock is not None and request.state in (_HELD, _RELEASING):
                     request.lock._doubt(True)
+        # A resumed stream that broke again before `resumed` may have been heard from since.
+        if self._give_up_timer is not None:
+            self._give_up_timer.cancel()
+        deadline = self._heard + self._resume_grace - self._grace_margin()
+        if deadline <= self._loop.time():
+            self._give_up()
+            return
+        self._give_up_timer = self._loop.call_at(deadline, self._give_up)
         delay = 0.0
         if self._resume_attempts > 0:
             delay = random.uniform(0, min(_RESUME_BACKOFF_MAX, _RESUME_BACKOFF * 2 ** self._resume_attempts))
@@ -528,11 +566,16 @@ class _Session:
         except Exception as error:  # the channel was closed
             self._finish(grpc.StatusCode.UNAVAILABLE, f"the session could not be resumed: {error}")
 
+    def _grace_margin(self) -> float:
+        return min(_GRACE_MARGIN, self._resume_grace / 10)
+
     def _give_up(self) -> None:
         if self._resuming and not self.ended:
+            within = self._resume_grace - self._grace_margin()
             self._finish(grpc.StatusCode.UNAVAILABLE,
-                         f"the session's stream broke ({self._resume_cause}) and could not be resumed "
-                         f"within its {self._resume_grace:g} s grace")
+                         f"the stream to the server broke ({self._resume_cause}) and was not resumed within "
+                         f"{within:g} s of its last message (the {self._resume_grace:g} s resume "
+                         "grace, less a margin)")
 
     # -- what the server says ------------------------------------------------------------------
 
@@ -542,6 +585,7 @@ class _Session:
         kind = message.WhichOneof("kind")
         if message.request_id == 0:
             if kind == "opened":
+                self._opened = True
                 self._resume_token = message.opened.resume_token
                 self._resume_grace = message.opened.resume_grace.ToNanoseconds() / 1e9
             elif kind == "resumed":
@@ -591,6 +635,9 @@ class _Session:
         break, or its `acquire` never arrived. What a reported request was sent last without an
         answer (release, cancel, set_value, downgrade: all harmless twice) is sent again."""
         self._resuming = False
+        if self._give_up_timer is not None:
+            self._give_up_timer.cancel()
+            self._give_up_timer = None
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
@@ -661,13 +708,16 @@ class _Session:
             return
         self.ended = True
         self._resuming = False
+        if self._give_up_timer is not None:
+            self._give_up_timer.cancel()
+            self._give_up_timer = None
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
         if self._stream is not None:
             self._retire(self._stream)
             self._stream = None
-        why = f"the session ended: {details or code.name}"
+        why = details or code.name
         for request in list(self.requests.values()):
             if request.state == _RELEASING and self.closing:
                 self._end(request, grpc.StatusCode.OK, "")
@@ -682,6 +732,8 @@ class _Session:
                 lost = grpc.StatusCode.UNAVAILABLE if code == grpc.StatusCode.OK else code
                 self._end(request, lost, why)
         self._done.set()
+        if self._opened or self.closing:
+            self._client._session_over()
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -758,7 +810,7 @@ class _Session:
 
 class _Options:
     def __init__(self, owner: str, resume_grace: float, heartbeat_interval: float,
-                 metadata: tuple[tuple[str, str], ...], unavailable_retries: int) -> None:
+                 metadata: tuple[tuple[str, str | bytes], ...], unavailable_retries: int) -> None:
         self.owner = owner
         self.resume_grace = resume_grace
         self.heartbeat_interval = heartbeat_interval
@@ -774,8 +826,13 @@ class Client:
     `resume_grace` (seconds, default 5): how long the server keeps this client's locks after its
     stream breaks, for the client to take them over on a new one; also the lock-delay after this
     process dies. Capped by the server's --max-resume-grace. 0: a broken stream loses every lock.
-    `heartbeat_interval` (seconds, default 5; 0: none): heartbeats both ways; three intervals
-    without a word from the server count as a broken stream.
+    The client counts it from the last message it heard from the server, less a tenth (at most
+    0.5 s): its locks are lost before the server, which counts from when it noticed the break,
+    can free them.
+    `heartbeat_interval` (seconds, default 1; 0: none): heartbeats both ways; three intervals
+    without a word from the server count as a broken stream, and its locks are in doubt from
+    then on. Keep three intervals shorter than the grace less its margin (the defaults: 3 s and
+    4.5 s), so that a silent path is noticed by itself, whatever gRPC keepalive does.
     `credentials`: TLS (grpc.ssl_channel_credentials(...)); plaintext without.
     `token`: a bearer token for the server's access policy (`authorization: Bearer <token>`).
     `metadata`: more metadata for every call.
@@ -785,12 +842,14 @@ class Client:
     """
 
     def __init__(self, target: str, *, owner: str = "", resume_grace: float = 5.0,
-                 heartbeat_interval: float = 5.0, credentials: grpc.ChannelCredentials | None = None,
+                 heartbeat_interval: float = 1.0, credentials: grpc.ChannelCredentials | None = None,
                  token: str | None = None, metadata: Metadata = (), unavailable_retries: int = 2,
                  channel_options: Sequence[tuple[str, Any]] = ()) -> None:
-        if not isinstance(target, str) or not target:
-            raise InvalidArgument("", f"target must be an address such as \"127.0.0.1:50051\", not {target!r}")
-        headers = tuple(metadata)
+        target = _checks.check_target(target)
+        if credentials is not None and not isinstance(credentials, grpc.ChannelCredentials):
+            raise InvalidArgument("", "credentials must be grpc.ChannelCredentials (grpc.ssl_channel_credentials), "
+                                      f"not {type(credentials).__name__}")
+        headers = _checks.check_metadata(metadata)
         if token is not None:
             if not (isinstance(token, str) and token.isascii() and token.isprintable() and " " not in token
                     and token):
@@ -803,7 +862,8 @@ class Client:
         self._target = target
         self._credentials = credentials
         self._channel_options: list[tuple[str, Any]] = [
-            # A dead connection is noticed within about 6 s, well inside the default resume grace.
+            # gRPC notices a dead connection within about 6 s too (heartbeats, on by default, within
+            # 3 s): this also serves a client without heartbeats.
             ("grpc.keepalive_time_ms", 3000),
             ("grpc.keepalive_timeout_ms", 3000),
             ("grpc.keepalive_permit_without_calls", 1),
@@ -812,11 +872,35 @@ class Client:
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.min_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", 1000),
-            *channel_options,
+            *_checks.check_channel_options(channel_options),
         ]
         self._channel: grpc.aio.Channel | None = None
         self._session: _Session | None = None
         self._closed = False
+        self._done = asyncio.Event()
+        #: Told True when `done` is set, False when a new `done` replaces it (on the event loop):
+        #: how the blocking client mirrors it.
+        self._done_watchers: list[Callable[[bool], object]] = []
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called: every call raises ClientClosed from then on."""
+        return self._closed
+
+    @property
+    def done(self) -> asyncio.Event:
+        """Set when every lock of the client is gone at once, as etcd's Session.Done(): the client
+        was closed, or its session ended without it (its stream broke and was not resumed within
+        the grace, or the server no longer had it), and every lock it held is lost. A later
+        acquire opens a new session, and `done` is a new event from then on: take it while you
+        hold the locks it is about (`await client.done.wait()`)."""
+        return self._done
+
+    def _session_over(self) -> None:
+        if not self._done.is_set():
+            self._done.set()
+            for watcher in self._done_watchers:
+                _call_safely("done", watcher, True)
 
     @property
     def channel(self) -> grpc.aio.Channel:
@@ -844,6 +928,10 @@ class Client:
         if self._closed:
             raise ClientClosed()
         if self._session is None or self._session.ended:
+            if self._done.is_set():
+                self._done = asyncio.Event()
+                for watcher in self._done_watchers:
+                    _call_safely("done", watcher, False)
             self._session = _Session(self)
         return self._session
 
@@ -1000,6 +1088,7 @@ class Client:
             await session.close()
         if self._channel is not None:
             await self._channel.close()
+        self._session_over()
 
     async def __aenter__(self) -> Client:
         return self
@@ -1024,9 +1113,10 @@ class _LockContext:
         self._lock = await self._acquiring
         return self._lock
 
-    async def __aexit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        traceback: object) -> None:
         if self._lock is not None:
-            await self._lock.__aexit__(kind, *rest)
+            await self._lock.__aexit__(kind, error, traceback)
 
 
 __all__ = ["Client", "Lock", "LockDescription", "LockRequestInfo", "Mode", "RevokeRequest", "Target",

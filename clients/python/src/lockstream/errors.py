@@ -24,10 +24,11 @@ def printable(text: str) -> str:
     return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
 
 
-def _shown(name: str) -> str:
+def _quoted(name: str) -> str:
+    """The name in quotes, as messages show it: a long one shortened, saying how long it is."""
     if len(name) <= _NAME_SHOWN_MAX:
-        return name
-    return f"{name[:_NAME_SHOWN_MAX]}... ({len(name)} characters)"
+        return f'"{name}"'
+    return f'"{name[:_NAME_SHOWN_MAX]}..." ({len(name)} characters)'
 
 
 class LockError(Exception):
@@ -36,8 +37,14 @@ class LockError(Exception):
     str() names the lock once (shortened if long) and escapes control characters."""
 
     def __init__(self, lock: str, code: grpc.StatusCode, message: str) -> None:
-        # The server's messages name the lock already; name it only where they do not.
-        about = message if not lock or f'"{lock}"' in message else f'lock "{_shown(lock)}": {message}'
+        # The server's messages name the lock already (in quotes); name it only where they do
+        # not, and shorten a long name either way.
+        if not lock:
+            about = message
+        elif f'"{lock}"' in message:
+            about = message.replace(f'"{lock}"', _quoted(lock), 1)
+        else:
+            about = f"lock {_quoted(lock)}: {message}"
         super().__init__(printable(f"{code.name}: {about}"))
         self.lock = lock
         self.code = code
@@ -95,12 +102,12 @@ def error_for(lock: str, code: int | grpc.StatusCode, message: str) -> LockError
 
 
 def lost_error(lock: str, code: int | grpc.StatusCode, message: str) -> LockLost:
-    """The exception for a held lock that ended with `code` without the holder's release."""
+    """The exception for a held lock that ended with `code` without the holder's release: the
+    server's word for ABORTED (it took the lock away), else why the client must assume so."""
     status = status_code(code)
     if status == grpc.StatusCode.ABORTED:
         return LockLost(lock, status, message)
-    why = message or status.name
-    return LockLost(lock, status, f"the request holding it ended ({why}); the lock must be assumed lost")
+    return LockLost(lock, status, f'lock "{lock}" must be assumed lost: {message or status.name}')
 
 
 __all__ = [
