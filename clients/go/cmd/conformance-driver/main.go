@@ -23,10 +23,6 @@ import (
 // illFormed is a byte that is not UTF-8: a Go string may hold any bytes.
 const illFormed = "\xff"
 
-// doubtPoll is how often a held lock's InDoubt() is read: the client reports doubt as a state,
-// not as an event.
-const doubtPoll = 10 * time.Millisecond
-
 type command struct {
 	Op          string   `json:"op"`
 	Address     string   `json:"address"`
@@ -88,6 +84,9 @@ func failureOf(err error) failure {
 		{lockstream.ErrClosed, "closed", "ErrClosed"},
 		{lockstream.ErrLost, "lost", "ErrLost"},
 		{lockstream.ErrTimeout, "timeout", "ErrTimeout"},
+		{lockstream.ErrInvalidArgument, "invalid-argument", "ErrInvalidArgument"},
+		{lockstream.ErrUnavailable, "unavailable", "ErrUnavailable"},
+		{lockstream.ErrCanceled, "cancelled", "ErrCanceled"},
 		{lockstream.ErrNotHeld, "not-held", "ErrNotHeld"},
 		{lockstream.ErrPermissionDenied, "permission-denied", "ErrPermissionDenied"},
 		{context.Canceled, "cancelled", "context.Canceled"},
@@ -159,6 +158,15 @@ func (d *driver) lockOptions(c command) []lockstream.LockOption {
 	options := []lockstream.LockOption{
 		lockstream.WithMode(modes[c.Mode]),
 		lockstream.WithOnQueued(func(ahead int) { say("queued", map[string]any{"id": c.ID, "ahead": ahead}) }),
+		lockstream.WithOnInDoubt(func() { say("in-doubt", map[string]any{"id": c.ID}) }),
+		lockstream.WithOnConfirmed(func() { say("confirmed", map[string]any{"id": c.ID}) }),
+		lockstream.WithOnRevokeRequested(func(reason string, deadline time.Time) {
+			var forceAt any
+			if !deadline.IsZero() {
+				forceAt = deadline.UnixMilli()
+			}
+			say("revoke-requested", map[string]any{"id": c.ID, "reason": reason, "forceAt": forceAt})
+		}),
 	}
 	if c.TimeoutMs != nil {
 		options = append(options, lockstream.WithWaitTimeout(time.Duration(*c.TimeoutMs)*time.Millisecond))
@@ -186,39 +194,11 @@ func (d *driver) held(id string, lock *lockstream.Lock) {
 	go follow(id, lock)
 }
 
+// follow reports the lock's loss (doubt, confirmation and revocation are reported by the
+// lock's callbacks, which the client calls before it closes Lost()).
 func follow(id string, lock *lockstream.Lock) {
-	revoke := lock.RevokeRequested()
-	toldRevoke := func() {
-		say("revoke-requested", map[string]any{"id": id, "reason": lock.Reason(), "forceAt": nil})
-		revoke = nil
-	}
-	ticker := time.NewTicker(doubtPoll)
-	defer ticker.Stop()
-	inDoubt := false
-	for {
-		select {
-		case <-revoke:
-			toldRevoke()
-		case <-lock.Lost():
-			// What the client said before the loss is reported before it.
-			select {
-			case <-revoke:
-				toldRevoke()
-			default:
-			}
-			sayFailure("lost", id, lock.Err())
-			return
-		case <-ticker.C:
-			if now := lock.InDoubt(); now != inDoubt {
-				inDoubt = now
-				if now {
-					say("in-doubt", map[string]any{"id": id})
-				} else {
-					say("confirmed", map[string]any{"id": id})
-				}
-			}
-		}
-	}
+	<-lock.Lost()
+	sayFailure("lost", id, lock.Err())
 }
 
 func (d *driver) perform(c command) {
@@ -250,6 +230,8 @@ func (d *driver) perform(c command) {
 	case "try-lock":
 		lock, err := d.client.TryLock(context.Background(), c.Name)
 		switch {
+		case errors.Is(err, lockstream.ErrLocked):
+			say("not-acquired", map[string]any{"id": c.ID})
 		case err != nil:
 			sayFailure("error", c.ID, err)
 		case lock == nil:
