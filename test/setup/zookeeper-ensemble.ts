@@ -86,6 +86,11 @@ export interface StartZooKeeperEnsembleOptions {
    * (60 s). For benchmarks; tests skip the fsync and reap empty containers within a second.
    */
   production?: boolean;
+  /**
+   * Connections one client IP may hold on each member (zoo.cfg `maxClientCnxns`; 0 = no limit).
+   * Default 0: every test client comes from 127.0.0.1. ZooKeeper's own default is 60.
+   */
+  maxClientCnxns?: number;
 }
 
 const DEFAULT_SIZE = 3;
@@ -133,6 +138,10 @@ async function startOnce(
   const startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
   const standalone = options.standalone ?? false;
   const production = options.production ?? false;
+  const maxClientCnxns = options.maxClientCnxns ?? 0;
+  if (!Number.isInteger(maxClientCnxns) || maxClientCnxns < 0) {
+    throw new Error(`maxClientCnxns must be an integer ≥ 0 (0: no limit), got ${maxClientCnxns}`);
+  }
   const sessionTimeouts = {
     minSessionTimeoutMs: options.minSessionTimeoutMs ?? 2 * tickTimeMs,
     maxSessionTimeoutMs: options.maxSessionTimeoutMs ?? DEFAULT_MAX_SESSION_TIMEOUT_MS,
@@ -171,7 +180,15 @@ async function startOnce(
       const quorum = standalone ? null : servers;
       await writeFile(
         configFile,
-        zooCfg({ ...server, ...sessionTimeouts, dataDir, tickTimeMs, production, servers: quorum }),
+        zooCfg({
+          ...server,
+          ...sessionTimeouts,
+          dataDir,
+          tickTimeMs,
+          production,
+          maxClientCnxns,
+          servers: quorum,
+        }),
       );
       const args = zooKeeperJvmArgs(installation, { logDir: memberDir, log4jFile, configFile, production });
       members.push(
@@ -225,6 +242,7 @@ function zooCfg(c: {
   minSessionTimeoutMs: number;
   maxSessionTimeoutMs: number;
   production: boolean;
+  maxClientCnxns: number;
   servers: readonly { id: number; quorumPort: number; electionPort: number }[] | null;
 }): string {
   const quorum = c.servers ?? [];
@@ -243,6 +261,8 @@ function zooCfg(c: {
     // fixed: no dynamic config file is written next to zoo.cfg.
     ...(c.servers ? ['standaloneEnabled=false', 'reconfigEnabled=false'] : ['standaloneEnabled=true']),
     ...SHARED_ZOO_CFG.filter((line) => !(c.production && line.startsWith('forceSync='))),
+    // Connections per client IP (0 = no limit; every test client comes from 127.0.0.1).
+    `maxClientCnxns=${c.maxClientCnxns}`,
     ...quorum.map((s) => `server.${s.id}=127.0.0.1:${s.quorumPort}:${s.electionPort}`),
     '',
   ].join('\n');

@@ -131,8 +131,6 @@ export const SHARED_ZOO_CFG: readonly string[] = [
   // The AdminServer (Jetty) listens on 8080 by default: two servers would collide.
   'admin.enableServer=false',
   '4lw.commands.whitelist=*',
-  // 0 = no per-IP connection limit; every test client comes from 127.0.0.1.
-  'maxClientCnxns=0',
   // Allows TTL nodes; harmless otherwise.
   'extendedTypesEnabled=true',
   // Throwaway data: skip the fsync per transaction (large speed-up on slow CI disks) and the

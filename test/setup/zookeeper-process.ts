@@ -26,6 +26,11 @@ export interface StartZooKeeperOptions {
    * (60 s). For benchmarks; tests skip the fsync and reap empty containers within a second.
    */
   production?: boolean;
+  /**
+   * Connections one client IP may hold (zoo.cfg `maxClientCnxns`; 0 = no limit). Default 0:
+   * every test client comes from 127.0.0.1. ZooKeeper's own default is 60.
+   */
+  maxClientCnxns?: number;
 }
 
 export interface ZooKeeperProcess {
@@ -72,6 +77,7 @@ export async function startZooKeeper(options: StartZooKeeperOptions = {}): Promi
       ? {}
       : { maxSessionTimeoutMs: options.maxSessionTimeoutMs }),
     ...(options.production === undefined ? {} : { production: options.production }),
+    ...(options.maxClientCnxns === undefined ? {} : { maxClientCnxns: options.maxClientCnxns }),
     ...(logger === undefined ? {} : { logger: (_member: number, line: string) => logger(line) }),
   });
   const [server] = ensemble.members;
