@@ -411,7 +411,7 @@ describe('the lockstream command as a client', () => {
     );
     expect(noGrace.stderr).not.toMatch(/resumed within/);
     expect(shortGrace.stderr).toMatch(
-      /could not be resumed within its 300 ms grace\); the lock must be assumed lost/,
+      /could not be resumed within its 300 ms grace \(counted from the last message from the server\)\); the lock must be assumed lost/,
     );
   });
 

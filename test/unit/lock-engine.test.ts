@@ -409,6 +409,21 @@ describe('LockEngine over the embedded store', () => {
       expect(isLockError(error, 'LOCK_LOST')).toBe(true);
       expect(await nodes('vanish')).toEqual([]);
     });
+
+    it('is never granted when its own node goes in the same step as its predecessor (as a closed session takes both)', async () => {
+      const holder = await acquire({ name: 'both-gone' }).lease;
+      const waiter = await queue({ name: 'both-gone' });
+      const children = await nodes('both-gone');
+      const paths = [...children]
+        .sort((a, b) => Number(a.slice(-10)) - Number(b.slice(-10)))
+        .map((child) => joinPath(engine.lockPath('both-gone'), child));
+      // The predecessor's deletion is told first, the waiter's own right behind it.
+      await store.deleteAll(paths);
+      const error: unknown = await waiter.lease.catch((e: unknown) => e);
+      expect(isLockError(error, 'LOCK_LOST')).toBe(true);
+      expect(holder.lost.aborted).toBe(true);
+      expect(await nodes('both-gone')).toEqual([]);
+    });
   });
 
   describe('a session in doubt', () => {

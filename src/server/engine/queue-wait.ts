@@ -282,11 +282,17 @@ class TurnWait<T> {
     }
     if (current.kind === 'held') {
       // Never grant on a session the store cannot vouch for: it may already be lost.
-      if (session.confirmed) this.#grant(current, children);
-      else
-        this.#cancelStep = session.onConfirmedChange((confirmed) => {
-          if (confirmed) this.#step(current, children);
-        });
+      if (session.confirmed) {
+        this.#grant(current, children);
+        return;
+      }
+      const unsubscribe = session.onConfirmedChange((confirmed) => {
+        if (!confirmed) return;
+        unsubscribe();
+        this.#cancelStep = undefined;
+        queueMicrotask(() => this.#step(current, children));
+      });
+      this.#cancelStep = unsubscribe;
       return;
     }
     if (request.waitTimeoutMs === 0) {
@@ -308,23 +314,31 @@ class TurnWait<T> {
     const { released, store } = this.#waits;
     released.awaiting(predecessor);
     const cancelDeletion = store.onceDeleted(predecessor, (error) => {
-      // Nothing that blocked us is left ahead when the predecessor's deletion alone grants us
-      // (see heldOncePredecessorGoes), or when it was a holder of this server whose release
-      // frees its watchers (see releaseFreesWatchers), released just now: we hold the lock, no
-      // listing needed. Our node still exists: its watch, armed since it was created, would
-      // have fired first otherwise (a store reports a session's watch events in order).
       const clear = current.heldOncePredecessorGoes || released.released(predecessor);
       released.stopAwaiting(predecessor);
       this.#cancelStep = undefined;
-      if (this.#ended) return;
-      if (error) this.#fail(error);
-      else if (clear) this.#step({ kind: 'held', ahead: 0, head: undefined }, children);
-      else this.#list();
+      // Decided after the events delivered with this one: a session's close deletes its nodes
+      // in one go, and the deletion of our own node may come right behind our predecessor's.
+      queueMicrotask(() => this.#predecessorGone(children, clear, error));
     });
     this.#cancelStep = () => {
       cancelDeletion();
       released.stopAwaiting(predecessor);
     };
+  }
+
+  /**
+   * Nothing that blocked us is left ahead when the predecessor's deletion alone grants us (see
+   * heldOncePredecessorGoes), or when it was a holder of this server whose release frees its
+   * watchers (see releaseFreesWatchers), released just now (`clear`): we hold the lock, no
+   * listing needed. Our node still exists: its watch, armed since it was created, would have
+   * fired first otherwise (a store reports a session's watch events in order).
+   */
+  #predecessorGone(children: readonly string[], clear: boolean, error?: LockError): void {
+    if (this.#ended) return;
+    if (error) this.#fail(error);
+    else if (clear) this.#step({ kind: 'held', ahead: 0, head: undefined }, children);
+    else this.#list();
   }
 
   /** A semaphore: released weight, or a grant ahead, may let us in; list again to know. */
