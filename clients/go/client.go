@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -197,10 +198,15 @@ func DialEndpoints(endpoints []string, opts ...ClientOption) (*Client, error) {
 		if problem := checkTarget(target); problem != "" {
 			return nil, invalidArgument("", "endpoints[%d]: %s", i, problem)
 		}
-		if j, seen := first[target]; seen {
+		// Host names are case-insensitive: the same server twice would be tried twice per round.
+		key := target
+		if host, port, err := net.SplitHostPort(target); err == nil {
+			key = net.JoinHostPort(strings.ToLower(host), port)
+		}
+		if j, seen := first[key]; seen {
 			return nil, invalidArgument("", "endpoints[%d]: address %s is listed twice (endpoints[%d])", i, strconv.Quote(target), j)
 		}
-		first[target] = i
+		first[key] = i
 	}
 	return dial(slices.Clone(endpoints), options)
 }

@@ -248,6 +248,7 @@ func TestDialEndpointsRejectsABadList(t *testing.T) {
 		{[]string{"127.0.0.1:1", "localhost:99999"}, `endpoints[1]: address "localhost:99999": port`},
 		{[]string{"127.0.0.1:1", "a:1,b:2"}, `endpoints[1]: address "a:1,b:2"`},
 		{[]string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:1"}, `endpoints[2]: address "127.0.0.1:1" is listed twice (endpoints[0])`},
+		{[]string{"locks.internal:1", "LOCKS.internal:1"}, `endpoints[1]: address "LOCKS.internal:1" is listed twice (endpoints[0])`},
 	} {
 		client, err := lockstream.DialEndpoints(bad.endpoints)
 		if !errors.Is(err, lockstream.ErrInvalidArgument) || !strings.Contains(err.Error(), bad.problem) {
