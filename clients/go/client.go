@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,10 +134,12 @@ func WithDialOptions(opts ...grpc.DialOption) ClientOption {
 	return func(o *clientOptions) { o.dialOptions = append(o.dialOptions, opts...) }
 }
 
-// Client takes locks on one lockstream server. Safe for concurrent use.
+// Client takes locks on a lockstream server, through one endpoint at a time of those it was
+// made with. Safe for concurrent use.
 type Client struct {
-	rpc        pb.LockServiceClient
-	conn       *grpc.ClientConn // closed by Close when Dial made it
+	endpoints  *endpoints
+	rpc        pb.LockServiceClient // on the current endpoint
+	conns      []*grpc.ClientConn   // closed by Close when Dial made them
 	options    clientOptions
 	optionsErr error // New's options were invalid: every call returns it
 
@@ -151,6 +155,11 @@ type Client struct {
 // is an error matching ErrInvalidArgument. Dial does not connect: an unreachable server is
 // found out by the first Lock, which then fails with ErrUnavailable (or waits until its context
 // ends while the connection is being attempted).
+//
+// A DNS name that resolves to several addresses is one target, and needs nothing more: gRPC's
+// resolver connects to one of them, and to the next when a connection to one fails or breaks
+// (not while one is merely silent). To fail over between endpoints the client chooses, list
+// them with DialEndpoints.
 func Dial(target string, opts ...ClientOption) (*Client, error) {
 	options := newClientOptions(opts)
 	if err := options.validate(); err != nil {
@@ -159,26 +168,86 @@ func Dial(target string, opts ...ClientOption) (*Client, error) {
 	if problem := checkTarget(target); problem != "" {
 		return nil, invalidArgument("", "%s", problem)
 	}
+	return dial([]string{target}, options)
+}
+
+// DialEndpoints makes a Client for a lockstream service reachable at several endpoints (each as
+// Dial takes it), for instance the instances of one deployment on the same ZooKeeper, or one
+// instance behind several proxies. Requests go to one endpoint at a time, the first to begin
+// with. When the session stream breaks or falls silent, or an endpoint refuses or does not
+// answer a resume, the session is resumed on the next endpoint in turn, round the list, until
+// one takes it or the resume grace, counted from the last message heard, runs out: held locks
+// are in doubt meanwhile (WithOnInDoubt), confirmed with the same fencing tokens once the
+// session is resumed, and lost only when the grace runs out or an instance answers that it does
+// not know the session. New Lock calls wait for the session meanwhile.
+//
+// Each attempt on an endpoint, to open the session or to resume it, is given at most 1s to
+// answer (a resume, at most a third of what is left of the grace), so that a frozen endpoint
+// leaves time for the others. A list with a single endpoint is the same as Dial. An empty list,
+// a malformed endpoint or one listed twice is an error matching ErrInvalidArgument.
+func DialEndpoints(endpoints []string, opts ...ClientOption) (*Client, error) {
+	options := newClientOptions(opts)
+	if err := options.validate(); err != nil {
+		return nil, err
+	}
+	if len(endpoints) == 0 {
+		return nil, invalidArgument("", "no endpoints: DialEndpoints needs at least one address")
+	}
+	first := make(map[string]int, len(endpoints))
+	for i, target := range endpoints {
+		if problem := checkTarget(target); problem != "" {
+			return nil, invalidArgument("", "endpoints[%d]: %s", i, problem)
+		}
+		// Host names are case-insensitive: the same server twice would be tried twice per round.
+		key := target
+		if host, port, err := net.SplitHostPort(target); err == nil {
+			key = net.JoinHostPort(strings.ToLower(host), port)
+		}
+		if j, seen := first[key]; seen {
+			return nil, invalidArgument("", "endpoints[%d]: address %s is listed twice (endpoints[%d])", i, strconv.Quote(target), j)
+		}
+		first[key] = i
+	}
+	return dial(slices.Clone(endpoints), options)
+}
+
+// dial makes a Client with one gRPC connection per endpoint (validated).
+func dial(targets []string, options clientOptions) (*Client, error) {
 	creds := options.creds
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithKeepaliveParams(keepalivePings)}, options.dialOptions...)
-	conn, err := grpc.NewClient(target, dial...)
-	if err != nil {
-		return nil, invalidArgument("", "address %s: %v", strconv.Quote(target), err)
+	dialOptions := append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithKeepaliveParams(keepalivePings)}, options.dialOptions...)
+	conns := make([]*grpc.ClientConn, 0, len(targets))
+	shared := make([]grpc.ClientConnInterface, 0, len(targets))
+	for _, target := range targets {
+		conn, err := grpc.NewClient(target, dialOptions...)
+		if err != nil {
+			for _, made := range conns {
+				_ = made.Close()
+			}
+			return nil, invalidArgument("", "address %s: %v", strconv.Quote(target), err)
+		}
+		conns = append(conns, conn)
+		shared = append(shared, conn)
 	}
-	return &Client{rpc: pb.NewLockServiceClient(conn), conn: conn, options: options, done: make(chan struct{})}, nil
+	c := newClient(newEndpoints(targets, shared), options)
+	c.conns = conns
+	return c, nil
 }
 
 // New makes a Client on a connection the caller owns (and closes). Invalid options make every
 // call of the client fail with an error matching ErrInvalidArgument.
 func New(conn grpc.ClientConnInterface, opts ...ClientOption) *Client {
-	c := &Client{rpc: pb.NewLockServiceClient(conn), options: newClientOptions(opts), done: make(chan struct{})}
+	c := newClient(newEndpoints([]string{""}, []grpc.ClientConnInterface{conn}), newClientOptions(opts))
 	if err := c.options.validate(); err != nil {
 		c.optionsErr = err
 	}
 	return c
+}
+
+func newClient(endpoints *endpoints, options clientOptions) *Client {
+	return &Client{endpoints: endpoints, rpc: pb.NewLockServiceClient(endpoints), options: options, done: make(chan struct{})}
 }
 
 func newClientOptions(opts []ClientOption) clientOptions {
@@ -189,8 +258,9 @@ func newClientOptions(opts []ClientOption) clientOptions {
 	return options
 }
 
-// RPC is the generated stub on the client's connection, for DescribeLock, ListLocks and the
-// rest. Its errors are gRPC status errors, as the stubs return them.
+// RPC is the generated stub on the client's connection (the current endpoint's, with
+// DialEndpoints), for DescribeLock, ListLocks and the rest. Its errors are gRPC status errors,
+// as the stubs return them.
 func (c *Client) RPC() pb.LockServiceClient { return c.rpc }
 
 // Done is closed when the session that carries the client's locks ends: every lock it held is
@@ -211,9 +281,10 @@ func (c *Client) Err() error {
 	return c.doneErr
 }
 
-// Close releases every lock of the client, ends its session and closes the connection Dial
-// made. Waiting Lock calls return an error matching ErrClosed at once, and so does every call
-// after Close. Close waits a little (at most 5s) for the server to confirm the releases.
+// Close releases every lock of the client, ends its session and closes the connections Dial
+// (or DialEndpoints) made. Waiting Lock calls return an error matching ErrClosed at once, and so
+// does every call after Close. Close waits a little (at most 5s) for the server to confirm the
+// releases.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -227,12 +298,13 @@ func (c *Client) Close() error {
 	if s != nil {
 		s.close()
 	}
-	if c.conn != nil {
-		if err := c.conn.Close(); err != nil {
-			return transportError("", "closing the connection", err)
+	var failed error
+	for _, conn := range c.conns {
+		if err := conn.Close(); err != nil && failed == nil {
+			failed = transportError("", "closing the connection", err)
 		}
 	}
-	return nil
+	return failed
 }
 
 // endDone closes the current Done channel with err. Called with mu held.
@@ -271,7 +343,7 @@ func (c *Client) currentSession() (*session, bool) {
 			c.done, c.doneErr = make(chan struct{}), nil
 		default:
 		}
-		c.session = startSession(c.rpc, c.options, c.sessionEnded)
+		c.session = startSession(c.endpoints, c.options, c.sessionEnded)
 	}
 	return c.session, true
 }

@@ -40,4 +40,22 @@
 // the defaults (heartbeat 1s, grace 5s) a holder behind a frozen network path is in doubt 2s and
 // lost 4.5s after the last message it heard; the server frees the lock 7s after it at the
 // earliest.
+//
+// # Endpoints and failover
+//
+// Dial takes one endpoint; DialEndpoints takes several, for the instances of one lockstream
+// deployment (or one instance behind several proxies):
+//
+//	client, err := lockstream.DialEndpoints([]string{"10.0.0.1:50051", "10.0.0.2:50051"})
+//
+// The client talks to one endpoint at a time, the first to begin with. When the session stream
+// breaks or falls silent, it resumes the session on the next endpoint, and goes round the list
+// while an endpoint refuses, fails or does not answer within its attempt's limit (1s, and at
+// most a third of the grace left), until one takes the session or the grace, counted from the
+// last message heard as above, runs out. Held locks are in doubt meanwhile and confirmed with
+// the same tokens; they are lost when the grace runs out, or at once when an instance answers
+// that it does not know the session (until instances share sessions, an instance resumes only
+// the sessions it issued).
+// Lock calls made meanwhile wait for the session. A DNS name with several addresses needs no
+// list: gRPC's resolver moves between its addresses on one connection.
 package lockstream

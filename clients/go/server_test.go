@@ -179,6 +179,13 @@ func (p *proxy) thaw() {
 	}
 }
 
+// stop closes the listener, so that new connections are refused, and every connection carried:
+// the proxy is gone, as a dead server's endpoint is.
+func (p *proxy) stop() {
+	_ = p.listener.Close()
+	p.cut()
+}
+
 // cut closes every connection carried so far; new ones are still accepted.
 func (p *proxy) cut() int {
 	p.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +37,10 @@ const suspectAfterIntervals = 2
 // from heard, is over, whatever it is doing then: resuming, waiting for a connection, or
 // nothing at all on a stream that went silent.
 type session struct {
-	rpc     pb.LockServiceClient
-	options clientOptions
-	onEnd   func(*session, error) // tells the client the session ended, and why
-	born    time.Time             // the monotonic base of heard and streamSince
+	endpoints *endpoints
+	options   clientOptions
+	onEnd     func(*session, error) // tells the client the session ended, and why
+	born      time.Time             // the monotonic base of heard and streamSince
 	// Ends with the session: every stream's context derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -55,6 +56,7 @@ type session struct {
 	mu           sync.Mutex
 	stream       sessionStream // nil while the session connects or resumes
 	streamCancel context.CancelFunc
+	endpoint     int           // where the current (or last) stream is
 	streamSince  time.Duration // when the current stream was taken into use (since born)
 	cutCause     *Error        // why the client cut the current stream, if it did
 	ready        chan struct{} // closed while `stream` is usable
@@ -80,6 +82,7 @@ type request struct {
 	granted chan struct{} // closed at `acquired`
 	ended   chan struct{} // closed at `ended`
 	// Guarded by the session's mu.
+	sent     bool               // the acquire went to a stream (see sendFor)
 	err      error              // how it ended; nil for OK
 	lock     *Lock              // once granted
 	letGo    *pb.SessionRequest // the release or cancel sent, if any
@@ -91,10 +94,10 @@ type request struct {
 
 // startSession makes a session and connects it in the background: requests wait for the
 // stream with their own contexts.
-func startSession(rpc pb.LockServiceClient, options clientOptions, onEnd func(*session, error)) *session {
+func startSession(endpoints *endpoints, options clientOptions, onEnd func(*session, error)) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &session{
-		rpc: rpc, options: options, onEnd: onEnd, born: time.Now(), ctx: ctx, cancel: cancel,
+		endpoints: endpoints, options: options, onEnd: onEnd, born: time.Now(), ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), wake: make(chan struct{}, 1), ready: make(chan struct{}),
 		requests: map[uint32]*request{},
 	}
@@ -103,19 +106,104 @@ func startSession(rpc pb.LockServiceClient, options clientOptions, onEnd func(*s
 	return s
 }
 
+// connect opens the session on the current endpoint, or on the next ones in turn if it cannot
+// reach it: once round the list, after which the session ends (ErrUnavailable).
 func (s *session) connect() {
 	open := &pb.SessionOpen{HeartbeatInterval: durationOrNil(s.options.heartbeat())}
 	if s.options.resumeGrace > 0 {
 		open.ResumeGrace = durationpb.New(s.options.resumeGrace)
 	}
-	stream, cancel, err := s.startStream(&pb.SessionRequest{Kind: &pb.SessionRequest_Open{Open: open}})
-	if err != nil {
-		s.finish(transportError("", "could not reach the server", err))
+	message := &pb.SessionRequest{Kind: &pb.SessionRequest_Open{Open: open}}
+	n := s.endpoints.count()
+	var failures []string
+	var last error
+	for i, tried := s.endpoints.now(), 0; tried < n; i, tried = s.endpoints.moveOn(i), tried+1 {
+		stream, cancel, err := s.open(i, message)
+		if err == nil {
+			if !s.use(stream, cancel, i) {
+				cancel()
+			}
+			return
+		}
+		if s.ctx.Err() != nil {
+			return // closed meanwhile
+		}
+		if !unreachable(err) {
+			s.finish(transportError("", "the session ended", err))
+			return
+		}
+		failures = append(failures, s.endpoints.name(i)+": "+status.Convert(err).Message())
+		last = err
+	}
+	if n == 1 {
+		s.finish(transportError("", "could not reach the server", last))
 		return
 	}
-	if !s.use(stream, cancel) {
-		cancel()
+	s.finish(&Error{Code: codes.Unavailable, kind: ErrUnavailable, cause: last,
+		Message: "could not reach the server at any endpoint: " + strings.Join(failures, "; ")})
+}
+
+// open opens the session on endpoint i: a stream whose first message from the server
+// (`opened`) has come.
+func (s *session) open(i int, message *pb.SessionRequest) (sessionStream, context.CancelFunc, error) {
+	stream, cancel, answered, err := s.startStream(i, message, s.openLimit())
+	if err != nil {
+		return nil, nil, err
 	}
+	first, err := stream.Recv()
+	if err == nil && !answered() {
+		err = errNoAnswer
+	}
+	if err != nil {
+		err = attemptError(stream.Context(), err)
+		cancel()
+		return nil, nil, err
+	}
+	s.heard.Store(int64(s.now()))
+	s.handle(first)
+	return stream, cancel, nil
+}
+
+// unreachable: an attempt on an endpoint failed because it could not be reached or did not
+// answer in time, so that the next endpoint may do better.
+func unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// The time each attempt on an endpoint is given to answer, when there is another to try: long
+// enough for a connection and a round trip, short enough that a frozen endpoint leaves time for
+// the others within the resume grace.
+const (
+	maxAttempt = time.Second
+	minAttempt = 100 * time.Millisecond
+)
+
+// openLimit is how long an endpoint is given to answer an open: maxAttempt when there is another
+// endpoint to try; with a single endpoint, two heartbeat intervals, the silence after which a
+// stream is given up (without heartbeats, gRPC's connection attempt and keepalive).
+func (s *session) openLimit() time.Duration {
+	if s.endpoints.count() > 1 {
+		return maxAttempt
+	}
+	return suspectAfterIntervals * s.options.heartbeat()
+}
+
+// resumeLimit is how long an endpoint is given to take the session over: a third of what is
+// left of the grace (at least minAttempt), at most maxAttempt. No limit with a single endpoint:
+// a new attempt would go over the same connection, and there is nowhere else to go.
+func (s *session) resumeLimit() time.Duration {
+	if s.endpoints.count() == 1 {
+		return 0
+	}
+	s.mu.Lock()
+	grace := s.resumeGrace
+	s.mu.Unlock()
+	left := grace - grace/10 - (s.now() - time.Duration(s.heard.Load()))
+	return min(maxAttempt, max(left/3, minAttempt))
 }
 
 func durationOrNil(d time.Duration) *durationpb.Duration {
@@ -135,10 +223,24 @@ func (s *session) poke() {
 	}
 }
 
-// startStream opens a Session stream and sends its first message.
-func (s *session) startStream(first *pb.SessionRequest) (sessionStream, context.CancelFunc, error) {
-	ctx, cancel := context.WithCancel(s.ctx)
-	stream, err := s.rpc.Session(ctx)
+// errNoAnswer cancels an attempt on an endpoint that did not answer within its limit.
+var errNoAnswer = status.Error(codes.Unavailable, "no answer")
+
+// startStream opens a Session stream on endpoint i and sends its first message. With a limit,
+// the stream is cancelled unless answered (which stops the clock) is called within it;
+// answered says false if it came too late.
+func (s *session) startStream(i int, first *pb.SessionRequest, limit time.Duration) (stream sessionStream, cancel context.CancelFunc, answered func() bool, err error) {
+	ctx, cancelCause := context.WithCancelCause(s.ctx)
+	cancel = func() { cancelCause(nil) }
+	answered = func() bool { return true }
+	if limit > 0 {
+		clock := time.AfterFunc(limit, func() {
+			cancelCause(status.Errorf(codes.Unavailable, "no answer within %s", limit.Round(time.Millisecond)))
+		})
+		cancel = func() { clock.Stop(); cancelCause(nil) }
+		answered = clock.Stop
+	}
+	stream, err = s.endpoints.rpcs[i].Session(ctx)
 	if err == nil {
 		err = stream.Send(first)
 		if err == io.EOF {
@@ -146,21 +248,30 @@ func (s *session) startStream(first *pb.SessionRequest) (sessionStream, context.
 		}
 	}
 	if err != nil {
+		err = attemptError(ctx, err)
 		cancel()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return stream, cancel, nil
+	return stream, cancel, answered, nil
+}
+
+// attemptError is err, or why the attempt's context was cancelled if its clock did it.
+func attemptError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); status.Code(cause) == codes.Unavailable {
+		return cause
+	}
+	return err
 }
 
 // use makes `stream` the session's stream and starts reading it; false if the session ended
 // meanwhile. Held locks are confirmed: the server has just told where they stand.
-func (s *session) use(stream sessionStream, cancel context.CancelFunc) bool {
+func (s *session) use(stream sessionStream, cancel context.CancelFunc, endpoint int) bool {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
 		return false
 	}
-	s.stream, s.streamCancel, s.streamSince = stream, cancel, s.now()
+	s.stream, s.streamCancel, s.streamSince, s.endpoint = stream, cancel, s.now(), endpoint
 	s.resuming = false
 	close(s.ready)
 	confirmed := s.inDoubt
@@ -198,9 +309,19 @@ func (s *session) over() bool {
 // send sends on the current stream, waiting while the session connects or resumes. A message
 // lost with a breaking stream is accounted for by the resume (see takeOver).
 func (s *session) send(ctx context.Context, message *pb.SessionRequest) error {
+	return s.sendFor(ctx, message, nil)
+}
+
+// sendFor is send; for the acquire of acquiring, it notes that the acquire went to a stream, in
+// the same step as choosing the stream: a resume sends again an acquire that went to the broken
+// stream, not one that waited for the new stream and goes to it now.
+func (s *session) sendFor(ctx context.Context, message *pb.SessionRequest, acquiring *request) error {
 	for {
 		s.mu.Lock()
 		stream, ready, ended := s.stream, s.ready, s.ended
+		if stream != nil && acquiring != nil {
+			acquiring.sent = true
+		}
 		s.mu.Unlock()
 		if ended {
 			return errSessionOver
@@ -265,7 +386,7 @@ func (s *session) acquire(ctx context.Context, name string, options lockOptions)
 	s.requests[req.id] = req
 	s.mu.Unlock()
 
-	if err := s.send(ctx, &pb.SessionRequest{Kind: &pb.SessionRequest_Acquire{Acquire: message}}); err != nil {
+	if err := s.sendFor(ctx, &pb.SessionRequest{Kind: &pb.SessionRequest_Acquire{Acquire: message}}, req); err != nil {
 		s.mu.Lock()
 		if s.requests[req.id] == req {
 			delete(s.requests, req.id)
@@ -590,20 +711,26 @@ func final(err error, stream sessionStream) bool {
 	return true
 }
 
-// resume takes the session over on new streams until one succeeds or the server says it has no
-// such session. The watchdog ends the session when the grace is over, which stops this too.
+// resume takes the session over on new streams, each on the endpoint after the last one tried
+// (with a single endpoint, that one again), until one succeeds or an instance says it has no such
+// session. The watchdog ends the session when the grace is over, which stops this too.
 func (s *session) resume() {
+	s.mu.Lock()
+	from := s.endpoint
+	s.mu.Unlock()
+	n := s.endpoints.count()
 	backoff := 50 * time.Millisecond
-	for s.ctx.Err() == nil {
+	for tried := 1; s.ctx.Err() == nil; tried++ {
+		i := s.endpoints.moveOn(from)
 		s.mu.Lock()
 		message := &pb.SessionRequest{Kind: &pb.SessionRequest_Resume{Resume: &pb.SessionResume{
 			ResumeToken: s.resumeToken, HeartbeatInterval: durationOrNil(s.options.heartbeat()),
 		}}}
 		s.mu.Unlock()
-		stream, cancel, err := s.startStream(message)
+		stream, cancel, answered, err := s.startStream(i, message, s.resumeLimit())
 		if err == nil {
-			if err = s.takeOver(stream); err == nil {
-				if !s.use(stream, cancel) {
+			if err = s.takeOver(stream, answered); err == nil {
+				if !s.use(stream, cancel, i) {
 					cancel()
 				}
 				return
@@ -611,9 +738,17 @@ func (s *session) resume() {
 			cancel()
 		}
 		if status.Code(err) == codes.NotFound {
-			s.finish(&Error{Code: codes.Unavailable, kind: ErrUnavailable, cause: err,
-				Message: "the server no longer knows the session (its resume grace is over, or it restarted)"})
+			message := "the server no longer knows the session (its resume grace is over, or it restarted)"
+			if n > 1 {
+				message = fmt.Sprintf("the server at %s does not know the session: %s", s.endpoints.name(i), status.Convert(err).Message())
+			}
+			s.finish(&Error{Code: codes.Unavailable, kind: ErrUnavailable, cause: err, Message: message})
 			return
+		}
+		from = i
+		// Back off once every endpoint has failed in turn.
+		if tried%n != 0 {
+			continue
 		}
 		select {
 		case <-time.After(backoff):
@@ -625,10 +760,11 @@ func (s *session) resume() {
 
 // takeOver reads a resumed stream's report up to `resumed`, then settles every request the
 // report did not mention: the server does not know it. One never granted is asked for again
-// (its acquire was lost with the broken stream); a held one ended meanwhile; one let go is over.
+// if its acquire went to the broken stream (and was lost with it); a held one ended meanwhile;
+// one let go is over.
 // What a reported request was sent last and has no answer to (release, cancel, set_value,
 // downgrade: all idempotent) may have been lost with the old stream: it is sent again.
-func (s *session) takeOver(stream sessionStream) error {
+func (s *session) takeOver(stream sessionStream, answered func() bool) error {
 	s.mu.Lock()
 	for _, req := range s.requests {
 		req.reported = false
@@ -637,10 +773,13 @@ func (s *session) takeOver(stream sessionStream) error {
 	for {
 		message, err := stream.Recv()
 		if err != nil {
-			return err
+			return attemptError(stream.Context(), err)
 		}
 		s.heard.Store(int64(s.now()))
 		if message.GetResumed() != nil {
+			if !answered() {
+				return attemptError(stream.Context(), errNoAnswer)
+			}
 			break
 		}
 		s.handle(message)
@@ -661,9 +800,10 @@ func (s *session) takeOver(stream sessionStream) error {
 			s.end(req, nil)
 		case req.lock != nil:
 			s.end(req, &Error{Lock: req.name, Code: codes.Aborted, Message: "was lost while the stream was broken", kind: ErrLost})
-		default:
+		case req.sent:
 			again = append(again, &pb.SessionRequest{Kind: &pb.SessionRequest_Acquire{Acquire: req.message}})
 		}
+		// Otherwise its acquire is waiting for a stream (sendFor), and goes to this one.
 	}
 	s.mu.Unlock()
 	for _, message := range again {

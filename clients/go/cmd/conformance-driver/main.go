@@ -26,6 +26,7 @@ const illFormed = "\xff"
 type command struct {
 	Op          string   `json:"op"`
 	Address     string   `json:"address"`
+	Addresses   []string `json:"addresses"`
 	ID          string   `json:"id"`
 	Name        string   `json:"name"`
 	Names       []string `json:"names"`
@@ -204,7 +205,14 @@ func follow(id string, lock *lockstream.Lock) {
 func (d *driver) perform(c command) {
 	switch c.Op {
 	case "connect":
-		client, err := lockstream.Dial(c.Address)
+		// Several endpoints (`addresses`), or one (`address`).
+		var client *lockstream.Client
+		var err error
+		if c.Addresses != nil {
+			client, err = lockstream.DialEndpoints(c.Addresses)
+		} else {
+			client, err = lockstream.Dial(c.Address)
+		}
 		if err != nil {
 			sayFailure("error", "", err)
 			return
