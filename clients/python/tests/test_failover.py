@@ -86,6 +86,26 @@ async def test_a_killed_endpoint_fails_over_to_the_next_and_the_lock_is_kept(
         await new.release()
 
 
+async def test_a_lock_asked_for_while_the_client_fails_over_waits_for_the_session(
+        server: Server, proxy: Proxy, start_proxy: Callable[[str], Proxy], raw: Raw, name: str) -> None:
+    second = start_proxy(server.address)
+    second.gate.clear()  # its connections wait: no resume can get through yet
+    async with lockstream.aio.Client([proxy.address, second.address]) as client:
+        first = await client.lock(name + "/first")
+        proxy.close()
+        await within(until(lambda: first.in_doubt))
+        asking = asyncio.create_task(client.acquire(name + "/second", timeout=PATIENCE))
+        await asyncio.sleep(0)  # the acquire runs up to its wait for the grant: it is asked for now
+        assert not asking.done()
+        second.gate.set()
+        later = await asyncio.wait_for(asking, PATIENCE)
+        assert raw.holders(name + "/second") == [later.token]
+        await within(until(lambda: not first.in_doubt))
+        assert raw.holders(name + "/first") == [first.token] and first.held and not first.lost.is_set()
+        await later.release()
+        await first.release()
+
+
 async def test_an_endpoint_that_does_not_answer_is_given_up_in_time_for_the_next(
         server: Server, proxy: Proxy, start_proxy: Callable[[str], Proxy], unanswering: Unanswering, raw: Raw,
         name: str) -> None:
