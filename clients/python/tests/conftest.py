@@ -4,6 +4,7 @@ the tests fail; they are never skipped."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import queue
@@ -202,6 +203,41 @@ class Proxy:
             client.close()
 
 
+class Unanswering:
+    """A gRPC server that takes every Session stream and never says a word on it: a lockstream
+    instance that accepts connections but is stuck before it can take a session over. `streams`
+    counts the streams it was sent."""
+
+    def __init__(self) -> None:
+        self.streams = 0
+        self._guard = threading.Lock()
+        self._stopped = threading.Event()
+        # Lets the client's keepalive pings (every 3 s) through, as lockstream does.
+        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=8), options=[
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+            ("grpc.http2.max_ping_strikes", 0),
+        ])
+        unanswering = self
+
+        class Servicer(pb_grpc.LockServiceServicer):
+            def Session(self, requests: Iterator[pb.SessionRequest], context: grpc.ServicerContext) -> \
+                    Iterator[pb.SessionResponse]:
+                with unanswering._guard:
+                    unanswering.streams += 1
+                # Reads on, answers nothing, until the client gives the stream up.
+                for _ in requests:
+                    pass
+                return iter(())
+
+        pb_grpc.add_LockServiceServicer_to_server(Servicer(), self.server)  # type: ignore[no-untyped-call]
+        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+    def close(self) -> None:
+        self.server.stop(grace=None).wait(PATIENCE)
+
+
 class Raw:
     """The generated stub, straight on a channel of its own: how the tests look at the server."""
 
@@ -316,6 +352,39 @@ def proxy(server: Server) -> Iterator[Proxy]:
     started = Proxy(server.address)
     yield started
     started.close()
+
+
+@pytest.fixture
+def start_proxy() -> Iterator[Callable[[str], Proxy]]:
+    """Starts proxies of the test's own (to any address); closes them after the test."""
+    started: list[Proxy] = []
+
+    def start(target: str) -> Proxy:
+        started.append(Proxy(target))
+        return started[-1]
+
+    yield start
+    for each in started:
+        each.close()
+
+
+@pytest.fixture
+def unanswering() -> Iterator[Unanswering]:
+    started = Unanswering()
+    yield started
+    started.close()
+
+
+def unused_addresses(count: int) -> list[str]:
+    """`count` different loopback addresses nobody listens on: connections to them are refused."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for each in sockets:  # bound side by side: no port is handed out twice
+            each.bind(("127.0.0.1", 0))
+        return [f"127.0.0.1:{each.getsockname()[1]}" for each in sockets]
+    finally:
+        for each in sockets:
+            each.close()
 
 
 @pytest.fixture

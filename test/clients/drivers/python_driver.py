@@ -94,7 +94,9 @@ class Driver:
         op, id = command["op"], command.get("id", "")
         if op == "connect":
             try:
-                self.client = lockstream.aio.Client(command["address"])
+                # `addresses`: several endpoints, to fail over between; `address`: one.
+                endpoints = command["addresses"] if "addresses" in command else command["address"]
+                self.client = lockstream.aio.Client(endpoints)
             except Exception as error:
                 say_failure("error", "", error)
                 return

@@ -136,15 +136,80 @@ def check_token(name: str, token: object) -> int:
     return check_count(name, "token", token, 0, _UINT64_MAX)
 
 
-def check_target(target: object) -> str:
-    """A gRPC target ("host:port", "dns:///name:port", ...): a str gRPC can encode. Whether it
-    resolves shows at the first call (LockError UNAVAILABLE)."""
-    if not isinstance(target, str) or not target:
-        raise InvalidArgument("", f'target must be an address such as "127.0.0.1:50051", not {target!r}')
+# Schemes gRPC resolves itself ("dns:///name:port", "unix:/path", ...): what follows is theirs
+# to check. Any other "name:" before a port is a host name, as gRPC reads "localhost:50051".
+_SCHEMES = frozenset({"dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock"})
+_BRACKETED = re.compile(r"\[([^\]]*)\](?::(.*))?")
+
+
+def _port_problem(port: str) -> str | None:
+    if not port.isdigit() or not port.isascii():
+        return f"the port {port!r} is not a number"
+    if not 1 <= int(port) <= 65535:
+        return f"the port {port} is out of range: expected 1 to 65535"
+    return None
+
+
+def _address_problem(target: str) -> str | None:
+    """What is wrong with a gRPC target, as far as the client can tell before connecting: a
+    "host:port" needs a host and a port from 1 to 65535; a target with a scheme is gRPC's to
+    check."""
     bad = _forbidden(target)
     if bad is not None:
-        raise InvalidArgument("", f"target contains {bad[1]} at index {bad[0]}")
+        return f"it contains {bad[1]} at index {bad[0]}"
+    if any(char.isspace() for char in target):
+        return "it contains whitespace"
+    scheme = target.split(":", 1)[0]
+    if "://" in target or scheme in _SCHEMES:
+        return None
+    if target.startswith("["):  # "[::1]:50051"
+        bracketed = _BRACKETED.fullmatch(target)
+        if bracketed is None or not bracketed.group(1):
+            return "an IPv6 host goes in brackets, as [::1]:50051"
+        return None if bracketed.group(2) is None else _port_problem(bracketed.group(2))
+    if target.count(":") != 1:
+        return None  # a host alone (gRPC's default port), or an IPv6 address without a port
+    host, port = target.split(":")
+    if not host:
+        return "there is no host before the port"
+    return _port_problem(port)
+
+
+def check_target(target: object) -> str:
+    """A gRPC target ("host:port", "dns:///name:port", ...): a str gRPC can encode, and for a
+    "host:port" a port from 1 to 65535. Whether it resolves shows at the first call (LockError
+    UNAVAILABLE)."""
+    if not isinstance(target, str) or not target:
+        raise InvalidArgument("", f'target must be an address such as "127.0.0.1:50051", not {target!r}')
+    problem = _address_problem(target)
+    if problem is not None:
+        raise InvalidArgument("", f"target {target!r} is not a valid address: {problem}")
     return target
+
+
+def check_endpoints(target: object) -> tuple[str, ...]:
+    """The endpoints of a client: one target (a str), or a sequence of them, each a valid
+    target, none twice."""
+    if isinstance(target, str):
+        return (check_target(target),)
+    if isinstance(target, (bytes, bytearray)) or not isinstance(target, Sequence):
+        raise InvalidArgument("", 'target must be an address such as "127.0.0.1:50051" or a list of addresses, '
+                                  f"not {type(target).__name__}")
+    if not target:
+        raise InvalidArgument("", "the list of endpoints is empty: give at least one address")
+    seen: dict[str, int] = {}
+    for index, endpoint in enumerate(target):
+        if not isinstance(endpoint, str) or not endpoint:
+            raise InvalidArgument("", f'endpoints[{index}] must be an address such as "127.0.0.1:50051", '
+                                      f"not {endpoint!r}")
+        problem = _address_problem(endpoint)
+        if problem is not None:
+            raise InvalidArgument("", f"endpoints[{index}] {endpoint!r} is not a valid address: {problem}")
+        if endpoint in seen:
+            raise InvalidArgument("", f"endpoints[{index}] {endpoint!r} is listed twice "
+                                      f"(endpoints[{seen[endpoint]}] is the same)")
+        seen[endpoint] = index
+    return tuple(target)
 
 
 # gRPC's rules for a metadata key: lowercase letters, digits, "-", "_" and "."; values of keys

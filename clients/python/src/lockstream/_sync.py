@@ -174,13 +174,14 @@ class Lock:
 class Client:
     """Takes locks on a lockstream server; blocking calls, safe to use from any thread.
 
-    `with lockstream.Client("127.0.0.1:50051", owner="billing") as client:` — see
-    lockstream.aio.Client for the options. Every lock of the client is a request on one Session
+    `with lockstream.Client("127.0.0.1:50051", owner="billing") as client:`, or with several
+    endpoints to fail over between, `lockstream.Client(["10.0.0.1:50051", "10.0.0.2:50051"])` —
+    see lockstream.aio.Client for the options. Every lock of the client is a request on one Session
     stream, served by an event loop on a daemon thread of the client's own. Close the client
     when done: that releases its locks and stops the thread.
     """
 
-    def __init__(self, target: str, *, owner: str = "", resume_grace: float = 5.0,
+    def __init__(self, target: str | Sequence[str], *, owner: str = "", resume_grace: float = 5.0,
                  heartbeat_interval: float = 1.0, credentials: grpc.ChannelCredentials | None = None,
                  token: str | None = None, metadata: aio.Metadata = (),
                  unavailable_retries: int = 2, channel_options: Sequence[tuple[str, Any]] = ()) -> None:
@@ -205,6 +206,16 @@ class Client:
     def closed(self) -> bool:
         """Whether `close()` was called: every call raises ClientClosed from then on."""
         return self._closed
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        """The addresses the client was given, in the order it tries them."""
+        return self._client.endpoints
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint requests go to now: the first, until a session fails over."""
+        return self._client.endpoint
 
     @property
     def done(self) -> threading.Event:

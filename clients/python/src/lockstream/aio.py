@@ -7,9 +7,9 @@
 All locks of a Client are requests on one Session stream (lockstream.v1.LockService/Session),
 opened on the first acquire. The stream carries heartbeats in both directions; when it breaks,
 the client takes the session over on a new stream with its resume token, within the resume
-grace, and the locks stay held with the same tokens (`lock.in_doubt` is true meanwhile). When
-that fails, or when the server ends a held lock, the lock is lost: `lock.lost` is set and the
-callbacks given to `lock.on_lost` are called.
+grace (on the next endpoint, for a client given several), and the locks stay held with the same
+tokens (`lock.in_doubt` is true meanwhile). When that fails, or when the server ends a held lock,
+the lock is lost: `lock.lost` is set and the callbacks given to `lock.on_lost` are called.
 """
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ _RETRY_BACKOFF = 0.1
 #: message heard, is over (at most a tenth of the grace): room for a timer that fires late.
 _GRACE_MARGIN = 0.5
 _RESUME_BACKOFF, _RESUME_BACKOFF_MAX = 0.1, 1.0
+#: The longest one resume attempt waits for the endpoint's first word before the client tries
+#: the next endpoint: a third of what is left of the grace, and at most this (seconds). A frozen
+#: endpoint (a server paused on a connection made earlier, or stuck before it takes the session
+#: over) must not eat the whole grace. (A new connection that gets no answer fails sooner by
+#: itself: see grpc.min_reconnect_backoff_ms below, which is also gRPC's connect timeout.)
+_ATTEMPT_PATIENCE = 1.0
 # Ends of a stream that say it broke rather than what the server decided: worth a resume.
 _BREAKS = frozenset({
     grpc.StatusCode.UNAVAILABLE,
@@ -361,14 +367,19 @@ class _Request:
 class _Stream:
     """One Session call and the tasks serving it."""
 
-    def __init__(self, call: SessionCall, now: float) -> None:
+    def __init__(self, call: SessionCall, now: float, endpoint: str) -> None:
         self.call = call
+        self.endpoint = endpoint
         # None: half-close.
         self.outbox: asyncio.Queue[pb.SessionRequest | None] = asyncio.Queue()
         self.heard = now
+        #: Whether the server said anything on it yet.
+        self.answered = False
         self.over = False
         self.cancel_reason = ""
         self.tasks: list[asyncio.Task[None]] = []
+        #: Cuts a resume attempt that the endpoint does not answer in time.
+        self.attempt_timer: asyncio.TimerHandle | None = None
 
 
 class _SessionOver(Exception):
@@ -391,7 +402,11 @@ class _Session:
         self._resuming = False
         self._resume_attempts = 0
         self._resume_cause = ""
+        #: loop.time() when a resume under way is given up (the grace, less its margin, is over).
+        self._give_up_at = 0.0
         self._give_up_timer: asyncio.TimerHandle | None = None
+        #: How many endpoints were tried to open the session (before the server said `opened`).
+        self._open_attempts = 1
         self._timers: list[asyncio.TimerHandle] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.closing = False
@@ -406,7 +421,7 @@ class _Session:
     def _open(self, resume_token: str | None) -> None:
         """Opens a stream that starts with `open` (or `resume`, while resuming)."""
         options = self._client._options
-        stream = _Stream(self._client._session_call(), self._loop.time())
+        stream = _Stream(self._client._session_call(), self._loop.time(), self._client.endpoint)
         if resume_token is None:
             opening = pb.SessionOpen()
             if options.resume_grace > 0:
@@ -419,6 +434,8 @@ class _Session:
             if options.heartbeat_interval > 0:
                 resume.heartbeat_interval.CopyFrom(_duration(options.heartbeat_interval))
             stream.outbox.put_nowait(pb.SessionRequest(resume=resume))
+            patience = min(_ATTEMPT_PATIENCE, max(0.0, self._give_up_at - self._loop.time()) / 3)
+            stream.attempt_timer = self._loop.call_later(patience, self._unanswered, stream, patience)
         self._stream = stream
         stream.tasks = [self._spawn(self._write(stream)), self._spawn(self._read(stream)),
                         self._spawn(self._heartbeats(stream))]
@@ -460,6 +477,10 @@ class _Session:
                 if message is grpc.aio.EOF:
                     break
                 stream.heard = self._loop.time()
+                if not stream.answered:
+                    stream.answered = True
+                    if stream.attempt_timer is not None:
+                        stream.attempt_timer.cancel()
                 if stream is self._stream:
                     self._heard = stream.heard
                 if isinstance(message, pb.SessionResponse):
@@ -499,8 +520,17 @@ class _Session:
                 stream.outbox.put_nowait(_HEARTBEAT)
                 next_beat = now + interval
 
+    def _unanswered(self, stream: _Stream, patience: float) -> None:
+        """A resume attempt heard nothing from its endpoint in time: cut it (the next attempt
+        goes to the next endpoint)."""
+        if stream is self._stream and not stream.over and not stream.answered:
+            stream.cancel_reason = f"no answer from {stream.endpoint} within {patience:.2f} s"
+            stream.call.cancel()
+
     def _retire(self, stream: _Stream) -> None:
         stream.over = True
+        if stream.attempt_timer is not None:
+            stream.attempt_timer.cancel()
         current = asyncio.current_task()
         for task in stream.tasks:
             if task is not current:
@@ -522,14 +552,42 @@ class _Session:
         if (code in _BREAKS and not over and self._resume_token and self._resume_grace > 0):
             self._resume(code, details)
             return
+        if code in _BREAKS and not self._opened and not stream.answered and self._open_elsewhere(
+                stream, details or code.name):
+            return
         if self._resuming:
             details = f"the session could not be resumed: {details or code.name}"
         self._finish(code, details)
 
+    def _open_elsewhere(self, stream: _Stream, why: str) -> bool:
+        """The stream that was to open the session broke before the server said a word (the
+        endpoint refused or dropped the connection): opens the session on the next endpoint, with
+        the requests made meanwhile. False once every endpoint was tried."""
+        if self._open_attempts >= len(self._client.endpoints):
+            return False
+        self._open_attempts += 1
+        endpoint = self._client._next_endpoint()
+        logger.info("lockstream: could not open a session on %s (%s); trying %s", stream.endpoint, why, endpoint)
+        for request in list(self.requests.values()):
+            request.sent = False
+            if request.state == _CANCELLED:
+                self._end(request, grpc.StatusCode.CANCELLED, "withdrawn before it was sent")
+        try:
+            self._open(None)
+        except Exception as error:  # the channel was closed
+            self._finish(grpc.StatusCode.UNAVAILABLE, f"the session could not be opened: {error}")
+            return True
+        for request in self.requests.values():
+            if request.state == _WAITING:
+                request.sent = self.send(request.acquire_message())
+        return True
+
     def _resume(self, code: grpc.StatusCode, details: str) -> None:
-        """Opens another stream with the resume token: now after a first break, after a backoff
-        after the next ones, until one is taken over or the grace is over. Held locks are in
-        doubt from the break on.
+        """Opens another stream with the resume token, on the next endpoint in turn (the same
+        one, for a client of one endpoint): now after a first break, after a backoff after the
+        next ones, until one is taken over or the grace is over. Each attempt that hears nothing
+        is cut after a third of what is left of the grace, at most 1 s. Held locks are in doubt
+        from the break on.
 
         The grace is counted from the last message heard from the server, not from the break:
         the server counts from when it noticed the break, which is no earlier than the last
@@ -549,11 +607,18 @@ class _Session:
         if deadline <= self._loop.time():
             self._give_up()
             return
+        self._give_up_at = deadline
         self._give_up_timer = self._loop.call_at(deadline, self._give_up)
+        # The first round of the endpoints goes at once; an endpoint tried again waits a backoff.
+        rounds = self._resume_attempts // len(self._client.endpoints)
         delay = 0.0
-        if self._resume_attempts > 0:
-            delay = random.uniform(0, min(_RESUME_BACKOFF_MAX, _RESUME_BACKOFF * 2 ** self._resume_attempts))
+        if rounds > 0:
+            delay = random.uniform(0, min(_RESUME_BACKOFF_MAX, _RESUME_BACKOFF * 2 ** rounds))
         self._resume_attempts += 1
+        left = self._client.endpoint
+        if self._client._next_endpoint() != left:
+            logger.info("lockstream: the session's stream to %s ended (%s); resuming it on %s",
+                        left, details or code.name, self._client.endpoint)
         self._timers.append(self._loop.call_later(delay, self._reopen))
 
     def _reopen(self) -> None:
@@ -572,9 +637,11 @@ class _Session:
     def _give_up(self) -> None:
         if self._resuming and not self.ended:
             within = self._resume_grace - self._grace_margin()
+            count = len(self._client.endpoints)
+            where = f" on any of its {count} endpoints" if count > 1 else ""
             self._finish(grpc.StatusCode.UNAVAILABLE,
-                         f"the stream to the server broke ({self._resume_cause}) and was not resumed within "
-                         f"{within:g} s of its last message (the {self._resume_grace:g} s resume "
+                         f"the stream to the server broke ({self._resume_cause}) and was not resumed{where} "
+                         f"within {within:g} s of its last message (the {self._resume_grace:g} s resume "
                          "grace, less a margin)")
 
     # -- what the server says ------------------------------------------------------------------
@@ -821,7 +888,17 @@ class _Options:
 class Client:
     """Takes locks on a lockstream server, on asyncio. Close it when done (`async with`).
 
-    `target`: "host:port", or any gRPC target ("dns:///locks.internal:50051").
+    `target`: "host:port", or any gRPC target ("dns:///locks.internal:50051": gRPC resolves
+    it to every address of the name and connects to another on the same channel when a
+    connection is lost, so a name with several addresses is one endpoint); or a list of
+    them, the client's endpoints: requests go to one at a time, the first to begin with. When
+    the session's stream breaks (a lost connection, UNAVAILABLE, three silent heartbeat
+    intervals), the client resumes the session on the next endpoint, and so on round the list
+    until one takes the resume or the grace is over; each attempt that hears nothing is cut
+    after a third of what is left of the grace, at most 1 s, so that a frozen endpoint does not
+    eat the grace. Held locks are in doubt meanwhile, lost when the grace runs out or a server
+    answers that it does not have the session (NOT_FOUND); acquires made meanwhile wait for the
+    session. A session that cannot be opened on an endpoint (refused) is opened on the next.
     `owner`: who is asking, shown to operators (each acquire may say otherwise).
     `resume_grace` (seconds, default 5): how long the server keeps this client's locks after its
     stream breaks, for the client to take them over on a new one; also the lock-delay after this
@@ -841,11 +918,11 @@ class Client:
     `channel_options`: more grpc channel arguments; they override the client's.
     """
 
-    def __init__(self, target: str, *, owner: str = "", resume_grace: float = 5.0,
+    def __init__(self, target: str | Sequence[str], *, owner: str = "", resume_grace: float = 5.0,
                  heartbeat_interval: float = 1.0, credentials: grpc.ChannelCredentials | None = None,
                  token: str | None = None, metadata: Metadata = (), unavailable_retries: int = 2,
                  channel_options: Sequence[tuple[str, Any]] = ()) -> None:
-        target = _checks.check_target(target)
+        endpoints = _checks.check_endpoints(target)
         if credentials is not None and not isinstance(credentials, grpc.ChannelCredentials):
             raise InvalidArgument("", "credentials must be grpc.ChannelCredentials (grpc.ssl_channel_credentials), "
                                       f"not {type(credentials).__name__}")
@@ -859,7 +936,9 @@ class Client:
             _checks.check_owner("", owner), _checks.check_seconds("", "resume_grace", resume_grace),
             _checks.check_heartbeat_interval(heartbeat_interval), headers,
             _checks.check_count("", "unavailable_retries", unavailable_retries, 0, 100))
-        self._target = target
+        self._endpoints = endpoints
+        #: The index in `_endpoints` of the endpoint requests go to.
+        self._current = 0
         self._credentials = credentials
         self._channel_options: list[tuple[str, Any]] = [
             # gRPC notices a dead connection within about 6 s too (heartbeats, on by default, within
@@ -874,7 +953,8 @@ class Client:
             ("grpc.max_reconnect_backoff_ms", 1000),
             *_checks.check_channel_options(channel_options),
         ]
-        self._channel: grpc.aio.Channel | None = None
+        #: One channel per endpoint, made on first use.
+        self._channels: dict[str, grpc.aio.Channel] = {}
         self._session: _Session | None = None
         self._closed = False
         self._done = asyncio.Event()
@@ -903,17 +983,36 @@ class Client:
                 _call_safely("done", watcher, True)
 
     @property
+    def endpoints(self) -> tuple[str, ...]:
+        """The addresses the client was given, in the order it tries them."""
+        return self._endpoints
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint requests go to now: the first, until a session fails over."""
+        return self._endpoints[self._current]
+
+    def _next_endpoint(self) -> str:
+        """Moves on to the next endpoint in turn (the same one, for a client of one endpoint)."""
+        self._current = (self._current + 1) % len(self._endpoints)
+        return self.endpoint
+
+    @property
     def channel(self) -> grpc.aio.Channel:
-        """The client's gRPC channel, made on first use (on the running event loop)."""
+        """The gRPC channel to the current endpoint, made on first use (on the running event loop)."""
+        return self._channel_to(self.endpoint)
+
+    def _channel_to(self, endpoint: str) -> grpc.aio.Channel:
         if self._closed:
             raise ClientClosed()
-        if self._channel is None:
+        channel = self._channels.get(endpoint)
+        if channel is None:
             if self._credentials is not None:
-                self._channel = grpc.aio.secure_channel(self._target, self._credentials,
-                                                        options=self._channel_options)
+                channel = grpc.aio.secure_channel(endpoint, self._credentials, options=self._channel_options)
             else:
-                self._channel = grpc.aio.insecure_channel(self._target, options=self._channel_options)
-        return self._channel
+                channel = grpc.aio.insecure_channel(endpoint, options=self._channel_options)
+            self._channels[endpoint] = channel
+        return channel
 
     def _session_call(self) -> SessionCall:
         method = self.channel.stream_stream(
@@ -1060,22 +1159,29 @@ class Client:
         return response.held
 
     async def _unary(self, method: str, name: str, request: Any, response_type: Any) -> Any:
-        """Calls a unary method; its failures as LockError (ClientClosed once the client is closed)."""
-        call = self.channel.unary_unary(
-            _SERVICE + method,
-            request_serializer=type(request).SerializeToString,
-            response_deserializer=response_type.FromString,
-        )
-        try:
-            return await call(request, metadata=self._options.metadata)
-        except grpc.aio.AioRpcError as error:
-            if self._closed:
-                raise ClientClosed(name) from None
-            raise error_for(name, error.code(), error.details() or "") from None
-        except asyncio.CancelledError:
-            if self._closed and not _cancelling():
-                raise ClientClosed(name) from None
-            raise
+        """Calls a unary method on the current endpoint, and on the next ones in turn while they
+        answer UNAVAILABLE (it needs no session); its failures as LockError (ClientClosed once
+        the client is closed)."""
+        count = len(self._endpoints)
+        for offset in range(count):
+            call = self._channel_to(self._endpoints[(self._current + offset) % count]).unary_unary(
+                _SERVICE + method,
+                request_serializer=type(request).SerializeToString,
+                response_deserializer=response_type.FromString,
+            )
+            try:
+                return await call(request, metadata=self._options.metadata)
+            except grpc.aio.AioRpcError as error:
+                if self._closed:
+                    raise ClientClosed(name) from None
+                if error.code() == grpc.StatusCode.UNAVAILABLE and offset + 1 < count:
+                    continue
+                raise error_for(name, error.code(), error.details() or "") from None
+            except asyncio.CancelledError:
+                if self._closed and not _cancelling():
+                    raise ClientClosed(name) from None
+                raise
+        raise AssertionError("INVARIANT: a client has at least one endpoint")
 
     async def close(self) -> None:
         """Releases every lock of the client, withdraws its waiting requests (they raise
@@ -1086,8 +1192,8 @@ class Client:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
-        if self._channel is not None:
-            await self._channel.close()
+        for channel in self._channels.values():
+            await channel.close()
         self._session_over()
 
     async def __aenter__(self) -> Client:
