@@ -44,15 +44,15 @@ export class LockRequestNode implements Lease {
   #lost: AbortController | undefined;
   /** Listener lists are made on first use: most leases have one listener, or none. */
   #lossListeners: Listeners<LockError, void | Promise<void>> | undefined;
-  readonly #revocation = new HeldRevocation(
-    (request) => this.#forced(request),
-    (request) => this.#holder?.revokeRequested(request),
-  );
+  /** Made when first needed: most holds are never revoked, nor their node changed. */
+  #revocation: HeldRevocation | undefined;
+  /** Part of a multi-lock: its set keeps the deadlines (see leaveDeadlines). */
+  #leavesDeadlines = false;
   #holder: LeaseHolder | undefined;
   #unlinkConfirmation: (() => void) | undefined;
   #released: Promise<void> | undefined;
   /** The last change of the node (a value, a downgrade), so that the next one is applied after it. */
-  #nodeChanged: Promise<void> = Promise.resolve();
+  #nodeChanged: Promise<void> | undefined;
   /** While a downgrade replaces the node: the old node's deletion is the replacement's. */
   #replacing = false;
   #releasing: () => void = () => {};
@@ -174,7 +174,20 @@ export class LockRequestNode implements Lease {
   }
 
   get revokeRequest(): RevokeRequest | undefined {
-    return this.#revocation.request;
+    return this.#revocation?.request;
+  }
+
+  #revocations(): HeldRevocation {
+    if (!this.#revocation) {
+      const revocation = new HeldRevocation(
+        (request) => this.#forced(request),
+        (request) => this.#holder?.revokeRequested(request),
+      );
+      if (this.#leavesDeadlines) revocation.leaveDeadlines();
+      if (this.#phase === 'released' || this.#phase === 'lost') revocation.stop();
+      this.#revocation = revocation;
+    }
+    return this.#revocation;
   }
 
   setHolder(holder: LeaseHolder | undefined): void {
@@ -188,12 +201,13 @@ export class LockRequestNode implements Lease {
   }
 
   onRevokeRequested(listener: (request: RevokeRequest) => void): () => void {
-    return this.#revocation.onRequested(listener);
+    return this.#revocations().onRequested(listener);
   }
 
   /** Part of a multi-lock: the set keeps one deadline for its parts (see MultiLease). */
   leaveDeadlines(): void {
-    this.#revocation.leaveDeadlines();
+    this.#leavesDeadlines = true;
+    this.#revocation?.leaveDeadlines();
   }
 
   /** Takes the lock away as a passed deadline of `request` does (the multi-lock's deadline). */
@@ -312,7 +326,7 @@ export class LockRequestNode implements Lease {
 
   /** Runs `change` once the changes asked for before it are done. */
   #changeNode(change: () => Promise<void>): Promise<void> {
-    const changed = this.#nodeChanged.then(change, change);
+    const changed = (this.#nodeChanged ?? Promise.resolve()).then(change, change);
     this.#nodeChanged = changed.catch(() => {});
     return changed;
   }
@@ -334,7 +348,7 @@ export class LockRequestNode implements Lease {
   /** The node's data changed (or was read): a revocation request may be in it. */
   #changed(data: Uint8Array): void {
     if (this.#phase === 'queued') this.#changedData = data;
-    else if (this.#phase === 'held') this.#revocation.seen(data);
+    else if (this.#phase === 'held') this.#revocations().seen(data);
   }
 
   /**
@@ -368,7 +382,7 @@ export class LockRequestNode implements Lease {
       void this.#lose(lockLost(this.name, session.lost.reason));
       return;
     }
-    const revoked = this.#revocation.request;
+    const revoked = this.#revocation?.request;
     const why = revoked
       ? `lock "${this.name}" was revoked: ${revoked.reason || 'no reason given'}`
       : `lock "${this.name}" was lost: its node was deleted by someone else`;
@@ -394,7 +408,7 @@ export class LockRequestNode implements Lease {
   #stopWatching(): void {
     this.#unlinkConfirmation?.();
     this.#unlinkConfirmation = undefined;
-    this.#revocation.stop();
+    this.#revocation?.stop();
     this.#unlinkSession();
     this.follow.stop();
   }
