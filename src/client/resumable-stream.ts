@@ -22,8 +22,8 @@ const RESUME_BACKOFF_MS = 100;
 const RESUME_BACKOFF_MAX_MS = 1_000;
 
 /**
- * With several endpoints, how long a resume attempt may go unanswered before the next endpoint
- * is tried: 1 s, or a third of what is left of the grace if that is less, so that a frozen
+ * With several endpoints, how long a resume attempt may go without a word from the server
+ * before the next endpoint is tried: 1 s, or a third of what is left of the grace if that is less, so that a frozen
  * endpoint (a paused server, a black-holed path) cannot eat the grace the others could use.
  */
 const RESUME_ATTEMPT_MAX_MS = 1_000;
@@ -96,7 +96,7 @@ export class ResumableStream<Req, Res> {
         readonly timer: NodeJS.Timeout;
         readonly giveUpAt: number;
         attempts: number;
-        /** Ends the current attempt if it goes unanswered (several endpoints only). */
+        /** Ends the current attempt if nothing is heard on it (several endpoints only). */
         attemptTimer: NodeJS.Timeout | undefined;
       }
     | undefined;
@@ -188,12 +188,12 @@ export class ResumableStream<Req, Res> {
     if (first !== undefined) call.write(first);
     const resuming = this.#resuming;
     if (resuming && opening.endpoints.count > 1) {
-      const boundMs = Math.round(
-        Math.min(RESUME_ATTEMPT_MAX_MS, (resuming.giveUpAt - performance.now()) / 3),
-      );
+      const openedAt = this.#heardAt;
+      const boundMs = Math.round(Math.min(RESUME_ATTEMPT_MAX_MS, (resuming.giveUpAt - openedAt) / 3));
       clearTimeout(resuming.attemptTimer);
       resuming.attemptTimer = setTimeout(() => {
-        if (call !== this.#call || this.#resuming !== resuming) return;
+        // An endpoint that answered (a long report still coming) is left to the heartbeat check.
+        if (call !== this.#call || this.#resuming !== resuming || this.#heardAt !== openedAt) return;
         this.#abandon(call, {
           code: Status.UNAVAILABLE,
           details: `no answer from ${opening.endpoints.address(endpoint)} within ${boundMs} ms`,
