@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { credentials } from '@grpc/grpc-js';
 import { type Command, Option } from 'commander';
-import { LockClient, type LockClientOptions } from '../client/index.js';
+import { LockClient, LockClientError, type LockClientOptions } from '../client/index.js';
 
 /** Where client subcommands find the server: `--server`, else LOCKSTREAM_SERVER, else the default. */
 export const DEFAULT_SERVER = '127.0.0.1:50051';
@@ -27,9 +27,11 @@ export function addConnectionOptions(command: Command, env: Env): Command {
   };
   return command
     .addOption(
-      option('--server <host:port>', 'lockstream server to talk to', 'LOCKSTREAM_SERVER').default(
-        env['LOCKSTREAM_SERVER'] || DEFAULT_SERVER,
-      ),
+      option(
+        '--server <host:port,...>',
+        'lockstream server to talk to; several instances of one back end, comma-separated, to fail over between',
+        'LOCKSTREAM_SERVER',
+      ).default(env['LOCKSTREAM_SERVER'] || DEFAULT_SERVER),
     )
     .addOption(
       new Option(
@@ -86,9 +88,19 @@ export function connect(options: ConnectionOptions, env: Env, extra: LockClientO
   const useTls = options.tls === true || ca !== undefined || cert !== undefined;
   const fileToken = read('--token-file', options.tokenFile)?.toString('utf8').trim();
   const token = fileToken ?? (env['LOCKSTREAM_TOKEN'] || undefined);
-  return new LockClient(options.server, {
-    ...extra,
-    ...(useTls ? { credentials: credentials.createSsl(ca ?? null, key ?? null, cert ?? null) } : {}),
-    ...(token === undefined ? {} : { token }),
-  });
+  try {
+    return new LockClient(serverEndpoints(options.server), {
+      ...extra,
+      ...(useTls ? { credentials: credentials.createSsl(ca ?? null, key ?? null, cert ?? null) } : {}),
+      ...(token === undefined ? {} : { token }),
+    });
+  } catch (error) {
+    if (!(error instanceof LockClientError)) throw error;
+    throw new ConnectionOptionsError(`--server ${JSON.stringify(options.server)}: ${error.details}`);
+  }
+}
+
+/** `--server`: one address (any gRPC target) as given, or comma-separated `host:port` endpoints. */
+function serverEndpoints(server: string): string | string[] {
+  return server.includes(',') ? server.split(',').map((endpoint) => endpoint.trim()) : server;
 }

@@ -169,6 +169,14 @@ async function runLocked(
       },
       onRevokeRequested: ({ reason }: { reason: string }) =>
         stopCommand(`lock "${name}" was revoked: ${reason || 'no reason given'}`),
+      // A broken connection, or a failover to another --server endpoint: the command runs on
+      // unless the grace passes without a resume (then `lost` stops it).
+      onInDoubt: () =>
+        process.stderr.write(
+          `lockstream ${label}: connection to the server broken; lock "${name}" is in doubt while the session is resumed (the command keeps running)\n`,
+        ),
+      onConfirmed: () =>
+        process.stderr.write(`lockstream ${label}: session resumed; lock "${name}" confirmed\n`),
     };
     lock =
       more.length === 0

@@ -16,6 +16,7 @@ import {
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
 import { lockRequest, multiLockRequest, type AcquireOptions } from './acquire-options.js';
+import { endpointList, Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError, LockTimeoutError } from './errors.js';
 import type { Lock, LockRequest, LockSpec } from './lock.js';
 import { LockChannel } from './lock-channel.js';
@@ -49,7 +50,8 @@ export interface LockClientOptions {
    * How many times `acquire` tries again when the server answers UNAVAILABLE before granting the
    * lock (the server then holds and queues nothing for the caller, so a retry is safe; it queues
    * at the back). Never after a grant: a lost lock is reported, not silently re-acquired.
-   * Default 2.
+   * With several endpoints, UNAVAILABLE moves the acquire on to the next endpoint at once, and
+   * each retry is one more round of them all. Default 2.
    */
   readonly unavailableRetries?: number;
   /**
@@ -96,8 +98,9 @@ const ANSWER_MARGIN_MS = 5_000;
 const RETRY_BACKOFF_MS = 100;
 
 /**
- * A client for a lockstream server. One client holds one channel (one HTTP/2 connection) over
- * which any number of locks can be held at once. Close it when done (`using` works too).
+ * A client for a lockstream server. One client holds one channel (one HTTP/2 connection) per
+ * endpoint, over which any number of locks can be held at once; it talks to one endpoint at a
+ * time. Close it when done (`using` works too).
  *
  * ```ts
  * const locks = new LockClient('127.0.0.1:50051');
@@ -106,7 +109,7 @@ const RETRY_BACKOFF_MS = 100;
  * ```
  */
 export class LockClient implements Disposable {
-  readonly #grpc: LockServiceClient;
+  readonly #endpoints: Endpoints;
   readonly #inspector: LockInspector;
   readonly #unavailableRetries: number;
   readonly #acquireWire: AcquireWire;
@@ -116,9 +119,17 @@ export class LockClient implements Disposable {
   readonly #streams = new Set<LockChannel<AcquireRequest, AcquireResponse>>();
   #closed = false;
 
-  /** `address` is `host:port`, or any gRPC target (`dns:///locks.internal:50051`). */
-  constructor(address: string, options: LockClientOptions = {}) {
-    this.#grpc = new LockServiceClient(address, options.credentials ?? grpcCredentials.createInsecure(), {
+  /**
+   * `address` is `host:port`, or any gRPC target (`dns:///locks.internal:50051`: a name with
+   * several addresses is spread over by gRPC's own resolver, on one channel). A list of
+   * `host:port` names several lockstream instances on one back end: the client talks to the
+   * first, and when a stream breaks or an endpoint is unreachable it moves on to the next, round
+   * the list, resuming its session there within the grace (see `resumeGraceMs`). The list must
+   * be non-empty, well formed and without duplicates: else LockClientError (INVALID_ARGUMENT).
+   */
+  constructor(address: string | readonly string[], options: LockClientOptions = {}) {
+    const credentials = options.credentials ?? grpcCredentials.createInsecure();
+    const channelOptions: ChannelOptions = {
       'grpc.keepalive_time_ms': options.keepaliveTimeMs ?? 3_000,
       'grpc.keepalive_timeout_ms': options.keepaliveTimeoutMs ?? 3_000,
       // Locks are held on streams that carry no data for long stretches: ping through them.
@@ -127,8 +138,12 @@ export class LockClient implements Disposable {
       'grpc.enable_channelz': 0,
       ...options.channelOptions,
       ...(options.token === undefined ? {} : { interceptors: [bearerToken(options.token)] }),
-    });
-    this.#inspector = new LockInspector(this.#grpc, () => this.#closed);
+    };
+    this.#endpoints = new Endpoints(
+      endpointList(address),
+      (endpoint) => new LockServiceClient(endpoint, credentials, channelOptions),
+    );
+    this.#inspector = new LockInspector(this.#endpoints, () => this.#closed);
     this.#unavailableRetries = options.unavailableRetries ?? 2;
     const resumeGraceMs = nonNegative('resumeGraceMs', options.resumeGraceMs ?? 5_000);
     const settings = {
@@ -138,9 +153,9 @@ export class LockClient implements Disposable {
         options.heartbeatIntervalMs ?? defaultHeartbeatIntervalMs(resumeGraceMs),
       ),
     };
-    this.#acquireWire = new AcquireWire(this.#grpc, settings);
+    this.#acquireWire = new AcquireWire(this.#endpoints, settings);
     if (options.streamPerLock !== true) {
-      this.#session = new LockChannel(new SessionWire(this.#grpc, settings), {
+      this.#session = new LockChannel(new SessionWire(this.#endpoints, settings), {
         idleMs: nonNegative('sessionIdleMs', options.sessionIdleMs ?? 250),
       });
     }
@@ -183,6 +198,8 @@ export class LockClient implements Disposable {
     signal?.throwIfAborted();
     if (this.#closed) throw new LockClientClosedError(request.name);
     const deadline = request.waitTimeout === undefined ? undefined : Date.now() + request.waitTimeout;
+    // Each failed attempt has moved the client on to the next endpoint: a round tries them all.
+    const round = this.#endpoints.count;
     for (let attempt = 0; ; attempt += 1) {
       // A retry waits only for what is left of the first attempt's wait.
       const attemptRequest =
@@ -195,10 +212,13 @@ export class LockClient implements Disposable {
         const retryable =
           error instanceof LockClientError &&
           error.code === Status.UNAVAILABLE &&
-          attempt < this.#unavailableRetries &&
+          attempt + 1 < round * (1 + this.#unavailableRetries) &&
           (deadline === undefined || request.waitTimeout === 0 || Date.now() < deadline);
         if (!retryable) throw error;
-        await delay(RETRY_BACKOFF_MS * 2 ** attempt, undefined, { signal });
+        // The next endpoint at once; a new round after a backoff.
+        if ((attempt + 1) % round === 0) {
+          await delay(RETRY_BACKOFF_MS * 2 ** ((attempt + 1) / round - 1), undefined, { signal });
+        }
       }
     }
   }
@@ -279,7 +299,7 @@ export class LockClient implements Disposable {
   }
 
   /**
-   * Closes the channel. Locks still held over it are released by the server (their `lost`
+   * Closes the channels. Locks still held over them are released by the server (their `lost`
    * fires); acquires still waiting and later calls reject with `LockClientClosedError`
    * (FAILED_PRECONDITION).
    */
@@ -287,7 +307,7 @@ export class LockClient implements Disposable {
     this.#closed = true;
     this.#session?.close();
     for (const stream of [...this.#streams]) stream.close();
-    this.#grpc.close();
+    this.#endpoints.close();
   }
 
   [Symbol.dispose](): void {

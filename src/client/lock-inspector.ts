@@ -10,6 +10,7 @@ import type {
   LockServiceClient,
   WatchLockResponse,
 } from '../gen/lockstream/v1/lockstream.js';
+import type { Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError } from './errors.js';
 import { toDuration, WIRE_MODES, type LockMode } from './lock.js';
 import { checkLabel, checkLockName, checkMs } from './request-checks.js';
@@ -58,21 +59,23 @@ export interface LockPage {
  * The RPCs about locks rather than of a holder: describe, watch, list, check a token, revoke.
  * Each turns a failure into a `LockClientError`; `closed` says whether the client was closed
  * (then every call rejects with FAILED_PRECONDITION). The LockClient's methods of the same
- * names call these.
+ * names call these. Each call goes to the current endpoint; UNAVAILABLE moves the client on to
+ * the next, and a unary call is then tried there, once per endpoint (UNAVAILABLE means the call
+ * was not done, so trying it elsewhere is safe).
  */
 export class LockInspector {
-  readonly #grpc: LockServiceClient;
+  readonly #endpoints: Endpoints;
   readonly #closed: () => boolean;
 
-  constructor(grpc: LockServiceClient, closed: () => boolean) {
-    this.#grpc = grpc;
+  constructor(endpoints: Endpoints, closed: () => boolean) {
+    this.#endpoints = endpoints;
     this.#closed = closed;
   }
 
   async describe(name: string): Promise<LockDescription> {
     checkLockName(name);
-    const response = await this.#unary<DescribeLockResponse>(name, (done) =>
-      this.#grpc.describeLock({ name }, done),
+    const response = await this.#unary<DescribeLockResponse>(name, (grpc, done) =>
+      grpc.describeLock({ name }, done),
     );
     return fromWireDescription(response);
   }
@@ -81,7 +84,8 @@ export class LockInspector {
     if (this.#closed()) throw new LockClientClosedError(name);
     checkLockName(name);
     if (signal?.aborted) return;
-    const call = this.#grpc.watchLock({ name });
+    const endpoint = this.#endpoints.current;
+    const call = this.#endpoints.grpc(endpoint).watchLock({ name });
     const unlink = signal ? onAbort(signal, () => call.cancel()) : undefined;
     try {
       for await (const response of call as AsyncIterable<WatchLockResponse>) {
@@ -90,6 +94,8 @@ export class LockInspector {
     } catch (error) {
       const failure = error as ServiceError;
       if (signal?.aborted && failure.code === Status.CANCELLED) return;
+      // The caller watches again: on the next endpoint.
+      if (failure.code === Status.UNAVAILABLE) this.#endpoints.moveOn(endpoint);
       throw new LockClientError(name, failure.code, failure.details, { cause: error });
     } finally {
       unlink?.();
@@ -104,7 +110,7 @@ export class LockInspector {
       pageToken: options.pageToken ?? '',
     };
     // About no one lock: its errors name none.
-    const response = await this.#unary<ListLocksResponse>('', (done) => this.#grpc.listLocks(request, done));
+    const response = await this.#unary<ListLocksResponse>('', (grpc, done) => grpc.listLocks(request, done));
     return {
       locks: response.locks.map((lock) => ({ ...lock, heldMode: fromWireMode(lock.heldMode) })),
       nextPageToken: response.nextPageToken,
@@ -113,8 +119,8 @@ export class LockInspector {
 
   async checkToken(name: string, token: bigint): Promise<boolean> {
     checkLockName(name);
-    const response = await this.#unary<CheckTokenResponse>(name, (done) =>
-      this.#grpc.checkToken({ name, fencingToken: token }, done),
+    const response = await this.#unary<CheckTokenResponse>(name, (grpc, done) =>
+      grpc.checkToken({ name, fencingToken: token }, done),
     );
     return response.held;
   }
@@ -124,23 +130,35 @@ export class LockInspector {
     checkLabel(name, 'reason', reason);
     if (forceAfterMs !== undefined) checkMs(name, 'forceAfter', forceAfterMs);
     const forceAfter = forceAfterMs === undefined ? undefined : toDuration(forceAfterMs);
-    const response = await this.#unary<RevokeLockResponse>(name, (done) =>
-      this.#grpc.revokeLock({ name, reason, forceAfter }, done),
+    const response = await this.#unary<RevokeLockResponse>(name, (grpc, done) =>
+      grpc.revokeLock({ name, reason, forceAfter }, done),
     );
     return response.holdersAsked;
   }
 
-  #unary<T>(
+  async #unary<T>(
     name: string,
-    call: (done: (error: ServiceError | null, value?: T) => void) => unknown,
+    call: (grpc: LockServiceClient, done: (error: ServiceError | null, value?: T) => void) => unknown,
   ): Promise<T> {
-    if (this.#closed()) return Promise.reject(new LockClientClosedError(name));
-    return new Promise((resolve, reject) => {
-      call((error, value) => {
-        if (error) reject(new LockClientError(name, error.code, error.details, { cause: error }));
-        else resolve(value as T);
-      });
-    });
+    const endpoints = this.#endpoints;
+    for (let tried = 1; ; tried += 1) {
+      if (this.#closed()) throw new LockClientClosedError(name);
+      const endpoint = endpoints.current;
+      try {
+        return await new Promise<T>((resolve, reject) => {
+          call(endpoints.grpc(endpoint), (error, value) => (error ? reject(error) : resolve(value as T)));
+        });
+      } catch (error) {
+        const failure = error as ServiceError;
+        if (failure.code !== Status.UNAVAILABLE) {
+          throw new LockClientError(name, failure.code, failure.details, { cause: error });
+        }
+        endpoints.moveOn(endpoint);
+        if (tried >= endpoints.count) {
+          throw new LockClientError(name, failure.code, failure.details, { cause: error });
+        }
+      }
+    }
   }
 }
 

@@ -3,10 +3,10 @@ import type { Duration } from '../gen/google/protobuf/duration.js';
 import type {
   AcquireRequest,
   AcquireResponse,
-  LockServiceClient,
   SessionRequest,
   SessionResponse,
 } from '../gen/lockstream/v1/lockstream.js';
+import type { Endpoints } from './endpoints.js';
 import { toDuration, wireRequest } from './lock.js';
 import type { LockWire } from './lock-channel.js';
 import type { LockHandle, RequestMessage } from './lock-handle.js';
@@ -22,15 +22,15 @@ export interface StreamSettings {
 
 type Kind = SessionResponse['kind'];
 
-/** What both wires keep: the gRPC client, and the settings each new stream asks for. */
+/** What both wires keep: the client's endpoints, and the settings each new stream asks for. */
 abstract class StreamSettingsWire {
   readonly heartbeatIntervalMs: number;
-  protected readonly grpc: LockServiceClient;
+  readonly endpoints: Endpoints;
   protected readonly resumeGrace: Duration | undefined;
   protected readonly heartbeatInterval: Duration | undefined;
 
-  constructor(grpc: LockServiceClient, settings: StreamSettings) {
-    this.grpc = grpc;
+  constructor(endpoints: Endpoints, settings: StreamSettings) {
+    this.endpoints = endpoints;
     this.heartbeatIntervalMs = settings.heartbeatIntervalMs;
     this.resumeGrace = optionalDuration(settings.resumeGraceMs);
     this.heartbeatInterval = optionalDuration(settings.heartbeatIntervalMs);
@@ -41,8 +41,8 @@ abstract class StreamSettingsWire {
 export class SessionWire extends StreamSettingsWire implements LockWire<SessionRequest, SessionResponse> {
   readonly heartbeat: SessionRequest = { kind: { $case: 'heartbeat', value: {} } };
 
-  call(): ClientDuplexStream<SessionRequest, SessionResponse> {
-    return this.grpc.session();
+  call(endpoint: number): ClientDuplexStream<SessionRequest, SessionResponse> {
+    return this.endpoints.grpc(endpoint).session();
   }
 
   open(): SessionRequest {
@@ -106,8 +106,8 @@ export class SessionWire extends StreamSettingsWire implements LockWire<SessionR
 export class AcquireWire extends StreamSettingsWire implements LockWire<AcquireRequest, AcquireResponse> {
   readonly heartbeat: AcquireRequest = { kind: { $case: 'heartbeat', value: {} } };
 
-  call(): ClientDuplexStream<AcquireRequest, AcquireResponse> {
-    return this.grpc.acquire();
+  call(endpoint: number): ClientDuplexStream<AcquireRequest, AcquireResponse> {
+    return this.endpoints.grpc(endpoint).acquire();
   }
 
   open(): undefined {

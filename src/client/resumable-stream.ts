@@ -1,5 +1,6 @@
 import { status as Status, type ClientDuplexStream, type Metadata } from '@grpc/grpc-js';
 import { REQUEST_STATE_KEY } from '../common/limits.js';
+import type { EndpointRing } from './endpoints.js';
 
 /** How a stream or a request ended: a gRPC status (the client's own, for a stream it gave up). */
 export interface EndStatus {
@@ -21,6 +22,13 @@ const RESUME_BACKOFF_MS = 100;
 const RESUME_BACKOFF_MAX_MS = 1_000;
 
 /**
+ * With several endpoints, how long a resume attempt may go without a word from the server
+ * before the next endpoint is tried: 1 s, or a third of what is left of the grace if that is less, so that a frozen
+ * endpoint (a paused server, a black-holed path) cannot eat the grace the others could use.
+ */
+const RESUME_ATTEMPT_MAX_MS = 1_000;
+
+/**
  * How much sooner than the server the client gives a broken stream up: the grace is counted
  * from the last message heard, and the server counts it from when it noticed the break, which
  * is no earlier than when it sent that message. The margin covers that message's way here and
@@ -32,8 +40,10 @@ export function lossMarginMs(graceMs: number): number {
 
 /** The messages that open, resume and keep alive a stream of one RPC (Acquire or Session). */
 export interface StreamOpening<Req, Res> {
-  /** Starts a new gRPC call. */
-  call(): ClientDuplexStream<Req, Res>;
+  /** The servers a call can go to; each call goes to the current one. */
+  readonly endpoints: EndpointRing;
+  /** Starts a new gRPC call to endpoint `endpoint`. */
+  call(endpoint: number): ClientDuplexStream<Req, Res>;
   /** The first message of a new stream, if the RPC has one before any request (Session's `open`). */
   open(): Req | undefined;
   /** The first message of a stream that takes a broken one over. */
@@ -57,16 +67,22 @@ export interface StreamListener<Res> {
 /**
  * One logical stream to the server over a sequence of gRPC calls. It opens a call, sends
  * heartbeats and notices a silent server, and when the call breaks after the server said how to
- * resume it (`resumableFor`), opens new calls with the resume token, backing off with jitter,
- * until one gets through (`resumed`) or the grace is over. The grace is counted from the last
- * message heard from the server, less `lossMarginMs`: the server counts it from when it noticed
- * the break, which is no earlier than when it sent that message, so the stream is given up
- * (its locks lost) before the server can free them. Only the current call's events count.
+ * resume it (`resumableFor`), opens new calls with the resume token until one gets through
+ * (`resumed`) or the grace is over. Each attempt goes to the next endpoint, round the list: the
+ * first round at once, each later round after a backoff with jitter; with several endpoints an
+ * attempt unanswered for `RESUME_ATTEMPT_MAX_MS` (or a third of the grace left) counts as failed.
+ * The grace is counted from the last message heard from the server, less `lossMarginMs`: the
+ * server counts it from when it noticed the break, which is no earlier than when it sent that
+ * message, so the stream is given up (its locks lost) before the server can free them. A call
+ * that ends UNAVAILABLE moves the client on to the next endpoint too, so that whatever opens the
+ * next stream goes there. Only the current call's events count.
  */
 export class ResumableStream<Req, Res> {
   readonly #opening: StreamOpening<Req, Res>;
   readonly #listener: StreamListener<Res>;
   #call: ClientDuplexStream<Req, Res> | undefined;
+  /** The endpoint the current call went to. */
+  #endpoint = 0;
   /** The current call was half-closed or cancelled: nothing more may be written on it. */
   #callDone = false;
   #stopHeartbeats: () => void = ignore;
@@ -74,7 +90,16 @@ export class ResumableStream<Req, Res> {
   #heardAt = 0;
   #resumeToken: string | undefined;
   #graceMs = 0;
-  #resuming: { readonly timer: NodeJS.Timeout; attempts: number } | undefined;
+  #resuming:
+    | {
+        /** Gives the stream up at `giveUpAt` (performance.now()). */
+        readonly timer: NodeJS.Timeout;
+        readonly giveUpAt: number;
+        attempts: number;
+        /** Ends the current attempt if nothing is heard on it (several endpoints only). */
+        attemptTimer: NodeJS.Timeout | undefined;
+      }
+    | undefined;
 
   constructor(opening: StreamOpening<Req, Res>, listener: StreamListener<Res>) {
     this.#opening = opening;
@@ -143,8 +168,10 @@ export class ResumableStream<Req, Res> {
 
   #open(resumeToken: string | undefined): void {
     const opening = this.#opening;
-    const call = opening.call();
+    const endpoint = opening.endpoints.current;
+    const call = opening.call(endpoint);
     this.#call = call;
+    this.#endpoint = endpoint;
     this.#callDone = false;
     this.#heardAt = performance.now();
     call.on('data', (message: Res) => {
@@ -159,6 +186,22 @@ export class ResumableStream<Req, Res> {
     call.on('error', ignore);
     const first = resumeToken === undefined ? opening.open() : opening.resume(resumeToken);
     if (first !== undefined) call.write(first);
+    const resuming = this.#resuming;
+    if (resuming && opening.endpoints.count > 1) {
+      const openedAt = this.#heardAt;
+      const boundMs = Math.round(Math.min(RESUME_ATTEMPT_MAX_MS, (resuming.giveUpAt - openedAt) / 3));
+      clearTimeout(resuming.attemptTimer);
+      resuming.attemptTimer = setTimeout(() => {
+        // An endpoint that answered (a long report still coming) is left to the heartbeat check.
+        if (call !== this.#call || this.#resuming !== resuming || this.#heardAt !== openedAt) return;
+        this.#abandon(call, {
+          code: Status.UNAVAILABLE,
+          details: `no answer from ${opening.endpoints.address(endpoint)} within ${boundMs} ms`,
+        });
+      }, boundMs);
+      // The grace timer keeps the process running while the stream is resumed.
+      resuming.attemptTimer.unref();
+    }
     if (opening.heartbeatIntervalMs === 0) return;
     this.#stopHeartbeats = clientHeartbeat(
       call,
@@ -167,18 +210,25 @@ export class ResumableStream<Req, Res> {
       () => this.#heardAt,
       () => this.#silenceMs(opening.heartbeatIntervalMs),
       (status) => {
-        if (call !== this.#call) return;
-        this.#onStatus(status);
-        call.cancel();
+        if (call === this.#call) this.#abandon(call, status);
       },
     );
+  }
+
+  /** Gives the current call up as if it had ended with `status` (the server went silent). */
+  #abandon(call: ClientDuplexStream<Req, Res>, status: EndStatus): void {
+    this.#onStatus(status);
+    call.cancel();
   }
 
   #onStatus(status: CallStatus): void {
     this.#stopHeartbeats();
     this.#call = undefined;
     const ended = status.metadata?.get(REQUEST_STATE_KEY).includes('ended') ?? false;
-    if (BREAKS.has(status.code) && !ended && this.#resumeToken !== undefined) {
+    const resumable = BREAKS.has(status.code) && !ended && this.#resumeToken !== undefined;
+    // A break, or a server unreachable or going away: the next call goes to the next endpoint.
+    if (resumable || status.code === Status.UNAVAILABLE) this.#opening.endpoints.moveOn(this.#endpoint);
+    if (resumable) {
       this.#break(status);
       return;
     }
@@ -205,28 +255,40 @@ export class ResumableStream<Req, Res> {
     return Math.max(2 * intervalMs, Math.min(silenceMs, this.#graceMs - lossMarginMs(this.#graceMs)));
   }
 
-  /** The call broke: a new one with the resume token now on a first break, after a backoff on later ones. */
+  /**
+   * The call broke: a new one with the resume token, to the next endpoint, at once for each
+   * endpoint of the first round, and after a backoff at the start of each later round.
+   */
   #break(cause: EndStatus): void {
     this.#listener.broke();
     if (this.#resuming === undefined) {
       // The server may free the locks `graceMs` after it noticed the break, and it cannot have
       // noticed it before it sent the last message this call heard.
-      const leftMs = this.#heardAt + this.#graceMs - lossMarginMs(this.#graceMs) - performance.now();
+      const now = performance.now();
+      const leftMs = this.#heardAt + this.#graceMs - lossMarginMs(this.#graceMs) - now;
       if (leftMs <= 0) {
         this.#giveUp(cause);
         return;
       }
-      this.#resuming = { attempts: 0, timer: setTimeout(() => this.#giveUp(cause), leftMs) };
+      this.#resuming = {
+        attempts: 0,
+        giveUpAt: now + leftMs,
+        timer: setTimeout(() => this.#giveUp(cause), leftMs),
+        attemptTimer: undefined,
+      };
     }
     const state = this.#resuming;
-    const backoff = Math.min(RESUME_BACKOFF_MAX_MS, RESUME_BACKOFF_MS * 2 ** state.attempts) * Math.random();
+    clearTimeout(state.attemptTimer);
+    const endpoints = this.#opening.endpoints.count;
+    const round = Math.floor(state.attempts / endpoints);
+    const backoff =
+      state.attempts % endpoints !== 0 || round === 0
+        ? 0
+        : Math.min(RESUME_BACKOFF_MAX_MS, RESUME_BACKOFF_MS * 2 ** round) * Math.random();
     state.attempts += 1;
-    setTimeout(
-      () => {
-        if (this.#resuming === state) this.#reopen();
-      },
-      state.attempts === 1 ? 0 : backoff,
-    ).unref();
+    setTimeout(() => {
+      if (this.#resuming === state) this.#reopen();
+    }, backoff).unref();
   }
 
   #reopen(): void {
@@ -244,18 +306,23 @@ export class ResumableStream<Req, Res> {
   #giveUp(cause: EndStatus): void {
     const attempt = this.#call;
     this.#call = undefined;
-    this.#resuming = undefined;
+    this.#stopResuming();
     this.#resumeToken = undefined;
     this.#stopHeartbeats();
+    const endpoints = this.#opening.endpoints.count;
+    const where = endpoints === 1 ? '' : ` on any of its ${endpoints} endpoints`;
     this.#listener.ended({
       code: Status.UNAVAILABLE,
-      details: `the stream broke (${cause.details || Status[cause.code]}) and could not be resumed within its ${this.#graceMs} ms grace (counted from the last message from the server)`,
+      details: `the stream broke (${cause.details || Status[cause.code]}) and could not be resumed${where} within its ${this.#graceMs} ms grace (counted from the last message from the server)`,
     });
     attempt?.cancel();
   }
 
   #stopResuming(): void {
-    if (this.#resuming) clearTimeout(this.#resuming.timer);
+    if (this.#resuming) {
+      clearTimeout(this.#resuming.timer);
+      clearTimeout(this.#resuming.attemptTimer);
+    }
     this.#resuming = undefined;
   }
 }

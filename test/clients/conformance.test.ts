@@ -49,7 +49,10 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
     return `conformance/${language}/${scenario}/${randomUUID()}`;
   }
 
-  async function driverFor(address: string, onTestFinished: TestContext['onTestFinished']): Promise<Driver> {
+  async function driverFor(
+    address: string | readonly string[],
+    onTestFinished: TestContext['onTestFinished'],
+  ): Promise<Driver> {
     const driver = await Driver.start(language, address);
     onTestFinished(() => driver.stop());
     return driver;
@@ -331,5 +334,149 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
     const deadline = told[1]?.event === 'revoke-requested' ? told[1].forceAt : null;
     expect(deadline).toBeGreaterThanOrEqual(askedAt + 2_000);
     expect(driver.eventsOf('held')).toEqual(['acquired', 'revoke-requested', 'revoke-requested', 'lost']);
+  }, 60_000);
+
+  /** Two proxies in front of the one server: two endpoints that reach the same session. */
+  async function twoEndpoints(onTestFinished: TestContext['onTestFinished']): Promise<TcpProxy[]> {
+    const proxies = await Promise.all([TcpProxy.start(server.address), TcpProxy.start(server.address)]);
+    onTestFinished(async () => {
+      await Promise.all(proxies.map((proxy) => proxy.close()));
+    });
+    return proxies;
+  }
+
+  /**
+   * The server's grants and releases of `name`, in order, each with its token; an entry that
+   * repeats the one before (a resumed stream's report repeats the grant) is shown once.
+   */
+  function recordOf(name: string): Array<[unknown, unknown]> {
+    const record: Array<[unknown, unknown]> = [];
+    for (const line of server.logs) {
+      if (line['lock'] !== name || (line['msg'] !== 'granted' && line['msg'] !== 'released')) continue;
+      const last = record.at(-1);
+      if (last?.[0] !== line['msg'] || last[1] !== line['token']) record.push([line['msg'], line['token']]);
+    }
+    return record;
+  }
+
+  it('failover: a holder whose first endpoint freezes resumes through the second within the grace: in doubt, then confirmed with the same token, never lost, and nobody else is granted the lock meanwhile (default options)', async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const [first, second] = await twoEndpoints(onTestFinished);
+    const driver = await driverFor([first!.address, second!.address], onTestFinished);
+    const name = lockName('failover');
+    driver.send({ op: 'acquire', id: 'held', name });
+    const token = await driver.acquired('held');
+    const queued = deferred<number>();
+    const next = other.acquire(name, { onQueued: queued.resolve });
+    expect(await queued.promise).toBe(1);
+    let nextGranted = false;
+    void next.then(() => (nextGranted = true));
+
+    // No byte passes either way on the first endpoint and no socket closes (a paused instance,
+    // a dead host): the client must notice by itself and go to the second.
+    first!.freeze();
+    const confirmed = await driver.next(
+      (o) => ['confirmed', 'lost'].includes(o.event) && 'id' in o && o.id === 'held',
+      'the confirmation of held',
+    );
+    expect(
+      { told: doubtAndLoss(driver, 'held'), confirmed: confirmed.event },
+      driver.transcript('held'),
+    ).toEqual({ told: ['in-doubt', 'confirmed'], confirmed: 'confirmed' });
+    expect(nextGranted).toBe(false);
+    expect((await other.describe(name)).holders.map((holder) => holder.token.toString())).toEqual([token]);
+    // Only a stream that took the session over can release the request: `released` proves the
+    // resume went through the second endpoint (the first passes nothing).
+    expect((await driver.release('held')).event, driver.transcript('held')).toBe('released');
+    const granted = await next;
+    onTestFinished(() => granted.release());
+    expect(granted.token).toBeGreaterThan(BigInt(token));
+    expect(driver.eventsOf('held')).not.toContain('lost');
+    // The server's own record: held with one token until its release, then the next holder's.
+    expect(recordOf(name)).toEqual([
+      ['granted', token],
+      ['released', token],
+      ['granted', granted.token.toString()],
+    ]);
+  }, 60_000);
+
+  it('failover, every endpoint down: a holder whose endpoints are all gone is in doubt, then lost past the grace, before the server grants its lock to another client (default options)', async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const proxies = await twoEndpoints(onTestFinished);
+    const driver = await driverFor(
+      proxies.map((proxy) => proxy.address),
+      onTestFinished,
+    );
+    const name = lockName('failover-all-down');
+    driver.send({ op: 'acquire', id: 'held', name });
+    const token = BigInt(await driver.acquired('held'));
+    const queued = deferred<number>();
+    const next = other.acquire(name, { onQueued: queued.resolve });
+    expect(await queued.promise).toBe(1);
+
+    // Both endpoints reset their connections and refuse new ones.
+    await Promise.all(proxies.map((proxy) => proxy.close()));
+    const lost = await driver.next((o) => o.event === 'lost' && o.id === 'held', 'the loss of held');
+    const granted = await next;
+    onTestFinished(() => granted.release());
+    expect(granted.token).toBeGreaterThan(token);
+    // On one clock, as in the partition scenario.
+    const grant = server.logs.find(
+      (line) => line['msg'] === 'granted' && line['lock'] === name && line['token'] === String(granted.token),
+    );
+    expect(grant, 'the server logs the grant').toBeDefined();
+    const lostBeforeGrantMs = (grant!['time'] as number) - lost.at;
+    expect({ told: doubtAndLoss(driver, 'held'), lost: failureOf(lost) }, driver.transcript('held')).toEqual({
+      told: ['in-doubt', 'lost'],
+      lost: { event: 'lost', kind: 'lost' },
+    });
+    expect(
+      lostBeforeGrantMs,
+      `lost ${-lostBeforeGrantMs} ms after the grant:\n${driver.transcript('held')}`,
+    ).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('failover, refused first endpoint: with a first endpoint that refuses connections, the first acquire goes to the second (default options)', async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const refused = await TcpProxy.start(server.address);
+    const refusedAddress = refused.address;
+    // Nothing listens there any more: connections are refused.
+    await refused.close();
+    const [, second] = await twoEndpoints(onTestFinished);
+    const driver = await driverFor([refusedAddress, second!.address], onTestFinished);
+    const name = lockName('failover-refused');
+    driver.send({ op: 'acquire', id: 'held', name });
+    const outcome = await driver.outcome('held');
+    expect(failureOf(outcome), driver.transcript('held')).toEqual({ event: 'acquired' });
+    const token = outcome.event === 'acquired' ? outcome.token : '';
+    expect((await other.describe(name)).holders.map((holder) => holder.token.toString())).toEqual([token]);
+    expect((await driver.release('held')).event).toBe('released');
+  }, 60_000);
+
+  it('failover, bad endpoint lists: an empty list, an entry that is no host:port and an endpoint named twice are each refused at connect with invalid-argument', async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const lists = [[], [server.address, 'no-port'], [server.address, server.address]];
+    const answers = await Promise.all(
+      lists.map(async (addresses) => {
+        const driver = await Driver.launch(language);
+        onTestFinished(() => driver.stop());
+        const answer = await driver.connect(addresses);
+        return { addresses, answer: failureOf(answer), said: driver.transcript() };
+      }),
+    );
+    for (const { addresses, answer, said } of answers) {
+      expect(answer, `${JSON.stringify(addresses)}:\n${said}`).toEqual({
+        event: 'error',
+        kind: 'invalid-argument',
+      });
+    }
   }, 60_000);
 });

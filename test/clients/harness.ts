@@ -85,17 +85,37 @@ export class Driver {
     });
   }
 
-  /** Starts a driver, resolves once it says it is ready, and connects it to `address`. */
-  static async start(language: ClientLanguage, address: string): Promise<Driver> {
-    const driver = new Driver(language);
-    await driver.next((o) => o.event === 'ready', 'ready');
-    driver.send({ op: 'connect', address });
-    await driver.next((o) => o.event === 'connected' || o.event === 'error', 'connected');
-    const connected = driver.observations.at(-1)!;
+  /**
+   * Starts a driver, resolves once it says it is ready, and connects it to `address` (one
+   * address, or a list of endpoints).
+   */
+  static async start(language: ClientLanguage, address: string | readonly string[]): Promise<Driver> {
+    const driver = await Driver.launch(language);
+    const connected = await driver.connect(address);
     if (connected.event !== 'connected') {
       throw new Error(`${language} driver could not connect: ${JSON.stringify(connected)}`);
     }
     return driver;
+  }
+
+  /** Starts a driver and resolves once it says it is ready, not yet connected. */
+  static async launch(language: ClientLanguage): Promise<Driver> {
+    const driver = new Driver(language);
+    await driver.next((o) => o.event === 'ready', 'ready');
+    return driver;
+  }
+
+  /** Sends `connect` (`addresses` for a list) and resolves with its answer: connected or error. */
+  async connect(address: string | readonly string[]): Promise<Received> {
+    const from = this.observations.length;
+    this.send(
+      typeof address === 'string' ? { op: 'connect', address } : { op: 'connect', addresses: address },
+    );
+    return this.next(
+      (o) => o.event === 'connected' || (o.event === 'error' && o.id === ''),
+      'the answer to connect',
+      from,
+    );
   }
 
   /** Sends a command; returns performance.now() when it was written. */

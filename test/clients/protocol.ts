@@ -23,7 +23,10 @@ export type ErrorKind =
   | 'other';
 
 export type Command =
+  /** One address, as the client's constructor takes it. */
   | { readonly op: 'connect'; readonly address: string }
+  /** Several endpoints (`host:port` each): the client fails over between them. */
+  | { readonly op: 'connect'; readonly addresses: readonly string[] }
   | {
       readonly op: 'acquire';
       readonly id: string;

@@ -1,4 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -13,11 +14,21 @@ import { deferred } from '../support/lock-caller.js';
 import { isRunning } from '../support/is-alive.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { CLI, startServerProcess } from '../support/server-process.js';
+import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 import { createTestPki, type TestPki } from '../support/test-pki.js';
 import { sha256 } from '../../src/server/security/access-policy.js';
 import { EXIT } from '../../src/cli/client-commands.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
+
+/** `127.0.0.1:port` where nothing listens: connections to it are refused. */
+async function refusingAddress(): Promise<string> {
+  const free = createServer();
+  await new Promise<void>((resolve) => free.listen(0, '127.0.0.1', resolve));
+  const { port } = free.address() as AddressInfo;
+  await new Promise((resolve) => free.close(resolve));
+  return `127.0.0.1:${port}`;
+}
 
 /** One `lockstream` command as its own process, with what it printed so far. */
 interface CliRun {
@@ -25,8 +36,8 @@ interface CliRun {
   readonly exited: Promise<number>;
   stdout: string;
   stderr: string;
-  /** Resolves once stdout has a line matching `pattern`, with its match. */
-  line(pattern: RegExp): Promise<RegExpMatchArray>;
+  /** Resolves once stdout (or stderr) has a line matching `pattern`, with its match. */
+  line(pattern: RegExp, stream?: 'stdout' | 'stderr'): Promise<RegExpMatchArray>;
 }
 
 function lockstream(args: string[], env: Record<string, string> = {}): CliRun {
@@ -43,9 +54,9 @@ function lockstream(args: string[], env: Record<string, string> = {}): CliRun {
     ),
     stdout: '',
     stderr: '',
-    line: async (pattern) => {
+    line: async (pattern, stream = 'stdout') => {
       for (;;) {
-        const match = pattern.exec(run.stdout);
+        const match = pattern.exec(run[stream]);
         if (match) return match;
         if (child.exitCode !== null)
           throw new Error(`exited before printing ${pattern}: ${run.stdout}${run.stderr}`);
@@ -60,7 +71,10 @@ function lockstream(args: string[], env: Record<string, string> = {}): CliRun {
     run.stdout += chunk.toString();
     wake();
   });
-  child.stderr.on('data', (chunk: Buffer) => (run.stderr += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => {
+    run.stderr += chunk.toString();
+    wake();
+  });
   child.once('close', wake);
   return run;
 }
@@ -413,6 +427,63 @@ describe('the lockstream command as a client', () => {
     expect(shortGrace.stderr).toMatch(
       /could not be resumed within its 300 ms grace \(counted from the last message from the server\)\); the lock must be assumed lost/,
     );
+  });
+
+  it('run keeps its command running across a failover: with two --server endpoints and the first killed, the lock is confirmed through the second with the same token', async () => {
+    // One instance behind two proxies: two endpoints that reach the same session.
+    const instance = await startServerProcess([]);
+    const first = await TcpProxyProcess.start(instance.address);
+    const second = await TcpProxyProcess.start(instance.address);
+    const direct = new LockClient(instance.address);
+    try {
+      const servers = `${first.address},${second.address}`;
+      const run = lockstream([
+        'run',
+        'cli/failover',
+        '--server',
+        servers,
+        '--',
+        'sh',
+        '-c',
+        // Ends cleanly, with its sleep, on SIGTERM to the shell alone.
+        `trap 'kill $!; exit 0' TERM; echo "pid=$$ token=$LOCKSTREAM_FENCING_TOKEN server=$LOCKSTREAM_SERVER"; sleep 300 & wait`,
+      ]);
+      const [, pid, token, server] = await run.line(/pid=(\d+) token=(\d+) server=(\S+)/);
+      expect(server).toBe(servers);
+      await first.close();
+      await run.line(/session resumed; lock "cli\/failover" confirmed/, 'stderr');
+      expect(run.child.exitCode).toBeNull();
+      expect((await direct.describe('cli/failover')).holders.map((h) => h.token.toString())).toEqual([token]);
+      process.kill(Number(pid), 'SIGTERM');
+      expect(await run.exited).toBe(0);
+      expect(run.stderr).toMatch(/lock "cli\/failover" is in doubt while the session is resumed/);
+      expect(run.stderr).not.toMatch(/lost|stopping the command/);
+      expect((await direct.describe('cli/failover')).holders).toEqual([]);
+    } finally {
+      direct.close();
+      await Promise.all([first.close(), second.close()]);
+      await instance.kill('SIGTERM');
+    }
+  });
+
+  it('--server takes comma-separated endpoints: a refusing first one is passed over, and a bad list is a usage error', async () => {
+    const refusing = await refusingAddress();
+    const holder = await client.acquire('cli/endpoints');
+    try {
+      const ls = lockstream(['ls', 'cli/endpoints', '--server', `${refusing},127.0.0.1:${server.port}`]);
+      expect(await ls.exited).toBe(0);
+      expect(ls.stdout).toMatch(/^cli\/endpoints\s+1\s+0\s+mutex$/m);
+    } finally {
+      await holder.release();
+    }
+    const duplicate = lockstream(['ls', '--server', `${refusing}, ${refusing}`]);
+    expect(await duplicate.exited).toBe(EXIT.usage);
+    expect(duplicate.stderr).toBe(
+      `error: --server "${refusing}, ${refusing}": addresses[1] "${refusing}" is the same endpoint as addresses[0]\n`,
+    );
+    const empty = lockstream(['run', 'cli/endpoints', '--server', `${refusing},`, '--', 'true']);
+    expect(await empty.exited).toBe(EXIT.usage);
+    expect(empty.stderr).toMatch(/^lockstream run: --server "[^"]+": addresses\[1\] "" is not "host:port"/);
   });
 
   it('run escalates to SIGKILL after --kill-after when the command ignores SIGTERM', async () => {

@@ -2,7 +2,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   LockClient,
   LockClientClosedError,
@@ -23,7 +23,7 @@ import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { deferred } from '../support/lock-caller.js';
-import { startServerProcess } from '../support/server-process.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 
 function embeddedStore(server: RunningServer): MemoryStore {
@@ -37,6 +37,15 @@ function reasonOf(signal: AbortSignal): Promise<unknown> {
     if (signal.aborted) resolve(signal.reason);
     else signal.addEventListener('abort', () => resolve(signal.reason), { once: true });
   });
+}
+
+/** `127.0.0.1:port` where nothing listens: connections to it are refused. */
+async function refusingAddress(): Promise<string> {
+  const free = createServer();
+  await new Promise<void>((resolve) => free.listen(0, '127.0.0.1', resolve));
+  const { port } = free.address() as AddressInfo;
+  await new Promise((resolve) => free.close(resolve));
+  return `127.0.0.1:${port}`;
 }
 
 /** Starts `acquire` and resolves once the server reports the request queued, with `ahead`. */
@@ -60,7 +69,7 @@ async function queue(
 // Every case runs on both ways the SDK can carry a lock: a request on the client's Session
 // stream (the default), and an Acquire stream per lock (streamPerLock, for older servers).
 for (const transport of ['session', 'acquire'] as const) {
-  const newClient = (address: string, options: LockClientOptions = {}): LockClient =>
+  const newClient = (address: string | string[], options: LockClientOptions = {}): LockClient =>
     new LockClient(address, { ...options, streamPerLock: transport === 'acquire' });
   describe(`the TypeScript client against a lockstream server (${transport})`, () => {
     let server: RunningServer;
@@ -786,6 +795,146 @@ for (const transport of ['session', 'acquire'] as const) {
       await withHeartbeats.release();
     });
   });
+
+  describe(`the TypeScript client failing over between endpoints (${transport})`, () => {
+    // One server in its own process behind two (or three) proxies: endpoints that reach the same
+    // instance, so a resume through any of them finds the session, as it will on any instance of
+    // one back end once instances take sessions over.
+    let server: ServerProcess;
+    const cleanups: Array<() => unknown> = [];
+    const proxies = async (count: number): Promise<TcpProxyProcess[]> => {
+      const started = await Promise.all(
+        Array.from({ length: count }, () => TcpProxyProcess.start(server.address)),
+      );
+      for (const proxy of started) cleanups.push(() => proxy.close());
+      return started;
+    };
+    const clientOf = (address: string | string[]): LockClient => {
+      const client = newClient(address);
+      cleanups.push(() => client.close());
+      return client;
+    };
+
+    beforeAll(async () => {
+      server = await startServerProcess([]);
+    });
+
+    afterAll(async () => {
+      await server.kill('SIGTERM');
+    });
+
+    afterEach(async () => {
+      for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+    });
+
+    /** Holds `name` through the first of `endpoints`, with a second client queued behind it. */
+    async function holdWithWaiter(
+      endpoints: TcpProxyProcess[],
+      name: string,
+    ): Promise<{
+      client: LockClient;
+      lock: Lock;
+      events: string[];
+      inDoubt: Promise<void>;
+      confirmed: Promise<void>;
+      next: { ahead: number; lock: Promise<Lock> };
+      nextGranted: () => boolean;
+    }> {
+      const events: string[] = [];
+      const inDoubt = deferred();
+      const confirmed = deferred();
+      const client = clientOf(endpoints.map((proxy) => proxy.address));
+      const lock = await client.acquire(name, {
+        onInDoubt: () => {
+          events.push('in doubt');
+          inDoubt.resolve();
+        },
+        onConfirmed: () => {
+          events.push('confirmed');
+          confirmed.resolve();
+        },
+      });
+      const next = await queue(clientOf(server.address), name);
+      let granted = false;
+      void next.lock.then(() => (granted = true));
+      return {
+        client,
+        lock,
+        events,
+        inDoubt: inDoubt.promise,
+        confirmed: confirmed.promise,
+        next,
+        nextGranted: () => granted,
+      };
+    }
+
+    it('resumes through the second endpoint when the first one dies: in doubt, then confirmed with the same token; nobody else is granted the lock meanwhile', async () => {
+      const [first, second] = await proxies(2);
+      const held = await holdWithWaiter([first!, second!], `failover/killed/${transport}`);
+      expect(held.next.ahead).toBe(1);
+      // Its connections reset and its port refuses: only the second endpoint reaches the server.
+      await first!.close();
+      await held.confirmed;
+      expect(held.events).toEqual(['in doubt', 'confirmed']);
+      expect(held.lock.lost.aborted).toBe(false);
+      expect(held.nextGranted()).toBe(false);
+      // The release goes through the resumed stream: the server took it as the holder's.
+      await held.lock.release();
+      const nextLock = await held.next.lock;
+      expect(nextLock.token).toBeGreaterThan(held.lock.token);
+      await nextLock.release();
+      const record = server.logs
+        .filter((line) => line['lock'] === `failover/killed/${transport}` && line['msg'] === 'granted')
+        .map((line) => line['token']);
+      expect(new Set(record)).toEqual(new Set([String(held.lock.token), String(nextLock.token)]));
+    });
+
+    it('resumes past a frozen endpoint too: a silent first endpoint, and a frozen second one that gets no more than its share of the grace (default options)', async () => {
+      const [first, second, third] = await proxies(3);
+      const name = `failover/frozen/${transport}`;
+      const held = await holdWithWaiter([first!, second!, third!], name);
+      // No byte passes and nothing closes: the first endpoint is noticed by its silence, the
+      // second (connections accepted, never answered) by the resume attempt's deadline.
+      await Promise.all([first!.freeze(), second!.freeze()]);
+      await held.inDoubt;
+      // A request made while the client fails over waits for the session, then goes through.
+      const during = held.client.acquire(`${name}/during`);
+      await held.confirmed;
+      expect(held.events).toEqual(['in doubt', 'confirmed']);
+      expect(held.lock.lost.aborted).toBe(false);
+      expect(held.nextGranted()).toBe(false);
+      const duringLock = await during;
+      await duringLock.release();
+      await held.lock.release();
+      expect((await held.next.lock).token).toBeGreaterThan(held.lock.token);
+      await (await held.next.lock).release();
+    });
+
+    it('loses the lock once every endpoint has been down past the grace, with UNAVAILABLE', async () => {
+      const [first, second] = await proxies(2);
+      const held = await holdWithWaiter([first!, second!], `failover/all-down/${transport}`);
+      const lost = reasonOf(held.lock.lost);
+      await Promise.all([first!.close(), second!.close()]);
+      expect(await lost).toMatchObject({
+        name: 'LockLostError',
+        code: Status.UNAVAILABLE,
+        message: expect.stringMatching(
+          /could not be resumed on any of its 2 endpoints within its 5000 ms grace \(counted from the last message from the server\)/,
+        ),
+      });
+      expect(held.events).toEqual(['in doubt']);
+      await (await held.next.lock).release();
+    });
+
+    it('sends the first acquire, and the inspection calls, to the second endpoint when the first refuses connections', async () => {
+      const [proxy] = await proxies(1);
+      const client = clientOf([await refusingAddress(), proxy!.address]);
+      const name = `failover/refused/${transport}`;
+      const lock = await client.acquire(name);
+      expect((await client.describe(name)).holders.map((h) => h.token)).toEqual([lock.token]);
+      await lock.release();
+    });
+  });
 }
 
 describe('the TypeScript client on one Session stream', () => {
@@ -984,6 +1133,40 @@ describe('the TypeScript client checks its arguments before sending', () => {
       code: Status.INVALID_ARGUMENT,
       details: expect.stringContaining(details),
     });
+  });
+
+  it.each<[string, unknown, string]>([
+    ['no endpoint', [], 'addresses is empty: give at least one "host:port"'],
+    [
+      'an endpoint without a port',
+      ['127.0.0.1:1', 'locks.internal'],
+      'addresses[1] "locks.internal" is not "host:port"',
+    ],
+    [
+      'a port out of range',
+      ['127.0.0.1:65536'],
+      'addresses[0] "127.0.0.1:65536": port 65536 is not 1 to 65535',
+    ],
+    ['a port of 0', ['[::1]:0'], 'addresses[0] "[::1]:0": port 0 is not 1 to 65535'],
+    [
+      'a gRPC target (scheme) in it',
+      ['dns:///locks:50051'],
+      'addresses[0] "dns:///locks:50051" is not "host:port"',
+    ],
+    [
+      'the same endpoint twice',
+      ['a.example:1', 'b.example:1', 'A.example:1'],
+      'addresses[2] "A.example:1" is the same endpoint as addresses[0]',
+    ],
+    ['an endpoint that is no string', ['a:1', 7], 'addresses[1] must be a string "host:port", not number'],
+  ])('refuses a list of endpoints with %s: INVALID_ARGUMENT', (_, addresses, details) => {
+    expect(() => new LockClient(addresses as string[])).toThrow(
+      expect.objectContaining({
+        name: 'LockClientError',
+        code: Status.INVALID_ARGUMENT,
+        details: expect.stringContaining(details),
+      }),
+    );
   });
 
   it('does send a valid request: it fails with UNAVAILABLE here', async () => {

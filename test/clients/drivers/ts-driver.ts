@@ -77,7 +77,12 @@ function holderCallbacks(id: string): {
 async function perform(command: Command): Promise<void> {
   switch (command.op) {
     case 'connect':
-      client = new LockClient(command.address);
+      try {
+        client = new LockClient('addresses' in command ? command.addresses : command.address);
+      } catch (error) {
+        say({ event: 'error', id: '', ...failure(error) });
+        return;
+      }
       say({ event: 'connected' });
       return;
     case 'acquire': {
