@@ -207,6 +207,9 @@ def test_a_bad_list_of_endpoints_is_refused_when_the_client_is_made(server: Serv
         'target must be an address such as "127.0.0.1:50051" or a list of addresses, not bytes': b"127.0.0.1:1",
         "target 'locks:http' is not a valid address: the port 'http' is not a number": "locks:http",
         "target ':50051' is not a valid address: there is no host before the port": ":50051",
+        "endpoints[1] 'localhost' is not a valid address: it has no port: each endpoint of a list is host:port":
+            [server.address, "localhost"],
+        "endpoints[1] 'LOCALHOST:1' is listed twice (endpoints[0] is the same)": ["localhost:1", "LOCALHOST:1"],
     }
     for message, target in refusals.items():
         for make in (lockstream.Client, lockstream.aio.Client):
@@ -214,7 +217,7 @@ def test_a_bad_list_of_endpoints_is_refused_when_the_client_is_made(server: Serv
                 make(target)  # type: ignore[arg-type]
             assert str(refused.value) == f"INVALID_ARGUMENT: {message}"
     # Any sequence of addresses, and what gRPC resolves itself.
-    with lockstream.Client((server.address, "dns:///localhost:1", "[::1]:1", "localhost")) as client:
-        assert client.endpoints == (server.address, "dns:///localhost:1", "[::1]:1", "localhost")
+    with lockstream.Client((server.address, "dns:///localhost:1", "[::1]:1", "localhost:1")) as client:
+        assert client.endpoints == (server.address, "dns:///localhost:1", "[::1]:1", "localhost:1")
         with client.lock(name, timeout=5) as lock:
             assert lock.held and client.endpoint == server.address

@@ -175,6 +175,15 @@ def _address_problem(target: str) -> str | None:
     return _port_problem(port)
 
 
+def _missing_port(endpoint: str) -> str | None:
+    """An endpoint of a list names its port: the TypeScript and Go clients read a list the same
+    way, and a default port (gRPC's 443) is never what a list of lockstream instances means."""
+    scheme = endpoint.split(":", 1)[0]
+    if "://" in endpoint or scheme in _SCHEMES or endpoint.startswith("["):
+        return None
+    return "it has no port: each endpoint of a list is host:port" if ":" not in endpoint else None
+
+
 def check_target(target: object) -> str:
     """A gRPC target ("host:port", "dns:///name:port", ...): a str gRPC can encode, and for a
     "host:port" a port from 1 to 65535. Whether it resolves shows at the first call (LockError
@@ -202,13 +211,15 @@ def check_endpoints(target: object) -> tuple[str, ...]:
         if not isinstance(endpoint, str) or not endpoint:
             raise InvalidArgument("", f'endpoints[{index}] must be an address such as "127.0.0.1:50051", '
                                       f"not {endpoint!r}")
-        problem = _address_problem(endpoint)
+        problem = _address_problem(endpoint) or _missing_port(endpoint)
         if problem is not None:
             raise InvalidArgument("", f"endpoints[{index}] {endpoint!r} is not a valid address: {problem}")
-        if endpoint in seen:
+        # Host names are not case-sensitive: "Host:1" and "host:1" are one endpoint (as in Go and TS).
+        key = endpoint.lower()
+        if key in seen:
             raise InvalidArgument("", f"endpoints[{index}] {endpoint!r} is listed twice "
-                                      f"(endpoints[{seen[endpoint]}] is the same)")
-        seen[endpoint] = index
+                                      f"(endpoints[{seen[key]}] is the same)")
+        seen[key] = index
     return tuple(target)
 
 
