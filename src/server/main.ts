@@ -51,6 +51,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     logger: logger.child({ component: 'sessions' }),
     instanceId,
     maxResumeGraceMs: config.maxResumeGraceMs,
+    events: (event, kind) => metrics.sessionEvent(event, kind),
   });
   const inspector = new LockInspector({ store: timedStore, engine });
   const server = new GrpcServer({

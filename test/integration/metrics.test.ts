@@ -6,6 +6,7 @@ import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { deferred } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -88,6 +89,34 @@ describe.each([
     perLock.close();
     await server.whenIdle();
     expect(sample(await metrics(), 'lockstream_acquire_streams')).toBe(0);
+  });
+
+  it('counts sessions detached, resumed, and expired when their grace passes', async () => {
+    const counted = async (event: string): Promise<number> =>
+      sample(await metrics(), 'lockstream_session_events_total', `{event="${event}",rpc="session"}`) ?? 0;
+    const before = { detached: await counted('detached'), resumed: await counted('resumed') };
+    const expiredBefore = await counted('expired');
+    const proxy = await TcpProxy.start(`127.0.0.1:${server.port}`);
+    const resuming = new LockClient(proxy.address, { resumeGraceMs: 1_000 });
+    try {
+      const confirmed = deferred();
+      const lock = await resuming.acquire('metered-resume', { onConfirmed: () => confirmed.resolve() });
+      proxy.severAll();
+      await confirmed.promise;
+      expect(await counted('detached')).toBe(before.detached + 1);
+      expect(await counted('resumed')).toBe(before.resumed + 1);
+      expect(await counted('expired')).toBe(expiredBefore);
+      // Cut for good: the server keeps the session for its grace, then ends it.
+      const lost = deferred();
+      lock.lost.addEventListener('abort', () => lost.resolve(), { once: true });
+      await proxy.close();
+      await lost.promise;
+      await expect.poll(() => counted('expired'), { timeout: 10_000 }).toBe(expiredBefore + 1);
+      expect(await counted('detached')).toBe(before.detached + 2);
+    } finally {
+      resuming.close();
+      await proxy.close();
+    }
   });
 
   it('answers 404 elsewhere and 405 to anything but GET', async () => {

@@ -11,7 +11,13 @@ export {
   type LockSummary,
 } from './lock-inspector.js';
 export { LockSessions, type LockSessionsOptions } from './lock-sessions.js';
-export { LockSession, SESSION_ENDED, type SessionKind } from './lock-session.js';
+export {
+  LockSession,
+  SESSION_ENDED,
+  type SessionEvent,
+  type SessionEvents,
+  type SessionKind,
+} from './lock-session.js';
 export type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
 export type { AcquireRequest, HeldRequest, Lease, LockTarget, RevokeRequest } from './lock-request.js';
 export type { LockMode } from './lock-mode.js';

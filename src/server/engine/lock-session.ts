@@ -9,6 +9,14 @@ import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';
 /** Which RPC opened a session: an Acquire stream is a session of one request. */
 export type SessionKind = 'acquire' | 'session';
 
+/**
+ * What happens to sessions across their streams, for metrics: a stream that broke left its
+ * session kept for its grace (`detached`), another stream resumed it (`resumed`), or the grace
+ * passed without one (`expired`).
+ */
+export type SessionEvent = 'detached' | 'resumed' | 'expired';
+export type SessionEvents = (event: SessionEvent, kind: SessionKind) => void;
+
 export interface LockSessionOptions {
   readonly engine: LockEngine;
   readonly logger: Logger;
@@ -23,6 +31,8 @@ export interface LockSessionOptions {
   readonly callerName: string | undefined;
   /** Called once when the session has ended for good (its token is then forgotten). */
   readonly forget: () => void;
+  /** Told when the session is detached, resumed, or expires (see SessionEvent). */
+  readonly events?: SessionEvents | undefined;
 }
 
 /**
@@ -183,8 +193,10 @@ export class LockSession implements RequestSession {
       { graceMs: this.graceMs },
       'stream ended abnormally; keeping its requests for the grace',
     );
+    this.#options.events?.('detached', this.kind);
     this.#graceTimer = setTimeout(() => {
       this.logger.debug('resume grace over; ending its requests');
+      this.#options.events?.('expired', this.kind);
       void this.end(
         new LockError('CANCELLED', `${this.streamNoun} not resumed within its ${this.graceMs} ms grace`),
       );

@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto';
 import type { Logger } from 'pino';
 import { LockError } from '../lock-error.js';
 import type { LockEngine } from './lock-engine.js';
-import { LockSession, type SessionKind } from './lock-session.js';
+import { LockSession, type SessionEvents, type SessionKind } from './lock-session.js';
 import type { RequestAccounting } from './request-news.js';
 import { StoreWorkScheduler } from './store-work-scheduler.js';
 
@@ -21,6 +21,8 @@ export interface LockSessionsOptions {
   readonly instanceId: string;
   /** The longest resume grace a client may ask for; 0 turns resuming off. */
   readonly maxResumeGraceMs: number;
+  /** Told when a session is detached, resumed, or expires (for metrics). */
+  readonly events?: SessionEvents | undefined;
 }
 
 /**
@@ -32,6 +34,7 @@ export class LockSessions {
   readonly #logger: Logger;
   readonly #instanceId: string;
   readonly #maxResumeGraceMs: number;
+  readonly #events: SessionEvents | undefined;
   readonly #resumable = new Map<string, LockSession>();
   readonly #sessions = new Set<LockSession>();
   readonly #storeWork = new StoreWorkScheduler(STORE_WORK_IN_FLIGHT);
@@ -42,6 +45,7 @@ export class LockSessions {
     this.#logger = options.logger;
     this.#instanceId = options.instanceId;
     this.#maxResumeGraceMs = options.maxResumeGraceMs;
+    this.#events = options.events;
   }
 
   /** Requests kept apart from a stream: those of every session not ended yet. */
@@ -74,6 +78,7 @@ export class LockSessions {
       resumeToken: token,
       graceMs,
       callerName: options.callerName,
+      events: this.#events,
       forget: () => {
         this.#sessions.delete(session);
         if (token !== undefined) this.#resumable.delete(token);
@@ -91,7 +96,10 @@ export class LockSessions {
    */
   resume(token: string, kind: SessionKind, callerName: string | undefined): LockSession {
     const session = this.#resumable.get(token);
-    if (session && session.kind === kind && session.callerName === callerName) return session;
+    if (session && session.kind === kind && session.callerName === callerName) {
+      this.#events?.('resumed', kind);
+      return session;
+    }
     throw this.#unknownToken(token);
   }
 

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { isLockError } from '../lock-error.js';
-import type { HeldRequest, LockMode } from '../engine/index.js';
+import type { HeldRequest, LockMode, SessionEvent, SessionKind } from '../engine/index.js';
 import type { CoordinationStore } from '../stores/store.js';
 import { LockActivity } from './lock-activity.js';
 
@@ -68,6 +68,12 @@ export class Metrics {
     help: 'Open Session streams on this instance',
     registers: [this.registry],
   });
+  readonly #sessionEvents = new Counter({
+    name: 'lockstream_session_events_total',
+    help: 'Sessions whose stream broke and that were kept for their resume grace (detached), resumed by another stream (resumed), or ended when the grace passed (expired), by RPC',
+    labelNames: ['event', 'rpc'] as const,
+    registers: [this.registry],
+  });
   readonly #storeOperationSeconds = new Histogram({
     name: 'lockstream_store_operation_seconds',
     help: 'Latency of coordination store operations, by operation and result',
@@ -88,6 +94,11 @@ export class Metrics {
         this.set({ backend: store.kind }, store.session.confirmed ? 1 : 0);
       },
     });
+  }
+
+  /** Counts a session detached, resumed or expired on this instance. */
+  sessionEvent(event: SessionEvent, kind: SessionKind): void {
+    this.#sessionEvents.inc({ event, rpc: kind });
   }
 
   /** Counts an open stream until the returned function is called. */
