@@ -1,5 +1,4 @@
 import { onAbort } from '../../common/abort.js';
-import { VALUE_MAX_BYTES } from '../../common/limits.js';
 import { NodeFollow, type CoordinationStore, type CreatedNode, type StoreSession } from '../stores/store.js';
 import type { AcquireRequest, Lease, LeaseHolder, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
@@ -13,6 +12,9 @@ import {
 } from './node-record.js';
 import { HeldRevocation } from './revocation.js';
 import { Listeners, whenTold } from './telling.js';
+import { lockLost, nodeGone, nodeVanished } from './loss-reasons.js';
+import { readNodeName } from './node-name.js';
+import { notDowngradable, valueSizeProblem } from './request-validation.js';
 
 /**
  * One lock request in the engine, from its node's create to its end, as one state machine:
@@ -231,14 +233,8 @@ export class LockRequestNode implements Lease {
   }
 
   setValue(value: Uint8Array): Promise<void> {
-    if (value.byteLength > VALUE_MAX_BYTES) {
-      return Promise.reject(
-        new LockError(
-          'INVALID_ARGUMENT',
-          `value is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
-        ),
-      );
-    }
+    const tooLarge = valueSizeProblem(value);
+    if (tooLarge) return Promise.reject(tooLarge);
     const encoded = recordedValue(value);
     const write = async (): Promise<void> => {
       this.#throwUnlessHeld();
@@ -248,7 +244,7 @@ export class LockRequestNode implements Lease {
       // Gone: deleted by someone else or with the session (its watch reports the loss), or
       // released meanwhile.
       if (record === 'missing') {
-        this.#throwUnlessHeld(new LockError('LOCK_LOST', `lock "${this.name}" was lost: its node is gone`));
+        this.#throwUnlessHeld(nodeGone(this.name));
       }
     };
     return this.#changeNode(write);
@@ -267,17 +263,9 @@ export class LockRequestNode implements Lease {
     return this.#changeNode(async () => {
       this.#throwUnlessHeld();
       if (this.#mode === 'read' && this.#downgradedFrom === 'write') return;
-      if (this.#mode !== 'write') {
-        throw new LockError(
-          'NOT_HELD',
-          `lock "${this.name}" is held in ${this.#mode.toUpperCase()} mode: only a WRITE hold can be downgraded, and nothing is upgraded (two readers upgrading at once would wait for each other forever: release and acquire WRITE instead)`,
-        );
-      }
+      if (this.#mode !== 'write') throw notDowngradable(this.name, this.#mode);
       const oldPath = this.#path;
-      const dir = oldPath.slice(0, oldPath.lastIndexOf('/'));
-      const oldName = oldPath.slice(dir.length + 1);
-      // `write-<request id>-<sequence>` → `read-<request id>-<sequence>`: the same place.
-      const name = `read${oldName.slice(oldName.indexOf('-'))}`;
+      const name = readNodeName(oldPath.slice(oldPath.lastIndexOf('/') + 1));
       for (;;) {
         this.#throwUnlessHeld();
         const node = await this.#store.nodeData(oldPath);
@@ -319,7 +307,7 @@ export class LockRequestNode implements Lease {
         return;
       }
       // The node is gone (deleted by a forced revocation, or with the session).
-      void this.#lose(new LockError('LOCK_LOST', `lock "${this.name}" was lost: its node is gone`));
+      void this.#lose(nodeGone(this.name));
       this.#throwUnlessHeld();
     });
   }
@@ -412,27 +400,4 @@ export class LockRequestNode implements Lease {
     this.#unlinkSession();
     this.follow.stop();
   }
-}
-
-/** Why a queued request ends when its node was deleted by someone else. */
-export function nodeVanished(name: string): LockError {
-  return new LockError(
-    'LOCK_LOST',
-    `lock "${name}": this request's queue node was deleted by someone else while it waited`,
-  );
-}
-
-/**
- * What a holder is told when its lock was lost: the engine's reason (which names the lock and
- * says how), and that the work the lock protects must stop.
- */
-export function lossReport(name: string, reason: unknown): LockError {
-  // The engine's reasons name the lock and say how it was lost.
-  const why = reason instanceof Error ? reason.message : `lock "${name}" was lost`;
-  return new LockError('LOCK_LOST', `${why}; stop the work it protects`, { cause: reason });
-}
-
-function lockLost(name: string, reason: unknown): LockError {
-  const why = reason instanceof Error ? reason.message : 'the store session ended';
-  return new LockError('LOCK_LOST', `lock "${name}" was lost: ${why}`, { cause: reason });
 }

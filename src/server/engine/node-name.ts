@@ -196,3 +196,9 @@ export class QueueNodeCache {
     return this.#nodes.size;
   }
 }
+
+/** A WRITE node's name as the READ node that takes its place (the same place in the queue). */
+export function readNodeName(writeNodeName: string): string {
+  // `write-<request id>-<sequence>` → `read-<request id>-<sequence>`.
+  return `read${writeNodeName.slice(writeNodeName.indexOf('-'))}`;
+}

@@ -1,6 +1,12 @@
-import { MULTI_LOCK_MAX, SEMAPHORE_LIMIT_MAX, WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
+import {
+  MULTI_LOCK_MAX,
+  SEMAPHORE_LIMIT_MAX,
+  VALUE_MAX_BYTES,
+  WAIT_TIMEOUT_MAX_MS,
+} from '../../common/limits.js';
 import { LockError } from '../lock-error.js';
 import { validateLockName } from './lock-name.js';
+import type { LockMode } from './lock-mode.js';
 import type { AcquireRequest, LockTarget } from './lock-request.js';
 import type { SemaphoreShape } from './node-name.js';
 
@@ -92,4 +98,21 @@ function validateSemaphore({ mode, limit, weight }: Pick<AcquireRequest, 'mode' 
         : `weight ${weight} is out of range: expected 1 to the limit (${limit})`,
     );
   }
+}
+
+/** Why a value cannot be published in a lock's node, or undefined if it can. */
+export function valueSizeProblem(value: Uint8Array): LockError | undefined {
+  if (value.byteLength <= VALUE_MAX_BYTES) return undefined;
+  return new LockError(
+    'INVALID_ARGUMENT',
+    `value is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`,
+  );
+}
+
+/** Why a hold in `mode` cannot be downgraded: only WRITE can, and nothing is upgraded. */
+export function notDowngradable(name: string, mode: LockMode): LockError {
+  return new LockError(
+    'NOT_HELD',
+    `lock "${name}" is held in ${mode.toUpperCase()} mode: only a WRITE hold can be downgraded, and nothing is upgraded (two readers upgrading at once would wait for each other forever: release and acquire WRITE instead)`,
+  );
 }

@@ -1,5 +1,5 @@
 import { isLockError, LockError } from '../lock-error.js';
-import { lossReport } from './lease.js';
+import { lossReport } from './loss-reasons.js';
 import type { LockEngine } from './lock-engine.js';
 import {
   heldRequests,

@@ -1,0 +1,31 @@
+import { LockError } from '../lock-error.js';
+
+/* How the engine words a lost lock or a vanished request: the messages holders and waiters are told. */
+
+/** Why a queued request ends when its node was deleted by someone else. */
+export function nodeVanished(name: string): LockError {
+  return new LockError(
+    'LOCK_LOST',
+    `lock "${name}": this request's queue node was deleted by someone else while it waited`,
+  );
+}
+
+/**
+ * What a holder is told when its lock was lost: the engine's reason (which names the lock and
+ * says how), and that the work the lock protects must stop.
+ */
+export function lossReport(name: string, reason: unknown): LockError {
+  // The engine's reasons name the lock and say how it was lost.
+  const why = reason instanceof Error ? reason.message : `lock "${name}" was lost`;
+  return new LockError('LOCK_LOST', `${why}; stop the work it protects`, { cause: reason });
+}
+
+export function lockLost(name: string, reason: unknown): LockError {
+  const why = reason instanceof Error ? reason.message : 'the store session ended';
+  return new LockError('LOCK_LOST', `lock "${name}" was lost: ${why}`, { cause: reason });
+}
+
+/** Why a hold ends, or a change of it fails, when its node is found gone. */
+export function nodeGone(name: string): LockError {
+  return new LockError('LOCK_LOST', `lock "${name}" was lost: its node is gone`);
+}

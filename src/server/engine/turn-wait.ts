@@ -1,0 +1,223 @@
+import { LockError } from '../lock-error.js';
+import { joinPath, type CoordinationStore, type StoreSession } from '../stores/store.js';
+import type { LockRequestNode } from './lease.js';
+import type { LocalQueue } from './local-queue.js';
+import type { AcquireOptions, AcquireRequest, Withdrawal } from './lock-request.js';
+import { nodeVanished } from './loss-reasons.js';
+import type { HeldPosition, Position } from './queue-position.js';
+import type { ReleasedHolders } from './released-holders.js';
+import type { SemaphoreWakeup, SemaphoreWakeups } from './semaphore-wakeups.js';
+
+/** What a TurnWait needs of the waits of its engine (QueueWaits). */
+export interface TurnWaits {
+  readonly store: CoordinationStore;
+  readonly semaphores: SemaphoreWakeups;
+  /** The most requests a request may find ahead of it. */
+  readonly maxWaitersPerLock: number;
+  /** The holders of this engine released while waiters here watched them. */
+  readonly released: ReleasedHolders;
+  /** Counts a request in `dir`'s queue until `leave` is called. */
+  waitingIn(dir: string): { readonly queue: LocalQueue; readonly leave: () => void };
+  /** Tells `me`'s place to `options.onQueued` while it waits, until the returned function is called. */
+  tellPlaces(queue: LocalQueue, me: string, options: AcquireOptions, semaphore: boolean): () => void;
+  /** Where `me` stands in a listing of `dir`. */
+  position(dir: string, children: readonly string[], me: string): Position;
+}
+
+/** What a TurnWait is made of: the request, where its node is, and how to end. */
+export interface TurnWaitParts<T> {
+  readonly request: AcquireRequest;
+  readonly session: StoreSession;
+  readonly node: LockRequestNode;
+  readonly stop: Withdrawal;
+  readonly options: AcquireOptions;
+  readonly wakeup: SemaphoreWakeup | undefined;
+  /** The queue's path, and the request's node name in it. */
+  readonly dir: string;
+  readonly me: string;
+  readonly granted: (current: HeldPosition, children: readonly string[]) => T;
+  readonly resolve: (value: T) => void;
+  readonly reject: (reason: unknown) => void;
+}
+
+/**
+ * One waiting request's wait for its turn, the recipe's loop as a state machine: either hold,
+ * or wait for the deletion of the one node that blocks ours (a semaphore request: for what
+ * SemaphoreWake names) and list again. It ends, undoing all it set up, when the request is
+ * granted, withdrawn (by its caller or deadline), its node vanishes, its session is lost, or
+ * the store fails; at most one step (a deletion, a listing, a confirmation) is awaited at a time.
+ */
+export class TurnWait<T> {
+  readonly #waits: TurnWaits;
+  readonly #parts: TurnWaitParts<T>;
+  #queue: LocalQueue | undefined;
+  #ended = false;
+  #unlinkStop: (() => void) | undefined;
+  #unlinkVanished: (() => void) | undefined;
+  #leaveQueue: (() => void) | undefined;
+  #untell: (() => void) | undefined;
+  /** Stops the step awaited now. */
+  #cancelStep: (() => void) | undefined;
+
+  constructor(waits: TurnWaits, parts: TurnWaitParts<T>) {
+    this.#waits = waits;
+    this.#parts = parts;
+  }
+
+  start(current: Position, children: readonly string[]): void {
+    const { request, node, stop, options, dir, me } = this.#parts;
+    this.#unlinkStop = stop.onWithdrawn((reason) => this.#fail(reason));
+    if (this.#ended) return;
+    this.#unlinkVanished = node.onVanished((reason) => this.#fail(reason));
+    if (this.#ended) return;
+    const { queue, leave } = this.#waits.waitingIn(dir);
+    this.#queue = queue;
+    this.#leaveQueue = leave;
+    if (current.kind === 'waiting' && current.ahead > this.#waits.maxWaitersPerLock) {
+      this.#fail(
+        new LockError(
+          'RESOURCE_EXHAUSTED',
+          `lock "${request.name}" has ${current.ahead} requests ahead; this server allows ${this.#waits.maxWaitersPerLock}`,
+        ),
+      );
+      return;
+    }
+    // Told its place now and whenever it changes (a try never waits, so it is never told).
+    if (request.waitTimeoutMs !== 0)
+      this.#untell = this.#waits.tellPlaces(queue, me, options, request.mode === 'semaphore');
+    this.#step(current, children);
+  }
+
+  #step(current: Position, children: readonly string[]): void {
+    this.#cancelStep = undefined;
+    if (this.#ended) return;
+    const { request, session, dir, me } = this.#parts;
+    if (current.kind === 'missing') {
+      this.#fail(nodeVanished(request.name));
+      return;
+    }
+    if (current.kind === 'held') {
+      // Never grant on a session the store cannot vouch for: it may already be lost.
+      if (session.confirmed) {
+        this.#grant(current, children);
+        return;
+      }
+      const unsubscribe = session.onConfirmedChange((confirmed) => {
+        if (!confirmed) return;
+        unsubscribe();
+        this.#cancelStep = undefined;
+        queueMicrotask(() => this.#step(current, children));
+      });
+      this.#cancelStep = unsubscribe;
+      return;
+    }
+    if (request.waitTimeoutMs === 0) {
+      this.#fail(
+        new LockError(
+          'TIMEOUT',
+          `lock "${request.name}" is not free (${current.ahead} ahead) and wait_timeout is 0`,
+        ),
+      );
+      return;
+    }
+    this.#queue!.report(me, current.ahead);
+    if (this.#ended) return;
+    if (current.wake) {
+      this.#awaitSemaphoreWake(current.wake);
+      return;
+    }
+    const predecessor = joinPath(dir, current.predecessor);
+    const { released, store } = this.#waits;
+    released.awaiting(predecessor);
+    const cancelDeletion = store.onceDeleted(predecessor, (error) => {
+      const clear = current.heldOncePredecessorGoes || released.released(predecessor);
+      released.stopAwaiting(predecessor);
+      this.#cancelStep = undefined;
+      // Decided after the events delivered with this one: a session's close deletes its nodes
+      // in one go, and the deletion of our own node may come right behind our predecessor's.
+      queueMicrotask(() => this.#predecessorGone(children, clear, error));
+    });
+    this.#cancelStep = () => {
+      cancelDeletion();
+      released.stopAwaiting(predecessor);
+    };
+  }
+
+  /**
+   * Nothing that blocked us is left ahead when the predecessor's deletion alone grants us (see
+   * heldOncePredecessorGoes), or when it was a holder of this server whose release frees its
+   * watchers (see releaseFreesWatchers), released just now (`clear`): we hold the lock, no
+   * listing needed. Our node still exists: its watch, armed since it was created, would have
+   * fired first otherwise (a store reports a session's watch events in order).
+   */
+  #predecessorGone(children: readonly string[], clear: boolean, error?: LockError): void {
+    if (this.#ended) return;
+    if (error) this.#fail(error);
+    else if (clear) this.#step({ kind: 'held', ahead: 0, head: undefined }, children);
+    else this.#list();
+  }
+
+  /** A semaphore: released weight, or a grant ahead, may let us in; list again to know. */
+  #awaitSemaphoreWake(wake: NonNullable<Extract<Position, { kind: 'waiting' }>['wake']>): void {
+    const { dir } = this.#parts;
+    const stopped = new AbortController();
+    this.#cancelStep = () => stopped.abort();
+    this.#waits.semaphores.wait(dir, wake, this.#parts.wakeup!, stopped.signal).then(
+      (told) => {
+        if (stopped.signal.aborted) return;
+        if (told) this.#relisted(told);
+        else this.#list();
+      },
+      (error: unknown) => {
+        if (!stopped.signal.aborted) this.#fail(error);
+      },
+    );
+  }
+
+  /** Lists the queue, and takes the next step from where the request stands in it. */
+  #list(): void {
+    let cancelled = false;
+    this.#cancelStep = () => (cancelled = true);
+    this.#waits.store.children(this.#parts.dir).then(
+      (children) => {
+        if (!cancelled) this.#relisted(children);
+      },
+      (error: unknown) => {
+        if (!cancelled) this.#fail(error);
+      },
+    );
+  }
+
+  #relisted(children: readonly string[]): void {
+    const { dir, me } = this.#parts;
+    this.#step(this.#waits.position(dir, children, me), children);
+  }
+
+  #grant(current: HeldPosition, children: readonly string[]): void {
+    let granted: T;
+    try {
+      granted = this.#parts.granted(current, children);
+    } catch (error) {
+      this.#fail(error);
+      return;
+    }
+    this.#end();
+    this.#parts.resolve(granted);
+  }
+
+  #fail(reason: unknown): void {
+    if (this.#ended) return;
+    this.#end();
+    this.#parts.reject(reason);
+  }
+
+  #end(): void {
+    this.#ended = true;
+    this.#cancelStep?.();
+    this.#cancelStep = undefined;
+    this.#untell?.();
+    this.#leaveQueue?.();
+    this.#unlinkVanished?.();
+    this.#unlinkStop?.();
+  }
+}
