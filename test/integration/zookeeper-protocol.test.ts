@@ -232,6 +232,42 @@ describe('ZooKeeperConnection (wire protocol in TypeScript)', () => {
     expect(await zk.multiGetChildren([])).toEqual([]);
   });
 
+  it("lists a session's own ephemeral nodes under a prefix (getEphemerals), also under a chroot", async () => {
+    const zk = await connect();
+    const other = await connect();
+    const base = `${root}/ephemerals-${randomUUID()}`;
+    await zk.create(base, text(''), OPEN_ACL_UNSAFE, CreateMode.persistent);
+    await Promise.all(
+      ['a', 'b'].map((name) =>
+        zk.create(`${base}/${name}`, text(''), OPEN_ACL_UNSAFE, CreateMode.persistent),
+      ),
+    );
+    const mine = await Promise.all([
+      zk.create(`${base}/a/n-`, text(''), OPEN_ACL_UNSAFE, CreateMode.ephemeralSequential),
+      zk.create(`${base}/a/n-`, text(''), OPEN_ACL_UNSAFE, CreateMode.ephemeralSequential),
+      zk.create(`${base}/b/n-`, text(''), OPEN_ACL_UNSAFE, CreateMode.ephemeralSequential),
+    ]);
+    const theirs = await other.create(
+      `${base}/a/n-`,
+      text(''),
+      OPEN_ACL_UNSAFE,
+      CreateMode.ephemeralSequential,
+    );
+    await zk.create(`${base}/a/persistent`, text(''), OPEN_ACL_UNSAFE, CreateMode.persistent);
+
+    expect((await zk.getEphemerals(`${base}/a/`)).sort()).toEqual([mine[0].path, mine[1].path].sort());
+    expect((await zk.getEphemerals(base)).sort()).toEqual(mine.map((node) => node.path).sort());
+    expect(await other.getEphemerals(base)).toEqual([theirs.path]);
+    expect(await zk.getEphemerals('/')).toEqual(expect.arrayContaining(mine.map((node) => node.path)));
+
+    const chrooted = await ZooKeeperConnection.connect({ servers, sessionTimeoutMs: 10_000, chroot: base });
+    opened.push(chrooted);
+    const inside = await chrooted.create('/b/n-', text(''), OPEN_ACL_UNSAFE, CreateMode.ephemeralSequential);
+    expect(inside.path).toMatch(/^\/b\/n-\d{10}$/);
+    expect(await chrooted.getEphemerals('/')).toEqual([inside.path]);
+    expect(await chrooted.getEphemerals('/a')).toEqual([]);
+  });
+
   it('creates containers, which ZooKeeper may remove once empty', async () => {
     const zk = await connect();
     const path = `${root}/container-${randomUUID()}`;

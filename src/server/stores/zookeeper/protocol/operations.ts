@@ -16,6 +16,7 @@ import {
   getAclRequest,
   getChildrenRequest,
   getDataRequest,
+  getEphemeralsRequest,
   multiFailure,
   multiGetChildrenRequest,
   multiRequest,
@@ -104,5 +105,14 @@ export abstract class ZooKeeperOperations extends EventEmitter {
    */
   multiGetChildren(paths: readonly string[]): Promise<ChildrenResult[]> {
     return this.send(multiGetChildrenRequest(this.chroot, paths));
+  }
+
+  /**
+   * The paths of this session's ephemeral nodes that start with `prefix` (`/` for all), in no
+   * particular order (ZooKeeper 3.6+'s getEphemerals): what a session holds, without reading
+   * the tree. An older server answers UNIMPLEMENTED and drops the connection.
+   */
+  getEphemerals(prefix: string): Promise<string[]> {
+    return this.send(getEphemeralsRequest(this.chroot, prefix));
   }
 }

@@ -23,6 +23,8 @@ export const OpCode = {
   createTTL: 21,
   /** 3.6+; an older server answers UNIMPLEMENTED and drops the connection. */
   multiRead: 22,
+  /** 3.6+; an older server answers UNIMPLEMENTED and drops the connection. */
+  getEphemerals: 103,
   closeSession: -11,
   auth: 100,
   setWatches: 101,

@@ -106,6 +106,20 @@ export function getChildrenRequest(chroot: Chroot, path: string, watcher?: Watch
   };
 }
 
+/**
+ * The paths of this session's ephemeral nodes whose path starts with `prefix` (a prefix of the
+ * string, as ZooKeeper compares it; `/` for all), in no particular order (getEphemerals, 3.6+).
+ */
+export function getEphemeralsRequest(chroot: Chroot, prefix: string): RequestSpec<string[]> {
+  return {
+    op: OpCode.getEphemerals,
+    what: `getEphemerals ${prefix}`,
+    write: (writer) => writer.string(chroot.serverPath(prefix)),
+    read: (reader) =>
+      (reader.vector(() => reader.string() ?? '') ?? []).map((path) => chroot.clientPath(path)),
+  };
+}
+
 export function setAclRequest(
   chroot: Chroot,
   path: string,
