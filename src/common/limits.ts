@@ -18,3 +18,7 @@ export const MULTI_LOCK_MAX = 16;
 
 /** The largest limit a semaphore may have (AcquireStart.limit). */
 export const SEMAPHORE_LIMIT_MAX = 1_000_000;
+
+/** Heartbeat intervals a client may ask for. */
+export const HEARTBEAT_INTERVAL_MIN_MS = 100;
+export const HEARTBEAT_INTERVAL_MAX_MS = 600_000;

@@ -1,7 +1,7 @@
 import { Command, Option, type OptionValues } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
 import { ZOOKEEPER_CLIENTS, type ZooKeeperClientKind } from './stores/zookeeper/zookeeper-link.js';
-import { LARGEST_LEGAL_REQUEST_BYTES, RECEIVE_MARGIN_BYTES } from './transport/request-size.js';
+import { LARGEST_LEGAL_REQUEST_BYTES, RECEIVE_MARGIN_BYTES } from './largest-request.js';
 
 export type Backend = 'memory' | 'zookeeper';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';

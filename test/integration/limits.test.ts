@@ -4,7 +4,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AcquireResponse, SessionRequest } from '../../src/gen/lockstream/v1/lockstream.js';
 import { DEFAULTS, loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
-import { RECEIVE_MARGIN_BYTES, largestLegalRequests } from '../../src/server/transport/request-size.js';
+import { RECEIVE_MARGIN_BYTES, largestLegalRequests } from '../../src/server/largest-request.js';
 import { AcquireStream, LockCaller, type RequestStream, type CallOutcome } from '../support/lock-caller.js';
 import { startServerProcess } from '../support/server-process.js';
 import { SessionDriver } from '../support/session-driver.js';

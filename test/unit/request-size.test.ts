@@ -14,10 +14,7 @@ import {
   VALUE_MAX_BYTES,
 } from '../../src/common/limits.js';
 import { DEFAULTS } from '../../src/server/config.js';
-import {
-  LARGEST_LEGAL_REQUEST_BYTES,
-  largestLegalRequests,
-} from '../../src/server/transport/request-size.js';
+import { LARGEST_LEGAL_REQUEST_BYTES, largestLegalRequests } from '../../src/server/largest-request.js';
 
 /** The fields of `message` not at their default (ts-proto's `create()` has every field at it). */
 function fieldsSet<T extends object>(message: T, defaults: T): string[] {

@@ -1,4 +1,10 @@
-import { OWNER_MAX_BYTES, VALUE_MAX_BYTES, WAIT_TIMEOUT_MAX_MS } from '../../common/limits.js';
+import {
+  HEARTBEAT_INTERVAL_MAX_MS,
+  HEARTBEAT_INTERVAL_MIN_MS,
+  OWNER_MAX_BYTES,
+  VALUE_MAX_BYTES,
+  WAIT_TIMEOUT_MAX_MS,
+} from '../../common/limits.js';
 import type { Duration } from '../../gen/google/protobuf/duration.js';
 import {
   LockMode as WireLockMode,
@@ -25,9 +31,6 @@ export function toWireMode(mode: LockMode | undefined): WireLockMode {
 
 const CONTROL_CHARACTER = /\p{Cc}/u;
 
-/** Heartbeat intervals a client may ask for. */
-export const HEARTBEAT_INTERVAL_MIN_MS = 100;
-export const HEARTBEAT_INTERVAL_MAX_MS = 600_000;
 const RESUME_TOKEN_MAX_BYTES = 256;
 
 /** Checks a resume token's size before it is looked up. */
