@@ -126,8 +126,13 @@ export class LockEngine {
       ...target,
       locks: undefined,
     }));
-    const parts = (targets ?? [request]).map((target) => this.#part(target));
-    const entries = parts.map((part) => this.#entry(part, data));
+    const parts: Part[] = [];
+    const entries: SequentialEntry[] = [];
+    for (const target of targets ?? [request]) {
+      const { part, entry } = this.#part(target, data);
+      parts.push(part);
+      entries.push(entry);
+    }
     const creating = targets
       ? this.#store.createSequentialAll(entries)
       : this.#createSequential(entries[0]!).then((node) => [node]);
@@ -196,24 +201,23 @@ export class LockEngine {
     for (const part of parts) this.#semaphores.forget(part.requestId);
   }
 
-  /** One lock of a request, before its node is created. */
-  #part(request: AcquireRequest): Part {
+  /**
+   * One lock of a request, before its node is created, and what the store is asked to create
+   * for it (kept apart: a waiter keeps its part, not the node's record).
+   */
+  #part(request: AcquireRequest, data: Buffer): { part: Part; entry: SequentialEntry } {
     const shape = semaphoreShapeOf(request);
     const requestId = randomUUID();
     // Known here before its node exists: a grant ahead that lists the node finds it local.
     const wakeup = shape ? this.#semaphores.register(requestId) : undefined;
     const node = new LockRequestNode(this.#store, request);
-    return { request, requestId, node, wakeup };
-  }
-
-  /** What the store is asked to create for a part. */
-  #entry({ request, requestId, node }: Part, data: Buffer): SequentialEntry {
-    return {
+    const entry = {
       dir: this.lockPath(request.name),
-      prefix: nodePrefix(request.mode, requestId, semaphoreShapeOf(request)),
+      prefix: nodePrefix(request.mode, requestId, shape),
       data,
       follow: node.follow,
     };
+    return { part: { request, requestId, node, wakeup }, entry };
   }
 
   #createSequential({ dir, prefix, data, follow }: SequentialEntry): Promise<CreatedNode> {

@@ -7,16 +7,13 @@
 export class ListenerMap<T extends object> {
   readonly #byKey = new Map<string, T | Set<T>>();
 
-  /**
-   * Adds `listener` under `key`; returns a function that removes it, and whether it is the
-   * key's first.
-   */
-  add(key: string, listener: T): { readonly first: boolean; readonly remove: () => void } {
+  /** Adds `listener` under `key` (until `delete`); returns true if it is the key's first. */
+  add(key: string, listener: T): boolean {
     const listeners = this.#byKey.get(key);
     if (listeners === undefined) this.#byKey.set(key, listener);
     else if (listeners instanceof Set) listeners.add(listener);
     else if (listeners !== listener) this.#byKey.set(key, new Set([listeners, listener]));
-    return { first: listeners === undefined, remove: () => this.delete(key, listener) };
+    return listeners === undefined;
   }
 
   /** The listeners of `key` now (a copy: a listener may leave while they are called). */

@@ -173,7 +173,8 @@ export class MemoryStore implements CoordinationStore {
   }
 
   watchChildren(dir: string, onChange: () => void): () => void {
-    return this.#childWatchers.add(dir, onChange).remove;
+    this.#childWatchers.add(dir, onChange);
+    return () => this.#childWatchers.delete(dir, onChange);
   }
 
   #childrenChanged(dir: string): void {

@@ -48,14 +48,13 @@ export class NodeWatches {
   }
 
   watchChildren(dir: string, onChange: () => void): () => void {
-    const { first, remove } = this.#childWatchers.add(dir, onChange);
-    if (first) void this.#armChildWatch(dir);
-    return remove;
+    if (this.#childWatchers.add(dir, onChange)) void this.#armChildWatch(dir);
+    return () => this.#childWatchers.delete(dir, onChange);
   }
 
   onceDeleted(path: string, onDeleted: (error?: LockError) => void): () => void {
     const waiter: DeletionWaiter = { settle: onDeleted, cancelled: false };
-    if (this.#deletions.add(path, waiter).first) void this.#armDeletionWatch(path);
+    if (this.#deletions.add(path, waiter)) void this.#armDeletionWatch(path);
     // The ZooKeeper watch stays armed when the last waiter leaves (3.5 has no way to remove
     // one); it fires for nobody later, and no other waiter is disturbed.
     return () => {
