@@ -696,18 +696,22 @@ class _Session:
         elif kind == "ended":
             self._end(request, message.ended.code, message.ended.message)
 
-    def _resumed(self) -> None:
-        """The server took the resumed stream over and reported every request it still has.
-        What it did not report, it does not have: that request ended with its `ended` lost in the
-        break, or its `acquire` never arrived. What a reported request was sent last without an
-        answer (release, cancel, set_value, downgrade: all harmless twice) is sent again."""
-        self._resuming = False
+    def _cancel_timers(self) -> None:
+        """Stops the resume's give-up timer and every attempt timer: the session was resumed, or is over."""
         if self._give_up_timer is not None:
             self._give_up_timer.cancel()
             self._give_up_timer = None
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
+
+    def _resumed(self) -> None:
+        """The server took the resumed stream over and reported every request it still has.
+        What it did not report, it does not have: that request ended with its `ended` lost in the
+        break, or its `acquire` never arrived. What a reported request was sent last without an
+        answer (release, cancel, set_value, downgrade: all harmless twice) is sent again."""
+        self._resuming = False
+        self._cancel_timers()
         for request in list(self.requests.values()):
             state = request.state
             if request.reported:
@@ -775,12 +779,7 @@ class _Session:
             return
         self.ended = True
         self._resuming = False
-        if self._give_up_timer is not None:
-            self._give_up_timer.cancel()
-            self._give_up_timer = None
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
+        self._cancel_timers()
         if self._stream is not None:
             self._retire(self._stream)
             self._stream = None
