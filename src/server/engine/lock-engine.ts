@@ -186,9 +186,10 @@ export class LockEngine {
       async (error: unknown) => {
         try {
           for (const part of parts) part.node.abandon();
-          const sessionLost = session.lost.aborted;
-          if (!sessionLost) await Promise.all(paths.map((path) => this.#withdraw(path)));
-          if (sessionLost && !stop.withdrawn) return undefined;
+          if (!session.lost.aborted) await Promise.all(paths.map((path) => this.#withdraw(path)));
+          // Asked again after the withdrawal: a closed session deletes its nodes before the
+          // store hears that the session is over, so a waiter may see its node vanish first.
+          if (session.lost.aborted && !stop.withdrawn) return undefined;
           throw stop.withdrawn ? stop.reason : error;
         } finally {
           this.#forget(parts);
