@@ -123,6 +123,12 @@ export interface CoordinationStore extends AsyncDisposable {
   /** The session that new nodes are created in; replaced by a new one after a loss. */
   readonly session: StoreSession;
 
+  /**
+   * Present where the store's session can move to another lockstream instance (ZooKeeper on
+   * lockstream's own client); absent on the memory store and the ZooKeeper addon.
+   */
+  readonly takeover?: SessionTakeover | undefined;
+
   /** Operation counts since start, for tests that check the absence of a herd and for benchmarks. */
   readonly stats: Readonly<StoreStats>;
 
@@ -147,6 +153,51 @@ export interface StoreSession {
   readonly confirmed: boolean;
   /** Calls `listener` whenever `confirmed` changes (not after `lost`); returns an unsubscribe function. */
   onConfirmedChange(listener: (confirmed: boolean) => void): () => void;
+}
+
+/**
+ * How a session, with every node it owns (and so every lock and queue place), outlives the
+ * instance that made it: another instance takes it over. Each session is published under a
+ * name, with what it takes to attach to it (kept where only lockstream's own identity can read
+ * it); a taker attaches and marks itself the owner, and from then on the previous owner can
+ * change nothing in it: every write of an owner is conditional on still owning the session
+ * (ZooKeeper: a multi with a check on the published record, whose version the taker bumps).
+ */
+export interface SessionTakeover {
+  /**
+   * The name the store's current session is published under: in resume tokens, so that any
+   * instance can find the session a token's requests live in. Changes when the session does.
+   */
+  readonly publishedAs: string;
+  /**
+   * Takes over the session published as `name` (by another instance, or taken over by one
+   * since). Resolves with a store on that session, which never opens another one (closing it
+   * ends the session, and its nodes go), and the nodes the session owns; undefined when no
+   * session is published under that name any more (it ended, expired, or never was).
+   */
+  takeOver(name: string): Promise<TakenSession | undefined>;
+  /**
+   * Calls `listener` when another instance has taken this store's session over, before the
+   * session's `lost` aborts: its nodes are someone else's now, and nothing here may act on
+   * them. Returns an unsubscribe function.
+   */
+  onTakenOver(listener: (by: string) => void): () => void;
+  /**
+   * Lets the session go without ending it: stops every request, ping and reconnection, so
+   * the session lives on (for its timeout) for another instance to take over. Then as close().
+   */
+  handOver(): Promise<void>;
+}
+
+export interface TakenSession {
+  /** A store on the taken session (with `takeover` too: it can be taken over again). */
+  readonly store: CoordinationStore;
+  /** Every node the session owns, as read after the takeover (no write of the previous owner follows). */
+  readonly nodes: readonly OwnedNode[];
+}
+
+export interface OwnedNode extends NodeData {
+  readonly path: string;
 }
 
 export interface NodeWatchHandlers {
