@@ -1,10 +1,11 @@
-import { Command, Option, type OptionValues } from 'commander';
+import { Command, type OptionValues } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
 import { ZOOKEEPER_CLIENTS, type ZooKeeperClientKind } from './stores/zookeeper/zookeeper-link.js';
-import { LARGEST_LEGAL_REQUEST_BYTES, RECEIVE_MARGIN_BYTES } from './largest-request.js';
+import { LOG_FORMATS, LOG_LEVELS, serveOptions, type LogFormat, type LogLevel } from './serve-options.js';
+
+export { DEFAULTS, serveOptions, type LogFormat, type LogLevel } from './serve-options.js';
 
 export type Backend = 'memory' | 'zookeeper';
-export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
 
 export interface Config {
   /** Address the gRPC server binds. */
@@ -23,6 +24,8 @@ export interface Config {
   readonly keepaliveTimeMs: number;
   readonly keepaliveTimeoutMs: number;
   readonly shutdownGraceMs: number;
+  /** SIGTERM/SIGINT: leave resumable sessions for another instance (`hand-over`) or free their locks (`release`). */
+  readonly onStop: StopMode;
   /** Longest resume grace a client may ask for; 0: requests are never kept after an abnormal end. */
   readonly maxResumeGraceMs: number;
   /** HTTP/2 streams (Acquire calls) one client connection may have open at once. */
@@ -53,217 +56,14 @@ export interface Config {
   readonly httpAuth: boolean;
 }
 
-export const DEFAULTS = Object.freeze({
-  host: '127.0.0.1',
-  port: 50051,
-  rootPath: '/lockstream',
-  zookeeperClient: 'protocol',
-  sessionTimeout: '10s',
-  connectTimeout: '15s',
-  // A vanished client's connection is dropped 3-6 s after it went silent (sooner with the SDK's
-  // heartbeats), then its resume grace runs. The clients count their own grace from the last
-  // message they heard, so a holder is told `lost` before the server can free the lock.
-  keepaliveTime: '3s',
-  keepaliveTimeout: '3s',
-  shutdownGrace: '5s',
-  maxResumeGrace: '60s',
-  maxStreamsPerConnection: 1000,
-  maxRequestsPerSession: 100_000,
-  maxWaitersPerLock: 10_000,
-  // Every legal request fits, with room for encoders that also write fields left at their
-  // defaults: the largest (16 semaphores of 512-byte names, with owner and value) rounded up to KiB.
-  maxMessageBytes: Math.ceil(LARGEST_LEGAL_REQUEST_BYTES / 1024) * 1024,
-  logLevel: 'info',
-  logFormat: 'auto',
-});
-
-export type LogFormat = 'json' | 'pretty' | 'auto';
-const LOG_FORMATS: readonly LogFormat[] = ['json', 'pretty', 'auto'];
-
-const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+export type StopMode = 'hand-over' | 'release';
+const STOP_MODES: readonly StopMode[] = ['hand-over', 'release'];
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
   constructor(readonly problems: readonly string[]) {
     super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
   }
-}
-
-interface OptionSpec {
-  readonly flags: string;
-  readonly env: string;
-  readonly description: string;
-  readonly default?: string;
-}
-
-const SERVE_OPTIONS: readonly OptionSpec[] = [
-  {
-    flags: '--host <address>',
-    env: 'LOCKSTREAM_HOST',
-    description: 'address to listen on',
-    default: DEFAULTS.host,
-  },
-  {
-    flags: '--port <port>',
-    env: 'LOCKSTREAM_PORT',
-    description: 'gRPC port (0 picks a free one)',
-    default: String(DEFAULTS.port),
-  },
-  {
-    flags: '--zookeeper <connect-string>',
-    env: 'LOCKSTREAM_ZOOKEEPER',
-    description:
-      'ZooKeeper ensemble, e.g. zk1:2181,zk2:2181[/chroot]; without it, locks live in this process only',
-  },
-  {
-    flags: '--zookeeper-digest-file <file>',
-    env: 'LOCKSTREAM_ZOOKEEPER_DIGEST_FILE',
-    description:
-      'file holding user:password: the ZooKeeper session authenticates with them (digest), and only they may touch the nodes under --root',
-  },
-  {
-    flags: '--zookeeper-client <client>',
-    env: 'LOCKSTREAM_ZOOKEEPER_CLIENT',
-    description:
-      "ZooKeeper client: protocol (lockstream's own, in TypeScript: create2, ACL on create, exact 64-bit zxids) or addon (the native `zookeeper` package, if installed)",
-    default: DEFAULTS.zookeeperClient,
-  },
-  {
-    flags: '--root <path>',
-    env: 'LOCKSTREAM_ROOT',
-    description: 'root znode for lockstream',
-    default: DEFAULTS.rootPath,
-  },
-  {
-    flags: '--session-timeout <duration>',
-    env: 'LOCKSTREAM_SESSION_TIMEOUT',
-    description: 'ZooKeeper session timeout to request',
-    default: DEFAULTS.sessionTimeout,
-  },
-  {
-    flags: '--connect-timeout <duration>',
-    env: 'LOCKSTREAM_CONNECT_TIMEOUT',
-    description: 'how long start-up and requests wait for ZooKeeper before failing',
-    default: DEFAULTS.connectTimeout,
-  },
-  {
-    flags: '--keepalive-time <duration>',
-    env: 'LOCKSTREAM_KEEPALIVE_TIME',
-    description: 'idle time before the server pings a client connection',
-    default: DEFAULTS.keepaliveTime,
-  },
-  {
-    flags: '--keepalive-timeout <duration>',
-    env: 'LOCKSTREAM_KEEPALIVE_TIMEOUT',
-    description: 'how long a ping may go unanswered before the connection, and its locks, are dropped',
-    default: DEFAULTS.keepaliveTimeout,
-  },
-  {
-    flags: '--shutdown-grace <duration>',
-    env: 'LOCKSTREAM_SHUTDOWN_GRACE',
-    description: 'how long open calls may take to end on SIGTERM/SIGINT',
-    default: DEFAULTS.shutdownGrace,
-  },
-  {
-    flags: '--max-resume-grace <duration>',
-    env: 'LOCKSTREAM_MAX_RESUME_GRACE',
-    description:
-      'longest time a request (queued or holding) may wait to be resumed after its stream ends abnormally, if its client asks; 0 turns resuming off',
-    default: DEFAULTS.maxResumeGrace,
-  },
-  {
-    flags: '--max-streams-per-connection <count>',
-    env: 'LOCKSTREAM_MAX_STREAMS_PER_CONNECTION',
-    description: 'Acquire calls one client connection may have open at once (further calls wait)',
-    default: String(DEFAULTS.maxStreamsPerConnection),
-  },
-  {
-    flags: '--max-requests-per-session <count>',
-    env: 'LOCKSTREAM_MAX_REQUESTS_PER_SESSION',
-    description: 'lock requests one Session stream may have at once (more end with RESOURCE_EXHAUSTED)',
-    default: String(DEFAULTS.maxRequestsPerSession),
-  },
-  {
-    flags: '--max-waiters-per-lock <count>',
-    env: 'LOCKSTREAM_MAX_WAITERS_PER_LOCK',
-    description:
-      'requests a lock may have queued ahead of a new one before it is refused (RESOURCE_EXHAUSTED)',
-    default: String(DEFAULTS.maxWaitersPerLock),
-  },
-  {
-    flags: '--max-message-bytes <bytes>',
-    env: 'LOCKSTREAM_MAX_MESSAGE_BYTES',
-    description: `largest lock request (Session acquire, Acquire start) accepted; a larger one ends alone with RESOURCE_EXHAUSTED, the session's other locks go on. The default admits every legal request (at most ${LARGEST_LEGAL_REQUEST_BYTES} bytes); a lower limit refuses the largest (multi-locks, values). A message over the limit + ${RECEIVE_MARGIN_BYTES / 1024} KiB ends its whole call`,
-    default: String(DEFAULTS.maxMessageBytes),
-  },
-  {
-    flags: '--tls-cert <file>',
-    env: 'LOCKSTREAM_TLS_CERT',
-    description: 'PEM certificate chain for TLS on the gRPC port (with --tls-key)',
-  },
-  {
-    flags: '--tls-key <file>',
-    env: 'LOCKSTREAM_TLS_KEY',
-    description: 'PEM private key for --tls-cert',
-  },
-  {
-    flags: '--tls-client-ca <file>',
-    env: 'LOCKSTREAM_TLS_CLIENT_CA',
-    description:
-      'PEM CA certificates; clients must present a certificate they signed (mTLS), whose identity names the caller',
-  },
-  {
-    flags: '--auth-file <file>',
-    env: 'LOCKSTREAM_AUTH_FILE',
-    description:
-      'access policy (YAML): callers by token or certificate, the lock prefixes and modes each may use, and who may revoke',
-  },
-  {
-    flags: '--http-port <port>',
-    env: 'LOCKSTREAM_HTTP_PORT',
-    description: 'serve Prometheus metrics on /metrics at this port (0 picks a free one); off by default',
-  },
-  {
-    flags: '--http-host <address>',
-    env: 'LOCKSTREAM_HTTP_HOST',
-    description: 'address for the HTTP port',
-    default: '127.0.0.1',
-  },
-  {
-    flags: '--http-auth <on|off>',
-    env: 'LOCKSTREAM_HTTP_AUTH',
-    description:
-      'require an access-policy caller with `http: true` on the HTTP port (Bearer token, or Basic with its name and token)',
-    default: 'off',
-  },
-  {
-    flags: '--log-level <level>',
-    env: 'LOCKSTREAM_LOG_LEVEL',
-    // Checked in validate() rather than with commander's choices(), which would stop at the
-    // first bad value instead of reporting every problem at once.
-    description: `log level: ${LOG_LEVELS.join(', ')}`,
-    default: DEFAULTS.logLevel,
-  },
-  {
-    flags: '--log-format <format>',
-    env: 'LOCKSTREAM_LOG_FORMAT',
-    description: 'json (one object per line), pretty (for people), or auto: pretty when stdout is a terminal',
-    default: DEFAULTS.logFormat,
-  },
-];
-
-/**
- * The options of `lockstream serve`. Each can also be set by its environment variable; the
- * variable's value becomes the option's default, so a flag still wins (commander's own `.env()`
- * would read process.env behind our back).
- */
-export function serveOptions(env: Readonly<Record<string, string | undefined>>): Option[] {
-  return SERVE_OPTIONS.map((spec) => {
-    const option = new Option(spec.flags, `${spec.description} (env: ${spec.env})`);
-    const value = env[spec.env] ?? spec.default;
-    if (value !== undefined) option.default(value);
-    return option;
-  });
 }
 
 /**
@@ -333,6 +133,10 @@ function validate(values: OptionValues): Readonly<Config> {
   if (!LOG_FORMATS.includes(logFormat)) {
     problems.push(`--log-format ${JSON.stringify(logFormat)}: expected one of ${LOG_FORMATS.join(', ')}`);
   }
+  const onStop = String(values['onStop']) as StopMode;
+  if (!STOP_MODES.includes(onStop)) {
+    problems.push(`--on-stop ${JSON.stringify(onStop)}: expected one of ${STOP_MODES.join(', ')}`);
+  }
   const logLevel = String(values['logLevel']) as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) {
     problems.push(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(', ')}`);
@@ -381,6 +185,7 @@ function validate(values: OptionValues): Readonly<Config> {
     keepaliveTimeMs: duration('keepaliveTime', '--keepalive-time', 1),
     keepaliveTimeoutMs: duration('keepaliveTimeout', '--keepalive-timeout', 1),
     shutdownGraceMs: duration('shutdownGrace', '--shutdown-grace', 0),
+    onStop,
     maxResumeGraceMs: duration('maxResumeGrace', '--max-resume-grace', 0),
     maxStreamsPerConnection: count('maxStreamsPerConnection', '--max-streams-per-connection', 1, 2 ** 31 - 1),
     maxRequestsPerSession: count('maxRequestsPerSession', '--max-requests-per-session', 1, 2 ** 31 - 1),

@@ -34,24 +34,32 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   routeGrpcLogs(logger.child({ component: 'grpc-js' }));
   // Files first: a bad certificate or access policy is reported before anything connects.
   const security = await loadSecurity(config);
-  const store = await openStore(config, security.zookeeperDigest, logger.child({ component: 'store' }));
-  const metrics = new Metrics({ store });
-  // The engine and the inspector see a store whose operations are timed; tests see the store itself.
-  const timedStore = new InstrumentedStore(store, metrics);
   const instanceId = randomUUID();
-  const engine = new LockEngine({
-    store: timedStore,
-    rootPath: config.rootPath,
-    logger: logger.child({ component: 'engine' }),
+  const store = await openStore(
+    config,
+    security.zookeeperDigest,
     instanceId,
-    maxWaitersPerLock: config.maxWaitersPerLock,
-  });
+    logger.child({ component: 'store' }),
+  );
+  const metrics = new Metrics({ store });
+  // Engines see a store whose operations are timed; tests see the store itself.
+  const engineFor = (on: CoordinationStore): LockEngine =>
+    new LockEngine({
+      store: new InstrumentedStore(on, metrics),
+      rootPath: config.rootPath,
+      logger: logger.child({ component: 'engine' }),
+      instanceId,
+      maxWaitersPerLock: config.maxWaitersPerLock,
+    });
+  const timedStore = new InstrumentedStore(store, metrics);
+  const engine = engineFor(store);
   const sessions = new LockSessions({
     engine,
     logger: logger.child({ component: 'sessions' }),
     instanceId,
     maxResumeGraceMs: config.maxResumeGraceMs,
     events: (event, kind) => metrics.sessionEvent(event, kind),
+    takeover: store.takeover && { sessions: store.takeover, engineFor, accounting: metrics },
   });
   const inspector = new LockInspector({ store: timedStore, engine });
   const server = new GrpcServer({
@@ -116,11 +124,19 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
       logger.info('shutting down');
       unwatchHealth();
       reclaimer.stop();
+      const takeover = config.onStop === 'hand-over' ? store.takeover : undefined;
+      // Handed over first: the streams' shutdown would end (and release) what they carry.
+      if (takeover) await sessions.handOverAll();
       await server.shutdown(config.shutdownGraceMs);
       await http?.close();
-      // Requests kept for a resume that can no longer come: release them with the session.
-      await sessions.close();
-      await store.close();
+      if (takeover) {
+        // The store session lives on, with every resumable session's locks, for another instance.
+        await takeover.handOver();
+      } else {
+        // Requests kept for a resume that can no longer come: release them with the session.
+        await sessions.close();
+        await store.close();
+      }
       logger.info('stopped');
     })();
     return stopping;
@@ -162,6 +178,7 @@ function isLoopback(host: string): boolean {
 async function openStore(
   config: Readonly<Config>,
   digest: string | undefined,
+  instanceId: string,
   logger: Logger,
 ): Promise<CoordinationStore> {
   if (config.backend === 'memory') {
@@ -181,6 +198,10 @@ async function openStore(
     connectTimeoutMs: config.connectTimeoutMs,
     client: config.zookeeperClient,
     logger,
+    // Published for other instances to take over (the addon has no multi to fence with).
+    ...(config.zookeeperClient === 'protocol'
+      ? { publish: { root: config.rootPath, owner: instanceId } }
+      : {}),
     ...(digest === undefined ? {} : { protection: { digest, root: config.rootPath } }),
   });
   return store;

@@ -26,6 +26,7 @@ describe('loadConfig', () => {
       keepaliveTimeMs: 3_000,
       keepaliveTimeoutMs: 3_000,
       shutdownGraceMs: 5_000,
+      onStop: 'hand-over',
       maxResumeGraceMs: 60_000,
       maxStreamsPerConnection: 1000,
       maxRequestsPerSession: 100_000,
@@ -67,6 +68,8 @@ describe('loadConfig', () => {
       '1m',
       '--keepalive-timeout',
       '750ms',
+      '--on-stop',
+      'release',
       '--shutdown-grace',
       '0',
       '--max-resume-grace',
@@ -114,6 +117,7 @@ describe('loadConfig', () => {
       keepaliveTimeMs: 60_000,
       keepaliveTimeoutMs: 750,
       shutdownGraceMs: 0,
+      onStop: 'release',
       maxResumeGraceMs: 120_000,
       maxStreamsPerConnection: 10,
       maxRequestsPerSession: 500,
@@ -139,6 +143,9 @@ describe('loadConfig', () => {
       '--http-auth on needs --auth-file: the callers allowed on the HTTP port are named there',
     ]);
     expect(problemsOf({}, ['--http-auth', 'maybe'])).toEqual(['--http-auth "maybe": expected on or off']);
+    expect(problemsOf({}, ['--on-stop', 'linger'])).toEqual([
+      '--on-stop "linger": expected one of hand-over, release',
+    ]);
     expect(problemsOf({}, ['--zookeeper-digest-file', 'zk-digest'])).toEqual([
       '--zookeeper-digest-file needs --zookeeper: the embedded store has no ACLs',
     ]);
@@ -165,6 +172,7 @@ describe('loadConfig', () => {
         LOCKSTREAM_KEEPALIVE_TIME: '2s',
         LOCKSTREAM_KEEPALIVE_TIMEOUT: '1s',
         LOCKSTREAM_SHUTDOWN_GRACE: '500ms',
+        LOCKSTREAM_ON_STOP: 'release',
         LOCKSTREAM_MAX_RESUME_GRACE: '0',
         LOCKSTREAM_MAX_STREAMS_PER_CONNECTION: '11',
         LOCKSTREAM_MAX_REQUESTS_PER_SESSION: '501',
@@ -194,6 +202,7 @@ describe('loadConfig', () => {
       keepaliveTimeMs: 2_000,
       keepaliveTimeoutMs: 1_000,
       shutdownGraceMs: 500,
+      onStop: 'release',
       maxResumeGraceMs: 0,
       maxStreamsPerConnection: 11,
       maxRequestsPerSession: 501,

@@ -44,6 +44,10 @@ class Recorder implements RequestListener {
     this.#record('replaced');
   }
 
+  handedOver(): void {
+    this.#record('handed over');
+  }
+
   #record(event: string): void {
     this.events.push(event);
     for (const waiter of [...this.#waiters]) {
@@ -108,16 +112,16 @@ describe('lock sessions: requests that outlive their stream for a resume grace',
     expect(capped.session.graceMs).toBe(60_000);
     const token = capped.session.resumeToken!;
     expect(token).toMatch(/^instance-a\.[A-Za-z0-9_-]{32}$/);
-    expect(sessions.resume(token, 'acquire', undefined)).toBe(capped.session);
+    await expect(sessions.resume(token, 'acquire', undefined)).resolves.toBe(capped.session);
     // Only by the RPC and the caller that opened it.
-    expect(() => sessions.resume(token, 'session', undefined)).toThrow(/unknown/);
-    expect(() => sessions.resume(token, 'acquire', 'someone-else')).toThrow(/unknown/);
+    await expect(sessions.resume(token, 'session', undefined)).rejects.toThrow(/unknown/);
+    await expect(sessions.resume(token, 'acquire', 'someone-else')).rejects.toThrow(/unknown/);
     expect(sessions.size).toBe(2);
     await Promise.all([plain.stream.until('1 granted'), capped.stream.until('1 granted')]);
     await capped.session.end(new LockError('CANCELLED', 'done'));
     expect(sessions.size).toBe(1);
-    expect(() => sessions.resume(token, 'acquire', undefined)).toThrow(/unknown/);
-    expect(() => sessions.resume('instance-b.secret', 'acquire', undefined)).toThrow(
+    await expect(sessions.resume(token, 'acquire', undefined)).rejects.toThrow(/unknown/);
+    await expect(sessions.resume('instance-b.secret', 'acquire', undefined)).rejects.toThrow(
       /issued by lockstream instance "instance-b"/,
     );
     await plain.session.end(new LockError('CANCELLED', 'done'));

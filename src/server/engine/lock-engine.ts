@@ -1,13 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { LockError } from '../lock-error.js';
 import {
+  baseName,
   joinPath,
+  parentPath,
   type CoordinationStore,
+  type OwnedNode,
   type CreatedNode,
   type SequentialEntry,
   type StoreSession,
 } from '../stores/store.js';
 import { LockRequestNode } from './lease.js';
+import { HANDED_OVER } from './loss-reasons.js';
 import type { LockMode } from './lock-mode.js';
 import {
   QueuePlace,
@@ -18,8 +23,8 @@ import {
 } from './lock-request.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
 import { MultiLease } from './multi-lease.js';
-import { nodePrefix } from './node-name.js';
-import { encodeNodeRecord, recordedValue, type NodeRecord } from './node-record.js';
+import { nodePrefix, parseNodeName } from './node-name.js';
+import { encodeNodeRecord, recordedValue, type NodeRecord, type RequestTag } from './node-record.js';
 import { releaseFreesWatchers, type HeldPosition } from './queue-position.js';
 import { QueueWaits, withDeadline } from './queue-wait.js';
 import { semaphoreShapeOf, validateRequest } from './request-validation.js';
@@ -43,6 +48,8 @@ interface Part {
   readonly requestId: string;
   readonly node: LockRequestNode;
   readonly wakeup: SemaphoreWakeup | undefined;
+  /** The size of the record written in its node (a different size read back is a change). */
+  readonly written: number;
 }
 
 /**
@@ -99,7 +106,7 @@ export class LockEngine {
     options.withdrawal.throwIfWithdrawn();
     // Withdrawn by the caller or, with a wait timeout, by the deadline.
     using deadline = withDeadline(request, options.withdrawal);
-    const data = this.#recordOf(request);
+    const data = this.#recordsOf(request, options.tag);
     for (;;) {
       // A waiter keeps this frame until its turn: it holds little; a try's state is in #queue's callbacks.
       const lease = await this.#queue(request, data, deadline.stop, options);
@@ -111,13 +118,50 @@ export class LockEngine {
   }
 
   /**
+   * Carries on a request whose nodes exist already, made by another instance in a session this
+   * engine's store has taken over (see SessionTakeover): `nodes` in the request's order (a
+   * multi-lock's in its locks' order). Resolves once it holds, as `acquire` does: at once if
+   * it held before (a grant never goes back, and its fencing token is its node's), else when
+   * its turn comes. Rejects as `acquire` does, and with LOCK_LOST when a node is gone or the
+   * session ends while it waits (a taken-over session is not replaced: nothing is queued again).
+   */
+  async adopt(request: AcquireRequest, nodes: readonly OwnedNode[], options: AcquireOptions): Promise<Lease> {
+    options.withdrawal.throwIfWithdrawn();
+    using deadline = withDeadline(request, options.withdrawal);
+    const parts = nodes.map((owned, i) => {
+      const target = request.locks ? { ...request, ...request.locks[i]!, locks: undefined } : request;
+      const requestId = parseNodeName(baseName(owned.path))?.requestId ?? randomUUID();
+      const wakeup = semaphoreShapeOf(target) ? this.#semaphores.register(requestId) : undefined;
+      const node = new LockRequestNode(this.#store, target);
+      // -1: whatever the node's record says now (a revocation, perhaps) is news to this engine.
+      return { request: target, requestId, node, wakeup, written: -1 };
+    });
+    const session = this.#store.session;
+    const paths = nodes.map((owned) => owned.path);
+    // Each node's follow is armed first, then its queue listed: what the listing misses, the follow tells.
+    const reading = Promise.all(
+      nodes.map(async (owned, i): Promise<CreatedNode> => {
+        const followed = await this.#store.watchNode(owned.path, parts[i]!.node.follow);
+        const siblings = await this.#store.children(parentPath(owned.path));
+        return { path: owned.path, session, siblings, creationId: owned.creationId, followed };
+      }),
+    );
+    const waiting = reading.then((created) =>
+      this.#waitCreated(request, parts, created, deadline.stop, options),
+    );
+    const lease = await this.#settled(waiting, parts, paths, session, deadline.stop);
+    if (lease) return lease;
+    throw new LockError('LOCK_LOST', `lock "${request.name}": its taken-over session ended while it waited`);
+  }
+
+  /**
    * Queues once: creates the request's nodes (a multi-lock's in one transaction) and waits for
    * their turn. Resolves with the lease, or with undefined when the session was lost while it
    * waited and the request was not withdrawn; on any other failure deletes the nodes and rejects.
    */
   #queue(
     request: AcquireRequest,
-    data: Buffer,
+    data: readonly Buffer[],
     stop: Withdrawal,
     options: AcquireOptions,
   ): Promise<Lease | undefined> {
@@ -128,18 +172,17 @@ export class LockEngine {
     }));
     const parts: Part[] = [];
     const entries: SequentialEntry[] = [];
-    for (const target of targets ?? [request]) {
-      const { part, entry } = this.#part(target, data);
+    for (const [i, target] of (targets ?? [request]).entries()) {
+      const { part, entry } = this.#part(target, data[i] ?? data[0]!);
       parts.push(part);
       entries.push(entry);
     }
     const creating = targets
       ? this.#store.createSequentialAll(entries)
       : this.#createSequential(entries[0]!).then((node) => [node]);
-    const written = data.byteLength;
     return creating.then(
       (created) => {
-        const waiting = this.#waitCreated(request, parts, created, written, stop, options);
+        const waiting = this.#waitCreated(request, parts, created, stop, options);
         const paths = created.map((node) => node.path);
         return this.#settled(waiting, parts, paths, created[0]!.session, stop);
       },
@@ -156,12 +199,11 @@ export class LockEngine {
     request: AcquireRequest,
     parts: readonly Part[],
     created: readonly CreatedNode[],
-    written: number,
     stop: Withdrawal,
     options: AcquireOptions,
   ): Promise<Lease> {
     try {
-      parts.forEach((part, i) => part.node.created(created[i]!, written));
+      parts.forEach((part, i) => part.node.created(created[i]!, part.written));
       return request.locks
         ? this.#waitForAll(request, parts, created, stop, options)
         : this.#waitForOne(parts[0]!, created[0]!, stop, options);
@@ -186,7 +228,9 @@ export class LockEngine {
       async (error: unknown) => {
         try {
           for (const part of parts) part.node.abandon();
-          if (!session.lost.aborted) await Promise.all(paths.map((path) => this.#withdraw(path)));
+          // A request handed over to another instance leaves its nodes to it.
+          if (!session.lost.aborted && stop.reason !== HANDED_OVER)
+            await Promise.all(paths.map((path) => this.#withdraw(path)));
           // Asked again after the withdrawal: a closed session deletes its nodes before the
           // store hears that the session is over, so a waiter may see its node vanish first.
           if (session.lost.aborted && !stop.withdrawn) return undefined;
@@ -218,7 +262,7 @@ export class LockEngine {
       data,
       follow: node.follow,
     };
-    return { part: { request, requestId, node, wakeup }, entry };
+    return { part: { request, requestId, node, wakeup, written: data.byteLength }, entry };
   }
 
   #createSequential({ dir, prefix, data, follow }: SequentialEntry): Promise<CreatedNode> {
@@ -297,8 +341,11 @@ export class LockEngine {
     }
   }
 
-  /** What a request's node records (see NodeRecord). */
-  #recordOf(request: AcquireRequest): Buffer {
+  /**
+   * What a request's nodes record (see NodeRecord): one record for all, or, in a resumable
+   * session's multi-lock, one per lock (each says its place in the set).
+   */
+  #recordsOf(request: AcquireRequest, tag: RequestTag | undefined): Buffer[] {
     const record: NodeRecord = {
       owner: request.owner ?? '',
       peer: request.peer ?? '',
@@ -307,7 +354,13 @@ export class LockEngine {
     };
     const value = recordedValue(request.value);
     if (value !== undefined) record.value = value;
-    return encodeNodeRecord(record);
+    if (tag === undefined) return [encodeNodeRecord(record)];
+    const waitMs = request.waitTimeoutMs;
+    const session: RequestTag = waitMs ? { ...tag, until: Date.now() + waitMs } : tag;
+    if (!request.locks) return [encodeNodeRecord({ ...record, session })];
+    return request.locks.map((_, part) =>
+      encodeNodeRecord({ ...record, session: { ...session, set: request.name, part } }),
+    );
   }
 
   /**

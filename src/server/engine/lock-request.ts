@@ -1,6 +1,7 @@
 import { onAbort } from '../../common/abort.js';
 import type { LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
+import type { RequestTag } from './node-record.js';
 
 /*
  * What the engine is asked for and what it hands out: a request, how to wait, and the held
@@ -45,6 +46,8 @@ export interface AcquireOptions {
   readonly onQueued?: (ahead: number) => void;
   /** Lets the caller have the request counted again while it waits (see QueuePlace). */
   readonly place?: QueuePlace;
+  /** Written in the request's nodes: the resumable session it belongs to (see RequestTag). */
+  readonly tag?: RequestTag | undefined;
 }
 
 /**

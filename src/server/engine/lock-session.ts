@@ -2,6 +2,8 @@ import type { Logger } from 'pino';
 import { LockError } from '../lock-error.js';
 import type { LockEngine } from './lock-engine.js';
 import type { AcquireRequest } from './lock-request.js';
+import type { OwnedNode } from '../stores/store.js';
+import type { RequestTag } from './node-record.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
 import { SessionRequest, type RequestSession } from './session-request.js';
 import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';
@@ -11,10 +13,10 @@ export type SessionKind = 'acquire' | 'session';
 
 /**
  * What happens to sessions across their streams, for metrics: a stream that broke left its
- * session kept for its grace (`detached`), another stream resumed it (`resumed`), or the grace
- * passed without one (`expired`).
+ * session kept for its grace (`detached`), another stream resumed it (`resumed`), the grace
+ * passed without one (`expired`), or this instance took it over from another (`taken-over`).
  */
-export type SessionEvent = 'detached' | 'resumed' | 'expired';
+export type SessionEvent = 'detached' | 'resumed' | 'expired' | 'taken-over';
 export type SessionEvents = (event: SessionEvent, kind: SessionKind) => void;
 
 export interface LockSessionOptions {
@@ -24,8 +26,13 @@ export interface LockSessionOptions {
   /** Where the session's store work takes its turns with every other session's. */
   readonly storeWork: StoreWorkScheduler;
   readonly kind: SessionKind;
-  /** Set when the session can be resumed (its grace is above zero). */
+  /**
+   * Set when the session can be resumed (its grace is above zero); undefined also for a session
+   * rebuilt from a taken-over store session, until its client resumes it (only its key is known).
+   */
   readonly resumeToken: string | undefined;
+  /** The resume token's hash (see resumeKey), written in the session's nodes; set when resumable. */
+  readonly resumeKey: string | undefined;
   readonly graceMs: number;
   /** Who opened the session (the caller's name); only the same caller may resume it. */
   readonly callerName: string | undefined;
@@ -46,7 +53,9 @@ export interface LockSessionOptions {
  */
 export class LockSession implements RequestSession {
   readonly kind: SessionKind;
-  readonly resumeToken: string | undefined;
+  /** See LockSessionOptions.resumeToken; set by a resume that proves it knows the token. */
+  resumeToken: string | undefined;
+  readonly resumeKey: string | undefined;
   readonly graceMs: number;
   readonly callerName: string | undefined;
   readonly #options: LockSessionOptions;
@@ -61,6 +70,7 @@ export class LockSession implements RequestSession {
     this.#options = options;
     this.kind = options.kind;
     this.resumeToken = options.resumeToken;
+    this.resumeKey = options.resumeKey;
     this.graceMs = options.graceMs;
     this.callerName = options.callerName;
   }
@@ -136,6 +146,43 @@ export class LockSession implements RequestSession {
     this.#requests.set(id, queued);
     const { engine } = this.#options;
     this.#options.storeWork.run(this.#work, (done) => queued.start(engine, done));
+  }
+
+  /**
+   * Takes over request `id`, whose nodes another instance made (see LockEngine.adopt): it is
+   * counted and reported as any other, once its turn among the session's store work comes.
+   */
+  adopt(id: number, request: AcquireRequest, nodes: readonly OwnedNode[]): void {
+    if (this.#ended) throw new Error('INVARIANT: adopt on an ended session');
+    const adopted = new SessionRequest(this, id, request, nodes);
+    this.#requests.set(id, adopted);
+    const { engine } = this.#options;
+    this.#options.storeWork.run(this.#work, (done) => adopted.start(engine, done));
+  }
+
+  /** What request `id`'s nodes record of this session: only where another instance could take it over. */
+  tag(id: number): RequestTag | undefined {
+    const key = this.resumeKey;
+    if (key === undefined) return undefined;
+    return { key, id, kind: this.kind, grace: this.graceMs, caller: this.callerName };
+  }
+
+  /**
+   * The session moves to another instance: this store session was taken over by one, or this
+   * server stops and leaves its sessions for one. Every request ends here without a word and
+   * without a change in the store (see SessionRequest.handOver); the attached stream ends
+   * telling its client to resume the session, which it can do on any instance.
+   */
+  handOver(): void {
+    if (this.#ended) return;
+    this.#ended = Promise.resolve();
+    clearTimeout(this.#graceTimer);
+    const listener = this.#listener;
+    this.#listener = undefined;
+    this.#options.forget();
+    for (const request of [...this.#requests.values()]) request.handOver();
+    this.#requests.clear();
+    listener?.handedOver();
   }
 
   /** Runs `work` (a request's store work) in its turn among this session's. */

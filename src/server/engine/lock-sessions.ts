@@ -1,9 +1,11 @@
 import { randomFillSync } from 'node:crypto';
 import type { Logger } from 'pino';
 import { LockError } from '../lock-error.js';
+import type { CoordinationStore, SessionTakeover } from '../stores/store.js';
 import type { LockEngine } from './lock-engine.js';
 import { LockSession, type SessionEvents, type SessionKind } from './lock-session.js';
 import type { RequestAccounting } from './request-news.js';
+import { resumeKey, sessionsOfNodes } from './session-adoption.js';
 import { StoreWorkScheduler } from './store-work-scheduler.js';
 
 /**
@@ -17,41 +19,71 @@ export const STORE_WORK_IN_FLIGHT = 64;
 export interface LockSessionsOptions {
   readonly engine: LockEngine;
   readonly logger: Logger;
-  /** Identifies this server in resume tokens, so another instance can say where one came from. */
+  /** Identifies this server in resume tokens where its store's sessions cannot move. */
   readonly instanceId: string;
   /** The longest resume grace a client may ask for; 0 turns resuming off. */
   readonly maxResumeGraceMs: number;
-  /** Told when a session is detached, resumed, or expires (for metrics). */
+  /** Told when a session is detached, resumed, or expires, or a store session taken over (for metrics). */
   readonly events?: SessionEvents | undefined;
+  /**
+   * Where the engine's store session can move (see SessionTakeover): then resume tokens name
+   * it, a token another instance issued makes this one take that instance's session over, and
+   * `engineFor` makes the engine that runs on a taken one.
+   */
+  readonly takeover?:
+    | {
+        readonly sessions: SessionTakeover;
+        readonly engineFor: (store: CoordinationStore) => LockEngine;
+        /** Counts the requests of sessions taken over (their streams are not attached yet). */
+        readonly accounting: RequestAccounting;
+      }
+    | undefined;
+}
+
+/** The sessions that run on one engine (this server's own store session, or one taken over). */
+interface EngineSessions {
+  readonly engine: LockEngine;
+  readonly sessions: Set<LockSession>;
+  /** The taken-over store session's own store, closed once its last session has ended. */
+  readonly taken?: CoordinationStore;
 }
 
 /**
  * The sessions of this server: every one not ended (shutdown ends them all), and those that
- * can be resumed, by token.
+ * can be resumed, by their token's key; and the store sessions it took over from other
+ * instances, with the lockstream sessions found in them.
  */
 export class LockSessions {
-  readonly #engine: LockEngine;
   readonly #logger: Logger;
   readonly #instanceId: string;
   readonly #maxResumeGraceMs: number;
   readonly #events: SessionEvents | undefined;
+  readonly #takeover: LockSessionsOptions['takeover'];
   readonly #resumable = new Map<string, LockSession>();
-  readonly #sessions = new Set<LockSession>();
+  readonly #own: EngineSessions;
+  /** Store sessions taken over, by the name they were published under. */
+  readonly #taken = new Map<string, Promise<EngineSessions | undefined>>();
+  /** Those of #taken whose takeover is done, until they are released. */
+  readonly #takenGroups = new Set<EngineSessions>();
   readonly #storeWork = new StoreWorkScheduler(STORE_WORK_IN_FLIGHT);
   #closed = false;
+  /** Set while stopping by handing every session over: nothing is released then. */
+  #handingOver = false;
 
   constructor(options: LockSessionsOptions) {
-    this.#engine = options.engine;
+    this.#own = { engine: options.engine, sessions: new Set() };
     this.#logger = options.logger;
     this.#instanceId = options.instanceId;
     this.#maxResumeGraceMs = options.maxResumeGraceMs;
     this.#events = options.events;
+    this.#takeover = options.takeover;
+    options.takeover?.sessions.onTakenOver((by) => this.#handOver(this.#own, `taken over by ${by}`));
   }
 
   /** Requests kept apart from a stream: those of every session not ended yet. */
   get size(): number {
     let size = 0;
-    for (const session of this.#sessions) size += session.size;
+    for (const group of this.#groups()) for (const session of group.sessions) size += session.size;
     return size;
   }
 
@@ -68,44 +100,153 @@ export class LockSessions {
   }): LockSession {
     if (this.#closed) throw new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
     const graceMs = Math.min(options.graceMs, this.#maxResumeGraceMs);
-    const token = graceMs === 0 ? undefined : `${this.#instanceId}.${randomToken()}`;
+    const issuer = this.#takeover?.sessions.publishedAs ?? this.#instanceId;
+    const token = graceMs === 0 ? undefined : `${issuer}.${randomToken()}`;
+    return this.#newSession(this.#own, { ...options, graceMs, resumeToken: token });
+  }
+
+  #newSession(
+    group: EngineSessions,
+    options: {
+      kind: SessionKind;
+      graceMs: number;
+      callerName: string | undefined;
+      accounting: RequestAccounting;
+      logger: Logger;
+      resumeToken: string | undefined;
+      resumeKey?: string;
+    },
+  ): LockSession {
+    const key =
+      options.resumeKey ?? (options.resumeToken === undefined ? undefined : resumeKey(options.resumeToken));
     const session: LockSession = new LockSession({
-      engine: this.#engine,
-      logger: options.logger,
-      accounting: options.accounting,
+      ...options,
+      engine: group.engine,
       storeWork: this.#storeWork,
-      kind: options.kind,
-      resumeToken: token,
-      graceMs,
-      callerName: options.callerName,
+      // Only where another instance could take the requests over are they tagged with it.
+      resumeKey: this.#takeover ? key : undefined,
       events: this.#events,
       forget: () => {
-        this.#sessions.delete(session);
-        if (token !== undefined) this.#resumable.delete(token);
+        group.sessions.delete(session);
+        if (key !== undefined && this.#resumable.get(key) === session) this.#resumable.delete(key);
+        if (group.taken && group.sessions.size === 0 && !this.#handingOver) this.#release(group);
       },
     });
-    this.#sessions.add(session);
-    if (token !== undefined) this.#resumable.set(token, session);
+    group.sessions.add(session);
+    if (key !== undefined) this.#resumable.set(key, session);
     return session;
   }
 
   /**
    * The session `token` was issued for, if `callerName` opened it with the same RPC;
    * NOT_FOUND otherwise (someone else's token gets the answer an unknown one does: it reveals
-   * nothing).
+   * nothing). A token issued on a store session of another instance makes this one take that
+   * session over first, with every lockstream session in it (see SessionTakeover).
    */
-  resume(token: string, kind: SessionKind, callerName: string | undefined): LockSession {
-    const session = this.#resumable.get(token);
+  async resume(token: string, kind: SessionKind, callerName: string | undefined): Promise<LockSession> {
+    // Not NOT_FOUND, which would tell the client its locks are gone: another instance may have them.
+    if (this.#closed) throw new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
+    const key = resumeKey(token);
+    if (!this.#resumable.has(key)) await this.#takeOver(token.slice(0, Math.max(0, token.indexOf('.'))));
+    const session = this.#resumable.get(key);
     if (session && session.kind === kind && session.callerName === callerName) {
+      session.resumeToken = token;
       this.#events?.('resumed', kind);
       return session;
     }
     throw this.#unknownToken(token);
   }
 
+  /** Takes the store session published as `name` over, once (concurrent resumes share it). */
+  async #takeOver(name: string): Promise<void> {
+    const takeover = this.#takeover;
+    if (!takeover || name === '' || name === takeover.sessions.publishedAs || this.#closed) return;
+    let taking = this.#taken.get(name);
+    if (!taking) {
+      taking = this.#adopt(name, takeover);
+      this.#taken.set(name, taking);
+      // A name whose session was not there (or could not be taken) may be tried again later.
+      void taking.then((group) => {
+        if (!group) this.#taken.delete(name);
+      });
+    }
+    await taking;
+  }
+
+  async #adopt(
+    name: string,
+    takeover: NonNullable<LockSessionsOptions['takeover']>,
+  ): Promise<EngineSessions | undefined> {
+    const taken = await takeover.sessions.takeOver(name);
+    if (!taken) return undefined;
+    const engine = takeover.engineFor(taken.store);
+    const group: EngineSessions = { engine, sessions: new Set(), taken: taken.store };
+    const { sessions, untagged } = sessionsOfNodes(taken.nodes, engine.locksPath);
+    // Requests no one can resume (their sessions had no grace): their streams ended with their instance.
+    if (untagged.length > 0) {
+      await taken.store.deleteAll(untagged.map((node) => node.path)).catch((error: unknown) => {
+        this.#logger.warn(
+          { err: error, session: name },
+          'could not release the requests of unresumable streams',
+        );
+      });
+    }
+    let requests = 0;
+    for (const found of sessions) {
+      const session = this.#newSession(group, {
+        kind: found.kind,
+        graceMs: Math.min(found.graceMs, this.#maxResumeGraceMs),
+        callerName: found.callerName,
+        accounting: takeover.accounting,
+        logger: this.#logger.child({ takenFrom: name }),
+        resumeToken: undefined,
+        resumeKey: found.key,
+      });
+      for (const { id, request, nodes } of found.requests) session.adopt(id, request, nodes);
+      requests += found.requests.length;
+      this.#events?.('taken-over', found.kind);
+      // Kept for its grace, as if its stream had just broken: its client resumes it, or it ends.
+      session.detach();
+    }
+    this.#logger.info(
+      { session: name, sessions: sessions.length, requests, released: untagged.length },
+      'took over the store session of another lockstream instance',
+    );
+    taken.store.takeover?.onTakenOver((by) => this.#handOver(group, `taken over by ${by}`));
+    this.#takenGroups.add(group);
+    if (group.sessions.size === 0) this.#release(group);
+    return group;
+  }
+
+  /** A taken-over store session none of whose lockstream sessions is left: it ends, and its nodes with it. */
+  #release(group: EngineSessions): void {
+    this.#takenGroups.delete(group);
+    for (const [name, taking] of this.#taken) {
+      void taking.then((found) => {
+        if (found === group) this.#taken.delete(name);
+      });
+    }
+    void group.taken?.close();
+  }
+
+  /** The store session under `group` moved to another instance: so does every session on it. */
+  #handOver(group: EngineSessions, why: string): void {
+    this.#logger.warn({ sessions: group.sessions.size }, `store session ${why}: its sessions move with it`);
+    for (const session of [...group.sessions]) session.handOver();
+  }
+
+  *#groups(): Iterable<EngineSessions> {
+    yield this.#own;
+    yield* this.#takenGroups;
+  }
+
+  *#allSessions(): Iterable<LockSession> {
+    for (const group of [...this.#groups()]) yield* [...group.sessions];
+  }
+
   #unknownToken(token: string): LockError {
     const issuer = token.slice(0, token.indexOf('.'));
-    if (issuer !== '' && issuer !== this.#instanceId && !token.startsWith(`${this.#instanceId}.`)) {
+    if (!this.#takeover && issuer !== '' && issuer !== this.#instanceId) {
       return new LockError(
         'NOT_FOUND',
         `resume token was issued by lockstream instance ${JSON.stringify(issuer.slice(0, 64))}, not this one (${this.#instanceId}); resume on the instance that issued it`,
@@ -118,8 +259,33 @@ export class LockSessions {
   async close(): Promise<void> {
     this.#closed = true;
     const reason = new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
-    await Promise.all([...this.#sessions].map((session) => session.end(reason)));
+    await Promise.all([...this.#allSessions()].map((session) => session.end(reason)));
     this.#logger.debug('sessions ended');
+  }
+
+  /**
+   * Stops without releasing: every resumable session is left in its store session for another
+   * instance to take over, its stream ended telling its client to resume it elsewhere; the
+   * others end as at close(). Then every store session taken over is handed over too (this
+   * server's own is the caller's to hand over).
+   */
+  async handOverAll(): Promise<void> {
+    this.#closed = true;
+    this.#handingOver = true;
+    const reason = new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
+    const ending: Array<Promise<void>> = [];
+    for (const session of this.#allSessions()) {
+      if (session.resumeKey === undefined) ending.push(session.end(reason));
+      else session.handOver();
+    }
+    await Promise.all(ending);
+    await Promise.all(
+      [...this.#takenGroups].map(async (group) => {
+        const store = group.taken;
+        if (store) await (store.takeover ? store.takeover.handOver() : store.close());
+      }),
+    );
+    this.#logger.info('sessions handed over');
   }
 }
 

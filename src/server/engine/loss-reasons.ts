@@ -29,3 +29,12 @@ export function lockLost(name: string, reason: unknown): LockError {
 export function nodeGone(name: string): LockError {
   return new LockError('LOCK_LOST', `lock "${name}" was lost: its node is gone`);
 }
+
+/**
+ * Why a handed-over request stops waiting: the engine leaves the nodes of a request withdrawn
+ * for this reason where they are (see LockEngine), for the instance that takes them over.
+ */
+export const HANDED_OVER = new LockError(
+  'UNAVAILABLE',
+  'the session moved to another lockstream instance: resume it there',
+);

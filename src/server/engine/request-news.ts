@@ -36,6 +36,11 @@ export interface RequestListener {
   tell(id: number, request: AcquireRequest, news: RequestNews): void | Promise<void>;
   /** Another stream resumed the session: this one no longer speaks for it. */
   replaced(): void;
+  /**
+   * The session moved to another instance (see LockSession.handOver): the stream ends, telling
+   * its client to resume the session on any instance.
+   */
+  handedOver(): void;
 }
 
 /**

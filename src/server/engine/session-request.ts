@@ -1,5 +1,5 @@
 import { isLockError, LockError } from '../lock-error.js';
-import { lossReport } from './loss-reasons.js';
+import { HANDED_OVER, lossReport } from './loss-reasons.js';
 import type { LockEngine } from './lock-engine.js';
 import {
   heldRequests,
@@ -10,7 +10,9 @@ import {
   type LeaseHolder,
   type RevokeRequest,
 } from './lock-request.js';
+import type { RequestTag } from './node-record.js';
 import type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
+import type { OwnedNode } from '../stores/store.js';
 
 /** What a request needs of the session it belongs to (LockSession). */
 export interface RequestSession {
@@ -25,6 +27,8 @@ export interface RequestSession {
   storeWork<T>(work: () => Promise<T>): Promise<T>;
   /** The request is over and its end told (or nobody is left to tell). */
   forgetRequest(request: SessionRequest): void;
+  /** What request `id`'s nodes record of the session, when it can be resumed elsewhere. */
+  tag(id: number): RequestTag | undefined;
 }
 
 type Phase = 'waiting' | 'held' | 'releasing' | 'ended';
@@ -70,10 +74,14 @@ export class SessionRequest implements LeaseHolder {
   /** The holder's requests (values, a downgrade), applied one after the other; a release waits for them. */
   #holderRequests: Promise<void> | undefined;
 
-  constructor(session: RequestSession, id: number, request: AcquireRequest) {
+  /** The nodes of a request another instance made, until it is started (see LockEngine.adopt). */
+  #adopted: readonly OwnedNode[] | undefined;
+
+  constructor(session: RequestSession, id: number, request: AcquireRequest, adopted?: readonly OwnedNode[]) {
     this.#session = session;
     this.id = id;
     this.request = request;
+    this.#adopted = adopted;
     session.accounting.waiting(request.mode);
   }
 
@@ -92,26 +100,30 @@ export class SessionRequest implements LeaseHolder {
       this.#firstNews?.resolve();
       this.#firstNews = undefined;
     };
-    engine
-      .acquire(this.request, {
-        withdrawal: this.#withdrawal,
-        place: this.#place,
-        onQueued: (ahead) => {
-          done();
-          this.#ahead = ahead;
-          this.#tell({ kind: 'waiting', ahead });
-        },
-      })
-      .then(
-        (lease) => {
-          done();
-          this.#granted(lease);
-        },
-        (error: unknown) => {
-          done();
-          this.#notGranted(error);
-        },
-      );
+    const options = {
+      withdrawal: this.#withdrawal,
+      place: this.#place,
+      onQueued: (ahead: number) => {
+        done();
+        this.#ahead = ahead;
+        this.#tell({ kind: 'waiting', ahead });
+      },
+    };
+    const adopted = this.#adopted;
+    this.#adopted = undefined;
+    (adopted
+      ? engine.adopt(this.request, adopted, options)
+      : engine.acquire(this.request, { ...options, tag: this.#session.tag(this.id) })
+    ).then(
+      (lease) => {
+        done();
+        this.#granted(lease);
+      },
+      (error: unknown) => {
+        done();
+        this.#notGranted(error);
+      },
+    );
   }
 
   #endWait(): void {
@@ -259,6 +271,27 @@ export class SessionRequest implements LeaseHolder {
     return this.#done.promise;
   }
 
+  /**
+   * The session moved to another instance (see LockSession.handOver): the request is that
+   * instance's now. It ends here without a word and without a change in the store: its nodes
+   * stay for the taker, and a wait stops without deleting its node.
+   */
+  handOver(): void {
+    if (this.#phase === 'ended') return;
+    this.#untoldEnd = undefined;
+    this.#letGo ??= 'cancel';
+    if (this.#phase === 'waiting') {
+      this.#started = true;
+      this.#withdrawal.withdraw(HANDED_OVER);
+    }
+    this.#endWait();
+    this.#endHold('released');
+    this.#phase = 'ended';
+    this.#unfollow();
+    this.#session.forgetRequest(this);
+    this.#done?.resolve();
+  }
+
   /** The session ends: withdraw or release without telling anyone. Never rejects. */
   async abandon(reason: LockError): Promise<void> {
     this.#untoldEnd = undefined;
@@ -281,6 +314,8 @@ export class SessionRequest implements LeaseHolder {
   }
 
   #granted(lease: Lease): void {
+    // Granted as the session was handed over: the lock is the taker's to tell of.
+    if (this.#phase === 'ended') return;
     this.#endWait();
     this.#lease = lease;
     const now = performance.now();

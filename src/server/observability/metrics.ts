@@ -70,7 +70,7 @@ export class Metrics {
   });
   readonly #sessionEvents = new Counter({
     name: 'lockstream_session_events_total',
-    help: 'Sessions whose stream broke and that were kept for their resume grace (detached), resumed by another stream (resumed), or ended when the grace passed (expired), by RPC',
+    help: 'Sessions whose stream broke and that were kept for their resume grace (detached), resumed by another stream (resumed), ended when the grace passed (expired), or taken over from another instance with its ZooKeeper session (taken-over), by RPC',
     labelNames: ['event', 'rpc'] as const,
     registers: [this.registry],
   });
@@ -96,7 +96,7 @@ export class Metrics {
     });
   }
 
-  /** Counts a session detached, resumed or expired on this instance. */
+  /** Counts a session detached, resumed, expired or taken over on this instance. */
   sessionEvent(event: SessionEvent, kind: SessionKind): void {
     this.#sessionEvents.inc({ event, rpc: kind });
   }

@@ -67,16 +67,24 @@ class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
   /** Makes (or resumes) the session of the request the first message asks for. */
   #open(first: WireRequest): void {
     const opening = toStreamOpening(first, this.call.getPeer());
-    if (opening.kind === 'start') this.options.requestSize.check(first, '`start`');
-    let session: LockSession;
-    let request: AcquireRequest;
     if (opening.kind === 'start') {
-      request = this.admitted(opening.request);
-      session = this.openSession('acquire', opening.resumeGraceMs);
-    } else {
-      session = this.options.sessions.resume(opening.resumeToken, 'acquire', this.caller?.name);
-      request = session.request(ONLY) ?? { name: '', mode: 'mutex' };
+      this.options.requestSize.check(first, '`start`');
+      const request = this.admitted(opening.request);
+      const session = this.openSession('acquire', opening.resumeGraceMs);
+      this.#opened(session, request, opening.heartbeatIntervalMs);
+      session.acquire(ONLY, request);
+      return;
     }
+    this.opening(this.options.sessions.resume(opening.resumeToken, 'acquire', this.caller?.name), (session) =>
+      this.#opened(
+        session,
+        session.request(ONLY) ?? { name: '', mode: 'mutex' },
+        opening.heartbeatIntervalMs,
+      ),
+    );
+  }
+
+  #opened(session: LockSession, request: AcquireRequest, heartbeatIntervalMs: number | undefined): void {
     this.logger = this.logger.child({ lock: request.name, mode: request.mode, owner: request.owner });
     if (session.resumeToken !== undefined) {
       const resumeGrace = msToDuration(session.graceMs);
@@ -84,8 +92,7 @@ class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
         kind: { $case: 'resumable', value: { resumeToken: session.resumeToken, resumeGrace } },
       });
     }
-    void this.attach(session, opening.heartbeatIntervalMs);
-    if (opening.kind === 'start') session.acquire(ONLY, request);
+    void this.attach(session, heartbeatIntervalMs);
   }
 
   protected get endedLine(): string {

@@ -60,6 +60,8 @@ export abstract class LockStream<Req, Res> implements RequestListener {
   #unlinkShutdown: () => void = () => {};
   readonly #streamClosed: () => void;
   #settleServed!: () => void;
+  /** What came while the session was being found (see `opening`): handled once it is. */
+  #held: Array<Req | typeof HALF_CLOSE> | undefined;
 
   constructor(
     call: ServerDuplexStream<Req, Res>,
@@ -76,16 +78,15 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     this.served = new Promise((resolve) => (this.#settleServed = resolve));
     call.on('data', (message: Req) => {
       this.#heartbeat?.heard();
-      if (this.#state !== 'opening' && this.#state !== 'open') return;
-      try {
-        this.onMessage(message);
-      } catch (error) {
-        this.fail(error);
-      }
+      if (this.#held) this.#held.push(message);
+      else this.#onData(message);
     });
     // A cancel ends the readable side too, and may look like a half-close until its reset
     // arrives: nothing here depends on which (see `#onHalfClose`).
-    call.on('end', () => this.#onHalfClose());
+    call.on('end', () => {
+      if (this.#held) this.#held.push(HALF_CLOSE);
+      else this.#onHalfClose();
+    });
     // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
     call.once('cancelled', () => this.onBreak(undefined));
     const { shutdown } = options;
@@ -99,6 +100,45 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     } catch (error) {
       this.fail(error);
     }
+  }
+
+  #onData(message: Req): void {
+    if (this.#state !== 'opening' && this.#state !== 'open') return;
+    try {
+      this.onMessage(message);
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  /**
+   * The session the first message asked for takes a while to find (a resume that takes a
+   * store session over from another instance): messages and a half-close that come meanwhile
+   * wait, in order, until `opened` has made the stream the session's; a failure ends the call.
+   */
+  protected opening(finding: Promise<LockSession>, opened: (session: LockSession) => void): void {
+    this.#held = [];
+    finding.then(
+      (session) => {
+        const held = this.#held ?? [];
+        this.#held = undefined;
+        if (this.#state !== 'opening') return;
+        try {
+          opened(session);
+        } catch (error) {
+          this.fail(error);
+          return;
+        }
+        for (const message of held) {
+          if (message === HALF_CLOSE) this.#onHalfClose();
+          else this.#onData(message);
+        }
+      },
+      (error: unknown) => {
+        this.#held = undefined;
+        this.fail(error);
+      },
+    );
   }
 
   /** A message from the client (the stream is opening or open); throwing ends the call. */
@@ -236,6 +276,19 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     );
   }
 
+  handedOver(): void {
+    if (this.#state === 'over') return;
+    this.#over();
+    this.emitStatus(
+      {
+        code: grpcStatus.UNAVAILABLE,
+        details: 'the session moved to another lockstream instance: resume it, on any instance',
+      },
+      false,
+    );
+    this.#settleServed();
+  }
+
   replaced(): void {
     if (this.#state === 'over') return;
     this.#over();
@@ -265,6 +318,9 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     return asked.owner === '' && caller?.name ? { ...asked, owner: caller.name } : asked;
   }
 }
+
+/** Stands for a half-close among held messages. */
+const HALF_CLOSE = Symbol('half-close');
 
 export function violation(message: string): LockError {
   return new LockError('INVALID_ARGUMENT', message);

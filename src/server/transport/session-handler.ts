@@ -111,14 +111,18 @@ class SessionStream extends LockStream<SessionRequest, SessionResponse> {
   #resume(resume: SessionResume): void {
     checkResumeToken(resume.resumeToken, 'opened');
     const intervalMs = heartbeatInterval(resume.heartbeatInterval);
-    const session = this.options.sessions.resume(resume.resumeToken, 'session', this.caller?.name);
-    this.#writeOpened(session);
-    void this.attach(session, intervalMs).then(() => {
-      if (this.state === 'over' || !session.isAttached(this)) return;
-      // After every request's state: a request not reported before `resumed` is unknown here.
-      this.writer.write(0, { requestId: 0, kind: { $case: 'resumed', value: {} } });
-      this.logger.debug({ requests: session.size }, 'session resumed');
-    });
+    this.opening(
+      this.options.sessions.resume(resume.resumeToken, 'session', this.caller?.name),
+      (session) => {
+        this.#writeOpened(session);
+        void this.attach(session, intervalMs).then(() => {
+          if (this.state === 'over' || !session.isAttached(this)) return;
+          // After every request's state: a request not reported before `resumed` is unknown here.
+          this.writer.write(0, { requestId: 0, kind: { $case: 'resumed', value: {} } });
+          this.logger.debug({ requests: session.size }, 'session resumed');
+        });
+      },
+    );
   }
 
   #writeOpened(session: LockSession): void {
