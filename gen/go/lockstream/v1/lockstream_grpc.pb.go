@@ -79,7 +79,19 @@ type LockServiceClient interface {
 	// the same fencing token) and goes on as if nothing happened. Once the grace is over the
 	// request is withdrawn or the lock released. Nobody else is granted the lock during the grace
 	// (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
-	// Resume works on the lockstream instance that issued the token.
+	//
+	// Resume works on any lockstream instance on the same ZooKeeper and root, not only on the one
+	// that issued the token: given a token another instance issued, an instance takes over that
+	// instance's ZooKeeper session, with every lock and queue place in it (same fencing tokens,
+	// same places; nobody else is granted any of them in between), and from then on the old
+	// instance can change nothing in it. So a client keeps its locks through the death (SIGKILL),
+	// pause or restart of the instance that served it, if it resumes on another within its grace
+	// and before that instance's ZooKeeper session times out. An instance that stops (SIGTERM,
+	// unless started with `--on-stop release`) ends its streams with UNAVAILABLE (without
+	// `lockstream-request: ended`) and leaves their requests for another instance; a stream also
+	// ends that way, its instance still running, once another instance has taken its session
+	// over. On the embedded back end, and on ZooKeeper through the `zookeeper` addon client, a
+	// resume works only on the instance that issued the token.
 	//
 	// With a `resume_grace`, release with `release`: a half-close without it is an abnormal end
 	// too (the request is kept for its grace; a client still listening gets FAILED_PRECONDITION).
@@ -99,8 +111,9 @@ type LockServiceClient interface {
 	// The call ends with one of these statuses:
 	//
 	//	OK                  the lock was released at the client's request (`released` was sent).
-	//	NOT_FOUND           `resume` named a request this server does not have: its grace period
-	//	                    is over (it was withdrawn or released), or another instance issued it.
+	//	NOT_FOUND           `resume` named a request no instance has: its grace period is over
+	//	                    (it was withdrawn or released), or the instance that had it is gone
+	//	                    and its ZooKeeper session ended before another took it over.
 	//	INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout`,
 	//	                    `owner` or `value` is malformed; the message names the field and the
 	//	                    rule.
@@ -120,6 +133,8 @@ type LockServiceClient interface {
 	//	                    fits); nothing is left queued.
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
+	//	                    Without `lockstream-request: ended` (below): the request may still be
+	//	                    kept, on this instance or for another one: resume it on any.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.
 	//
 	// A failed call whose request the server no longer keeps (nothing to resume) carries the
@@ -162,16 +177,17 @@ type LockServiceClient interface {
 	// token, then `in_doubt` and `revoke_requested` where they apply; `ended` for a request that
 	// ended meanwhile), then `resumed`. Nobody else is granted a lock of the session during the grace;
 	// afterwards every request is withdrawn or released. One resume token, one heartbeat and one
-	// grace serve the whole session. Resume works on the lockstream instance that issued the
-	// token. Without `resume_grace` an abnormal end releases everything at once.
+	// grace serve the whole session. Resume works on any instance, as on Acquire (a session
+	// moves with the ZooKeeper session of the instance that issued its token). Without
+	// `resume_grace` an abnormal end releases everything at once.
 	//
 	// The call ends with one of these statuses. Per-request outcomes are in `ended`; when the
 	// call ends with an error, every request without its `ended` ended with the call (held locks
 	// released, waiting requests withdrawn), unless the session is kept for a resume.
 	//
 	//	OK                  the client half-closed; every lock of the session was released.
-	//	NOT_FOUND           `resume` named a session this server does not have (its grace is over,
-	//	                    or another instance issued the token).
+	//	NOT_FOUND           `resume` named a session no instance has (its grace is over, or the
+	//	                    instance that had it is gone and its ZooKeeper session ended first).
 	//	INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
 	//	                    of them is sent twice or is malformed, or `acquire` has no
 	//	                    `request_id` or reuses the id of a request that has not ended.
@@ -181,7 +197,9 @@ type LockServiceClient interface {
 	//	RESOURCE_EXHAUSTED  a message was larger than the server reads at all (64 KiB over its
 	//	                    limit for a request); an `acquire` over the limit alone ends alone, in
 	//	                    its `ended`, and the session goes on.
-	//	UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
+	//	UNAVAILABLE         the server is shutting down, or the session moved to another instance:
+	//	                    without `lockstream-request: ended`, resume it (on any instance);
+	//	                    with it, nothing is held or queued for the session.
 	//	UNAUTHENTICATED     the caller's credentials were refused.
 	//
 	// As on Acquire, a failed call after which the server keeps nothing for the session carries
@@ -366,7 +384,19 @@ type LockServiceServer interface {
 	// the same fencing token) and goes on as if nothing happened. Once the grace is over the
 	// request is withdrawn or the lock released. Nobody else is granted the lock during the grace
 	// (Chubby's lock-delay). Without `resume_grace` (the default) an abnormal end releases at once.
-	// Resume works on the lockstream instance that issued the token.
+	//
+	// Resume works on any lockstream instance on the same ZooKeeper and root, not only on the one
+	// that issued the token: given a token another instance issued, an instance takes over that
+	// instance's ZooKeeper session, with every lock and queue place in it (same fencing tokens,
+	// same places; nobody else is granted any of them in between), and from then on the old
+	// instance can change nothing in it. So a client keeps its locks through the death (SIGKILL),
+	// pause or restart of the instance that served it, if it resumes on another within its grace
+	// and before that instance's ZooKeeper session times out. An instance that stops (SIGTERM,
+	// unless started with `--on-stop release`) ends its streams with UNAVAILABLE (without
+	// `lockstream-request: ended`) and leaves their requests for another instance; a stream also
+	// ends that way, its instance still running, once another instance has taken its session
+	// over. On the embedded back end, and on ZooKeeper through the `zookeeper` addon client, a
+	// resume works only on the instance that issued the token.
 	//
 	// With a `resume_grace`, release with `release`: a half-close without it is an abnormal end
 	// too (the request is kept for its grace; a client still listening gets FAILED_PRECONDITION).
@@ -386,8 +416,9 @@ type LockServiceServer interface {
 	// The call ends with one of these statuses:
 	//
 	//	OK                  the lock was released at the client's request (`released` was sent).
-	//	NOT_FOUND           `resume` named a request this server does not have: its grace period
-	//	                    is over (it was withdrawn or released), or another instance issued it.
+	//	NOT_FOUND           `resume` named a request no instance has: its grace period is over
+	//	                    (it was withdrawn or released), or the instance that had it is gone
+	//	                    and its ZooKeeper session ended before another took it over.
 	//	INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout`,
 	//	                    `owner` or `value` is malformed; the message names the field and the
 	//	                    rule.
@@ -407,6 +438,8 @@ type LockServiceServer interface {
 	//	                    fits); nothing is left queued.
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
+	//	                    Without `lockstream-request: ended` (below): the request may still be
+	//	                    kept, on this instance or for another one: resume it on any.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.
 	//
 	// A failed call whose request the server no longer keeps (nothing to resume) carries the
@@ -449,16 +482,17 @@ type LockServiceServer interface {
 	// token, then `in_doubt` and `revoke_requested` where they apply; `ended` for a request that
 	// ended meanwhile), then `resumed`. Nobody else is granted a lock of the session during the grace;
 	// afterwards every request is withdrawn or released. One resume token, one heartbeat and one
-	// grace serve the whole session. Resume works on the lockstream instance that issued the
-	// token. Without `resume_grace` an abnormal end releases everything at once.
+	// grace serve the whole session. Resume works on any instance, as on Acquire (a session
+	// moves with the ZooKeeper session of the instance that issued its token). Without
+	// `resume_grace` an abnormal end releases everything at once.
 	//
 	// The call ends with one of these statuses. Per-request outcomes are in `ended`; when the
 	// call ends with an error, every request without its `ended` ended with the call (held locks
 	// released, waiting requests withdrawn), unless the session is kept for a resume.
 	//
 	//	OK                  the client half-closed; every lock of the session was released.
-	//	NOT_FOUND           `resume` named a session this server does not have (its grace is over,
-	//	                    or another instance issued the token).
+	//	NOT_FOUND           `resume` named a session no instance has (its grace is over, or the
+	//	                    instance that had it is gone and its ZooKeeper session ended first).
 	//	INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
 	//	                    of them is sent twice or is malformed, or `acquire` has no
 	//	                    `request_id` or reuses the id of a request that has not ended.
@@ -468,7 +502,9 @@ type LockServiceServer interface {
 	//	RESOURCE_EXHAUSTED  a message was larger than the server reads at all (64 KiB over its
 	//	                    limit for a request); an `acquire` over the limit alone ends alone, in
 	//	                    its `ended`, and the session goes on.
-	//	UNAVAILABLE         the server is shutting down; nothing is held or queued for the session.
+	//	UNAVAILABLE         the server is shutting down, or the session moved to another instance:
+	//	                    without `lockstream-request: ended`, resume it (on any instance);
+	//	                    with it, nothing is held or queued for the session.
 	//	UNAUTHENTICATED     the caller's credentials were refused.
 	//
 	// As on Acquire, a failed call after which the server keeps nothing for the session carries
