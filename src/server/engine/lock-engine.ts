@@ -40,9 +40,10 @@ export interface LockEngineOptions {
 /** One lock of a request (a multi-lock has several): its node, and its semaphore wake-up. */
 interface Part {
   readonly request: AcquireRequest;
-  readonly requestId: string;
   readonly node: LockRequestNode;
+  /** A semaphore request's wake-up, and the request id it is registered under. */
   readonly wakeup: SemaphoreWakeup | undefined;
+  readonly requestId: string | undefined;
 }
 
 /**
@@ -97,16 +98,22 @@ export class LockEngine {
   async acquire(request: AcquireRequest, options: AcquireOptions): Promise<Lease> {
     validateRequest(request);
     options.withdrawal.throwIfWithdrawn();
-    // Withdrawn by the caller or, with a wait timeout, by the deadline.
-    using deadline = withDeadline(request, options.withdrawal);
-    const data = this.#recordOf(request);
-    for (;;) {
-      // A waiter keeps this frame until its turn: it holds little; a try's state is in #queue's callbacks.
-      const lease = await this.#queue(request, data, deadline.stop, options);
-      if (lease) return lease;
-      // The session (and with it our place in the queue) ended while we waited: queue again
-      // on the new session rather than fail a caller who held nothing.
-      this.#logger.debug({ lock: request.name }, 'session lost while waiting; queuing again');
+    // Withdrawn by the caller or, with a wait timeout, by the deadline. Disposed in a plain
+    // finally, not with `using`: its compiled form keeps a disposal stack (an object, an
+    // array of seventeen slots and a closure) in the frame of every waiter.
+    const deadline = withDeadline(request, options.withdrawal);
+    try {
+      const data = this.#recordOf(request);
+      for (;;) {
+        // A waiter keeps this frame until its turn: it holds little; a try's state is in #queue's callbacks.
+        const lease = await this.#queue(request, data, deadline.stop, options);
+        if (lease) return lease;
+        // The session (and with it our place in the queue) ended while we waited: queue again
+        // on the new session rather than fail a caller who held nothing.
+        this.#logger.debug({ lock: request.name }, 'session lost while waiting; queuing again');
+      }
+    } finally {
+      deadline[Symbol.dispose]();
     }
   }
 
@@ -199,7 +206,7 @@ export class LockEngine {
   }
 
   #forget(parts: readonly Part[]): void {
-    for (const part of parts) this.#semaphores.forget(part.requestId);
+    for (const part of parts) if (part.requestId !== undefined) this.#semaphores.forget(part.requestId);
   }
 
   /**
@@ -218,7 +225,9 @@ export class LockEngine {
       data,
       follow: node.follow,
     };
-    return { part: { request, requestId, node, wakeup }, entry };
+    // Only a semaphore part keeps its request id (a string of a dozen joined pieces, as
+    // randomUUID makes it): nothing else needs it once the node's prefix is written.
+    return { part: { request, node, wakeup, requestId: shape ? requestId : undefined }, entry };
   }
 
   #createSequential({ dir, prefix, data, follow }: SequentialEntry): Promise<CreatedNode> {

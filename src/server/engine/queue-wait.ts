@@ -135,6 +135,8 @@ export class QueueWaits implements TurnWaits {
   }
 }
 
+const nothingToDispose = (): void => {};
+
 /**
  * What stops a request: the caller's withdrawal, and with a wait timeout, its deadline too (a
  * withdrawal of the engine's own that follows the caller's). A timer only where a deadline is.
@@ -144,7 +146,7 @@ export function withDeadline(
   withdrawal: Withdrawal,
 ): { readonly stop: Withdrawal } & Disposable {
   const ms = request.waitTimeoutMs;
-  if (ms === undefined || ms === 0) return { stop: withdrawal, [Symbol.dispose]: () => {} };
+  if (ms === undefined || ms === 0) return { stop: withdrawal, [Symbol.dispose]: nothingToDispose };
   const stop = new Withdrawal();
   const unlink = withdrawal.onWithdrawn((reason) => stop.withdraw(reason));
   const timer = setTimeout(() => {
