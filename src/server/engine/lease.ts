@@ -21,7 +21,7 @@ import { notDowngradable, valueSizeProblem } from './request-validation.js';
  * queued → held → released, or lost (its session ended, its node was deleted by someone else,
  * or a revocation's deadline passed; then the node is deleted too). The node is followed from
  * its create on (the store reads it with a watch in the create's round trip, which also yields
- * the fencing token): while queued, its deletion ends the wait (`onVanished`); once held, the
+ * the fencing token): while queued, its deletion ends the wait (`setVanishedListener`); once held, the
  * same watch brings revocation requests and the node's deletion. As a Lease it is handed out
  * once held.
  */
@@ -35,7 +35,7 @@ export class LockRequestNode implements Lease {
   #path = '';
   #session: StoreSession | undefined;
   #token = 0n;
-  /** While queued: told if the node is found deleted (see onVanished). */
+  /** While queued: told if the node is found deleted (see setVanishedListener). */
   #onVanished: ((reason: LockError) => void) | undefined;
   #vanishedReason: LockError | undefined;
   /** While queued: data seen that differs from what was written (a revocation, perhaps). */
@@ -117,17 +117,14 @@ export class LockRequestNode implements Lease {
 
   /**
    * While queued: calls `listener` if the node is found deleted or its session is lost (at once
-   * if it was); returns an unsubscribe function.
+   * if it was), until it is set to undefined (there is one listener: the request's wait).
    */
-  onVanished(listener: (reason: LockError) => void): () => void {
-    if (this.#vanishedReason) {
+  setVanishedListener(listener: ((reason: LockError) => void) | undefined): void {
+    if (listener && this.#vanishedReason) {
       listener(this.#vanishedReason);
-      return () => {};
+      return;
     }
     this.#onVanished = listener;
-    return () => {
-      if (this.#onVanished === listener) this.#onVanished = undefined;
-    };
   }
 
   /**

@@ -264,9 +264,9 @@ export class LockEngine {
     const unlink = stop.onWithdrawn((reason) => together.withdraw(reason));
     const aheads = parts.map(() => 0);
     const places = parts.map(() => new QueuePlace());
-    options.place?.bind(async () =>
-      (await Promise.all(places.map((place) => place.recount()))).some(Boolean),
-    );
+    options.place?.bind({
+      recount: async () => (await Promise.all(places.map((place) => place.recount()))).some(Boolean),
+    });
     try {
       const turns = await Promise.all(
         parts.map((part, i) =>

@@ -99,33 +99,21 @@ export class QueueWaits implements TurnWaits {
     return () => this.#released.add(path);
   }
 
-  /** Tells `me`'s place to `options.onQueued` while it waits, and lets `options.place` ask for a recount. */
-  tellPlaces(queue: LocalQueue, me: string, options: AcquireOptions, semaphore: boolean): () => void {
-    const stop = queue.wait(me, (ahead) => options.onQueued?.(ahead), semaphore);
-    const { place } = options;
-    place?.bind(() => queue.recount(me));
-    return () => {
-      place?.bind(undefined);
-      stop();
-    };
-  }
-
-  /** Counts a request in `dir`'s queue until `leave` is called; the LocalQueue goes with the last one. */
-  waitingIn(dir: string): { readonly queue: LocalQueue; readonly leave: () => void } {
+  /** Counts a request in `dir`'s queue until it calls `leave` with the queue returned. */
+  join(dir: string): LocalQueue {
     let queue = this.#localQueues.get(dir);
     if (!queue) {
       queue = new LocalQueue(this.#store, dir);
       this.#localQueues.set(dir, queue);
     }
-    const left = queue.join();
-    const joined = queue;
-    return {
-      queue: joined,
-      leave: () => {
-        left();
-        if (joined.empty && this.#localQueues.get(dir) === joined) this.#localQueues.delete(dir);
-      },
-    };
+    queue.join();
+    return queue;
+  }
+
+  /** A request joined with `join` has left `queue`; the LocalQueue goes with the last one. */
+  leave(dir: string, queue: LocalQueue): void {
+    queue.leave();
+    if (queue.empty && this.#localQueues.get(dir) === queue) this.#localQueues.delete(dir);
   }
 
   /** Where `me` stands in a listing of `dir`; a long queue's names are parsed once, not per listing. */
