@@ -103,10 +103,12 @@ export class LockEngine {
     // array of seventeen slots and a closure) in the frame of every waiter.
     const deadline = withDeadline(request, options.withdrawal);
     try {
-      const data = this.#recordOf(request);
+      // When the request was made: its record is written again from it if it queues again (a
+      // waiter's frame keeps this string, not the record's bytes and the pooled buffer they are in).
+      const since = new Date().toISOString();
       for (;;) {
         // A waiter keeps this frame until its turn: it holds little; a try's state is in #queue's callbacks.
-        const lease = await this.#queue(request, data, deadline.stop, options);
+        const lease = await this.#queue(request, since, deadline.stop, options);
         if (lease) return lease;
         // The session (and with it our place in the queue) ended while we waited: queue again
         // on the new session rather than fail a caller who held nothing.
@@ -124,22 +126,20 @@ export class LockEngine {
    */
   #queue(
     request: AcquireRequest,
-    data: Buffer,
+    since: string,
     stop: Withdrawal,
     options: AcquireOptions,
   ): Promise<Lease | undefined> {
+    const data = this.#recordOf(request, since);
     const targets = request.locks?.map((target): AcquireRequest => ({
       ...request,
       ...target,
       locks: undefined,
     }));
-    const parts: Part[] = [];
-    const entries: SequentialEntry[] = [];
-    for (const target of targets ?? [request]) {
-      const { part, entry } = this.#part(target, data);
-      parts.push(part);
-      entries.push(entry);
-    }
+    // Mapped, not pushed to: a waiter keeps `parts`, and a pushed-to empty array has seventeen slots.
+    const made = (targets ?? [request]).map((target) => this.#part(target, data));
+    const parts = made.map(({ part }) => part);
+    const entries = made.map(({ entry }) => entry);
     const creating = targets
       ? this.#store.createSequentialAll(entries)
       : this.#createSequential(entries[0]!).then((node) => [node]);
@@ -307,12 +307,12 @@ export class LockEngine {
   }
 
   /** What a request's node records (see NodeRecord). */
-  #recordOf(request: AcquireRequest): Buffer {
+  #recordOf(request: AcquireRequest, since: string): Buffer {
     const record: NodeRecord = {
       owner: request.owner ?? '',
       peer: request.peer ?? '',
       server: this.#instanceId,
-      since: new Date().toISOString(),
+      since,
     };
     const value = recordedValue(request.value);
     if (value !== undefined) record.value = value;
