@@ -1,5 +1,11 @@
 import { onAbort } from '../../common/abort.js';
-import { NodeFollow, type CoordinationStore, type CreatedNode, type StoreSession } from '../stores/store.js';
+import {
+  NodeFollow,
+  type CoordinationStore,
+  type CreatedNode,
+  type NodeWatchHandlers,
+  type StoreSession,
+} from '../stores/store.js';
 import type { AcquireRequest, Lease, LeaseHolder, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { DeleteBatch } from './delete-batch.js';
@@ -10,6 +16,7 @@ import {
   updateNodeRecord,
   withValue,
 } from './node-record.js';
+import type { ReleasedHolders } from './released-holders.js';
 import { HeldRevocation } from './revocation.js';
 import { Listeners, whenTold } from './telling.js';
 import { lockLost, nodeGone, nodeVanished } from './loss-reasons.js';
@@ -25,7 +32,7 @@ import { notDowngradable, valueSizeProblem } from './request-validation.js';
  * same watch brings revocation requests and the node's deletion. As a Lease it is handed out
  * once held.
  */
-export class LockRequestNode implements Lease {
+export class LockRequestNode implements Lease, NodeWatchHandlers {
   readonly name: string;
   #mode: AcquireRequest['mode'];
   /** What to hand to the store's create: the node's watch, until the request ends (or a downgrade replaces the node). */
@@ -57,8 +64,9 @@ export class LockRequestNode implements Lease {
   #nodeChanged: Promise<void> | undefined;
   /** While a downgrade replaces the node: the old node's deletion is the replacement's. */
   #replacing = false;
-  #releasing: () => void = () => {};
-  #unlinkSession: () => void = () => {};
+  /** Told of a release that deletes the node while held (see hold). */
+  #releasedTo: ReleasedHolders | undefined;
+  #unlinkSession: (() => void) | undefined;
   /** Set once downgraded: the mode it held before. */
   #downgradedFrom: AcquireRequest['mode'] | undefined;
 
@@ -76,13 +84,19 @@ export class LockRequestNode implements Lease {
     return this.#token;
   }
 
+  /** The node's follow: this request handles its events itself (no closures per request). */
   #newFollow(): NodeFollow {
-    return new NodeFollow({
-      onData: (data) => this.#changed(data),
-      onDeleted: () => {
-        if (!this.#replacing) this.#deleted();
-      },
-    });
+    return new NodeFollow(this);
+  }
+
+  /** NodeWatchHandlers, for the node's follow: its data changed (or was read). */
+  onData(data: Uint8Array): void {
+    this.#changed(data);
+  }
+
+  /** NodeWatchHandlers, for the node's follow: it was deleted. */
+  onDeleted(): void {
+    if (!this.#replacing) this.#deleted();
   }
 
   /**
@@ -128,13 +142,13 @@ export class LockRequestNode implements Lease {
   }
 
   /**
-   * The request holds the lock from now on. `releasing` is called when a release deletes the
-   * node while the lock is still held.
+   * The request holds the lock from now on. A release that deletes the node while the lock is
+   * still held is added to `releasedTo`, if given.
    */
-  hold(releasing: () => void = () => {}): Lease {
+  hold(releasedTo?: ReleasedHolders): Lease {
     const session = this.#session!;
     this.#phase = 'held';
-    this.#releasing = releasing;
+    this.#releasedTo = releasedTo;
     this.#onVanished = undefined;
     if (session.lost.aborted) void this.#lose(lockLost(this.name, session.lost.reason));
     if (this.#changedData) this.#changed(this.#changedData);
@@ -144,7 +158,7 @@ export class LockRequestNode implements Lease {
 
   /** The request ended before it held: its node is no longer followed. */
   abandon(): void {
-    this.#unlinkSession();
+    this.#unlinkSession?.();
     this.follow.stop();
   }
 
@@ -222,7 +236,7 @@ export class LockRequestNode implements Lease {
       } else {
         this.#phase = 'released';
         this.#stopWatching();
-        this.#releasing();
+        this.#releasedTo?.add(this.#path);
         this.#released = batch ? batch.add(this.#path) : this.#store.delete(this.#path);
       }
     }
@@ -300,7 +314,7 @@ export class LockRequestNode implements Lease {
         this.#mode = 'read';
         this.#downgradedFrom = 'write';
         // A read hold's release frees no waiter the engine shortcut knows of.
-        this.#releasing = () => {};
+        this.#releasedTo = undefined;
         return;
       }
       // The node is gone (deleted by a forced revocation, or with the session).
@@ -394,7 +408,7 @@ export class LockRequestNode implements Lease {
     this.#unlinkConfirmation?.();
     this.#unlinkConfirmation = undefined;
     this.#revocation?.stop();
-    this.#unlinkSession();
+    this.#unlinkSession?.();
     this.follow.stop();
   }
 }

@@ -330,7 +330,7 @@ export class LockEngine {
     current: HeldPosition,
     children: readonly string[],
   ): LockRequestNode {
-    node.hold(releaseFreesWatchers(mode) ? this.#waits.releasing(path) : undefined);
+    node.hold(releaseFreesWatchers(mode) ? this.#waits.released : undefined);
     if (current.successor !== undefined) this.#semaphores.granted(path, current.successor, children);
     return node;
   }

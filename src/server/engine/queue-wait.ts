@@ -85,18 +85,13 @@ export class QueueWaits implements TurnWaits {
     return this.#maxWaitersPerLock;
   }
 
-  /** For a TurnWait: the holders of this engine released while waiters here watched them. */
+  /**
+   * The holders of this engine released while waiters here watched them: a TurnWait reads it;
+   * a lease of this server whose release frees its watchers (see releaseFreesWatchers) adds its
+   * node when released, and waiters here that watch that node then hold without listing again.
+   */
   get released(): ReleasedHolders {
     return this.#released;
-  }
-
-  /**
-   * What to call as a lease of this server, whose release frees its watchers (see
-   * releaseFreesWatchers), releases the node at `path`: waiters here that watch that node then
-   * hold without listing again.
-   */
-  releasing(path: string): () => void {
-    return () => this.#released.add(path);
   }
 
   /** Counts a request in `dir`'s queue until it calls `leave` with the queue returned. */
