@@ -1,4 +1,3 @@
-import { onAbort } from '../../common/abort.js';
 import {
   NodeFollow,
   type CoordinationStore,
@@ -18,6 +17,7 @@ import {
 } from './node-record.js';
 import type { ReleasedHolders } from './released-holders.js';
 import { HeldRevocation } from './revocation.js';
+import type { SessionDependent, SessionDependents } from './session-dependents.js';
 import { Listeners, whenTold } from './telling.js';
 import { lockLost, nodeGone, nodeVanished } from './loss-reasons.js';
 import { readNodeName } from './node-name.js';
@@ -32,7 +32,7 @@ import { notDowngradable, valueSizeProblem } from './request-validation.js';
  * same watch brings revocation requests and the node's deletion. As a Lease it is handed out
  * once held.
  */
-export class LockRequestNode implements Lease, NodeWatchHandlers {
+export class LockRequestNode implements Lease, NodeWatchHandlers, SessionDependent {
   readonly name: string;
   #mode: AcquireRequest['mode'];
   /** What to hand to the store's create: the node's watch, until the request ends (or a downgrade replaces the node). */
@@ -58,7 +58,6 @@ export class LockRequestNode implements Lease, NodeWatchHandlers {
   /** Part of a multi-lock: its set keeps the deadlines (see leaveDeadlines). */
   #leavesDeadlines = false;
   #holder: LeaseHolder | undefined;
-  #unlinkConfirmation: (() => void) | undefined;
   #released: Promise<void> | undefined;
   /** The last change of the node (a value, a downgrade), so that the next one is applied after it. */
   #nodeChanged: Promise<void> | undefined;
@@ -66,14 +65,17 @@ export class LockRequestNode implements Lease, NodeWatchHandlers {
   #replacing = false;
   /** Told of a release that deletes the node while held (see hold). */
   #releasedTo: ReleasedHolders | undefined;
-  #unlinkSession: (() => void) | undefined;
+  /** Where the request hears of its session, and whether it is listed there now. */
+  readonly #dependents: SessionDependents;
+  #inSession = false;
   /** Set once downgraded: the mode it held before. */
   #downgradedFrom: AcquireRequest['mode'] | undefined;
 
-  constructor(store: CoordinationStore, request: AcquireRequest) {
+  constructor(store: CoordinationStore, request: AcquireRequest, dependents: SessionDependents) {
     this.name = request.name;
     this.#mode = request.mode;
     this.#store = store;
+    this.#dependents = dependents;
   }
 
   get mode(): AcquireRequest['mode'] {
@@ -113,13 +115,24 @@ export class LockRequestNode implements Lease, NodeWatchHandlers {
     }
     this.#token = created.creationId ?? node.creationId;
     if (node.data.byteLength !== writtenBytes) this.#changed(node.data);
-    // One listener for the node's whole life: a queued request's wait ends with its session, a
-    // held lock is lost with it.
+    // Told for the node's whole life: a queued request's wait ends with its session, a held lock
+    // is lost with it, and its holder hears of the session's doubt.
     const { session } = created;
-    if (!session.lost.aborted) this.#unlinkSession = onAbort(session.lost, () => this.#sessionLost());
+    if (!session.lost.aborted) {
+      this.#dependents.add(session, this);
+      this.#inSession = true;
+    }
   }
 
-  #sessionLost(): void {
+  #leaveSession(): void {
+    if (!this.#inSession) return;
+    this.#inSession = false;
+    this.#dependents.remove(this.#session!, this);
+  }
+
+  /** SessionDependent: the store's session is lost. */
+  sessionLost(): void {
+    this.#inSession = false;
     const session = this.#session!;
     if (this.#phase === 'held') {
       void this.#lose(lockLost(this.name, session.lost.reason));
@@ -158,7 +171,7 @@ export class LockRequestNode implements Lease, NodeWatchHandlers {
 
   /** The request ended before it held: its node is no longer followed. */
   abandon(): void {
-    this.#unlinkSession?.();
+    this.#leaveSession();
     this.follow.stop();
   }
 
@@ -205,12 +218,11 @@ export class LockRequestNode implements Lease, NodeWatchHandlers {
 
   setHolder(holder: LeaseHolder | undefined): void {
     this.#holder = holder;
-    this.#unlinkConfirmation?.();
-    this.#unlinkConfirmation = undefined;
-    if (!holder) return;
-    this.#unlinkConfirmation = this.#session?.onConfirmedChange((confirmed) =>
-      this.#holder?.confirmation(confirmed),
-    );
+  }
+
+  /** SessionDependent: the holder hears of the session's doubt (while held: see #stopWatching). */
+  confirmationChanged(confirmed: boolean): void {
+    this.#holder?.confirmation(confirmed);
   }
 
   onRevokeRequested(listener: (request: RevokeRequest) => void): () => void {
@@ -405,10 +417,8 @@ export class LockRequestNode implements Lease, NodeWatchHandlers {
   }
 
   #stopWatching(): void {
-    this.#unlinkConfirmation?.();
-    this.#unlinkConfirmation = undefined;
     this.#revocation?.stop();
-    this.#unlinkSession?.();
+    this.#leaveSession();
     this.follow.stop();
   }
 }

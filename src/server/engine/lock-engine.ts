@@ -25,6 +25,7 @@ import { QueueWaits, withDeadline } from './queue-wait.js';
 import { semaphoreShapeOf, validateRequest } from './request-validation.js';
 import { Revoker } from './revoker.js';
 import { SemaphoreWakeups, type SemaphoreWakeup } from './semaphore-wakeups.js';
+import { SessionDependents } from './session-dependents.js';
 
 export interface LockEngineOptions {
   readonly store: CoordinationStore;
@@ -60,6 +61,7 @@ export class LockEngine {
   readonly #semaphores: SemaphoreWakeups;
   readonly #waits: QueueWaits;
   readonly #revoker: Revoker;
+  readonly #dependents = new SessionDependents();
 
   constructor(options: LockEngineOptions) {
     this.#store = options.store;
@@ -218,7 +220,7 @@ export class LockEngine {
     const requestId = randomUUID();
     // Known here before its node exists: a grant ahead that lists the node finds it local.
     const wakeup = shape ? this.#semaphores.register(requestId) : undefined;
-    const node = new LockRequestNode(this.#store, request);
+    const node = new LockRequestNode(this.#store, request, this.#dependents);
     const entry = {
       dir: this.lockPath(request.name),
       prefix: nodePrefix(request.mode, requestId, shape),
