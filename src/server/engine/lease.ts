@@ -1,5 +1,10 @@
-import { onAbort } from '../../common/abort.js';
-import { NodeFollow, type CoordinationStore, type CreatedNode, type StoreSession } from '../stores/store.js';
+import {
+  NodeFollow,
+  type CoordinationStore,
+  type CreatedNode,
+  type NodeWatchHandlers,
+  type StoreSession,
+} from '../stores/store.js';
 import type { AcquireRequest, Lease, LeaseHolder, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { DeleteBatch } from './delete-batch.js';
@@ -10,7 +15,9 @@ import {
   updateNodeRecord,
   withValue,
 } from './node-record.js';
+import type { ReleasedHolders } from './released-holders.js';
 import { HeldRevocation } from './revocation.js';
+import type { SessionDependent, SessionDependents } from './session-dependents.js';
 import { Listeners, whenTold } from './telling.js';
 import { lockLost, nodeGone, nodeVanished } from './loss-reasons.js';
 import { readNodeName } from './node-name.js';
@@ -21,11 +28,11 @@ import { notDowngradable, valueSizeProblem } from './request-validation.js';
  * queued → held → released, or lost (its session ended, its node was deleted by someone else,
  * or a revocation's deadline passed; then the node is deleted too). The node is followed from
  * its create on (the store reads it with a watch in the create's round trip, which also yields
- * the fencing token): while queued, its deletion ends the wait (`onVanished`); once held, the
+ * the fencing token): while queued, its deletion ends the wait (`setVanishedListener`); once held, the
  * same watch brings revocation requests and the node's deletion. As a Lease it is handed out
  * once held.
  */
-export class LockRequestNode implements Lease {
+export class LockRequestNode implements Lease, NodeWatchHandlers, SessionDependent {
   readonly name: string;
   #mode: AcquireRequest['mode'];
   /** What to hand to the store's create: the node's watch, until the request ends (or a downgrade replaces the node). */
@@ -35,7 +42,7 @@ export class LockRequestNode implements Lease {
   #path = '';
   #session: StoreSession | undefined;
   #token = 0n;
-  /** While queued: told if the node is found deleted (see onVanished). */
+  /** While queued: told if the node is found deleted (see setVanishedListener). */
   #onVanished: ((reason: LockError) => void) | undefined;
   #vanishedReason: LockError | undefined;
   /** While queued: data seen that differs from what was written (a revocation, perhaps). */
@@ -51,21 +58,24 @@ export class LockRequestNode implements Lease {
   /** Part of a multi-lock: its set keeps the deadlines (see leaveDeadlines). */
   #leavesDeadlines = false;
   #holder: LeaseHolder | undefined;
-  #unlinkConfirmation: (() => void) | undefined;
   #released: Promise<void> | undefined;
   /** The last change of the node (a value, a downgrade), so that the next one is applied after it. */
   #nodeChanged: Promise<void> | undefined;
   /** While a downgrade replaces the node: the old node's deletion is the replacement's. */
   #replacing = false;
-  #releasing: () => void = () => {};
-  #unlinkSession: () => void = () => {};
+  /** Told of a release that deletes the node while held (see hold). */
+  #releasedTo: ReleasedHolders | undefined;
+  /** Where the request hears of its session, and whether it is listed there now. */
+  readonly #dependents: SessionDependents;
+  #inSession = false;
   /** Set once downgraded: the mode it held before. */
   #downgradedFrom: AcquireRequest['mode'] | undefined;
 
-  constructor(store: CoordinationStore, request: AcquireRequest) {
+  constructor(store: CoordinationStore, request: AcquireRequest, dependents: SessionDependents) {
     this.name = request.name;
     this.#mode = request.mode;
     this.#store = store;
+    this.#dependents = dependents;
   }
 
   get mode(): AcquireRequest['mode'] {
@@ -76,13 +86,19 @@ export class LockRequestNode implements Lease {
     return this.#token;
   }
 
+  /** The node's follow: this request handles its events itself (no closures per request). */
   #newFollow(): NodeFollow {
-    return new NodeFollow({
-      onData: (data) => this.#changed(data),
-      onDeleted: () => {
-        if (!this.#replacing) this.#deleted();
-      },
-    });
+    return new NodeFollow(this);
+  }
+
+  /** NodeWatchHandlers, for the node's follow: its data changed (or was read). */
+  onData(data: Uint8Array): void {
+    this.#changed(data);
+  }
+
+  /** NodeWatchHandlers, for the node's follow: it was deleted. */
+  onDeleted(): void {
+    if (!this.#replacing) this.#deleted();
   }
 
   /**
@@ -99,13 +115,24 @@ export class LockRequestNode implements Lease {
     }
     this.#token = created.creationId ?? node.creationId;
     if (node.data.byteLength !== writtenBytes) this.#changed(node.data);
-    // One listener for the node's whole life: a queued request's wait ends with its session, a
-    // held lock is lost with it.
+    // Told for the node's whole life: a queued request's wait ends with its session, a held lock
+    // is lost with it, and its holder hears of the session's doubt.
     const { session } = created;
-    if (!session.lost.aborted) this.#unlinkSession = onAbort(session.lost, () => this.#sessionLost());
+    if (!session.lost.aborted) {
+      this.#dependents.add(session, this);
+      this.#inSession = true;
+    }
   }
 
-  #sessionLost(): void {
+  #leaveSession(): void {
+    if (!this.#inSession) return;
+    this.#inSession = false;
+    this.#dependents.remove(this.#session!, this);
+  }
+
+  /** SessionDependent: the store's session is lost. */
+  sessionLost(): void {
+    this.#inSession = false;
     const session = this.#session!;
     if (this.#phase === 'held') {
       void this.#lose(lockLost(this.name, session.lost.reason));
@@ -117,27 +144,24 @@ export class LockRequestNode implements Lease {
 
   /**
    * While queued: calls `listener` if the node is found deleted or its session is lost (at once
-   * if it was); returns an unsubscribe function.
+   * if it was), until it is set to undefined (there is one listener: the request's wait).
    */
-  onVanished(listener: (reason: LockError) => void): () => void {
-    if (this.#vanishedReason) {
+  setVanishedListener(listener: ((reason: LockError) => void) | undefined): void {
+    if (listener && this.#vanishedReason) {
       listener(this.#vanishedReason);
-      return () => {};
+      return;
     }
     this.#onVanished = listener;
-    return () => {
-      if (this.#onVanished === listener) this.#onVanished = undefined;
-    };
   }
 
   /**
-   * The request holds the lock from now on. `releasing` is called when a release deletes the
-   * node while the lock is still held.
+   * The request holds the lock from now on. A release that deletes the node while the lock is
+   * still held is added to `releasedTo`, if given.
    */
-  hold(releasing: () => void = () => {}): Lease {
+  hold(releasedTo?: ReleasedHolders): Lease {
     const session = this.#session!;
     this.#phase = 'held';
-    this.#releasing = releasing;
+    this.#releasedTo = releasedTo;
     this.#onVanished = undefined;
     if (session.lost.aborted) void this.#lose(lockLost(this.name, session.lost.reason));
     if (this.#changedData) this.#changed(this.#changedData);
@@ -147,7 +171,7 @@ export class LockRequestNode implements Lease {
 
   /** The request ended before it held: its node is no longer followed. */
   abandon(): void {
-    this.#unlinkSession();
+    this.#leaveSession();
     this.follow.stop();
   }
 
@@ -194,12 +218,11 @@ export class LockRequestNode implements Lease {
 
   setHolder(holder: LeaseHolder | undefined): void {
     this.#holder = holder;
-    this.#unlinkConfirmation?.();
-    this.#unlinkConfirmation = undefined;
-    if (!holder) return;
-    this.#unlinkConfirmation = this.#session?.onConfirmedChange((confirmed) =>
-      this.#holder?.confirmation(confirmed),
-    );
+  }
+
+  /** SessionDependent: the holder hears of the session's doubt (while held: see #stopWatching). */
+  confirmationChanged(confirmed: boolean): void {
+    this.#holder?.confirmation(confirmed);
   }
 
   onRevokeRequested(listener: (request: RevokeRequest) => void): () => void {
@@ -225,7 +248,7 @@ export class LockRequestNode implements Lease {
       } else {
         this.#phase = 'released';
         this.#stopWatching();
-        this.#releasing();
+        this.#releasedTo?.add(this.#path);
         this.#released = batch ? batch.add(this.#path) : this.#store.delete(this.#path);
       }
     }
@@ -303,7 +326,7 @@ export class LockRequestNode implements Lease {
         this.#mode = 'read';
         this.#downgradedFrom = 'write';
         // A read hold's release frees no waiter the engine shortcut knows of.
-        this.#releasing = () => {};
+        this.#releasedTo = undefined;
         return;
       }
       // The node is gone (deleted by a forced revocation, or with the session).
@@ -394,10 +417,8 @@ export class LockRequestNode implements Lease {
   }
 
   #stopWatching(): void {
-    this.#unlinkConfirmation?.();
-    this.#unlinkConfirmation = undefined;
     this.#revocation?.stop();
-    this.#unlinkSession();
+    this.#leaveSession();
     this.follow.stop();
   }
 }

@@ -64,12 +64,13 @@ export class LocalQueue {
     this.#dir = dir;
   }
 
-  /** A request of this server joined; returns a function to call once it has left (granted or not). */
-  join(): () => void {
+  /** A request of this server joined; `leave` once it has left (granted or not). */
+  join(): void {
     this.#members += 1;
-    return () => {
-      this.#members -= 1;
-    };
+  }
+
+  leave(): void {
+    this.#members -= 1;
   }
 
   get empty(): boolean {
@@ -78,17 +79,20 @@ export class LocalQueue {
 
   /**
    * `nodeName` waits in the queue: `onQueued` is told its number ahead, now (`report`) and
-   * after every change, until the returned function is called.
+   * after every change, until `unwait`.
    */
-  wait(nodeName: string, onQueued: (ahead: number) => void, semaphore: boolean): () => void {
+  wait(nodeName: string, onQueued: (ahead: number) => void, semaphore: boolean): void {
     const waiter: LocalWaiter = { sequence: sequenceOf(nodeName), lastAhead: -1, onQueued, semaphore };
+    this.unwait(nodeName);
     this.#waiters.set(nodeName, waiter);
     if (needsQueueWatch(waiter)) this.#needWatch(1);
-    return () => {
-      if (this.#waiters.get(nodeName) !== waiter) return;
-      this.#waiters.delete(nodeName);
-      if (needsQueueWatch(waiter)) this.#needWatch(-1);
-    };
+  }
+
+  unwait(nodeName: string): void {
+    const waiter = this.#waiters.get(nodeName);
+    if (!waiter) return;
+    this.#waiters.delete(nodeName);
+    if (needsQueueWatch(waiter)) this.#needWatch(-1);
   }
 
   /** Tells `nodeName` it has `ahead` requests ahead, unless it was told that last. */
@@ -96,7 +100,8 @@ export class LocalQueue {
     const waiter = this.#waiters.get(nodeName);
     if (!waiter || waiter.lastAhead === ahead) return;
     this.#setLastAhead(waiter, ahead);
-    waiter.onQueued(ahead);
+    const { onQueued } = waiter;
+    onQueued(ahead);
   }
 
   #setLastAhead(waiter: LocalWaiter, ahead: number): void {

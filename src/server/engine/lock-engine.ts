@@ -6,8 +6,8 @@ import {
   joinPath,
   parentPath,
   type CoordinationStore,
-  type OwnedNode,
   type CreatedNode,
+  type OwnedNode,
   type SequentialEntry,
   type StoreSession,
 } from '../stores/store.js';
@@ -30,6 +30,7 @@ import { QueueWaits, withDeadline } from './queue-wait.js';
 import { semaphoreShapeOf, validateRequest } from './request-validation.js';
 import { Revoker } from './revoker.js';
 import { SemaphoreWakeups, type SemaphoreWakeup } from './semaphore-wakeups.js';
+import { SessionDependents } from './session-dependents.js';
 
 export interface LockEngineOptions {
   readonly store: CoordinationStore;
@@ -45,11 +46,10 @@ export interface LockEngineOptions {
 /** One lock of a request (a multi-lock has several): its node, and its semaphore wake-up. */
 interface Part {
   readonly request: AcquireRequest;
-  readonly requestId: string;
   readonly node: LockRequestNode;
+  /** A semaphore request's wake-up, and the request id it is registered under. */
   readonly wakeup: SemaphoreWakeup | undefined;
-  /** The size of the record written in its node (a different size read back is a change). */
-  readonly written: number;
+  readonly requestId: string | undefined;
 }
 
 /**
@@ -66,6 +66,7 @@ export class LockEngine {
   readonly #semaphores: SemaphoreWakeups;
   readonly #waits: QueueWaits;
   readonly #revoker: Revoker;
+  readonly #dependents = new SessionDependents();
 
   constructor(options: LockEngineOptions) {
     this.#store = options.store;
@@ -104,16 +105,24 @@ export class LockEngine {
   async acquire(request: AcquireRequest, options: AcquireOptions): Promise<Lease> {
     validateRequest(request);
     options.withdrawal.throwIfWithdrawn();
-    // Withdrawn by the caller or, with a wait timeout, by the deadline.
-    using deadline = withDeadline(request, options.withdrawal);
-    const data = this.#recordsOf(request, options.tag);
-    for (;;) {
-      // A waiter keeps this frame until its turn: it holds little; a try's state is in #queue's callbacks.
-      const lease = await this.#queue(request, data, deadline.stop, options);
-      if (lease) return lease;
-      // The session (and with it our place in the queue) ended while we waited: queue again
-      // on the new session rather than fail a caller who held nothing.
-      this.#logger.debug({ lock: request.name }, 'session lost while waiting; queuing again');
+    // Withdrawn by the caller or, with a wait timeout, by the deadline. Disposed in a plain
+    // finally, not with `using`: its compiled form keeps a disposal stack (an object, an
+    // array of seventeen slots and a closure) in the frame of every waiter.
+    const deadline = withDeadline(request, options.withdrawal);
+    try {
+      // When the request was made: its record is written again from it if it queues again (a
+      // waiter's frame keeps this string, not the record's bytes and the pooled buffer they are in).
+      const since = new Date().toISOString();
+      for (;;) {
+        // A waiter keeps this frame until its turn: it holds little; a try's state is in #queue's callbacks.
+        const lease = await this.#queue(request, since, deadline.stop, options);
+        if (lease) return lease;
+        // The session (and with it our place in the queue) ended while we waited: queue again
+        // on the new session rather than fail a caller who held nothing.
+        this.#logger.debug({ lock: request.name }, 'session lost while waiting; queuing again');
+      }
+    } finally {
+      deadline[Symbol.dispose]();
     }
   }
 
@@ -127,31 +136,44 @@ export class LockEngine {
    */
   async adopt(request: AcquireRequest, nodes: readonly OwnedNode[], options: AcquireOptions): Promise<Lease> {
     options.withdrawal.throwIfWithdrawn();
-    using deadline = withDeadline(request, options.withdrawal);
-    const parts = nodes.map((owned, i) => {
-      const target = request.locks ? { ...request, ...request.locks[i]!, locks: undefined } : request;
-      const requestId = parseNodeName(baseName(owned.path))?.requestId ?? randomUUID();
-      const wakeup = semaphoreShapeOf(target) ? this.#semaphores.register(requestId) : undefined;
-      const node = new LockRequestNode(this.#store, target);
-      // -1: whatever the node's record says now (a revocation, perhaps) is news to this engine.
-      return { request: target, requestId, node, wakeup, written: -1 };
-    });
-    const session = this.#store.session;
-    const paths = nodes.map((owned) => owned.path);
-    // Each node's follow is armed first, then its queue listed: what the listing misses, the follow tells.
-    const reading = Promise.all(
-      nodes.map(async (owned, i): Promise<CreatedNode> => {
-        const followed = await this.#store.watchNode(owned.path, parts[i]!.node.follow);
-        const siblings = await this.#store.children(parentPath(owned.path));
-        return { path: owned.path, session, siblings, creationId: owned.creationId, followed };
-      }),
-    );
-    const waiting = reading.then((created) =>
-      this.#waitCreated(request, parts, created, deadline.stop, options),
-    );
-    const lease = await this.#settled(waiting, parts, paths, session, deadline.stop);
-    if (lease) return lease;
-    throw new LockError('LOCK_LOST', `lock "${request.name}": its taken-over session ended while it waited`);
+    const deadline = withDeadline(request, options.withdrawal);
+    try {
+      const parts = nodes.map((owned, i): Part => {
+        const target = request.locks ? { ...request, ...request.locks[i]!, locks: undefined } : request;
+        const shape = semaphoreShapeOf(target);
+        const requestId = shape ? parseNodeName(baseName(owned.path))?.requestId : undefined;
+        const wakeup = requestId === undefined ? undefined : this.#semaphores.register(requestId);
+        return {
+          request: target,
+          node: new LockRequestNode(this.#store, target, this.#dependents),
+          wakeup,
+          requestId,
+        };
+      });
+      const session = this.#store.session;
+      const paths = nodes.map((owned) => owned.path);
+      // Each node's follow is armed first, then its queue listed: what the listing misses, the follow tells.
+      const reading = Promise.all(
+        nodes.map(async (owned, i): Promise<CreatedNode> => {
+          const followed = await this.#store.watchNode(owned.path, parts[i]!.node.follow);
+          const siblings = await this.#store.children(parentPath(owned.path));
+          return { path: owned.path, session, siblings, creationId: owned.creationId, followed };
+        }),
+      );
+      // -1: whatever a node's record says now (a revocation, perhaps) is news to this engine.
+      const written = nodes.map(() => -1);
+      const waiting = reading.then((created) =>
+        this.#waitCreated(request, parts, created, written, deadline.stop, options),
+      );
+      const lease = await this.#settled(waiting, parts, paths, session, deadline.stop);
+      if (lease) return lease;
+      throw new LockError(
+        'LOCK_LOST',
+        `lock "${request.name}": its taken-over session ended while it waited`,
+      );
+    } finally {
+      deadline[Symbol.dispose]();
+    }
   }
 
   /**
@@ -161,28 +183,27 @@ export class LockEngine {
    */
   #queue(
     request: AcquireRequest,
-    data: readonly Buffer[],
+    since: string,
     stop: Withdrawal,
     options: AcquireOptions,
   ): Promise<Lease | undefined> {
+    const data = this.#recordsOf(request, since, options.tag);
     const targets = request.locks?.map((target): AcquireRequest => ({
       ...request,
       ...target,
       locks: undefined,
     }));
-    const parts: Part[] = [];
-    const entries: SequentialEntry[] = [];
-    for (const [i, target] of (targets ?? [request]).entries()) {
-      const { part, entry } = this.#part(target, data[i] ?? data[0]!);
-      parts.push(part);
-      entries.push(entry);
-    }
+    // Mapped, not pushed to: a waiter keeps `parts`, and a pushed-to empty array has seventeen slots.
+    const made = (targets ?? [request]).map((target, i) => this.#part(target, data[i] ?? data[0]!));
+    const parts = made.map(({ part }) => part);
+    const entries = made.map(({ entry }) => entry);
     const creating = targets
       ? this.#store.createSequentialAll(entries)
       : this.#createSequential(entries[0]!).then((node) => [node]);
+    const written = data.map((record) => record.byteLength);
     return creating.then(
       (created) => {
-        const waiting = this.#waitCreated(request, parts, created, stop, options);
+        const waiting = this.#waitCreated(request, parts, created, written, stop, options);
         const paths = created.map((node) => node.path);
         return this.#settled(waiting, parts, paths, created[0]!.session, stop);
       },
@@ -199,11 +220,12 @@ export class LockEngine {
     request: AcquireRequest,
     parts: readonly Part[],
     created: readonly CreatedNode[],
+    written: readonly number[],
     stop: Withdrawal,
     options: AcquireOptions,
   ): Promise<Lease> {
     try {
-      parts.forEach((part, i) => part.node.created(created[i]!, part.written));
+      parts.forEach((part, i) => part.node.created(created[i]!, written[i] ?? written[0]!));
       return request.locks
         ? this.#waitForAll(request, parts, created, stop, options)
         : this.#waitForOne(parts[0]!, created[0]!, stop, options);
@@ -243,7 +265,7 @@ export class LockEngine {
   }
 
   #forget(parts: readonly Part[]): void {
-    for (const part of parts) this.#semaphores.forget(part.requestId);
+    for (const part of parts) if (part.requestId !== undefined) this.#semaphores.forget(part.requestId);
   }
 
   /**
@@ -255,14 +277,16 @@ export class LockEngine {
     const requestId = randomUUID();
     // Known here before its node exists: a grant ahead that lists the node finds it local.
     const wakeup = shape ? this.#semaphores.register(requestId) : undefined;
-    const node = new LockRequestNode(this.#store, request);
+    const node = new LockRequestNode(this.#store, request, this.#dependents);
     const entry = {
       dir: this.lockPath(request.name),
       prefix: nodePrefix(request.mode, requestId, shape),
       data,
       follow: node.follow,
     };
-    return { part: { request, requestId, node, wakeup, written: data.byteLength }, entry };
+    // Only a semaphore part keeps its request id (a string of a dozen joined pieces, as
+    // randomUUID makes it): nothing else needs it once the node's prefix is written.
+    return { part: { request, node, wakeup, requestId: shape ? requestId : undefined }, entry };
   }
 
   #createSequential({ dir, prefix, data, follow }: SequentialEntry): Promise<CreatedNode> {
@@ -299,9 +323,9 @@ export class LockEngine {
     const unlink = stop.onWithdrawn((reason) => together.withdraw(reason));
     const aheads = parts.map(() => 0);
     const places = parts.map(() => new QueuePlace());
-    options.place?.bind(async () =>
-      (await Promise.all(places.map((place) => place.recount()))).some(Boolean),
-    );
+    options.place?.bind({
+      recount: async () => (await Promise.all(places.map((place) => place.recount()))).some(Boolean),
+    });
     try {
       const turns = await Promise.all(
         parts.map((part, i) =>
@@ -345,18 +369,18 @@ export class LockEngine {
    * What a request's nodes record (see NodeRecord): one record for all, or, in a resumable
    * session's multi-lock, one per lock (each says its place in the set).
    */
-  #recordsOf(request: AcquireRequest, tag: RequestTag | undefined): Buffer[] {
+  #recordsOf(request: AcquireRequest, since: string, tag: RequestTag | undefined): Buffer[] {
     const record: NodeRecord = {
       owner: request.owner ?? '',
       peer: request.peer ?? '',
       server: this.#instanceId,
-      since: new Date().toISOString(),
+      since,
     };
     const value = recordedValue(request.value);
     if (value !== undefined) record.value = value;
     if (tag === undefined) return [encodeNodeRecord(record)];
     const waitMs = request.waitTimeoutMs;
-    const session: RequestTag = waitMs ? { ...tag, until: Date.now() + waitMs } : tag;
+    const session: RequestTag = waitMs ? { ...tag, until: Date.parse(since) + waitMs } : tag;
     if (!request.locks) return [encodeNodeRecord({ ...record, session })];
     return request.locks.map((_, part) =>
       encodeNodeRecord({ ...record, session: { ...session, set: request.name, part } }),
@@ -374,7 +398,7 @@ export class LockEngine {
     current: HeldPosition,
     children: readonly string[],
   ): LockRequestNode {
-    node.hold(releaseFreesWatchers(mode) ? this.#waits.releasing(path) : undefined);
+    node.hold(releaseFreesWatchers(mode) ? this.#waits.released : undefined);
     if (current.successor !== undefined) this.#semaphores.granted(path, current.successor, children);
     return node;
   }

@@ -57,11 +57,11 @@ export interface AcquireOptions {
  * made, a connection of its that broke); the new stream must be told a count from after it.
  */
 export class QueuePlace {
-  #recount: (() => Promise<boolean>) | undefined;
+  #counter: PlaceCounter | undefined;
 
-  /** For the engine: how to count the request again while it waits; undefined once it does not. */
-  bind(recount: (() => Promise<boolean>) | undefined): void {
-    this.#recount = recount;
+  /** For the engine: what counts the request again while it waits; undefined once it does not. */
+  bind(counter: PlaceCounter | undefined): void {
+    this.#counter = counter;
   }
 
   /**
@@ -70,8 +70,13 @@ export class QueuePlace {
    * be read, and nothing was told.
    */
   recount(): Promise<boolean> {
-    return this.#recount?.() ?? Promise.resolve(false);
+    return this.#counter?.recount() ?? Promise.resolve(false);
   }
+}
+
+/** What counts a waiting request again for its QueuePlace (the request's wait itself: no function per wait). */
+export interface PlaceCounter {
+  recount(): Promise<boolean>;
 }
 
 /**
@@ -172,17 +177,28 @@ export class Withdrawal {
 
   /** Calls `listener` once with the reason when withdrawn (at once if it is); returns an unsubscribe function. */
   onWithdrawn(listener: (reason: unknown) => void): () => void {
+    if (!this.listen(listener)) return () => {};
+    return () => this.unlisten(listener);
+  }
+
+  /**
+   * As onWithdrawn, for a listener that unsubscribes itself with `unlisten` (no function is made
+   * per subscription); false if it was withdrawn already and `listener` has been called.
+   */
+  listen(listener: (reason: unknown) => void): boolean {
     if (this.#withdrawn) {
       listener(this.#reason);
-      return () => {};
+      return false;
     }
     // A literal of one, not a push: a pushed-to empty array reserves room for seventeen.
     if (this.#listeners) this.#listeners.push(listener);
     else this.#listeners = [listener];
-    return () => {
-      const index = this.#listeners?.indexOf(listener) ?? -1;
-      if (index >= 0) this.#listeners?.splice(index, 1);
-    };
+    return true;
+  }
+
+  unlisten(listener: (reason: unknown) => void): void {
+    const index = this.#listeners?.indexOf(listener) ?? -1;
+    if (index >= 0) this.#listeners?.splice(index, 1);
   }
 
   withdraw(reason: unknown): void {

@@ -85,47 +85,30 @@ export class QueueWaits implements TurnWaits {
     return this.#maxWaitersPerLock;
   }
 
-  /** For a TurnWait: the holders of this engine released while waiters here watched them. */
+  /**
+   * The holders of this engine released while waiters here watched them: a TurnWait reads it;
+   * a lease of this server whose release frees its watchers (see releaseFreesWatchers) adds its
+   * node when released, and waiters here that watch that node then hold without listing again.
+   */
   get released(): ReleasedHolders {
     return this.#released;
   }
 
-  /**
-   * What to call as a lease of this server, whose release frees its watchers (see
-   * releaseFreesWatchers), releases the node at `path`: waiters here that watch that node then
-   * hold without listing again.
-   */
-  releasing(path: string): () => void {
-    return () => this.#released.add(path);
-  }
-
-  /** Tells `me`'s place to `options.onQueued` while it waits, and lets `options.place` ask for a recount. */
-  tellPlaces(queue: LocalQueue, me: string, options: AcquireOptions, semaphore: boolean): () => void {
-    const stop = queue.wait(me, (ahead) => options.onQueued?.(ahead), semaphore);
-    const { place } = options;
-    place?.bind(() => queue.recount(me));
-    return () => {
-      place?.bind(undefined);
-      stop();
-    };
-  }
-
-  /** Counts a request in `dir`'s queue until `leave` is called; the LocalQueue goes with the last one. */
-  waitingIn(dir: string): { readonly queue: LocalQueue; readonly leave: () => void } {
+  /** Counts a request in `dir`'s queue until it calls `leave` with the queue returned. */
+  join(dir: string): LocalQueue {
     let queue = this.#localQueues.get(dir);
     if (!queue) {
       queue = new LocalQueue(this.#store, dir);
       this.#localQueues.set(dir, queue);
     }
-    const left = queue.join();
-    const joined = queue;
-    return {
-      queue: joined,
-      leave: () => {
-        left();
-        if (joined.empty && this.#localQueues.get(dir) === joined) this.#localQueues.delete(dir);
-      },
-    };
+    queue.join();
+    return queue;
+  }
+
+  /** A request joined with `join` has left `queue`; the LocalQueue goes with the last one. */
+  leave(dir: string, queue: LocalQueue): void {
+    queue.leave();
+    if (queue.empty && this.#localQueues.get(dir) === queue) this.#localQueues.delete(dir);
   }
 
   /** Where `me` stands in a listing of `dir`; a long queue's names are parsed once, not per listing. */
@@ -134,6 +117,8 @@ export class QueueWaits implements TurnWaits {
     return queue ? position(children, me, queue.nodeReader(children)) : position(children, me);
   }
 }
+
+const nothingToDispose = (): void => {};
 
 /**
  * What stops a request: the caller's withdrawal, and with a wait timeout, its deadline too (a
@@ -144,7 +129,7 @@ export function withDeadline(
   withdrawal: Withdrawal,
 ): { readonly stop: Withdrawal } & Disposable {
   const ms = request.waitTimeoutMs;
-  if (ms === undefined || ms === 0) return { stop: withdrawal, [Symbol.dispose]: () => {} };
+  if (ms === undefined || ms === 0) return { stop: withdrawal, [Symbol.dispose]: nothingToDispose };
   const stop = new Withdrawal();
   const unlink = withdrawal.onWithdrawn((reason) => stop.withdraw(reason));
   const timer = setTimeout(() => {

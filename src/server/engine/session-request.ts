@@ -55,6 +55,8 @@ export class SessionRequest implements LeaseHolder {
   #phase: Phase = 'waiting';
   /** Whether it has been handed to the engine (it waits for its turn among the session's work until then). */
   #started = false;
+  /** Frees the request's slot among the session's store work; dropped once called (a waiter need not keep it). */
+  #workDone: (() => void) | undefined;
   #ahead: number | undefined;
   #lease: Lease | undefined;
   /** How the client wants it to end, once it asked. */
@@ -95,19 +97,11 @@ export class SessionRequest implements LeaseHolder {
       return;
     }
     this.#started = true;
-    const done = (): void => {
-      workDone();
-      this.#firstNews?.resolve();
-      this.#firstNews = undefined;
-    };
+    this.#workDone = workDone;
     const options = {
       withdrawal: this.#withdrawal,
       place: this.#place,
-      onQueued: (ahead: number) => {
-        done();
-        this.#ahead = ahead;
-        this.#tell({ kind: 'waiting', ahead });
-      },
+      onQueued: (ahead: number) => this.#queued(ahead),
     };
     const adopted = this.#adopted;
     this.#adopted = undefined;
@@ -116,14 +110,29 @@ export class SessionRequest implements LeaseHolder {
       : engine.acquire(this.request, { ...options, tag: this.#session.tag(this.id) })
     ).then(
       (lease) => {
-        done();
+        this.#firstWorkDone();
         this.#granted(lease);
       },
       (error: unknown) => {
-        done();
+        this.#firstWorkDone();
         this.#notGranted(error);
       },
     );
+  }
+
+  #queued(ahead: number): void {
+    this.#firstWorkDone();
+    this.#ahead = ahead;
+    this.#tell({ kind: 'waiting', ahead });
+  }
+
+  /** The request's first store work is over (it waits, holds, or has ended): its turn's slot is free. */
+  #firstWorkDone(): void {
+    const workDone = this.#workDone;
+    this.#workDone = undefined;
+    workDone?.();
+    this.#firstNews?.resolve();
+    this.#firstNews = undefined;
   }
 
   #endWait(): void {

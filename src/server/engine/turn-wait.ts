@@ -2,7 +2,7 @@ import { LockError } from '../lock-error.js';
 import { joinPath, type CoordinationStore, type StoreSession } from '../stores/store.js';
 import type { LockRequestNode } from './lease.js';
 import type { LocalQueue } from './local-queue.js';
-import type { AcquireOptions, AcquireRequest, Withdrawal } from './lock-request.js';
+import type { AcquireOptions, AcquireRequest, PlaceCounter, Withdrawal } from './lock-request.js';
 import { nodeVanished } from './loss-reasons.js';
 import type { HeldPosition, Position } from './queue-position.js';
 import type { ReleasedHolders } from './released-holders.js';
@@ -16,10 +16,9 @@ export interface TurnWaits {
   readonly maxWaitersPerLock: number;
   /** The holders of this engine released while waiters here watched them. */
   readonly released: ReleasedHolders;
-  /** Counts a request in `dir`'s queue until `leave` is called. */
-  waitingIn(dir: string): { readonly queue: LocalQueue; readonly leave: () => void };
-  /** Tells `me`'s place to `options.onQueued` while it waits, until the returned function is called. */
-  tellPlaces(queue: LocalQueue, me: string, options: AcquireOptions, semaphore: boolean): () => void;
+  /** Counts a request in `dir`'s queue until it calls `leave` with the queue returned. */
+  join(dir: string): LocalQueue;
+  leave(dir: string, queue: LocalQueue): void;
   /** Where `me` stands in a listing of `dir`. */
   position(dir: string, children: readonly string[], me: string): Position;
 }
@@ -40,23 +39,35 @@ export interface TurnWaitParts<T> {
   readonly reject: (reason: unknown) => void;
 }
 
+/** Told nothing: a waiting request whose caller listens for no place. */
+const untold = (): void => {};
+
 /**
  * One waiting request's wait for its turn, the recipe's loop as a state machine: either hold,
  * or wait for the deletion of the one node that blocks ours (a semaphore request: for what
  * SemaphoreWake names) and list again. It ends, undoing all it set up, when the request is
  * granted, withdrawn (by its caller or deadline), its node vanishes, its session is lost, or
  * the store fails; at most one step (a deletion, a listing, a confirmation) is awaited at a time.
+ * A waiter lives as long as its wait, thousands at once: it listens with the two functions
+ * it is made with and keeps what its steps need in fields, not in a closure per subscription.
  */
-export class TurnWait<T> {
+export class TurnWait<T> implements PlaceCounter {
   readonly #waits: TurnWaits;
   readonly #parts: TurnWaitParts<T>;
+  /** The queue joined (see TurnWaits.join), until the wait ends. */
   #queue: LocalQueue | undefined;
   #ended = false;
-  #unlinkStop: (() => void) | undefined;
-  #unlinkVanished: (() => void) | undefined;
-  #leaveQueue: (() => void) | undefined;
-  #untell: (() => void) | undefined;
-  /** Stops the step awaited now. */
+  /** Told its place (LocalQueue.wait), until the wait ends. */
+  #told = false;
+  /** What the withdrawal and the node's vanishing call. */
+  readonly #failed = (reason: unknown): void => this.#fail(reason);
+  /** What the store calls once the node awaited is deleted (see #awaitDeletion). */
+  readonly #deleted = (error?: LockError): void => this.#predecessorDeleted(error);
+  /** While a deletion is awaited: its path, whether it alone grants us, and how to stop the watch. */
+  #awaited: string | undefined;
+  #heldOnceAwaitedGoes = false;
+  #cancelDeletion: (() => void) | undefined;
+  /** Stops the step awaited now, for the rarer steps (a confirmation, a semaphore wake-up). */
   #cancelStep: (() => void) | undefined;
 
   constructor(waits: TurnWaits, parts: TurnWaitParts<T>) {
@@ -66,13 +77,11 @@ export class TurnWait<T> {
 
   start(current: Position, children: readonly string[]): void {
     const { request, node, stop, options, dir, me } = this.#parts;
-    this.#unlinkStop = stop.onWithdrawn((reason) => this.#fail(reason));
+    if (!stop.listen(this.#failed)) return;
+    node.setVanishedListener(this.#failed);
     if (this.#ended) return;
-    this.#unlinkVanished = node.onVanished((reason) => this.#fail(reason));
-    if (this.#ended) return;
-    const { queue, leave } = this.#waits.waitingIn(dir);
+    const queue = this.#waits.join(dir);
     this.#queue = queue;
-    this.#leaveQueue = leave;
     if (current.kind === 'waiting' && current.ahead > this.#waits.maxWaitersPerLock) {
       this.#fail(
         new LockError(
@@ -82,10 +91,19 @@ export class TurnWait<T> {
       );
       return;
     }
-    // Told its place now and whenever it changes (a try never waits, so it is never told).
-    if (request.waitTimeoutMs !== 0)
-      this.#untell = this.#waits.tellPlaces(queue, me, options, request.mode === 'semaphore');
+    // Told its place now and whenever it changes (a try never waits, so it is never told);
+    // `options.place` may ask for a recount meanwhile (see recount).
+    if (request.waitTimeoutMs !== 0) {
+      queue.wait(me, options.onQueued ?? untold, request.mode === 'semaphore');
+      options.place?.bind(this);
+      this.#told = true;
+    }
     this.#step(current, children);
+  }
+
+  /** For the request's QueuePlace: counts it again now (see LocalQueue.recount). */
+  recount(): Promise<boolean> {
+    return this.#queue?.recount(this.#parts.me) ?? Promise.resolve(false);
   }
 
   #step(current: Position, children: readonly string[]): void {
@@ -126,21 +144,39 @@ export class TurnWait<T> {
       this.#awaitSemaphoreWake(current.wake);
       return;
     }
-    const predecessor = joinPath(dir, current.predecessor);
+    // The listing is not kept while the deletion is awaited: a grant on the deletion alone
+    // (see #predecessorGone) tells no successor (only a listing names one), and any other
+    // step lists again.
+    this.#awaitDeletion(joinPath(dir, current.predecessor), current.heldOncePredecessorGoes);
+  }
+
+  #awaitDeletion(predecessor: string, heldOnceItGoes: boolean): void {
     const { released, store } = this.#waits;
     released.awaiting(predecessor);
-    const cancelDeletion = store.onceDeleted(predecessor, (error) => {
-      const clear = current.heldOncePredecessorGoes || released.released(predecessor);
-      released.stopAwaiting(predecessor);
-      this.#cancelStep = undefined;
-      // Decided after the events delivered with this one: a session's close deletes its nodes
-      // in one go, and the deletion of our own node may come right behind our predecessor's.
-      queueMicrotask(() => this.#predecessorGone(children, clear, error));
-    });
-    this.#cancelStep = () => {
-      cancelDeletion();
-      released.stopAwaiting(predecessor);
-    };
+    this.#awaited = predecessor;
+    this.#heldOnceAwaitedGoes = heldOnceItGoes;
+    const cancel = store.onceDeleted(predecessor, this.#deleted);
+    // Unless the store answered at once (the node was gone): then nothing is left to cancel.
+    if (this.#awaited === predecessor) this.#cancelDeletion = cancel;
+  }
+
+  /** Stops awaiting a deletion, if one is awaited; returns whether it alone grants us (see #predecessorGone). */
+  #stopAwaitingDeletion(): boolean {
+    const predecessor = this.#awaited;
+    if (predecessor === undefined) return false;
+    const clear = this.#heldOnceAwaitedGoes || this.#waits.released.released(predecessor);
+    this.#waits.released.stopAwaiting(predecessor);
+    this.#awaited = undefined;
+    this.#cancelDeletion = undefined;
+    return clear;
+  }
+
+  #predecessorDeleted(error?: LockError): void {
+    if (this.#awaited === undefined) return;
+    const clear = this.#stopAwaitingDeletion();
+    // Decided after the events delivered with this one: a session's close deletes its nodes
+    // in one go, and the deletion of our own node may come right behind our predecessor's.
+    queueMicrotask(() => this.#predecessorGone(clear, error));
   }
 
   /**
@@ -150,13 +186,12 @@ export class TurnWait<T> {
    * listing needed. Our node still exists: its watch, armed since it was created, would have
    * fired first otherwise (a store reports a session's watch events in order).
    */
-  #predecessorGone(children: readonly string[], clear: boolean, error?: LockError): void {
+  #predecessorGone(clear: boolean, error?: LockError): void {
     if (this.#ended) return;
     if (error) this.#fail(error);
-    else if (clear) this.#step({ kind: 'held', ahead: 0, head: undefined }, children);
+    else if (clear) this.#step({ kind: 'held', ahead: 0, head: undefined }, []);
     else this.#list();
   }
-
   /** A semaphore: released weight, or a grant ahead, may let us in; list again to know. */
   #awaitSemaphoreWake(wake: NonNullable<Extract<Position, { kind: 'waiting' }>['wake']>): void {
     const { dir } = this.#parts;
@@ -176,14 +211,13 @@ export class TurnWait<T> {
 
   /** Lists the queue, and takes the next step from where the request stands in it. */
   #list(): void {
-    let cancelled = false;
-    this.#cancelStep = () => (cancelled = true);
+    // Only the wait's end stops a listing in flight: its answer is then ignored.
     this.#waits.store.children(this.#parts.dir).then(
       (children) => {
-        if (!cancelled) this.#relisted(children);
+        if (!this.#ended) this.#relisted(children);
       },
       (error: unknown) => {
-        if (!cancelled) this.#fail(error);
+        if (!this.#ended) this.#fail(error);
       },
     );
   }
@@ -213,11 +247,21 @@ export class TurnWait<T> {
 
   #end(): void {
     this.#ended = true;
+    const { node, stop, options, dir, me } = this.#parts;
+    const cancelDeletion = this.#cancelDeletion;
+    this.#stopAwaitingDeletion();
+    cancelDeletion?.();
     this.#cancelStep?.();
     this.#cancelStep = undefined;
-    this.#untell?.();
-    this.#leaveQueue?.();
-    this.#unlinkVanished?.();
-    this.#unlinkStop?.();
+    const queue = this.#queue;
+    if (queue) {
+      if (this.#told) {
+        options.place?.bind(undefined);
+        queue.unwait(me);
+      }
+      this.#waits.leave(dir, queue);
+    }
+    node.setVanishedListener(undefined);
+    stop.unlisten(this.#failed);
   }
 }

@@ -214,6 +214,9 @@ export class NodeFollow {
   readonly handlers: NodeWatchHandlers;
   #stopped = false;
   #detach: (() => void) | undefined;
+  /** Where a store listed the handlers (see attachTo): kept as two fields, not a closure per follow. */
+  #list: FollowerList | undefined;
+  #path = '';
 
   constructor(handlers: NodeWatchHandlers) {
     this.handlers = handlers;
@@ -238,13 +241,38 @@ export class NodeFollow {
       : detach;
   }
 
+  /**
+   * For stores: the handlers are listed under `path` in `list`, which takes them off when the
+   * follower stops (at once if it has).
+   */
+  attachTo(list: FollowerList, path: string): void {
+    if (this.#stopped) {
+      list.delete(path, this.handlers);
+      return;
+    }
+    if (this.#list === undefined) {
+      this.#list = list;
+      this.#path = path;
+    } else {
+      this.attach(() => list.delete(path, this.handlers));
+    }
+  }
+
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
+    const list = this.#list;
+    this.#list = undefined;
+    list?.delete(this.#path, this.handlers);
     const detach = this.#detach;
     this.#detach = undefined;
     detach?.();
   }
+}
+
+/** Where a store lists followers' handlers by node path (a ListenerMap). */
+export interface FollowerList {
+  delete(path: string, handlers: NodeWatchHandlers): void;
 }
 
 export interface NodeData {

@@ -169,7 +169,7 @@ export class MemoryStore implements CoordinationStore {
     if (follow.stopped) return;
     const { handlers } = follow;
     this.#nodeWatchers.add(path, handlers);
-    follow.attach(() => this.#nodeWatchers.delete(path, handlers));
+    follow.attachTo(this.#nodeWatchers, path);
   }
 
   watchChildren(dir: string, onChange: () => void): () => void {

@@ -37,7 +37,7 @@ export class NodeWatches {
     if (follow.stopped) return null;
     const { handlers } = follow;
     this.#followers.add(path, handlers);
-    follow.attach(() => this.#followers.delete(path, handlers));
+    follow.attachTo(this.#followers, path);
     let node: NodeData | null = null;
     try {
       node = await this.#ops.getData(path, true);
