@@ -427,6 +427,37 @@ describe('writes of a published session', () => {
     expect(await requestsPerCycle(plain)).toBe(3);
     expect(await requestsPerCycle(published)).toBe(3);
   });
+
+  it('find their own node after a fenced create whose reply was lost, instead of leaving a ghost', async () => {
+    const root = newRoot();
+    const proxy = await TcpProxy.start(connectString);
+    cleanups.push(() => proxy.close());
+    const store = await connect(root, 'instance-a', {
+      connectString: proxy.address,
+      sessionTimeoutMs: 10_000,
+    });
+    const dir = `${root}/locks/ghost`;
+    // Someone already queues there, so the lock's parent exists and one create is all it takes.
+    const ahead = await store.createSequential(dir, prefix(), bytes('ahead'));
+    const name = store.takeover!.publishedAs;
+    const mine = prefix();
+    proxy.holdReplies();
+    const created = store.createSequential(dir, mine, bytes('mine'));
+    // The multi's reply carries the new node's path: ZooKeeper has applied it. Lose the reply.
+    await proxy.heldReplyContaining(mine);
+    proxy.severAll();
+    const node = await created;
+
+    const children = await store.children(dir);
+    expect(children.filter((child) => child.startsWith(mine))).toEqual([node.path.slice(dir.length + 1)]);
+    expect(children).toHaveLength(2);
+    // Same session, still owned: the reconnection found the record as it left it.
+    expect(node.session).toBe(ahead.session);
+    expect(node.session.lost.aborted).toBe(false);
+    expect(store.takeover!.publishedAs).toBe(name);
+    await store.deleteAll([node.path, ahead.path]);
+    expect(await store.children(dir)).toEqual([]);
+  });
 });
 
 describe('a published session the store gives up', () => {

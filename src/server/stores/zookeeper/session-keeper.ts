@@ -9,6 +9,7 @@ import {
   type SessionClaim,
   type SessionOwnership,
 } from './session-ownership.js';
+import { plainWrite } from './link-writes.js';
 import { isConnectionLoss } from './zookeeper-failures.js';
 import type {
   LinkFactory,
@@ -311,7 +312,7 @@ export class SessionKeeper {
         if (attach && !this.#session.owned) this.#overBeforeClaim = true;
         this.#logger.warn(
           { session: this.#session.id },
-          attach ? `${why}; it was taken over, so no other is opened` : `${why}; opening a new session`,
+          attach ? `${why}; a taken-over session is not replaced` : `${why}; opening a new session`,
         );
         this.#endSession(why, 'expired');
       },
@@ -552,37 +553,5 @@ export class SessionKeeper {
   #sessionTimeoutMs(): number {
     const negotiated = this.#link.negotiatedTimeoutMs;
     return negotiated > 0 ? negotiated : this.#options.sessionTimeoutMs;
-  }
-}
-
-/** A write without a fence: one op as its plain request, several as a multi. */
-async function plainWrite(link: ZooKeeperLink, ops: readonly LinkOp[]): Promise<LinkReply<LinkOpResult[]>> {
-  const [op] = ops;
-  if (ops.length !== 1 || op === undefined) return link.multi!(ops);
-  switch (op.op) {
-    case 'create': {
-      const reply = await link.create(op.path, op.data, op.mode, op.acl);
-      const created = reply.value;
-      return {
-        rc: reply.rc,
-        value:
-          created &&
-          (created.creationId === undefined
-            ? [{ op: 'create', path: created.path }]
-            : [{ op: 'create', path: created.path, creationId: created.creationId }]),
-      };
-    }
-    case 'delete': {
-      if (op.version !== -1) return link.multi!(ops);
-      const reply = await link.delete(op.path);
-      return { rc: reply.rc, value: reply.rc === ErrorCode.ok ? [{ op: 'delete' }] : null };
-    }
-    case 'setData': {
-      const reply = await link.setData(op.path, op.data, op.version);
-      // The new version is not needed where writes go unfenced.
-      return { rc: reply.rc, value: reply.rc === ErrorCode.ok ? [{ op: 'setData', version: -1 }] : null };
-    }
-    case 'check':
-      return link.multi!(ops);
   }
 }
