@@ -156,6 +156,12 @@ export class AddonLink implements ZooKeeperLink {
   /** Nor its multiRead. */
   readonly multiGetChildren = undefined;
 
+  /** Nor getEphemerals. */
+  readonly getEphemerals = undefined;
+
+  /** The C client ends the session whenever it closes a handle: it cannot let one go alive. */
+  readonly drop = undefined;
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

@@ -14,7 +14,7 @@ import type { LinkOperations } from './link-operations.js';
 import type { NodeWatches } from './node-watches.js';
 import type { ParentBarrier } from './parent-barrier.js';
 import { ErrorCode } from './protocol/records.js';
-import type { SessionKeeper } from './session-keeper.js';
+import { ZooKeeperSession, type SessionKeeper } from './session-keeper.js';
 import type { TreeProtection } from './tree-protection.js';
 import {
   MAX_ATTEMPTS,
@@ -101,7 +101,7 @@ export class CreatePipeline {
       parentsMade = undefined;
       await this.#keeper.whenConnected(what);
       const session = this.#keeper.session;
-      const creating = this.#send(ops, atomic);
+      const creating = this.#send(ops, session);
       const listings = entries.map(({ dir }) => this.#keeper.send((link) => link.getChildren(dir, false)));
       const guesses = entries.map(({ dir, prefix, follow }) => follow && this.#nextSequence(dir, prefix));
       const guessed = entries.map(({ follow }, i) => {
@@ -150,8 +150,13 @@ export class CreatePipeline {
       // The create may have been applied although its reply was lost (a multi all or nothing).
       // Prefixes are unique, so look for them before creating again: a second node would block
       // the queue as a ghost.
-      await this.#keeper.whenConnected(what);
-      if (this.#keeper.session !== session) continue; // the session died, and any node with it
+      await this.#keeper.whenConnected(what, session);
+      if (this.#keeper.session !== session) {
+        // Let go alive (taken over), the session may keep the node for its new owner: the
+        // create is not made again elsewhere. Otherwise the session died, and any node with it.
+        if (session.letGo) throw session.letGo;
+        continue;
+      }
       const found = await Promise.all(
         entries.map(async ({ dir, prefix }) => {
           const siblings = await this.#ops.children(dir);
@@ -178,26 +183,23 @@ export class CreatePipeline {
     );
   }
 
-  /** Sends the create of `ops` (one op, or all of them as a multi); answers with the nodes made. */
-  #send(ops: readonly LinkOp[], atomic: boolean): Promise<LinkReply<CreatedZNode[]>> {
-    if (!atomic) {
-      const op = ops[0];
-      if (ops.length !== 1 || op?.op !== 'create') throw new Error('INVARIANT: one create, or a multi');
-      return this.#keeper
-        .send((link) => link.create(op.path, op.data, op.mode, op.acl))
-        .then((reply) => ({ rc: reply.rc, value: reply.value && [reply.value] }));
-    }
-    return this.#keeper
-      .send((link) => link.multi!(ops))
-      .then((reply) => ({
-        rc: reply.rc,
-        value:
-          reply.value &&
-          reply.value.map((result) => {
-            if (result.op !== 'create') throw unavailable('multi', reply.rc);
-            return { path: result.path, creationId: result.creationId };
-          }),
-      }));
+  /**
+   * Sends the create of `ops` (one op alone, several as a multi; behind the session's check
+   * while published, see SessionKeeper.write); answers with the nodes made.
+   */
+  async #send(ops: readonly LinkOp[], session: ZooKeeperSession): Promise<LinkReply<CreatedZNode[]>> {
+    const reply = await this.#keeper.write(ops, session);
+    return {
+      rc: reply.rc,
+      value:
+        reply.value &&
+        reply.value.map((result): CreatedZNode => {
+          if (result.op !== 'create') throw unavailable('multi', reply.rc);
+          return result.creationId === undefined
+            ? { path: result.path }
+            : { path: result.path, creationId: result.creationId };
+        }),
+    };
   }
 
   /** Waits for the parents of `entries` being made (see ParentBarrier); undefined if none is. */
@@ -246,12 +248,14 @@ export class CreatePipeline {
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
       await this.#keeper.whenConnected('multi');
       // An ephemeral node belongs to the session that creates it: never one other than the old node's.
-      if (session !== this.#keeper.session) return 'missing';
-      const reply = await this.#keeper.send((link) => link.multi!(ops));
+      if (session !== this.#keeper.session) return this.#gone(session);
+      const reply = await this.#keeper.write(ops, this.#keeper.session);
       const created = reply.value?.[0];
       if (reply.rc === ErrorCode.ok && created?.op === 'create') {
         const followed = await this.#watches.watchNode(newPath, follow);
-        return followed ? { path: newPath, creationId: created.creationId } : 'missing';
+        return followed
+          ? { path: newPath, creationId: created.creationId ?? followed.creationId }
+          : 'missing';
       }
       if (reply.rc === ErrorCode.badVersion) return 'conflict';
       if (reply.rc === ErrorCode.noNode) return 'missing';
@@ -259,10 +263,17 @@ export class CreatePipeline {
         throw unavailable('multi', reply.rc);
       // The reply was lost (or an earlier try was applied and its reply lost): look before trying again.
       await this.#keeper.whenConnected('multi');
-      if (session !== this.#keeper.session) return 'missing';
+      if (session !== this.#keeper.session) return this.#gone(session);
       const existing: NodeData | null = await this.#watches.watchNode(newPath, follow);
       if (existing) return { path: newPath, creationId: existing.creationId };
     }
     throw new LockError('UNAVAILABLE', `ZooKeeper multi under ${dir} kept losing its connection`);
+  }
+
+  /** What replaceNode answers for a node of a session that is not the store's any more. */
+  #gone(session: StoreSession): 'missing' {
+    // Taken over: the node lives on, someone else's.
+    if (session instanceof ZooKeeperSession && session.letGo) throw session.letGo;
+    return 'missing';
   }
 }

@@ -3,7 +3,7 @@ import type { Acl } from './protocol/records.js';
 import { ErrorCode } from './protocol/records.js';
 import type { SessionKeeper } from './session-keeper.js';
 import { MAX_ATTEMPTS, createFailure, isConnectionLoss, unavailable } from './zookeeper-failures.js';
-import type { LinkOp, LinkReply, NodeMode, ZooKeeperLink } from './zookeeper-link.js';
+import type { LinkOp, LinkOpResult, LinkReply, NodeMode, ZooKeeperLink } from './zookeeper-link.js';
 
 const EMPTY = new Uint8Array(0);
 
@@ -28,6 +28,23 @@ export class LinkOperations {
     for (let attempt = 1; ; attempt += 1) {
       await this.#keeper.whenConnected(what);
       const reply = await this.#keeper.send(request);
+      if (!isConnectionLoss(reply.rc) || attempt === MAX_ATTEMPTS) return reply;
+    }
+  }
+
+  /**
+   * Sends a write (see SessionKeeper.write) made for the current session, waiting out
+   * connection losses and sending it again; rejects with LOCK_LOST, without sending it again,
+   * once that session was taken over.
+   */
+  async write(
+    what: string,
+    ops: readonly LinkOp[],
+    issuedIn = this.#keeper.session,
+  ): Promise<LinkReply<LinkOpResult[]>> {
+    for (let attempt = 1; ; attempt += 1) {
+      await this.#keeper.whenConnected(what, issuedIn);
+      const reply = await this.#keeper.write(ops, issuedIn);
       if (!isConnectionLoss(reply.rc) || attempt === MAX_ATTEMPTS) return reply;
     }
   }
@@ -57,23 +74,24 @@ export class LinkOperations {
   }
 
   async setData(path: string, data: Uint8Array, version?: number): Promise<SetDataOutcome> {
-    const reply = await this.call('setData', (link) => link.setData(path, data, version ?? -1));
+    const reply = await this.write('setData', [{ op: 'setData', path, data, version: version ?? -1 }]);
     if (reply.rc === ErrorCode.noNode) return 'missing';
     if (reply.rc === ErrorCode.badVersion) return 'conflict';
     if (reply.rc !== ErrorCode.ok) throw unavailable('setData', reply.rc);
     return 'set';
   }
 
-  async delete(path: string): Promise<void> {
-    const reply = await this.call('delete', (link) => link.delete(path));
+  async delete(path: string, issuedIn = this.#keeper.session): Promise<void> {
+    const reply = await this.write('delete', [{ op: 'delete', path, version: -1 }], issuedIn);
     this.#stats.deletes += 1;
     if (reply.rc !== ErrorCode.ok && reply.rc !== ErrorCode.noNode) throw unavailable('delete', reply.rc);
   }
 
   async deleteAll(paths: readonly string[]): Promise<void> {
+    const issuedIn = this.#keeper.session;
     if (this.#keeper.link.multi && paths.length > 1) {
       const ops: LinkOp[] = paths.map((path) => ({ op: 'delete', path, version: -1 }));
-      const reply = await this.call('multi', (link) => link.multi!(ops));
+      const reply = await this.write('multi', ops, issuedIn);
       if (reply.rc === ErrorCode.ok) {
         this.#stats.deletes += paths.length;
         return;
@@ -82,7 +100,7 @@ export class LinkOperations {
       // which is idempotent.
       if (reply.rc !== ErrorCode.noNode && !isConnectionLoss(reply.rc)) throw unavailable('multi', reply.rc);
     }
-    await Promise.all(paths.map((path) => this.delete(path)));
+    await Promise.all(paths.map((path) => this.delete(path, issuedIn)));
   }
 
   /**

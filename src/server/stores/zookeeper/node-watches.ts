@@ -102,9 +102,12 @@ export class NodeWatches {
     for (const path of this.#deletions.keys()) void this.#armDeletionWatch(path);
   }
 
-  /** The store closed: every waiter fails with UNAVAILABLE, and nothing is followed any more. */
-  close(): void {
-    const closed = new LockError('UNAVAILABLE', 'the ZooKeeper store is closed');
+  /**
+   * The store closed, or its session is over with no other to follow: every waiter fails with
+   * `error` (UNAVAILABLE), and nothing is followed any more.
+   */
+  close(error?: LockError): void {
+    const closed = error ?? new LockError('UNAVAILABLE', 'the ZooKeeper store is closed');
     for (const path of this.#deletions.keys()) this.#settleWaiters(path, closed);
     this.#followers.clear();
     this.#childWatchers.clear();

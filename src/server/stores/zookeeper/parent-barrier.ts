@@ -45,10 +45,15 @@ export class ParentBarrier {
       barrier = created;
       this.#barriers.set(dir, created);
       // Every create sent before this one is answered before the parent's create (a session's
-      // requests are answered in order): each has joined by the time this settles.
+      // requests are answered in order), in the same read at the latest; but each reply reaches
+      // its create through a chain of promises of its own length. Released a turn of the event
+      // loop later, when every reply of that read has gone all the way: each has joined by then.
+      const release = (error: unknown): void => {
+        setImmediate(() => this.#release(dir, created, error));
+      };
       void this.#ensureParents(dir).then(
-        () => this.#release(dir, created, undefined),
-        (error: unknown) => this.#release(dir, created, error),
+        () => release(undefined),
+        (error: unknown) => release(error),
       );
     }
     const joined = barrier;

@@ -133,9 +133,17 @@ export class ProtocolLink implements ZooKeeperLink {
         )
         .then((results) =>
           results.map((result): LinkOpResult => {
-            if (result.op === 'create') return { op: 'create', path: result.path, creationId: result.czxid };
-            if (result.op === 'delete') return { op: 'delete' };
-            throw new ZooKeeperError(ErrorCode.marshallingError, `multi: unexpected ${result.op} result`);
+            switch (result.op) {
+              case 'create':
+                return { op: 'create', path: result.path, creationId: result.czxid };
+              case 'setData':
+                return { op: 'setData', version: result.stat.version };
+              case 'delete':
+              case 'check':
+                return { op: result.op };
+              case 'error':
+                throw new ZooKeeperError(ErrorCode.marshallingError, `multi: unexpected ${result.op} result`);
+            }
           }),
         ),
     );
@@ -153,6 +161,11 @@ export class ProtocolLink implements ZooKeeperLink {
         ),
     );
 
+  readonly getEphemerals = (prefix: string): Promise<LinkReply<string[]>> =>
+    answer(this.#connection.getEphemerals(prefix));
+
+  readonly drop = (): void => this.#connection.drop();
+
   close(): void {
     void this.#connection.close();
   }
@@ -165,7 +178,11 @@ function answer<T>(request: Promise<T>): Promise<LinkReply<T>> {
 }
 
 function failed(error: unknown): LinkReply<never> {
-  if (error instanceof ZooKeeperError) return { rc: error.code, value: null };
+  if (error instanceof ZooKeeperError) {
+    return error.failedOp === undefined
+      ? { rc: error.code, value: null }
+      : { rc: error.code, value: null, failedOp: error.failedOp };
+  }
   // A reply that does not read as the request's record.
   return { rc: ErrorCode.marshallingError, value: null };
 }

@@ -52,6 +52,17 @@ export interface ZooKeeperLink {
   readonly multiGetChildren:
     ((paths: readonly string[]) => Promise<LinkReply<Array<LinkReply<string[]>>>>) | undefined;
   /**
+   * The paths of the session's ephemeral nodes that start with `prefix` (ZooKeeper 3.6+'s
+   * getEphemerals), in no particular order. Undefined on a client without it (the addon).
+   */
+  readonly getEphemerals: ((prefix: string) => Promise<LinkReply<string[]>>) | undefined;
+  /**
+   * Lets the session go without ending it: no closeSession, and no more pings or reconnection
+   * from the call on, so the session lives on for its timeout, for another client to attach to
+   * it. Undefined on a client that cannot let go without ending the session (the addon).
+   */
+  readonly drop: (() => void) | undefined;
+  /**
    * Ends the session and the connection, whatever the link is doing: connected, it sends a
    * closeSession (the session's ephemeral nodes go at once); in any case it stops pinging and
    * reconnecting, so nothing keeps the session alive and ZooKeeper expires it.
@@ -63,6 +74,8 @@ export interface LinkReply<T> {
   readonly rc: number;
   /** Set when `rc` is `ErrorCode.ok`. */
   readonly value: T | null;
+  /** For a multi that failed: the index of the op that failed (the others were undone). */
+  readonly failedOp?: number;
 }
 
 export type NodeMode = 'persistent' | 'container' | 'ephemeral' | 'ephemeralSequential';
@@ -76,11 +89,21 @@ export type LinkOp =
       readonly mode: NodeMode;
       readonly acl: readonly Acl[] | undefined;
     }
-  | { readonly op: 'delete'; readonly path: string; readonly version: number };
+  | { readonly op: 'delete'; readonly path: string; readonly version: number }
+  | { readonly op: 'setData'; readonly path: string; readonly data: Uint8Array; readonly version: number }
+  /** Fails the multi (BADVERSION, or NONODE) unless the node's data version is `version`. */
+  | { readonly op: 'check'; readonly path: string; readonly version: number };
 
-/** What one operation of a multi did: a create's path (with any sequence suffix) and czxid. */
+/**
+ * What one operation of a multi did: a create's path (with any sequence suffix) and czxid (a
+ * multi always has it; a plain create only on a client whose create answers with it), a
+ * setData's new data version.
+ */
 export type LinkOpResult =
-  { readonly op: 'create'; readonly path: string; readonly creationId: bigint } | { readonly op: 'delete' };
+  | { readonly op: 'create'; readonly path: string; readonly creationId?: bigint }
+  | { readonly op: 'delete' }
+  | { readonly op: 'setData'; readonly version: number }
+  | { readonly op: 'check' };
 
 export interface CreatedZNode {
   readonly path: string;
@@ -107,7 +130,7 @@ export interface LinkOptions {
   readonly sessionTimeoutMs: number;
   /** Digest credentials (`user:password`) sent ahead of every request after each connect. */
   readonly digest?: string;
-  /** Attach to an existing session instead of creating one (fault injection). */
+  /** Attach to an existing session instead of creating one (a takeover; fault injection). */
   readonly session?: { readonly id: bigint; readonly password: Uint8Array };
 }
 

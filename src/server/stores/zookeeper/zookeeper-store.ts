@@ -1,4 +1,4 @@
-import type { LockError } from '../../lock-error.js';
+import { LockError } from '../../lock-error.js';
 import type { Logger } from 'pino';
 import {
   emptyStats,
@@ -6,11 +6,14 @@ import {
   type CreatedNode,
   type NodeData,
   type NodeFollow,
+  type OwnedNode,
   type ReplacedNode,
   type SequentialEntry,
+  type SessionTakeover,
   type SetDataOutcome,
   type StoreSession,
   type StoreStats,
+  type TakenSession,
 } from '../store.js';
 import { ChildrenReader } from './children-reader.js';
 import { CreatePipeline } from './create-pipeline.js';
@@ -18,8 +21,12 @@ import { linkFactory } from './link-factory.js';
 import { LinkOperations } from './link-operations.js';
 import { NodeWatches } from './node-watches.js';
 import { ParentBarrier } from './parent-barrier.js';
-import { SessionKeeper } from './session-keeper.js';
+import { ErrorCode } from './protocol/records.js';
+import { SessionKeeper, type SessionKeeperOptions } from './session-keeper.js';
+import { SessionOwnership } from './session-ownership.js';
+import { parseRecord, recordCredentials, recordName, recordPath } from './session-record.js';
 import { TreeProtection, checkChroot } from './tree-protection.js';
+import { unavailable } from './zookeeper-failures.js';
 import type { LinkFactory, ZooKeeperClientKind } from './zookeeper-link.js';
 
 export interface ZooKeeperStoreOptions {
@@ -39,14 +46,28 @@ export interface ZooKeeperStoreOptions {
   readonly protection?: { readonly digest: string; readonly root: string };
   /** The ZooKeeper client underneath: `protocol` (lockstream's own, the default) or `addon`. */
   readonly client?: ZooKeeperClientKind;
+  /**
+   * Makes the store's sessions movable to another instance (`takeover`, see SessionTakeover):
+   * each session is published as an ephemeral record in `<root>/sessions` (`root`: lockstream's
+   * root path) holding its id and password, with `owner` (this instance's id) for logs, and
+   * every write is fenced by that record. A record lets whoever reads it attach to the session:
+   * protect the tree (`protection`), which makes it readable by lockstream's credentials only.
+   * Needs the protocol client (multi, and letting a session go without ending it): the addon
+   * store ignores it and offers no takeover.
+   */
+  readonly publish?: { readonly root: string; readonly owner: string };
 }
+
+/** What a store made by takeOver attaches to (see SessionKeeperOptions.attach). */
+type Attach = NonNullable<SessionKeeperOptions['attach']>;
 
 /**
  * The ZooKeeper store: one ZooKeeper session for the whole server, on a link (`ZooKeeperLink`)
  * to lockstream's own protocol client or to the `zookeeper` addon. It is made of parts with one
  * job each: the session and its health (SessionKeeper), single requests with retries
  * (LinkOperations), creates (CreatePipeline, ParentBarrier), watches (NodeWatches), listings of
- * many nodes (ChildrenReader), and the subtree's ACL (TreeProtection).
+ * many nodes (ChildrenReader), and the subtree's ACL (TreeProtection). With `publish`, its
+ * sessions can move between instances (SessionOwnership, `takeover`).
  */
 export class ZooKeeperStore implements CoordinationStore {
   readonly kind = 'zookeeper';
@@ -59,14 +80,30 @@ export class ZooKeeperStore implements CoordinationStore {
   readonly #reader: ChildrenReader;
   readonly #protection: TreeProtection;
   readonly #connectString: string;
+  readonly #options: ZooKeeperStoreOptions;
+  readonly #newLink: LinkFactory;
+  readonly #ownership: SessionOwnership | undefined;
+  readonly takeover: SessionTakeover | undefined;
 
-  private constructor(options: ZooKeeperStoreOptions, newLink: LinkFactory) {
+  private constructor(options: ZooKeeperStoreOptions, newLink: LinkFactory, attach?: Attach) {
+    this.#options = options;
+    this.#newLink = newLink;
     this.#connectString = options.connectString;
     this.#protection = new TreeProtection(options.protection);
-    const keeper = new SessionKeeper({ ...options, digest: options.protection?.digest }, newLink, {
-      node: (kind, path) => this.#watches.onNodeEvent(kind, path),
-      replaced: () => this.#watches.sessionReplaced(),
-    });
+    const ownership =
+      options.publish && (options.client ?? 'protocol') === 'protocol'
+        ? new SessionOwnership({ ...options.publish, protection: this.#protection })
+        : undefined;
+    this.#ownership = ownership;
+    const keeper = new SessionKeeper(
+      { ...options, digest: options.protection?.digest, ownership, attach },
+      newLink,
+      {
+        node: (kind, path) => this.#watches.onNodeEvent(kind, path),
+        replaced: () => this.#watches.sessionReplaced(),
+        over: (error) => this.#watches.close(error),
+      },
+    );
     const ops = new LinkOperations(keeper, this.stats);
     const watches = new NodeWatches(ops, this.stats);
     this.#keeper = keeper;
@@ -81,6 +118,14 @@ export class ZooKeeperStore implements CoordinationStore {
       protection: this.#protection,
       stats: this.stats,
     });
+    this.takeover = ownership && {
+      get publishedAs() {
+        return keeper.publishedAs;
+      },
+      takeOver: (name) => this.#takeOver(name),
+      onTakenOver: (listener) => keeper.onTakenOver(listener),
+      handOver: () => this.#handOver(),
+    };
   }
 
   /** Connects; rejects with `LockError('UNAVAILABLE')` if no connection is made in time. */
@@ -177,6 +222,66 @@ export class ZooKeeperStore implements CoordinationStore {
   async close(): Promise<void> {
     await this.#keeper.close();
     this.#watches.close();
+  }
+
+  /** As SessionTakeover.takeOver. */
+  async #takeOver(name: string): Promise<TakenSession | undefined> {
+    const ownership = this.#ownership!;
+    const path = recordPath(ownership.root, name);
+    if (name === this.#keeper.publishedAs)
+      throw new LockError('INVALID_ARGUMENT', `ZooKeeper session ${name} is this store's own`);
+    const node = await this.#ops.getData(path, false);
+    if (!node) return undefined;
+    const record = parseRecord(node.data);
+    const credentials = record && recordCredentials(record);
+    if (!record || !credentials || recordName(credentials.id) !== name)
+      throw new LockError('UNAVAILABLE', `the record at ${path} is not a session record lockstream wrote`);
+    const claim = ownership.claim(name, record, node.version);
+    const taken = new ZooKeeperStore(this.#options, this.#newLink, { claim, ...credentials });
+    try {
+      await taken.#keeper.whenConnected('takeover');
+    } catch (error) {
+      await taken.close(); // lets the session go: it was never claimed
+      if (taken.#keeper.overBeforeClaim) return undefined;
+      throw error;
+    }
+    try {
+      return { store: taken, nodes: await taken.#ownedNodes(path) };
+    } catch (error) {
+      // Claimed: leave the session alive for another try rather than end it with its nodes.
+      await taken.#handOver();
+      throw error;
+    }
+  }
+
+  /**
+   * The session's ephemeral nodes under lockstream's root, other than its record, each with its
+   * data and stat: one listing (getEphemerals), then every read in one batch. A node deleted in
+   * between is left out.
+   */
+  async #ownedNodes(recordPath: string): Promise<OwnedNode[]> {
+    const { root } = this.#ownership!;
+    const prefix = root === '/' ? '/' : `${root}/`;
+    const listed = await this.#ops.call('getEphemerals', (link) => link.getEphemerals!(prefix));
+    if (listed.rc !== ErrorCode.ok || listed.value === null) throw unavailable('getEphemerals', listed.rc);
+    const paths = listed.value.filter((path) => path !== recordPath);
+    const nodes = await Promise.all(
+      paths.map(async (path) => {
+        const node = await this.#ops.getData(path, false);
+        return node && { path, ...node };
+      }),
+    );
+    return nodes
+      .filter((node): node is OwnedNode => node !== null)
+      .sort((a, b) => (a.creationId < b.creationId ? -1 : a.creationId > b.creationId ? 1 : 0));
+  }
+
+  /** As SessionTakeover.handOver. */
+  async #handOver(): Promise<void> {
+    this.#keeper.handOver();
+    this.#watches.close();
+    // As close(): one turn of the event loop for the connection to finish closing.
+    await new Promise((resolve) => setImmediate(resolve));
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -158,6 +158,16 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
     this.#shutdown(new ZooKeeperError(ErrorCode.connectionLoss, 'ZooKeeper connection closed'));
   }
 
+  /**
+   * Lets the session go without ending it: the connection closes at once, with no closeSession,
+   * and nothing pings or reconnects any more. The session lives on for its timeout, for another
+   * client that has its id and password to attach to (its ephemeral nodes with it).
+   */
+  drop(): void {
+    if (this.#state === 'closed') return;
+    this.#shutdown(new ZooKeeperError(ErrorCode.connectionLoss, 'ZooKeeper connection dropped'));
+  }
+
   protected send<T>(spec: RequestSpec<T>): Promise<T> {
     if (this.#state !== 'connected') {
       const closed = this.#state === 'closed';

@@ -196,6 +196,7 @@ export function multiFailure(
   return new ZooKeeperError(
     failed.err,
     `multi: op ${index} (${ops[index]?.op} ${ops[index]?.path}) failed: ${errorName(failed.err)}`,
+    index,
   );
 }
 

@@ -1,12 +1,16 @@
 import { ErrorCode } from './records.js';
 
-/** A ZooKeeper error code (`ErrorCode`), with the operation and path it answered. */
+/**
+ * A ZooKeeper error code (`ErrorCode`), with the operation and path it answered; for a failed
+ * multi, the index of the operation that failed (`failedOp`).
+ */
 export class ZooKeeperError extends Error {
   override readonly name = 'ZooKeeperError';
 
   constructor(
     readonly code: number,
     message: string,
+    readonly failedOp?: number,
   ) {
     super(message);
   }

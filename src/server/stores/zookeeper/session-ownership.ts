@@ -1,0 +1,185 @@
+import { LockError } from '../../lock-error.js';
+import { ancestors } from '../store.js';
+import { ErrorCode } from './protocol/records.js';
+import { errorName } from './protocol/zookeeper-error.js';
+import {
+  encodeRecord,
+  newRecord,
+  parseRecord,
+  recordName,
+  recordPath,
+  type SessionRecord,
+} from './session-record.js';
+import type { TreeProtection } from './tree-protection.js';
+import { isConnectionLoss, protectionFailure, unavailable } from './zookeeper-failures.js';
+import type { LinkOp, ZooKeeperLink } from './zookeeper-link.js';
+
+/** The record of a session, at the data version this store owns it at. */
+export interface OwnedRecord {
+  readonly name: string;
+  readonly path: string;
+  readonly version: number;
+}
+
+/** What a publish, claim or check of a session's record found. */
+export type Ownership =
+  | { readonly kind: 'owned'; readonly record: OwnedRecord }
+  /** Another instance owns the session now (`by`: its label, as far as the record tells). */
+  | { readonly kind: 'takenOver'; readonly by: string }
+  /** The connection went before the answer: to be asked again once it is back. */
+  | { readonly kind: 'unanswered' }
+  /**
+   * The record is gone: the session is over (a record goes only with its session, or by hand),
+   * and nobody can take it over any more.
+   */
+  | { readonly kind: 'over' }
+  | { readonly kind: 'failed'; readonly error: LockError };
+
+const EMPTY = new Uint8Array(0);
+/** Who took a session over, when its record cannot tell. */
+export const SOMEONE = 'another lockstream instance';
+
+/**
+ * How a store proves it owns its session (see SessionTakeover): it publishes the session's
+ * record when the session is new, claims it when it attaches to another's, checks it after every
+ * reconnection (a paused owner that wakes must not move a taken session back to itself), and
+ * puts a check of it in front of every write.
+ */
+export class SessionOwnership {
+  /** lockstream's root path: records live in `<root>/sessions`. */
+  readonly root: string;
+  /** This store's label in the records it writes (its instance id). */
+  readonly owner: string;
+  readonly #protection: TreeProtection;
+  /** Set once the records' folder and its ancestors are known to exist. */
+  #folderMade = false;
+
+  constructor(options: { root: string; owner: string; protection: TreeProtection }) {
+    this.root = options.root;
+    this.owner = options.owner;
+    this.#protection = options.protection;
+  }
+
+  /** A write's ops behind a check of the record at the owned version: all of them or none. */
+  fenced(record: OwnedRecord, ops: readonly LinkOp[]): LinkOp[] {
+    return [{ op: 'check', path: record.path, version: record.version }, ...ops];
+  }
+
+  /**
+   * Publishes the new session of `link`: an ephemeral record readable only by lockstream's own
+   * credentials when the tree is protected. Its folder is made in the same round trip.
+   */
+  async publish(link: ZooKeeperLink): Promise<Ownership> {
+    const name = recordName(link.credentials.id);
+    const path = recordPath(this.root, name);
+    const folders = this.#folderMade ? [] : ancestors(path);
+    const data = encodeRecord(newRecord(link.credentials, this.owner));
+    const replies = await Promise.all([
+      ...folders.map((folder) => link.create(folder, EMPTY, 'persistent', this.#protection.aclFor(folder))),
+      link.create(path, data, 'ephemeral', this.#protection.aclFor(path)),
+    ]);
+    for (const [i, folder] of folders.entries()) {
+      const { rc } = replies[i]!;
+      if (rc === ErrorCode.ok || rc === ErrorCode.nodeExists) continue;
+      if (isConnectionLoss(rc)) return { kind: 'unanswered' };
+      return { kind: 'failed', error: publishFailure(folder, rc, i === 0) };
+    }
+    this.#folderMade = true;
+    const { rc } = replies[folders.length]!;
+    if (rc === ErrorCode.ok) return { kind: 'owned', record: { name, path, version: 0 } };
+    if (isConnectionLoss(rc)) return { kind: 'unanswered' };
+    // Made by an earlier try whose reply was lost (a record is named after its session): ours
+    // unless someone has taken the session over since.
+    if (rc === ErrorCode.nodeExists) return this.check(link, { name, path, version: 0 });
+    return { kind: 'failed', error: publishFailure(path, rc, false) };
+  }
+
+  /** Whether the session still owns `record` at its version (after a reconnection). */
+  async check(link: ZooKeeperLink, record: OwnedRecord): Promise<Ownership> {
+    const reply = await link.getData(record.path, false);
+    if (isConnectionLoss(reply.rc)) return { kind: 'unanswered' };
+    if (reply.rc === ErrorCode.noNode) return { kind: 'over' };
+    if (reply.rc === ErrorCode.ok && reply.value?.version === record.version)
+      return { kind: 'owned', record };
+    // Bumped by a taker (or unreadable): not ours any more, and nothing here may act on it.
+    return { kind: 'takenOver', by: (reply.value && parseRecord(reply.value.data)?.owner) ?? SOMEONE };
+  }
+
+  /** A claim of the session published as `name`, whose record was read at `version`. */
+  claim(name: string, record: SessionRecord, version: number): SessionClaim {
+    return new SessionClaim(recordPath(this.root, name), name, record, version, this.owner);
+  }
+}
+
+/**
+ * Taking a published session over, once attached to it: the record is rewritten with this
+ * store as owner if its version is still the one read (a multi of check and setData), which
+ * bumps the version and so fences the previous owner out. A claim is tried again at each
+ * connection until it is answered.
+ */
+export class SessionClaim {
+  readonly path: string;
+  readonly name: string;
+  readonly #data: Uint8Array;
+  #version: number;
+  /** Whether another taker has already beaten this claim once (see attempt). */
+  #contended = false;
+
+  constructor(path: string, name: string, record: SessionRecord, version: number, owner: string) {
+    this.path = path;
+    this.name = name;
+    this.#version = version;
+    this.#data = encodeRecord({ ...record, owner, since: new Date().toISOString() });
+  }
+
+  async attempt(link: ZooKeeperLink): Promise<Ownership> {
+    for (;;) {
+      const version = this.#version;
+      const reply = await link.multi!([
+        { op: 'check', path: this.path, version },
+        { op: 'setData', path: this.path, data: this.#data, version },
+      ]);
+      const set = reply.value?.[1];
+      if (reply.rc === ErrorCode.ok && set?.op === 'setData')
+        return { kind: 'owned', record: { name: this.name, path: this.path, version: set.version } };
+      if (isConnectionLoss(reply.rc)) return { kind: 'unanswered' };
+      if (reply.rc !== ErrorCode.badVersion && reply.rc !== ErrorCode.noNode)
+        return { kind: 'failed', error: unavailable('multi', reply.rc) };
+      const read = await link.getData(this.path, false);
+      if (isConnectionLoss(read.rc)) return { kind: 'unanswered' };
+      if (read.rc === ErrorCode.noNode) return { kind: 'over' };
+      if (read.rc !== ErrorCode.ok || read.value === null)
+        return { kind: 'failed', error: unavailable('getData', read.rc) };
+      // An earlier try went through and its reply was lost.
+      if (Buffer.from(read.value.data).equals(this.#data))
+        return { kind: 'owned', record: { name: this.name, path: this.path, version: read.value.version } };
+      // Another instance claimed it in between: once, claim it from that one (the caller's
+      // client resumed here, not there); a second time, give up.
+      if (this.#contended) {
+        return {
+          kind: 'failed',
+          error: new LockError(
+            'UNAVAILABLE',
+            `ZooKeeper session ${this.name} is being taken over by other instances at the same time`,
+          ),
+        };
+      }
+      this.#contended = true;
+      this.#version = read.value.version;
+    }
+  }
+}
+
+function publishFailure(path: string, rc: number, topmost: boolean): LockError {
+  if (rc === ErrorCode.noAuth || rc === ErrorCode.invalidAcl) return protectionFailure(path, rc);
+  if (topmost && rc === ErrorCode.noNode) {
+    return new LockError(
+      'UNAVAILABLE',
+      `could not publish the ZooKeeper session under ${path}: the chroot of the ZooKeeper connect string does not exist (create it first)`,
+    );
+  }
+  return new LockError(
+    'UNAVAILABLE',
+    `could not publish the ZooKeeper session at ${path} (${errorName(rc)})`,
+  );
+}
