@@ -142,8 +142,10 @@ export class LockChannel<Req, Res> implements RequestCarrier {
     this.#reported.clear();
     for (const lock of [...this.#locks.values()]) {
       if (reported.has(lock.id)) lock.resumed();
-      else if (lock.sentToServer) lock.unknownAfterResume();
-      else this.send(lock, lock.acquireMessage());
+      // Never granted and unknown to the server: its acquire was lost with the break (or with an
+      // instance that stopped before it reached the store), so it is asked for again.
+      else if (!lock.sentToServer || lock.waiting) this.send(lock, lock.acquireMessage());
+      else lock.unknownAfterResume();
     }
     this.#closeWhenIdle();
   }

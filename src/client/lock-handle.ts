@@ -257,8 +257,18 @@ export class LockHandle implements Lock {
     if (phase === 'cancelled') this.#carrier.send(this, CANCEL);
   }
 
+  /** Still waiting for its grant (not let go): asking again for a request the server lost is harmless. */
+  get waiting(): boolean {
+    return this.#phase === 'waiting';
+  }
+
   /** The resumed stream does not have this request: it ended, and its end was lost. */
   unknownAfterResume(): void {
+    // Let go before the break: gone because the server did what was asked (its `ended` was lost).
+    if (this.#phase === 'releasing' || this.#phase === 'cancelled') {
+      this.#end({ code: Status.OK, details: '' });
+      return;
+    }
     this.#end({
       code: Status.NOT_FOUND,
       details: 'the server no longer has this request after its stream was resumed',

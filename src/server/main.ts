@@ -124,14 +124,15 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
       logger.info('shutting down');
       unwatchHealth();
       reclaimer.stop();
-      const takeover = config.onStop === 'hand-over' ? store.takeover : undefined;
+      const handOver = config.onStop === 'hand-over' && store.takeover !== undefined;
       // Handed over first: the streams' shutdown would end (and release) what they carry.
-      if (takeover) await sessions.handOverAll();
+      const handedOver = handOver ? sessions.handOverAll(store) : undefined;
       await server.shutdown(config.shutdownGraceMs);
       await http?.close();
-      if (takeover) {
-        // The store session lives on, with every resumable session's locks, for another instance.
-        await takeover.handOver();
+      if (handedOver) {
+        // The store session lives on, with every resumable session's locks, until another
+        // instance takes it over or the longest grace passes.
+        await handedOver;
       } else {
         // Requests kept for a resume that can no longer come: release them with the session.
         await sessions.close();

@@ -1,8 +1,8 @@
 import { status } from '@grpc/grpc-js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/server/config.js';
-import { startServer } from '../../src/server/main.js';
-import { LockMode, seconds } from '../support/lock-caller.js';
+import { startServer, type RunningServer } from '../../src/server/main.js';
+import { LockCaller, LockMode, seconds } from '../support/lock-caller.js';
 import { SessionDriver } from '../support/session-driver.js';
 import {
   startConformanceServer,
@@ -502,7 +502,19 @@ export function describeSessionConformance(backendName: string, backend: Backend
       expect(await ctx.caller.checkToken('seen', token)).toBe(false);
     });
 
-    it('ends every session with UNAVAILABLE and `lockstream-request: ended` on shutdown', async () => {
+    /** Another server of this back end on the test's root, and a caller of its Session RPC. */
+    async function anotherServer(
+      args: string[] = [],
+    ): Promise<{ server: RunningServer; caller: LockCaller }> {
+      const config = loadConfig({}, ['--port', '0', '--root', ctx.rootPath, ...args, ...backend.serveArgs()]);
+      const server = await startServer(config, testLogger());
+      return { server, caller: new LockCaller(`127.0.0.1:${server.port}`, {}, undefined, 'session') };
+    }
+
+    it('ends every session with UNAVAILABLE and `lockstream-request: ended` on shutdown with --on-stop release', async () => {
+      await ctx.server.stop();
+      ctx.caller.close();
+      ({ server: ctx.server, caller: ctx.caller } = await anotherServer(['--on-stop', 'release']));
       const session = openSession({ resumeGrace: seconds(30) });
       session.acquire(1, { name: 'bye' });
       await session.acquired(1);
@@ -510,8 +522,38 @@ export function describeSessionConformance(backendName: string, backend: Backend
       await session.queued(2);
       await ctx.server.stop();
       expect(await session.outcome).toMatchObject({ code: status.UNAVAILABLE, requestEnded: true });
-      const config = loadConfig({}, ['--port', '0', '--root', ctx.rootPath, ...backend.serveArgs()]);
-      ctx.server = await startServer(config, testLogger());
+      ctx.caller.close();
+      ({ server: ctx.server, caller: ctx.caller } = await anotherServer());
+    });
+
+    it('on shutdown hands a resumable session over (UNAVAILABLE without `lockstream-request: ended`), and another server resumes it with its lock, token and place; where the back end cannot, ends it as with --on-stop release', async () => {
+      const session = openSession({ resumeGrace: seconds(30) });
+      const { token } = await session.opened();
+      session.acquire(1, { name: 'moving' });
+      const held = await session.acquired(1);
+      session.acquire(2, { name: 'moving' });
+      expect(await session.queued(2)).toBe(1);
+      const other = await anotherServer();
+      const handsOver = ctx.server.store.takeover !== undefined;
+      await ctx.server.stop();
+      ctx.caller.close();
+      ({ server: ctx.server, caller: ctx.caller } = other);
+      const outcome = await session.outcome;
+      if (!handsOver) {
+        expect(outcome).toMatchObject({ code: status.UNAVAILABLE, requestEnded: true });
+        return;
+      }
+      expect(outcome).toMatchObject({ code: status.UNAVAILABLE, requestEnded: false });
+      const resumed = track(SessionDriver.resume(ctx.caller.client, token));
+      await resumed.next(0, 'resumed');
+      expect(await resumed.acquired(1)).toBe(held);
+      expect(await resumed.queued(2)).toBe(1);
+      resumed.release(1);
+      expect(await resumed.ended(1)).toEqual({ code: status.OK, message: '' });
+      expect(await resumed.acquired(2)).toBeGreaterThan(held);
+      resumed.release(2);
+      resumed.halfClose();
+      expect((await resumed.outcome).code).toBe(status.OK);
     });
   });
 }

@@ -9,6 +9,8 @@ import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 const SESSION_TIMEOUT_MS = 3_000;
+/** The resume grace the SDK asks for by default. */
+const SDK_RESUME_GRACE_MS = 5_000;
 
 /** How soon the README promises a vanished client's lock is free, with the defaults. */
 const DEAD_CLIENT_BOUND_MS = 15_000;
@@ -110,11 +112,18 @@ describe('processes that die', () => {
     );
   });
 
-  it('a lockstream server stopped with SIGTERM ends its streams with UNAVAILABLE and frees its locks at once', async () => {
+  it('a lockstream server stopped with SIGTERM and --on-stop release ends its streams with UNAVAILABLE and frees its locks at once', async () => {
     const root = `/sigterm-${randomUUID()}`;
     // A minute-long session: had the server left it to expire, the waiters would wait that long
     // (and the test time out); closing it frees the locks at once.
-    const stopping = await serve(root, ['--shutdown-grace', '2s', '--session-timeout', '60s']);
+    const stopping = await serve(root, [
+      '--shutdown-grace',
+      '2s',
+      '--session-timeout',
+      '60s',
+      '--on-stop',
+      'release',
+    ]);
     const survivorServer = await serve(root);
     const leaving = client(stopping.address);
     const names = Array.from({ length: 20 }, (_, i) => `sigterm/${i}`);
@@ -143,6 +152,42 @@ describe('processes that die', () => {
     for (const lock of granted) await lock.release();
     console.info(
       `SIGTERM: exited after ${Math.round(exitedAfterMs)} ms, ${names.length} locks passed on after ${Math.round(freedAfterMs)} ms, holders told after ${Math.round(lostAfterMs)} ms`,
+    );
+  });
+
+  it('a lockstream server stopped with SIGTERM (hand-over) whose clients resume nowhere frees their locks when their grace passes, not sooner though its ZooKeeper session timeout is shorter, and never before they were told', async () => {
+    const root = `/sigterm-handover-${randomUUID()}`;
+    const stopping = await serve(root);
+    const survivorServer = await serve(root);
+    // One endpoint only: nowhere to resume.
+    const leaving = client(stopping.address);
+    const names = Array.from({ length: 20 }, (_, i) => `handover/${i}`);
+    const held = await Promise.all(names.map((name) => leaving.acquire(name)));
+    const lostAt = held.map(
+      (lock) =>
+        new Promise<number>((resolve) =>
+          lock.lost.addEventListener('abort', () => resolve(performance.now()), { once: true }),
+        ),
+    );
+    const grantedAt: number[] = [];
+    const waiting = (await queueFor(client(survivorServer.address), names)).map((grant) =>
+      grant.then((lock) => {
+        grantedAt.push(performance.now());
+        return lock;
+      }),
+    );
+
+    const termAt = performance.now();
+    expect(await stopping.kill('SIGTERM')).toBe(0);
+    const granted = await Promise.all(waiting);
+    const told = await Promise.all(lostAt);
+    expect(Math.max(...told)).toBeLessThan(Math.min(...grantedAt));
+    // Left for a taker for the SDK's resume grace, longer than the session timeout here.
+    expect(SDK_RESUME_GRACE_MS).toBeGreaterThan(SESSION_TIMEOUT_MS);
+    expect(Math.min(...grantedAt) - termAt).toBeGreaterThanOrEqual(SDK_RESUME_GRACE_MS);
+    for (const lock of granted) await lock.release();
+    console.info(
+      `SIGTERM, hand-over, nobody resumes: ${names.length} locks passed on after ${Math.round(Math.min(...grantedAt) - termAt)}–${Math.round(Math.max(...grantedAt) - termAt)} ms (SDK grace ${SDK_RESUME_GRACE_MS} ms), holders told after ${Math.round(Math.max(...told) - termAt)} ms`,
     );
   });
 });

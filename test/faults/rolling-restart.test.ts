@@ -79,17 +79,36 @@ describe('a rolling restart of every instance', () => {
         cycles[i]! += 1;
       }
     });
+    // Every instance that ran, for the failure message: what each said at info level and above.
+    const all: ServerProcess[] = [...instances];
+    const transcript = (): string =>
+      all
+        .flatMap((server, i) =>
+          server.logs
+            .filter((line) => Number(line['level']) >= 30 && line['msg'] !== 'granted')
+            .map((line) => `${i} ${JSON.stringify(line).slice(0, 400)}`),
+        )
+        .join('\n');
     const progress = async (): Promise<void> => {
       const target = cycles.map((count) => count + CYCLES_BETWEEN);
       await expect
         .poll(() => cycles.every((count, i) => count >= target[i]!), { timeout: 30_000, interval: 50 })
-        .toBe(true);
+        .toBe(true)
+        .catch((error: unknown) => {
+          throw new Error(
+            `no progress: cycles ${cycles.join(', ')}, losses ${losses.join(', ')}\n${transcript()}`,
+            {
+              cause: error,
+            },
+          );
+        });
     };
 
     await progress();
     for (const [i, instance] of instances.entries()) {
       await instance.kill('SIGTERM');
       instances[i] = await serve(root, ports[i]);
+      all.push(instances[i]!);
       await progress();
     }
     running = false;

@@ -1,6 +1,6 @@
 import { randomFillSync } from 'node:crypto';
 import type { Logger } from 'pino';
-import { LockError } from '../lock-error.js';
+import { isLockError, LockError } from '../lock-error.js';
 import type { CoordinationStore, SessionTakeover } from '../stores/store.js';
 import type { LockEngine } from './lock-engine.js';
 import { LockSession, type SessionEvents, type SessionKind } from './lock-session.js';
@@ -166,9 +166,12 @@ export class LockSessions {
       taking = this.#adopt(name, takeover);
       this.#taken.set(name, taking);
       // A name whose session was not there (or could not be taken) may be tried again later.
-      void taking.then((group) => {
-        if (!group) this.#taken.delete(name);
-      });
+      void taking.then(
+        (group) => {
+          if (!group) this.#taken.delete(name);
+        },
+        () => this.#taken.delete(name),
+      );
     }
     await taking;
   }
@@ -177,7 +180,12 @@ export class LockSessions {
     name: string,
     takeover: NonNullable<LockSessionsOptions['takeover']>,
   ): Promise<EngineSessions | undefined> {
-    const taken = await takeover.sessions.takeOver(name);
+    const startedAt = performance.now();
+    const taken = await takeover.sessions.takeOver(name).catch((error: unknown) => {
+      // A token whose first part names no session (a made-up one) is one nobody has.
+      if (isLockError(error, 'INVALID_ARGUMENT')) return undefined;
+      throw error;
+    });
     if (!taken) return undefined;
     const engine = takeover.engineFor(taken.store);
     const group: EngineSessions = { engine, sessions: new Set(), taken: taken.store };
@@ -209,7 +217,13 @@ export class LockSessions {
       session.detach();
     }
     this.#logger.info(
-      { session: name, sessions: sessions.length, requests, released: untagged.length },
+      {
+        session: name,
+        sessions: sessions.length,
+        requests,
+        released: untagged.length,
+        tookMs: Math.round((performance.now() - startedAt) * 10) / 10,
+      },
       'took over the store session of another lockstream instance',
     );
     taken.store.takeover?.onTakenOver((by) => this.#handOver(group, `taken over by ${by}`));
@@ -245,11 +259,18 @@ export class LockSessions {
   }
 
   #unknownToken(token: string): LockError {
-    const issuer = token.slice(0, token.indexOf('.'));
+    const issuer = token.slice(0, Math.max(0, token.indexOf('.')));
+    const quoted = JSON.stringify(issuer.slice(0, 64));
+    if (this.#takeover && issuer !== '' && issuer !== this.#takeover.sessions.publishedAs) {
+      return new LockError(
+        'NOT_FOUND',
+        `resume token was issued on the store session ${quoted} of another lockstream instance, and no instance has it any more: its grace passed, or that session ended before an instance took it over`,
+      );
+    }
     if (!this.#takeover && issuer !== '' && issuer !== this.#instanceId) {
       return new LockError(
         'NOT_FOUND',
-        `resume token was issued by lockstream instance ${JSON.stringify(issuer.slice(0, 64))}, not this one (${this.#instanceId}); resume on the instance that issued it`,
+        `resume token was issued by lockstream instance ${quoted}, not this one (${this.#instanceId}); resume on the instance that issued it`,
       );
     }
     return new LockError('NOT_FOUND', UNKNOWN_RESUME_TOKEN);
@@ -266,27 +287,65 @@ export class LockSessions {
   /**
    * Stops without releasing: every resumable session is left in its store session for another
    * instance to take over, its stream ended telling its client to resume it elsewhere; the
-   * others end as at close(). Then every store session taken over is handed over too (this
-   * server's own is the caller's to hand over).
+   * others end as at close(). Resolves once each store session here (`own`, this server's, and
+   * those it took over) has been taken over by another instance or, if the longest grace of the
+   * sessions left in it passes first, closed: what nobody resumed is freed then, as when a
+   * grace passes on its own instance (and never sooner, whatever ZooKeeper's session timeout).
    */
-  async handOverAll(): Promise<void> {
+  async handOverAll(own: CoordinationStore): Promise<void> {
     this.#closed = true;
     this.#handingOver = true;
     const reason = new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
     const ending: Array<Promise<void>> = [];
-    for (const session of this.#allSessions()) {
-      if (session.resumeKey === undefined) ending.push(session.end(reason));
-      else session.handOver();
+    const leaving: Array<{ store: CoordinationStore; graceMs: number }> = [];
+    for (const group of [...this.#groups()]) {
+      let graceMs = 0;
+      for (const session of [...group.sessions]) {
+        if (session.resumeKey === undefined) {
+          ending.push(session.end(reason));
+        } else {
+          graceMs = Math.max(graceMs, session.graceMs);
+          session.handOver();
+        }
+      }
+      leaving.push({ store: group.taken ?? own, graceMs });
     }
     await Promise.all(ending);
-    await Promise.all(
-      [...this.#takenGroups].map(async (group) => {
-        const store = group.taken;
-        if (store) await (store.takeover ? store.takeover.handOver() : store.close());
-      }),
+    this.#logger.info(
+      { stores: leaving.length },
+      'sessions handed over; waiting for other instances to take them',
     );
-    this.#logger.info('sessions handed over');
+    const outcomes = await Promise.all(leaving.map(({ store, graceMs }) => leaveForTakers(store, graceMs)));
+    this.#logger.info({ outcomes }, 'store sessions taken over or, past their grace, closed');
   }
+}
+
+/**
+ * Keeps `store`'s session (and every lock in it) for another instance to take over, for at
+ * most `graceMs`; then hands it over (taken) or closes it (not taken: its nodes go).
+ */
+async function leaveForTakers(store: CoordinationStore, graceMs: number): Promise<'taken' | 'closed'> {
+  const takeover = store.takeover;
+  if (!takeover || graceMs === 0) {
+    await store.close();
+    return 'closed';
+  }
+  const taken = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => {
+      unsubscribe();
+      resolve(false);
+    }, graceMs);
+    const unsubscribe = takeover.onTakenOver(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+  if (!taken) {
+    await store.close();
+    return 'closed';
+  }
+  await takeover.handOver();
+  return 'taken';
 }
 
 const UNKNOWN_RESUME_TOKEN =

@@ -248,8 +248,17 @@ export class SessionKeeper {
     if (this.#closed) return;
     const session = this.#session;
     const unclaimed = this.#options.attach !== undefined && !session.owned;
+    // Asked once more, just before the closeSession: a taker that attached while this link was
+    // reconnecting may have bumped the record after the reconnection's check found it ours
+    // (ZooKeeper can leave both connections of one session open). Unanswered counts as taken.
+    const owned = session.owned;
+    const stillOurs =
+      owned && this.#ownership && !session.letGo && !unclaimed && this.#connected
+        ? (await this.#ownership.check(this.#link, owned)).kind === 'owned'
+        : !owned;
+    if (this.#closed) return;
     this.#shutDown();
-    if (session.letGo || unclaimed) {
+    if (session.letGo || unclaimed || !stillOurs) {
       this.#link.drop!();
     } else {
       // Closing the session deletes our ephemeral nodes at once: the locks are free immediately.

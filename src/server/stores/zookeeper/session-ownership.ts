@@ -10,7 +10,7 @@ import {
   recordPath,
   type SessionRecord,
 } from './session-record.js';
-import type { TreeProtection } from './tree-protection.js';
+import { missingChroot, type TreeProtection } from './tree-protection.js';
 import { isConnectionLoss, protectionFailure, unavailable } from './zookeeper-failures.js';
 import type { LinkOp, ZooKeeperLink } from './zookeeper-link.js';
 
@@ -54,10 +54,19 @@ export class SessionOwnership {
   /** Set once the records' folder and its ancestors are known to exist. */
   #folderMade = false;
 
-  constructor(options: { root: string; owner: string; protection: TreeProtection }) {
+  /** The connect string's chroot, to name it when the tree under it is missing. */
+  readonly #chroot: string | undefined;
+
+  constructor(options: {
+    root: string;
+    owner: string;
+    protection: TreeProtection;
+    chroot: string | undefined;
+  }) {
     this.root = options.root;
     this.owner = options.owner;
     this.#protection = options.protection;
+    this.#chroot = options.chroot;
   }
 
   /** A write's ops behind a check of the record at the owned version: all of them or none. */
@@ -82,7 +91,7 @@ export class SessionOwnership {
       const { rc } = replies[i]!;
       if (rc === ErrorCode.ok || rc === ErrorCode.nodeExists) continue;
       if (isConnectionLoss(rc)) return { kind: 'unanswered' };
-      return { kind: 'failed', error: publishFailure(folder, rc, i === 0) };
+      return { kind: 'failed', error: publishFailure(folder, rc, i === 0 ? this.#chroot : undefined) };
     }
     this.#folderMade = true;
     const { rc } = replies[folders.length]!;
@@ -91,7 +100,7 @@ export class SessionOwnership {
     // Made by an earlier try whose reply was lost (a record is named after its session): ours
     // unless someone has taken the session over since.
     if (rc === ErrorCode.nodeExists) return this.check(link, { name, path, version: 0 });
-    return { kind: 'failed', error: publishFailure(path, rc, false) };
+    return { kind: 'failed', error: publishFailure(path, rc, undefined) };
   }
 
   /** Whether the session still owns `record` at its version (after a reconnection). */
@@ -170,14 +179,10 @@ export class SessionClaim {
   }
 }
 
-function publishFailure(path: string, rc: number, topmost: boolean): LockError {
+/** Why publishing failed; `chroot` is set when the topmost folder could not be made under it. */
+function publishFailure(path: string, rc: number, chroot: string | undefined): LockError {
   if (rc === ErrorCode.noAuth || rc === ErrorCode.invalidAcl) return protectionFailure(path, rc);
-  if (topmost && rc === ErrorCode.noNode) {
-    return new LockError(
-      'UNAVAILABLE',
-      `could not publish the ZooKeeper session under ${path}: the chroot of the ZooKeeper connect string does not exist (create it first)`,
-    );
-  }
+  if (chroot !== undefined && rc === ErrorCode.noNode) return missingChroot(chroot);
   return new LockError(
     'UNAVAILABLE',
     `could not publish the ZooKeeper session at ${path} (${errorName(rc)})`,

@@ -60,15 +60,24 @@ export class TreeProtection {
 
 /** A connect string's chroot must exist: ZooKeeper would answer every request with NONODE. */
 export async function checkChroot(ops: LinkOperations, connectString: string): Promise<void> {
-  const chroot = /^[^/]*(\/.*)$/.exec(connectString)?.[1];
-  if (chroot === undefined || chroot === '/') return;
+  const chroot = chrootOf(connectString);
+  if (chroot === undefined) return;
   const reply = await ops.call('exists', (link) => link.exists('/', false));
-  if (reply.rc === ErrorCode.noNode) {
-    throw new LockError(
-      'UNAVAILABLE',
-      `the chroot ${chroot} of the ZooKeeper connect string does not exist: create it first (zkCli.sh create ${chroot})`,
-    );
-  }
+  if (reply.rc === ErrorCode.noNode) throw missingChroot(chroot);
+}
+
+/** The chroot path of a connect string (`host:port,.../chroot`), if it has one. */
+export function chrootOf(connectString: string): string | undefined {
+  const chroot = /^[^/]*(\/.*)$/.exec(connectString)?.[1];
+  return chroot === '/' ? undefined : chroot;
+}
+
+/** How start-up says that the chroot of the connect string is missing, and how to fix it. */
+export function missingChroot(chroot: string): LockError {
+  return new LockError(
+    'UNAVAILABLE',
+    `the chroot ${chroot} of the ZooKeeper connect string does not exist: create it first (zkCli.sh create ${chroot})`,
+  );
 }
 
 /**

@@ -25,7 +25,7 @@ import { ErrorCode } from './protocol/records.js';
 import { SessionKeeper, type SessionKeeperOptions } from './session-keeper.js';
 import { SessionOwnership } from './session-ownership.js';
 import { parseRecord, recordCredentials, recordName, recordPath } from './session-record.js';
-import { TreeProtection, checkChroot } from './tree-protection.js';
+import { TreeProtection, checkChroot, chrootOf } from './tree-protection.js';
 import { unavailable } from './zookeeper-failures.js';
 import type { LinkFactory, ZooKeeperClientKind } from './zookeeper-link.js';
 
@@ -92,7 +92,11 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#protection = new TreeProtection(options.protection);
     const ownership =
       options.publish && (options.client ?? 'protocol') === 'protocol'
-        ? new SessionOwnership({ ...options.publish, protection: this.#protection })
+        ? new SessionOwnership({
+            ...options.publish,
+            protection: this.#protection,
+            chroot: chrootOf(options.connectString),
+          })
         : undefined;
     this.#ownership = ownership;
     const keeper = new SessionKeeper(
