@@ -108,7 +108,7 @@ describe('a rolling restart of every instance', () => {
     for (const [i, instance] of instances.entries()) {
       await instance.kill('SIGTERM');
       instances[i] = await serve(root, ports[i]);
-      all.push(instances[i]!);
+      all.push(instances[i]);
       await progress();
     }
     running = false;
