@@ -125,14 +125,15 @@ try {
     const signalledAt = performance.now();
     process.kill(old.process.pid, signal);
     await old.process.exited;
-    // Settled: a broken stream is noticed at once, so no lock newly in doubt for 500 ms and
-    // every lock that went in doubt confirmed (or lost) again.
+    // Settled: a broken stream is noticed at once, so no lock newly in doubt for a second (an
+    // instance may serve nobody: its clients moved on at an earlier disruption) and every lock
+    // that went in doubt confirmed (or lost) again.
     for (;;) {
       const now = performance.now();
       const moved = held.filter((entry) => entry.inDoubtAt > signalledAt);
-      const quiet = moved.every((entry) => now - entry.inDoubtAt > 500);
+      const latest = Math.max(signalledAt, ...moved.map((entry) => entry.inDoubtAt));
       const back = moved.every((entry) => entry.confirmedAt > entry.inDoubtAt || entry.lock.lost.aborted);
-      if (moved.length > 0 && quiet && back) break;
+      if (now - latest > 1_000 && back) break;
       if (now - signalledAt > 60_000) throw new Error(`locks still in doubt 60 s after ${signal}`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
