@@ -535,17 +535,21 @@ export function describeSessionConformance(backendName: string, backend: Backend
       expect(await session.queued(2)).toBe(1);
       const other = await anotherServer();
       const handsOver = ctx.server.store.takeover !== undefined;
-      await ctx.server.stop();
+      const leaving = ctx.server;
+      // A server that hands over stops once another has taken its sessions (or their grace passed).
+      const stopped = leaving.stop();
       ctx.caller.close();
       ({ server: ctx.server, caller: ctx.caller } = other);
       const outcome = await session.outcome;
       if (!handsOver) {
         expect(outcome).toMatchObject({ code: status.UNAVAILABLE, requestEnded: true });
+        await stopped;
         return;
       }
       expect(outcome).toMatchObject({ code: status.UNAVAILABLE, requestEnded: false });
       const resumed = track(SessionDriver.resume(ctx.caller.client, token));
       await resumed.next(0, 'resumed');
+      await stopped;
       expect(await resumed.acquired(1)).toBe(held);
       expect(await resumed.queued(2)).toBe(1);
       resumed.release(1);

@@ -24,7 +24,7 @@ import {
 import { encodeLockName, validateLockName } from './lock-name.js';
 import { MultiLease } from './multi-lease.js';
 import { nodePrefix, parseNodeName } from './node-name.js';
-import { encodeNodeRecord, recordedValue, type NodeRecord, type RequestTag } from './node-record.js';
+import { requestRecords } from './node-record.js';
 import { releaseFreesWatchers, type HeldPosition } from './queue-position.js';
 import { QueueWaits, withDeadline } from './queue-wait.js';
 import { semaphoreShapeOf, validateRequest } from './request-validation.js';
@@ -187,7 +187,7 @@ export class LockEngine {
     stop: Withdrawal,
     options: AcquireOptions,
   ): Promise<Lease | undefined> {
-    const data = this.#recordsOf(request, since, options.tag);
+    const data = requestRecords(request, { server: this.#instanceId, since, tag: options.tag });
     const targets = request.locks?.map((target): AcquireRequest => ({
       ...request,
       ...target,
@@ -363,28 +363,6 @@ export class LockEngine {
       unlink();
       options.place?.bind(undefined);
     }
-  }
-
-  /**
-   * What a request's nodes record (see NodeRecord): one record for all, or, in a resumable
-   * session's multi-lock, one per lock (each says its place in the set).
-   */
-  #recordsOf(request: AcquireRequest, since: string, tag: RequestTag | undefined): Buffer[] {
-    const record: NodeRecord = {
-      owner: request.owner ?? '',
-      peer: request.peer ?? '',
-      server: this.#instanceId,
-      since,
-    };
-    const value = recordedValue(request.value);
-    if (value !== undefined) record.value = value;
-    if (tag === undefined) return [encodeNodeRecord(record)];
-    const waitMs = request.waitTimeoutMs;
-    const session: RequestTag = waitMs ? { ...tag, until: Date.parse(since) + waitMs } : tag;
-    if (!request.locks) return [encodeNodeRecord({ ...record, session })];
-    return request.locks.map((_, part) =>
-      encodeNodeRecord({ ...record, session: { ...session, set: request.name, part } }),
-    );
   }
 
   /**

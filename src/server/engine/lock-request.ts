@@ -1,7 +1,6 @@
 import { onAbort } from '../../common/abort.js';
 import type { LockError } from '../lock-error.js';
 import type { LockMode } from './lock-mode.js';
-import type { RequestTag } from './node-record.js';
 
 /*
  * What the engine is asked for and what it hands out: a request, how to wait, and the held
@@ -37,6 +36,29 @@ export interface LockTarget {
   readonly mode: LockMode;
   readonly limit?: number | undefined;
   readonly weight?: number | undefined;
+}
+
+/**
+ * Which lockstream session a node's request belongs to and what it asked for beyond its node's
+ * name: written in every node of a resumable session, so that an instance that takes the
+ * store's session over can rebuild each of its lockstream sessions from their nodes and let
+ * their clients resume there (see SessionAdoption).
+ */
+export interface RequestTag {
+  /** The session's resume key: a hash of its resume token (which is never stored). */
+  readonly key: string;
+  /** The request's id in its session. */
+  readonly id: number;
+  readonly kind: 'acquire' | 'session';
+  /** The session's resume grace, ms. */
+  readonly grace: number;
+  /** The authenticated caller who opened the session: only it may resume it. */
+  readonly caller?: string | undefined;
+  /** A multi-lock's name for its set, and this lock's place in the set as asked. */
+  readonly set?: string | undefined;
+  readonly part?: number | undefined;
+  /** When a request with a wait timeout stops waiting: epoch ms. */
+  readonly until?: number | undefined;
 }
 
 export interface AcquireOptions {

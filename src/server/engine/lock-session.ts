@@ -3,7 +3,7 @@ import { LockError } from '../lock-error.js';
 import type { LockEngine } from './lock-engine.js';
 import type { AcquireRequest } from './lock-request.js';
 import type { OwnedNode } from '../stores/store.js';
-import type { RequestTag } from './node-record.js';
+import type { RequestTag } from './lock-request.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
 import { SessionRequest, type RequestSession } from './session-request.js';
 import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';

@@ -1,4 +1,5 @@
 import type { CoordinationStore } from '../stores/store.js';
+import type { AcquireRequest, RequestTag } from './lock-request.js';
 
 /**
  * What a request's node records, as JSON: who asked, from where, through which instance and
@@ -28,29 +29,6 @@ export interface NodeRecord {
   session?: RequestTag;
 }
 
-/**
- * Which lockstream session a node's request belongs to and what it asked for beyond its node's
- * name: written in every node of a resumable session, so that an instance that takes the
- * store's session over can rebuild each of its lockstream sessions from their nodes and let
- * their clients resume there (see SessionAdoption).
- */
-export interface RequestTag {
-  /** The session's resume key: a hash of its resume token (which is never stored). */
-  readonly key: string;
-  /** The request's id in its session. */
-  readonly id: number;
-  readonly kind: 'acquire' | 'session';
-  /** The session's resume grace, ms. */
-  readonly grace: number;
-  /** The authenticated caller who opened the session: only it may resume it. */
-  readonly caller?: string | undefined;
-  /** A multi-lock's name for its set, and this lock's place in the set as asked. */
-  readonly set?: string | undefined;
-  readonly part?: number | undefined;
-  /** When a request with a wait timeout stops waiting: epoch ms. */
-  readonly until?: number | undefined;
-}
-
 export function parseNodeRecord(data: Uint8Array): NodeRecord {
   try {
     const value: unknown = JSON.parse(Buffer.from(data).toString('utf8'));
@@ -64,6 +42,34 @@ export function parseNodeRecord(data: Uint8Array): NodeRecord {
 export function recordedToken(record: NodeRecord, creationId: bigint): bigint {
   if (typeof record.token === 'string' && /^\d{1,20}$/.test(record.token)) return BigInt(record.token);
   return creationId;
+}
+
+/**
+ * What a request's nodes record: who asked, from where, through which instance (`server`) and
+ * since when, and its value; in a resumable session (`tag`) also where it belongs. One record
+ * for all its nodes, or, for a resumable session's multi-lock, one per lock (each says its
+ * place in the set).
+ */
+export function requestRecords(
+  request: AcquireRequest,
+  made: { readonly server: string; readonly since: string; readonly tag: RequestTag | undefined },
+): Buffer[] {
+  const record: NodeRecord = {
+    owner: request.owner ?? '',
+    peer: request.peer ?? '',
+    server: made.server,
+    since: made.since,
+  };
+  const value = recordedValue(request.value);
+  if (value !== undefined) record.value = value;
+  const { tag } = made;
+  if (tag === undefined) return [encodeNodeRecord(record)];
+  const waitMs = request.waitTimeoutMs;
+  const session: RequestTag = waitMs ? { ...tag, until: Date.parse(made.since) + waitMs } : tag;
+  if (!request.locks) return [encodeNodeRecord({ ...record, session })];
+  return request.locks.map((_, part) =>
+    encodeNodeRecord({ ...record, session: { ...session, set: request.name, part } }),
+  );
 }
 
 export function encodeNodeRecord(record: NodeRecord): Buffer {

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { baseName, parentPath, type OwnedNode } from '../stores/store.js';
-import type { AcquireRequest, LockTarget } from './lock-request.js';
+import type { AcquireRequest, LockTarget, RequestTag } from './lock-request.js';
 import { decodeLockName } from './lock-name.js';
 import { parseNodeName } from './node-name.js';
-import { parseNodeRecord, publishedValue, type NodeRecord, type RequestTag } from './node-record.js';
+import { parseNodeRecord, publishedValue, type NodeRecord } from './node-record.js';
 import type { SessionKind } from './lock-session.js';
 
 /*

@@ -10,7 +10,7 @@ import {
   type LeaseHolder,
   type RevokeRequest,
 } from './lock-request.js';
-import type { RequestTag } from './node-record.js';
+import type { RequestTag } from './lock-request.js';
 import type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
 import type { OwnedNode } from '../stores/store.js';
 

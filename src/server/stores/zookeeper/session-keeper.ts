@@ -254,7 +254,7 @@ export class SessionKeeper {
     const owned = session.owned;
     const stillOurs =
       owned && this.#ownership && !session.letGo && !unclaimed && this.#connected
-        ? (await this.#ownership.check(this.#link, owned)).kind === 'owned'
+        ? (await this.#askedWithin(this.#ownership.check(this.#link, owned)))?.kind === 'owned'
         : !owned;
     if (this.#closed) return;
     this.#shutDown();
@@ -271,6 +271,19 @@ export class SessionKeeper {
     await new Promise((resolve) => setImmediate(resolve));
     session.end(new LockError('LOCK_LOST', 'the server closed its ZooKeeper session'));
     this.#wakeWaiters();
+  }
+
+  /** `asking`'s answer, or undefined if none came within a third of the session timeout. */
+  async #askedWithin<T>(asking: Promise<T>): Promise<T | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const unanswered = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), this.#sessionTimeoutMs() * DOUBT_FRACTION);
+    });
+    try {
+      return await Promise.race([asking, unanswered]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**

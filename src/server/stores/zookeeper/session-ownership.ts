@@ -1,6 +1,6 @@
 import { LockError } from '../../lock-error.js';
 import { ancestors } from '../store.js';
-import { ErrorCode } from './protocol/records.js';
+import { ErrorCode, type Acl } from './protocol/records.js';
 import { errorName } from './protocol/zookeeper-error.js';
 import {
   encodeRecord,
@@ -10,7 +10,7 @@ import {
   recordPath,
   type SessionRecord,
 } from './session-record.js';
-import { missingChroot, type TreeProtection } from './tree-protection.js';
+import { missingChroot } from './chroot.js';
 import { isConnectionLoss, protectionFailure, unavailable } from './zookeeper-failures.js';
 import type { LinkOp, ZooKeeperLink } from './zookeeper-link.js';
 
@@ -39,6 +39,11 @@ const EMPTY = new Uint8Array(0);
 /** Who took a session over, when its record cannot tell. */
 export const SOMEONE = 'another lockstream instance';
 
+/** The ACL a node gets (TreeProtection's: digest-only when the tree is protected). */
+export interface AclSource {
+  aclFor(path: string): readonly Acl[] | undefined;
+}
+
 /**
  * How a store proves it owns its session (see SessionTakeover): it publishes the session's
  * record when the session is new, claims it when it attaches to another's, checks it after every
@@ -50,19 +55,14 @@ export class SessionOwnership {
   readonly root: string;
   /** This store's label in the records it writes (its instance id). */
   readonly owner: string;
-  readonly #protection: TreeProtection;
+  readonly #protection: AclSource;
   /** Set once the records' folder and its ancestors are known to exist. */
   #folderMade = false;
 
   /** The connect string's chroot, to name it when the tree under it is missing. */
   readonly #chroot: string | undefined;
 
-  constructor(options: {
-    root: string;
-    owner: string;
-    protection: TreeProtection;
-    chroot: string | undefined;
-  }) {
+  constructor(options: { root: string; owner: string; protection: AclSource; chroot: string | undefined }) {
     this.root = options.root;
     this.owner = options.owner;
     this.#protection = options.protection;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { LockError } from '../../lock-error.js';
 import { ancestors, joinPath } from '../store.js';
+import { chrootOf, missingChroot } from './chroot.js';
 import type { LinkOperations } from './link-operations.js';
 import { ErrorCode, Perms, type Acl } from './protocol/records.js';
 import { protectionFailure } from './zookeeper-failures.js';
@@ -64,20 +64,6 @@ export async function checkChroot(ops: LinkOperations, connectString: string): P
   if (chroot === undefined) return;
   const reply = await ops.call('exists', (link) => link.exists('/', false));
   if (reply.rc === ErrorCode.noNode) throw missingChroot(chroot);
-}
-
-/** The chroot path of a connect string (`host:port,.../chroot`), if it has one. */
-export function chrootOf(connectString: string): string | undefined {
-  const chroot = /^[^/]*(\/.*)$/.exec(connectString)?.[1];
-  return chroot === '/' ? undefined : chroot;
-}
-
-/** How start-up says that the chroot of the connect string is missing, and how to fix it. */
-export function missingChroot(chroot: string): LockError {
-  return new LockError(
-    'UNAVAILABLE',
-    `the chroot ${chroot} of the ZooKeeper connect string does not exist: create it first (zkCli.sh create ${chroot})`,
-  );
 }
 
 /**

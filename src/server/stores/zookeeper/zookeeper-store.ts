@@ -25,7 +25,8 @@ import { ErrorCode } from './protocol/records.js';
 import { SessionKeeper, type SessionKeeperOptions } from './session-keeper.js';
 import { SessionOwnership } from './session-ownership.js';
 import { parseRecord, recordCredentials, recordName, recordPath } from './session-record.js';
-import { TreeProtection, checkChroot, chrootOf } from './tree-protection.js';
+import { chrootOf } from './chroot.js';
+import { TreeProtection, checkChroot } from './tree-protection.js';
 import { unavailable } from './zookeeper-failures.js';
 import type { LinkFactory, ZooKeeperClientKind } from './zookeeper-link.js';
 
