@@ -23,7 +23,8 @@ import { TcpProxy } from '../support/tcp-proxy.js';
 /**
  * Model-based: random sequences of requests (mutex, read, write, and semaphore requests of random
  * weights on a third name; waiting or trying; some with a
- * resume grace), releases (`release`), bare half-closes, cancels, resumes on a new stream, dropped connections, and RevokeLock
+ * resume grace), releases (`release`), bare half-closes, cancels, resumes on a new stream, dropped connections, restarts
+ * of the serving instance (on ZooKeeper, where another instance takes its sessions over), and RevokeLock
  * (cooperative or forced), on two lock names from clients on two connections, run against a
  * lockstream server in its own process and against LockModel. After every step each request's
  * messages must be what the model says: held ones got `acquired` (and, if asked to release,
@@ -77,9 +78,14 @@ interface Real {
   readonly clientOf: number[];
   /** The proxy in front of the server that each client connects through (to cut its connection). */
   readonly proxies: readonly TcpProxy[];
-  /** A client on its own direct connection, for WatchLock and RevokeLock. */
+  /** A client on its own connection, for WatchLock and RevokeLock. */
   readonly observer: LockCaller;
   revocations: number;
+  /**
+   * Stops the serving instance (SIGTERM) and puts another in its place behind every proxy
+   * (ZooKeeper store only: the embedded store has no other instance to hand over to).
+   */
+  readonly restart: (() => Promise<void>) | undefined;
 }
 
 async function within<T>(promise: Promise<T>, what: string): Promise<T> {
@@ -361,6 +367,44 @@ class Drop implements fc.AsyncCommand<LockModel, Real> {
   }
 }
 
+/** How many times one sequence may restart the serving instance (each starts a process). */
+const MAX_RESTARTS = 1;
+
+/**
+ * The serving instance stops (SIGTERM: it hands its sessions over) and another takes its place
+ * behind every client's proxy: every stream ends with UNAVAILABLE; a resumable request stays as
+ * it stands, detached, for a resume on the new instance (which then takes the stopped one's
+ * ZooKeeper session over); the others end as after a dropped connection.
+ */
+class Restart implements fc.AsyncCommand<LockModel, Real> {
+  check(model: Readonly<LockModel>): boolean {
+    return model.restarts < MAX_RESTARTS;
+  }
+
+  async run(model: LockModel, real: Real): Promise<void> {
+    const affected = model.attached;
+    model.restartInstance();
+    await real.restart!();
+    for (const { id } of affected) {
+      const stream = real.streams[id]!;
+      const outcome = await within(stream.outcome, `request ${id}'s stream to end`);
+      expect(outcome.code, outcome.details).toBe(grpc.status.UNAVAILABLE);
+      if (model.requests[id]!.detached) real.streams[id] = undefined;
+    }
+    for (const caller of [...real.callers, real.observer]) {
+      await within(reconnected(caller), 'a client to reach the new instance');
+    }
+    for (const lock of new Set(affected.map((request) => request.lock))) {
+      await untilQueueSettles(model, real, lock, 'the restart of the serving instance');
+    }
+    await agree(model, real);
+  }
+
+  toString(): string {
+    return 'restart(the serving instance)';
+  }
+}
+
 /** Resolves once a unary call on `caller` succeeds (calls that meet the broken connection fail). */
 async function reconnected(caller: LockCaller): Promise<void> {
   for (;;) {
@@ -447,6 +491,8 @@ const commands = [
   fc.tuple(lockIndex, fc.boolean()).map(([lock, forced]) => new Revoke(lock, forced)),
   clientIndex.map((client) => new Drop(client)),
 ];
+/** On ZooKeeper, where another instance can take the sessions over, the serving one restarts too. */
+const zooKeeperCommands = [...commands, fc.constant(new Restart())];
 
 /**
  * Sequences the model found failing, kept as regression cases: each runs first, on every store
@@ -512,47 +558,72 @@ const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 for (const store of ['embedded', 'zookeeper'] as const) {
   for (const rpc of ['acquire', 'session'] as const satisfies LockRpc[]) {
     describe(`the lock model against a server on the ${store} store, over ${rpc}`, () => {
+      const root = `/model-${randomUUID()}`;
+      const startInstance = (): Promise<ServerProcess> =>
+        startServerProcess(store === 'embedded' ? [] : ['--zookeeper', connectString, '--root', root]);
       let server: ServerProcess;
+      /** The next restart's instance, started ahead; and the instances stopped, which linger until taken over. */
+      let spare: Promise<ServerProcess> | undefined;
+      const stopped: ServerProcess[] = [];
       const proxies: TcpProxy[] = [];
+      let observerProxy: TcpProxy;
 
       beforeAll(async () => {
-        server = await startServerProcess(
-          store === 'embedded' ? [] : ['--zookeeper', connectString, '--root', `/model-${randomUUID()}`],
-        );
+        server = await startInstance();
         for (let client = 0; client < CLIENTS; client += 1)
           proxies.push(await TcpProxy.start(server.address));
+        observerProxy = await TcpProxy.start(server.address);
       });
       afterAll(async () => {
-        await Promise.all(proxies.map((proxy) => proxy.close()));
-        await server?.kill('SIGTERM');
+        await Promise.all([...proxies, observerProxy].map((proxy) => proxy?.close()));
+        // SIGKILL: a stopped instance with sessions left would wait out their grace for a taker.
+        for (const instance of [server, ...stopped, await spare]) await instance?.kill('SIGKILL');
       });
+
+      const restart =
+        store === 'embedded'
+          ? undefined
+          : async (): Promise<void> => {
+              const next = await (spare ??= startInstance());
+              spare = startInstance();
+              const leaving = server;
+              server = next;
+              for (const proxy of [...proxies, observerProxy]) proxy.retarget(next.address);
+              // It exits once the new instance has taken its sessions over, or their grace passed.
+              process.kill(leaving.pid, 'SIGTERM');
+              stopped.push(leaving);
+            };
 
       it('tells every client what the model says, after every step of random sequences', async () => {
         await fc.assert(
-          fc.asyncProperty(fc.commands(commands, { maxCommands: 40, size: 'medium' }), async (sequence) => {
-            const observer = new LockCaller(server.address, { 'grpc.use_local_subchannel_pool': 1 });
-            // Each client reaches the server through its own proxy, so that its connection can be cut.
-            const callers = proxies.map(
-              (proxy) =>
-                new LockCaller(proxy.address, { 'grpc.use_local_subchannel_pool': 1 }, undefined, rpc),
-            );
-            const real: Real = {
-              prefix: `model/${randomUUID()}`,
-              callers,
-              streams: [],
-              resumeTokens: [],
-              clientOf: [],
-              proxies,
-              observer,
-              revocations: 0,
-            };
-            try {
-              await fc.asyncModelRun(() => ({ model: new LockModel(), real }), sequence);
-            } finally {
-              for (const stream of real.streams) stream?.cancel();
-              for (const caller of [...callers, observer]) caller.close();
-            }
-          }),
+          fc.asyncProperty(
+            fc.commands(restart ? zooKeeperCommands : commands, { maxCommands: 40, size: 'medium' }),
+            async (sequence) => {
+              const observer = new LockCaller(observerProxy.address, { 'grpc.use_local_subchannel_pool': 1 });
+              // Each client reaches the server through its own proxy, so that its connection can be cut.
+              const callers = proxies.map(
+                (proxy) =>
+                  new LockCaller(proxy.address, { 'grpc.use_local_subchannel_pool': 1 }, undefined, rpc),
+              );
+              const real: Real = {
+                prefix: `model/${randomUUID()}`,
+                callers,
+                streams: [],
+                resumeTokens: [],
+                clientOf: [],
+                proxies,
+                observer,
+                revocations: 0,
+                restart,
+              };
+              try {
+                await fc.asyncModelRun(() => ({ model: new LockModel(), real }), sequence);
+              } finally {
+                for (const stream of real.streams) stream?.cancel();
+                for (const caller of [...callers, observer]) caller.close();
+              }
+            },
+          ),
           // Shrinking a failure re-runs sequences that may wait out ANSWER_BOUND_MS: bound the
           // whole search so the counterexample and seed are reported before the test's timeout.
           {

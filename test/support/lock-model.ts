@@ -147,6 +147,20 @@ export class LockModel {
     else this.#leave(request, 'dropped');
   }
 
+  /** How many times the serving instance was restarted (see restartInstance). */
+  restarts = 0;
+
+  /**
+   * The lockstream instance serving every stream stops (SIGTERM) and another takes its place:
+   * every stream ends with UNAVAILABLE; a request with a resume grace is handed over, kept
+   * detached exactly as it stands (held, or in its place), for a resume on the next instance;
+   * the others end as after a dropped connection.
+   */
+  restartInstance(): void {
+    this.restarts += 1;
+    for (const request of this.attached) this.drop(request.id);
+  }
+
   /** A new stream resumes a detached request: it is told where the request stands. */
   resume(id: number): void {
     const request = this.#live(id);

@@ -21,7 +21,7 @@ interface Pair {
  */
 export class TcpProxy {
   readonly #server: net.Server;
-  readonly #target: { host: string; port: number };
+  #target: { host: string; port: number };
   readonly #pairs = new Set<Pair>();
   #holdingReplies = false;
   #frozen = false;
@@ -42,6 +42,12 @@ export class TcpProxy {
     const proxy = new TcpProxy({ host, port: Number(port) });
     await new Promise<void>((resolve) => proxy.#server.listen(0, '127.0.0.1', resolve));
     return proxy;
+  }
+
+  /** New connections go to `target` from now on (those open stay where they are). */
+  retarget(target: string): void {
+    const [host = '127.0.0.1', port = '0'] = target.split(':');
+    this.#target = { host, port: Number(port) };
   }
 
   get address(): string {
