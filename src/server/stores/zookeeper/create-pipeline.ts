@@ -14,7 +14,7 @@ import type { LinkOperations } from './link-operations.js';
 import type { NodeWatches } from './node-watches.js';
 import type { ParentBarrier } from './parent-barrier.js';
 import { ErrorCode } from './protocol/records.js';
-import { ZooKeeperSession, type SessionKeeper } from './session-keeper.js';
+import type { SessionKeeper } from './session-keeper.js';
 import type { TreeProtection } from './tree-protection.js';
 import {
   MAX_ATTEMPTS,
@@ -24,6 +24,7 @@ import {
   unavailable,
 } from './zookeeper-failures.js';
 import type { CreatedZNode, LinkOp, LinkReply } from './zookeeper-link.js';
+import { ZooKeeperSession } from './zookeeper-session.js';
 
 /** Lock parents whose next sequence number is remembered, at most. */
 const MAX_REMEMBERED_SEQUENCES = 10_000;

@@ -1,15 +1,10 @@
 import type { Logger } from 'pino';
 import { LockError } from '../../lock-error.js';
-import { SessionState } from '../session-state.js';
-import { ErrorCode } from './protocol/records.js';
-import {
-  SOMEONE,
-  type OwnedRecord,
-  type Ownership,
-  type SessionClaim,
-  type SessionOwnership,
-} from './session-ownership.js';
 import { plainWrite } from './link-writes.js';
+import { OwnershipGuard, type GuardedKeeper } from './ownership-guard.js';
+import { ErrorCode } from './protocol/records.js';
+import { SessionHealth, type WatchedKeeper } from './session-health.js';
+import type { SessionClaim, SessionOwnership } from './session-ownership.js';
 import { isConnectionLoss } from './zookeeper-failures.js';
 import type {
   LinkFactory,
@@ -19,22 +14,7 @@ import type {
   NodeEventKind,
   ZooKeeperLink,
 } from './zookeeper-link.js';
-
-export class ZooKeeperSession extends SessionState {
-  /** Set once ZooKeeper has granted the session: only then is there anything to lose. */
-  established = false;
-  /** While sessions are published: the session's record, once published or claimed. */
-  owned: OwnedRecord | undefined;
-  /**
-   * Set when the store let the session go while it lives on (taken over by another instance,
-   * or given up or handed over while published, for another to take): its nodes may be someone
-   * else's, so a write made for it rejects with this instead of going out on a later session.
-   */
-  letGo: LockError | undefined;
-  constructor() {
-    super('connecting', false);
-  }
-}
+import { ZooKeeperSession } from './zookeeper-session.js';
 
 export interface SessionKeeperOptions {
   readonly connectString: string;
@@ -67,22 +47,9 @@ export interface SessionKeeperEvents {
 }
 
 /**
- * How the store keeps its holders safe when ZooKeeper goes quiet, as fractions of the negotiated
- * session timeout, counted on a monotonic clock from the send time of the newest request that
- * got a reply (ZooKeeper heard from us no earlier than that, so it cannot expire the session
- * before that time plus the session timeout):
- * - a heartbeat request goes out every HEARTBEAT (the C client's own pings are invisible here);
- * - with no reply for DOUBT, the session is in doubt (`confirmed` false), as on a disconnection;
- * - with no reply for LOSS, the session is given up as lost *before* ZooKeeper can expire it and
- *   let another server grant the same locks (Curator's advice: treat a long SUSPENDED as LOST;
- *   CURATOR-206). The remaining third of the timeout covers timer and event-loop delays.
- */
-const HEARTBEAT_FRACTION = 1 / 6;
-const DOUBT_FRACTION = 1 / 3;
-const LOSS_FRACTION = 2 / 3;
-
-/**
- * The store's one ZooKeeper session at a time, on a link (`ZooKeeperLink`), and its health.
+ * The store's one ZooKeeper session at a time, on a link (`ZooKeeperLink`). Its health (how long
+ * ZooKeeper has been silent) is watched by SessionHealth, its ownership while published by
+ * OwnershipGuard; both act on it through this keeper.
  *
  * A disconnection is "maybe lost" (the session may survive it; the client reconnects and
  * re-arms its watches by itself) and requests wait for the reconnection; an expired session,
@@ -102,7 +69,9 @@ export class SessionKeeper {
   readonly #logger: Logger;
   readonly #newLink: LinkFactory;
   readonly #events: SessionKeeperEvents;
-  readonly #ownership: SessionOwnership | undefined;
+  readonly #health: SessionHealth;
+  /** Set while sessions are published (`ownership`). */
+  readonly #guard: OwnershipGuard | undefined;
   #link!: ZooKeeperLink;
   #session = new ZooKeeperSession();
   /** Connected, and (with ownership) the session's record published or checked. */
@@ -115,21 +84,36 @@ export class SessionKeeper {
   #overBeforeClaim = false;
   /** Node events that arrived while the ownership of a reconnected session was being checked. */
   #heldEvents: Array<[NodeEventKind, string]> | undefined;
-  /** Set while a failed check in a write is being looked into (see #writeFenced). */
-  #noticing: Promise<void> | undefined;
-  readonly #takenOverListeners = new Set<(by: string) => void>();
-  /** performance.now() at the send of the newest request that got a reply on this session. */
-  #lastConfirmedAt = 0;
-  #heartbeat: NodeJS.Timeout | undefined;
-  #watchdog: NodeJS.Timeout | undefined;
 
   constructor(options: SessionKeeperOptions, newLink: LinkFactory, events: SessionKeeperEvents) {
     this.#options = options;
     this.#logger = options.logger;
     this.#newLink = newLink;
     this.#events = events;
-    this.#ownership = options.ownership;
     if (options.attach && !options.ownership) throw new Error('INVARIANT: attaching needs ownership');
+    const keeper: WatchedKeeper & GuardedKeeper = {
+      link: () => this.#link,
+      session: () => this.#session,
+      usable: () => this.#connected,
+      closed: () => this.#closed,
+      send: (request) => this.send(request),
+      giveUp: (why) => this.#endSession(why, 'givenUp'),
+      ready: (link) => this.#ready(link),
+      end: (why, how) => this.#endSession(why, how),
+      fail: (error) => {
+        this.#unusable = error;
+        this.#endSession(error.message, 'failed');
+      },
+    };
+    this.#health = new SessionHealth(keeper, options.sessionTimeoutMs, this.#logger);
+    this.#guard =
+      options.ownership &&
+      new OwnershipGuard({
+        ownership: options.ownership,
+        claim: options.attach?.claim,
+        keeper,
+        logger: this.#logger,
+      });
     this.#open();
   }
 
@@ -143,9 +127,9 @@ export class SessionKeeper {
     return this.#overBeforeClaim;
   }
 
+  /** Only a published session can be taken over: without `ownership`, nobody is ever told. */
   onTakenOver(listener: (by: string) => void): () => void {
-    this.#takenOverListeners.add(listener);
-    return () => this.#takenOverListeners.delete(listener);
+    return this.#guard?.onTakenOver(listener) ?? (() => {});
   }
 
   /** The link of the current session. */
@@ -162,7 +146,8 @@ export class SessionKeeper {
     const link = this.#link;
     const sentAt = performance.now();
     const reply = await request(link);
-    if (!isConnectionLoss(reply.rc) && reply.rc !== ErrorCode.sessionExpired) this.#heardFrom(link, sentAt);
+    if (!isConnectionLoss(reply.rc) && reply.rc !== ErrorCode.sessionExpired)
+      this.#health.heardFrom(link, sentAt);
     return reply;
   }
 
@@ -174,26 +159,9 @@ export class SessionKeeper {
    */
   async write(ops: readonly LinkOp[], issuedIn: ZooKeeperSession): Promise<LinkReply<LinkOpResult[]>> {
     if (issuedIn.letGo) throw issuedIn.letGo;
-    if (!this.#ownership) return this.send((link) => plainWrite(link, ops));
-    const session = this.#session;
-    const record = session.owned;
-    // Not confirmed (yet): as a lost connection, the caller waits for one and tries again.
-    if (!record || !this.#connected) return { rc: ErrorCode.connectionLoss, value: null };
-    const link = this.#link;
-    const reply = await this.send((current) => current.multi!(this.#ownership!.fenced(record, ops)));
-    if (reply.failedOp === 0 && (reply.rc === ErrorCode.badVersion || reply.rc === ErrorCode.noNode)) {
-      await (this.#noticing ??= this.#recheck(link, record));
-      if (session.letGo) throw session.letGo;
-      if (session.lost.aborted) throw session.lost.reason as LockError;
-      throw new LockError('LOCK_LOST', `ZooKeeper session ${session.id} is not this store's any more`);
-    }
-    return {
-      rc: reply.rc,
-      value: reply.value && reply.value.slice(1),
-      ...(reply.failedOp === undefined ? {} : { failedOp: reply.failedOp - 1 }),
-    };
+    if (!this.#guard) return this.send((link) => plainWrite(link, ops));
+    return this.#guard.write(ops);
   }
-
   /**
    * Resolves when connected; rejects with UNAVAILABLE after `connectTimeoutMs` or on close, and
    * with its LOCK_LOST once `issuedIn` (the session a write was made for) is let go.
@@ -253,8 +221,8 @@ export class SessionKeeper {
     // (ZooKeeper can leave both connections of one session open). Unanswered counts as taken.
     const owned = session.owned;
     const stillOurs =
-      owned && this.#ownership && !session.letGo && !unclaimed && this.#connected
-        ? (await this.#askedWithin(this.#ownership.check(this.#link, owned)))?.kind === 'owned'
+      owned && this.#guard && !session.letGo && !unclaimed && this.#connected
+        ? (await this.#askedWithin(this.#guard.stillOwns(this.#link, owned))) === true
         : !owned;
     if (this.#closed) return;
     this.#shutDown();
@@ -277,7 +245,7 @@ export class SessionKeeper {
   async #askedWithin<T>(asking: Promise<T>): Promise<T | undefined> {
     let timer: NodeJS.Timeout | undefined;
     const unanswered = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), this.#sessionTimeoutMs() * DOUBT_FRACTION);
+      timer = setTimeout(() => resolve(undefined), this.#health.doubtAfterMs);
     });
     try {
       return await Promise.race([asking, unanswered]);
@@ -305,8 +273,7 @@ export class SessionKeeper {
     this.#closed = true;
     this.#connected = false;
     this.#heldEvents = undefined;
-    clearInterval(this.#heartbeat);
-    clearTimeout(this.#watchdog);
+    this.#health.stop();
   }
 
   /**
@@ -327,11 +294,10 @@ export class SessionKeeper {
         if (this.#link !== link || this.#closed) return;
         this.#connected = false;
         this.#logger.warn({ session: this.#session.id }, 'disconnected from ZooKeeper; reconnecting');
-        this.#assessSession();
+        this.#health.assess();
       },
       ended: (_expired, why) => {
         if (this.#link !== link || this.#closed) return;
-        if (attach && !this.#session.owned) this.#overBeforeClaim = true;
         this.#logger.warn(
           { session: this.#session.id },
           attach ? `${why}; a taken-over session is not replaced` : `${why}; opening a new session`,
@@ -358,122 +324,25 @@ export class SessionKeeper {
       isNew ? 'ZooKeeper session established' : 'reconnected to ZooKeeper; session kept',
     );
     // The handshake is a reply: ZooKeeper has just heard from us.
-    this.#heardFrom(link, performance.now());
-    if (!this.#ownership) {
+    this.#health.heardFrom(link, performance.now());
+    if (!this.#guard) {
       this.#ready(link);
       return;
     }
     // Nothing may act on the session before its ownership is settled, watch events included.
     this.#heldEvents ??= [];
-    void this.#settleOwnership(link);
+    void this.#guard.settle(link);
   }
 
   /** The session is usable: requests go out, heartbeats start. */
   #ready(link: ZooKeeperLink): void {
     this.#connected = true;
-    this.#startHeartbeat(link);
-    this.#assessSession();
+    this.#health.startHeartbeat(link);
+    this.#health.assess();
     const held = this.#heldEvents;
     this.#heldEvents = undefined;
     for (const [kind, path] of held ?? []) this.#events.node(kind, path);
     this.#wakeWaiters();
-  }
-
-  /**
-   * After a connect: publishes a new session's record, claims an attached one, or checks after a
-   * reconnection that the record is still at the owned version. The first request on the
-   * session either way: nothing is sent for the store before it has answered.
-   */
-  async #settleOwnership(link: ZooKeeperLink): Promise<void> {
-    const ownership = this.#ownership!;
-    const session = this.#session;
-    const claim = this.#options.attach?.claim;
-    let settled: Ownership;
-    if (session.owned) settled = await ownership.check(link, session.owned);
-    else if (claim) settled = await claim.attempt(link);
-    else settled = await ownership.publish(link);
-    if (link !== this.#link || session !== this.#session || this.#closed) return;
-    switch (settled.kind) {
-      case 'owned': {
-        const first = !session.owned;
-        session.owned = settled.record;
-        if (first && claim) {
-          this.#logger.info(
-            { session: session.id, publishedAs: claim.name, owner: ownership.owner },
-            'took a ZooKeeper session over',
-          );
-        } else if (first) {
-          this.#logger.info(
-            { session: session.id, publishedAs: settled.record.name },
-            'ZooKeeper session published',
-          );
-        }
-        this.#ready(link);
-        return;
-      }
-      case 'takenOver':
-        this.#takenOver(link, settled.by);
-        return;
-      case 'unanswered':
-        return; // asked again at the next connect
-      case 'over':
-        this.#over(link);
-        return;
-      case 'failed':
-        this.#logger.error(
-          { session: session.id, err: settled.error },
-          'could not publish or claim the ZooKeeper session',
-        );
-        this.#unusable = settled.error;
-        this.#endSession(settled.error.message, 'failed');
-        return;
-    }
-  }
-
-  /**
-   * A write's check failed on `link`: reads the record to find out who took the session over,
-   * or whether the session is over, and lets it go.
-   */
-  async #recheck(link: ZooKeeperLink, record: OwnedRecord): Promise<void> {
-    try {
-      const found = await this.#ownership!.check(link, record);
-      // The check failed: not ours, whoever owns it now (unanswered: someone the record would name).
-      if (found.kind === 'over') this.#over(link);
-      else this.#takenOver(link, found.kind === 'takenOver' ? found.by : SOMEONE);
-    } finally {
-      this.#noticing = undefined;
-    }
-  }
-
-  /**
-   * The record of the session of `link` is gone, and so, but for a record deleted by hand, is
-   * the session: nobody can take it over any more. Ended as an expired one.
-   */
-  #over(link: ZooKeeperLink): void {
-    if (link !== this.#link || this.#closed) return;
-    const session = this.#session;
-    if (this.#options.attach && !session.owned) this.#overBeforeClaim = true;
-    const why = `ZooKeeper session ${session.id} is over: its record is gone`;
-    this.#logger.warn({ session: session.id }, why);
-    this.#endSession(why, 'over');
-  }
-
-  /** Another instance owns the session of `link` now: tells the listeners, then lets it go. */
-  #takenOver(link: ZooKeeperLink, by: string): void {
-    if (link !== this.#link || this.#closed) return;
-    const session = this.#session;
-    this.#logger.warn(
-      { session: session.id, publishedAs: session.owned?.name, by },
-      'ZooKeeper session taken over by another instance: letting it go',
-    );
-    for (const listener of [...this.#takenOverListeners]) {
-      try {
-        listener(by);
-      } catch (error) {
-        this.#logger.error({ err: error }, 'a takeover listener failed');
-      }
-    }
-    this.#endSession(`ZooKeeper session ${session.id} was taken over by ${by}`, 'takenOver');
   }
 
   /**
@@ -497,12 +366,13 @@ export class SessionKeeper {
     const old = { session: this.#session, link: this.#link };
     this.#connected = false;
     this.#heldEvents = undefined;
-    clearInterval(this.#heartbeat);
-    this.#heartbeat = undefined;
+    this.#health.stopHeartbeat();
     const error = new LockError('LOCK_LOST', why);
-    const leftAlive = how === 'takenOver' || (how === 'givenUp' && this.#ownership !== undefined);
+    const leftAlive = how === 'takenOver' || (how === 'givenUp' && this.#guard !== undefined);
     // An attached session this store has not claimed is not its to end either.
     const unclaimed = this.#options.attach !== undefined && !old.session.owned;
+    // Expired, or its record gone, before the claim: there was nothing left to take over.
+    if (unclaimed && (how === 'expired' || how === 'over')) this.#overBeforeClaim = true;
     if (leftAlive) old.session.letGo = error;
     if (leftAlive || (unclaimed && how !== 'expired')) old.link.drop!();
     else if (how !== 'expired') setImmediate(() => old.link.close());
@@ -521,59 +391,5 @@ export class SessionKeeper {
     this.#open();
     // Writes made for a session let go stop waiting for the next one.
     if (old.session.letGo) this.#wakeWaiters();
-  }
-
-  /** Sends a cheap request every HEARTBEAT of the session timeout, so silence is noticed. */
-  #startHeartbeat(link: ZooKeeperLink): void {
-    if (this.#heartbeat !== undefined) return;
-    this.#heartbeat = setInterval(() => {
-      if (this.#link !== link || !this.#connected) return;
-      void this.send((current) => current.exists('/', false));
-    }, this.#sessionTimeoutMs() * HEARTBEAT_FRACTION);
-    this.#heartbeat.unref();
-  }
-
-  /** A reply arrived to a request sent at `sentAt`: ZooKeeper heard from this session then. */
-  #heardFrom(link: ZooKeeperLink, sentAt: number): void {
-    if (link !== this.#link || sentAt <= this.#lastConfirmedAt) return;
-    this.#lastConfirmedAt = sentAt;
-    this.#assessSession();
-  }
-
-  /**
-   * Decides, from the time since the newest reply, whether the session is confirmed, in doubt,
-   * or to be given up before ZooKeeper can expire it; and wakes itself for the next threshold.
-   */
-  #assessSession(): void {
-    const session = this.#session;
-    if (this.#closed || !session.established) return;
-    const timeoutMs = this.#sessionTimeoutMs();
-    const silentMs = performance.now() - this.#lastConfirmedAt;
-    if (silentMs >= timeoutMs * LOSS_FRACTION) {
-      const why =
-        `no reply from ZooKeeper for ${Math.round(silentMs)} ms of a ${timeoutMs} ms session timeout: ` +
-        'the session may expire at any moment, so its locks are given up first';
-      this.#logger.warn({ session: session.id, silentMs: Math.round(silentMs) }, why);
-      this.#endSession(why, 'givenUp');
-      return;
-    }
-    session.setConfirmed(this.#connected && silentMs < timeoutMs * DOUBT_FRACTION);
-    if (this.#watchdog === undefined) {
-      const next = silentMs < timeoutMs * DOUBT_FRACTION ? DOUBT_FRACTION : LOSS_FRACTION;
-      this.#watchdog = setTimeout(
-        () => {
-          this.#watchdog = undefined;
-          this.#assessSession();
-        },
-        timeoutMs * next - silentMs,
-      );
-      this.#watchdog.unref();
-    }
-  }
-
-  /** The session timeout ZooKeeper granted, or the one asked for before it has answered. */
-  #sessionTimeoutMs(): number {
-    const negotiated = this.#link.negotiatedTimeoutMs;
-    return negotiated > 0 ? negotiated : this.#options.sessionTimeoutMs;
   }
 }

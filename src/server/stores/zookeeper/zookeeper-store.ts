@@ -65,10 +65,11 @@ type Attach = NonNullable<SessionKeeperOptions['attach']>;
 /**
  * The ZooKeeper store: one ZooKeeper session for the whole server, on a link (`ZooKeeperLink`)
  * to lockstream's own protocol client or to the `zookeeper` addon. It is made of parts with one
- * job each: the session and its health (SessionKeeper), single requests with retries
- * (LinkOperations), creates (CreatePipeline, ParentBarrier), watches (NodeWatches), listings of
- * many nodes (ChildrenReader), and the subtree's ACL (TreeProtection). With `publish`, its
- * sessions can move between instances (SessionOwnership, `takeover`).
+ * job each: the session (SessionKeeper) and its health (SessionHealth), single requests with
+ * retries (LinkOperations), creates (CreatePipeline, ParentBarrier), watches (NodeWatches),
+ * listings of many nodes (ChildrenReader), and the subtree's ACL (TreeProtection). With
+ * `publish`, its sessions can move between instances (SessionOwnership, OwnershipGuard,
+ * `takeover`).
  */
 export class ZooKeeperStore implements CoordinationStore {
   readonly kind = 'zookeeper';
