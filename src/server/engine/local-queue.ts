@@ -15,11 +15,16 @@ const NODE_CACHE_FROM = 64;
 /** The shortest time between two listings for the waiters' places, while the queue changes. */
 export const RELIST_INTERVAL_MS = 25;
 
+/** What a waiting request is told: how many requests are ahead of it. */
+export interface QueueListener {
+  queued(ahead: number): void;
+}
+
 /** A request of this server waiting in the queue, and what it was last told. */
 interface LocalWaiter {
   readonly sequence: number;
   lastAhead: number;
-  readonly onQueued: (ahead: number) => void;
+  readonly listener: QueueListener;
   /** A semaphore request: its place can change without the node it waits for going. */
   readonly semaphore: boolean;
 }
@@ -78,11 +83,11 @@ export class LocalQueue {
   }
 
   /**
-   * `nodeName` waits in the queue: `onQueued` is told its number ahead, now (`report`) and
+   * `nodeName` waits in the queue: `listener` is told its number ahead, now (`report`) and
    * after every change, until `unwait`.
    */
-  wait(nodeName: string, onQueued: (ahead: number) => void, semaphore: boolean): void {
-    const waiter: LocalWaiter = { sequence: sequenceOf(nodeName), lastAhead: -1, onQueued, semaphore };
+  wait(nodeName: string, listener: QueueListener, semaphore: boolean): void {
+    const waiter: LocalWaiter = { sequence: sequenceOf(nodeName), lastAhead: -1, listener, semaphore };
     this.unwait(nodeName);
     this.#waiters.set(nodeName, waiter);
     if (needsQueueWatch(waiter)) this.#needWatch(1);
@@ -100,8 +105,7 @@ export class LocalQueue {
     const waiter = this.#waiters.get(nodeName);
     if (!waiter || waiter.lastAhead === ahead) return;
     this.#setLastAhead(waiter, ahead);
-    const { onQueued } = waiter;
-    onQueued(ahead);
+    waiter.listener.queued(ahead);
   }
 
   #setLastAhead(waiter: LocalWaiter, ahead: number): void {

@@ -39,15 +39,18 @@ export interface LockTarget {
   readonly weight?: number | undefined;
 }
 
-export interface AcquireOptions {
-  /** Withdrawing it withdraws the request (its node is deleted) and rejects with its reason. */
+export interface RequestOptions {
+  /** Withdrawing it withdraws the request (its node is deleted) and fails it with its reason. */
   readonly withdrawal: Withdrawal;
-  /** Called whenever the request is (still) waiting, with how many requests are ahead of it. */
-  readonly onQueued?: (ahead: number) => void;
   /** Lets the caller have the request counted again while it waits (see QueuePlace). */
-  readonly place?: QueuePlace;
+  readonly place?: QueuePlace | undefined;
   /** Written in the request's nodes: the resumable session it belongs to (see RequestTag). */
   readonly tag?: RequestTag | undefined;
+}
+
+export interface AcquireOptions extends RequestOptions {
+  /** Called whenever the request is (still) waiting, with how many requests are ahead of it. */
+  readonly onQueued?: (ahead: number) => void;
 }
 
 /**

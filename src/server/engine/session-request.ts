@@ -11,6 +11,7 @@ import {
   type RevokeRequest,
 } from './lock-request.js';
 import type { RequestTag } from './node-record.js';
+import type { AcquireListener } from './request-part.js';
 import type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
 import type { OwnedNode } from '../stores/store.js';
 
@@ -42,7 +43,7 @@ export type LetGo = 'release' | 'cancel' | 'close';
  * attached to the session; an end that happens while none is attached is kept until a stream
  * resumes the session.
  */
-export class SessionRequest implements LeaseHolder {
+export class SessionRequest implements LeaseHolder, AcquireListener {
   readonly id: number;
   readonly request: AcquireRequest;
   readonly #session: RequestSession;
@@ -98,32 +99,33 @@ export class SessionRequest implements LeaseHolder {
     }
     this.#started = true;
     this.#workDone = workDone;
-    const options = {
-      withdrawal: this.#withdrawal,
-      place: this.#place,
-      onQueued: (ahead: number) => this.#queued(ahead),
-    };
     const adopted = this.#adopted;
     this.#adopted = undefined;
-    (adopted
-      ? engine.adopt(this.request, adopted, options)
-      : engine.acquire(this.request, { ...options, tag: this.#session.tag(this.id) })
-    ).then(
-      (lease) => {
-        this.#firstWorkDone();
-        this.#granted(lease);
-      },
-      (error: unknown) => {
-        this.#firstWorkDone();
-        this.#notGranted(error);
-      },
-    );
+    if (adopted) {
+      engine.adoptRequest(this.request, adopted, { withdrawal: this.#withdrawal, place: this.#place }, this);
+    } else {
+      const tag = this.#session.tag(this.id);
+      engine.request(this.request, { withdrawal: this.#withdrawal, place: this.#place, tag }, this);
+    }
   }
 
-  #queued(ahead: number): void {
+  // AcquireListener: what the engine tells of the request.
+
+  /** It waits with `ahead` requests ahead of it. */
+  queued(ahead: number): void {
     this.#firstWorkDone();
     this.#ahead = ahead;
     this.#tell({ kind: 'waiting', ahead });
+  }
+
+  granted(lease: Lease): void {
+    this.#firstWorkDone();
+    this.#granted(lease);
+  }
+
+  failed(error: unknown): void {
+    this.#firstWorkDone();
+    this.#notGranted(error);
   }
 
   /** The request's first store work is over (it waits, holds, or has ended): its turn's slot is free. */
