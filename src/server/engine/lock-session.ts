@@ -59,7 +59,12 @@ export class LockSession implements RequestSession {
   readonly graceMs: number;
   readonly callerName: string | undefined;
   readonly #options: LockSessionOptions;
-  readonly #requests = new Map<number, SessionRequest>();
+  /**
+   * The requests not ended, by id: one is kept as it is (an Acquire stream's session has one),
+   * a Map made for a second.
+   */
+  #only: SessionRequest | undefined;
+  #requests: Map<number, SessionRequest> | undefined;
   /** This session's store work waiting for its turn. */
   readonly #work = new WorkQueue();
   #listener: RequestListener | undefined;
@@ -95,7 +100,7 @@ export class LockSession implements RequestSession {
 
   /** Requests that have not ended (or whose end a detached session has not told yet). */
   get size(): number {
-    return this.#requests.size;
+    return this.#requests ? this.#requests.size : this.#only ? 1 : 0;
   }
 
   get ended(): boolean {
@@ -105,18 +110,18 @@ export class LockSession implements RequestSession {
   /** Requests the client has not asked to end (with `release` or `cancel`) that have not ended. */
   get unreleased(): number {
     let count = 0;
-    for (const request of this.#requests.values()) if (!request.letGo) count += 1;
+    for (const request of this.#all()) if (!request.letGo) count += 1;
     return count;
   }
 
   /** Whether `id` names a request that has not ended. */
   has(id: number): boolean {
-    return this.#requests.has(id);
+    return this.#get(id) !== undefined;
   }
 
   /** What request `id` asked for, while the session knows it. */
   request(id: number): AcquireRequest | undefined {
-    return this.#requests.get(id)?.request;
+    return this.#get(id)?.request;
   }
 
   /**
@@ -131,7 +136,7 @@ export class LockSession implements RequestSession {
     const previous = this.#listener;
     this.#listener = listener;
     previous?.replaced();
-    await Promise.all([...this.#requests.values()].map((request) => request.report(listener)));
+    await Promise.all(this.#all().map((request) => request.report(listener)));
   }
 
   /** Whether `listener` is still the stream attached to the session. */
@@ -143,7 +148,7 @@ export class LockSession implements RequestSession {
   acquire(id: number, request: AcquireRequest): void {
     if (this.#ended) throw new Error('INVARIANT: acquire on an ended session');
     const queued = new SessionRequest(this, id, request);
-    this.#requests.set(id, queued);
+    this.#add(queued);
     const { engine } = this.#options;
     this.#options.storeWork.run(this.#work, (done) => queued.start(engine, done));
   }
@@ -155,7 +160,7 @@ export class LockSession implements RequestSession {
   adopt(id: number, request: AcquireRequest, nodes: readonly OwnedNode[]): void {
     if (this.#ended) throw new Error('INVARIANT: adopt on an ended session');
     const adopted = new SessionRequest(this, id, request, nodes);
-    this.#requests.set(id, adopted);
+    this.#add(adopted);
     const { engine } = this.#options;
     this.#options.storeWork.run(this.#work, (done) => adopted.start(engine, done));
   }
@@ -180,8 +185,9 @@ export class LockSession implements RequestSession {
     const listener = this.#listener;
     this.#listener = undefined;
     this.#options.forget();
-    for (const request of [...this.#requests.values()]) request.handOver();
-    this.#requests.clear();
+    for (const request of this.#all()) request.handOver();
+    this.#only = undefined;
+    this.#requests = undefined;
     listener?.handedOver();
   }
 
@@ -196,12 +202,12 @@ export class LockSession implements RequestSession {
 
   /** Releases a held lock (`released`, then ended OK), or withdraws a waiting request. */
   release(id: number): void {
-    this.#requests.get(id)?.release('release');
+    this.#get(id)?.release('release');
   }
 
   /** Gives a request up: withdrawn if waiting, released if held; ends with CANCELLED. */
   cancel(id: number): void {
-    this.#requests.get(id)?.release('cancel');
+    this.#get(id)?.release('cancel');
   }
 
   /**
@@ -209,12 +215,12 @@ export class LockSession implements RequestSession {
    * why it is refused before the grant. Unknown ids are ignored.
    */
   setValue(id: number, value: Uint8Array, early: string): void {
-    this.#requests.get(id)?.setValue(value, early);
+    this.#get(id)?.setValue(value, early);
   }
 
   /** Downgrades the request's WRITE hold (see SessionRequest.downgrade); unknown ids are ignored. */
   downgrade(id: number, early: string): void {
-    this.#requests.get(id)?.downgrade(early);
+    this.#get(id)?.downgrade(early);
   }
 
   /**
@@ -222,7 +228,7 @@ export class LockSession implements RequestSession {
    * withdraws every waiting request; then the session ends. Resolves once all have ended.
    */
   async closeCleanly(): Promise<void> {
-    await Promise.all([...this.#requests.values()].map((request) => request.closeWithSession()));
+    await Promise.all(this.#all().map((request) => request.closeWithSession()));
     await this.end(SESSION_ENDED);
   }
 
@@ -260,15 +266,43 @@ export class LockSession implements RequestSession {
       clearTimeout(this.#graceTimer);
       this.#listener = undefined;
       this.#options.forget();
-      await Promise.all([...this.#requests.values()].map((request) => request.abandon(reason)));
-      this.#requests.clear();
+      await Promise.all(this.#all().map((request) => request.abandon(reason)));
+      this.#only = undefined;
+      this.#requests = undefined;
     })();
     return this.#ended;
   }
 
   /** Called by a request once it is over and its end has been told (or nobody is left to tell). */
   forgetRequest(request: SessionRequest): void {
-    if (this.#requests.get(request.id) === request) this.#requests.delete(request.id);
+    if (this.#get(request.id) !== request) return;
+    if (this.#requests) this.#requests.delete(request.id);
+    else this.#only = undefined;
+  }
+
+  #get(id: number): SessionRequest | undefined {
+    if (this.#requests) return this.#requests.get(id);
+    return this.#only?.id === id ? this.#only : undefined;
+  }
+
+  #add(request: SessionRequest): void {
+    if (this.#requests) {
+      this.#requests.set(request.id, request);
+    } else if (this.#only) {
+      this.#requests = new Map([
+        [this.#only.id, this.#only],
+        [request.id, request],
+      ]);
+      this.#only = undefined;
+    } else {
+      this.#only = request;
+    }
+  }
+
+  /** The requests not ended, in the order they came (a copy: one may end while they are gone through). */
+  #all(): SessionRequest[] {
+    if (this.#requests) return [...this.#requests.values()];
+    return this.#only ? [this.#only] : [];
   }
 }
 

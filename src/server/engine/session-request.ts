@@ -47,8 +47,9 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
   readonly id: number;
   readonly request: AcquireRequest;
   readonly #session: RequestSession;
-  readonly #withdrawal = new Withdrawal();
-  readonly #place = new QueuePlace();
+  /** How the request is withdrawn and counted again while it waits; dropped once granted (a holder needs neither). */
+  #withdrawal: Withdrawal | undefined = new Withdrawal();
+  #place: QueuePlace | undefined = new QueuePlace();
   /** When the request was made, until it is granted; then when it was granted. */
   #since = performance.now();
   /** Which count of the session's accounting the request is in. */
@@ -101,11 +102,12 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
     this.#workDone = workDone;
     const adopted = this.#adopted;
     this.#adopted = undefined;
+    const withdrawal = this.#withdrawal ?? new Withdrawal();
+    const place = this.#place;
     if (adopted) {
-      engine.adoptRequest(this.request, adopted, { withdrawal: this.#withdrawal, place: this.#place }, this);
+      engine.adoptRequest(this.request, adopted, { withdrawal, place }, this);
     } else {
-      const tag = this.#session.tag(this.id);
-      engine.request(this.request, { withdrawal: this.#withdrawal, place: this.#place, tag }, this);
+      engine.request(this.request, { withdrawal, place, tag: this.#session.tag(this.id) }, this);
     }
   }
 
@@ -180,7 +182,7 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
       await (this.#firstNews ??= withResolvers()).promise;
     }
     if (this.#phase === 'waiting') {
-      const counted = await this.#place.recount();
+      const counted = (await this.#place?.recount()) ?? false;
       // Not counted: granted or ended meanwhile (told as it happened), or the store is out of reach.
       if (
         !counted &&
@@ -221,7 +223,7 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
 
   /** Withdraws a waiting request; one that has not reached the engine yet ends here and now. */
   #withdraw(reason: LockError): void {
-    this.#withdrawal.withdraw(reason);
+    this.#withdrawal?.withdraw(reason);
     if (this.#started) return;
     this.#started = true;
     this.#notGranted(reason);
@@ -293,7 +295,7 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
     this.#letGo ??= 'cancel';
     if (this.#phase === 'waiting') {
       this.#started = true;
-      this.#withdrawal.withdraw(HANDED_OVER);
+      this.#withdrawal?.withdraw(HANDED_OVER);
     }
     this.#endWait();
     this.#endHold('released');
@@ -328,6 +330,8 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
     // Granted as the session was handed over: the lock is the taker's to tell of.
     if (this.#phase === 'ended') return;
     this.#endWait();
+    this.#withdrawal = undefined;
+    this.#place = undefined;
     this.#lease = lease;
     const now = performance.now();
     this.#session.accounting.granted(this.request.mode, now - this.#since, heldRequests(this.request, lease));
