@@ -5,7 +5,8 @@ import type { AcquireRequest } from './lock-request.js';
 import type { OwnedNode } from '../stores/store.js';
 import type { RequestTag } from './node-record.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
-import { SessionRequest, type RequestSession } from './session-request.js';
+import type { RequestSession } from './request-session.js';
+import { SessionRequest } from './session-request.js';
 import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';
 
 /** Which RPC opened a session: an Acquire stream is a session of one request. */
@@ -58,7 +59,13 @@ export class LockSession implements RequestSession {
   readonly resumeKey: string | undefined;
   readonly graceMs: number;
   readonly callerName: string | undefined;
-  readonly #options: LockSessionOptions;
+  // The options' parts, not the options object: it has a dozen fields, a session needs six.
+  readonly #engine: LockEngine;
+  readonly #logger: Logger;
+  readonly #accounting: RequestAccounting;
+  readonly #storeWork: StoreWorkScheduler;
+  readonly #forget: () => void;
+  readonly #events: SessionEvents | undefined;
   /**
    * The requests not ended, by id: one is kept as it is (an Acquire stream's session has one),
    * a Map made for a second.
@@ -72,7 +79,12 @@ export class LockSession implements RequestSession {
   #ended: Promise<void> | undefined;
 
   constructor(options: LockSessionOptions) {
-    this.#options = options;
+    this.#engine = options.engine;
+    this.#logger = options.logger;
+    this.#accounting = options.accounting;
+    this.#storeWork = options.storeWork;
+    this.#forget = options.forget;
+    this.#events = options.events;
     this.kind = options.kind;
     this.resumeToken = options.resumeToken;
     this.resumeKey = options.resumeKey;
@@ -86,11 +98,11 @@ export class LockSession implements RequestSession {
   }
 
   get logger(): Logger {
-    return this.#options.logger;
+    return this.#logger;
   }
 
   get accounting(): RequestAccounting {
-    return this.#options.accounting;
+    return this.#accounting;
   }
 
   /** How messages name the stream that carries the session. */
@@ -149,8 +161,8 @@ export class LockSession implements RequestSession {
     if (this.#ended) throw new Error('INVARIANT: acquire on an ended session');
     const queued = new SessionRequest(this, id, request);
     this.#add(queued);
-    const { engine } = this.#options;
-    this.#options.storeWork.run(this.#work, (done) => queued.start(engine, done));
+    const engine = this.#engine;
+    this.#storeWork.run(this.#work, (done) => queued.start(engine, done));
   }
 
   /**
@@ -161,8 +173,8 @@ export class LockSession implements RequestSession {
     if (this.#ended) throw new Error('INVARIANT: adopt on an ended session');
     const adopted = new SessionRequest(this, id, request, nodes);
     this.#add(adopted);
-    const { engine } = this.#options;
-    this.#options.storeWork.run(this.#work, (done) => adopted.start(engine, done));
+    const engine = this.#engine;
+    this.#storeWork.run(this.#work, (done) => adopted.start(engine, done));
   }
 
   /** What request `id`'s nodes record of this session: only where another instance could take it over. */
@@ -184,7 +196,7 @@ export class LockSession implements RequestSession {
     clearTimeout(this.#graceTimer);
     const listener = this.#listener;
     this.#listener = undefined;
-    this.#options.forget();
+    this.#forget();
     for (const request of this.#all()) request.handOver();
     this.#only = undefined;
     this.#requests = undefined;
@@ -194,7 +206,7 @@ export class LockSession implements RequestSession {
   /** Runs `work` (a request's store work) in its turn among this session's. */
   storeWork<T>(work: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#options.storeWork.run(this.#work, (done) => {
+      this.#storeWork.run(this.#work, (done) => {
         work().then(resolve, reject).finally(done);
       });
     });
@@ -246,10 +258,10 @@ export class LockSession implements RequestSession {
       { graceMs: this.graceMs },
       'stream ended abnormally; keeping its requests for the grace',
     );
-    this.#options.events?.('detached', this.kind);
+    this.#events?.('detached', this.kind);
     this.#graceTimer = setTimeout(() => {
       this.logger.debug('resume grace over; ending its requests');
-      this.#options.events?.('expired', this.kind);
+      this.#events?.('expired', this.kind);
       void this.end(
         new LockError('CANCELLED', `${this.streamNoun} not resumed within its ${this.graceMs} ms grace`),
       );
@@ -265,7 +277,7 @@ export class LockSession implements RequestSession {
     this.#ended ??= (async () => {
       clearTimeout(this.#graceTimer);
       this.#listener = undefined;
-      this.#options.forget();
+      this.#forget();
       await Promise.all(this.#all().map((request) => request.abandon(reason)));
       this.#only = undefined;
       this.#requests = undefined;

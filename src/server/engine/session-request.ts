@@ -1,5 +1,6 @@
 import { isLockError, LockError } from '../lock-error.js';
-import { HANDED_OVER, lossReport } from './loss-reasons.js';
+import { withResolvers } from '../../common/deferred.js';
+import { cancelledHold, HANDED_OVER, lossReport, notAcquired } from './loss-reasons.js';
 import type { LockEngine } from './lock-engine.js';
 import {
   heldRequests,
@@ -10,32 +11,12 @@ import {
   type LeaseHolder,
   type RevokeRequest,
 } from './lock-request.js';
-import type { RequestTag } from './node-record.js';
 import type { AcquireListener } from './request-part.js';
-import type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
+import type { RequestListener, RequestNews } from './request-news.js';
+import type { LetGo, RequestSession } from './request-session.js';
 import type { OwnedNode } from '../stores/store.js';
 
-/** What a request needs of the session it belongs to (LockSession). */
-export interface RequestSession {
-  /** The attached stream, if any. */
-  readonly listener: RequestListener | undefined;
-  readonly accounting: RequestAccounting;
-  readonly ended: boolean;
-  /** How messages name the stream that carries the session. */
-  readonly streamNoun: string;
-  isAttached(listener: RequestListener): boolean;
-  /** Runs `work` (a request's store work) in its turn among every session's. */
-  storeWork<T>(work: () => Promise<T>): Promise<T>;
-  /** The request is over and its end told (or nobody is left to tell). */
-  forgetRequest(request: SessionRequest): void;
-  /** What request `id`'s nodes record of the session, when it can be resumed elsewhere. */
-  tag(id: number): RequestTag | undefined;
-}
-
 type Phase = 'waiting' | 'held' | 'releasing' | 'ended';
-
-/** How the client let a request go: `release`, `cancel`, or its session closing cleanly. */
-export type LetGo = 'release' | 'cancel' | 'close';
 
 /**
  * One lock request of a session, whichever RPC made it (an Acquire stream is a session of one
@@ -316,14 +297,7 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
   }
 
   #withdrawalReason(how: LetGo): LockError {
-    if (this.#refusal) return this.#refusal;
-    const what =
-      how === 'close'
-        ? `the client half-closed the ${this.#session.streamNoun}`
-        : how === 'release'
-          ? 'the client sent `release`'
-          : 'the client cancelled the request';
-    return new LockError('CANCELLED', `lock "${this.request.name}" was not acquired: ${what} while waiting`);
+    return this.#refusal ?? notAcquired(this.request.name, how, this.#session.streamNoun);
   }
 
   #granted(lease: Lease): void {
@@ -370,13 +344,7 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
           return;
         }
         if (this.#letGo === 'cancel') {
-          const error =
-            this.#refusal ??
-            new LockError(
-              'CANCELLED',
-              `lock "${this.request.name}" was released: the client cancelled the request`,
-            );
-          this.#end({ kind: 'ended', error });
+          this.#end({ kind: 'ended', error: this.#refusal ?? cancelledHold(this.request.name) });
           return;
         }
         this.#tell({ kind: 'released', lease });
@@ -434,10 +402,4 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
     }
     this.#done?.resolve();
   }
-}
-
-function withResolvers(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((settle) => (resolve = settle));
-  return { promise, resolve };
 }
