@@ -1,6 +1,5 @@
 import { status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings } from 'pino';
-import { lazyChild } from '../../common/lazy-logger.js';
 import type { AcquireRequest as WireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
 import type { AcquireRequest, LockSession, RequestNews } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
@@ -29,8 +28,16 @@ export function createAcquireHandler(options: LockStreamOptions): (call: Acquire
 }
 
 class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
-  protected logBindings(): Bindings {
-    return { callId: this.callId, peer: this.call.getPeer() };
+  /**
+   * The request the stream's log lines name, once known. Not a #private field: it may be read
+   * (as undefined) while the base class constructs, before a subclass's own fields exist.
+   */
+  protected loggedRequest: AcquireRequest | undefined;
+
+  logBindings(): Bindings {
+    const call = { callId: this.callId, peer: this.call.getPeer() };
+    const request = this.loggedRequest;
+    return request ? { ...call, lock: request.name, mode: request.mode, owner: request.owner } : call;
   }
 
   protected counted(open: boolean): void {
@@ -89,10 +96,9 @@ class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
     );
   }
 
-  /** The stream's log lines name its request from now on (one lazy logger per stream: see LockStream.logger). */
+  /** The stream's log lines name its request from now on (see logBindings). */
   #logRequest(request: AcquireRequest): void {
-    const { name, mode, owner } = request;
-    this.logger = lazyChild(this.options.logger, { ...this.logBindings(), lock: name, mode, owner });
+    this.loggedRequest = request;
   }
 
   #opened(session: LockSession, heartbeatIntervalMs: number | undefined): void {

@@ -1,6 +1,6 @@
 import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings, Logger } from 'pino';
-import { lazyChild } from '../../common/lazy-logger.js';
+import { lazyChild, type BindingsSource } from '../../common/lazy-logger.js';
 import { REQUEST_STATE_KEY } from '../../common/limits.js';
 import {
   SESSION_ENDED,
@@ -44,10 +44,12 @@ type StreamState = 'opening' | 'open' | 'closing' | 'over';
  * (detached for the grace, or ended), shutdown, being replaced by a resuming stream, and the
  * call's status. Each RPC reads its own messages and translates the session's news into them.
  */
-export abstract class LockStream<Req, Res> implements RequestListener, OpenStream, HeartbeatStream {
+export abstract class LockStream<Req, Res>
+  implements RequestListener, OpenStream, HeartbeatStream, BindingsSource
+{
   protected readonly call: ServerDuplexStream<Req, Res>;
   protected readonly options: LockStreamOptions;
-  /** Made when first asked for (see logger); a stream that logs nothing has none. */
+  /** Made when first asked for (see logger). */
   #logger: Logger | undefined;
   protected readonly writer: StreamWriter<Res>;
   /** The admitted caller; undefined only if admission failed (the stream is then over). */
@@ -133,19 +135,15 @@ export abstract class LockStream<Req, Res> implements RequestListener, OpenStrea
   }
 
   /**
-   * The stream's logger, bound to the call (`logBindings`) and, once known, its request: made
-   * on first use, and a pino child only once a line is logged at an enabled level.
+   * The stream's logger: a lazy child whose bindings (`logBindings`) are asked for only when a
+   * line is logged at an enabled level; a stream that logs nothing keeps no bindings.
    */
   protected get logger(): Logger {
-    return (this.#logger ??= lazyChild(this.options.logger, this.logBindings()));
+    return (this.#logger ??= lazyChild(this.options.logger, this));
   }
 
-  protected set logger(logger: Logger) {
-    this.#logger = logger;
-  }
-
-  /** What the stream's log lines say of the call (asked for once something logs, maybe while constructing). */
-  protected abstract logBindings(): Bindings;
+  /** BindingsSource: what the stream's log lines say of the call (maybe asked while constructing). */
+  abstract logBindings(): Bindings;
   /** Counts the stream open (`true`, once) and over (`false`, once) in the metrics. */
   protected abstract counted(open: boolean): void;
 

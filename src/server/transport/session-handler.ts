@@ -50,7 +50,7 @@ class SessionStream extends LockStream<SessionRequest, SessionResponse> {
     this.#maxRequests = options.maxRequestsPerSession;
   }
 
-  protected logBindings(): Bindings {
+  logBindings(): Bindings {
     return { sessionCallId: this.callId, peer: this.call.getPeer() };
   }
 
