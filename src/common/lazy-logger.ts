@@ -2,15 +2,27 @@ import type { Bindings, Logger } from 'pino';
 
 const noop = (): void => {};
 
-/** What a lazy child is: its parent, its bindings, and the real child once one was needed. */
+/** What a lazy logger's bindings come from, asked once a line is logged at an enabled level. */
+export interface BindingsSource {
+  logBindings(): Bindings;
+}
+
+/** What a lazy child is: its parent, its bindings (or where they come from), and the real child once one was needed. */
 interface LazyChild {
   readonly parent: Logger;
-  readonly bindings: Bindings;
+  readonly bindings: Bindings | BindingsSource;
   child: Logger | undefined;
 }
 
+function bindingsOf(lazy: LazyChild): Bindings {
+  const { bindings } = lazy;
+  return typeof bindings['logBindings'] === 'function'
+    ? (bindings as BindingsSource).logBindings()
+    : bindings;
+}
+
 function real(lazy: LazyChild): Logger {
-  return (lazy.child ??= lazy.parent.child(lazy.bindings));
+  return (lazy.child ??= lazy.parent.child(bindingsOf(lazy)));
 }
 
 /**
@@ -23,7 +35,7 @@ const handler: ProxyHandler<LazyChild> = {
     if (typeof property === 'string') {
       if (property in parent.levels.values && !parent.isLevelEnabled(property)) return noop;
       if (property === 'child') {
-        return (more: Bindings) => lazyChild(parent, { ...lazy.bindings, ...more });
+        return (more: Bindings) => lazyChild(parent, { ...bindingsOf(lazy), ...more });
       }
     }
     const logger = real(lazy);
@@ -35,8 +47,10 @@ const handler: ProxyHandler<LazyChild> = {
 /**
  * `parent.child(bindings)`, made only when something is logged at an enabled level. A pino child
  * serializes its bindings when it is made, and the Acquire handler makes one per call, whereas
- * a lock cycle at the default level logs nothing (profiled: tens of µs per cycle).
+ * a lock cycle at the default level logs nothing (profiled: tens of µs per cycle). `bindings`
+ * may be a BindingsSource (a stream), asked for them only then: a logger that never logs keeps
+ * no bindings object.
  */
-export function lazyChild(parent: Logger, bindings: Bindings): Logger {
+export function lazyChild(parent: Logger, bindings: Bindings | BindingsSource): Logger {
   return new Proxy<LazyChild>({ parent, bindings, child: undefined }, handler) as unknown as Logger;
 }

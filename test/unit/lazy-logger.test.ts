@@ -34,4 +34,21 @@ describe('lazyChild', () => {
       { callId: 1, lock: 'a', msg: 'careful', level: 40 },
     ]);
   });
+
+  it('asks a bindings source for its bindings only when a line is logged at an enabled level', () => {
+    const { logger, lines } = capture('info');
+    let lock = 'none yet';
+    const source = { logBindings: vi.fn(() => ({ callId: 2, lock })) };
+    const lazy = lazyChild(logger, source);
+    lazy.debug('granted');
+    expect(source.logBindings).not.toHaveBeenCalled();
+    lock = 'b';
+    lazy.info('revocation requested');
+    lazy.warn('careful');
+    expect(source.logBindings).toHaveBeenCalledTimes(1);
+    expect(lines).toMatchObject([
+      { callId: 2, lock: 'b', msg: 'revocation requested', level: 30 },
+      { callId: 2, lock: 'b', msg: 'careful', level: 40 },
+    ]);
+  });
 });

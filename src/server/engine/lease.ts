@@ -8,19 +8,13 @@ import {
 import type { AcquireRequest, Lease, LeaseHolder, RevokeRequest } from './lock-request.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { DeleteBatch } from './delete-batch.js';
-import {
-  encodeNodeRecord,
-  parseNodeRecord,
-  recordedValue,
-  updateNodeRecord,
-  withValue,
-} from './node-record.js';
+import { replaceWithReadNode } from './node-downgrade.js';
+import { recordedValue, updateNodeRecord, withValue } from './node-record.js';
 import type { ReleasedHolders } from './released-holders.js';
 import { HeldRevocation } from './revocation.js';
 import type { SessionDependent, SessionDependents } from './session-dependents.js';
 import { Listeners, whenTold } from './telling.js';
 import { lockLost, nodeGone, nodeVanished } from './loss-reasons.js';
-import { readNodeName } from './node-name.js';
 import { notDowngradable, valueSizeProblem } from './request-validation.js';
 
 /**
@@ -287,41 +281,14 @@ export class LockRequestNode implements Lease, NodeWatchHandlers, SessionDepende
       this.#throwUnlessHeld();
       if (this.#mode === 'read' && this.#downgradedFrom === 'write') return;
       if (this.#mode !== 'write') throw notDowngradable(this.name, this.#mode);
-      const oldPath = this.#path;
-      const name = readNodeName(oldPath.slice(oldPath.lastIndexOf('/') + 1));
-      for (;;) {
-        this.#throwUnlessHeld();
-        const node = await this.#store.nodeData(oldPath);
-        if (!node) break;
-        const record = { ...parseNodeRecord(node.data), token: this.#token.toString() };
-        const follow = this.#newFollow();
-        this.#replacing = true;
-        let replaced;
-        try {
-          replaced = await this.#store.replaceNode(
-            oldPath,
-            name,
-            encodeNodeRecord(record),
-            node.version,
-            this.#session!,
-            follow,
-          );
-        } catch (error) {
-          follow.stop();
-          throw error;
-        } finally {
-          this.#replacing = false;
-        }
-        if (replaced === 'conflict') {
-          follow.stop();
-          continue; // a revocation was written meanwhile: copy it too
-        }
-        if (replaced === 'missing') {
-          follow.stop();
-          break;
-        }
+      const replaced = await replaceWithReadNode(this.#store, this.#path, this.#token, this.#session!, {
+        checkHeld: () => this.#throwUnlessHeld(),
+        newFollow: () => this.#newFollow(),
+        replacing: (on) => (this.#replacing = on),
+      });
+      if (replaced) {
         this.follow.stop();
-        this.follow = follow;
+        this.follow = replaced.follow;
         this.#path = replaced.path;
         this.#mode = 'read';
         this.#downgradedFrom = 'write';

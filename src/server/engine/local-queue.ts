@@ -15,11 +15,17 @@ const NODE_CACHE_FROM = 64;
 /** The shortest time between two listings for the waiters' places, while the queue changes. */
 export const RELIST_INTERVAL_MS = 25;
 
+/** What a waiting request is told: how many requests are ahead of it. */
+export interface QueueListener {
+  queued(ahead: number): void;
+}
+
 /** A request of this server waiting in the queue, and what it was last told. */
 interface LocalWaiter {
+  readonly nodeName: string;
   readonly sequence: number;
   lastAhead: number;
-  readonly onQueued: (ahead: number) => void;
+  readonly listener: QueueListener;
   /** A semaphore request: its place can change without the node it waits for going. */
   readonly semaphore: boolean;
 }
@@ -46,7 +52,12 @@ function needsQueueWatch(waiter: LocalWaiter): boolean {
 export class LocalQueue {
   readonly #store: CoordinationStore;
   readonly #dir: string;
-  readonly #waiters = new Map<string, LocalWaiter>();
+  /**
+   * The waiters here: one is kept as it is (a queue nearly always has one waiter of this
+   * server), a Map by node name is made for a second.
+   */
+  #waiter: LocalWaiter | undefined;
+  #waiters: Map<string, LocalWaiter> | undefined;
   #cache: QueueNodeCache | undefined;
   /** Requests of this server between their create and their grant or end (waiters and tries). */
   #members = 0;
@@ -78,30 +89,54 @@ export class LocalQueue {
   }
 
   /**
-   * `nodeName` waits in the queue: `onQueued` is told its number ahead, now (`report`) and
+   * `nodeName` waits in the queue: `listener` is told its number ahead, now (`report`) and
    * after every change, until `unwait`.
    */
-  wait(nodeName: string, onQueued: (ahead: number) => void, semaphore: boolean): void {
-    const waiter: LocalWaiter = { sequence: sequenceOf(nodeName), lastAhead: -1, onQueued, semaphore };
+  wait(nodeName: string, listener: QueueListener, semaphore: boolean): void {
+    const sequence = sequenceOf(nodeName);
+    const waiter: LocalWaiter = { nodeName, sequence, lastAhead: -1, listener, semaphore };
     this.unwait(nodeName);
-    this.#waiters.set(nodeName, waiter);
+    this.#add(waiter);
     if (needsQueueWatch(waiter)) this.#needWatch(1);
   }
 
   unwait(nodeName: string): void {
-    const waiter = this.#waiters.get(nodeName);
+    const waiter = this.#get(nodeName);
     if (!waiter) return;
-    this.#waiters.delete(nodeName);
+    if (this.#waiters) this.#waiters.delete(nodeName);
+    else this.#waiter = undefined;
     if (needsQueueWatch(waiter)) this.#needWatch(-1);
   }
 
   /** Tells `nodeName` it has `ahead` requests ahead, unless it was told that last. */
   report(nodeName: string, ahead: number): void {
-    const waiter = this.#waiters.get(nodeName);
+    const waiter = this.#get(nodeName);
     if (!waiter || waiter.lastAhead === ahead) return;
     this.#setLastAhead(waiter, ahead);
-    const { onQueued } = waiter;
-    onQueued(ahead);
+    waiter.listener.queued(ahead);
+  }
+
+  #get(nodeName: string): LocalWaiter | undefined {
+    if (this.#waiters) return this.#waiters.get(nodeName);
+    return this.#waiter?.nodeName === nodeName ? this.#waiter : undefined;
+  }
+
+  #add(waiter: LocalWaiter): void {
+    if (this.#waiters) {
+      this.#waiters.set(waiter.nodeName, waiter);
+    } else if (this.#waiter) {
+      this.#waiters = new Map([
+        [this.#waiter.nodeName, this.#waiter],
+        [waiter.nodeName, waiter],
+      ]);
+      this.#waiter = undefined;
+    } else {
+      this.#waiter = waiter;
+    }
+  }
+
+  get #size(): number {
+    return this.#waiters ? this.#waiters.size : this.#waiter ? 1 : 0;
   }
 
   #setLastAhead(waiter: LocalWaiter, ahead: number): void {
@@ -133,14 +168,14 @@ export class LocalQueue {
    * listing failed.
    */
   async recount(nodeName: string): Promise<boolean> {
-    if (!this.#waiters.has(nodeName)) return false;
+    if (!this.#get(nodeName)) return false;
     let children: string[];
     try {
       children = await this.#store.children(this.#dir);
     } catch {
       return false;
     }
-    const waiter = this.#waiters.get(nodeName);
+    const waiter = this.#get(nodeName);
     if (!waiter) return false;
     this.#setLastAhead(waiter, -1);
     this.tell(children);
@@ -152,7 +187,7 @@ export class LocalQueue {
    * listing shows holding (they are granted instead, by their own wait).
    */
   tell(children: readonly string[]): void {
-    if (this.#waiters.size === 0) return;
+    if (this.#size === 0) return;
     const read = this.nodeReader(children);
     const queue: QueueNode[] = [];
     for (const child of children) {
@@ -160,10 +195,11 @@ export class LocalQueue {
       if (node) queue.push(node);
     }
     const places = waiterPlaces(queue.sort(bySequence));
-    for (const [nodeName, waiter] of this.#waiters) {
+    const waiters = this.#waiters ? [...this.#waiters.values()] : this.#waiter ? [this.#waiter] : [];
+    for (const waiter of waiters) {
       // A waiter not listed is gone (or going), and one not blocked holds: its own wait says so.
       const ahead = places.get(waiter.sequence);
-      if (ahead !== undefined) this.report(nodeName, ahead);
+      if (ahead !== undefined) this.report(waiter.nodeName, ahead);
     }
   }
 
@@ -199,14 +235,14 @@ export class LocalQueue {
       return;
     }
     // The last waiter may have left since the change: nobody to tell, nothing to list.
-    if (this.#waiters.size === 0) return;
+    if (this.#size === 0) return;
     this.#listing = true;
     try {
       do {
         this.#listAgain = false;
         const children = await this.#store.children(this.#dir);
         this.tell(children);
-      } while (this.#listAgain && this.#waiters.size > 0);
+      } while (this.#listAgain && this.#size > 0);
     } catch {
       // The store is unreachable: each waiter hears of it through its own wait.
     } finally {

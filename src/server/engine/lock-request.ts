@@ -61,15 +61,18 @@ export interface RequestTag {
   readonly until?: number | undefined;
 }
 
-export interface AcquireOptions {
-  /** Withdrawing it withdraws the request (its node is deleted) and rejects with its reason. */
+export interface RequestOptions {
+  /** Withdrawing it withdraws the request (its node is deleted) and fails it with its reason. */
   readonly withdrawal: Withdrawal;
-  /** Called whenever the request is (still) waiting, with how many requests are ahead of it. */
-  readonly onQueued?: (ahead: number) => void;
   /** Lets the caller have the request counted again while it waits (see QueuePlace). */
-  readonly place?: QueuePlace;
+  readonly place?: QueuePlace | undefined;
   /** Written in the request's nodes: the resumable session it belongs to (see RequestTag). */
   readonly tag?: RequestTag | undefined;
+}
+
+export interface AcquireOptions extends RequestOptions {
+  /** Called whenever the request is (still) waiting, with how many requests are ahead of it. */
+  readonly onQueued?: (ahead: number) => void;
 }
 
 /**
@@ -179,7 +182,8 @@ export interface RevokeRequest {
 export class Withdrawal {
   #withdrawn = false;
   #reason: unknown;
-  #listeners: Array<(reason: unknown) => void> | undefined;
+  /** One listener as it is (a waiting request has one), an array for more. */
+  #listeners: ((reason: unknown) => void) | Array<(reason: unknown) => void> | undefined;
 
   /** A withdrawal that follows `signal` (for callers that have one). */
   static following(signal: AbortSignal): Withdrawal {
@@ -212,15 +216,21 @@ export class Withdrawal {
       listener(this.#reason);
       return false;
     }
-    // A literal of one, not a push: a pushed-to empty array reserves room for seventeen.
-    if (this.#listeners) this.#listeners.push(listener);
-    else this.#listeners = [listener];
+    const listeners = this.#listeners;
+    if (listeners === undefined) this.#listeners = listener;
+    else if (typeof listeners === 'function') this.#listeners = [listeners, listener];
+    else listeners.push(listener);
     return true;
   }
 
   unlisten(listener: (reason: unknown) => void): void {
-    const index = this.#listeners?.indexOf(listener) ?? -1;
-    if (index >= 0) this.#listeners?.splice(index, 1);
+    const listeners = this.#listeners;
+    if (listeners === listener) {
+      this.#listeners = undefined;
+    } else if (typeof listeners === 'object') {
+      const index = listeners.indexOf(listener);
+      if (index >= 0) listeners.splice(index, 1);
+    }
   }
 
   withdraw(reason: unknown): void {
@@ -229,7 +239,8 @@ export class Withdrawal {
     this.#reason = reason;
     const listeners = this.#listeners;
     this.#listeners = undefined;
-    for (const listener of listeners ?? []) listener(reason);
+    if (typeof listeners === 'function') listeners(reason);
+    else for (const listener of listeners ?? []) listener(reason);
   }
 
   throwIfWithdrawn(): void {

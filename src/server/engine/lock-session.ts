@@ -5,7 +5,8 @@ import type { AcquireRequest } from './lock-request.js';
 import type { OwnedNode } from '../stores/store.js';
 import type { RequestTag } from './lock-request.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
-import { SessionRequest, type RequestSession } from './session-request.js';
+import type { RequestSession } from './request-session.js';
+import { SessionRequest } from './session-request.js';
 import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';
 
 /** Which RPC opened a session: an Acquire stream is a session of one request. */
@@ -58,8 +59,19 @@ export class LockSession implements RequestSession {
   readonly resumeKey: string | undefined;
   readonly graceMs: number;
   readonly callerName: string | undefined;
-  readonly #options: LockSessionOptions;
-  readonly #requests = new Map<number, SessionRequest>();
+  // The options' parts, not the options object: it has a dozen fields, a session needs six.
+  readonly #engine: LockEngine;
+  readonly #logger: Logger;
+  readonly #accounting: RequestAccounting;
+  readonly #storeWork: StoreWorkScheduler;
+  readonly #forget: () => void;
+  readonly #events: SessionEvents | undefined;
+  /**
+   * The requests not ended, by id: one is kept as it is (an Acquire stream's session has one),
+   * a Map made for a second.
+   */
+  #only: SessionRequest | undefined;
+  #requests: Map<number, SessionRequest> | undefined;
   /** This session's store work waiting for its turn. */
   readonly #work = new WorkQueue();
   #listener: RequestListener | undefined;
@@ -67,7 +79,12 @@ export class LockSession implements RequestSession {
   #ended: Promise<void> | undefined;
 
   constructor(options: LockSessionOptions) {
-    this.#options = options;
+    this.#engine = options.engine;
+    this.#logger = options.logger;
+    this.#accounting = options.accounting;
+    this.#storeWork = options.storeWork;
+    this.#forget = options.forget;
+    this.#events = options.events;
     this.kind = options.kind;
     this.resumeToken = options.resumeToken;
     this.resumeKey = options.resumeKey;
@@ -81,11 +98,11 @@ export class LockSession implements RequestSession {
   }
 
   get logger(): Logger {
-    return this.#options.logger;
+    return this.#logger;
   }
 
   get accounting(): RequestAccounting {
-    return this.#options.accounting;
+    return this.#accounting;
   }
 
   /** How messages name the stream that carries the session. */
@@ -95,7 +112,7 @@ export class LockSession implements RequestSession {
 
   /** Requests that have not ended (or whose end a detached session has not told yet). */
   get size(): number {
-    return this.#requests.size;
+    return this.#requests ? this.#requests.size : this.#only ? 1 : 0;
   }
 
   get ended(): boolean {
@@ -105,18 +122,18 @@ export class LockSession implements RequestSession {
   /** Requests the client has not asked to end (with `release` or `cancel`) that have not ended. */
   get unreleased(): number {
     let count = 0;
-    for (const request of this.#requests.values()) if (!request.letGo) count += 1;
+    for (const request of this.#all()) if (!request.letGo) count += 1;
     return count;
   }
 
   /** Whether `id` names a request that has not ended. */
   has(id: number): boolean {
-    return this.#requests.has(id);
+    return this.#get(id) !== undefined;
   }
 
   /** What request `id` asked for, while the session knows it. */
   request(id: number): AcquireRequest | undefined {
-    return this.#requests.get(id)?.request;
+    return this.#get(id)?.request;
   }
 
   /**
@@ -131,7 +148,7 @@ export class LockSession implements RequestSession {
     const previous = this.#listener;
     this.#listener = listener;
     previous?.replaced();
-    await Promise.all([...this.#requests.values()].map((request) => request.report(listener)));
+    await Promise.all(this.#all().map((request) => request.report(listener)));
   }
 
   /** Whether `listener` is still the stream attached to the session. */
@@ -143,9 +160,9 @@ export class LockSession implements RequestSession {
   acquire(id: number, request: AcquireRequest): void {
     if (this.#ended) throw new Error('INVARIANT: acquire on an ended session');
     const queued = new SessionRequest(this, id, request);
-    this.#requests.set(id, queued);
-    const { engine } = this.#options;
-    this.#options.storeWork.run(this.#work, (done) => queued.start(engine, done));
+    this.#add(queued);
+    const engine = this.#engine;
+    this.#storeWork.run(this.#work, (done) => queued.start(engine, done));
   }
 
   /**
@@ -155,9 +172,9 @@ export class LockSession implements RequestSession {
   adopt(id: number, request: AcquireRequest, nodes: readonly OwnedNode[]): void {
     if (this.#ended) throw new Error('INVARIANT: adopt on an ended session');
     const adopted = new SessionRequest(this, id, request, nodes);
-    this.#requests.set(id, adopted);
-    const { engine } = this.#options;
-    this.#options.storeWork.run(this.#work, (done) => adopted.start(engine, done));
+    this.#add(adopted);
+    const engine = this.#engine;
+    this.#storeWork.run(this.#work, (done) => adopted.start(engine, done));
   }
 
   /** What request `id`'s nodes record of this session: only where another instance could take it over. */
@@ -179,16 +196,17 @@ export class LockSession implements RequestSession {
     clearTimeout(this.#graceTimer);
     const listener = this.#listener;
     this.#listener = undefined;
-    this.#options.forget();
-    for (const request of [...this.#requests.values()]) request.handOver();
-    this.#requests.clear();
+    this.#forget();
+    for (const request of this.#all()) request.handOver();
+    this.#only = undefined;
+    this.#requests = undefined;
     listener?.handedOver();
   }
 
   /** Runs `work` (a request's store work) in its turn among this session's. */
   storeWork<T>(work: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#options.storeWork.run(this.#work, (done) => {
+      this.#storeWork.run(this.#work, (done) => {
         work().then(resolve, reject).finally(done);
       });
     });
@@ -196,12 +214,12 @@ export class LockSession implements RequestSession {
 
   /** Releases a held lock (`released`, then ended OK), or withdraws a waiting request. */
   release(id: number): void {
-    this.#requests.get(id)?.release('release');
+    this.#get(id)?.release('release');
   }
 
   /** Gives a request up: withdrawn if waiting, released if held; ends with CANCELLED. */
   cancel(id: number): void {
-    this.#requests.get(id)?.release('cancel');
+    this.#get(id)?.release('cancel');
   }
 
   /**
@@ -209,12 +227,12 @@ export class LockSession implements RequestSession {
    * why it is refused before the grant. Unknown ids are ignored.
    */
   setValue(id: number, value: Uint8Array, early: string): void {
-    this.#requests.get(id)?.setValue(value, early);
+    this.#get(id)?.setValue(value, early);
   }
 
   /** Downgrades the request's WRITE hold (see SessionRequest.downgrade); unknown ids are ignored. */
   downgrade(id: number, early: string): void {
-    this.#requests.get(id)?.downgrade(early);
+    this.#get(id)?.downgrade(early);
   }
 
   /**
@@ -222,7 +240,7 @@ export class LockSession implements RequestSession {
    * withdraws every waiting request; then the session ends. Resolves once all have ended.
    */
   async closeCleanly(): Promise<void> {
-    await Promise.all([...this.#requests.values()].map((request) => request.closeWithSession()));
+    await Promise.all(this.#all().map((request) => request.closeWithSession()));
     await this.end(SESSION_ENDED);
   }
 
@@ -240,10 +258,10 @@ export class LockSession implements RequestSession {
       { graceMs: this.graceMs },
       'stream ended abnormally; keeping its requests for the grace',
     );
-    this.#options.events?.('detached', this.kind);
+    this.#events?.('detached', this.kind);
     this.#graceTimer = setTimeout(() => {
       this.logger.debug('resume grace over; ending its requests');
-      this.#options.events?.('expired', this.kind);
+      this.#events?.('expired', this.kind);
       void this.end(
         new LockError('CANCELLED', `${this.streamNoun} not resumed within its ${this.graceMs} ms grace`),
       );
@@ -259,16 +277,44 @@ export class LockSession implements RequestSession {
     this.#ended ??= (async () => {
       clearTimeout(this.#graceTimer);
       this.#listener = undefined;
-      this.#options.forget();
-      await Promise.all([...this.#requests.values()].map((request) => request.abandon(reason)));
-      this.#requests.clear();
+      this.#forget();
+      await Promise.all(this.#all().map((request) => request.abandon(reason)));
+      this.#only = undefined;
+      this.#requests = undefined;
     })();
     return this.#ended;
   }
 
   /** Called by a request once it is over and its end has been told (or nobody is left to tell). */
   forgetRequest(request: SessionRequest): void {
-    if (this.#requests.get(request.id) === request) this.#requests.delete(request.id);
+    if (this.#get(request.id) !== request) return;
+    if (this.#requests) this.#requests.delete(request.id);
+    else this.#only = undefined;
+  }
+
+  #get(id: number): SessionRequest | undefined {
+    if (this.#requests) return this.#requests.get(id);
+    return this.#only?.id === id ? this.#only : undefined;
+  }
+
+  #add(request: SessionRequest): void {
+    if (this.#requests) {
+      this.#requests.set(request.id, request);
+    } else if (this.#only) {
+      this.#requests = new Map([
+        [this.#only.id, this.#only],
+        [request.id, request],
+      ]);
+      this.#only = undefined;
+    } else {
+      this.#only = request;
+    }
+  }
+
+  /** The requests not ended, in the order they came (a copy: one may end while they are gone through). */
+  #all(): SessionRequest[] {
+    if (this.#requests) return [...this.#requests.values()];
+    return this.#only ? [this.#only] : [];
   }
 }
 

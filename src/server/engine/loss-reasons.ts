@@ -1,4 +1,5 @@
 import { LockError } from '../lock-error.js';
+import type { LetGo } from './request-session.js';
 
 /* How the engine words a lost lock or a vanished request: the messages holders and waiters are told. */
 
@@ -38,3 +39,19 @@ export const HANDED_OVER = new LockError(
   'UNAVAILABLE',
   'the session moved to another lockstream instance: resume it there',
 );
+
+/** Why a waiting request ends when its client lets it go (`streamNoun`: how it names its stream). */
+export function notAcquired(name: string, how: LetGo, streamNoun: string): LockError {
+  const what =
+    how === 'close'
+      ? `the client half-closed the ${streamNoun}`
+      : how === 'release'
+        ? 'the client sent `release`'
+        : 'the client cancelled the request';
+  return new LockError('CANCELLED', `lock "${name}" was not acquired: ${what} while waiting`);
+}
+
+/** Why a held lock's request ends when its client cancels it (the lock is released). */
+export function cancelledHold(name: string): LockError {
+  return new LockError('CANCELLED', `lock "${name}" was released: the client cancelled the request`);
+}

@@ -2,11 +2,11 @@ import { LockError } from '../lock-error.js';
 import { baseName, type CoordinationStore, type CreatedNode } from '../stores/store.js';
 import type { LockRequestNode } from './lease.js';
 import { LocalQueue } from './local-queue.js';
-import { Withdrawal, type AcquireOptions, type AcquireRequest } from './lock-request.js';
-import { disagreement, position, type HeldPosition, type Position } from './queue-position.js';
+import { Withdrawal, type AcquireRequest, type QueuePlace } from './lock-request.js';
+import { disagreement, position, type Position } from './queue-position.js';
 import type { SemaphoreWakeup, SemaphoreWakeups } from './semaphore-wakeups.js';
 import { ReleasedHolders } from './released-holders.js';
-import { TurnWait, type TurnWaits } from './turn-wait.js';
+import { TurnWait, type TurnOwner, type TurnWaits } from './turn-wait.js';
 
 /**
  * The waits of one engine's requests for their turn: a request that holds at once is granted
@@ -33,24 +33,26 @@ export class QueueWaits implements TurnWaits {
   }
 
   /**
-   * Waits until the request's node may hold its lock; `granted` then says what to hand out.
-   * A request that must wait is a TurnWait: a state machine, not a suspended async frame.
+   * Waits until the request's node may hold its lock, then tells `owner` its turn came (or why
+   * the wait ended without it; at once in either case when no wait is needed). A request that
+   * must wait is a TurnWait: a state machine, not a suspended async frame.
    */
-  waitForTurn<T>(
+  waitForTurn(
     request: AcquireRequest,
     created: CreatedNode,
     node: LockRequestNode,
     stop: Withdrawal,
-    options: AcquireOptions,
+    place: QueuePlace | undefined,
     wakeup: SemaphoreWakeup | undefined,
-    granted: (current: HeldPosition, children: readonly string[]) => T,
-  ): Promise<T> {
+    owner: TurnOwner,
+  ): void {
     const { path, session } = created;
     const dir = path.slice(0, path.lastIndexOf('/'));
     const me = baseName(path);
     const children: readonly string[] = created.siblings;
-    const current: Position = this.position(dir, children, me);
+    let current: Position;
     try {
+      current = this.position(dir, children, me);
       if (current.kind !== 'missing' && current.head !== undefined) {
         const why = disagreement(current.head, me);
         if (why !== undefined) throw new LockError('MISMATCHED_REQUEST', `lock "${request.name}": ${why}`);
@@ -59,15 +61,15 @@ export class QueueWaits implements TurnWaits {
         // Uncontended: no wait, nothing to undo.
         stop.throwIfWithdrawn();
         session.lost.throwIfAborted();
-        return Promise.resolve(granted(current, children));
+        owner.turn(current, children);
+        return;
       }
     } catch (error) {
-      return Promise.reject(error);
+      owner.turnFailed(error);
+      return;
     }
-    return new Promise<T>((resolve, reject) => {
-      const parts = { request, session, node, stop, options, wakeup, dir, me, granted, resolve, reject };
-      new TurnWait<T>(this, parts).start(current, children);
-    });
+    const parts = { request, session, node, stop, place, wakeup, dir, me, owner };
+    new TurnWait(this, parts).start(current, children);
   }
 
   /** For a TurnWait: the store. */
@@ -118,29 +120,39 @@ export class QueueWaits implements TurnWaits {
   }
 }
 
-const nothingToDispose = (): void => {};
+/**
+ * A withdrawal of the engine's own for a request with a wait timeout: it follows the caller's,
+ * and comes by itself when the timeout passes.
+ */
+class Deadline extends Withdrawal {
+  readonly #timer: NodeJS.Timeout;
+  readonly #unlink: () => void;
+
+  constructor(request: AcquireRequest, withdrawal: Withdrawal, ms: number) {
+    super();
+    this.#unlink = withdrawal.onWithdrawn((reason) => this.withdraw(reason));
+    this.#timer = setTimeout(() => {
+      const what = request.locks ? `locks ${request.name} were` : `lock "${request.name}" was`;
+      this.withdraw(new LockError('TIMEOUT', `${what} not acquired within ${ms} ms`));
+    }, ms);
+  }
+
+  end(): void {
+    clearTimeout(this.#timer);
+    this.#unlink();
+  }
+}
 
 /**
- * What stops a request: the caller's withdrawal, and with a wait timeout, its deadline too (a
- * withdrawal of the engine's own that follows the caller's). A timer only where a deadline is.
+ * What stops a request: the caller's withdrawal itself, or with a wait timeout, a Deadline that
+ * follows it (a timer only where a deadline is); `endDeadline` once the request is over.
  */
-export function withDeadline(
-  request: AcquireRequest,
-  withdrawal: Withdrawal,
-): { readonly stop: Withdrawal } & Disposable {
+export function withDeadline(request: AcquireRequest, withdrawal: Withdrawal): Withdrawal {
   const ms = request.waitTimeoutMs;
-  if (ms === undefined || ms === 0) return { stop: withdrawal, [Symbol.dispose]: nothingToDispose };
-  const stop = new Withdrawal();
-  const unlink = withdrawal.onWithdrawn((reason) => stop.withdraw(reason));
-  const timer = setTimeout(() => {
-    const what = request.locks ? `locks ${request.name} were` : `lock "${request.name}" was`;
-    stop.withdraw(new LockError('TIMEOUT', `${what} not acquired within ${ms} ms`));
-  }, ms);
-  return {
-    stop,
-    [Symbol.dispose]: () => {
-      clearTimeout(timer);
-      unlink();
-    },
-  };
+  return ms === undefined || ms === 0 ? withdrawal : new Deadline(request, withdrawal, ms);
+}
+
+/** The request that `stop` (from withDeadline) stops is over: its timer, if any, goes. */
+export function endDeadline(stop: Withdrawal): void {
+  if (stop instanceof Deadline) stop.end();
 }

@@ -1,5 +1,6 @@
 import { isLockError, LockError } from '../lock-error.js';
-import { HANDED_OVER, lossReport } from './loss-reasons.js';
+import { withResolvers } from '../../common/deferred.js';
+import { cancelledHold, HANDED_OVER, lossReport, notAcquired } from './loss-reasons.js';
 import type { LockEngine } from './lock-engine.js';
 import {
   heldRequests,
@@ -10,31 +11,12 @@ import {
   type LeaseHolder,
   type RevokeRequest,
 } from './lock-request.js';
-import type { RequestTag } from './lock-request.js';
-import type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
+import type { AcquireListener } from './request-part.js';
+import type { RequestListener, RequestNews } from './request-news.js';
+import type { LetGo, RequestSession } from './request-session.js';
 import type { OwnedNode } from '../stores/store.js';
 
-/** What a request needs of the session it belongs to (LockSession). */
-export interface RequestSession {
-  /** The attached stream, if any. */
-  readonly listener: RequestListener | undefined;
-  readonly accounting: RequestAccounting;
-  readonly ended: boolean;
-  /** How messages name the stream that carries the session. */
-  readonly streamNoun: string;
-  isAttached(listener: RequestListener): boolean;
-  /** Runs `work` (a request's store work) in its turn among every session's. */
-  storeWork<T>(work: () => Promise<T>): Promise<T>;
-  /** The request is over and its end told (or nobody is left to tell). */
-  forgetRequest(request: SessionRequest): void;
-  /** What request `id`'s nodes record of the session, when it can be resumed elsewhere. */
-  tag(id: number): RequestTag | undefined;
-}
-
 type Phase = 'waiting' | 'held' | 'releasing' | 'ended';
-
-/** How the client let a request go: `release`, `cancel`, or its session closing cleanly. */
-export type LetGo = 'release' | 'cancel' | 'close';
 
 /**
  * One lock request of a session, whichever RPC made it (an Acquire stream is a session of one
@@ -42,12 +24,13 @@ export type LetGo = 'release' | 'cancel' | 'close';
  * attached to the session; an end that happens while none is attached is kept until a stream
  * resumes the session.
  */
-export class SessionRequest implements LeaseHolder {
+export class SessionRequest implements LeaseHolder, AcquireListener {
   readonly id: number;
   readonly request: AcquireRequest;
   readonly #session: RequestSession;
-  readonly #withdrawal = new Withdrawal();
-  readonly #place = new QueuePlace();
+  /** How the request is withdrawn and counted again while it waits; dropped once granted (a holder needs neither). */
+  #withdrawal: Withdrawal | undefined = new Withdrawal();
+  #place: QueuePlace | undefined = new QueuePlace();
   /** When the request was made, until it is granted; then when it was granted. */
   #since = performance.now();
   /** Which count of the session's accounting the request is in. */
@@ -98,32 +81,34 @@ export class SessionRequest implements LeaseHolder {
     }
     this.#started = true;
     this.#workDone = workDone;
-    const options = {
-      withdrawal: this.#withdrawal,
-      place: this.#place,
-      onQueued: (ahead: number) => this.#queued(ahead),
-    };
     const adopted = this.#adopted;
     this.#adopted = undefined;
-    (adopted
-      ? engine.adopt(this.request, adopted, options)
-      : engine.acquire(this.request, { ...options, tag: this.#session.tag(this.id) })
-    ).then(
-      (lease) => {
-        this.#firstWorkDone();
-        this.#granted(lease);
-      },
-      (error: unknown) => {
-        this.#firstWorkDone();
-        this.#notGranted(error);
-      },
-    );
+    const withdrawal = this.#withdrawal ?? new Withdrawal();
+    const place = this.#place;
+    if (adopted) {
+      engine.adoptRequest(this.request, adopted, { withdrawal, place }, this);
+    } else {
+      engine.request(this.request, { withdrawal, place, tag: this.#session.tag(this.id) }, this);
+    }
   }
 
-  #queued(ahead: number): void {
+  // AcquireListener: what the engine tells of the request.
+
+  /** It waits with `ahead` requests ahead of it. */
+  queued(ahead: number): void {
     this.#firstWorkDone();
     this.#ahead = ahead;
     this.#tell({ kind: 'waiting', ahead });
+  }
+
+  granted(lease: Lease): void {
+    this.#firstWorkDone();
+    this.#granted(lease);
+  }
+
+  failed(error: unknown): void {
+    this.#firstWorkDone();
+    this.#notGranted(error);
   }
 
   /** The request's first store work is over (it waits, holds, or has ended): its turn's slot is free. */
@@ -178,7 +163,7 @@ export class SessionRequest implements LeaseHolder {
       await (this.#firstNews ??= withResolvers()).promise;
     }
     if (this.#phase === 'waiting') {
-      const counted = await this.#place.recount();
+      const counted = (await this.#place?.recount()) ?? false;
       // Not counted: granted or ended meanwhile (told as it happened), or the store is out of reach.
       if (
         !counted &&
@@ -219,7 +204,7 @@ export class SessionRequest implements LeaseHolder {
 
   /** Withdraws a waiting request; one that has not reached the engine yet ends here and now. */
   #withdraw(reason: LockError): void {
-    this.#withdrawal.withdraw(reason);
+    this.#withdrawal?.withdraw(reason);
     if (this.#started) return;
     this.#started = true;
     this.#notGranted(reason);
@@ -291,7 +276,7 @@ export class SessionRequest implements LeaseHolder {
     this.#letGo ??= 'cancel';
     if (this.#phase === 'waiting') {
       this.#started = true;
-      this.#withdrawal.withdraw(HANDED_OVER);
+      this.#withdrawal?.withdraw(HANDED_OVER);
     }
     this.#endWait();
     this.#endHold('released');
@@ -312,20 +297,15 @@ export class SessionRequest implements LeaseHolder {
   }
 
   #withdrawalReason(how: LetGo): LockError {
-    if (this.#refusal) return this.#refusal;
-    const what =
-      how === 'close'
-        ? `the client half-closed the ${this.#session.streamNoun}`
-        : how === 'release'
-          ? 'the client sent `release`'
-          : 'the client cancelled the request';
-    return new LockError('CANCELLED', `lock "${this.request.name}" was not acquired: ${what} while waiting`);
+    return this.#refusal ?? notAcquired(this.request.name, how, this.#session.streamNoun);
   }
 
   #granted(lease: Lease): void {
     // Granted as the session was handed over: the lock is the taker's to tell of.
     if (this.#phase === 'ended') return;
     this.#endWait();
+    this.#withdrawal = undefined;
+    this.#place = undefined;
     this.#lease = lease;
     const now = performance.now();
     this.#session.accounting.granted(this.request.mode, now - this.#since, heldRequests(this.request, lease));
@@ -364,13 +344,7 @@ export class SessionRequest implements LeaseHolder {
           return;
         }
         if (this.#letGo === 'cancel') {
-          const error =
-            this.#refusal ??
-            new LockError(
-              'CANCELLED',
-              `lock "${this.request.name}" was released: the client cancelled the request`,
-            );
-          this.#end({ kind: 'ended', error });
+          this.#end({ kind: 'ended', error: this.#refusal ?? cancelledHold(this.request.name) });
           return;
         }
         this.#tell({ kind: 'released', lease });
@@ -428,10 +402,4 @@ export class SessionRequest implements LeaseHolder {
     }
     this.#done?.resolve();
   }
-}
-
-function withResolvers(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((settle) => (resolve = settle));
-  return { promise, resolve };
 }

@@ -1,8 +1,8 @@
 import { LockError } from '../lock-error.js';
 import { joinPath, type CoordinationStore, type StoreSession } from '../stores/store.js';
 import type { LockRequestNode } from './lease.js';
-import type { LocalQueue } from './local-queue.js';
-import type { AcquireOptions, AcquireRequest, PlaceCounter, Withdrawal } from './lock-request.js';
+import type { LocalQueue, QueueListener } from './local-queue.js';
+import type { AcquireRequest, PlaceCounter, QueuePlace, Withdrawal } from './lock-request.js';
 import { nodeVanished } from './loss-reasons.js';
 import type { HeldPosition, Position } from './queue-position.js';
 import type { ReleasedHolders } from './released-holders.js';
@@ -23,24 +23,31 @@ export interface TurnWaits {
   position(dir: string, children: readonly string[], me: string): Position;
 }
 
-/** What a TurnWait is made of: the request, where its node is, and how to end. */
-export interface TurnWaitParts<T> {
+/**
+ * Who a TurnWait reports to (the engine's Acquisition, or a multi-lock's part): its place while
+ * it waits, then its turn or why it ended without one. One object, not a function per event.
+ */
+export interface TurnOwner extends QueueListener {
+  /** The turn came: hand the lock out. A throw fails the wait with what was thrown. */
+  turn(current: HeldPosition, children: readonly string[]): void;
+  /** The wait ended without the turn (withdrawn, its node gone, its session lost, the store failed). */
+  turnFailed(reason: unknown): void;
+}
+
+/** What a TurnWait is made of: the request, where its node is, and whom it reports to. */
+export interface TurnWaitParts {
   readonly request: AcquireRequest;
   readonly session: StoreSession;
   readonly node: LockRequestNode;
   readonly stop: Withdrawal;
-  readonly options: AcquireOptions;
+  /** Lets the caller have the request counted again while it waits. */
+  readonly place: QueuePlace | undefined;
   readonly wakeup: SemaphoreWakeup | undefined;
   /** The queue's path, and the request's node name in it. */
   readonly dir: string;
   readonly me: string;
-  readonly granted: (current: HeldPosition, children: readonly string[]) => T;
-  readonly resolve: (value: T) => void;
-  readonly reject: (reason: unknown) => void;
+  readonly owner: TurnOwner;
 }
-
-/** Told nothing: a waiting request whose caller listens for no place. */
-const untold = (): void => {};
 
 /**
  * One waiting request's wait for its turn, the recipe's loop as a state machine: either hold,
@@ -51,9 +58,9 @@ const untold = (): void => {};
  * A waiter lives as long as its wait, thousands at once: it listens with the two functions
  * it is made with and keeps what its steps need in fields, not in a closure per subscription.
  */
-export class TurnWait<T> implements PlaceCounter {
+export class TurnWait implements PlaceCounter {
   readonly #waits: TurnWaits;
-  readonly #parts: TurnWaitParts<T>;
+  readonly #parts: TurnWaitParts;
   /** The queue joined (see TurnWaits.join), until the wait ends. */
   #queue: LocalQueue | undefined;
   #ended = false;
@@ -70,13 +77,13 @@ export class TurnWait<T> implements PlaceCounter {
   /** Stops the step awaited now, for the rarer steps (a confirmation, a semaphore wake-up). */
   #cancelStep: (() => void) | undefined;
 
-  constructor(waits: TurnWaits, parts: TurnWaitParts<T>) {
+  constructor(waits: TurnWaits, parts: TurnWaitParts) {
     this.#waits = waits;
     this.#parts = parts;
   }
 
   start(current: Position, children: readonly string[]): void {
-    const { request, node, stop, options, dir, me } = this.#parts;
+    const { request, node, stop, place, dir, me, owner } = this.#parts;
     if (!stop.listen(this.#failed)) return;
     node.setVanishedListener(this.#failed);
     if (this.#ended) return;
@@ -92,10 +99,10 @@ export class TurnWait<T> implements PlaceCounter {
       return;
     }
     // Told its place now and whenever it changes (a try never waits, so it is never told);
-    // `options.place` may ask for a recount meanwhile (see recount).
+    // `place` may ask for a recount meanwhile (see recount).
     if (request.waitTimeoutMs !== 0) {
-      queue.wait(me, options.onQueued ?? untold, request.mode === 'semaphore');
-      options.place?.bind(this);
+      queue.wait(me, owner, request.mode === 'semaphore');
+      place?.bind(this);
       this.#told = true;
     }
     this.#step(current, children);
@@ -228,26 +235,24 @@ export class TurnWait<T> implements PlaceCounter {
   }
 
   #grant(current: HeldPosition, children: readonly string[]): void {
-    let granted: T;
-    try {
-      granted = this.#parts.granted(current, children);
-    } catch (error) {
-      this.#fail(error);
-      return;
-    }
     this.#end();
-    this.#parts.resolve(granted);
+    const { owner } = this.#parts;
+    try {
+      owner.turn(current, children);
+    } catch (error) {
+      owner.turnFailed(error);
+    }
   }
 
   #fail(reason: unknown): void {
     if (this.#ended) return;
     this.#end();
-    this.#parts.reject(reason);
+    this.#parts.owner.turnFailed(reason);
   }
 
   #end(): void {
     this.#ended = true;
-    const { node, stop, options, dir, me } = this.#parts;
+    const { node, stop, place, dir, me } = this.#parts;
     const cancelDeletion = this.#cancelDeletion;
     this.#stopAwaitingDeletion();
     cancelDeletion?.();
@@ -256,7 +261,7 @@ export class TurnWait<T> implements PlaceCounter {
     const queue = this.#queue;
     if (queue) {
       if (this.#told) {
-        options.place?.bind(undefined);
+        place?.bind(undefined);
         queue.unwait(me);
       }
       this.#waits.leave(dir, queue);

@@ -101,16 +101,22 @@ export class Metrics {
     this.#sessionEvents.inc({ event, rpc: kind });
   }
 
-  /** Counts an open stream until the returned function is called. */
-  streamOpened(): () => void {
+  /** Counts an open Acquire stream until `streamClosed` (a stream calls each once: no closure per stream). */
+  streamOpened(): void {
     this.#streams.inc();
-    return once(() => this.#streams.dec());
   }
 
-  /** Counts an open Session stream until the returned function is called. */
-  sessionOpened(): () => void {
+  streamClosed(): void {
+    this.#streams.dec();
+  }
+
+  /** Counts an open Session stream until `sessionClosed`. */
+  sessionOpened(): void {
     this.#sessions.inc();
-    return once(() => this.#sessions.dec());
+  }
+
+  sessionClosed(): void {
+    this.#sessions.dec();
   }
 
   /** Counts a waiting request until `waitEnded`. */
@@ -167,15 +173,6 @@ function notGrantedOutcome(error: unknown): NotGrantedOutcome {
   if (isLockError(error, 'INVALID_ARGUMENT') || isLockError(error, 'RESOURCE_EXHAUSTED')) return 'rejected';
   if (isLockError(error, 'UNAVAILABLE') || isLockError(error, 'SHUTTING_DOWN')) return 'unavailable';
   return 'failed';
-}
-
-function once<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void {
-  let done = false;
-  return (...args) => {
-    if (done) return;
-    done = true;
-    fn(...args);
-  };
 }
 
 /** Memoizes `make` by its (few, string) arguments: a metric's label children. */

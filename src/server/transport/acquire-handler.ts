@@ -1,6 +1,5 @@
 import { status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
-import type { Logger } from 'pino';
-import { lazyChild } from '../../common/lazy-logger.js';
+import type { Bindings } from 'pino';
 import type { AcquireRequest as WireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
 import type { AcquireRequest, LockSession, RequestNews } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
@@ -24,14 +23,26 @@ export function createAcquireHandler(options: LockStreamOptions): (call: Acquire
   let lastCallId = 0;
   return (call) => {
     lastCallId += 1;
-    const logger = lazyChild(options.logger, { callId: lastCallId, peer: call.getPeer() });
-    options.track(new AcquireStream(call, options, logger).served);
+    new AcquireStream(call, options, lastCallId);
   };
 }
 
 class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
-  constructor(call: AcquireCall, options: LockStreamOptions, logger: Logger) {
-    super(call, options, logger, () => options.metrics.streamOpened());
+  /**
+   * The request the stream's log lines name, once known. Not a #private field: it may be read
+   * (as undefined) while the base class constructs, before a subclass's own fields exist.
+   */
+  protected loggedRequest: AcquireRequest | undefined;
+
+  logBindings(): Bindings {
+    const call = { callId: this.callId, peer: this.call.getPeer() };
+    const request = this.loggedRequest;
+    return request ? { ...call, lock: request.name, mode: request.mode, owner: request.owner } : call;
+  }
+
+  protected counted(open: boolean): void {
+    if (open) this.options.metrics.streamOpened();
+    else this.options.metrics.streamClosed();
   }
 
   protected onMessage(message: WireRequest): void {
@@ -70,22 +81,27 @@ class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
     if (opening.kind === 'start') {
       this.options.requestSize.check(first, '`start`');
       const request = this.admitted(opening.request);
+      this.#logRequest(request);
       const session = this.openSession('acquire', opening.resumeGraceMs);
-      this.#opened(session, request, opening.heartbeatIntervalMs);
+      this.#opened(session, opening.heartbeatIntervalMs);
       session.acquire(ONLY, request);
       return;
     }
-    this.opening(this.options.sessions.resume(opening.resumeToken, 'acquire', this.caller?.name), (session) =>
-      this.#opened(
-        session,
-        session.request(ONLY) ?? { name: '', mode: 'mutex' },
-        opening.heartbeatIntervalMs,
-      ),
+    this.opening(
+      this.options.sessions.resume(opening.resumeToken, 'acquire', this.caller?.name),
+      (session) => {
+        this.#logRequest(session.request(ONLY) ?? { name: '', mode: 'mutex' });
+        this.#opened(session, opening.heartbeatIntervalMs);
+      },
     );
   }
 
-  #opened(session: LockSession, request: AcquireRequest, heartbeatIntervalMs: number | undefined): void {
-    this.logger = this.logger.child({ lock: request.name, mode: request.mode, owner: request.owner });
+  /** The stream's log lines name its request from now on (see logBindings). */
+  #logRequest(request: AcquireRequest): void {
+    this.loggedRequest = request;
+  }
+
+  #opened(session: LockSession, heartbeatIntervalMs: number | undefined): void {
     if (session.resumeToken !== undefined) {
       const resumeGrace = msToDuration(session.graceMs);
       this.writer.write(ONLY, {

@@ -11,6 +11,7 @@ import { createSessionHandler } from './session-handler.js';
 import { createUnaryHandlers } from './unary-handlers.js';
 import { addReflection } from './reflection.js';
 import { installCallDeadlines } from './call-deadline.js';
+import { OpenStreams } from './open-streams.js';
 import { RequestSizeLimit } from './request-size.js';
 import type { Gate } from '../security/gate.js';
 
@@ -50,8 +51,8 @@ export class GrpcServer {
   readonly #logger: Logger;
   readonly #credentials: grpc.ServerCredentials;
   readonly #shutdown = unboundedController();
-  readonly #openCalls = new Set<Promise<void>>();
-  readonly #idleWaiters: Array<() => void> = [];
+  /** The open lock streams: calls whose lock request (or session) has not ended or been detached. */
+  readonly #streams = new OpenStreams(this.#shutdown.signal);
   /**
    * grpc.health.v1, for probes and load balancers: SERVING while the coordination store can
    * vouch for its session (see `setServing`), NOT_SERVING from the start of shutdown on.
@@ -76,7 +77,7 @@ export class GrpcServer {
       // Nothing serves channelz here; its per-call bookkeeping would only cost time and memory.
       'grpc.enable_channelz': 0,
     });
-    // What both lock-holding RPCs need: the requests, shutdown, metrics, the gate and tracking.
+    // What both lock-holding RPCs need: the requests, shutdown, metrics, the gate and the open streams.
     const streamOptions = {
       sessions: options.sessions,
       logger: options.logger,
@@ -84,7 +85,7 @@ export class GrpcServer {
       metrics: options.metrics,
       gate: options.gate,
       requestSize,
-      track: (work: Promise<void>) => this.#track(work),
+      streams: this.#streams,
     };
     const lockService: LockServiceServer = {
       acquire: createAcquireHandler(streamOptions),
@@ -113,21 +114,12 @@ export class GrpcServer {
 
   /** Calls whose handler has not finished (a lock held or queued, or being released). */
   get openCalls(): number {
-    return this.#openCalls.size;
+    return this.#streams.size;
   }
 
   /** Resolves once no call is open: every lock taken through this server has been released. */
   whenIdle(): Promise<void> {
-    if (this.#openCalls.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
-  }
-
-  #track(work: Promise<void>): void {
-    this.#openCalls.add(work);
-    void work.finally(() => {
-      this.#openCalls.delete(work);
-      if (this.#openCalls.size === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
-    });
+    return this.#streams.whenIdle();
   }
 
   /** Binds `host:port` (port 0 picks a free one) and resolves with the bound port. */

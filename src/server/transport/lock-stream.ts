@@ -1,6 +1,6 @@
 import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
-import type { Logger } from 'pino';
-import { onAbort } from '../../common/abort.js';
+import type { Bindings, Logger } from 'pino';
+import { lazyChild, type BindingsSource } from '../../common/lazy-logger.js';
 import { REQUEST_STATE_KEY } from '../../common/limits.js';
 import {
   SESSION_ENDED,
@@ -14,8 +14,9 @@ import { LockError } from '../lock-error.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Caller, Gate } from '../security/gate.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
+import type { OpenStream, OpenStreams } from './open-streams.js';
 import type { RequestSizeLimit } from './request-size.js';
-import { startHeartbeat, type StreamHeartbeat } from './stream-heartbeat.js';
+import { startHeartbeat, type HeartbeatStream, type StreamHeartbeat } from './stream-heartbeat.js';
 import { StreamWriter } from './stream-writer.js';
 
 /** What both lock-holding RPCs need from the server. */
@@ -29,8 +30,8 @@ export interface LockStreamOptions {
   readonly gate: Gate;
   /** Refuses a lock request larger than the server accepts. */
   readonly requestSize: RequestSizeLimit;
-  /** Told about each call's work, until its session has ended or been detached. */
-  readonly track: (work: Promise<void>) => void;
+  /** The open streams: each is one until it is over and its session ended or detached. */
+  readonly streams: OpenStreams;
 }
 
 /** Where a stream stands: before its session, open, half-closed and letting go, over. */
@@ -43,12 +44,13 @@ type StreamState = 'opening' | 'open' | 'closing' | 'over';
  * (detached for the grace, or ended), shutdown, being replaced by a resuming stream, and the
  * call's status. Each RPC reads its own messages and translates the session's news into them.
  */
-export abstract class LockStream<Req, Res> implements RequestListener {
-  /** Resolves once the stream is over and its session ended or detached. */
-  readonly served: Promise<void>;
+export abstract class LockStream<Req, Res>
+  implements RequestListener, OpenStream, HeartbeatStream, BindingsSource
+{
   protected readonly call: ServerDuplexStream<Req, Res>;
   protected readonly options: LockStreamOptions;
-  protected logger: Logger;
+  /** Made when first asked for (see logger). */
+  #logger: Logger | undefined;
   protected readonly writer: StreamWriter<Res>;
   /** The admitted caller; undefined only if admission failed (the stream is then over). */
   protected caller: Caller | undefined;
@@ -57,25 +59,18 @@ export abstract class LockStream<Req, Res> implements RequestListener {
   protected readonly debug: boolean;
   #state: StreamState = 'opening';
   #heartbeat: StreamHeartbeat | undefined;
-  #unlinkShutdown: () => void = () => {};
-  readonly #streamClosed: () => void;
-  #settleServed!: () => void;
   /** What came while the session was being found (see `opening`): handled once it is. */
   #held: Array<Req | typeof HALF_CLOSE> | undefined;
 
-  constructor(
-    call: ServerDuplexStream<Req, Res>,
-    options: LockStreamOptions,
-    logger: Logger,
-    opened: () => () => void,
-  ) {
+  /** Numbers the calls of one RPC, for the logs. */
+  protected readonly callId: number;
+
+  constructor(call: ServerDuplexStream<Req, Res>, options: LockStreamOptions, callId: number) {
     this.call = call;
     this.options = options;
-    this.logger = logger;
+    this.callId = callId;
     this.debug = options.logger.isLevelEnabled('debug');
     this.writer = new StreamWriter(call);
-    this.#streamClosed = opened();
-    this.served = new Promise((resolve) => (this.#settleServed = resolve));
     call.on('data', (message: Req) => {
       this.#heartbeat?.heard();
       if (this.#held) this.#held.push(message);
@@ -87,14 +82,12 @@ export abstract class LockStream<Req, Res> implements RequestListener {
       if (this.#held) this.#held.push(HALF_CLOSE);
       else this.#onHalfClose();
     });
-    // grpc-js reports 'cancelled' when any call's stream closes, after a status too.
-    call.once('cancelled', () => this.onBreak(undefined));
-    const { shutdown } = options;
-    if (shutdown.aborted) {
-      this.fail(shutdown.reason);
-      return;
-    }
-    this.#unlinkShutdown = onAbort(shutdown, () => this.fail(shutdown.reason));
+    // grpc-js reports 'cancelled' when any call's stream closes, after a status too; `on`,
+    // not `once` (which wraps the listener in a bound function): onBreak acts only once.
+    call.on('cancelled', () => this.onBreak(undefined));
+    this.counted(true);
+    options.streams.add(this);
+    if (this.#state === 'over') return;
     try {
       this.caller = options.gate.admit(call);
     } catch (error) {
@@ -141,6 +134,34 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     );
   }
 
+  /**
+   * The stream's logger: a lazy child whose bindings (`logBindings`) are asked for only when a
+   * line is logged at an enabled level; a stream that logs nothing keeps no bindings.
+   */
+  protected get logger(): Logger {
+    return (this.#logger ??= lazyChild(this.options.logger, this));
+  }
+
+  /** BindingsSource: what the stream's log lines say of the call (maybe asked while constructing). */
+  abstract logBindings(): Bindings;
+  /** Counts the stream open (`true`, once) and over (`false`, once) in the metrics. */
+  protected abstract counted(open: boolean): void;
+
+  /** HeartbeatStream: a heartbeat is due. */
+  sendHeartbeat(): void {
+    this.writer.writeLatest(0, this.heartbeatMessage());
+  }
+
+  /** HeartbeatStream: the client went silent; the stream is broken. */
+  silent(reason: LockError): void {
+    this.onBreak(reason);
+  }
+
+  /** OpenStream: the server shuts down. */
+  shutDown(reason: unknown): void {
+    this.fail(reason);
+  }
+
   /** A message from the client (the stream is opening or open); throwing ends the call. */
   protected abstract onMessage(message: Req): void;
   /** The RPC's messages for a request's news (see RequestListener). */
@@ -165,11 +186,7 @@ export abstract class LockStream<Req, Res> implements RequestListener {
   protected attach(session: LockSession, heartbeatIntervalMs: number | undefined): Promise<void> {
     this.session = session;
     this.#state = 'open';
-    this.#heartbeat = startHeartbeat(
-      heartbeatIntervalMs,
-      () => this.writer.writeLatest(0, this.heartbeatMessage()),
-      (reason) => this.onBreak(reason),
-    );
+    this.#heartbeat = startHeartbeat(heartbeatIntervalMs, this);
     return session.attach(this);
   }
 
@@ -221,7 +238,7 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     this.logger.debug({ status: 'OK' }, this.endedLine);
     const session = this.session;
     void Promise.resolve(session?.isAttached(this) ? session.end(SESSION_ENDED) : undefined).then(() =>
-      this.#settleServed(),
+      this.#done(),
     );
   }
 
@@ -238,13 +255,13 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     if (session?.isAttached(this)) {
       if (detaching) {
         session.detach();
-        this.#settleServed();
+        this.#done();
         return;
       }
-      void session.end(SESSION_ENDED).then(() => this.#settleServed());
+      void session.end(SESSION_ENDED).then(() => this.#done());
       return;
     }
-    this.#settleServed();
+    this.#done();
   }
 
   /** Ends the call with `error`'s status after ending the session, for good. */
@@ -258,7 +275,7 @@ export abstract class LockStream<Req, Res> implements RequestListener {
       : undefined;
     void Promise.resolve(done).then(() => {
       this.emitStatus(status, true);
-      this.#settleServed();
+      this.#done();
     });
   }
 
@@ -272,7 +289,7 @@ export abstract class LockStream<Req, Res> implements RequestListener {
     this.emitStatus(status, true);
     const session = this.session;
     void Promise.resolve(session?.isAttached(this) ? session.end(SESSION_ENDED) : undefined).then(() =>
-      this.#settleServed(),
+      this.#done(),
     );
   }
 
@@ -286,21 +303,25 @@ export abstract class LockStream<Req, Res> implements RequestListener {
       },
       false,
     );
-    this.#settleServed();
+    this.#done();
   }
 
   replaced(): void {
     if (this.#state === 'over') return;
     this.#over();
     this.emitStatus(this.replacedStatus(), false);
-    this.#settleServed();
+    this.#done();
   }
 
   #over(): void {
     this.#state = 'over';
-    this.#streamClosed();
+    this.counted(false);
     this.#heartbeat?.[Symbol.dispose]();
-    this.#unlinkShutdown();
+  }
+
+  /** The stream is over and its session ended or detached. */
+  #done(): void {
+    this.options.streams.done(this);
   }
 
   /** Ends the call with `status`; `requestEnded` tells the client not to try a resume. */

@@ -1,6 +1,5 @@
 import { status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
-import type { Logger } from 'pino';
-import { lazyChild } from '../../common/lazy-logger.js';
+import type { Bindings } from 'pino';
 import type {
   SessionAcquire,
   SessionOpen,
@@ -37,8 +36,7 @@ export function createSessionHandler(options: SessionHandlerOptions): (call: Ses
   let lastCallId = 0;
   return (call) => {
     lastCallId += 1;
-    const logger = lazyChild(options.logger, { sessionCallId: lastCallId, peer: call.getPeer() });
-    options.track(new SessionStream(call, options, logger).served);
+    new SessionStream(call, options, lastCallId);
   };
 }
 
@@ -47,9 +45,18 @@ const OPEN_FIRST = '`open` or `resume`';
 class SessionStream extends LockStream<SessionRequest, SessionResponse> {
   readonly #maxRequests: number;
 
-  constructor(call: SessionCall, options: SessionHandlerOptions, logger: Logger) {
-    super(call, options, logger, () => options.metrics.sessionOpened());
+  constructor(call: SessionCall, options: SessionHandlerOptions, callId: number) {
+    super(call, options, callId);
     this.#maxRequests = options.maxRequestsPerSession;
+  }
+
+  logBindings(): Bindings {
+    return { sessionCallId: this.callId, peer: this.call.getPeer() };
+  }
+
+  protected counted(open: boolean): void {
+    if (open) this.options.metrics.sessionOpened();
+    else this.options.metrics.sessionClosed();
   }
 
   protected onMessage(message: SessionRequest): void {

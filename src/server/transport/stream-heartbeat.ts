@@ -5,19 +5,26 @@ export interface StreamHeartbeat extends Disposable {
   heard(): void;
 }
 
+/** The stream a heartbeat serves: told when to send one, and when the client went silent. */
+export interface HeartbeatStream {
+  sendHeartbeat(): void;
+  /** The client said nothing for three intervals: the stream is to be treated as broken. */
+  silent(reason: LockError): void;
+}
+
 const NO_HEARTBEAT: StreamHeartbeat = { heard: () => {}, [Symbol.dispose]: () => {} };
 
 /**
- * Heartbeats at the interval the client asked for (none without one): `send` every interval,
- * and `silent` once the client has said nothing for three intervals (the stream is then
- * treated as broken).
+ * Heartbeats at the interval the client asked for (none without one): `sendHeartbeat` every
+ * interval, and `silent` once the client has said nothing for three intervals.
  */
-export function startHeartbeat(
-  intervalMs: number | undefined,
-  send: () => void,
-  silent: (reason: LockError) => void,
-): StreamHeartbeat {
-  return intervalMs === undefined ? NO_HEARTBEAT : new Heartbeat(intervalMs, send, silent);
+export function startHeartbeat(intervalMs: number | undefined, stream: HeartbeatStream): StreamHeartbeat {
+  return intervalMs === undefined ? NO_HEARTBEAT : new Heartbeat(intervalMs, stream);
+}
+
+/** What every heartbeat's timer calls (one function for all, not a closure per timer). */
+function wake(heartbeat: Heartbeat): void {
+  heartbeat.wake();
 }
 
 /**
@@ -28,43 +35,40 @@ export function startHeartbeat(
  */
 class Heartbeat implements StreamHeartbeat {
   readonly #intervalMs: number;
-  readonly #silenceMs: number;
-  readonly #send: () => void;
-  readonly #silent: (reason: LockError) => void;
+  readonly #stream: HeartbeatStream;
   #lastHeard = performance.now();
   #nextSend: number;
   #timer: NodeJS.Timeout;
 
-  constructor(intervalMs: number, send: () => void, silent: (reason: LockError) => void) {
+  constructor(intervalMs: number, stream: HeartbeatStream) {
     this.#intervalMs = intervalMs;
-    this.#silenceMs = 3 * intervalMs;
-    this.#send = send;
-    this.#silent = silent;
+    this.#stream = stream;
     this.#nextSend = this.#lastHeard + intervalMs;
-    this.#timer = setTimeout(() => this.#wake(), intervalMs);
+    this.#timer = setTimeout(wake, intervalMs, this);
   }
 
   heard(): void {
     this.#lastHeard = performance.now();
   }
 
-  #wake(): void {
+  wake(): void {
     const now = performance.now();
-    if (now - this.#lastHeard >= this.#silenceMs) {
-      this.#silent(
+    const silenceMs = 3 * this.#intervalMs;
+    if (now - this.#lastHeard >= silenceMs) {
+      this.#stream.silent(
         new LockError(
           'UNAVAILABLE',
-          `no message from the client for ${this.#silenceMs} ms (3 heartbeat intervals)`,
+          `no message from the client for ${silenceMs} ms (3 heartbeat intervals)`,
         ),
       );
       return;
     }
     if (now >= this.#nextSend) {
-      this.#send();
+      this.#stream.sendHeartbeat();
       this.#nextSend = now + this.#intervalMs;
     }
-    const next = Math.min(this.#nextSend, this.#lastHeard + this.#silenceMs);
-    this.#timer = setTimeout(() => this.#wake(), Math.max(1, next - now));
+    const next = Math.min(this.#nextSend, this.#lastHeard + silenceMs);
+    this.#timer = setTimeout(wake, Math.max(1, next - now), this);
   }
 
   [Symbol.dispose](): void {

@@ -16,8 +16,11 @@ export interface WritableCall<M> {
 export class StreamWriter<M> {
   readonly #call: WritableCall<M>;
   #backedUp = false;
-  /** Messages of which only the newest matters, by what they are about; in arrival order. */
-  readonly #latest = new Map<number, M>();
+  /**
+   * Messages of which only the newest matters, by what they are about; in arrival order. Made
+   * the first time the stream backs up (most streams never do).
+   */
+  #latest: Map<number, M> | undefined;
 
   constructor(call: WritableCall<M>) {
     this.#call = call;
@@ -28,7 +31,7 @@ export class StreamWriter<M> {
    * `written` is called once the stream has handed it to HTTP/2 (or failed to).
    */
   write(key: number, message: M, written?: () => void): void {
-    if (this.#latest.size > 0) {
+    if (this.#latest && this.#latest.size > 0) {
       this.#latest.delete(key);
       this.#flushLatest();
     }
@@ -41,8 +44,9 @@ export class StreamWriter<M> {
       this.#write(message);
       return;
     }
-    this.#latest.delete(key);
-    this.#latest.set(key, message);
+    const latest = (this.#latest ??= new Map());
+    latest.delete(key);
+    latest.set(key, message);
   }
 
   #write(message: M, written?: () => void): void {
@@ -55,8 +59,10 @@ export class StreamWriter<M> {
   }
 
   #flushLatest(): void {
-    const waiting = [...this.#latest.values()];
-    this.#latest.clear();
+    const latest = this.#latest;
+    if (!latest || latest.size === 0) return;
+    const waiting = [...latest.values()];
+    latest.clear();
     for (const message of waiting) this.#write(message);
   }
 }
