@@ -183,7 +183,11 @@ export class TurnWait implements PlaceCounter {
     const clear = this.#stopAwaitingDeletion();
     // Decided after the events delivered with this one: a session's close deletes its nodes
     // in one go, and the deletion of our own node may come right behind our predecessor's.
-    queueMicrotask(() => this.#predecessorGone(clear, error));
+    // A grant the deletion alone decides waits one turn more, for the releasing holder's own
+    // continuation (it is counted, and told `released`, a few promise turns after the
+    // deletion), so that every record of the lock reads release, then grant.
+    if (clear) setImmediate(() => this.#predecessorGone(clear, error));
+    else queueMicrotask(() => this.#predecessorGone(clear, error));
   }
 
   /**
