@@ -24,4 +24,15 @@ export async function expireZooKeeperSession(store: CoordinationStore, connectSt
     await intruder?.close();
     await Promise.race([noticed, new Promise((resolve) => setTimeout(resolve, 500))]);
   }
+  // The store may have let the session go rather than seen it end (given up while its link and
+  // ours took the session from each other, as ZooKeeper allows): then it lives on, its nodes
+  // too, until closed. Closed here until no handle can attach to it any more.
+  for (let attempt = 1; ; attempt += 1) {
+    if (attempt > 20) throw new Error(`session ${session.id} still alive after ${attempt - 1} closes`);
+    const intruder = await ZooKeeperConnection.connect({ servers, sessionTimeoutMs: 10_000, session }).catch(
+      () => undefined,
+    );
+    if (!intruder) return;
+    await intruder.close();
+  }
 }

@@ -24,7 +24,7 @@ import {
   unavailable,
 } from './zookeeper-failures.js';
 import type { CreatedZNode, LinkOp, LinkReply } from './zookeeper-link.js';
-import { ZooKeeperSession } from './zookeeper-session.js';
+import { type ZooKeeperSession } from './zookeeper-session.js';
 
 /** Lock parents whose next sequence number is remembered, at most. */
 const MAX_REMEMBERED_SEQUENCES = 10_000;
@@ -272,9 +272,9 @@ export class CreatePipeline {
   }
 
   /** What replaceNode answers for a node of a session that is not the store's any more. */
-  #gone(session: StoreSession): 'missing' {
-    // Taken over: the node lives on, someone else's.
-    if (session instanceof ZooKeeperSession && session.letGo) throw session.letGo;
+  #gone(_session: StoreSession): 'missing' {
+    // Lost, given up or taken over: either way not this store's node to replace any more (a
+    // taken one lives on, someone else's; nothing is written to it).
     return 'missing';
   }
 }

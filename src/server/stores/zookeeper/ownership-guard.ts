@@ -142,6 +142,23 @@ export class OwnershipGuard {
   }
 
   /**
+   * The heartbeat while published: a read of the session's record rather than of `/`, so that
+   * an owner notices a takeover within a heartbeat even when it writes nothing and ZooKeeper
+   * left its connection open beside the taker's (it can keep both connections of a session).
+   */
+  async heartbeat(link: ZooKeeperLink): Promise<void> {
+    const record = this.#keeper.session().owned;
+    if (!record) {
+      await this.#keeper.send((current) => current.exists('/', false));
+      return;
+    }
+    const reply = await this.#keeper.send((current) => current.getData(record.path, false));
+    const moved =
+      reply.rc === ErrorCode.noNode || (reply.rc === ErrorCode.ok && reply.value?.version !== record.version);
+    if (moved && link === this.#keeper.link()) await (this.#noticing ??= this.#recheck(link, record));
+  }
+
+  /**
    * A write's check failed on `link`: reads the record to find out who took the session over,
    * or whether the session is over, and lets it go.
    */

@@ -26,6 +26,8 @@ export interface WatchedKeeper {
   usable(): boolean;
   closed(): boolean;
   send<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>>;
+  /** Sends one cheap request on `link` (see OwnershipGuard.heartbeat while published). */
+  heartbeat(link: ZooKeeperLink): Promise<unknown>;
   /** Ends the current session as lost, before ZooKeeper can expire it. */
   giveUp(why: string): void;
 }
@@ -55,7 +57,7 @@ export class SessionHealth {
     if (this.#heartbeat !== undefined) return;
     this.#heartbeat = setInterval(() => {
       if (this.#keeper.link() !== link || !this.#keeper.usable()) return;
-      void this.#keeper.send((current) => current.exists('/', false));
+      void this.#keeper.heartbeat(link);
     }, this.#sessionTimeoutMs() * HEARTBEAT_FRACTION);
     this.#heartbeat.unref();
   }

@@ -97,6 +97,8 @@ export class SessionKeeper {
       usable: () => this.#connected,
       closed: () => this.#closed,
       send: (request) => this.send(request),
+      heartbeat: (link) =>
+        this.#guard ? this.#guard.heartbeat(link) : this.send((current) => current.exists('/', false)),
       giveUp: (why) => this.#endSession(why, 'givenUp'),
       ready: (link) => this.#ready(link),
       end: (why, how) => this.#endSession(why, how),
