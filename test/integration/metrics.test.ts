@@ -96,6 +96,14 @@ describe.each([
       sample(await metrics(), 'lockstream_session_events_total', `{event="${event}",rpc="session"}`) ?? 0;
     const before = { detached: await counted('detached'), resumed: await counted('resumed') };
     const expiredBefore = await counted('expired');
+    // The page's overview counts the same events, for every RPC.
+    const onPage = async (): Promise<Record<string, number>> =>
+      (
+        (await (await fetch(`http://127.0.0.1:${server.httpPort}/api/locks`)).json()) as {
+          sessions: Record<string, number>;
+        }
+      ).sessions;
+    const pageBefore = await onPage();
     const proxy = await TcpProxy.start(`127.0.0.1:${server.port}`);
     const resuming = new LockClient(proxy.address, { resumeGraceMs: 1_000 });
     try {
@@ -113,6 +121,12 @@ describe.each([
       await lost.promise;
       await expect.poll(() => counted('expired'), { timeout: 10_000 }).toBe(expiredBefore + 1);
       expect(await counted('detached')).toBe(before.detached + 2);
+      expect(await onPage()).toEqual({
+        ...pageBefore,
+        detached: pageBefore['detached']! + 2,
+        resumed: pageBefore['resumed']! + 1,
+        expired: pageBefore['expired']! + 1,
+      });
     } finally {
       resuming.close();
       await proxy.close();

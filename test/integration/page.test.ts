@@ -62,6 +62,9 @@ describe.each([
     await page.goto(`http://127.0.0.1:${server.httpPort}/`);
     const overview = page.locator('#locks tbody tr');
     await expect.poll(() => overview.allTextContents()).toEqual(['billing/invoice-4211write']);
+    expect(await page.locator('#sessions').textContent()).toMatch(
+      /^Sessions on this instance since it started: \d+ detached, \d+ resumed, \d+ expired, \d+ taken over from another instance$/,
+    );
 
     await page.click('text=billing/invoice-42');
     const holders = page.locator('#holders tbody tr');
@@ -204,6 +207,12 @@ describe.each([
     const base = `http://127.0.0.1:${server.httpPort}`;
     expect(await (await fetch(`${base}/api/locks`)).json()).toEqual({
       locks: [{ name: 'json/view', holders: 1, waiters: 0, heldMode: 'mutex', limit: 0, usedWeight: 0 }],
+      sessions: {
+        detached: expect.any(Number),
+        resumed: expect.any(Number),
+        expired: expect.any(Number),
+        'taken-over': expect.any(Number),
+      },
     });
     const described = (await (
       await fetch(`${base}/api/locks/${encodeURIComponent('json/view')}`)

@@ -88,7 +88,7 @@ export class HttpServer {
       return;
     }
     if (path === '/api/locks') {
-      sendJson(response, { locks: await this.#allLocks() });
+      sendJson(response, await this.#overview());
       return;
     }
     if (path === '/api/events') {
@@ -109,6 +109,11 @@ export class HttpServer {
     response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
   }
 
+  /** Every lock, and what happened to this instance's sessions since it started. */
+  async #overview(): Promise<{ locks: LockSummary[]; sessions: Readonly<Record<string, number>> }> {
+    return { locks: await this.#allLocks(), sessions: { ...this.#metrics.sessionCounts } };
+  }
+
   async #allLocks(): Promise<LockSummary[]> {
     const locks: LockSummary[] = [];
     let pageToken = '';
@@ -127,7 +132,7 @@ export class HttpServer {
     const tick = async (): Promise<void> => {
       let data: string;
       try {
-        data = toJson({ locks: await this.#allLocks() });
+        data = toJson(await this.#overview());
       } catch (error) {
         data = toJson({ error: isLockError(error) ? error.message : 'could not list the locks' });
       }

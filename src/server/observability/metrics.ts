@@ -96,9 +96,18 @@ export class Metrics {
     });
   }
 
+  /** Sessions detached, resumed, expired and taken over on this instance since it started, for the page. */
+  readonly sessionCounts: Record<SessionEvent, number> = {
+    detached: 0,
+    resumed: 0,
+    expired: 0,
+    'taken-over': 0,
+  };
+
   /** Counts a session detached, resumed, expired or taken over on this instance. */
   sessionEvent(event: SessionEvent, kind: SessionKind): void {
     this.#sessionEvents.inc({ event, rpc: kind });
+    this.sessionCounts[event] += 1;
   }
 
   /** Counts an open Acquire stream until `streamClosed` (a stream calls each once: no closure per stream). */

@@ -77,6 +77,10 @@ function showLocks() {
   follow('api/events', (page) => {
     view.replaceChildren();
     if (page.error) { view.appendChild(element('p', page.error, 'muted')); return; }
+    const s = page.sessions;
+    const sessions = element('p', 'Sessions on this instance since it started: ' + s.detached + ' detached, ' + s.resumed + ' resumed, ' + s.expired + ' expired, ' + s['taken-over'] + ' taken over from another instance', 'muted');
+    sessions.id = 'sessions';
+    view.appendChild(sessions);
     if (page.locks.length === 0) { view.appendChild(element('p', 'No lock is held or waited for.', 'muted')); return; }
     const rows = page.locks.map((lock) => {
       const link = element('a', lock.name);
