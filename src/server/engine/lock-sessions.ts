@@ -46,6 +46,8 @@ interface EngineSessions {
   readonly sessions: Set<LockSession>;
   /** The taken-over store session's own store, closed once its last session has ended. */
   readonly taken?: CoordinationStore;
+  /** The name it was published under (its key in #taken). */
+  readonly name?: string;
 }
 
 /**
@@ -188,7 +190,7 @@ export class LockSessions {
     });
     if (!taken) return undefined;
     const engine = takeover.engineFor(taken.store);
-    const group: EngineSessions = { engine, sessions: new Set(), taken: taken.store };
+    const group: EngineSessions = { engine, sessions: new Set(), taken: taken.store, name };
     const { sessions, untagged } = sessionsOfNodes(taken.nodes, engine.locksPath);
     // Requests no one can resume (their sessions had no grace): their streams ended with their instance.
     if (untagged.length > 0) {
@@ -235,11 +237,8 @@ export class LockSessions {
   /** A taken-over store session none of whose lockstream sessions is left: it ends, and its nodes with it. */
   #release(group: EngineSessions): void {
     this.#takenGroups.delete(group);
-    for (const [name, taking] of this.#taken) {
-      void taking.then((found) => {
-        if (found === group) this.#taken.delete(name);
-      });
-    }
+    // Its entry in #taken is its own: a name is taken over again only once its entry is gone.
+    if (group.name !== undefined) this.#taken.delete(group.name);
     void group.taken?.close();
   }
 
