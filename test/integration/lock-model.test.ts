@@ -24,7 +24,9 @@ import { TcpProxy } from '../support/tcp-proxy.js';
  * Model-based: random sequences of requests (mutex, read, write, and semaphore requests of random
  * weights on a third name; waiting or trying; some with a
  * resume grace), releases (`release`), bare half-closes, cancels, resumes on a new stream, dropped connections, restarts
- * of the serving instance (on ZooKeeper, where another instance takes its sessions over), and RevokeLock
+ * (SIGTERM), deaths (SIGKILL) and pauses (SIGSTOP) of the serving instance (on ZooKeeper, where
+ * another instance takes its sessions over; after a death or a pause every client fails over at
+ * once, and a paused instance is woken up again), and RevokeLock
  * (cooperative or forced), on two lock names from clients on two connections, run against a
  * lockstream server in its own process and against LockModel. After every step each request's
  * messages must be what the model says: held ones got `acquired` (and, if asked to release,
@@ -86,7 +88,16 @@ interface Real {
    * (ZooKeeper store only: the embedded store has no other instance to hand over to).
    */
   readonly restart: (() => Promise<void>) | undefined;
+  /**
+   * Kills (SIGKILL) or pauses (SIGSTOP) the serving instance, puts another in its place behind
+   * every proxy and cuts every connection (ZooKeeper store only). Resolves to what wakes the
+   * failed instance up again: for a pause, SIGCONT, resolved once it has seen that its
+   * ZooKeeper session was taken over.
+   */
+  readonly fail: ((how: Failure) => Promise<() => Promise<void>>) | undefined;
 }
+
+type Failure = 'kill' | 'pause';
 
 async function within<T>(promise: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -367,7 +378,7 @@ class Drop implements fc.AsyncCommand<LockModel, Real> {
   }
 }
 
-/** How many times one sequence may restart the serving instance (each starts a process). */
+/** How many times one sequence may restart, kill or pause the serving instance (each starts a process). */
 const MAX_RESTARTS = 1;
 
 /**
@@ -402,6 +413,52 @@ class Restart implements fc.AsyncCommand<LockModel, Real> {
 
   toString(): string {
     return 'restart(the serving instance)';
+  }
+}
+
+/**
+ * The serving instance dies (SIGKILL) or pauses (SIGSTOP), and every client fails over to
+ * another instance at once: each attached request with a resume grace is resumed there, on the
+ * same client, and keeps its lock with its token, or its place; the others end UNAVAILABLE and
+ * are released by the instance that takes the failed one's ZooKeeper session over. A paused
+ * instance is then woken up: once it has seen its session taken over, nothing it did may
+ * change what any client was told (the model is checked again).
+ */
+class Fail implements fc.AsyncCommand<LockModel, Real> {
+  constructor(readonly how: Failure) {}
+
+  check(model: Readonly<LockModel>): boolean {
+    // A resumable request that fails over is what makes the next instance take the failed one's
+    // session (and its other requests) over; without one, they wait for its expiry.
+    return model.restarts < MAX_RESTARTS && model.attached.some((request) => request.resumable);
+  }
+
+  async run(model: LockModel, real: Real): Promise<void> {
+    const affected = model.attached;
+    const wake = await real.fail!(this.how);
+    const failingOver = new Set(model.failInstance());
+    for (const { id } of affected) {
+      const outcome = await within(real.streams[id]!.outcome, `request ${id}'s stream to break`);
+      expect(outcome.code, outcome.details).toBe(grpc.status.UNAVAILABLE);
+      real.streams[id] = undefined;
+    }
+    for (const caller of [...real.callers, real.observer]) {
+      await within(reconnected(caller), 'a client to reach the new instance');
+    }
+    for (const id of failingOver) {
+      const { token } = await real.resumeTokens[id]!;
+      real.streams[id] = real.callers[real.clientOf[id]!]!.resume(token);
+    }
+    for (const lock of new Set(affected.map((request) => request.lock))) {
+      await untilQueueSettles(model, real, lock, `the ${this.how} of the serving instance`);
+    }
+    await agree(model, real);
+    await within(wake(), 'the failed instance to wake up');
+    await agree(model, real);
+  }
+
+  toString(): string {
+    return `${this.how}(the serving instance)`;
   }
 }
 
@@ -491,8 +548,12 @@ const commands = [
   fc.tuple(lockIndex, fc.boolean()).map(([lock, forced]) => new Revoke(lock, forced)),
   clientIndex.map((client) => new Drop(client)),
 ];
-/** On ZooKeeper, where another instance can take the sessions over, the serving one restarts too. */
-const zooKeeperCommands = [...commands, fc.constant(new Restart())];
+/** On ZooKeeper, where another instance can take the sessions over, the serving one restarts, dies and pauses too. */
+const zooKeeperCommands = [
+  ...commands,
+  fc.constant(new Restart()),
+  fc.constantFrom<Failure>('kill', 'pause').map((how) => new Fail(how)),
+];
 
 /**
  * Sequences the model found failing, kept as regression cases: each runs first, on every store
@@ -553,6 +614,26 @@ const REGRESSIONS: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = [
   ],
 ];
 
+/**
+ * On ZooKeeper, each failure of the serving instance starts from a state with a bit of
+ * everything: held and waiting requests with and without a resume grace on both clients and two
+ * locks, one of them detached; then a release after the failover hands the lock on.
+ */
+const FAILURES: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = (['kill', 'pause'] as const).map(
+  (how) => [
+    new Open(0, 'mutex', false, 0, true),
+    new Open(0, 'mutex', false, 1, false),
+    new Open(0, 'mutex', false, 1, true),
+    new Open(1, 'read', false, 0, false),
+    new Open(1, 'read', false, 1, true),
+    new Open(1, 'write', false, 0, true),
+    new Open(2, 'semaphore', false, 1, true, 2),
+    new End('cancel', 6),
+    new Fail(how),
+    new End('release', 0),
+  ],
+);
+
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
 for (const store of ['embedded', 'zookeeper'] as const) {
@@ -594,6 +675,36 @@ for (const store of ['embedded', 'zookeeper'] as const) {
               stopped.push(leaving);
             };
 
+      const fail =
+        store === 'embedded'
+          ? undefined
+          : async (how: Failure): Promise<() => Promise<void>> => {
+              const next = await (spare ??= startInstance());
+              spare = startInstance();
+              const failing = server;
+              server = next;
+              process.kill(failing.pid, how === 'kill' ? 'SIGKILL' : 'SIGSTOP');
+              stopped.push(failing);
+              for (const proxy of [...proxies, observerProxy]) {
+                proxy.retarget(next.address);
+                proxy.severAll();
+              }
+              if (how === 'kill') return async () => {};
+              return async () => {
+                const taken = failing.logs.length;
+                process.kill(failing.pid, 'SIGCONT');
+                await expect
+                  .poll(
+                    () =>
+                      failing.logs
+                        .slice(taken)
+                        .some((line) => String(line['msg']).startsWith('ZooKeeper session taken over')),
+                    { timeout: ANSWER_BOUND_MS, interval: 50 },
+                  )
+                  .toBe(true);
+              };
+            };
+
       it('tells every client what the model says, after every step of random sequences', async () => {
         await fc.assert(
           fc.asyncProperty(
@@ -615,6 +726,7 @@ for (const store of ['embedded', 'zookeeper'] as const) {
                 observer,
                 revocations: 0,
                 restart,
+                fail,
               };
               try {
                 await fc.asyncModelRun(() => ({ model: new LockModel(), real }), sequence);
@@ -630,7 +742,9 @@ for (const store of ['embedded', 'zookeeper'] as const) {
             numRuns: RUNS,
             interruptAfterTimeLimit: 90_000,
             markInterruptAsFailure: true,
-            examples: REGRESSIONS.map((sequence): [typeof sequence] => [sequence]),
+            examples: [...REGRESSIONS, ...(fail ? FAILURES : [])].map((sequence): [typeof sequence] => [
+              sequence,
+            ]),
             ...REPLAY,
           },
         );

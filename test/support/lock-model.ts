@@ -147,7 +147,7 @@ export class LockModel {
     else this.#leave(request, 'dropped');
   }
 
-  /** How many times the serving instance was restarted (see restartInstance). */
+  /** How many times the serving instance was restarted or failed (see restartInstance, failInstance). */
   restarts = 0;
 
   /**
@@ -159,6 +159,22 @@ export class LockModel {
   restartInstance(): void {
     this.restarts += 1;
     for (const request of this.attached) this.drop(request.id);
+  }
+
+  /**
+   * The lockstream instance serving every stream dies (SIGKILL) or pauses (SIGSTOP), and every
+   * client fails over to another instance at once: every stream ends with UNAVAILABLE; each
+   * attached request with a resume grace is resumed on the next instance (which takes the
+   * failed one's ZooKeeper session over) and keeps its lock or its place; a detached one stays
+   * detached, as it stands; the others end as after a dropped connection (the taker releases
+   * them). Returns the requests resumed, in order.
+   */
+  failInstance(): number[] {
+    this.restarts += 1;
+    const failingOver = this.attached.filter((request) => request.resumable).map((request) => request.id);
+    for (const request of this.attached) this.drop(request.id);
+    for (const id of failingOver) this.resume(id);
+    return failingOver;
   }
 
   /** A new stream resumes a detached request: it is told where the request stands. */
