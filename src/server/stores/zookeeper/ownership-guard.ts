@@ -129,7 +129,7 @@ export class OwnershipGuard {
     const link = keeper.link();
     const reply = await keeper.send((current) => current.multi!(this.#ownership.fenced(record, ops)));
     if (reply.failedOp === 0 && (reply.rc === ErrorCode.badVersion || reply.rc === ErrorCode.noNode)) {
-      await (this.#noticing ??= this.#recheck(link, record));
+      await (this.#noticing ??= this.#recheck(link, record, reply.rc === ErrorCode.noNode));
       if (session.letGo) throw session.letGo;
       if (session.lost.aborted) throw session.lost.reason as LockError;
       throw new LockError('LOCK_LOST', `ZooKeeper session ${session.id} is not this store's any more`);
@@ -153,19 +153,26 @@ export class OwnershipGuard {
       return;
     }
     const reply = await this.#keeper.send((current) => current.getData(record.path, false));
-    const moved =
-      reply.rc === ErrorCode.noNode || (reply.rc === ErrorCode.ok && reply.value?.version !== record.version);
-    if (moved && link === this.#keeper.link()) await (this.#noticing ??= this.#recheck(link, record));
+    const gone = reply.rc === ErrorCode.noNode;
+    const moved = gone || (reply.rc === ErrorCode.ok && reply.value?.version !== record.version);
+    if (moved && link === this.#keeper.link()) await (this.#noticing ??= this.#recheck(link, record, gone));
   }
 
   /**
-   * A write's check failed on `link`: reads the record to find out who took the session over,
-   * or whether the session is over, and lets it go.
+   * A check of the record failed on `link`: the session is not this store's any more. A record
+   * found gone means the session is over (a taker bumps the record, it never deletes it; the
+   * session's end does), even when the connection breaks before anything else can be read, as
+   * it does while ZooKeeper closes the session. A record found changed means another instance
+   * took the session over: read again to learn which, and let the session go.
    */
-  async #recheck(link: ZooKeeperLink, record: OwnedRecord): Promise<void> {
+  async #recheck(link: ZooKeeperLink, record: OwnedRecord, gone: boolean): Promise<void> {
     try {
+      if (gone) {
+        this.#over(link);
+        return;
+      }
       const found = await this.#ownership.check(link, record);
-      // The check failed: not ours, whoever owns it now (unanswered: someone the record would name).
+      // Not ours, whoever owns it now (unanswered: someone the record would name).
       if (found.kind === 'over') this.#over(link);
       else this.#takenOver(link, found.kind === 'takenOver' ? found.by : SOMEONE);
     } finally {
