@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { onAbort } from '../common/abort.js';
 import type { Config } from './config.js';
 import { LockEngine, LockInspector, LockSessions } from './engine/index.js';
-import { MemoryReclaimer } from './memory-reclaimer.js';
+import { keepHeapNearLive, MemoryReclaimer } from './memory-reclaimer.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { CoordinationStore } from './stores/store.js';
 import { ZooKeeperStore } from './stores/zookeeper/zookeeper-store.js';
@@ -113,6 +113,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   );
   for (const warning of exposureWarnings(config, security)) logger.warn(warning);
   const unwatchHealth = followSessionHealth(store, (serving) => server.setServing(serving));
+  keepHeapNearLive();
   const reclaimer = new MemoryReclaimer({
     requests: () => sessions.size,
     logger: logger.child({ component: 'memory' }),
