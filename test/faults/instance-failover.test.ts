@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { LockClient, type Lock } from '../../src/client/index.js';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import type { Lock } from '../../src/client/index.js';
 import { Driver, prepareDrivers, type ClientLanguage } from '../clients/harness.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
-import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { faultFixture } from '../support/fault-fixture.js';
+import type { ServerProcess } from '../support/server-process.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -28,26 +29,10 @@ const CONTESTED = 5;
 beforeAll(prepareDrivers, 180_000);
 
 describe.each(CLIENTS)('instance failover, the %s client', (language) => {
-  const cleanups: Array<() => Promise<unknown> | void> = [];
-  afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  });
-
-  async function serve(root: string): Promise<ServerProcess> {
-    const server = await startServerProcess(['--zookeeper', connectString, '--root', root]);
-    cleanups.push(async () => {
-      if (server.exitCode() !== null) return;
-      process.kill(server.pid, 'SIGCONT');
-      await server.kill('SIGKILL');
-    });
-    return server;
-  }
-
-  function client(address: string): LockClient {
-    const locks = new LockClient(address);
-    cleanups.push(() => locks.close());
-    return locks;
-  }
+  const fixture = faultFixture();
+  const { client, later } = fixture;
+  const serve = (root: string): Promise<ServerProcess> =>
+    fixture.serve(['--zookeeper', connectString, '--root', root]);
 
   it.each(FAULTS)(
     '%s of its instance: every lock kept with its token, every place kept, nobody else granted, never lost',
@@ -64,7 +49,7 @@ describe.each(CLIENTS)('instance failover, the %s client', (language) => {
 
       // The client under test: the victim is its first endpoint.
       const driver = await Driver.start(language, [victim.address, second.address, third.address]);
-      cleanups.push(() => driver.stop());
+      later(() => driver.stop());
       for (const name of held) driver.send({ op: 'acquire', id: name, name });
       const tokens = new Map<string, string>();
       for (const name of held) tokens.set(name, await driver.acquired(name));

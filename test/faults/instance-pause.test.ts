@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { LockClient, type Lock } from '../../src/client/index.js';
+import { describe, expect, inject, it } from 'vitest';
+import type { Lock } from '../../src/client/index.js';
 import { deferred } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
-import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { faultFixture } from '../support/fault-fixture.js';
+import type { ServerProcess } from '../support/server-process.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -21,25 +22,10 @@ const LOCKS = 50;
 const ROUNDS = 3;
 
 describe('a lockstream instance paused (SIGSTOP) past two thirds of its ZooKeeper session', () => {
-  const cleanups: Array<() => Promise<unknown> | void> = [];
-  afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  });
-
-  async function serve(root: string): Promise<ServerProcess> {
-    const server = await startServerProcess(['--zookeeper', connectString, '--root', root]);
-    cleanups.push(async () => {
-      process.kill(server.pid, 'SIGCONT');
-      await server.kill('SIGKILL');
-    });
-    return server;
-  }
-
-  function client(address: string): LockClient {
-    const locks = new LockClient(address);
-    cleanups.push(() => locks.close());
-    return locks;
-  }
+  const fixture = faultFixture();
+  const { client } = fixture;
+  const serve = (root: string): Promise<ServerProcess> =>
+    fixture.serve(['--zookeeper', connectString, '--root', root]);
 
   it.each(Array.from({ length: ROUNDS }, (_, i) => i + 1))(
     'round %i: frees every lock of its client for the waiters on another instance, never before the holder was told it lost them',

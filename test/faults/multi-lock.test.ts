@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { LockClient, LockLostError, type Lock } from '../../src/client/index.js';
+import { describe, expect, inject, it } from 'vitest';
+import { LockLostError, type Lock } from '../../src/client/index.js';
 import { deferred } from '../support/lock-caller.js';
 import { LockHistory } from '../support/lock-history.js';
 import { RawZooKeeper } from '../support/raw-zookeeper.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
-import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { faultFixture } from '../support/fault-fixture.js';
+import type { ServerProcess } from '../support/server-process.js';
 import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
@@ -17,29 +18,10 @@ const SESSION_TIMEOUT_MS = 3_000;
  * the locks pass to waiters elsewhere, and nothing is left in ZooKeeper.
  */
 describe('multi-locks through server death and session expiry', () => {
-  const cleanups: Array<() => Promise<unknown> | void> = [];
-  afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  });
-
-  async function serve(root: string, zookeeper = connectString): Promise<ServerProcess> {
-    const server = await startServerProcess([
-      '--zookeeper',
-      zookeeper,
-      '--root',
-      root,
-      '--session-timeout',
-      `${SESSION_TIMEOUT_MS}ms`,
-    ]);
-    cleanups.push(() => server.kill('SIGKILL'));
-    return server;
-  }
-
-  function client(address: string): LockClient {
-    const locks = new LockClient(address);
-    cleanups.push(() => locks.close());
-    return locks;
-  }
+  const fixture = faultFixture();
+  const { client, later } = fixture;
+  const serve = (root: string, zookeeper = connectString): Promise<ServerProcess> =>
+    fixture.serve(['--zookeeper', zookeeper, '--root', root, '--session-timeout', `${SESSION_TIMEOUT_MS}ms`]);
 
   /** Starts acquiring and resolves once the request is queued, with its pending grant (wrapped: not awaited). */
   async function queued(
@@ -94,7 +76,7 @@ describe('multi-locks through server death and session expiry', () => {
   it('a session expiry ends a holding set as one loss and re-queues a waiting set on the new session; the locks go to another server meanwhile', async () => {
     const root = `/multi-expiry-${randomUUID()}`;
     const proxy = await TcpProxyProcess.start(connectString);
-    cleanups.push(() => proxy.close());
+    later(() => proxy.close());
     const cutOff = client((await serve(root, proxy.address)).address);
     const other = client((await serve(root)).address);
     const history = new LockHistory();

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, inject, it } from 'vitest';
-import { LockClient, Status, type Lock } from '../../src/client/index.js';
+import { describe, expect, inject, it } from 'vitest';
+import { Status, type Lock, type LockClient } from '../../src/client/index.js';
 import { deferred } from '../support/lock-caller.js';
 import { LockHistory } from '../support/lock-history.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
-import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { faultFixture } from '../support/fault-fixture.js';
+import type { ServerProcess } from '../support/server-process.js';
 import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
@@ -16,13 +17,10 @@ const SDK_RESUME_GRACE_MS = 5_000;
 const DEAD_CLIENT_BOUND_MS = 15_000;
 
 describe('processes that die', () => {
-  const cleanups: Array<() => Promise<unknown> | void> = [];
-  afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  });
-
-  async function serve(root: string, extra: string[] = []): Promise<ServerProcess> {
-    const server = await startServerProcess([
+  const fixture = faultFixture();
+  const { client, later } = fixture;
+  const serve = (root: string, extra: string[] = []): Promise<ServerProcess> =>
+    fixture.serve([
       '--zookeeper',
       connectString,
       '--root',
@@ -31,15 +29,6 @@ describe('processes that die', () => {
       `${SESSION_TIMEOUT_MS}ms`,
       ...extra,
     ]);
-    cleanups.push(() => server.kill('SIGKILL'));
-    return server;
-  }
-
-  function client(address: string): LockClient {
-    const locks = new LockClient(address);
-    cleanups.push(() => locks.close());
-    return locks;
-  }
 
   /** Queues one request per lock name and resolves once all are queued, with their pending grants. */
   async function queueFor(locks: LockClient, names: string[]): Promise<Array<Promise<Lock>>> {
@@ -55,7 +44,7 @@ describe('processes that die', () => {
     const root = `/dead-client-${randomUUID()}`;
     const server = await serve(root);
     const proxy = await TcpProxyProcess.start(server.address);
-    cleanups.push(() => proxy.close());
+    later(() => proxy.close());
     // The doomed client does not ping (its own keepalive would only notice from its side).
     const doomed = client(proxy.address);
     const survivor = client(server.address);

@@ -1,0 +1,39 @@
+import { afterEach } from 'vitest';
+import { LockClient } from '../../src/client/index.js';
+import { startServerProcess, type ServerProcess } from './server-process.js';
+
+export interface FaultFixture {
+  /** Starts `lockstream serve <args>` in its own process, killed after the test. */
+  readonly serve: (args: string[]) => Promise<ServerProcess>;
+  /** An SDK client of `address`, closed after the test. */
+  readonly client: (address: string) => LockClient;
+  /** Anything else to undo after the test (undone last first, with the rest). */
+  readonly later: (cleanup: () => Promise<unknown> | void) => void;
+}
+
+/**
+ * What a fault test starts (server processes, SDK clients, proxies, drivers), undone after each
+ * test, last started first. A server is killed with SIGKILL, which ends a paused (SIGSTOP) one
+ * too, and one that exited already is left be. Call at the top of a `describe`.
+ */
+export function faultFixture(): FaultFixture {
+  const cleanups: Array<() => Promise<unknown> | void> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+  return {
+    serve: async (args) => {
+      const server = await startServerProcess(args);
+      cleanups.push(() => server.kill('SIGKILL'));
+      return server;
+    },
+    client: (address) => {
+      const locks = new LockClient(address);
+      cleanups.push(() => locks.close());
+      return locks;
+    },
+    later: (cleanup) => {
+      cleanups.push(cleanup);
+    },
+  };
+}
