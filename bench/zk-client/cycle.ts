@@ -75,7 +75,9 @@ async function protocolClient(): Promise<Client> {
       return { path: created.path, czxid: created.stat.czxid };
     },
     getCzxid: async (path) => (await zk.getData(path)).stat.czxid,
-    delete: (path) => zk.delete(path),
+    delete: async (path) => {
+      await zk.delete(path);
+    },
     ensure: (path) =>
       zk.create(path, empty, OPEN_ACL_UNSAFE, CreateMode.persistent).then(
         () => undefined,

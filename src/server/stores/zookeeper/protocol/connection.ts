@@ -5,8 +5,6 @@ import { JuteWriter, type JuteReader } from './jute.js';
 import { PacketFramer } from './packet-framer.js';
 import {
   ErrorCode,
-  EventType,
-  KeeperState,
   OpCode,
   Xid,
   readConnectResponse,
@@ -33,9 +31,12 @@ import { ZooKeeperError } from './zookeeper-error.js';
  * or 'expired'), 'expired' (the session is gone: its ephemeral nodes too; the connection is
  * closed for good), 'authFailed'.
  *
+ * Watches: one-shot ones (exists, getData, getChildren) and, on ZooKeeper 3.6+, persistent ones
+ * (addWatch), all set again on each new connection of the session.
+ *
  * This file holds the connection itself (dialing, handshake, reconnection, pings, restoring
  * watches); operations.ts has the operations it offers, requests.ts writes the requests, request-pipeline.ts numbers and batches them and
- * matches the replies, watch-registry.ts keeps the watches.
+ * matches the replies, watch-registry.ts and persistent-watches.ts keep the watches.
  */
 
 const PASSWORD_BYTES = 16;
@@ -65,6 +66,10 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
 
   protected get chroot(): Chroot {
     return this.#chroot;
+  }
+
+  protected get watches(): WatchRegistry {
+    return this.#watches;
   }
 
   private constructor(options: ZooKeeperConnectionOptions) {
@@ -287,7 +292,9 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
         this.#onWatcherEvent(readWatcherEvent(reader));
         return;
       case Xid.ping:
+        return;
       case Xid.setWatches:
+        this.#watches.restoreAnswered(err);
         return;
       case Xid.auth:
         if (err !== ErrorCode.ok)
@@ -304,13 +311,8 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
 
   /** After a reconnect: the server forgot our watches; tell it which, and from which zxid. */
   #restoreWatches(): void {
-    const { data, exist, child } = this.#watches.paths();
-    if (data.length + exist.length + child.length === 0) return;
-    this.#requests.sendPacket(Xid.setWatches, OpCode.setWatches, (writer) => {
-      writer.long(this.#lastZxid);
-      for (const paths of [data, exist, child])
-        writer.vector(paths, (path) => writer.string(this.#chroot.serverPath(path)));
-    });
+    const restore = this.#watches.restore(this.#lastZxid, this.#chroot);
+    if (restore) this.#requests.sendPacket(Xid.setWatches, restore.op, restore.write);
   }
 
   #onSocketClosed(socket: Socket): void {
@@ -342,11 +344,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
     clearTimeout(this.#dialTimer);
     clearTimeout(this.#handshakeTimer);
     this.#requests.failAll(reason);
-    this.#watches.clear(
-      reason.code === ErrorCode.sessionExpired
-        ? { type: EventType.none, state: KeeperState.expired, path: '' }
-        : undefined,
-    );
+    this.#watches.clear(reason.code === ErrorCode.sessionExpired ? reason : undefined);
     this.#socket?.destroy();
     this.#socket = undefined;
   }

@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { Chroot } from './chroot.js';
+import type { PersistentWatcher } from './persistent-watches.js';
 import {
+  AddWatchMode,
   ErrorCode,
   type Acl,
   type ChildrenResult,
@@ -10,6 +12,7 @@ import {
 } from './records.js';
 import type { RequestSpec } from './request-pipeline.js';
 import {
+  addWatchRequest,
   createRequest,
   deleteRequest,
   existsRequest,
@@ -20,11 +23,16 @@ import {
   multiFailure,
   multiGetChildrenRequest,
   multiRequest,
+  removeWatchesRequest,
   setAclRequest,
   setDataRequest,
 } from './requests.js';
-import type { Watcher } from './watch-registry.js';
-import { ZooKeeperError } from './zookeeper-error.js';
+import type { WatchRegistry, Watcher } from './watch-registry.js';
+import { UnsupportedOperationError, ZooKeeperError } from './zookeeper-error.js';
+
+function modeName(mode: AddWatchMode): string {
+  return mode === AddWatchMode.persistentRecursive ? 'PERSISTENT_RECURSIVE' : 'PERSISTENT';
+}
 
 /**
  * The operations a ZooKeeper session offers, each one request: what ZooKeeperConnection
@@ -35,6 +43,8 @@ export abstract class ZooKeeperOperations extends EventEmitter {
   protected abstract send<T>(spec: RequestSpec<T>): Promise<T>;
   /** Maps paths between the client's view and the server's. */
   protected abstract get chroot(): Chroot;
+  /** The session's watches, the persistent ones among them. */
+  protected abstract get watches(): WatchRegistry;
 
   /**
    * Creates a node with `acl` and answers with its path (with the sequence suffix) and Stat.
@@ -50,7 +60,8 @@ export abstract class ZooKeeperOperations extends EventEmitter {
     return this.send(createRequest(this.chroot, path, data, acl, mode, ttlMs));
   }
 
-  delete(path: string, version = -1): Promise<void> {
+  /** Resolves with the deletion's zxid: every change with a lower one was told before it. */
+  delete(path: string, version = -1): Promise<bigint> {
     return this.send(deleteRequest(this.chroot, path, version));
   }
 
@@ -114,5 +125,55 @@ export abstract class ZooKeeperOperations extends EventEmitter {
    */
   getEphemerals(prefix: string): Promise<string[]> {
     return this.send(getEphemeralsRequest(this.chroot, prefix));
+  }
+
+  /**
+   * Sets a persistent watch on `path` (ZooKeeper 3.6+'s addWatch; the node need not exist):
+   * `watcher` hears every change `mode` covers, each time, until removeWatches; it is told when
+   * the watch is set again after a reconnect (`resumed`: what changed in between is not
+   * replayed) and when it ends with the session. Watchers may share a path in one mode.
+   *
+   * Rejects with UnsupportedOperationError on a server without addWatch (3.5), which also closes
+   * the connection: requests in flight fail with CONNECTIONLOSS, and the session lives on. Without
+   * asking the server, rejects a path watched in the other mode or with a one-shot watch:
+   * 3.6 to 3.8 keep one mode per path and session, and the watches would end each other.
+   */
+  async addWatch(path: string, mode: AddWatchMode, watcher: PersistentWatcher): Promise<void> {
+    const persistent = this.watches.persistent;
+    const watched = persistent.modeOf(path);
+    const oneModePerPath = 'ZooKeeper 3.6 to 3.8 keep one watch mode per path and session';
+    if (watched !== undefined && watched !== mode)
+      throw new Error(
+        `addWatch ${path}: this session watches it ${modeName(watched)} already (${oneModePerPath})`,
+      );
+    if (this.watches.hasOneShot(path))
+      throw new Error(`addWatch ${path}: this session has a one-shot watch on it (${oneModePerPath})`);
+    if (watched === mode) {
+      // The server's watch is there already (a watch is registered once its reply is read).
+      persistent.add(path, mode, watcher);
+      return;
+    }
+    try {
+      await this.send(addWatchRequest(this.chroot, path, mode, () => persistent.add(path, mode, watcher)));
+    } catch (error) {
+      if (error instanceof ZooKeeperError && error.code === ErrorCode.unimplemented)
+        throw new UnsupportedOperationError('addWatch', '3.6', `addWatch ${path}`);
+      throw error;
+    }
+  }
+
+  /**
+   * Ends `watcher`'s persistent watch on `path` (nothing if it has none); the server's goes with
+   * the path's last watcher. Resolves once the server has forgotten it, or the connection that
+   * held it is gone (a new one will not set it again).
+   */
+  async removeWatches(path: string, watcher: PersistentWatcher): Promise<void> {
+    if (!this.watches.persistent.remove(path, watcher)) return;
+    try {
+      await this.send(removeWatchesRequest(this.chroot, path));
+    } catch (error) {
+      const gone: number[] = [ErrorCode.connectionLoss, ErrorCode.sessionExpired, ErrorCode.noWatcher];
+      if (!(error instanceof ZooKeeperError && gone.includes(error.code))) throw error;
+    }
   }
 }

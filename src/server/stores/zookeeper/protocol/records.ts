@@ -19,6 +19,8 @@ export const OpCode = {
   check: 13,
   multi: 14,
   create2: 15,
+  /** 3.5+, for persistent watches 3.6+. */
+  removeWatches: 18,
   createContainer: 19,
   createTTL: 21,
   /** 3.6+; an older server answers UNIMPLEMENTED and drops the connection. */
@@ -28,6 +30,10 @@ export const OpCode = {
   closeSession: -11,
   auth: 100,
   setWatches: 101,
+  /** SetWatches with persistent watches (3.6+). */
+  setWatches2: 105,
+  /** 3.6+; an older server answers UNIMPLEMENTED and drops the connection. */
+  addWatch: 106,
   error: -1,
 } as const;
 
@@ -57,6 +63,8 @@ export const ErrorCode = {
   invalidAcl: -114,
   authFailed: -115,
   sessionMoved: -118,
+  /** removeWatches: the session has no such watch on the path. */
+  noWatcher: -121,
 } as const;
 
 export const CreateMode = {
@@ -75,6 +83,29 @@ export const EventType = {
   nodeDeleted: 2,
   nodeDataChanged: 3,
   nodeChildrenChanged: 4,
+} as const;
+
+/**
+ * The modes of addWatch (3.6+): persistent watches are not used up by their events.
+ * `persistent` hears the path's own NodeCreated, NodeDeleted, NodeDataChanged and
+ * NodeChildrenChanged; `persistentRecursive` hears NodeCreated, NodeDeleted and NodeDataChanged
+ * of the path and of every node below it, and never NodeChildrenChanged.
+ */
+export const AddWatchMode = {
+  persistent: 0,
+  persistentRecursive: 1,
+} as const;
+
+export type AddWatchMode = (typeof AddWatchMode)[keyof typeof AddWatchMode];
+
+/**
+ * removeWatches' watch types. `any` is the one every server since 3.6 takes for a persistent
+ * watch (the Programmer's Guide says so); 3.6–3.8 know no other type for it.
+ */
+export const WatcherType = {
+  children: 1,
+  data: 2,
+  any: 3,
 } as const;
 
 export const KeeperState = {

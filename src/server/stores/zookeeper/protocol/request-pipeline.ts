@@ -52,6 +52,17 @@ export class RequestPipeline {
   /** Sends `spec` in this turn's batch; settles with its reply, or its failure. */
   send<T>(spec: RequestSpec<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      if (spec.watch && this.#watches.persistent.modeOf(spec.watch.path) !== undefined) {
+        // ZooKeeper 3.6 to 3.8 keep one watch mode per path and session (WatcherModeManager):
+        // a one-shot watch would turn the persistent one into a one-shot one (ZOOKEEPER-4466).
+        reject(
+          new Error(
+            `${spec.what}: this session watches ${spec.watch.path} persistently; ` +
+              'a one-shot watch on the same path would end that watch on ZooKeeper 3.6 to 3.8',
+          ),
+        );
+        return;
+      }
       const xid = this.#nextXid;
       this.#nextXid = this.#nextXid >= 0x7fffffff ? 1 : this.#nextXid + 1;
       const { watch, readOnError = false } = spec;
@@ -100,13 +111,23 @@ export class RequestPipeline {
 
   /**
    * Settles the oldest request with its reply. A reply for another xid means the stream is out
-   * of step: throws, and the connection must be dropped.
+   * of step: throws, and the connection must be dropped. But for one case: a server older than
+   * an operation answers it UNIMPLEMENTED at once, possibly ahead of the replies to requests
+   * sent before it (3.5's ZooKeeperServer.submitRequest hands an unknown op straight to
+   * UnimplementedRequestProcessor, beside the pipeline of the others), and then closes the
+   * connection; that request is settled with its answer, and the others fail with the connection.
    */
   answer(xid: number, err: number, zxid: bigint, reader: JuteReader): void {
-    const pending = this.#pending[this.#pendingHead];
-    if (!pending || pending.xid !== xid) {
-      throw new JuteError(`reply for xid ${xid}, expected ${pending?.xid ?? 'none'}`);
+    const head = this.#pending[this.#pendingHead];
+    if (head?.xid !== xid && err === ErrorCode.unimplemented) {
+      const index = this.#pending.findIndex((request, at) => at > this.#pendingHead && request.xid === xid);
+      if (index !== -1) {
+        const [request] = this.#pending.splice(index, 1);
+        request!.settle(new ZooKeeperError(err, `${request!.what}: ${errorName(err)}`), reader, zxid);
+        return;
+      }
     }
+    if (head?.xid !== xid) throw new JuteError(`reply for xid ${xid}, expected ${head?.xid ?? 'none'}`);
     this.#pending[this.#pendingHead] = undefined as unknown as Pending;
     this.#pendingHead += 1;
     if (this.#pendingHead > 1024 && this.#pendingHead * 2 > this.#pending.length) {
@@ -114,8 +135,8 @@ export class RequestPipeline {
       this.#pendingHead = 0;
     }
     if (err !== ErrorCode.ok)
-      pending.settle(new ZooKeeperError(err, `${pending.what}: ${errorName(err)}`), reader, zxid);
-    else pending.settle(undefined, reader, zxid);
+      head.settle(new ZooKeeperError(err, `${head.what}: ${errorName(err)}`), reader, zxid);
+    else head.settle(undefined, reader, zxid);
   }
 
   /** Fails every request not answered yet with `reason`'s code, and drops the unsent batch. */

@@ -11,7 +11,9 @@ import {
   writeAcls,
   writeMulti,
   writeMultiGetChildren,
+  WatcherType,
   type Acl,
+  type AddWatchMode,
   type ChildrenResult,
   type MultiOp,
   type MultiResult,
@@ -48,12 +50,13 @@ export function createRequest(
   };
 }
 
-export function deleteRequest(chroot: Chroot, path: string, version: number): RequestSpec<void> {
+/** Answers with the deletion's zxid (the reply's). */
+export function deleteRequest(chroot: Chroot, path: string, version: number): RequestSpec<bigint> {
   return {
     op: OpCode.delete,
     what: `delete ${path}`,
     write: (writer) => writer.string(chroot.serverPath(path)).int(version),
-    read: () => undefined,
+    read: (_reader, zxid) => zxid,
   };
 }
 
@@ -198,6 +201,35 @@ export function multiFailure(
     `multi: op ${index} (${ops[index]?.op} ${ops[index]?.path}) failed: ${errorName(failed.err)}`,
     index,
   );
+}
+
+/**
+ * A persistent watch on `path` (addWatch, 3.6+); the node need not exist. `armed` runs as the
+ * reply is read, so that an event read right behind it finds the watch.
+ */
+export function addWatchRequest(
+  chroot: Chroot,
+  path: string,
+  mode: AddWatchMode,
+  armed: () => void,
+): RequestSpec<void> {
+  return {
+    op: OpCode.addWatch,
+    what: `addWatch ${path}`,
+    write: (writer) => writer.string(chroot.serverPath(path)).int(mode),
+    // The body (an ErrorResponse of 0) says nothing the header did not.
+    read: () => armed(),
+  };
+}
+
+/** Removes every watch of this session on `path` (WatcherType any: the type 3.6+ take for a persistent one). */
+export function removeWatchesRequest(chroot: Chroot, path: string): RequestSpec<void> {
+  return {
+    op: OpCode.removeWatches,
+    what: `removeWatches ${path}`,
+    write: (writer) => writer.string(chroot.serverPath(path)).int(WatcherType.any),
+    read: () => undefined,
+  };
 }
 
 export const closeSessionRequest: RequestSpec<void> = {

@@ -1,5 +1,9 @@
 import { ListenerMap } from '../../listener-map.js';
-import { EventType, type WatcherEvent } from './records.js';
+import type { Chroot } from './chroot.js';
+import type { JuteWriter } from './jute.js';
+import { PersistentWatches } from './persistent-watches.js';
+import { ErrorCode, EventType, KeeperState, OpCode, type WatcherEvent } from './records.js';
+import { UnsupportedOperationError, ZooKeeperError, errorName } from './zookeeper-error.js';
 
 export type Watcher = (event: WatcherEvent) => void;
 
@@ -16,8 +20,8 @@ export interface WatchRequest {
 
 /**
  * The watches of one session, as the client keeps them: registered as the replies that armed
- * them are read, fired (each once) by the events that use them up, and listed after a reconnect
- * so the server can be told which to restore.
+ * them are read, fired by the events (a one-shot watch once, a persistent one each time), and
+ * set again on each new connection.
  */
 export class WatchRegistry {
   readonly #byKind: Record<WatchKind, ListenerMap<Watcher>> = {
@@ -25,6 +29,15 @@ export class WatchRegistry {
     exist: new ListenerMap(),
     child: new ListenerMap(),
   };
+  /** The persistent watches (addWatch); the one-shot ones are kept above. */
+  readonly persistent = new PersistentWatches();
+  /** The restore request in flight is a SetWatches2: its answer resumes the persistent watches. */
+  #restoringPersistent = false;
+
+  /** Whether `path` has a one-shot watch of any kind. */
+  hasOneShot(path: string): boolean {
+    return Object.values(this.#byKind).some((watches) => watches.has(path));
+  }
 
   /** Registers `request`'s watcher for a reply that found the node (`found`) or did not. */
   register(request: WatchRequest, found: boolean): void {
@@ -68,23 +81,61 @@ export class WatchRegistry {
         break;
     }
     for (const watcher of told ?? first ?? []) watcher(event);
+    this.persistent.fire(event);
   }
 
-  /** The watched paths of each kind, for a setWatches after a reconnect. */
-  paths(): Record<WatchKind, string[]> {
+  /**
+   * The request that sets every watch again on a new connection (a server keeps watches per
+   * connection), relative to `lastZxid`, with paths as the server knows them; undefined if there
+   * is no watch. SetWatches2 if a watch is persistent, else SetWatches, which 3.5 knows (as
+   * ZooKeeper's ClientCnxn.primeConnection chooses).
+   *
+   * What a server does with them (DataTree.setWatches, 3.6 to 3.9): a one-shot watch whose node
+   * changed after `lastZxid` fires at once; a persistent one is only added back to its
+   * WatchManager, with nothing that happened under it while the session had no connection
+   * replayed. Hence PersistentWatcher.resumed, once the server has answered.
+   */
+  restore(lastZxid: bigint, chroot: Chroot): { op: number; write: (writer: JuteWriter) => void } | undefined {
+    const oneShot = [this.#byKind.data.keys(), this.#byKind.exist.keys(), this.#byKind.child.keys()];
+    const { persistent, persistentRecursive } = this.persistent.paths();
+    this.#restoringPersistent = persistent.length + persistentRecursive.length > 0;
+    const lists = this.#restoringPersistent ? [...oneShot, persistent, persistentRecursive] : oneShot;
+    if (lists.every((paths) => paths.length === 0)) return undefined;
     return {
-      data: this.#byKind.data.keys(),
-      exist: this.#byKind.exist.keys(),
-      child: this.#byKind.child.keys(),
+      op: this.#restoringPersistent ? OpCode.setWatches2 : OpCode.setWatches,
+      write: (writer) => {
+        writer.long(lastZxid);
+        for (const paths of lists) writer.vector(paths, (path) => writer.string(chroot.serverPath(path)));
+      },
     };
   }
 
-  /** Forgets every watch; with `event` (the session expired), tells each watcher first. */
-  clear(event?: WatcherEvent): void {
+  /**
+   * The server answered the restore request with `err`. Its answer comes before the reply to any
+   * request sent after it, so the persistent watches' owners hear `resumed` before those. A
+   * member that cannot keep them (3.5 answers SetWatches2 UNIMPLEMENTED and closes the
+   * connection) ends them; the one-shot watches are set again on the next connection.
+   */
+  restoreAnswered(err: number): void {
+    if (!this.#restoringPersistent) return;
+    this.#restoringPersistent = false;
+    if (err === ErrorCode.ok) this.persistent.resumed();
+    else
+      this.persistent.clear(
+        err === ErrorCode.unimplemented
+          ? new UnsupportedOperationError('persistent watches', '3.6', 'restoring persistent watches')
+          : new ZooKeeperError(err, `restoring persistent watches: ${errorName(err)}`),
+      );
+  }
+
+  /** Forgets every watch; with `expired` (the session expired), tells each owner first. */
+  clear(expired?: ZooKeeperError): void {
+    const event: WatcherEvent = { type: EventType.none, state: KeeperState.expired, path: '' };
     for (const watches of Object.values(this.#byKind)) {
       const all = watches.keys().flatMap((path) => watches.get(path));
       watches.clear();
-      if (event) for (const watcher of all) watcher(event);
+      if (expired) for (const watcher of all) watcher(event);
     }
+    this.persistent.clear(expired);
   }
 }

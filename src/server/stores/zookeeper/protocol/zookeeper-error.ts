@@ -5,7 +5,7 @@ import { ErrorCode } from './records.js';
  * multi, the index of the operation that failed (`failedOp`).
  */
 export class ZooKeeperError extends Error {
-  override readonly name = 'ZooKeeperError';
+  override readonly name: string = 'ZooKeeperError';
 
   constructor(
     readonly code: number,
@@ -13,6 +13,27 @@ export class ZooKeeperError extends Error {
     readonly failedOp?: number,
   ) {
     super(message);
+  }
+}
+
+/**
+ * The server does not know `operation`: it is older than the version that brought it (`since`),
+ * as ZooKeeper 3.5 is for addWatch. Such a server answers UNIMPLEMENTED and closes the
+ * connection (3.5's UnimplementedRequestProcessor); the session lives on, and the connection
+ * dials again with it. A caller can fall back to what older servers offer.
+ */
+export class UnsupportedOperationError extends ZooKeeperError {
+  override readonly name: string = 'UnsupportedOperationError';
+
+  constructor(
+    readonly operation: string,
+    readonly since: string,
+    what: string,
+  ) {
+    super(
+      ErrorCode.unimplemented,
+      `${what}: this ZooKeeper server does not implement ${operation} (ZooKeeper ${since} or newer does)`,
+    );
   }
 }
 
