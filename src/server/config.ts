@@ -7,6 +7,9 @@ export { DEFAULTS, serveOptions, type LogFormat, type LogLevel } from './serve-o
 
 export type Backend = 'memory' | 'zookeeper';
 
+export type ZooKeeperWatch = 'tree' | 'nodes';
+export const ZOOKEEPER_WATCHES: readonly ZooKeeperWatch[] = ['tree', 'nodes'];
+
 export interface Config {
   /** Address the gRPC server binds. */
   readonly host: string;
@@ -17,6 +20,11 @@ export interface Config {
   readonly zookeeper: string | undefined;
   /** Which ZooKeeper client the store runs on: lockstream's own (`protocol`) or the `zookeeper` addon. */
   readonly zookeeperClient: ZooKeeperClientKind;
+  /**
+   * How this instance hears of lock nodes: one persistent recursive watch on the lock tree
+   * (`tree`, where ZooKeeper and the client can), or a listing per create and a watch per node.
+   */
+  readonly zookeeperWatch: ZooKeeperWatch;
   /** Root znode under which lockstream keeps its nodes. */
   readonly rootPath: string;
   readonly sessionTimeoutMs: number;
@@ -159,6 +167,12 @@ function validate(values: OptionValues): Readonly<Config> {
       `--zookeeper-client ${JSON.stringify(zookeeperClient)}: expected one of ${ZOOKEEPER_CLIENTS.join(', ')}`,
     );
   }
+  const zookeeperWatch = String(values['zookeeperWatch']) as ZooKeeperWatch;
+  if (!ZOOKEEPER_WATCHES.includes(zookeeperWatch)) {
+    problems.push(
+      `--zookeeper-watch ${JSON.stringify(zookeeperWatch)}: expected one of ${ZOOKEEPER_WATCHES.join(', ')}`,
+    );
+  }
   if ((tlsCert === undefined) !== (tlsKey === undefined)) {
     problems.push('--tls-cert and --tls-key: give both (TLS) or neither (plaintext)');
   }
@@ -179,6 +193,7 @@ function validate(values: OptionValues): Readonly<Config> {
     backend: zookeeper === undefined ? 'memory' : 'zookeeper',
     zookeeper,
     zookeeperClient,
+    zookeeperWatch,
     rootPath,
     sessionTimeoutMs: duration('sessionTimeout', '--session-timeout', 1),
     connectTimeoutMs: duration('connectTimeout', '--connect-timeout', 1),

@@ -3,7 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { onAbort } from '../common/abort.js';
 import type { Config } from './config.js';
-import { LockEngine, LockInspector, LockSessions } from './engine/index.js';
+import { LockEngine, LockInspector, LockSessions, locksPathOf } from './engine/index.js';
 import { keepHeapNearLive, MemoryReclaimer } from './memory-reclaimer.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { CoordinationStore } from './stores/store.js';
@@ -205,6 +205,7 @@ async function openStore(
       ? { publish: { root: config.rootPath, owner: instanceId } }
       : {}),
     ...(digest === undefined ? {} : { protection: { digest, root: config.rootPath } }),
+    ...(config.zookeeperWatch === 'tree' ? { locksPath: locksPathOf(config.rootPath) } : {}),
   });
   return store;
 }

@@ -16,6 +16,7 @@ export const DEFAULTS = Object.freeze({
   port: 50051,
   rootPath: '/lockstream',
   zookeeperClient: 'protocol',
+  zookeeperWatch: 'tree',
   sessionTimeout: '10s',
   connectTimeout: '15s',
   // A vanished client's connection is dropped 3-6 s after it went silent (sooner with the SDK's
@@ -74,6 +75,13 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     description:
       "ZooKeeper client: protocol (lockstream's own, in TypeScript: create2, ACL on create, exact 64-bit zxids) or addon (the native `zookeeper` package, if installed)",
     default: DEFAULTS.zookeeperClient,
+  },
+  {
+    flags: '--zookeeper-watch <how>',
+    env: 'LOCKSTREAM_ZOOKEEPER_WATCH',
+    description:
+      'tree: one persistent recursive watch on the lock tree tells this instance every change (ZooKeeper 3.6+ and the protocol client; a lock cycle costs a create and a delete), or nodes: each create lists its lock and each request watches the node it waits for (ZooKeeper 3.5, the addon, or to spare an instance the events of every lock)',
+    default: DEFAULTS.zookeeperWatch,
   },
   {
     flags: '--root <path>',

@@ -74,7 +74,14 @@ function neverAborted(): AbortSignal {
  * every store. The lock engine relies on exactly these properties; a store that fails a case
  * would break the lock recipe on it.
  */
-export function describeStoreContract(name: string, makeStore: () => Promise<StoreUnderTest>): void {
+/**
+ * `makeStore` gets the root path of the test's nodes: locks go in `<root>/locks/<name>`, as
+ * lockstream lays them out.
+ */
+export function describeStoreContract(
+  name: string,
+  makeStore: (root: string) => Promise<StoreUnderTest>,
+): void {
   describe(`the ${name} coordination store`, () => {
     let store: CoordinationStore;
     let expireSession: () => Promise<void>;
@@ -100,11 +107,11 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
     };
 
     beforeEach(async () => {
-      const made = await makeStore();
-      ({ store, expireSession } = made);
-      replaces = made.replaces ?? true;
       root = `/store-test-${randomUUID()}`;
       dir = `${root}/locks/name`;
+      const made = await makeStore(root);
+      ({ store, expireSession } = made);
+      replaces = made.replaces ?? true;
     });
 
     afterEach(async () => {
@@ -550,7 +557,10 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(wait.state()).toBe('pending');
         await store.delete(node.path);
         await expect(wait.promise).resolves.toBeUndefined();
-        expect(delta(before, store.stats)).toMatchObject({ watchesArmed: 1, waitersWoken: 1 });
+        const counted = delta(before, store.stats);
+        expect(counted.waitersWoken).toBe(1);
+        // One watch for the path at most: a store that watches the whole lock tree arms none.
+        expect(counted.watchesArmed).toBeLessThanOrEqual(1);
       });
 
       it('resolves at once for a node that is already gone (it vanished before the watch was set)', async () => {
@@ -629,7 +639,10 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect(waits.map((w) => w.state())).toEqual(['pending', 'pending', 'pending']);
         await store.delete(node.path);
         await Promise.all(waits.map((w) => w.promise));
-        expect(delta(before, store.stats)).toMatchObject({ watchesArmed: 1, waitersWoken: 3 });
+        const counted = delta(before, store.stats);
+        expect(counted.waitersWoken).toBe(3);
+        // One watch for the path at most: a store that watches the whole lock tree arms none.
+        expect(counted.watchesArmed).toBeLessThanOrEqual(1);
       });
 
       it('arms one watch for waiters that come after another waiter on the same path gave up', async () => {

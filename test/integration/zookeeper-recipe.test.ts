@@ -33,8 +33,21 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  async function server(rootPath: string): Promise<{ server: RunningServer; caller: LockCaller }> {
-    const config = loadConfig({}, ['--port', '0', '--root', rootPath, '--zookeeper', connectString]);
+  /** `watch`: how the server hears of nodes (see --zookeeper-watch). */
+  async function server(
+    rootPath: string,
+    watch: 'tree' | 'nodes' = 'tree',
+  ): Promise<{ server: RunningServer; caller: LockCaller }> {
+    const config = loadConfig({}, [
+      '--port',
+      '0',
+      '--root',
+      rootPath,
+      '--zookeeper',
+      connectString,
+      '--zookeeper-watch',
+      watch,
+    ]);
     const running = await startServer(config, silent);
     const caller = new LockCaller(`127.0.0.1:${running.port}`);
     cleanups.push(
@@ -44,9 +57,10 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     return { server: running, caller };
   }
 
+  // The recipe with a watch per node: ZooKeeper 3.5, the addon client, and --zookeeper-watch nodes.
   it('has each waiter watch only its predecessor: one watch per waiting node, none on the lock itself', async () => {
     const root = `/recipe-${randomUUID()}`;
-    const { server: running, caller } = await server(root);
+    const { server: running, caller } = await server(root, 'nodes');
     const lockDir = `${root}/locks/herd`;
     const holder = caller.open({ name: 'herd' });
     await holder.acquired();
@@ -100,7 +114,7 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
 
   it('has a reader watch the last writer ahead of it, not its immediate predecessor', async () => {
     const root = `/recipe-${randomUUID()}`;
-    const { server: running, caller } = await server(root);
+    const { server: running, caller } = await server(root, 'nodes');
     const lockDir = `${root}/locks/doc`;
     const writer = caller.open({ name: 'doc', mode: LockMode.WRITE });
     await writer.acquired();
@@ -119,6 +133,33 @@ describe('the ZooKeeper lock recipe, seen from ZooKeeper', () => {
     await writer.release();
     await Promise.all(readers.map((r) => r.acquired()));
     expect(running.store.stats.waitersWoken - queuing.waitersWoken).toBe(3);
+  });
+
+  it('with the lock tree watched, keeps one watch in ZooKeeper for every lock, and wakes one waiter per release', async () => {
+    const root = `/recipe-${randomUUID()}`;
+    const { server: running, caller } = await server(root, 'tree');
+    const holder = caller.open({ name: 'herd' });
+    await holder.acquired();
+    const queuing = { ...running.store.stats };
+    const waiters: RequestStream[] = [];
+    for (let i = 0; i < 30; i += 1) {
+      const waiter = caller.open({ name: 'herd', mode: i % 3 === 0 ? LockMode.WRITE : LockMode.MUTEX });
+      cleanups.push(() => waiter.cancel());
+      expect(await waiter.queued()).toBe(i + 1);
+      waiters.push(waiter);
+    }
+    // The instance's one persistent recursive watch, on the locks path: ZooKeeper sends this
+    // session one event per change, whoever waits for it; no node or lock has a watch of its own.
+    expect([...(await watchesUnder(zookeeperPort, root)).keys()]).toEqual([`${root}/locks`]);
+    expect(running.store.stats.watchesArmed - queuing.watchesArmed).toBe(0);
+
+    const before = { ...running.store.stats };
+    await holder.release();
+    await waiters[0]!.acquired();
+    const after = { ...running.store.stats };
+    expect(after.waitersWoken - before.waitersWoken).toBe(1);
+    expect(after.watchesArmed - before.watchesArmed).toBe(0);
+    expect(waiters.slice(1).filter((w) => w.isAcquired)).toHaveLength(0);
   });
 
   it('hands out czxids as tokens: unique across lock names, in creation order, not per-lock sequences', async () => {

@@ -12,6 +12,17 @@ import { expireZooKeeperSession } from '../support/zookeeper-faults.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
+describeStoreContract('ZooKeeper (protocol client, the lock tree watched)', async (root) => {
+  const store = await ZooKeeperStore.connect({
+    connectString,
+    sessionTimeoutMs: 4000,
+    connectTimeoutMs: 5000,
+    logger: pino({ level: 'silent' }),
+    locksPath: `${root}/locks`,
+  });
+  return { store, expireSession: () => expireZooKeeperSession(store, connectString) };
+});
+
 for (const client of ZOOKEEPER_CLIENTS) {
   describeStoreContract(`ZooKeeper (${client} client)`, async () => {
     const store = await ZooKeeperStore.connect({

@@ -20,6 +20,7 @@ describe('loadConfig', () => {
       backend: 'memory',
       zookeeper: undefined,
       zookeeperClient: 'protocol',
+      zookeeperWatch: 'tree',
       rootPath: '/lockstream',
       sessionTimeoutMs: 10_000,
       connectTimeoutMs: 15_000,
@@ -104,6 +105,8 @@ describe('loadConfig', () => {
       'zk-digest',
       '--zookeeper-client',
       'addon',
+      '--zookeeper-watch',
+      'nodes',
     ]);
     expect(config).toEqual({
       host: '0.0.0.0',
@@ -111,6 +114,7 @@ describe('loadConfig', () => {
       backend: 'zookeeper',
       zookeeper: 'zk1:2181,zk2:2181/chroot',
       zookeeperClient: 'addon',
+      zookeeperWatch: 'nodes',
       rootPath: '/locks/team-a',
       sessionTimeoutMs: 4_000,
       connectTimeoutMs: 2_500,
@@ -187,6 +191,7 @@ describe('loadConfig', () => {
         LOCKSTREAM_AUTH_FILE: '/etc/lockstream/access.yaml',
         LOCKSTREAM_HTTP_AUTH: 'true',
         LOCKSTREAM_ZOOKEEPER_DIGEST_FILE: '/etc/lockstream/zookeeper',
+        LOCKSTREAM_ZOOKEEPER_WATCH: 'nodes',
       },
       [],
     );
@@ -196,6 +201,7 @@ describe('loadConfig', () => {
       backend: 'zookeeper',
       zookeeper: 'zk:2181',
       zookeeperClient: 'addon',
+      zookeeperWatch: 'nodes',
       rootPath: '/from-env',
       sessionTimeoutMs: 6_000,
       connectTimeoutMs: 3_000,
@@ -336,6 +342,14 @@ describe('loadConfig', () => {
       expect(loadConfig({ LOCKSTREAM_ZOOKEEPER_CLIENT: 'addon' }, []).zookeeperClient).toBe('addon');
       expect(problemsOf({}, ['--zookeeper-client', 'curator'])).toEqual([
         '--zookeeper-client "curator": expected one of protocol, addon',
+      ]);
+    });
+
+    it('takes how to watch ZooKeeper from the flag or the environment, and names the choices for an unknown one', () => {
+      expect(loadConfig({}, ['--zookeeper-watch', 'nodes']).zookeeperWatch).toBe('nodes');
+      expect(loadConfig({ LOCKSTREAM_ZOOKEEPER_WATCH: 'nodes' }, []).zookeeperWatch).toBe('nodes');
+      expect(problemsOf({}, ['--zookeeper-watch', 'every'])).toEqual([
+        '--zookeeper-watch "every": expected one of tree, nodes',
       ]);
     });
 

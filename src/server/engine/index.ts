@@ -3,7 +3,7 @@
  * security, main) imports the engine from here, and only here (lint-enforced), so what is
  * inside can be rearranged without reaching into the layers above.
  */
-export { LockEngine, type LockEngineOptions } from './lock-engine.js';
+export { LockEngine, locksPathOf, type LockEngineOptions } from './lock-engine.js';
 export {
   LockInspector,
   type LockDescription,

@@ -11,6 +11,11 @@ import { Revoker } from './revoker.js';
 import { SemaphoreWakeups } from './semaphore-wakeups.js';
 import { SessionDependents } from './session-dependents.js';
 
+/** The store path under which every lock's queue lives, for lockstream's root `rootPath`. */
+export function locksPathOf(rootPath: string): string {
+  return joinPath(rootPath, 'locks');
+}
+
 export interface LockEngineOptions {
   readonly store: CoordinationStore;
   /** Root path of lockstream's nodes in the store, e.g. `/lockstream`. */
@@ -39,7 +44,7 @@ export class LockEngine {
   constructor(options: LockEngineOptions) {
     const store = options.store;
     this.#store = store;
-    this.#locksPath = joinPath(options.rootPath, 'locks');
+    this.#locksPath = locksPathOf(options.rootPath);
     this.#logger = options.logger;
     const semaphores = new SemaphoreWakeups(store, this.#logger);
     this.#parts = {

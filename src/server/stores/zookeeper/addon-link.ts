@@ -162,6 +162,9 @@ export class AddonLink implements ZooKeeperLink {
   /** The C client ends the session whenever it closes a handle: it cannot let one go alive. */
   readonly drop = undefined;
 
+  /** The addon's C client has no persistent watches. */
+  readonly watchTree = undefined;
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

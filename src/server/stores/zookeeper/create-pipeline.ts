@@ -15,6 +15,7 @@ import type { NodeWatches } from './node-watches.js';
 import type { ParentBarrier } from './parent-barrier.js';
 import { ErrorCode } from './protocol/records.js';
 import type { SessionKeeper } from './session-keeper.js';
+import type { TreeView } from './tree-view.js';
 import type { TreeProtection } from './tree-protection.js';
 import {
   MAX_ATTEMPTS,
@@ -36,6 +37,8 @@ export interface CreatePipelineParts {
   readonly barrier: ParentBarrier;
   readonly protection: TreeProtection;
   readonly stats: StoreStats;
+  /** The lock tree as its persistent recursive watch tells it, where the server has one. */
+  readonly view?: TreeView | undefined;
 }
 
 /**
@@ -52,6 +55,7 @@ export class CreatePipeline {
   readonly #barrier: ParentBarrier;
   readonly #protection: TreeProtection;
   readonly #stats: StoreStats;
+  readonly #view: TreeView | undefined;
   /**
    * The sequence number the next node under a lock's parent should get (see #create); null
    * where the last create found others queued: a guess there would mostly miss.
@@ -65,6 +69,7 @@ export class CreatePipeline {
     this.#barrier = parts.barrier;
     this.#protection = parts.protection;
     this.#stats = parts.stats;
+    this.#view = parts.view;
   }
 
   async one(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode> {
@@ -78,11 +83,9 @@ export class CreatePipeline {
   }
 
   /**
-   * Creates `entries`' nodes: one by a plain create, or all in one multi (`atomic`). Each
-   * attempt pipelines, answered in this order: the create, each parent's listing, and for each
-   * `follow` a getData with a watch on the path the node should get, the sequence number after
-   * the last one seen under its parent. Prefixes are unique, so a wrong guess finds no node and
-   * costs only a read after the create.
+   * Creates `entries`' nodes: one by a plain create, or all in one multi (`atomic`): the create
+   * alone where the tree's watch knows every parent (#createInView), else with listings behind
+   * it (#createListed); missing parents are made, and a lost reply looked into, the same way.
    */
   async #create(entries: readonly SequentialEntry[], atomic: boolean): Promise<CreatedNode[]> {
     const what = atomic ? 'multi' : 'create';
@@ -94,93 +97,190 @@ export class CreatePipeline {
       mode: 'ephemeralSequential',
       acl: this.#protection.aclFor(dir),
     }));
+    const view = this.#view;
     // Set when a create found a parent missing: it waits for it like any later create, and
-    // through the same steps, so the creates are sent again in ticket order.
-    let parentsMade: Promise<unknown> | undefined;
+    // through the same steps, so the creates are sent again in ticket order. Where the tree's
+    // watch says a parent is gone, it is made first, without a create bound to fail.
+    let parentsMade: Promise<unknown> | undefined = entries.some(({ dir }) => view?.exists(dir) === false)
+      ? this.#afterParents(entries, ticket, true)
+      : undefined;
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
       await (parentsMade ?? this.#afterParents(entries, ticket, false));
       parentsMade = undefined;
       await this.#keeper.whenConnected(what);
       const session = this.#keeper.session;
-      const creating = this.#send(ops, session);
-      const listings = entries.map(({ dir }) => this.#keeper.send((link) => link.getChildren(dir, false)));
-      const guesses = entries.map(({ dir, prefix, follow }) => follow && this.#nextSequence(dir, prefix));
-      const guessed = entries.map(({ follow }, i) => {
-        const guess = guesses[i];
-        // A wrong guess (or a failed read) only costs the read after the create, below.
-        return guess === undefined || !follow
-          ? Promise.resolve(null)
-          : this.#watches.watchNode(guess, follow).catch(() => null);
-      });
-      const [reply, listed, reads] = await Promise.all([
-        creating,
-        Promise.all(listings),
-        Promise.all(guessed),
-      ]);
-      if (reply.rc === ErrorCode.ok && reply.value !== null) {
-        const nodes = reply.value;
-        this.#stats.creates += entries.length;
-        this.#stats.childrenListings += entries.length;
-        return Promise.all(
-          entries.map(async ({ dir, follow }, i) => {
-            const { path, creationId } = nodes[i]!;
-            const listing = listed[i]!;
-            const siblings =
-              listing.rc === ErrorCode.ok && listing.value !== null
-                ? listing.value
-                : await this.#ops.children(dir);
-            this.#sawSequence(dir, path, siblings.length === 1);
-            const created =
-              creationId === undefined
-                ? { path, session, siblings }
-                : { path, session, siblings, creationId };
-            if (!follow) return created;
-            const read = reads[i];
-            if (guesses[i] === path && read) return { ...created, followed: read };
-            return { ...created, followed: await this.#watches.watchNode(path, follow) };
-          }),
-        );
-      }
-      if (reply.rc === ErrorCode.noNode) {
+      // Every parent in step with the tree's watch: its children are known when the create's
+      // reply arrives, and the new node is followed by that watch. Just the create, then.
+      const viewed = view !== undefined && entries.every(({ dir }) => view.exists(dir) === true);
+      const tried = viewed
+        ? await this.#createInView(entries, ops, session)
+        : await this.#createListed(entries, ops, session);
+      if ('created' in tried) return tried.created;
+      const { rc } = tried;
+      if (rc === ErrorCode.noNode) {
         // A lock's parent does not exist (first use, or its empty container was removed): make
         // each missing one (those that exist cost a NODEEXISTS).
         parentsMade = this.#afterParents(entries, ticket, true);
         continue;
       }
-      if (!isConnectionLoss(reply.rc)) throw createFailure(entries[0]!.dir, reply.rc);
-      // The create may have been applied although its reply was lost (a multi all or nothing).
-      // Prefixes are unique, so look for them before creating again: a second node would block
-      // the queue as a ghost.
-      await this.#keeper.whenConnected(what, session);
-      if (this.#keeper.session !== session) {
-        // Let go alive (taken over), the session may keep the node for its new owner: the
-        // create is not made again elsewhere. Otherwise the session died, and any node with it.
-        if (session.letGo) throw session.letGo;
-        continue;
-      }
-      const found = await Promise.all(
-        entries.map(async ({ dir, prefix }) => {
-          const siblings = await this.#ops.children(dir);
-          const name = siblings.find((child) => child.startsWith(prefix));
-          return name === undefined ? undefined : { path: joinPath(dir, name), siblings };
-        }),
-      );
-      if (found.every((node) => node === undefined)) continue;
-      this.#stats.creates += entries.length;
-      return Promise.all(
-        entries.map(async ({ follow }, i) => {
-          const node = found[i];
-          if (!node) throw unavailable(what, reply.rc); // all or none: cannot be
-          const created = { path: node.path, session, siblings: node.siblings };
-          return follow
-            ? { ...created, followed: await this.#watches.watchNode(node.path, follow) }
-            : created;
-        }),
-      );
+      if (!isConnectionLoss(rc)) throw createFailure(entries[0]!.dir, rc);
+      const found = await this.#afterLostReply(entries, session, rc, what);
+      if (found) return found;
     }
     throw new LockError(
       'UNAVAILABLE',
       `ZooKeeper ${what} under ${entries[0]?.dir} kept losing its connection`,
+    );
+  }
+
+  /**
+   * One try of a create whose parents the tree's watch is in step with: the create alone (see
+   * #createdInView). The nodes made, or the code of the failure.
+   */
+  async #createInView(
+    entries: readonly SequentialEntry[],
+    ops: readonly LinkOp[],
+    session: ZooKeeperSession,
+  ): Promise<{ created: CreatedNode[] } | { rc: number }> {
+    const expected = entries.map(({ dir, prefix, follow }) =>
+      follow ? this.#watches.expectCreated(dir, prefix) : undefined,
+    );
+    const forget = (): void => expected.forEach((expecting) => expecting?.forget());
+    const reply = await this.#send(ops, session).catch((error: unknown) => {
+      forget();
+      throw error;
+    });
+    if (reply.rc === ErrorCode.ok && reply.value !== null) {
+      this.#stats.creates += entries.length;
+      return { created: await this.#createdInView(entries, reply.value, session, expected) };
+    }
+    forget();
+    return { rc: reply.rc };
+  }
+
+  /**
+   * One try of a create with each parent's listing (and a guessed follow) pipelined behind it,
+   * answered in this order: the create, each listing, and for each `follow` a getData with a
+   * watch on the path the node should get, the sequence number after the last one seen under its
+   * parent. Prefixes are unique, so a wrong guess finds no node and costs only a read after the
+   * create. The nodes made, or the code of the failure.
+   */
+  async #createListed(
+    entries: readonly SequentialEntry[],
+    ops: readonly LinkOp[],
+    session: ZooKeeperSession,
+  ): Promise<{ created: CreatedNode[] } | { rc: number }> {
+    const epoch = this.#view?.epoch;
+    const creating = this.#send(ops, session);
+    const listings = entries.map(({ dir }) => this.#keeper.send((link) => link.getChildren(dir, false)));
+    const guesses = entries.map(({ dir, prefix, follow }) => follow && this.#nextSequence(dir, prefix));
+    const guessed = entries.map(({ follow }, i) => {
+      const guess = guesses[i];
+      // A wrong guess (or a failed read) only costs the read after the create, below.
+      return guess === undefined || !follow
+        ? Promise.resolve(null)
+        : this.#watches.watchNode(guess, follow).catch(() => null);
+    });
+    const [reply, listed, reads] = await Promise.all([creating, Promise.all(listings), Promise.all(guessed)]);
+    if (reply.rc !== ErrorCode.ok || reply.value === null) return { rc: reply.rc };
+    const nodes = reply.value;
+    this.#stats.creates += entries.length;
+    this.#stats.childrenListings += entries.length;
+    const created = await Promise.all(
+      entries.map(async ({ dir, follow }, i) => {
+        const { path, creationId } = nodes[i]!;
+        const listing = listed[i]!;
+        const ok = listing.rc === ErrorCode.ok && listing.value !== null;
+        if (ok && epoch !== undefined) this.#view?.listed(dir, listing.value, epoch);
+        const siblings = ok ? listing.value : await this.#ops.children(dir);
+        this.#sawSequence(dir, path, siblings.length === 1);
+        const node =
+          creationId === undefined ? { path, session, siblings } : { path, session, siblings, creationId };
+        if (!follow) return node;
+        const read = reads[i];
+        if (guesses[i] === path && read) return { ...node, followed: read };
+        return { ...node, followed: await this.#watches.watchNode(path, follow) };
+      }),
+    );
+    return { created };
+  }
+
+  /**
+   * The create may have been applied although its reply was lost (a multi all or nothing).
+   * Prefixes are unique, so look for them before creating again: a second node would block the
+   * queue as a ghost. Undefined: not made, create again.
+   */
+  async #afterLostReply(
+    entries: readonly SequentialEntry[],
+    session: ZooKeeperSession,
+    rc: number,
+    what: string,
+  ): Promise<CreatedNode[] | undefined> {
+    await this.#keeper.whenConnected(what, session);
+    if (this.#keeper.session !== session) {
+      // Let go alive (taken over), the session may keep the node for its new owner: the
+      // create is not made again elsewhere. Otherwise the session died, and any node with it.
+      if (session.letGo) throw session.letGo;
+      return undefined;
+    }
+    const found = await Promise.all(
+      entries.map(async ({ dir, prefix }) => {
+        const siblings = await this.#ops.children(dir);
+        const name = siblings.find((child) => child.startsWith(prefix));
+        return name === undefined ? undefined : { path: joinPath(dir, name), siblings };
+      }),
+    );
+    if (found.every((node) => node === undefined)) return undefined;
+    this.#stats.creates += entries.length;
+    return Promise.all(
+      entries.map(async ({ follow }, i) => {
+        const node = found[i];
+        if (!node) throw unavailable(what, rc); // all or none: cannot be
+        const created = { path: node.path, session, siblings: node.siblings };
+        return follow ? { ...created, followed: await this.#watches.watchNode(node.path, follow) } : created;
+      }),
+    );
+  }
+
+  /**
+   * The nodes of a create whose parents are in step with the tree's watch (see TreeView):
+   * each one's siblings as the view holds them now, when every change before the reply has been
+   * told, and each followed from its create, unread (version 0, the data just written). A view
+   * that lost step meanwhile (a reconnect) or misses the node is not trusted: listed instead.
+   */
+  async #createdInView(
+    entries: readonly SequentialEntry[],
+    nodes: readonly CreatedZNode[],
+    session: ZooKeeperSession,
+    expected: ReadonlyArray<{ readonly key: string; forget(): void } | undefined>,
+  ): Promise<CreatedNode[]> {
+    // Every node taken in first, before any await: a change told later reaches its followers.
+    const taken = entries.map(({ dir, data, follow }, i) => {
+      const { path, creationId } = nodes[i]!;
+      const seen = this.#view?.children(dir);
+      const inView =
+        seen !== undefined && creationId !== undefined && seen.includes(path.slice(dir.length + 1));
+      const key = expected[i]?.key;
+      const followed =
+        follow && inView && key !== undefined
+          ? this.#watches.followCreated(path, follow, { creationId, data, version: 0 }, key)
+          : undefined;
+      if (followed === undefined) expected[i]?.forget();
+      return { dir, path, creationId, follow, siblings: inView ? seen : undefined, followed };
+    });
+    return Promise.all(
+      taken.map(async ({ dir, path, creationId, follow, siblings, followed }) => {
+        const listed = siblings ?? (await this.#ops.children(dir));
+        const created =
+          creationId === undefined
+            ? { path, session, siblings: listed }
+            : { path, session, siblings: listed, creationId };
+        if (!follow) return created;
+        return {
+          ...created,
+          followed: followed === undefined ? await this.#watches.watchNode(path, follow) : followed,
+        };
+      }),
     );
   }
 

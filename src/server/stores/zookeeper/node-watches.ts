@@ -1,9 +1,17 @@
 import { LockError } from '../../lock-error.js';
 import { ListenerMap } from '../listener-map.js';
-import type { NodeData, NodeFollow, NodeWatchHandlers, StoreStats } from '../store.js';
+import {
+  joinPath,
+  parentPath,
+  type NodeData,
+  type NodeFollow,
+  type NodeWatchHandlers,
+  type StoreStats,
+} from '../store.js';
 import type { LinkOperations } from './link-operations.js';
 import { ErrorCode } from './protocol/records.js';
 import { unavailable } from './zookeeper-failures.js';
+import type { TreeView } from './tree-view.js';
 import type { LinkReply, NodeEventKind } from './zookeeper-link.js';
 
 /** A waiter for a node's deletion (an object: the same function may wait twice). */
@@ -27,10 +35,20 @@ export class NodeWatches {
   readonly #followers = new ListenerMap<NodeWatchHandlers>();
   /** Parents watched for children changes (see watchChildren). */
   readonly #childWatchers = new ListenerMap<() => void>();
+  /** Nodes being created to be followed, by parent path and prefix (see expectCreated). */
+  readonly #expected = new Map<string, { changed: boolean; deleted: boolean }>();
 
-  constructor(ops: LinkOperations, stats: StoreStats) {
+  /**
+   * The lock tree as its persistent recursive watch tells it, where the server has one: while
+   * it is on, every change under the locks path arrives without a watch of its own, so nodes
+   * are read without arming one (a one-shot watch beside it would only tell the change twice).
+   */
+  readonly #view: TreeView | undefined;
+
+  constructor(ops: LinkOperations, stats: StoreStats, view?: TreeView) {
     this.#ops = ops;
     this.#stats = stats;
+    this.#view = view;
   }
 
   async watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {
@@ -40,11 +58,43 @@ export class NodeWatches {
     follow.attachTo(this.#followers, path);
     let node: NodeData | null = null;
     try {
-      node = await this.#ops.getData(path, true);
+      node = await this.#ops.getData(path, !this.#covered(path));
       return node;
     } finally {
       if (node === null) this.#followers.delete(path, handlers);
     }
+  }
+
+  /**
+   * A node about to be created at `dir`/`prefix` + its sequence number is to be followed from
+   * its create (see followCreated): what the tree's watch tells of it before the create's reply
+   * has been taken in is kept. Call `forget` if the create fails.
+   */
+  expectCreated(dir: string, prefix: string): { readonly key: string; forget(): void } {
+    const key = joinPath(dir, prefix);
+    this.#expected.set(key, { changed: false, deleted: false });
+    return { key, forget: () => this.#expected.delete(key) };
+  }
+
+  /**
+   * Follows a node this session has just created, as `watchNode` would, without reading it:
+   * the tree's watch tells its changes, and the create told its creation id and data (`node`).
+   * A change told between the reply and now (see expectCreated) is read as watchNode would.
+   */
+  followCreated(path: string, follow: NodeFollow, node: NodeData, expected: string): NodeData | null {
+    const told = this.#expected.get(expected);
+    this.#expected.delete(expected);
+    if (follow.stopped || told?.deleted) return null;
+    this.#followers.add(path, follow.handlers);
+    follow.attachTo(this.#followers, path);
+    if (told?.changed) void this.#readFollowed(path);
+    return node;
+  }
+
+  /** Whether the tree's watch tells every change of `path` now. */
+  #covered(path: string): boolean {
+    const view = this.#view;
+    return view !== undefined && view.on && path.startsWith(`${view.locksPath}/`);
   }
 
   watchChildren(dir: string, onChange: () => void): () => void {
@@ -54,13 +104,43 @@ export class NodeWatches {
 
   onceDeleted(path: string, onDeleted: (error?: LockError) => void): () => void {
     const waiter: DeletionWaiter = { settle: onDeleted, cancelled: false };
-    if (this.#deletions.add(path, waiter)) void this.#armDeletionWatch(path);
+    if (this.#deletions.add(path, waiter)) {
+      if (!this.#covered(path)) void this.#armDeletionWatch(path);
+      else if (this.#view!.has(path) === false) queueMicrotask(() => this.#settleWaiters(path));
+      // Known to exist: its deletion will be told. Not known: read it once, without a watch.
+      else if (this.#view!.has(path) === undefined) void this.#checkDeleted(path);
+    }
     // The ZooKeeper watch stays armed when the last waiter leaves (3.5 has no way to remove
     // one); it fires for nobody later, and no other waiter is disturbed.
     return () => {
       waiter.cancelled = true;
       this.#deletions.delete(path, waiter);
     };
+  }
+
+  /**
+   * A change the tree's watch told (see TreeView): as a link event, and, since a recursive
+   * watch tells no children changes, a change of the node's parent for its children watchers.
+   */
+  onTreeEvent(kind: NodeEventKind, path: string): void {
+    if (kind === 'created' || kind === 'deleted') this.#onParentEvent(parentPath(path));
+    if (this.#expected.size > 0 && kind !== 'created') {
+      // A sequential node's name is its prefix and ten digits.
+      const told = this.#expected.get(path.slice(0, -10));
+      if (told && kind === 'deleted') told.deleted = true;
+      else if (told) told.changed = true;
+    }
+    if (kind !== 'created') this.onNodeEvent(kind, path);
+  }
+
+  /**
+   * The tree's watch is back after a gap in which changes went untold: every node waited for or
+   * followed is read again, and every children watcher told of a possible change.
+   */
+  onTreeResumed(): void {
+    for (const path of this.#deletions.keys()) void this.#checkDeleted(path);
+    for (const path of this.#followers.keys()) void this.#readFollowed(path);
+    for (const dir of this.#childWatchers.keys()) this.#onParentEvent(dir);
   }
 
   /** A node event from the current session's link. */
@@ -76,7 +156,7 @@ export class NodeWatches {
       if (deleted) {
         this.#stats.waitersWoken += this.#deletions.count(path);
         this.#settleWaiters(path);
-      } else {
+      } else if (!this.#covered(path)) {
         void this.#armDeletionWatch(path); // data changed: the watch is used up
       }
     }
@@ -145,6 +225,17 @@ export class NodeWatches {
     }
   }
 
+  /** Reads whether a waited-for node is gone, without a watch (the tree's tells its deletion). */
+  async #checkDeleted(path: string): Promise<void> {
+    try {
+      const reply = await this.#ops.call('exists', (link) => link.exists(path, false));
+      if (reply.rc === ErrorCode.noNode) this.#settleWaiters(path);
+      else if (reply.rc !== ErrorCode.ok) this.#settleWaiters(path, unavailable('exists', reply.rc));
+    } catch (error) {
+      this.#settleWaiters(path, error instanceof LockError ? error : unavailable('exists', -1));
+    }
+  }
+
   #settleWaiters(path: string, error?: LockError): void {
     const waiters = this.#deletions.get(path);
     this.#deletions.delete(path);
@@ -155,7 +246,7 @@ export class NodeWatches {
   async #readFollowed(path: string): Promise<void> {
     let reply: LinkReply<NodeData>;
     try {
-      reply = await this.#ops.call('getData', (link) => link.getData(path, true));
+      reply = await this.#ops.call('getData', (link) => link.getData(path, !this.#covered(path)));
     } catch {
       return; // the store is closed or unreachable: what holds on the session hears it there
     }

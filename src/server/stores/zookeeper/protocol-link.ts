@@ -3,7 +3,14 @@ import { ZooKeeperConnection } from './protocol/connection.js';
 import { parseConnectString } from './protocol/connection-options.js';
 import type { Watcher } from './protocol/watch-registry.js';
 import { ZooKeeperError } from './protocol/zookeeper-error.js';
-import { CreateMode, ErrorCode, EventType, OPEN_ACL_UNSAFE, type Acl } from './protocol/records.js';
+import {
+  AddWatchMode,
+  CreateMode,
+  ErrorCode,
+  EventType,
+  OPEN_ACL_UNSAFE,
+  type Acl,
+} from './protocol/records.js';
 import type {
   CreatedZNode,
   LinkEvents,
@@ -13,6 +20,7 @@ import type {
   LinkReply,
   NodeEventKind,
   NodeMode,
+  TreeWatcher,
   ZooKeeperLink,
 } from './zookeeper-link.js';
 
@@ -165,6 +173,20 @@ export class ProtocolLink implements ZooKeeperLink {
     answer(this.#connection.getEphemerals(prefix));
 
   readonly drop = (): void => this.#connection.drop();
+
+  readonly watchTree = (path: string, watcher: TreeWatcher): Promise<LinkReply<undefined>> =>
+    answer(
+      this.#connection
+        .addWatch(path, AddWatchMode.persistentRecursive, {
+          changed: (event) => {
+            const kind = EVENT_KINDS.get(event.type);
+            if (kind !== undefined) watcher.changed(kind, event.path);
+          },
+          resumed: () => watcher.resumed(),
+          ended: () => watcher.ended(),
+        })
+        .then(() => undefined),
+    );
 
   close(): void {
     void this.#connection.close();

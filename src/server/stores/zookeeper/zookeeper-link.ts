@@ -63,6 +63,13 @@ export interface ZooKeeperLink {
    */
   readonly drop: (() => void) | undefined;
   /**
+   * Sets a persistent recursive watch on `path` (ZooKeeper 3.6+'s addWatch): `watcher` hears
+   * every creation, deletion and data change below it, in zxid order with the replies, for the
+   * rest of the session. UNIMPLEMENTED on ZooKeeper 3.5, which also drops the connection (the
+   * session lives on). Undefined on a client without it (the addon).
+   */
+  readonly watchTree: ((path: string, watcher: TreeWatcher) => Promise<LinkReply<undefined>>) | undefined;
+  /**
    * Ends the session and the connection, whatever the link is doing: connected, it sends a
    * closeSession (the session's ephemeral nodes go at once); in any case it stops pinging and
    * reconnecting, so nothing keeps the session alive and ZooKeeper expires it.
@@ -114,6 +121,15 @@ export interface CreatedZNode {
 export type NodeEventKind = 'created' | 'deleted' | 'changed' | 'children';
 
 /** What a link reports, from the moment it is opened. */
+/** The owner of a link's persistent recursive watch (see ZooKeeperLink.watchTree). */
+export interface TreeWatcher {
+  changed(kind: NodeEventKind, path: string): void;
+  /** The watch is set again after a reconnect: what changed while away was not told. */
+  resumed(): void;
+  /** The watch is gone for good (its session ended, or a member without addWatch took it). */
+  ended(): void;
+}
+
 export interface LinkEvents {
   /** A member granted the session, or took it back after a disconnection. */
   connected(): void;

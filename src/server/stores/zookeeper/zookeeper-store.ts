@@ -27,7 +27,8 @@ import { SessionOwnership } from './session-ownership.js';
 import { parseRecord, recordCredentials, recordName, recordPath } from './session-record.js';
 import { chrootOf } from './chroot.js';
 import { TreeProtection, checkChroot } from './tree-protection.js';
-import { unavailable } from './zookeeper-failures.js';
+import { TreeView } from './tree-view.js';
+import { isConnectionLoss, unavailable } from './zookeeper-failures.js';
 import type { LinkFactory, ZooKeeperClientKind } from './zookeeper-link.js';
 
 export interface ZooKeeperStoreOptions {
@@ -57,6 +58,13 @@ export interface ZooKeeperStoreOptions {
    * store ignores it and offers no takeover.
    */
   readonly publish?: { readonly root: string; readonly owner: string };
+  /**
+   * The path under which the lock parents are (lockstream's root + `/locks`): on ZooKeeper 3.6+
+   * and the protocol client, one persistent recursive watch there keeps a view of every queue
+   * (TreeView), so that a create needs no listing behind it and a node no watch of its own.
+   * Without it, or on ZooKeeper 3.5, each create lists its parent and each node is watched.
+   */
+  readonly locksPath?: string;
 }
 
 /** What a store made by takeOver attaches to (see SessionKeeperOptions.attach). */
@@ -85,6 +93,10 @@ export class ZooKeeperStore implements CoordinationStore {
   readonly #options: ZooKeeperStoreOptions;
   readonly #newLink: LinkFactory;
   readonly #ownership: SessionOwnership | undefined;
+  readonly #view: TreeView | undefined;
+  /** The session whose link has the tree's watch, or is being asked for it. */
+  #treeWatchedSession: StoreSession | undefined;
+  #treeUnsupported = false;
   readonly takeover: SessionTakeover | undefined;
 
   private constructor(options: ZooKeeperStoreOptions, newLink: LinkFactory, attach?: Attach) {
@@ -101,17 +113,26 @@ export class ZooKeeperStore implements CoordinationStore {
           })
         : undefined;
     this.#ownership = ownership;
+    const view = options.locksPath === undefined ? undefined : new TreeView(options.locksPath);
+    this.#view = view;
     const keeper = new SessionKeeper(
       { ...options, digest: options.protection?.digest, ownership, attach },
       newLink,
       {
         node: (kind, path) => this.#watches.onNodeEvent(kind, path),
-        replaced: () => this.#watches.sessionReplaced(),
-        over: (error) => this.#watches.close(error),
+        replaced: () => {
+          view?.stopped();
+          this.#watches.sessionReplaced();
+          void this.#watchTree();
+        },
+        over: (error) => {
+          view?.stopped();
+          this.#watches.close(error);
+        },
       },
     );
     const ops = new LinkOperations(keeper, this.stats);
-    const watches = new NodeWatches(ops, this.stats);
+    const watches = new NodeWatches(ops, this.stats, view);
     this.#keeper = keeper;
     this.#ops = ops;
     this.#watches = watches;
@@ -123,6 +144,7 @@ export class ZooKeeperStore implements CoordinationStore {
       barrier: new ParentBarrier(ops, this.#protection),
       protection: this.#protection,
       stats: this.stats,
+      view,
     });
     this.takeover = ownership && {
       get publishedAs() {
@@ -142,6 +164,7 @@ export class ZooKeeperStore implements CoordinationStore {
       await store.#reader.probe();
       await checkChroot(store.#ops, store.#connectString);
       await store.#protection.protect(store.#ops);
+      await store.#watchTree();
     } catch (error) {
       await store.close();
       throw error;
@@ -226,8 +249,62 @@ export class ZooKeeperStore implements CoordinationStore {
   }
 
   async close(): Promise<void> {
+    this.#view?.stopped();
     await this.#keeper.close();
     this.#watches.close();
+  }
+
+  /**
+   * Sets the tree's watch (see `locksPath`) on the current session's link, once per session;
+   * until its reply, creates list their parents as without it. A server without addWatch
+   * (3.5) keeps the store on that path for good.
+   */
+  async #watchTree(): Promise<void> {
+    const view = this.#view;
+    if (!view) return;
+    try {
+      await this.#keeper.whenConnected('watch the lock tree');
+    } catch {
+      return; // closed, or the session's fate reaches everyone through it
+    }
+    const session = this.#keeper.session;
+    const link = this.#keeper.link;
+    if (this.#treeWatchedSession === session || !link.watchTree || this.#treeUnsupported) return;
+    this.#treeWatchedSession = session;
+    const watches = this.#watches;
+    // An earlier session's watch tells nothing any more.
+    const current = (): boolean => this.#treeWatchedSession === session;
+    const reply = await link.watchTree(view.locksPath, {
+      changed: (kind, path) => {
+        if (!current()) return;
+        view.changed(kind, path);
+        watches.onTreeEvent(kind, path);
+      },
+      resumed: () => {
+        if (!current()) return;
+        view.started();
+        watches.onTreeResumed();
+      },
+      ended: () => {
+        if (current()) view.stopped();
+      },
+    });
+    if (reply.rc === ErrorCode.ok) {
+      if (current() && this.#keeper.session === session) view.started();
+      return;
+    }
+    if (reply.rc === ErrorCode.unimplemented) {
+      // Asked once: on 3.5 the question costs the connection.
+      this.#treeUnsupported = true;
+      this.#options.logger.info(
+        'ZooKeeper has no persistent watches (3.5): each create lists its lock, each node is watched',
+      );
+      return;
+    }
+    if (!current()) return;
+    this.#treeWatchedSession = undefined;
+    // Asked again once connected (a lost reply), or with the next session.
+    if (isConnectionLoss(reply.rc)) void this.#watchTree();
   }
 
   /** As SessionTakeover.takeOver. */
@@ -285,6 +362,7 @@ export class ZooKeeperStore implements CoordinationStore {
   /** As SessionTakeover.handOver. */
   async #handOver(): Promise<void> {
     this.#keeper.handOver();
+    this.#view?.stopped();
     this.#watches.close();
     // As close(): one turn of the event loop for the connection to finish closing.
     await new Promise((resolve) => setImmediate(resolve));

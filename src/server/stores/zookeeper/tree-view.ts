@@ -1,0 +1,138 @@
+import { parentPath } from '../store.js';
+import type { NodeEventKind } from './zookeeper-link.js';
+
+/** Lock parents kept in step at most; the least recently used is forgotten first. */
+const MAX_PARENTS = 10_000;
+
+/**
+ * What this instance knows of the lock queues from one persistent recursive watch on the locks
+ * path (ZooKeeper 3.6+'s addWatch): the children of each lock parent it is in step with, and
+ * the parents it knows are gone. A parent is in step once its creation, or a listing of it, was
+ * read while the watch was on: from then on every change under it arrives as an event, and a
+ * session's events and replies arrive in zxid order (ZooKeeper Programmer's Guide, "ZooKeeper
+ * Watches": a client sees a watch event before it sees the new state, and the order of events
+ * and replies is the order of the changes). So when a create's reply arrives, the view holds
+ * every node created before it and not deleted since: no listing is needed behind the create,
+ * and no watch of its own on the node a waiter waits for.
+ *
+ * Nothing is in step while the watch is off, and after a gap (a reconnect: ZooKeeper does not
+ * replay what changed in between) everything is forgotten and learnt again by listing.
+ */
+export class TreeView {
+  readonly #locksPath: string;
+  readonly #limit: number;
+  /** In step: a parent's children by name, or null for a parent known not to exist; LRU order. */
+  readonly #parents = new Map<string, Set<string> | null>();
+  #on = false;
+  /** Moves on whenever what is known is forgotten: a listing sent before then is stale. */
+  #epoch = 0;
+
+  constructor(locksPath: string, limit = MAX_PARENTS) {
+    this.#locksPath = locksPath;
+    this.#limit = limit;
+  }
+
+  /** The path whose subtree the watch covers. */
+  get locksPath(): string {
+    return this.#locksPath;
+  }
+
+  /** Whether the watch is on: events arrive, and the parents in step can be trusted. */
+  get on(): boolean {
+    return this.#on;
+  }
+
+  /** Pass to `listed` with a listing sent now. */
+  get epoch(): number {
+    return this.#epoch;
+  }
+
+  /** The watch is set, or set again after a gap: changes arrive from now on, nothing is known yet. */
+  started(): void {
+    this.#forget();
+    this.#on = true;
+  }
+
+  /** The watch is gone (the session ended, or the store closed). */
+  stopped(): void {
+    this.#forget();
+    this.#on = false;
+  }
+
+  /** A change the watch reported. */
+  changed(kind: NodeEventKind, path: string): void {
+    if (!this.#on) return;
+    const parent = parentPath(path);
+    if (parent === this.#locksPath) {
+      // A lock parent: made empty (its first child arrives as an event of its own), or gone.
+      if (kind === 'created') this.#keep(path, new Set());
+      else if (kind === 'deleted') this.#keep(path, null);
+      return;
+    }
+    if (parentPath(parent) !== this.#locksPath) return;
+    const children = this.#parents.get(parent);
+    if (!children) return;
+    const name = path.slice(parent.length + 1);
+    if (kind === 'created') children.add(name);
+    else if (kind === 'deleted') children.delete(name);
+  }
+
+  /** A listing of `dir` sent at `epoch` came back: `dir` is in step from it on. */
+  listed(dir: string, children: readonly string[], epoch: number): void {
+    if (this.#on && epoch === this.#epoch) this.#keep(dir, new Set(children));
+  }
+
+  /**
+   * The children of `dir` as of the last reply read (`[]` if it is known to be gone), or
+   * undefined when the view is not in step with it.
+   */
+  children(dir: string): string[] | undefined {
+    const children = this.#touch(dir);
+    if (children === undefined) return undefined;
+    return children === null ? [] : [...children];
+  }
+
+  /** Whether `dir` exists: undefined when the view does not know. */
+  exists(dir: string): boolean | undefined {
+    const children = this.#touch(dir);
+    return children === undefined ? undefined : children !== null;
+  }
+
+  /** Whether the node at `path` (a lock node) exists: undefined when the view does not know. */
+  has(path: string): boolean | undefined {
+    const dir = parentPath(path);
+    if (parentPath(dir) !== this.#locksPath) return undefined;
+    const children = this.#touch(dir);
+    if (children === undefined) return undefined;
+    return children !== null && children.has(path.slice(dir.length + 1));
+  }
+
+  /** Lock parents the view keeps (for tests and the page's numbers). */
+  get size(): number {
+    return this.#parents.size;
+  }
+
+  #touch(dir: string): Set<string> | null | undefined {
+    if (!this.#on) return undefined;
+    const children = this.#parents.get(dir);
+    if (children === undefined) return undefined;
+    // Most recently used last: the first in line is the one forgotten.
+    this.#parents.delete(dir);
+    this.#parents.set(dir, children);
+    return children;
+  }
+
+  #keep(dir: string, children: Set<string> | null): void {
+    this.#parents.delete(dir);
+    this.#parents.set(dir, children);
+    if (this.#parents.size > this.#limit) {
+      const oldest = this.#parents.keys().next().value;
+      if (oldest !== undefined) this.#parents.delete(oldest);
+    }
+  }
+
+  #forget(): void {
+    this.#parents.clear();
+    this.#epoch += 1;
+  }
+}

@@ -1,0 +1,139 @@
+import { randomUUID } from 'node:crypto';
+import { pino } from 'pino';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { NodeFollow } from '../../src/server/stores/store.js';
+import { ZooKeeperStore } from '../../src/server/stores/zookeeper/zookeeper-store.js';
+import { deferred } from '../support/lock-caller.js';
+import { RawZooKeeper } from '../support/raw-zookeeper.js';
+import { requireZooKeeper } from '../support/require-zookeeper.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+
+/**
+ * The ZooKeeper store with the lock tree watched (`locksPath`, one persistent recursive watch):
+ * a create needs no listing behind it and a node no watch of its own, and what changed while
+ * the connection was away (ZooKeeper does not replay it to a persistent watch) is read again.
+ */
+const connectString = requireZooKeeper(inject('zookeeperConnectString'));
+
+const cleanups: Array<() => Promise<unknown> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function watchedStore(root: string, through = connectString): Promise<ZooKeeperStore> {
+  const store = await ZooKeeperStore.connect({
+    connectString: through,
+    sessionTimeoutMs: 10_000,
+    connectTimeoutMs: 10_000,
+    logger: pino({ level: 'silent' }),
+    locksPath: `${root}/locks`,
+  });
+  cleanups.push(() => store.close());
+  return store;
+}
+
+async function raw(): Promise<RawZooKeeper> {
+  const connection = await RawZooKeeper.connect(connectString);
+  cleanups.push(() => connection.close());
+  return connection;
+}
+
+function follow(onData: (data: Uint8Array) => void, onDeleted: () => void): NodeFollow {
+  return new NodeFollow({ onData, onDeleted });
+}
+
+const NO_DATA = new Uint8Array();
+
+describe('the ZooKeeper store with its lock tree watched', () => {
+  it('creates on a lock used before with no listing and no watch: its queue comes from the watch', async () => {
+    const root = `/tree-view-${randomUUID()}`;
+    const store = await watchedStore(root);
+    const dir = `${root}/locks/used`;
+    // The first create lists the new parent (or sees it made); every later one is the create alone.
+    const first = await store.createSequential(dir, `first-${randomUUID()}-`, NO_DATA);
+    const before = { ...store.stats };
+    const second = await store.createSequential(dir, `second-${randomUUID()}-`, NO_DATA);
+    expect(store.stats.childrenListings - before.childrenListings).toBe(0);
+    expect(store.stats.watchesArmed - before.watchesArmed).toBe(0);
+    expect(second.siblings.sort()).toEqual([first.path, second.path].map((p) => p.split('/').pop()).sort());
+
+    // A waiter's predecessor, known to exist: its deletion comes from the tree's watch.
+    const woken = deferred<void>();
+    store.onceDeleted(first.path, () => woken.resolve());
+    await store.delete(first.path);
+    await woken.promise;
+    expect(store.stats.watchesArmed - before.watchesArmed).toBe(0);
+    await store.delete(second.path);
+  });
+
+  it('sees nodes of another session in the siblings of a create, as a listing would', async () => {
+    const root = `/tree-view-${randomUUID()}`;
+    const store = await watchedStore(root);
+    const other = await watchedStore(root);
+    const dir = `${root}/locks/shared`;
+    await store.createSequential(dir, `seed-${randomUUID()}-`, NO_DATA);
+    for (let i = 0; i < 20; i += 1) {
+      const [mine, theirs] = await Promise.all([
+        store.createSequential(dir, `mine-${i}-`, NO_DATA),
+        other.createSequential(dir, `theirs-${i}-`, NO_DATA),
+      ]);
+      const listed = await store.children(dir);
+      // Everything created before mine is in my siblings (later ones may be too, behind it, as
+      // in a listing sent after the create): theirs whenever it came first.
+      const nameOf = (path: string): string => path.split('/').pop()!;
+      const sequence = (path: string): string => nameOf(path).slice(-10);
+      const ahead = listed.filter((name) => name.slice(-10) < sequence(mine.path));
+      expect(mine.siblings).toEqual(expect.arrayContaining([...ahead, nameOf(mine.path)]));
+      if (sequence(theirs.path) < sequence(mine.path)) expect(mine.siblings).toContain(nameOf(theirs.path));
+    }
+  });
+
+  it('wakes a waiter whose predecessor went while the connection was away, once it is back', async () => {
+    const root = `/tree-view-${randomUUID()}`;
+    const proxy = await TcpProxy.start(connectString);
+    cleanups.push(() => proxy.close());
+    const store = await watchedStore(root, proxy.address);
+    const zk = await raw();
+    const dir = `${root}/locks/gap`;
+    const ahead = await store.createSequential(dir, `ahead-${randomUUID()}-`, NO_DATA);
+    const behind = await store.createSequential(dir, `behind-${randomUUID()}-`, NO_DATA);
+    expect(behind.siblings).toHaveLength(2);
+    const woken = deferred<void>();
+    store.onceDeleted(ahead.path, () => woken.resolve());
+
+    // Away: the deletion is made by someone else and nobody tells the store's session of it.
+    proxy.freeze();
+    expect((await zk.delete(ahead.path)).rc).toBe(0);
+    proxy.severAll();
+    // The same session on a new connection: the watch is set again, and what it missed is read.
+    await woken.promise;
+    await store.delete(behind.path);
+  });
+
+  it('tells a follower of a change made while the connection was away, once it is back', async () => {
+    const root = `/tree-view-${randomUUID()}`;
+    const proxy = await TcpProxy.start(connectString);
+    cleanups.push(() => proxy.close());
+    const store = await watchedStore(root, proxy.address);
+    const zk = await raw();
+    const dir = `${root}/locks/followed`;
+    await store.createSequential(dir, `seed-${randomUUID()}-`, NO_DATA);
+    const changed = deferred<string>();
+    const created = await store.createSequential(
+      dir,
+      `held-${randomUUID()}-`,
+      new TextEncoder().encode('start'),
+      follow(
+        (data) => changed.resolve(new TextDecoder().decode(data)),
+        () => changed.resolve('deleted'),
+      ),
+    );
+    expect(created.followed).toMatchObject({ version: 0 });
+
+    proxy.freeze();
+    expect((await zk.setData(created.path, 'asked back')).rc).toBe(0);
+    proxy.severAll();
+    expect(await changed.promise).toBe('asked back');
+    await store.delete(created.path);
+  });
+});
