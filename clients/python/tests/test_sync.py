@@ -159,6 +159,22 @@ def test_an_interrupted_wait_leaves_the_queue(server: Server, raw: Raw, name: st
         take(waiter, name).release()
 
 
+def test_an_interrupt_the_kernel_gives_another_thread_still_ends_the_wait(server: Server, raw: Raw, name: str) -> None:
+    # Ctrl-C reaches whichever thread the kernel picks: here the client's callback thread. Its
+    # handler runs in the main thread only once that thread runs Python code again, which a
+    # wait blocked for good would never do.
+    with lockstream.Client(server.address) as holder, lockstream.Client(server.address) as waiter:
+        held = holder.lock(name)
+
+        def interrupt_another_thread(ahead: int) -> None:
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+        with pytest.raises(KeyboardInterrupt):
+            waiter.lock(name, on_queued=interrupt_another_thread)
+        assert raw.describe(name).waiters == []
+        held.release()
+
+
 def test_the_lock_is_lost_when_the_server_is_killed(start_server: Callable[..., Server], name: str) -> None:
     doomed = start_server()
     client = lockstream.Client(doomed.address, resume_grace=1, heartbeat_interval=0.5)

@@ -19,6 +19,10 @@ from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout
 T = TypeVar("T")
 #: How long an interrupted call waits for its cancellation to run, and close() for its thread.
 _CANCEL_PATIENCE = 10.0
+# How often a thread waiting for a call looks up: a signal (Ctrl-C) that the kernel gave another
+# thread interrupts no blocked wait, and runs its handler only once the main thread runs Python
+# code again.
+_SIGNAL_SLICE = 0.1
 
 
 class Lock:
@@ -277,7 +281,7 @@ class Client:
             self._calls.add(result)
             self._loop.call_soon_threadsafe(start)
         try:
-            return result.result()
+            return _result_interruptibly(result)
         except BaseException:
             if not result.done():
                 self._cancel_soon(tasks)
@@ -430,3 +434,14 @@ class Client:
 
 
 __all__ = ["Client", "Lock"]
+
+
+def _result_interruptibly(result: concurrent.futures.Future[T]) -> T:
+    """`result.result()`, waited for in slices, so that an interrupt (KeyboardInterrupt) reaches
+    the waiting thread within one slice wherever the kernel delivered the signal."""
+    while True:
+        try:
+            return result.result(timeout=_SIGNAL_SLICE)
+        except concurrent.futures.TimeoutError:
+            if result.done():
+                raise  # the call's own error (a lock wait that timed out)
