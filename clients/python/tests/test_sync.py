@@ -8,7 +8,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from pathlib import Path
 
@@ -141,6 +141,18 @@ def test_a_timeout_raises_lock_timeout_and_leaves_nothing_queued(server: Server,
             assert raw.holders(name) == [lock.token]
 
 
+@pytest.fixture
+def interrupts() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt, as in a program started from a terminal: a shell starts
+    a background job with SIGINT ignored, and Python then keeps it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("interrupts")
 def test_an_interrupted_wait_leaves_the_queue(server: Server, raw: Raw, name: str) -> None:
     with lockstream.Client(server.address) as holder, lockstream.Client(server.address) as waiter:
         held = holder.lock(name)
@@ -159,6 +171,7 @@ def test_an_interrupted_wait_leaves_the_queue(server: Server, raw: Raw, name: st
         take(waiter, name).release()
 
 
+@pytest.mark.usefixtures("interrupts")
 def test_an_interrupt_the_kernel_gives_another_thread_still_ends_the_wait(server: Server, raw: Raw, name: str) -> None:
     # Ctrl-C reaches whichever thread the kernel picks: here the client's callback thread. Its
     # handler runs in the main thread only once that thread runs Python code again, which a
