@@ -38,7 +38,9 @@ describe('fencing tokens across a session expiry the old holder has not heard of
     // is closed, as with a long GC pause or a partition between client and server.
     const clientLink = await TcpProxyProcess.start(`127.0.0.1:${serverA.port}`);
     cleanups.push(() => clientLink.close());
-    const oldClient = new LockClient(clientLink.address);
+    // A grace longer than the expiry can take on a loaded machine: the old holder must not
+    // give its lock up on its own before the successor has it (that is the case under test).
+    const oldClient = new LockClient(clientLink.address, { resumeGraceMs: 30_000 });
     const newClient = new LockClient(serverB.address);
     cleanups.push(
       () => oldClient.close(),

@@ -66,6 +66,20 @@ describe('the ZooKeeper store with its lock tree watched', () => {
     await store.delete(second.path);
   });
 
+  it('creates on a lock never used without a listing: the scan of the locks path says its parent is missing', async () => {
+    const root = `/tree-view-${randomUUID()}`;
+    const store = await watchedStore(root);
+    const seed = await store.createSequential(`${root}/locks/seed`, `seed-${randomUUID()}-`, NO_DATA);
+    await store.delete(seed.path);
+    const before = { ...store.stats };
+    const dir = `${root}/locks/fresh-${randomUUID()}`;
+    const created = await store.createSequential(dir, `first-${randomUUID()}-`, NO_DATA);
+    expect(store.stats.childrenListings - before.childrenListings).toBe(0);
+    expect(created.siblings).toEqual([created.path.split('/').pop()]);
+    expect(await store.creationId(dir)).toBeLessThan(created.creationId!);
+    await store.delete(created.path);
+  });
+
   it('sees nodes of another session in the siblings of a create, as a listing would', async () => {
     const root = `/tree-view-${randomUUID()}`;
     const store = await watchedStore(root);

@@ -15,6 +15,7 @@ import type { NodeWatches } from './node-watches.js';
 import type { ParentBarrier } from './parent-barrier.js';
 import { ErrorCode } from './protocol/records.js';
 import type { SessionKeeper } from './session-keeper.js';
+import { SequenceGuesses } from './sequence-guesses.js';
 import type { TreeView } from './tree-view.js';
 import type { TreeProtection } from './tree-protection.js';
 import {
@@ -26,9 +27,6 @@ import {
 } from './zookeeper-failures.js';
 import type { CreatedZNode, LinkOp, LinkReply } from './zookeeper-link.js';
 import { type ZooKeeperSession } from './zookeeper-session.js';
-
-/** Lock parents whose next sequence number is remembered, at most. */
-const MAX_REMEMBERED_SEQUENCES = 10_000;
 
 export interface CreatePipelineParts {
   readonly keeper: SessionKeeper;
@@ -56,11 +54,7 @@ export class CreatePipeline {
   readonly #protection: TreeProtection;
   readonly #stats: StoreStats;
   readonly #view: TreeView | undefined;
-  /**
-   * The sequence number the next node under a lock's parent should get (see #create); null
-   * where the last create found others queued: a guess there would mostly miss.
-   */
-  readonly #sequences = new Map<string, number | null>();
+  readonly #guesses = new SequenceGuesses();
 
   constructor(parts: CreatePipelineParts) {
     this.#keeper = parts.keeper;
@@ -111,7 +105,7 @@ export class CreatePipeline {
       const session = this.#keeper.session;
       // Every parent in step with the tree's watch: its children are known when the create's
       // reply arrives, and the new node is followed by that watch. Just the create, then.
-      const viewed = view !== undefined && entries.every(({ dir }) => view.exists(dir) === true);
+      const viewed = view !== undefined && entries.every(({ dir }) => view.exists(dir) && view.inStep(dir));
       const tried = viewed
         ? await this.#createInView(entries, ops, session)
         : await this.#createListed(entries, ops, session);
@@ -173,7 +167,7 @@ export class CreatePipeline {
     const epoch = this.#view?.epoch;
     const creating = this.#send(ops, session);
     const listings = entries.map(({ dir }) => this.#keeper.send((link) => link.getChildren(dir, false)));
-    const guesses = entries.map(({ dir, prefix, follow }) => follow && this.#nextSequence(dir, prefix));
+    const guesses = entries.map(({ dir, prefix, follow }) => follow && this.#guesses.next(dir, prefix));
     const guessed = entries.map(({ follow }, i) => {
       const guess = guesses[i];
       // A wrong guess (or a failed read) only costs the read after the create, below.
@@ -193,7 +187,7 @@ export class CreatePipeline {
         const ok = listing.rc === ErrorCode.ok && listing.value !== null;
         if (ok && epoch !== undefined) this.#view?.listed(dir, listing.value, epoch);
         const siblings = ok ? listing.value : await this.#ops.children(dir);
-        this.#sawSequence(dir, path, siblings.length === 1);
+        this.#guesses.saw(dir, path, siblings.length === 1);
         const node =
           creationId === undefined ? { path, session, siblings } : { path, session, siblings, creationId };
         if (!follow) return node;
@@ -311,23 +305,6 @@ export class CreatePipeline {
   ): Promise<unknown> | undefined {
     const waits = entries.flatMap(({ dir }) => this.#barrier.after(dir, ticket, start) ?? []);
     return waits.length === 0 ? undefined : Promise.all(waits);
-  }
-
-  /**
-   * The path `prefix` would get under `dir` if nobody else creates there first; undefined when
-   * unknown, or when others were queued there last time (contended: a guess would mostly miss).
-   */
-  #nextSequence(dir: string, prefix: string): string | undefined {
-    const next = this.#sequences.get(dir);
-    return next == null ? undefined : joinPath(dir, prefix + String(next).padStart(10, '0'));
-  }
-
-  /** `alone`: the node just created at `path` was its parent's only child. */
-  #sawSequence(dir: string, path: string, alone: boolean): void {
-    // Bounded: one entry per lock name in use; forgetting one only costs a round trip.
-    if (this.#sequences.size >= MAX_REMEMBERED_SEQUENCES && !this.#sequences.has(dir))
-      this.#sequences.clear();
-    this.#sequences.set(dir, alone ? Number(path.slice(-10)) + 1 : null);
   }
 
   async replace(

@@ -23,6 +23,11 @@ export class TreeView {
   readonly #limit: number;
   /** In step: a parent's children by name, or null for a parent known not to exist; LRU order. */
   readonly #parents = new Map<string, Set<string> | null>();
+  /**
+   * Every lock parent that exists, from one listing of the locks path after the watch was set
+   * (see `scanned`) and the watch's events since; undefined until then.
+   */
+  #existing: Set<string> | undefined;
   #on = false;
   /** Moves on whenever what is known is forgotten: a listing sent before then is stale. */
   #epoch = 0;
@@ -65,8 +70,13 @@ export class TreeView {
     const parent = parentPath(path);
     if (parent === this.#locksPath) {
       // A lock parent: made empty (its first child arrives as an event of its own), or gone.
-      if (kind === 'created') this.#keep(path, new Set());
-      else if (kind === 'deleted') this.#keep(path, null);
+      if (kind === 'created') {
+        this.#keep(path, new Set());
+        this.#existing?.add(path);
+      } else if (kind === 'deleted') {
+        this.#keep(path, null);
+        this.#existing?.delete(path);
+      }
       return;
     }
     if (parentPath(parent) !== this.#locksPath) return;
@@ -75,6 +85,16 @@ export class TreeView {
     const name = path.slice(parent.length + 1);
     if (kind === 'created') children.add(name);
     else if (kind === 'deleted') children.delete(name);
+  }
+
+  /**
+   * A listing of the locks path sent at `epoch` came back: from it on, whether any lock parent
+   * exists is known (the children of those not in step are not).
+   */
+  scanned(parents: readonly string[], epoch: number): void {
+    if (!this.#on || epoch !== this.#epoch) return;
+    const existing = new Set(parents.map((name) => `${this.#locksPath}/${name}`));
+    this.#existing = existing;
   }
 
   /** A listing of `dir` sent at `epoch` came back: `dir` is in step from it on. */
@@ -92,10 +112,17 @@ export class TreeView {
     return children === null ? [] : [...children];
   }
 
-  /** Whether `dir` exists: undefined when the view does not know. */
+  /** Whether lock parent `dir` exists: undefined when the view does not know. */
   exists(dir: string): boolean | undefined {
     const children = this.#touch(dir);
-    return children === undefined ? undefined : children !== null;
+    if (children !== undefined) return children !== null;
+    if (!this.#on || this.#existing === undefined || parentPath(dir) !== this.#locksPath) return undefined;
+    return this.#existing.has(dir);
+  }
+
+  /** Whether the children of `dir` are known (it is in step, or known to be gone). */
+  inStep(dir: string): boolean {
+    return this.#touch(dir) !== undefined;
   }
 
   /** Whether the node at `path` (a lock node) exists: undefined when the view does not know. */
@@ -133,6 +160,7 @@ export class TreeView {
 
   #forget(): void {
     this.#parents.clear();
+    this.#existing = undefined;
     this.#epoch += 1;
   }
 }

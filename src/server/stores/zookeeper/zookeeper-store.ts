@@ -284,13 +284,16 @@ export class ZooKeeperStore implements CoordinationStore {
         if (!current()) return;
         view.started();
         watches.onTreeResumed();
+        void this.#scanTree(view);
       },
       ended: () => {
         if (current()) view.stopped();
       },
     });
     if (reply.rc === ErrorCode.ok) {
-      if (current() && this.#keeper.session === session) view.started();
+      if (!current() || this.#keeper.session !== session) return;
+      view.started();
+      await this.#scanTree(view);
       return;
     }
     if (reply.rc === ErrorCode.unimplemented) {
@@ -305,6 +308,22 @@ export class ZooKeeperStore implements CoordinationStore {
     this.#treeWatchedSession = undefined;
     // Asked again once connected (a lost reply), or with the next session.
     if (isConnectionLoss(reply.rc)) void this.#watchTree();
+  }
+
+  /**
+   * Lists the locks path once the tree's watch is (again) set, so that the view knows which lock
+   * parents exist: a create on one it knows is gone makes it in the same step. A failed listing
+   * leaves that unknown (each such parent is listed behind its create instead).
+   */
+  async #scanTree(view: TreeView): Promise<void> {
+    const epoch = view.epoch;
+    try {
+      const listed = await this.#ops.call('getChildren', (link) => link.getChildren(view.locksPath, false));
+      if (listed.rc === ErrorCode.ok && listed.value !== null) view.scanned(listed.value, epoch);
+      else if (listed.rc === ErrorCode.noNode) view.scanned([], epoch);
+    } catch {
+      // Closed or unreachable: known again after the next gap, or never.
+    }
   }
 
   /** As SessionTakeover.takeOver. */
