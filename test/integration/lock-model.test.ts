@@ -619,8 +619,12 @@ const REGRESSIONS: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = [
  * everything: held and waiting requests with and without a resume grace on both clients and two
  * locks, one of them detached; then a release after the failover hands the lock on.
  */
-const FAILURES: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = (['kill', 'pause'] as const).map(
-  (how) => [
+const FAILURES: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = [
+  // A holder asked to release (cooperatively) was told so twice on its new stream after its
+  // instance paused and another took its session over.
+  [new Open(1, 'mutex', false, 0, true), new Revoke(1, false), new Fail('pause')],
+  [new Open(1, 'mutex', false, 0, true), new Revoke(1, false), new Fail('kill')],
+  ...(['kill', 'pause'] as const).map((how) => [
     new Open(0, 'mutex', false, 0, true),
     new Open(0, 'mutex', false, 1, false),
     new Open(0, 'mutex', false, 1, true),
@@ -631,8 +635,8 @@ const FAILURES: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = (['kil
     new End('cancel', 6),
     new Fail(how),
     new End('release', 0),
-  ],
-);
+  ]),
+];
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 

@@ -54,6 +54,8 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
   #done: { promise: Promise<void>; resolve: () => void } | undefined;
   /** Set when the request ended with a loss: resolves once the client has it. */
   #told: void | Promise<void> = undefined;
+  /** The revocation request last told, and to which stream (see #tellRevoke). */
+  #revokeTold: { readonly listener: RequestListener; readonly revoke: RevokeRequest } | undefined;
   /** Why the server ended the request for something the client sent (a bad `set_value`). */
   #refusal: LockError | undefined;
   /** The holder's requests (values, a downgrade), applied one after the other; a release waits for them. */
@@ -182,9 +184,18 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
     void listener.tell(this.id, this.request, { kind: 'granted', lease });
     if (!lease.confirmed)
       void listener.tell(this.id, this.request, { kind: 'confirmation', confirmed: false });
-    if (lease.revokeRequest) {
-      void listener.tell(this.id, this.request, { kind: 'revoke-requested', revoke: lease.revokeRequest });
-    }
+    if (lease.revokeRequest) this.#tellRevoke(listener, lease.revokeRequest);
+  }
+
+  /**
+   * Tells `listener` the holder is asked to release, once per stream and request: a resumed
+   * stream hears it in the report of where the request stands, and the lease may tell the same
+   * request again as it reads its node (a session taken over from another instance).
+   */
+  #tellRevoke(listener: RequestListener, revoke: RevokeRequest): void {
+    if (this.#revokeTold?.listener === listener && this.#revokeTold.revoke === revoke) return;
+    this.#revokeTold = { listener, revoke };
+    void listener.tell(this.id, this.request, { kind: 'revoke-requested', revoke });
   }
 
   #tell(news: RequestNews): void {
@@ -383,7 +394,8 @@ export class SessionRequest implements LeaseHolder, AcquireListener {
   }
 
   revokeRequested(revoke: RevokeRequest): void {
-    this.#tell({ kind: 'revoke-requested', revoke });
+    const listener = this.#session.listener;
+    if (listener) this.#tellRevoke(listener, revoke);
   }
 
   /** Ends the request: tells the attached stream, or keeps the news for the next one. */
