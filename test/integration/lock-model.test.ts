@@ -615,9 +615,10 @@ const REGRESSIONS: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = [
 ];
 
 /**
- * On ZooKeeper, each failure of the serving instance starts from a state with a bit of
- * everything: held and waiting requests with and without a resume grace on both clients and two
- * locks, one of them detached; then a release after the failover hands the lock on.
+ * On ZooKeeper, run first too: sequences the failure operations found failing, then each failure
+ * of the serving instance from a state with a bit of everything (held and waiting requests with
+ * and without a resume grace on both clients and two locks, one of them detached), with a
+ * release after the failover that hands the lock on.
  */
 const FAILURES: Array<Array<fc.AsyncCommand<LockModel, Real, boolean>>> = [
   // A holder asked to release (cooperatively) was told so twice on its new stream after its
