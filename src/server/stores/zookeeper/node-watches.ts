@@ -214,25 +214,23 @@ export class NodeWatches {
    * leave a watch behind that never fires) and settles the path's waiters when the node is deleted, at
    * once if it is already gone, or with the error if the watch cannot be armed.
    */
-  async #armDeletionWatch(path: string): Promise<void> {
+  #armDeletionWatch(path: string): Promise<void> {
     this.#stats.watchesArmed += 1;
+    return this.#checkDeleted(path, true);
+  }
+
+  /**
+   * Reads whether a waited-for node is gone and settles its waiters if so (or with the error if
+   * it cannot be read); `watch` arms a watch for its deletion, which the tree's watch makes
+   * needless (it tells the deletion anyway).
+   */
+  async #checkDeleted(path: string, watch = false): Promise<void> {
     try {
-      const reply = await this.#ops.call('getData', (link) => link.getData(path, true));
+      const reply = await this.#ops.call('getData', (link) => link.getData(path, watch));
       if (reply.rc === ErrorCode.noNode) this.#settleWaiters(path);
       else if (reply.rc !== ErrorCode.ok) this.#settleWaiters(path, unavailable('getData', reply.rc));
     } catch (error) {
       this.#settleWaiters(path, error instanceof LockError ? error : unavailable('getData', -1));
-    }
-  }
-
-  /** Reads whether a waited-for node is gone, without a watch (the tree's tells its deletion). */
-  async #checkDeleted(path: string): Promise<void> {
-    try {
-      const reply = await this.#ops.call('exists', (link) => link.exists(path, false));
-      if (reply.rc === ErrorCode.noNode) this.#settleWaiters(path);
-      else if (reply.rc !== ErrorCode.ok) this.#settleWaiters(path, unavailable('exists', reply.rc));
-    } catch (error) {
-      this.#settleWaiters(path, error instanceof LockError ? error : unavailable('exists', -1));
     }
   }
 
