@@ -40,6 +40,9 @@ import { ZooKeeperError } from './zookeeper-error.js';
  */
 
 const PASSWORD_BYTES = 16;
+/** A connection closed sooner than this after its handshake makes the next dial wait (see #redial). */
+const SHORT_LIVED_MS = 1000;
+const MAX_REDIAL_PAUSE_MS = 1000;
 
 export class ZooKeeperConnection extends ZooKeeperOperations {
   readonly #options: ZooKeeperConnectionOptions;
@@ -58,6 +61,10 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
   #lastReceiveAt = 0;
   /** Dial attempts in a row that got no session; reset by each connect. */
   #failedAttempts = 0;
+  /** When the current connection's handshake was answered. */
+  #connectedAt = 0;
+  /** Connections in a row that were closed soon after they were made (see #redial). */
+  #shortLived = 0;
   #dialTimer: NodeJS.Timeout | undefined;
   /** Bounds a dial until the server answers the handshake (see #dial). */
   #handshakeTimer: NodeJS.Timeout | undefined;
@@ -267,6 +274,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
       return;
     }
     this.#failedAttempts = 0;
+    this.#connectedAt = performance.now();
     const resumed = this.#sessionId !== 0n;
     this.#sessionId = response.sessionId;
     this.#password = response.password;
@@ -328,8 +336,29 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
       return;
     }
     this.emit('disconnected');
-    // Try the members in turn with the same session until one takes it or says it expired.
-    this.#dialNext();
+    this.#redial();
+  }
+
+  /**
+   * After a lost connection: the members in turn with the same session until one takes it or
+   * says it expired. At once after a connection that lasted, so a failover costs no wait; after
+   * one closed soon after it was made, a random pause that doubles with each such connection in
+   * a row. ZooKeeper closes a session's connection when another client attaches to the session,
+   * so two clients that both reconnect at once (an instance and the one taking its session over)
+   * would close each other's connection before either can send a request, for as long as both
+   * keep it up; ZooKeeper's Java client waits up to a second before every reconnect for the same
+   * reason.
+   */
+  #redial(): void {
+    const livedMs = performance.now() - this.#connectedAt;
+    this.#shortLived = livedMs < SHORT_LIVED_MS ? this.#shortLived + 1 : 0;
+    if (this.#shortLived === 0) {
+      this.#dialNext();
+      return;
+    }
+    const delayMs = Math.random() * Math.min(MAX_REDIAL_PAUSE_MS, 5 * 2 ** this.#shortLived);
+    this.#dialTimer = setTimeout(() => this.#dialNext(), delayMs);
+    this.#dialTimer.unref();
   }
 
   #expire(): void {
