@@ -39,6 +39,7 @@ const { values } = parseArgs({
     writers: { type: 'string', default: '2' },
     'duration-ms': { type: 'string', default: '10000' },
     'warmup-ms': { type: 'string', default: '1000' },
+    'fresh-names': { type: 'boolean', default: false },
   },
 });
 
@@ -53,6 +54,7 @@ const settings = {
   writers: Number(values.writers),
   durationMs: Number(values['duration-ms']),
   warmupMs: Number(values['warmup-ms']),
+  freshNames: values['fresh-names'],
 };
 
 function say(message: object): void {

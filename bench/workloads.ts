@@ -2,7 +2,8 @@
  * The benchmark's workloads, run the same way against every target: acquire → release in a loop,
  * no hold time.
  *
- * - U: 1 client, 1 mutex, warm-up then `cycles` timed cycles (cycle latency).
+ * - U: 1 client, 1 mutex, warm-up then `cycles` timed cycles (cycle latency); with
+ *   `freshNames`, every cycle on a lock never used before.
  * - H: `clients` clients on 1 mutex for `durationMs` (handoffs/s, wait latency).
  * - P: `clients` clients, each on its own lock, for `durationMs` (cycle latency).
  * - RW: `readers` + `writers` on one lock for `durationMs` (reads/s, writes/s, writer wait).
@@ -30,6 +31,8 @@ export interface WorkloadSettings {
   readonly writers: number;
   readonly durationMs: number;
   readonly warmupMs: number;
+  /** U only: every cycle on a new lock name (`<prefix>/u-w<i>` warming up, `<prefix>/u-<i>` timed). */
+  readonly freshNames?: boolean;
 }
 
 /** What a load process reports for one workload (the same shape from the Java program). */
@@ -111,14 +114,15 @@ export async function runWorkload(
     const [session] = sessions;
     const [plan] = clients;
     if (!session || !plan) throw new Error('U needs one session');
-    for (let i = 0; i < settings.warmupCycles; i += 1) await cycle(session, plan);
+    const named = (name: string): ClientPlan => (settings.freshNames ? { ...plan, name } : plan);
+    for (let i = 0; i < settings.warmupCycles; i += 1) await cycle(session, named(`${plan.name}-w${i}`));
     await ready();
     const cpu = process.cpuUsage();
     const samples = new Float64Array(settings.cycles);
     const start = performance.now();
     for (let i = 0; i < settings.cycles; i += 1) {
       const begun = performance.now();
-      await cycle(session, plan);
+      await cycle(session, named(`${plan.name}-${i}`));
       samples[i] = performance.now() - begun;
     }
     const durationMs = performance.now() - start;

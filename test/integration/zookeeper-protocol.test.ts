@@ -278,6 +278,28 @@ describe('ZooKeeperConnection (wire protocol in TypeScript)', () => {
     });
   });
 
+  it('creates a container and its first child in one multi; ZooKeeper removes the container once the child is gone', async () => {
+    const zk = await connect();
+    const path = `${root}/container-${randomUUID()}`;
+    const [parent, child] = await zk.multi([
+      { op: 'create', path, data: text(''), acl: OPEN_ACL_UNSAFE, mode: CreateMode.container },
+      {
+        op: 'create',
+        path: `${path}/n-`,
+        data: text(''),
+        acl: OPEN_ACL_UNSAFE,
+        mode: CreateMode.ephemeralSequential,
+      },
+    ]);
+    expect(parent).toMatchObject({ op: 'create', path });
+    expect(child).toMatchObject({ op: 'create', path: `${path}/n-0000000000` });
+    const gone = nextEvent();
+    expect(await zk.exists(path, gone.watcher)).not.toBeNull();
+    await zk.delete(`${path}/n-0000000000`, -1);
+    // The tests' ZooKeeper looks for empty containers every second; a plain node would stay.
+    expect(await gone.event).toMatchObject({ type: EventType.nodeDeleted, path });
+  });
+
   it('ends the session on close: its ephemeral nodes are gone for everyone', async () => {
     const zk = await connect();
     const observer = await connect();

@@ -28,6 +28,8 @@ import {
 import type { CreatedZNode, LinkOp, LinkReply } from './zookeeper-link.js';
 import { type ZooKeeperSession } from './zookeeper-session.js';
 
+const EMPTY = new Uint8Array(0);
+
 export interface CreatePipelineParts {
   readonly keeper: SessionKeeper;
   readonly ops: LinkOperations;
@@ -55,6 +57,8 @@ export class CreatePipeline {
   readonly #stats: StoreStats;
   readonly #view: TreeView | undefined;
   readonly #guesses = new SequenceGuesses();
+  /** Creates made and not answered yet, per lock parent. */
+  readonly #underWay = new Map<string, number>();
 
   constructor(parts: CreatePipelineParts) {
     this.#keeper = parts.keeper;
@@ -82,6 +86,24 @@ export class CreatePipeline {
    * it (#createListed); missing parents are made, and a lost reply looked into, the same way.
    */
   async #create(entries: readonly SequentialEntry[], atomic: boolean): Promise<CreatedNode[]> {
+    const dirs = [...new Set(entries.map(({ dir }) => dir))];
+    for (const dir of dirs) this.#underWay.set(dir, (this.#underWay.get(dir) ?? 0) + 1);
+    try {
+      return await this.#createInTurn(entries, dirs, atomic);
+    } finally {
+      for (const dir of dirs) {
+        const left = this.#underWay.get(dir)! - 1;
+        if (left === 0) this.#underWay.delete(dir);
+        else this.#underWay.set(dir, left);
+      }
+    }
+  }
+
+  async #createInTurn(
+    entries: readonly SequentialEntry[],
+    dirs: readonly string[],
+    atomic: boolean,
+  ): Promise<CreatedNode[]> {
     const what = atomic ? 'multi' : 'create';
     const ticket = this.#barrier.nextTicket();
     const ops: LinkOp[] = entries.map(({ dir, prefix, data }) => ({
@@ -94,10 +116,23 @@ export class CreatePipeline {
     const view = this.#view;
     // Set when a create found a parent missing: it waits for it like any later create, and
     // through the same steps, so the creates are sent again in ticket order. Where the tree's
-    // watch says a parent is gone, it is made first, without a create bound to fail.
-    let parentsMade: Promise<unknown> | undefined = entries.some(({ dir }) => view?.exists(dir) === false)
-      ? this.#afterParents(entries, ticket, true)
-      : undefined;
+    // watch says a parent is gone, it is made with the nodes (#createWithParents) or, where that
+    // could put this create ahead of an earlier one, first, without a create bound to fail.
+    let parentsMade: Promise<unknown> | undefined;
+    const missing = view === undefined ? [] : dirs.filter((dir) => view.exists(dir) === false);
+    if (missing.length > 0) {
+      // Decided before anything is awaited: no other create can slip in between.
+      const made =
+        this.#keeper.link.multi && missing.every((dir) => this.#underWay.get(dir) === 1)
+          ? this.#barrier.madeInMulti(missing, ticket)
+          : undefined;
+      if (made) {
+        const tried = await this.#createWithParents(entries, ops, missing, made);
+        if (tried !== 'again') return tried;
+      } else {
+        parentsMade = this.#afterParents(entries, ticket, true);
+      }
+    }
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
       await (parentsMade ?? this.#afterParents(entries, ticket, false));
       parentsMade = undefined;
@@ -128,8 +163,56 @@ export class CreatePipeline {
   }
 
   /**
+   * A create under lock parents the tree's watch says are missing (a lock's first use, or its
+   * first since ZooKeeper removed its empty container): each parent made in the same multi as
+   * the nodes, so a cycle on a fresh name costs two requests, not three. Taken only when no
+   * other create under them is under way (#create): none made earlier can then be queued
+   * behind this one, and later ones wait for the multi (`made`, see ParentBarrier.madeInMulti).
+   * 'again' when the multi made nothing and the create is to be sent again, in its turn.
+   */
+  async #createWithParents(
+    entries: readonly SequentialEntry[],
+    ops: readonly LinkOp[],
+    missing: readonly string[],
+    made: (again: boolean) => Promise<void>,
+  ): Promise<CreatedNode[] | 'again'> {
+    const parents: LinkOp[] = missing.map((dir) => ({
+      op: 'create',
+      path: dir,
+      data: EMPTY,
+      mode: 'container',
+      acl: this.#protection.aclFor(dir),
+    }));
+    let tried: { created: CreatedNode[] } | { rc: number };
+    let session: ZooKeeperSession;
+    try {
+      await this.#keeper.whenConnected('multi');
+      session = this.#keeper.session;
+      tried = await this.#createInView(entries, [...parents, ...ops], session);
+    } catch (error) {
+      await made(false);
+      throw error;
+    }
+    if ('created' in tried) {
+      await made(false);
+      return tried.created;
+    }
+    const { rc } = tried;
+    // A parent made by someone else meanwhile (NODEEXISTS), or an ancestor gone (NONODE, made
+    // on the next try): sent again in turn.
+    if (rc === ErrorCode.nodeExists || rc === ErrorCode.noNode) {
+      await made(true);
+      return 'again';
+    }
+    await made(false);
+    if (!isConnectionLoss(rc)) throw createFailure(entries[0]!.dir, rc);
+    return (await this.#afterLostReply(entries, session, rc, 'multi')) ?? 'again';
+  }
+
+  /**
    * One try of a create whose parents the tree's watch is in step with: the create alone (see
-   * #createdInView). The nodes made, or the code of the failure.
+   * #createdInView), behind the creates of missing parents if `ops` starts with them. The nodes
+   * made, or the code of the failure.
    */
   async #createInView(
     entries: readonly SequentialEntry[],
@@ -146,7 +229,8 @@ export class CreatePipeline {
     });
     if (reply.rc === ErrorCode.ok && reply.value !== null) {
       this.#stats.creates += entries.length;
-      return { created: await this.#createdInView(entries, reply.value, session, expected) };
+      const nodes = reply.value.slice(ops.length - entries.length);
+      return { created: await this.#createdInView(entries, nodes, session, expected) };
     }
     forget();
     return { rc: reply.rc };

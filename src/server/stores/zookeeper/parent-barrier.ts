@@ -34,6 +34,38 @@ export class ParentBarrier {
   }
 
   /**
+   * Opens the barrier of each of `dirs` for a create that makes them itself, in the same multi
+   * as its nodes (see CreatePipeline): undefined, opening nothing, when one is being made
+   * already or an ancestor is not known to exist. Creates that meet them missing meanwhile wait
+   * as for any barrier. Once the multi is answered, the caller calls the function returned:
+   * with `again` (the multi made nothing), it waits its turn among them, by `ticket`.
+   */
+  madeInMulti(dirs: readonly string[], ticket: number): ((again: boolean) => Promise<void>) | undefined {
+    if (
+      dirs.some((dir) => this.#barriers.has(dir) || !ancestors(dir).every((path) => this.#ensured.has(path)))
+    )
+      return undefined;
+    const barriers = dirs.map((dir) => {
+      const barrier: Barrier = { waiting: [] };
+      this.#barriers.set(dir, barrier);
+      return { dir, barrier };
+    });
+    return (again) => {
+      const turns = again
+        ? barriers.map(
+            ({ barrier }) =>
+              new Promise<void>((resolve, reject) => barrier.waiting.push({ ticket, resolve, reject })),
+          )
+        : [];
+      // As in `after`: the replies to creates sent before the multi join within a turn.
+      setImmediate(() => {
+        for (const { dir, barrier } of barriers) this.#release(dir, barrier, undefined);
+      });
+      return Promise.all(turns).then(() => undefined);
+    };
+  }
+
+  /**
    * Waits, if `dir` is being created, until it is (undefined: nothing to wait for). With
    * `start` (the create found `dir` missing), starts its creation if nobody has.
    */
