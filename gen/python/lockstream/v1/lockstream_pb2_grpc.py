@@ -96,7 +96,12 @@ class LockServiceServicer:
         ABORTED if it cannot be restored in time).
         5. The lock is held until the client sends `release` or half-closes its side of the
         stream; the server then deletes the lock's node, sends `released` and ends the call
-        with OK, and the next waiter is granted the lock at once.
+        with OK, and the next waiter is granted the lock at once. `released` is sent once the
+        delete has taken effect in the back end, not when it is sent: from then on no
+        instance reports the lock held by this request, and the next request, here or on
+        another instance, queues behind nothing left of this one. Were it sent earlier, a
+        server that died in between would leave the lock held by a released request until
+        its back end session ended, and nobody would know why.
 
         Holder value: `start` may carry a small `value` (e.g. a leader's address), which
         DescribeLock and WatchLock show with the request. While it holds the lock, the client may

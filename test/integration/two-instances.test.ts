@@ -1,20 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { LockCaller, LockMode, nextReceipt, type RequestStream } from '../support/lock-caller.js';
+import { LockCaller, LockMode, nextReceipt, seconds, type RequestStream } from '../support/lock-caller.js';
 import { mulberry32 } from '../support/random.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 
 /**
- * A semaphore shared by two lockstream servers (each in its own process) on one ZooKeeper: a
- * grant on one instance reaches a waiter of the other that waits for it (through the granted
- * request's node), and the limit and the queue order hold across instances.
+ * Two lockstream servers (each in its own process) on one ZooKeeper. A release answered on one
+ * is over for the other. A semaphore shared by both: a grant on one instance reaches a waiter
+ * of the other that waits for it (through the granted request's node), and the limit and the
+ * queue order hold across instances.
  */
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
-describe('a semaphore across two lockstream instances', () => {
+describe('two lockstream instances on one ZooKeeper', () => {
   const servers: ServerProcess[] = [];
   const callers: LockCaller[] = [];
   const streams: RequestStream[] = [];
@@ -43,6 +44,19 @@ describe('a semaphore across two lockstream instances', () => {
     for (const stream of streams) stream.cancel();
     for (const caller of callers) caller.close();
     await Promise.all(servers.map((server) => server.kill('SIGTERM')));
+  });
+
+  it('lets a request on the other instance take a lock at once (try-lock) once `released` was answered: nothing of the released request is left to queue behind', async () => {
+    for (let round = 0; round < 20; round += 1) {
+      const holder = callers[round % 2]!.open({ name: 'passed-on', owner: `holder-${round}` });
+      streams.push(holder);
+      await holder.acquired();
+      expect((await holder.release()).code).toBe(status.OK);
+      const next = callers[(round + 1) % 2]!.open({ name: 'passed-on', waitTimeout: seconds(0) });
+      streams.push(next);
+      await next.acquired();
+      expect((await next.release()).code).toBe(status.OK);
+    }
   });
 
   it('tells a waiter of one instance of a grant on the other, so that it watches the holders from then on', async () => {
