@@ -13,6 +13,9 @@
  * - whether the server kept its ZooKeeper session (its warnings, its session gauge);
  * - one ListLocks page of 1,000 once every name has been used and released.
  *
+ * With `--probe-elsewhere` the probe uses an instance of its own on the same ZooKeeper, to tell
+ * the flooded server's share of the probe's wait from ZooKeeper's and the machine's.
+ *
  * Prints a table and the targets, writes JSON to bench/results/. `--smoke` runs it tiny.
  */
 import { execFileSync } from 'node:child_process';
@@ -37,6 +40,7 @@ const { values: flags } = parseArgs({
     'hold-ms': { type: 'string' },
     'hang-ms': { type: 'string', default: '30000' },
     'list-timeout-ms': { type: 'string', default: '120000' },
+    'probe-elsewhere': { type: 'boolean', default: false },
     out: { type: 'string' },
   },
 });
@@ -145,10 +149,13 @@ const startedAt = new Date();
 execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
 const zookeeper = await startZooKeeper({ production: true });
 const server = await startLockstreamServer(zookeeper.connectString);
+// --probe-elsewhere: the probe on an instance of its own, on the same ZooKeeper. What the probe
+// then still suffers is ZooKeeper's and the machine's share, not the flooded server's.
+const probeServer = flags['probe-elsewhere'] ? await startLockstreamServer(zookeeper.connectString) : server;
 const probe = spawnLineProcess(
   ...nodeScript('./flood-probe.ts', [
     '--server',
-    server.address,
+    probeServer.address,
     '--interval-ms',
     String(PROBE_INTERVAL_MS),
     '--hang-ms',
@@ -258,6 +265,7 @@ try {
   flooder.close();
   await probe.kill();
   await server.stop();
+  if (probeServer !== server) await probeServer.stop();
   await zookeeper.stop();
 }
 

@@ -5,6 +5,8 @@ export class WorkQueue {
   head = 0;
   /** Whether the queue is in the scheduler's round. */
   inRound = false;
+  /** Its pieces started and not done. */
+  running = 0;
 
   get size(): number {
     return this.items.length - this.head;
@@ -25,16 +27,28 @@ export class WorkQueue {
   }
 }
 
+/** How long a session counts as busy after its last piece of store work started or finished. */
+const BUSY_LINGER_MS = 100;
+
 /**
  * The store work of every session on this server, at most `limit` pieces at once, and the
  * sessions served in turns: when a piece finishes, the next session in the round with work
  * waiting starts its oldest piece. A session that floods the server with requests has its
  * work start one piece per turn like everyone else's, so another client's request waits for
- * one turn, not behind the whole flood; a session alone gets every slot.
+ * one turn, not behind the whole flood. A session alone gets every slot; while another session
+ * is busy too (it had store work waiting, started or finished within BUSY_LINGER_MS), each gets
+ * at most a quarter of them:
+ * a piece of store work waits in ZooKeeper behind every piece sent before it, and a flood that
+ * kept every slot put its whole depth ahead of each step of another client's request.
  */
 export class StoreWorkScheduler {
   readonly #limit: number;
+  /** What a session may have in flight while another one is busy. */
+  readonly #share: number;
   #running = 0;
+  /** The two sessions busy last, and when: enough to know whether one other than a given one is. */
+  #busiest: { queue: WorkQueue | undefined; at: number } = { queue: undefined, at: -Infinity };
+  #busyBefore: { queue: WorkQueue | undefined; at: number } = { queue: undefined, at: -Infinity };
   /** The queues with work waiting, served in turns from `#turn`. */
   readonly #round: WorkQueue[] = [];
   #turn = 0;
@@ -43,6 +57,7 @@ export class StoreWorkScheduler {
 
   constructor(limit: number) {
     this.#limit = limit;
+    this.#share = Math.max(1, Math.floor(limit / 4));
   }
 
   /** Pieces started and not done. */
@@ -62,10 +77,13 @@ export class StoreWorkScheduler {
    * `start` calls `done` (once; later calls are ignored) when its store work is over.
    */
   run(queue: WorkQueue, start: (done: () => void) => void): void {
-    if (this.#running < this.#limit && this.#round.length === 0) {
-      this.#start(start);
+    const now = performance.now();
+    if (this.#running < this.#limit && this.#round.length === 0 && this.#mayStart(queue, now)) {
+      this.#start(queue, start);
       return;
     }
+    // Waiting counts as busy: another session's next piece stays within its share from now.
+    this.#busy(queue, now);
     queue.items.push(start);
     if (!queue.inRound) {
       queue.inRound = true;
@@ -73,13 +91,29 @@ export class StoreWorkScheduler {
     }
   }
 
-  #start(start: (done: () => void) => void): void {
+  /** Whether `queue` may start a piece now: below its share while another session is busy. */
+  #mayStart(queue: WorkQueue, now: number): boolean {
+    if (queue.running < this.#share) return true;
+    const other = this.#busiest.queue === queue ? this.#busyBefore : this.#busiest;
+    return other.queue === undefined || now - other.at >= BUSY_LINGER_MS;
+  }
+
+  #busy(queue: WorkQueue, now: number): void {
+    if (this.#busiest.queue !== queue) this.#busyBefore = this.#busiest;
+    this.#busiest = { queue, at: now };
+  }
+
+  #start(queue: WorkQueue, start: (done: () => void) => void): void {
     this.#running += 1;
+    queue.running += 1;
+    this.#busy(queue, performance.now());
     let finished = false;
     start(() => {
       if (finished) return;
       finished = true;
       this.#running -= 1;
+      queue.running -= 1;
+      this.#busy(queue, performance.now());
       this.#next();
     });
   }
@@ -88,9 +122,19 @@ export class StoreWorkScheduler {
     if (this.#starting) return;
     this.#starting = true;
     try {
-      while (this.#running < this.#limit && this.#round.length > 0) {
+      const now = performance.now();
+      // Queues passed over in a row because they are at their share: once every queue in the
+      // round has been, nothing more can start until a piece finishes.
+      let passed = 0;
+      while (this.#running < this.#limit && this.#round.length > 0 && passed < this.#round.length) {
         if (this.#turn >= this.#round.length) this.#turn = 0;
         const queue = this.#round[this.#turn]!;
+        if (!this.#mayStart(queue, now)) {
+          passed += 1;
+          this.#turn += 1;
+          continue;
+        }
+        passed = 0;
         const start = queue.take();
         if (queue.size === 0) {
           // Out of the round until it has work again; the next queue takes this turn.
@@ -99,7 +143,7 @@ export class StoreWorkScheduler {
         } else {
           this.#turn += 1;
         }
-        if (start) this.#start(start);
+        if (start) this.#start(queue, start);
       }
     } finally {
       this.#starting = false;
