@@ -1,13 +1,9 @@
 import { LockError } from '../../lock-error.js';
 import {
   joinPath,
-  parentPath,
   type CreatedNode,
-  type NodeData,
   type NodeFollow,
-  type ReplacedNode,
   type SequentialEntry,
-  type StoreSession,
   type StoreStats,
 } from '../store.js';
 import type { LinkOperations } from './link-operations.js';
@@ -45,8 +41,7 @@ export interface CreatePipelineParts {
  * How lock nodes are created: one (createSequential) or several in one transaction
  * (createSequentialAll) through the same steps: wait for parents being made, send the create
  * with each parent's listing (and a guessed follow) behind it, make missing parents, and after
- * a lost reply look for the node before creating again (no ghost nodes). Also replaceNode, the
- * other create: one node for another in one step.
+ * a lost reply look for the node before creating again (no ghost nodes).
  */
 export class CreatePipeline {
   readonly #keeper: SessionKeeper;
@@ -389,53 +384,5 @@ export class CreatePipeline {
   ): Promise<unknown> | undefined {
     const waits = entries.flatMap(({ dir }) => this.#barrier.after(dir, ticket, start) ?? []);
     return waits.length === 0 ? undefined : Promise.all(waits);
-  }
-
-  async replace(
-    path: string,
-    name: string,
-    data: Uint8Array,
-    version: number,
-    session: StoreSession,
-    follow: NodeFollow,
-  ): Promise<ReplacedNode | 'missing' | 'conflict'> {
-    if (!this.#keeper.link.multi) throw multiUnsupported('one node replaced by another in one step');
-    const dir = parentPath(path);
-    const newPath = joinPath(dir, name);
-    const ops: LinkOp[] = [
-      { op: 'create', path: newPath, data, mode: 'ephemeral', acl: this.#protection.aclFor(dir) },
-      // The delete's version is the compare in the compare-and-set.
-      { op: 'delete', path, version },
-    ];
-    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
-      await this.#keeper.whenConnected('multi');
-      // An ephemeral node belongs to the session that creates it: never one other than the old node's.
-      if (session !== this.#keeper.session) return this.#gone(session);
-      const reply = await this.#keeper.write(ops, this.#keeper.session);
-      const created = reply.value?.[0];
-      if (reply.rc === ErrorCode.ok && created?.op === 'create') {
-        const followed = await this.#watches.watchNode(newPath, follow);
-        return followed
-          ? { path: newPath, creationId: created.creationId ?? followed.creationId }
-          : 'missing';
-      }
-      if (reply.rc === ErrorCode.badVersion) return 'conflict';
-      if (reply.rc === ErrorCode.noNode) return 'missing';
-      if (reply.rc !== ErrorCode.nodeExists && !isConnectionLoss(reply.rc))
-        throw unavailable('multi', reply.rc);
-      // The reply was lost (or an earlier try was applied and its reply lost): look before trying again.
-      await this.#keeper.whenConnected('multi');
-      if (session !== this.#keeper.session) return this.#gone(session);
-      const existing: NodeData | null = await this.#watches.watchNode(newPath, follow);
-      if (existing) return { path: newPath, creationId: existing.creationId };
-    }
-    throw new LockError('UNAVAILABLE', `ZooKeeper multi under ${dir} kept losing its connection`);
-  }
-
-  /** What replaceNode answers for a node of a session that is not the store's any more. */
-  #gone(_session: StoreSession): 'missing' {
-    // Lost, given up or taken over: either way not this store's node to replace any more (a
-    // taken one lives on, someone else's; nothing is written to it).
-    return 'missing';
   }
 }

@@ -17,6 +17,7 @@ import {
 } from '../store.js';
 import { ChildrenReader } from './children-reader.js';
 import { CreatePipeline } from './create-pipeline.js';
+import { replaceNode } from './node-replacement.js';
 import { linkFactory } from './link-factory.js';
 import { LinkOperations } from './link-operations.js';
 import { NodeWatches } from './node-watches.js';
@@ -205,7 +206,15 @@ export class ZooKeeperStore implements CoordinationStore {
     session: StoreSession,
     follow: NodeFollow,
   ): Promise<ReplacedNode | 'missing' | 'conflict'> {
-    return this.#creates.replace(path, name, data, version, session, follow);
+    return replaceNode(
+      { keeper: this.#keeper, watches: this.#watches, protection: this.#protection },
+      path,
+      name,
+      data,
+      version,
+      session,
+      follow,
+    );
   }
 
   children(dir: string): Promise<string[]> {
