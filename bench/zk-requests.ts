@@ -15,7 +15,7 @@ import { execFileSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { startZooKeeper } from '../test/setup/zookeeper-process.js';
-import { zooKeeperCounters, type ZooKeeperCounters } from './measure.js';
+import { zooKeeperCounters, zooKeeperDelta } from './measure.js';
 import { nodeScript, spawnLineProcess, startLockstreamServer } from './processes.js';
 import type { WorkloadResult } from './workloads.js';
 
@@ -36,14 +36,6 @@ interface Row {
   readonly requestsPerCycle: number;
   readonly backgroundPerCycle: number;
 }
-
-const delta = (
-  before: ZooKeeperCounters,
-  after: ZooKeeperCounters,
-): { writes: number; requests: number } => ({
-  writes: after.zxid - before.zxid,
-  requests: after.requests - before.requests,
-});
 
 execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
 const zookeeper = await startZooKeeper({ production: true });
@@ -75,15 +67,15 @@ try {
           const before = await zooKeeperCounters(zookeeper.port, zookeeper.pid);
           load.send('go');
           const { result } = (await load.next('done')) as { result: WorkloadResult };
-          const cycled = delta(before, await zooKeeperCounters(zookeeper.port, zookeeper.pid));
+          const cycled = zooKeeperDelta(before, await zooKeeperCounters(zookeeper.port, zookeeper.pid));
           await load.exited;
           // The background over a window as long as the cycles took, the server alone and idle.
           const idleFrom = await zooKeeperCounters(zookeeper.port, zookeeper.pid);
           await sleep(result.durationMs);
-          const idle = delta(idleFrom, await zooKeeperCounters(zookeeper.port, zookeeper.pid));
+          const idle = zooKeeperDelta(idleFrom, await zooKeeperCounters(zookeeper.port, zookeeper.pid));
           const cycles = result.allAcquisitions;
           const writes = cycled.writes - idle.writes;
-          const requests = cycled.requests - idle.requests;
+          const requests = cycled.writes + cycled.reads - (idle.writes + idle.reads);
           rows.push({
             watch,
             names,
@@ -91,7 +83,7 @@ try {
             writesPerCycle: writes / cycles,
             readsPerCycle: (requests - writes) / cycles,
             requestsPerCycle: requests / cycles,
-            backgroundPerCycle: idle.requests / cycles,
+            backgroundPerCycle: (idle.writes + idle.reads) / cycles,
           });
         } finally {
           await load.exited;

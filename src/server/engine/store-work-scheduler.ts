@@ -98,9 +98,15 @@ export class StoreWorkScheduler {
     return other.queue === undefined || now - other.at >= BUSY_LINGER_MS;
   }
 
+  /** Notes `queue` busy now; the two records swap rather than being made anew (a hot path). */
   #busy(queue: WorkQueue, now: number): void {
-    if (this.#busiest.queue !== queue) this.#busyBefore = this.#busiest;
-    this.#busiest = { queue, at: now };
+    if (this.#busiest.queue !== queue) {
+      const reused = this.#busyBefore;
+      this.#busyBefore = this.#busiest;
+      this.#busiest = reused;
+      reused.queue = queue;
+    }
+    this.#busiest.at = now;
   }
 
   #start(queue: WorkQueue, start: (done: () => void) => void): void {

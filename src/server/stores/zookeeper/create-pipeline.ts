@@ -81,7 +81,7 @@ export class CreatePipeline {
    * it (#createListed); missing parents are made, and a lost reply looked into, the same way.
    */
   async #create(entries: readonly SequentialEntry[], atomic: boolean): Promise<CreatedNode[]> {
-    const dirs = [...new Set(entries.map(({ dir }) => dir))];
+    const dirs = entries.length === 1 ? [entries[0]!.dir] : [...new Set(entries.map(({ dir }) => dir))];
     for (const dir of dirs) this.#underWay.set(dir, (this.#underWay.get(dir) ?? 0) + 1);
     try {
       return await this.#createInTurn(entries, dirs, atomic);

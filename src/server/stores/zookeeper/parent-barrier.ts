@@ -45,22 +45,10 @@ export class ParentBarrier {
       dirs.some((dir) => this.#barriers.has(dir) || !ancestors(dir).every((path) => this.#ensured.has(path)))
     )
       return undefined;
-    const barriers = dirs.map((dir) => {
-      const barrier: Barrier = { waiting: [] };
-      this.#barriers.set(dir, barrier);
-      return { dir, barrier };
-    });
+    const barriers = dirs.map((dir) => ({ dir, barrier: this.#open(dir) }));
     return (again) => {
-      const turns = again
-        ? barriers.map(
-            ({ barrier }) =>
-              new Promise<void>((resolve, reject) => barrier.waiting.push({ ticket, resolve, reject })),
-          )
-        : [];
-      // As in `after`: the replies to creates sent before the multi join within a turn.
-      setImmediate(() => {
-        for (const { dir, barrier } of barriers) this.#release(dir, barrier, undefined);
-      });
+      const turns = again ? barriers.map(({ barrier }) => this.#join(barrier, ticket)) : [];
+      for (const { dir, barrier } of barriers) this.#releaseLater(dir, barrier, undefined);
       return Promise.all(turns).then(() => undefined);
     };
   }
@@ -73,23 +61,34 @@ export class ParentBarrier {
     let barrier = this.#barriers.get(dir);
     if (!barrier) {
       if (!start) return undefined;
-      const created: Barrier = { waiting: [] };
+      const created = this.#open(dir);
       barrier = created;
-      this.#barriers.set(dir, created);
-      // Every create sent before this one is answered before the parent's create (a session's
-      // requests are answered in order), in the same read at the latest; but each reply reaches
-      // its create through a chain of promises of its own length. Released a turn of the event
-      // loop later, when every reply of that read has gone all the way: each has joined by then.
-      const release = (error: unknown): void => {
-        setImmediate(() => this.#release(dir, created, error));
-      };
       void this.#ensureParents(dir).then(
-        () => release(undefined),
-        (error: unknown) => release(error),
+        () => this.#releaseLater(dir, created, undefined),
+        (error: unknown) => this.#releaseLater(dir, created, error),
       );
     }
-    const joined = barrier;
-    return new Promise((resolve, reject) => joined.waiting.push({ ticket, resolve, reject }));
+    return this.#join(barrier, ticket);
+  }
+
+  #open(dir: string): Barrier {
+    const barrier: Barrier = { waiting: [] };
+    this.#barriers.set(dir, barrier);
+    return barrier;
+  }
+
+  #join(barrier: Barrier, ticket: number): Promise<void> {
+    return new Promise((resolve, reject) => barrier.waiting.push({ ticket, resolve, reject }));
+  }
+
+  /**
+   * Every create sent before the parent's (or the multi that makes it) is answered before it (a
+   * session's requests are answered in order), in the same read at the latest; but each reply
+   * reaches its create through a chain of promises of its own length. Released a turn of the
+   * event loop later, when every reply of that read has gone all the way: each has joined by then.
+   */
+  #releaseLater(dir: string, barrier: Barrier, error: unknown): void {
+    setImmediate(() => this.#release(dir, barrier, error));
   }
 
   #release(dir: string, barrier: Barrier, error: unknown): void {
