@@ -18,6 +18,7 @@ import type { OpenStream, OpenStreams } from './open-streams.js';
 import type { RequestSizeLimit } from './request-size.js';
 import { startHeartbeat, type HeartbeatStream, type StreamHeartbeat } from './stream-heartbeat.js';
 import { StreamWriter } from './stream-writer.js';
+import { batchedByTurn } from './turn-batching.js';
 
 /** What both lock-holding RPCs need from the server. */
 export interface LockStreamOptions {
@@ -70,7 +71,7 @@ export abstract class LockStream<Req, Res>
     this.options = options;
     this.callId = callId;
     this.debug = options.logger.isLevelEnabled('debug');
-    this.writer = new StreamWriter(call);
+    this.writer = new StreamWriter(batchedByTurn(call));
     call.on('data', (message: Req) => {
       this.#heartbeat?.heard();
       if (this.#held) this.#held.push(message);
