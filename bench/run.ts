@@ -47,9 +47,11 @@ const { values: flags } = parseArgs({
 const SMOKE = flags.smoke;
 const ROUNDS = Number(flags.rounds ?? (SMOKE ? 1 : 3));
 const WORKLOADS = (flags.workloads?.split(',') ?? ['U', 'H', 'P', 'RW']) as WorkloadName[];
+// U warms up for 2000 cycles: V8 (the recipe's, the SDK's, the server's) optimizes a function
+// only after many calls, and at 200 cycles a fresh lockstream server measured half its speed.
 const WORKLOAD_ARGS = SMOKE
   ? ['--cycles', '200', '--warmup', '20', '--duration-ms', '1000', '--warmup-ms', '200']
-  : ['--cycles', '2000', '--warmup', '200', '--duration-ms', '10000', '--warmup-ms', '1000'];
+  : ['--cycles', '2000', '--warmup', '2000', '--duration-ms', '10000', '--warmup-ms', '1000'];
 
 type TargetId =
   | 'naive'
@@ -57,6 +59,7 @@ type TargetId =
   | 'curator'
   | 'etcd'
   | 'grpc-floor'
+  | 'grpc-floor-acquire'
   | 'lockstream-zk'
   | 'lockstream-zk-addon'
   | 'lockstream-zk-acquire'
@@ -67,6 +70,7 @@ const ALL_TARGETS: TargetId[] = [
   'curator',
   'etcd',
   'grpc-floor',
+  'grpc-floor-acquire',
   'lockstream-zk',
   'lockstream-zk-addon',
   'lockstream-zk-acquire',
@@ -80,6 +84,7 @@ const LABELS: Record<TargetId, string> = {
   curator: 'Apache Curator 5.4, in-process',
   etcd: 'etcd 3.4 lock RPC (Go server), one gRPC channel',
   'grpc-floor': 'gRPC floor (grants at once), SDK session',
+  'grpc-floor-acquire': 'gRPC floor (grants at once), Acquire stream per lock',
   'lockstream-zk': 'lockstream on ZooKeeper, SDK session (one LockClient)',
   'lockstream-zk-addon': 'lockstream on ZooKeeper through the zookeeper addon, SDK session',
   'lockstream-zk-acquire': 'lockstream on ZooKeeper, Acquire stream per lock',
@@ -151,11 +156,14 @@ async function startTarget(
         stop: () => etcd.stop(),
       };
     }
-    case 'grpc-floor': {
+    case 'grpc-floor':
+    case 'grpc-floor-acquire': {
       const floor = spawnLineProcess(...nodeScript('./grpc-floor.ts', []));
       const { port } = (await floor.next('listening')) as { port: number };
+      const client =
+        id === 'grpc-floor-acquire' ? ['--target', 'grpc', '--per-lock'] : ['--target', 'sdk-shared'];
       return {
-        loadCommand: load(['--target', 'sdk-shared', '--server', `127.0.0.1:${port}`]),
+        loadCommand: load([...client, '--server', `127.0.0.1:${port}`]),
         serverCpuMicros: async () => {
           floor.send('cpu');
           return ((await floor.next('cpu')) as { micros: number }).micros;
@@ -283,6 +291,11 @@ function summarize(measurements: Measurement[]): Summary[] {
 const fixed = (value: number | undefined, digits = 0): string =>
   value === undefined || !Number.isFinite(value) ? '–' : value.toFixed(digits);
 
+/** The gRPC floor a lockstream target is measured against: the same RPC, granting at once. */
+function floorOf(target: TargetId): TargetId {
+  return target === 'lockstream-zk-acquire' ? 'grpc-floor-acquire' : 'grpc-floor';
+}
+
 function table(summaries: Summary[]): string {
   const lines: string[] = [];
   const find = (target: TargetId, workload: WorkloadName): Summary | undefined =>
@@ -312,7 +325,7 @@ function table(summaries: Summary[]): string {
           : `${fixed(s.opsPerSec)} (${fixed(s.readsPerSec)} + ${fixed(s.writesPerSec)})`;
       lines.push(
         `| ${LABELS[target]} | ${ops} | ${fixed(s.p50, 3)} | ${fixed(s.p99, 3)} | ${ratio(s, 'naive')} | ${ratio(s, 'engine')} | ${
-          target.startsWith('lockstream') ? ratio(s, 'grpc-floor') : ''
+          target.startsWith('lockstream') ? ratio(s, floorOf(target)) : ''
         } | ${ratio(s, 'curator')} | ${ratio(s, 'etcd')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${
           // etcd keeps its locks in itself: ZooKeeper's counters say nothing about it.
           target === 'etcd' ? '– | –' : `${fixed(s.zkWritesPerOp, 2)} | ${fixed(s.zkReadsPerOp, 2)}`
@@ -351,29 +364,24 @@ function verdicts(summaries: Summary[], capacities: readonly CapacityResult[]): 
   ratio('lockstream-zk', 'RW', 'naive', 1.0, 'SDK session RW acquisitions/s ÷ textbook recipe');
   ratio('lockstream-zk', 'P', 'curator', 0.6, 'SDK session P ops/s ÷ Curator');
   ratio('lockstream-zk', 'P', 'etcd', 1.5, "SDK session P ops/s ÷ etcd's lock RPC");
+  ratio('lockstream-zk', 'U', 'etcd', 1.5, "SDK session U ops/s ÷ etcd's lock RPC");
   const p = find('lockstream-zk', 'P');
   if (p?.serverCpuMicrosPerOp !== undefined) {
     out.push({
-      target: 'SDK session P: server CPU ≤ 400 µs per cycle (moonshot 250)',
+      target: 'SDK session P: server CPU ≤ 200 µs per cycle',
       measured: `${p.serverCpuMicrosPerOp.toFixed(0)} µs`,
-      met: p.serverCpuMicrosPerOp <= 400,
+      met: p.serverCpuMicrosPerOp <= 200,
     });
   }
   if (p) {
     out.push({
-      target: 'SDK session P: SDK (load process) CPU ≤ 200 µs per cycle',
+      target: 'SDK session P: SDK (load process) CPU ≤ 80 µs per cycle',
       measured: `${p.loadCpuMicrosPerOp.toFixed(0)} µs`,
-      met: p.loadCpuMicrosPerOp <= 200,
+      met: p.loadCpuMicrosPerOp <= 80,
     });
   }
   const addonP = find('lockstream-zk-addon', 'P');
   if (p?.serverCpuMicrosPerOp !== undefined && addonP?.serverCpuMicrosPerOp !== undefined) {
-    const saved = addonP.serverCpuMicrosPerOp - p.serverCpuMicrosPerOp;
-    out.push({
-      target: 'SDK session P: server CPU per cycle with the protocol client ≥ 300 µs below the addon',
-      measured: `${saved.toFixed(0)} µs (${p.serverCpuMicrosPerOp.toFixed(0)} vs ${addonP.serverCpuMicrosPerOp.toFixed(0)})`,
-      met: saved >= 300,
-    });
     out.push({
       target: 'SDK session P: ZooKeeper writes per cycle with the protocol client = 2, no read for the token',
       measured: `${p.zkWritesPerOp.toFixed(2)} writes, ${p.zkReadsPerOp.toFixed(2)} reads (addon: ${addonP.zkWritesPerOp.toFixed(2)} writes, ${addonP.zkReadsPerOp.toFixed(2)} reads)`,
