@@ -2,6 +2,7 @@ import { LockError } from '../../lock-error.js';
 import {
   joinPath,
   type CreatedNode,
+  type NodeData,
   type NodeFollow,
   type SequentialEntry,
   type StoreStats,
@@ -243,7 +244,8 @@ export class CreatePipeline {
     ops: readonly LinkOp[],
     session: ZooKeeperSession,
   ): Promise<{ created: CreatedNode[] } | { rc: number }> {
-    const epoch = this.#view?.epoch;
+    const view = this.#view;
+    const tickets = entries.map(({ dir }) => view?.listing(dir));
     const creating = this.#send(ops, session);
     const listings = entries.map(({ dir }) => this.#keeper.send((link) => link.getChildren(dir, false)));
     const guesses = entries.map(({ dir, prefix, follow }) => follow && this.#guesses.next(dir, prefix));
@@ -254,7 +256,22 @@ export class CreatePipeline {
         ? Promise.resolve(null)
         : this.#watches.watchNode(guess, follow).catch(() => null);
     });
-    const [reply, listed, reads] = await Promise.all([creating, Promise.all(listings), Promise.all(guessed)]);
+    let reply: Awaited<typeof creating>;
+    let listed: Array<Awaited<(typeof listings)[number]>>;
+    let reads: Array<NodeData | null>;
+    try {
+      [reply, listed, reads] = await Promise.all([creating, Promise.all(listings), Promise.all(guessed)]);
+    } catch (error) {
+      for (const ticket of tickets) if (ticket) view?.unlisted(ticket);
+      throw error;
+    }
+    // Taken in now, after the whole round trip: the view replays what it was told meanwhile.
+    for (const [i, listing] of listed.entries()) {
+      const ticket = tickets[i];
+      if (!ticket) continue;
+      if (listing.rc === ErrorCode.ok && listing.value !== null) view?.listed(ticket, listing.value);
+      else view?.unlisted(ticket);
+    }
     if (reply.rc !== ErrorCode.ok || reply.value === null) return { rc: reply.rc };
     const nodes = reply.value;
     this.#stats.creates += entries.length;
@@ -264,7 +281,6 @@ export class CreatePipeline {
         const { path, creationId } = nodes[i]!;
         const listing = listed[i]!;
         const ok = listing.rc === ErrorCode.ok && listing.value !== null;
-        if (ok && epoch !== undefined) this.#view?.listed(dir, listing.value, epoch);
         const siblings = ok ? listing.value : await this.#ops.children(dir);
         this.#guesses.saw(dir, path, siblings.length === 1);
         const node =

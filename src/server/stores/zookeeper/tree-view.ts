@@ -5,6 +5,16 @@ import type { NodeEventKind } from './zookeeper-link.js';
 const MAX_PARENTS = 10_000;
 
 /**
+ * A listing of one lock parent on its way (see TreeView.listing): the changes told under the
+ * parent since it was sent, to replay onto its answer.
+ */
+export interface ListingTicket {
+  readonly dir: string;
+  readonly epoch: number;
+  readonly changes: Array<{ readonly kind: NodeEventKind; readonly name: string | undefined }>;
+}
+
+/**
  * What this instance knows of the lock queues from one persistent recursive watch on the locks
  * path (ZooKeeper 3.6+'s addWatch): the children of each lock parent it is in step with, and
  * the parents it knows are gone. A parent is in step once its creation, or a listing of it, was
@@ -31,6 +41,8 @@ export class TreeView {
   #on = false;
   /** Moves on whenever what is known is forgotten: a listing sent before then is stale. */
   #epoch = 0;
+  /** Listings on their way, by the parent they list. */
+  readonly #listings = new Map<string, Set<ListingTicket>>();
 
   constructor(locksPath: string, limit = MAX_PARENTS) {
     this.#locksPath = locksPath;
@@ -68,6 +80,7 @@ export class TreeView {
   changed(kind: NodeEventKind, path: string): void {
     if (!this.#on) return;
     const parent = parentPath(path);
+    if (this.#listings.size > 0) this.#noteForListings(kind, path, parent);
     if (parent === this.#locksPath) {
       // A lock parent: made empty (its first child arrives as an event of its own), or gone.
       if (kind === 'created') {
@@ -97,9 +110,39 @@ export class TreeView {
     this.#existing = existing;
   }
 
-  /** A listing of `dir` sent at `epoch` came back: `dir` is in step from it on. */
-  listed(dir: string, children: readonly string[], epoch: number): void {
-    if (this.#on && epoch === this.#epoch) this.#keep(dir, new Set(children));
+  /**
+   * A listing of `dir` is being sent: hand its answer to `listed` with this ticket, or the
+   * ticket to `unlisted` if there is none. The answer is as of its own moment, but it is taken
+   * in later (after other replies of the same round trip, a promise turn or more): the changes
+   * told under `dir` since it was sent are replayed onto it, which makes it current. A node is
+   * created once and deleted once, so replaying a change the answer already holds changes
+   * nothing.
+   */
+  listing(dir: string): ListingTicket {
+    const ticket: ListingTicket = { dir, epoch: this.#epoch, changes: [] };
+    let tickets = this.#listings.get(dir);
+    if (!tickets) this.#listings.set(dir, (tickets = new Set()));
+    tickets.add(ticket);
+    return ticket;
+  }
+
+  /** The listing of `ticket` came back with `children`: its parent is in step from now on. */
+  listed(ticket: ListingTicket, children: readonly string[]): void {
+    this.unlisted(ticket);
+    if (!this.#on || ticket.epoch !== this.#epoch) return;
+    let now: Set<string> | null = new Set(children);
+    for (const { kind, name } of ticket.changes) {
+      if (name === undefined) now = kind === 'deleted' ? null : new Set();
+      else if (kind === 'created') (now ??= new Set()).add(name);
+      else if (kind === 'deleted') now?.delete(name);
+    }
+    this.#keep(ticket.dir, now);
+  }
+
+  /** The listing of `ticket` failed, or its answer is not wanted. */
+  unlisted(ticket: ListingTicket): void {
+    const tickets = this.#listings.get(ticket.dir);
+    if (tickets?.delete(ticket) && tickets.size === 0) this.#listings.delete(ticket.dir);
   }
 
   /**
@@ -155,6 +198,18 @@ export class TreeView {
     if (this.#parents.size > this.#limit) {
       const oldest = this.#parents.keys().next().value;
       if (oldest !== undefined) this.#parents.delete(oldest);
+    }
+  }
+
+  /** Notes a change for the listings on their way of the lock parent it is in (or is). */
+  #noteForListings(kind: NodeEventKind, path: string, parent: string): void {
+    const own = this.#listings.get(path);
+    if (own && parent === this.#locksPath)
+      for (const ticket of own) ticket.changes.push({ kind, name: undefined });
+    const ofParent = this.#listings.get(parent);
+    if (ofParent) {
+      const name = path.slice(parent.length + 1);
+      for (const ticket of ofParent) ticket.changes.push({ kind, name });
     }
   }
 
