@@ -270,6 +270,30 @@ export function describeStoreContract(
       });
     });
 
+    describe('childrenAsTold', () => {
+      it('holds every change its caller was told of: a deletion that woke a waiter, a create its watch told', async () => {
+        const a = await create();
+        const b = await create();
+        const woken = new Promise<void>((resolve) => store.onceDeleted(a.path, () => resolve()));
+        void store.delete(a.path);
+        await woken;
+        expect(await store.childrenAsTold(dir)).toEqual([b.name]);
+
+        let told!: () => void;
+        const changed = new Promise<void>((resolve) => (told = resolve));
+        const unwatch = store.watchChildren(dir, () => told());
+        await roundTrip();
+        const c = await store.createSequential(dir, uniquePrefix(), NO_DATA);
+        await changed;
+        unwatch();
+        expect([...(await store.childrenAsTold(dir))].sort()).toEqual([b.name, nameOf(c.path)].sort());
+      });
+
+      it('returns [] for a directory that does not exist', async () => {
+        expect(await store.childrenAsTold(`${root}/locks/never-created`)).toEqual([]);
+      });
+    });
+
     describe('childrenOfEach', () => {
       it("lists each directory's children in the directories' order, [] for one that does not exist", async () => {
         const a = [await create(`${root}/locks/a`), await create(`${root}/locks/a`)];

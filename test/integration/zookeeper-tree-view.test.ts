@@ -81,6 +81,38 @@ describe('the ZooKeeper store with its lock tree watched', () => {
     await store.delete(created.path);
   });
 
+  it("tells a queue's watchers of another session's changes and answers its waiters' listings from the watch: no request", async () => {
+    const root = `/tree-view-${randomUUID()}`;
+    const store = await watchedStore(root);
+    const other = await watchedStore(root);
+    const dir = `${root}/locks/watched`;
+    const mine = await store.createSequential(dir, `mine-${randomUUID()}-`, NO_DATA);
+    const before = { ...store.stats };
+    let changes = 0;
+    let onChange = (): void => {};
+    const unwatch = store.watchChildren(dir, () => {
+      changes += 1;
+      onChange();
+    });
+    const nextChange = (): Promise<void> => {
+      const seen = changes;
+      return new Promise((resolve) => (onChange = () => changes > seen && resolve()));
+    };
+    const nameOf = (path: string): string => path.split('/').pop()!;
+
+    let changed = nextChange();
+    const theirs = await other.createSequential(dir, `theirs-${randomUUID()}-`, NO_DATA);
+    await changed;
+    expect((await store.childrenAsTold(dir)).sort()).toEqual([nameOf(mine.path), nameOf(theirs.path)].sort());
+    changed = nextChange();
+    await other.delete(theirs.path);
+    await changed;
+    expect(await store.childrenAsTold(dir)).toEqual([nameOf(mine.path)]);
+    unwatch();
+    expect(store.stats.childrenListings - before.childrenListings).toBe(0);
+    await store.delete(mine.path);
+  });
+
   it('sees nodes of another session in the siblings of a create, as a listing would', async () => {
     const root = `/tree-view-${randomUUID()}`;
     const store = await watchedStore(root);

@@ -171,7 +171,7 @@ export class LocalQueue {
     if (!this.#get(nodeName)) return false;
     let children: string[];
     try {
-      children = await this.#store.children(this.#dir);
+      children = await this.#store.childrenAsTold(this.#dir);
     } catch {
       return false;
     }
@@ -240,7 +240,7 @@ export class LocalQueue {
     try {
       do {
         this.#listAgain = false;
-        const children = await this.#store.children(this.#dir);
+        const children = await this.#store.childrenAsTold(this.#dir);
         this.tell(children);
       } while (this.#listAgain && this.#size > 0);
     } catch {

@@ -50,6 +50,11 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#timed('getChildren', () => this.#store.children(dir));
   }
 
+  /** Not timed: the store's watch answers it, mostly without a request. */
+  childrenAsTold(dir: string): Promise<string[]> {
+    return this.#store.childrenAsTold(dir);
+  }
+
   childrenOfEach(dirs: readonly string[]): Promise<string[][]> {
     return this.#timed('multiRead', () => this.#store.childrenOfEach(dirs));
   }

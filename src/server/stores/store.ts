@@ -45,6 +45,17 @@ export interface CoordinationStore extends AsyncDisposable {
   children(dir: string): Promise<string[]>;
 
   /**
+   * `children()` as of every watch event and reply this store has read, without asking, where
+   * its watch tells every change of `dir` (ZooKeeper 3.6+: the tree's watch, on a lock parent
+   * in step); elsewhere as `children()`. For waiters, who list after each change they are told
+   * of: the listing then holds that change and every one before it, which is all the lock
+   * recipe needs (a node ahead can only go, never come). Never sooner than a turn later, as a
+   * reply would be. Not a round trip: a caller that must see the store's present state (a
+   * barrier behind its own requests) calls `children()`.
+   */
+  childrenAsTold(dir: string): Promise<string[]>;
+
+  /**
    * `children()` of each of `dirs`, in their order, at a fraction of the cost of one call each
    * (ZooKeeper: a thousand reads per request, multiRead). Not one snapshot: each listing is as
    * of its own moment, as with one call each. For inspection (ListLocks reads every lock parent).

@@ -117,6 +117,10 @@ export class MemoryStore implements CoordinationStore {
     return this.#childrenOf(dir);
   }
 
+  childrenAsTold(dir: string): Promise<string[]> {
+    return this.children(dir);
+  }
+
   #childrenOf(dir: string): string[] {
     const parent = this.#parents.get(dir);
     if (parent) return [...parent.children.keys()];

@@ -98,7 +98,7 @@ export class NodeWatches {
   }
 
   watchChildren(dir: string, onChange: () => void): () => void {
-    if (this.#childWatchers.add(dir, onChange)) void this.#armChildWatch(dir);
+    if (this.#childWatchers.add(dir, onChange) && !this.#covered(dir)) void this.#armChildWatch(dir);
     return () => this.#childWatchers.delete(dir, onChange);
   }
 
@@ -198,6 +198,7 @@ export class NodeWatches {
    * when it is created (a lock's parent comes and goes with its queue).
    */
   async #armChildWatch(dir: string): Promise<void> {
+    this.#stats.childrenListings += 1;
     try {
       const listing = await this.#ops.call('getChildren', (link) => link.getChildren(dir, true));
       if (listing.rc !== ErrorCode.noNode) return;
@@ -258,10 +259,13 @@ export class NodeWatches {
     }
   }
 
-  /** A children or creation event on a watched parent: re-arm, and tell its watchers. */
+  /**
+   * A children or creation event on a watched parent: re-arm (unless the tree's watch tells
+   * every change of it anyway), and tell its watchers.
+   */
   #onParentEvent(dir: string): void {
     if (!this.#childWatchers.has(dir)) return;
-    void this.#armChildWatch(dir);
+    if (!this.#covered(dir)) void this.#armChildWatch(dir);
     for (const onChange of this.#childWatchers.get(dir)) onChange();
   }
 }
