@@ -65,3 +65,33 @@ describe('TreeView listings', () => {
     expect(view.inStep(DIR)).toBe(false);
   });
 });
+
+describe('TreeView scan of the locks path', () => {
+  it('replays the lock parents made and removed while the scan was on its way', () => {
+    // Room for one parent in step: the others are answered from the scan's set of parents.
+    const view = new TreeView(LOCKS, 1);
+    view.started();
+    const ticket = view.listing(LOCKS);
+    // Told before the scan's answer is taken in (the answer still lists `old`, not `made`).
+    view.changed('created', `${LOCKS}/made`);
+    view.changed('deleted', `${LOCKS}/old`);
+    view.changed('created', `${LOCKS}/other`); // the one kept in step: `made` and `old` leave it
+    view.scanned(ticket, ['old', 'kept']);
+    expect(view.inStep(`${LOCKS}/made`)).toBe(false);
+    expect(view.exists(`${LOCKS}/made`)).toBe(true);
+    expect(view.exists(`${LOCKS}/old`)).toBe(false);
+    expect(view.exists(`${LOCKS}/kept`)).toBe(true);
+  });
+
+  it('ignores a scan sent before a gap, and knows nothing of parents until a scan is taken in', () => {
+    const view = new TreeView(LOCKS, 1);
+    view.started();
+    const before = view.listing(LOCKS);
+    view.started();
+    view.scanned(before, ['kept']);
+    expect(view.exists(`${LOCKS}/kept`)).toBeUndefined();
+    const after = view.listing(LOCKS);
+    view.scanned(after, ['kept']);
+    expect(view.exists(`${LOCKS}/kept`)).toBe(true);
+  });
+});

@@ -59,11 +59,6 @@ export class TreeView {
     return this.#on;
   }
 
-  /** Pass to `listed` with a listing sent now. */
-  get epoch(): number {
-    return this.#epoch;
-  }
-
   /** The watch is set, or set again after a gap: changes arrive from now on, nothing is known yet. */
   started(): void {
     this.#forget();
@@ -101,12 +96,19 @@ export class TreeView {
   }
 
   /**
-   * A listing of the locks path sent at `epoch` came back: from it on, whether any lock parent
-   * exists is known (the children of those not in step are not).
+   * The listing of the locks path sent with `ticket` (see `listing`) came back with `parents`:
+   * from it on, whether any lock parent exists is known (the children of those not in step are
+   * not). Parents made or removed since it was sent are replayed onto it, as for any listing.
    */
-  scanned(parents: readonly string[], epoch: number): void {
-    if (!this.#on || epoch !== this.#epoch) return;
+  scanned(ticket: ListingTicket, parents: readonly string[]): void {
+    this.unlisted(ticket);
+    if (!this.#on || ticket.epoch !== this.#epoch || ticket.dir !== this.#locksPath) return;
     const existing = new Set(parents.map((name) => `${this.#locksPath}/${name}`));
+    for (const { kind, name } of ticket.changes) {
+      if (name === undefined) continue;
+      if (kind === 'created') existing.add(`${this.#locksPath}/${name}`);
+      else if (kind === 'deleted') existing.delete(`${this.#locksPath}/${name}`);
+    }
     this.#existing = existing;
   }
 

@@ -338,13 +338,15 @@ export class ZooKeeperStore implements CoordinationStore {
    * leaves that unknown (each such parent is listed behind its create instead).
    */
   async #scanTree(view: TreeView): Promise<void> {
-    const epoch = view.epoch;
+    const ticket = view.listing(view.locksPath);
     try {
       const listed = await this.#ops.call('getChildren', (link) => link.getChildren(view.locksPath, false));
-      if (listed.rc === ErrorCode.ok && listed.value !== null) view.scanned(listed.value, epoch);
-      else if (listed.rc === ErrorCode.noNode) view.scanned([], epoch);
+      if (listed.rc === ErrorCode.ok && listed.value !== null) view.scanned(ticket, listed.value);
+      else if (listed.rc === ErrorCode.noNode) view.scanned(ticket, []);
+      else view.unlisted(ticket);
     } catch {
       // Closed or unreachable: known again after the next gap, or never.
+      view.unlisted(ticket);
     }
   }
 
