@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import { afterEach, describe, expect, inject, it } from 'vitest';
+import { InstrumentedStore } from '../../src/server/observability/instrumented-store.js';
+import { Metrics } from '../../src/server/observability/metrics.js';
 import { NodeFollow } from '../../src/server/stores/store.js';
 import { ZooKeeperStore } from '../../src/server/stores/zookeeper/zookeeper-store.js';
 import { deferred } from '../support/lock-caller.js';
@@ -110,6 +112,29 @@ describe('the ZooKeeper store with its lock tree watched', () => {
     expect(await store.childrenAsTold(dir)).toEqual([nameOf(mine.path)]);
     unwatch();
     expect(store.stats.childrenListings - before.childrenListings).toBe(0);
+    await store.delete(mine.path);
+  });
+
+  it("times a waiter's listing as a request only when the store had to ask ZooKeeper", async () => {
+    const root = `/tree-view-${randomUUID()}`;
+    const store = await watchedStore(root);
+    const metrics = new Metrics({ store });
+    const timed = new InstrumentedStore(store, metrics);
+    const listingsTimed = async (): Promise<number> => {
+      const text = await metrics.registry.metrics();
+      const line = /^lockstream_store_operation_seconds_count\{operation="getChildren",result="ok"\} (\d+)$/m;
+      return Number(line.exec(text)?.[1] ?? 0);
+    };
+    const dir = `${root}/locks/timed`;
+    const mine = await store.createSequential(dir, `mine-${randomUUID()}-`, NO_DATA);
+    const before = { ...store.stats };
+    // In step (its create was read with the watch on): the view answers, nothing is asked.
+    expect(await timed.childrenAsTold(dir)).toEqual([mine.path.split('/').pop()]);
+    expect(await listingsTimed()).toBe(0);
+    // Outside the watched tree: asked, and timed like any listing.
+    expect(await timed.childrenAsTold(root)).toEqual(['locks']);
+    expect(await listingsTimed()).toBe(1);
+    expect(store.stats.childrenListings - before.childrenListings).toBe(1);
     await store.delete(mine.path);
   });
 

@@ -50,9 +50,9 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#timed('getChildren', () => this.#store.children(dir));
   }
 
-  /** Not timed: the store's watch answers it, mostly without a request. */
+  /** Timed only when the store must ask (its watch answers it mostly, without a request). */
   childrenAsTold(dir: string): Promise<string[]> {
-    return this.#store.childrenAsTold(dir);
+    return this.#store.childrenAsTold(dir, (asked) => this.children(asked));
   }
 
   childrenOfEach(dirs: readonly string[]): Promise<string[][]> {

@@ -51,9 +51,10 @@ export interface CoordinationStore extends AsyncDisposable {
    * of: the listing then holds that change and every one before it, which is all the lock
    * recipe needs (a node ahead can only go, never come). Never sooner than a turn later, as a
    * reply would be. Not a round trip: a caller that must see the store's present state (a
-   * barrier behind its own requests) calls `children()`.
+   * barrier behind its own requests) calls `children()`. Where it must ask, it asks through
+   * `list` (by default its own `children()`): a wrapper passes its own, to see the request.
    */
-  childrenAsTold(dir: string): Promise<string[]>;
+  childrenAsTold(dir: string, list?: (dir: string) => Promise<string[]>): Promise<string[]>;
 
   /**
    * `children()` of each of `dirs`, in their order, at a fraction of the cost of one call each

@@ -117,8 +117,8 @@ export class MemoryStore implements CoordinationStore {
     return this.#childrenOf(dir);
   }
 
-  childrenAsTold(dir: string): Promise<string[]> {
-    return this.children(dir);
+  childrenAsTold(dir: string, list = (asked: string) => this.children(asked)): Promise<string[]> {
+    return list(dir);
   }
 
   #childrenOf(dir: string): string[] {

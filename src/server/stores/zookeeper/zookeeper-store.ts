@@ -221,15 +221,15 @@ export class ZooKeeperStore implements CoordinationStore {
     return this.#ops.children(dir);
   }
 
-  childrenAsTold(dir: string): Promise<string[]> {
+  childrenAsTold(dir: string, list = (asked: string) => this.#ops.children(asked)): Promise<string[]> {
     const view = this.#view;
-    if (!view?.inStep(dir)) return this.#ops.children(dir);
+    if (!view?.inStep(dir)) return list(dir);
     // Read when the turn comes, the newest the view can tell; out of step by then (a gap): asked.
     return new Promise((resolve, reject) =>
       setImmediate(() => {
         const told = view.children(dir);
         if (told) resolve(told);
-        else this.#ops.children(dir).then(resolve, reject);
+        else list(dir).then(resolve, reject);
       }),
     );
   }
