@@ -103,13 +103,8 @@ export class TreeView {
   scanned(ticket: ListingTicket, parents: readonly string[]): void {
     this.unlisted(ticket);
     if (!this.#on || ticket.epoch !== this.#epoch || ticket.dir !== this.#locksPath) return;
-    const existing = new Set(parents.map((name) => `${this.#locksPath}/${name}`));
-    for (const { kind, name } of ticket.changes) {
-      if (name === undefined) continue;
-      if (kind === 'created') existing.add(`${this.#locksPath}/${name}`);
-      else if (kind === 'deleted') existing.delete(`${this.#locksPath}/${name}`);
-    }
-    this.#existing = existing;
+    const names = replayed(ticket, parents) ?? [];
+    this.#existing = new Set(Array.from(names, (name) => `${this.#locksPath}/${name}`));
   }
 
   /**
@@ -132,13 +127,7 @@ export class TreeView {
   listed(ticket: ListingTicket, children: readonly string[]): void {
     this.unlisted(ticket);
     if (!this.#on || ticket.epoch !== this.#epoch) return;
-    let now: Set<string> | null = new Set(children);
-    for (const { kind, name } of ticket.changes) {
-      if (name === undefined) now = kind === 'deleted' ? null : new Set();
-      else if (kind === 'created') (now ??= new Set()).add(name);
-      else if (kind === 'deleted') now?.delete(name);
-    }
-    this.#keep(ticket.dir, now);
+    this.#keep(ticket.dir, replayed(ticket, children));
   }
 
   /** The listing of `ticket` failed, or its answer is not wanted. */
@@ -220,4 +209,18 @@ export class TreeView {
     this.#existing = undefined;
     this.#epoch += 1;
   }
+}
+
+/**
+ * A listing's answer made current: the changes noted on its ticket since it was sent, replayed
+ * onto it (null: the listed path itself is gone).
+ */
+function replayed(ticket: ListingTicket, answer: readonly string[]): Set<string> | null {
+  let now: Set<string> | null = new Set(answer);
+  for (const { kind, name } of ticket.changes) {
+    if (name === undefined) now = kind === 'deleted' ? null : new Set();
+    else if (kind === 'created') (now ??= new Set()).add(name);
+    else if (kind === 'deleted') now?.delete(name);
+  }
+  return now;
 }
