@@ -10,6 +10,8 @@
  * - etcd: etcd 3.4's lock RPC (its own server, fsync on), a lease per client over one gRPC
  *   channel from Node (U, H and P: it has no read/write locks);
  * - grpc-floor: a gRPC server that grants at once, no store (floor 2);
+ * - zk-floor: a gRPC server that does one create and one delete per lock on ZooKeeper and
+ *   nothing else (bench/zk-floor.ts; floor 3: what the design allows before lockstream's work);
  * - lockstream-zk: `lockstream serve` on ZooKeeper through the SDK as one process uses it: one
  *   shared LockClient, every lock a request on its Session stream;
  * - lockstream-zk-acquire: the same server, a LockClient (connection) per client and an Acquire
@@ -60,6 +62,7 @@ type TargetId =
   | 'etcd'
   | 'grpc-floor'
   | 'grpc-floor-acquire'
+  | 'zk-floor'
   | 'lockstream-zk'
   | 'lockstream-zk-addon'
   | 'lockstream-zk-acquire'
@@ -71,6 +74,7 @@ const ALL_TARGETS: TargetId[] = [
   'etcd',
   'grpc-floor',
   'grpc-floor-acquire',
+  'zk-floor',
   'lockstream-zk',
   'lockstream-zk-addon',
   'lockstream-zk-acquire',
@@ -85,6 +89,7 @@ const LABELS: Record<TargetId, string> = {
   etcd: 'etcd 3.4 lock RPC (Go server), one gRPC channel',
   'grpc-floor': 'gRPC floor (grants at once), SDK session',
   'grpc-floor-acquire': 'gRPC floor (grants at once), Acquire stream per lock',
+  'zk-floor': 'ZooKeeper floor (a create and a delete, nothing else), SDK session',
   'lockstream-zk': 'lockstream on ZooKeeper, SDK session (one LockClient)',
   'lockstream-zk-addon': 'lockstream on ZooKeeper through the zookeeper addon, SDK session',
   'lockstream-zk-acquire': 'lockstream on ZooKeeper, Acquire stream per lock',
@@ -164,6 +169,18 @@ async function startTarget(
         id === 'grpc-floor-acquire' ? ['--target', 'grpc', '--per-lock'] : ['--target', 'sdk-shared'];
       return {
         loadCommand: load([...client, '--server', `127.0.0.1:${port}`]),
+        serverCpuMicros: async () => {
+          floor.send('cpu');
+          return ((await floor.next('cpu')) as { micros: number }).micros;
+        },
+        stop: async () => void (await floor.kill()),
+      };
+    }
+    case 'zk-floor': {
+      const floor = spawnLineProcess(...nodeScript('./zk-floor.ts', [zookeeper.connectString]));
+      const { port } = (await floor.next('listening')) as { port: number };
+      return {
+        loadCommand: load(['--target', 'sdk-shared', '--server', `127.0.0.1:${port}`]),
         serverCpuMicros: async () => {
           floor.send('cpu');
           return ((await floor.next('cpu')) as { micros: number }).micros;
@@ -309,8 +326,8 @@ function table(summaries: Summary[]): string {
   for (const workload of WORKLOADS) {
     lines.push('', heading[workload]);
     lines.push(
-      '| target | ops/s | p50 ms | p99 ms | ÷ naive | ÷ engine | ÷ gRPC floor | ÷ Curator | ÷ etcd | server CPU µs/op | load CPU µs/op | ZK writes/op | ZK reads/op |',
-      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| target | ops/s | p50 ms | p99 ms | ÷ naive | ÷ engine | ÷ gRPC floor | ÷ ZK floor | ÷ Curator | ÷ etcd | server CPU µs/op | load CPU µs/op | ZK writes/op | ZK reads/op |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     );
     const ratio = (s: Summary, base: TargetId): string => {
       const of = find(base, workload);
@@ -326,7 +343,7 @@ function table(summaries: Summary[]): string {
       lines.push(
         `| ${LABELS[target]} | ${ops} | ${fixed(s.p50, 3)} | ${fixed(s.p99, 3)} | ${ratio(s, 'naive')} | ${ratio(s, 'engine')} | ${
           target.startsWith('lockstream') ? ratio(s, floorOf(target)) : ''
-        } | ${ratio(s, 'curator')} | ${ratio(s, 'etcd')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${
+        } | ${target === 'lockstream-zk' || target === 'lockstream-zk-addon' ? ratio(s, 'zk-floor') : ''} | ${ratio(s, 'curator')} | ${ratio(s, 'etcd')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${
           // etcd keeps its locks in itself: ZooKeeper's counters say nothing about it.
           target === 'etcd' ? '– | –' : `${fixed(s.zkWritesPerOp, 2)} | ${fixed(s.zkReadsPerOp, 2)}`
         } |`,
@@ -340,6 +357,8 @@ interface Verdict {
   readonly target: string;
   readonly measured: string;
   readonly met: boolean | undefined;
+  /** The same ratio for the ZooKeeper floor: what the design allows before lockstream's work. */
+  readonly zkFloor?: string;
 }
 
 function verdicts(summaries: Summary[], capacities: readonly CapacityResult[]): Verdict[] {
@@ -357,7 +376,13 @@ function verdicts(summaries: Summary[], capacities: readonly CapacityResult[]): 
     const theirs = find(base, workload);
     if (!ours || !theirs) return;
     const r = ours.opsPerSec / theirs.opsPerSec;
-    out.push({ target: `${label} ≥ ${floor}×`, measured: `${r.toFixed(2)}×`, met: r >= floor });
+    const zkFloor = target === 'lockstream-zk' ? find('zk-floor', workload) : undefined;
+    out.push({
+      target: `${label} ≥ ${floor}×`,
+      measured: `${r.toFixed(2)}×`,
+      met: r >= floor,
+      ...(zkFloor ? { zkFloor: `${(zkFloor.opsPerSec / theirs.opsPerSec).toFixed(2)}×` } : {}),
+    });
   };
   ratio('lockstream-zk', 'U', 'naive', 1.0, 'SDK session U ops/s ÷ textbook recipe');
   ratio('lockstream-zk', 'H', 'naive', 1.0, 'SDK session H handoffs/s ÷ textbook recipe');
@@ -490,7 +515,10 @@ if (SMOKE) {
   console.log('\nA smoke run is too short to judge the targets: run `npm run bench`.');
 } else {
   console.log('\nTargets (lockstream on ZooKeeper unless named):');
-  for (const check of checks) console.log(`  ${check.met ? '✓' : '✗'} ${check.target}: ${check.measured}`);
+  for (const check of checks) {
+    const floor = check.zkFloor === undefined ? '' : ` (the ZooKeeper floor: ${check.zkFloor})`;
+    console.log(`  ${check.met ? '✓' : '✗'} ${check.target}: ${check.measured}${floor}`);
+  }
 }
 
 const report = {
