@@ -11,7 +11,8 @@
  *   channel from Node (U, H and P: it has no read/write locks);
  * - grpc-floor: a gRPC server that grants at once, no store (floor 2);
  * - zk-floor: a gRPC server that does one create and one delete per lock on ZooKeeper and
- *   nothing else (bench/zk-floor.ts; floor 3: what the design allows before lockstream's work);
+ *   nothing else (bench/zk-floor.ts; floor 3: what the design allows before lockstream's work),
+ *   through the SDK's session; zk-floor-acquire: the same, an Acquire stream per lock;
  * - lockstream-zk: `lockstream serve` on ZooKeeper through the SDK as one process uses it: one
  *   shared LockClient, every lock a request on its Session stream;
  * - lockstream-zk-acquire: the same server, a LockClient (connection) per client and an Acquire
@@ -63,6 +64,7 @@ type TargetId =
   | 'grpc-floor'
   | 'grpc-floor-acquire'
   | 'zk-floor'
+  | 'zk-floor-acquire'
   | 'lockstream-zk'
   | 'lockstream-zk-addon'
   | 'lockstream-zk-acquire'
@@ -75,6 +77,7 @@ const ALL_TARGETS: TargetId[] = [
   'grpc-floor',
   'grpc-floor-acquire',
   'zk-floor',
+  'zk-floor-acquire',
   'lockstream-zk',
   'lockstream-zk-addon',
   'lockstream-zk-acquire',
@@ -90,6 +93,7 @@ const LABELS: Record<TargetId, string> = {
   'grpc-floor': 'gRPC floor (grants at once), SDK session',
   'grpc-floor-acquire': 'gRPC floor (grants at once), Acquire stream per lock',
   'zk-floor': 'ZooKeeper floor (a create and a delete, nothing else), SDK session',
+  'zk-floor-acquire': 'ZooKeeper floor (a create and a delete, nothing else), Acquire stream per lock',
   'lockstream-zk': 'lockstream on ZooKeeper, SDK session (one LockClient)',
   'lockstream-zk-addon': 'lockstream on ZooKeeper through the zookeeper addon, SDK session',
   'lockstream-zk-acquire': 'lockstream on ZooKeeper, Acquire stream per lock',
@@ -176,11 +180,14 @@ async function startTarget(
         stop: async () => void (await floor.kill()),
       };
     }
-    case 'zk-floor': {
+    case 'zk-floor':
+    case 'zk-floor-acquire': {
       const floor = spawnLineProcess(...nodeScript('./zk-floor.ts', [zookeeper.connectString]));
       const { port } = (await floor.next('listening')) as { port: number };
+      const client =
+        id === 'zk-floor-acquire' ? ['--target', 'grpc', '--per-lock'] : ['--target', 'sdk-shared'];
       return {
-        loadCommand: load(['--target', 'sdk-shared', '--server', `127.0.0.1:${port}`]),
+        loadCommand: load([...client, '--server', `127.0.0.1:${port}`]),
         serverCpuMicros: async () => {
           floor.send('cpu');
           return ((await floor.next('cpu')) as { micros: number }).micros;
@@ -313,6 +320,12 @@ function floorOf(target: TargetId): TargetId {
   return target === 'lockstream-zk-acquire' ? 'grpc-floor-acquire' : 'grpc-floor';
 }
 
+/** The ZooKeeper floor of a lockstream target on ZooKeeper: the same RPC, a create and a delete. */
+function zkFloorOf(target: TargetId): TargetId | undefined {
+  if (target === 'lockstream-zk' || target === 'lockstream-zk-addon') return 'zk-floor';
+  return target === 'lockstream-zk-acquire' ? 'zk-floor-acquire' : undefined;
+}
+
 function table(summaries: Summary[]): string {
   const lines: string[] = [];
   const find = (target: TargetId, workload: WorkloadName): Summary | undefined =>
@@ -343,7 +356,7 @@ function table(summaries: Summary[]): string {
       lines.push(
         `| ${LABELS[target]} | ${ops} | ${fixed(s.p50, 3)} | ${fixed(s.p99, 3)} | ${ratio(s, 'naive')} | ${ratio(s, 'engine')} | ${
           target.startsWith('lockstream') ? ratio(s, floorOf(target)) : ''
-        } | ${target === 'lockstream-zk' || target === 'lockstream-zk-addon' ? ratio(s, 'zk-floor') : ''} | ${ratio(s, 'curator')} | ${ratio(s, 'etcd')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${
+        } | ${zkFloorOf(target) ? ratio(s, zkFloorOf(target)!) : ''} | ${ratio(s, 'curator')} | ${ratio(s, 'etcd')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${
           // etcd keeps its locks in itself: ZooKeeper's counters say nothing about it.
           target === 'etcd' ? '– | –' : `${fixed(s.zkWritesPerOp, 2)} | ${fixed(s.zkReadsPerOp, 2)}`
         } |`,
@@ -376,7 +389,8 @@ function verdicts(summaries: Summary[], capacities: readonly CapacityResult[]): 
     const theirs = find(base, workload);
     if (!ours || !theirs) return;
     const r = ours.opsPerSec / theirs.opsPerSec;
-    const zkFloor = target === 'lockstream-zk' ? find('zk-floor', workload) : undefined;
+    const floorId = zkFloorOf(target);
+    const zkFloor = floorId === undefined ? undefined : find(floorId, workload);
     out.push({
       target: `${label} ≥ ${floor}×`,
       measured: `${r.toFixed(2)}×`,

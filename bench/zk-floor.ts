@@ -2,7 +2,8 @@
  * The ZooKeeper floor: the least a gRPC lock server in front of ZooKeeper can do per lock, so
  * that lockstream's figures can be read against what its design (SDK → gRPC → server →
  * ZooKeeper) costs before any of lockstream's own work. It speaks the Session RPC as lockstream
- * does, so the same SDK and load generator drive it, and per request it does only this:
+ * does (and Acquire, a stream per lock), so the same SDK and load generator drive it, and per
+ * request it does only this:
  * - acquire: one create of an EPHEMERAL_SEQUENTIAL node (create2, whose czxid is the token),
  *   through lockstream's own ZooKeeper protocol client; `acquired` once the create has answered
  *   and every request ahead of it in this process's queue allows it;
@@ -19,11 +20,13 @@
  */
 import { createInterface } from 'node:readline';
 import * as grpc from '@grpc/grpc-js';
-import { ZooKeeperConnection } from '../src/server/stores/zookeeper/protocol/connection.js';
-import { CreateMode, OPEN_ACL_UNSAFE } from '../src/server/stores/zookeeper/protocol/records.js';
+import { ZooKeeperConnection } from '../dist/server/stores/zookeeper/protocol/connection.js';
+import { CreateMode, OPEN_ACL_UNSAFE } from '../dist/server/stores/zookeeper/protocol/records.js';
 import {
   LockMode,
   LockServiceService,
+  type AcquireRequest,
+  type AcquireResponse,
   type LockServiceServer,
   type SessionRequest,
   type SessionResponse,
@@ -36,13 +39,13 @@ const zk = await ZooKeeperConnection.connect({ servers: connectString.split(',')
 const EMPTY = Buffer.alloc(0);
 await zk.create(ROOT, EMPTY, OPEN_ACL_UNSAFE, CreateMode.persistent).catch(() => {});
 
-type Call = grpc.ServerDuplexStream<SessionRequest, SessionResponse>;
-
+/** One lock request, whichever RPC carries it: how to tell its caller, and where it stands. */
 interface Request {
-  readonly call: Call;
-  readonly requestId: number;
   readonly name: string;
   readonly shared: boolean;
+  readonly granted: (token: bigint) => void;
+  /** Its node is deleted: `held` says whether it was granted first. */
+  readonly ended: (held: boolean) => void;
   /** The node's path once its create has answered. */
   path?: string;
   token?: bigint;
@@ -74,14 +77,20 @@ function grant(queue: readonly Request[]): void {
     exclusiveAhead = !request.shared;
     if (request.held || request.leaving) continue;
     request.held = true;
-    request.call.write({
-      requestId: request.requestId,
-      kind: { $case: 'acquired', value: { fencingToken: request.token!, tokens: [] } },
-    });
+    request.granted(request.token!);
   }
 }
 
-async function acquire(request: Request): Promise<void> {
+function request(
+  name: string,
+  mode: LockMode,
+  granted: Request['granted'],
+  ended: Request['ended'],
+): Request {
+  return { name, shared: mode === LockMode.READ, granted, ended, held: false, leaving: false };
+}
+
+async function enqueue(request: Request): Promise<void> {
   const { name } = request;
   let queue = queues.get(name);
   if (!queue) queues.set(name, (queue = []));
@@ -100,28 +109,52 @@ async function acquire(request: Request): Promise<void> {
 }
 
 async function leave(request: Request): Promise<void> {
-  const { name } = request;
   request.leaving = true;
   if (request.path === undefined) return; // its create's answer deletes it
   await zk.delete(request.path);
-  const queue = queues.get(name) ?? [];
+  const queue = queues.get(request.name) ?? [];
   queue.splice(queue.indexOf(request), 1);
-  if (queue.length === 0) queues.delete(name);
-  const { call, requestId, held } = request;
-  if (call.writableEnded) return grant(queue);
-  if (held) call.write({ requestId, kind: { $case: 'released', value: {} } });
-  call.write({
-    requestId,
-    kind: { $case: 'ended', value: { code: held ? 0 : grpc.status.CANCELLED, message: '' } },
-  });
+  if (queue.length === 0) queues.delete(request.name);
+  request.ended(request.held);
   grant(queue);
 }
 
-function session(call: Call): void {
-  const requests = new Map<number, Request>();
-  const fail = (error: unknown): void => {
+const destroyer =
+  (call: { destroy(error: Error): void }) =>
+  (error: unknown): void => {
     call.destroy(error instanceof Error ? error : new Error(String(error)));
   };
+
+/** Acquire: one request per stream, released by `release`, a half-close or a cancel. */
+function acquire(call: grpc.ServerDuplexStream<AcquireRequest, AcquireResponse>): void {
+  let current: Request | undefined;
+  const fail = destroyer(call);
+  const letGo = (): void => {
+    if (current && !current.leaving) leave(current).catch(fail);
+  };
+  call.on('data', ({ kind }: AcquireRequest) => {
+    if (kind?.$case === 'release') return letGo();
+    if (kind?.$case !== 'start' || current) return;
+    current = request(
+      kind.value.name,
+      kind.value.mode,
+      (fencingToken) => call.write({ kind: { $case: 'acquired', value: { fencingToken, tokens: [] } } }),
+      (held) => {
+        if (call.writableEnded) return;
+        if (held) call.write({ kind: { $case: 'released', value: {} } });
+        call.end();
+      },
+    );
+    enqueue(current).catch(fail);
+  });
+  call.on('end', letGo);
+  call.on('error', letGo);
+}
+
+/** Session: many requests on one stream, each named by its request id. */
+function session(call: grpc.ServerDuplexStream<SessionRequest, SessionResponse>): void {
+  const requests = new Map<number, Request>();
+  const fail = destroyer(call);
   call.on('data', ({ kind }: SessionRequest) => {
     switch (kind?.$case) {
       case 'open':
@@ -132,24 +165,28 @@ function session(call: Call): void {
         return;
       case 'acquire': {
         const { requestId, name, mode } = kind.value;
-        const request = {
-          call,
-          requestId,
+        const made = request(
           name,
-          shared: mode === LockMode.READ,
-          held: false,
-          leaving: false,
-        };
-        requests.set(requestId, request);
-        acquire(request).catch(fail);
+          mode,
+          (fencingToken) =>
+            call.write({ requestId, kind: { $case: 'acquired', value: { fencingToken, tokens: [] } } }),
+          (held) => {
+            if (call.writableEnded) return;
+            if (held) call.write({ requestId, kind: { $case: 'released', value: {} } });
+            const code = held ? grpc.status.OK : grpc.status.CANCELLED;
+            call.write({ requestId, kind: { $case: 'ended', value: { code, message: '' } } });
+          },
+        );
+        requests.set(requestId, made);
+        enqueue(made).catch(fail);
         return;
       }
       case 'release':
       case 'cancel': {
-        const request = requests.get(kind.value.requestId);
-        if (!request || request.leaving) return;
+        const made = requests.get(kind.value.requestId);
+        if (!made || made.leaving) return;
         requests.delete(kind.value.requestId);
-        leave(request).catch(fail);
+        leave(made).catch(fail);
         return;
       }
       // The floor measures acquire/release only.
@@ -162,7 +199,7 @@ function session(call: Call): void {
     }
   });
   const ended = (): void => {
-    for (const request of requests.values()) if (!request.leaving) leave(request).catch(() => {});
+    for (const made of requests.values()) if (!made.leaving) leave(made).catch(() => {});
     requests.clear();
   };
   call.on('end', () => {
@@ -173,10 +210,10 @@ function session(call: Call): void {
 }
 
 const unimplemented = (_call: unknown, callback: grpc.sendUnaryData<never>): void =>
-  callback({ code: grpc.status.UNIMPLEMENTED, details: 'the ZooKeeper floor only locks through Session' });
+  callback({ code: grpc.status.UNIMPLEMENTED, details: 'the ZooKeeper floor only locks' });
 
 const service: LockServiceServer = {
-  acquire: (call) => call.destroy(new Error('unimplemented')),
+  acquire,
   session,
   describeLock: unimplemented,
   listLocks: unimplemented,
