@@ -15,7 +15,11 @@
  * logging. A lock's parent is created the first time its name is used. It is a yardstick, not
  * a lock service: it is wrong the moment a second instance or a ZooKeeper session loss exists.
  *
- * `node --import tsx bench/zk-floor.ts CONNECT_STRING`. Prints `{"event":"listening","port":N}`;
+ * With `--fenced`, each create and delete goes as lockstream sends them when its sessions can
+ * move between instances: in a multi behind a check of the version of a record the instance
+ * owns (see OwnershipGuard), so that a paused old owner can change nothing once it woke.
+ *
+ * `node --import tsx bench/zk-floor.ts CONNECT_STRING [--fenced]`. Prints `{"event":"listening","port":N}`;
  * answers a `cpu` line on stdin with `{"event":"cpu","micros":N}` (its own process.cpuUsage()).
  */
 import { createInterface } from 'node:readline';
@@ -32,12 +36,40 @@ import {
   type SessionResponse,
 } from '../dist/gen/lockstream/v1/lockstream.js';
 
-const connectString = process.argv[2];
-if (!connectString) throw new Error('usage: zk-floor.ts CONNECT_STRING');
+const [connectString, fencedFlag] = process.argv.slice(2);
+if (!connectString) throw new Error('usage: zk-floor.ts CONNECT_STRING [--fenced]');
 const ROOT = '/zk-floor';
 const zk = await ZooKeeperConnection.connect({ servers: connectString.split(','), sessionTimeoutMs: 10_000 });
 const EMPTY = Buffer.alloc(0);
 await zk.create(ROOT, EMPTY, OPEN_ACL_UNSAFE, CreateMode.persistent).catch(() => {});
+/** The record every write is checked against, with --fenced. */
+const owned =
+  fencedFlag === '--fenced'
+    ? (await zk.create(`${ROOT}/owner-`, EMPTY, OPEN_ACL_UNSAFE, CreateMode.ephemeralSequential)).path
+    : undefined;
+
+/** Creates a lock node: its path and creation id (the token). */
+async function createNode(prefix: string): Promise<{ path: string; token: bigint }> {
+  if (owned === undefined) {
+    const created = await zk.create(prefix, EMPTY, OPEN_ACL_UNSAFE, CreateMode.ephemeralSequential);
+    return { path: created.path, token: created.stat.czxid };
+  }
+  const [, created] = await zk.multi([
+    { op: 'check', path: owned, version: 0 },
+    { op: 'create', path: prefix, data: EMPTY, acl: OPEN_ACL_UNSAFE, mode: CreateMode.ephemeralSequential },
+  ]);
+  if (created?.op !== 'create') throw new Error('the multi did not create');
+  return { path: created.path, token: created.czxid };
+}
+
+async function deleteNode(path: string): Promise<void> {
+  if (owned === undefined) await zk.delete(path);
+  else
+    await zk.multi([
+      { op: 'check', path: owned, version: 0 },
+      { op: 'delete', path, version: -1 },
+    ]);
+}
 
 /** One lock request, whichever RPC carries it: how to tell its caller, and where it stands. */
 interface Request {
@@ -96,14 +128,9 @@ async function enqueue(request: Request): Promise<void> {
   if (!queue) queues.set(name, (queue = []));
   queue.push(request);
   await parentOf(name);
-  const created = await zk.create(
-    `${ROOT}/${encodeURIComponent(name)}/n-`,
-    EMPTY,
-    OPEN_ACL_UNSAFE,
-    CreateMode.ephemeralSequential,
-  );
+  const created = await createNode(`${ROOT}/${encodeURIComponent(name)}/n-`);
   request.path = created.path;
-  request.token = created.stat.czxid;
+  request.token = created.token;
   if (request.leaving) return leave(request);
   grant(queue);
 }
@@ -111,7 +138,7 @@ async function enqueue(request: Request): Promise<void> {
 async function leave(request: Request): Promise<void> {
   request.leaving = true;
   if (request.path === undefined) return; // its create's answer deletes it
-  await zk.delete(request.path);
+  await deleteNode(request.path);
   const queue = queues.get(request.name) ?? [];
   queue.splice(queue.indexOf(request), 1);
   if (queue.length === 0) queues.delete(request.name);
