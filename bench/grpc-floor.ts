@@ -5,16 +5,13 @@
  * OK) and on Session (`opened`, then `acquired`, `released` and `ended` per request), so the
  * same SDK and load generator drive it.
  *
- * Prints `{"event":"listening","port":N}`; answers a `cpu` line on stdin with
- * `{"event":"cpu","micros":N}` (its own process.cpuUsage()).
+ * It speaks to the benchmark as floor-server.ts says.
  */
-import { createInterface } from 'node:readline';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
+import { serveFloor } from './floor-server.js';
 import {
-  LockServiceService,
   type AcquireRequest,
   type AcquireResponse,
-  type LockServiceServer,
   type SessionRequest,
   type SessionResponse,
 } from '../dist/gen/lockstream/v1/lockstream.js';
@@ -80,30 +77,4 @@ function session(call: grpc.ServerDuplexStream<SessionRequest, SessionResponse>)
   call.on('error', () => {});
 }
 
-const unimplemented = (_call: unknown, callback: grpc.sendUnaryData<never>): void =>
-  callback({ code: grpc.status.UNIMPLEMENTED, details: 'the gRPC floor only grants' });
-
-const service: LockServiceServer = {
-  acquire,
-  session,
-  describeLock: unimplemented,
-  listLocks: unimplemented,
-  checkToken: unimplemented,
-  revokeLock: unimplemented,
-  watchLock: (call) => call.destroy(new Error('unimplemented')),
-};
-
-const server = new grpc.Server({ 'grpc.max_concurrent_streams': 100_000, 'grpc.enable_channelz': 0 });
-server.addService(LockServiceService, service);
-const port = await new Promise<number>((resolve, reject) =>
-  server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) =>
-    error ? reject(error) : resolve(bound),
-  ),
-);
-process.stdout.write(`${JSON.stringify({ event: 'listening', port })}\n`);
-for await (const line of createInterface({ input: process.stdin })) {
-  if (line.trim() !== 'cpu') continue;
-  const used = process.cpuUsage();
-  process.stdout.write(`${JSON.stringify({ event: 'cpu', micros: used.user + used.system })}\n`);
-}
-server.forceShutdown();
+await serveFloor('the gRPC floor', { acquire, session });

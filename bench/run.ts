@@ -166,26 +166,18 @@ async function startTarget(
       };
     }
     case 'grpc-floor':
-    case 'grpc-floor-acquire': {
-      const floor = spawnLineProcess(...nodeScript('./grpc-floor.ts', []));
-      const { port } = (await floor.next('listening')) as { port: number };
-      const client =
-        id === 'grpc-floor-acquire' ? ['--target', 'grpc', '--per-lock'] : ['--target', 'sdk-shared'];
-      return {
-        loadCommand: load([...client, '--server', `127.0.0.1:${port}`]),
-        serverCpuMicros: async () => {
-          floor.send('cpu');
-          return ((await floor.next('cpu')) as { micros: number }).micros;
-        },
-        stop: async () => void (await floor.kill()),
-      };
-    }
+    case 'grpc-floor-acquire':
     case 'zk-floor':
     case 'zk-floor-acquire': {
-      const floor = spawnLineProcess(...nodeScript('./zk-floor.ts', [zookeeper.connectString]));
+      const floor = spawnLineProcess(
+        ...(id.startsWith('zk-floor')
+          ? nodeScript('./zk-floor.ts', [zookeeper.connectString])
+          : nodeScript('./grpc-floor.ts', [])),
+      );
       const { port } = (await floor.next('listening')) as { port: number };
-      const client =
-        id === 'zk-floor-acquire' ? ['--target', 'grpc', '--per-lock'] : ['--target', 'sdk-shared'];
+      const client = id.endsWith('-acquire')
+        ? ['--target', 'grpc', '--per-lock']
+        : ['--target', 'sdk-shared'];
       return {
         loadCommand: load([...client, '--server', `127.0.0.1:${port}`]),
         serverCpuMicros: async () => {

@@ -19,19 +19,17 @@
  * move between instances: in a multi behind a check of the version of a record the instance
  * owns (see OwnershipGuard), so that a paused old owner can change nothing once it woke.
  *
- * `node --import tsx bench/zk-floor.ts CONNECT_STRING [--fenced]`. Prints `{"event":"listening","port":N}`;
- * answers a `cpu` line on stdin with `{"event":"cpu","micros":N}` (its own process.cpuUsage()).
+ * `node --import tsx bench/zk-floor.ts CONNECT_STRING [--fenced]`; it speaks to the benchmark as
+ * floor-server.ts says.
  */
-import { createInterface } from 'node:readline';
 import * as grpc from '@grpc/grpc-js';
+import { serveFloor } from './floor-server.js';
 import { ZooKeeperConnection } from '../dist/server/stores/zookeeper/protocol/connection.js';
 import { CreateMode, OPEN_ACL_UNSAFE } from '../dist/server/stores/zookeeper/protocol/records.js';
 import {
   LockMode,
-  LockServiceService,
   type AcquireRequest,
   type AcquireResponse,
-  type LockServiceServer,
   type SessionRequest,
   type SessionResponse,
 } from '../dist/gen/lockstream/v1/lockstream.js';
@@ -236,31 +234,5 @@ function session(call: grpc.ServerDuplexStream<SessionRequest, SessionResponse>)
   call.on('error', ended);
 }
 
-const unimplemented = (_call: unknown, callback: grpc.sendUnaryData<never>): void =>
-  callback({ code: grpc.status.UNIMPLEMENTED, details: 'the ZooKeeper floor only locks' });
-
-const service: LockServiceServer = {
-  acquire,
-  session,
-  describeLock: unimplemented,
-  listLocks: unimplemented,
-  checkToken: unimplemented,
-  revokeLock: unimplemented,
-  watchLock: (call) => call.destroy(new Error('unimplemented')),
-};
-
-const server = new grpc.Server({ 'grpc.max_concurrent_streams': 100_000, 'grpc.enable_channelz': 0 });
-server.addService(LockServiceService, service);
-const port = await new Promise<number>((resolve, reject) =>
-  server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) =>
-    error ? reject(error) : resolve(bound),
-  ),
-);
-process.stdout.write(`${JSON.stringify({ event: 'listening', port })}\n`);
-for await (const line of createInterface({ input: process.stdin })) {
-  if (line.trim() !== 'cpu') continue;
-  const used = process.cpuUsage();
-  process.stdout.write(`${JSON.stringify({ event: 'cpu', micros: used.user + used.system })}\n`);
-}
-server.forceShutdown();
+await serveFloor('the ZooKeeper floor', { acquire, session });
 await zk.close();
