@@ -95,6 +95,30 @@ describe('batchedByTurn', () => {
     ]);
   });
 
+  it('sends what a callback and the promises it settles write in one DATA frame', async () => {
+    const port = await serve((call) => {
+      const writer = new StreamWriter(batchedByTurn(call));
+      // The turn is a macrotask of its own (an immediate): a plain callback, not a promise's.
+      call.on('data', () =>
+        setImmediate(() => {
+          writer.write(0, Buffer.from('queued'));
+          void Promise.resolve()
+            .then(() => writer.write(0, Buffer.from('acquired')))
+            .then(() => queueMicrotask(() => writer.write(0, Buffer.from('released'))));
+          setImmediate(() => {
+            writer.write(0, Buffer.from('next turn'));
+            call.end();
+          });
+        }),
+      );
+    });
+    const chunks = await readChunks(port);
+    expect(chunks.map((chunk) => splitMessages(chunk).map(String))).toEqual([
+      ['queued', 'acquired', 'released'],
+      ['next turn'],
+    ]);
+  });
+
   it('calls back once each message has gone out, and keeps to backpressure: false past the window, then drain', async () => {
     const sent: string[] = [];
     let refused = 0;
