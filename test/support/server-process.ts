@@ -8,6 +8,12 @@ export interface ServerProcess {
   readonly pid: number;
   /** Every log line the server printed, parsed. */
   readonly logs: Array<Record<string, unknown>>;
+  /**
+   * The first log line that `matches`, printed already or when it comes: the log reaches the
+   * test through a pipe of its own, so it may come after what a client was told meanwhile.
+   * Rejects if the server exits first.
+   */
+  logged(matches: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
   /** What the server printed on stderr (a crash's stack trace). */
   readonly stderr: () => string;
   /** Null while it runs. */
@@ -30,6 +36,7 @@ export async function startServerProcess(
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   const logs: Array<Record<string, unknown>> = [];
+  const awaited = new Set<(line: Record<string, unknown>) => void>();
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   // Never outlive the test process, even when it is killed before it can stop the server.
@@ -54,6 +61,7 @@ export async function startServerProcess(
           entry = { notJson: line };
         }
         logs.push(entry);
+        for (const hear of awaited) hear(entry);
         if (typeof entry['port'] === 'number' && String(entry['msg']).startsWith('lockstream listening')) {
           resolve(entry['port']);
         }
@@ -67,6 +75,22 @@ export async function startServerProcess(
     address: `127.0.0.1:${port}`,
     pid: child.pid ?? -1,
     logs,
+    logged: (matches) => {
+      const found = logs.find(matches);
+      if (found) return Promise.resolve(found);
+      return new Promise((resolve, reject) => {
+        const hear = (line: Record<string, unknown>): void => {
+          if (!matches(line)) return;
+          awaited.delete(hear);
+          resolve(line);
+        };
+        awaited.add(hear);
+        void exited.then((code) => {
+          if (!awaited.delete(hear)) return;
+          reject(new Error(`lockstream serve exited (${code}) before logging the line awaited`));
+        });
+      });
+    },
     stderr: () => stderr,
     exitCode: () => child.exitCode ?? child.signalCode,
     exited,
