@@ -334,8 +334,8 @@ function table(summaries: Summary[]): string {
       '| target | ops/s | p50 ms | p99 ms | ÷ naive | ÷ engine | ÷ gRPC floor | ÷ ZK floor | ÷ Curator | ÷ etcd | server CPU µs/op | load CPU µs/op | ZK writes/op | ZK reads/op |',
       '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     );
-    const ratio = (s: Summary, base: TargetId): string => {
-      const of = find(base, workload);
+    const ratio = (s: Summary, base: TargetId | undefined): string => {
+      const of = base === undefined ? undefined : find(base, workload);
       return of && of.opsPerSec > 0 && s.target !== base ? `${(s.opsPerSec / of.opsPerSec).toFixed(2)}×` : '';
     };
     for (const target of TARGETS) {
@@ -348,7 +348,7 @@ function table(summaries: Summary[]): string {
       lines.push(
         `| ${LABELS[target]} | ${ops} | ${fixed(s.p50, 3)} | ${fixed(s.p99, 3)} | ${ratio(s, 'naive')} | ${ratio(s, 'engine')} | ${
           target.startsWith('lockstream') ? ratio(s, floorOf(target)) : ''
-        } | ${zkFloorOf(target) ? ratio(s, zkFloorOf(target)!) : ''} | ${ratio(s, 'curator')} | ${ratio(s, 'etcd')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${
+        } | ${ratio(s, zkFloorOf(target))} | ${ratio(s, 'curator')} | ${ratio(s, 'etcd')} | ${fixed(s.serverCpuMicrosPerOp)} | ${fixed(s.loadCpuMicrosPerOp)} | ${
           // etcd keeps its locks in itself: ZooKeeper's counters say nothing about it.
           target === 'etcd' ? '– | –' : `${fixed(s.zkWritesPerOp, 2)} | ${fixed(s.zkReadsPerOp, 2)}`
         } |`,
