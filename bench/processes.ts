@@ -99,14 +99,17 @@ export interface LockstreamServer {
 
 /**
  * `lockstream serve` as a benchmark runs it: built JavaScript, info logs, metrics port, no stream
- * cap. `nodeArgs` go to Node itself (e.g. `--heapsnapshot-signal=SIGUSR2`).
+ * cap. `nodeArgs` go to Node itself (e.g. `--heapsnapshot-signal=SIGUSR2`); `build.cli` runs
+ * another checkout's build, and `build.root` gives it a lock tree of its own.
  */
 export async function startLockstreamServer(
   zookeeper: string | undefined,
   extraArgs: readonly string[] = [],
   nodeArgs: readonly string[] = [],
+  build: { readonly cli?: string; readonly root?: string } = {},
 ): Promise<LockstreamServer> {
-  const store = zookeeper === undefined ? [] : ['--zookeeper', zookeeper, '--root', '/bench-lockstream'];
+  const root = build.root ?? '/bench-lockstream';
+  const store = zookeeper === undefined ? [] : ['--zookeeper', zookeeper, '--root', root];
   const warnings: Array<Record<string, unknown>> = [];
   const keepWarning = (line: Record<string, unknown>): void => {
     if (typeof line['level'] === 'number' && line['level'] >= 40) warnings.push(line);
@@ -115,7 +118,7 @@ export async function startLockstreamServer(
     process.execPath,
     [
       ...nodeArgs,
-      fileURLToPath(new URL('../dist/cli.js', import.meta.url)),
+      build.cli ?? fileURLToPath(new URL('../dist/cli.js', import.meta.url)),
       'serve',
       '--port',
       '0',
