@@ -12,6 +12,8 @@
 #   - the Go example, built to .tmp/bin/lockstream-example-go for the tests to run directly;
 #   - Chromium from Debian's "chromium" package, which test/integration/page.test.ts drives
 #     headless through playwright-core (an npm dev dependency that downloads no browser);
+#   - iproute2, iptables and libfaketime from Debian, for the partition and clock faults of
+#     test/jepsen (network namespaces, links cut inside them, a server's wall clock stepped);
 #   - Apache Curator from Debian's "libcurator-recipes-java" package and etcd from Debian's
 #     "etcd-server" package, the comparison rows of `npm run bench` (its smoke run is part of CI).
 # Idempotent: prints one line per dependency, found or installed, and nothing else when all is
@@ -89,6 +91,16 @@ install_curator() {
   fi
   ensure_package curator libcurator-recipes-java /usr/share/java/curator-recipes.jar \
     "install Apache Curator's jars in /usr/share/java"
+}
+
+install_fault_tools() {
+  # The partition suite (test/jepsen) gives each process its own network namespace (iproute2's
+  # `ip netns`) and cuts links with iptables inside them; its clock nemesis steps a server's wall
+  # clock with libfaketime (FAKETIME_DONT_FAKE_MONOTONIC=1 leaves the monotonic clock alone).
+  ensure_package ip iproute2 /usr/sbin/ip "install iproute2 (ip netns)"
+  ensure_package iptables iptables /usr/sbin/iptables "install iptables"
+  ensure_package libfaketime libfaketime /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 \
+    "install libfaketime"
 }
 
 install_etcd() {
@@ -246,6 +258,7 @@ check_java
 install_chromium
 install_curator
 install_etcd
+install_fault_tools
 install_grpcurl
 install_go_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
 install_go_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc \
