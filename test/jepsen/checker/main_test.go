@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestMalformedLineExits2(t *testing.T) {
+	good := `{"t": 1, "client": "c1", "op": 1, "type": "invoke", "f": "acquire", "lock": "L", "mode": "write"}` + "\n"
+	cases := map[string]string{
+		"not json":          `{"t": 2, "client": "c1",`,
+		"no token":          `{"t": 2, "client": "c1", "op": 1, "type": "ok", "f": "acquire", "lock": "L", "mode": "write"}`,
+		"bad token":         `{"t": 2, "client": "c1", "op": 1, "type": "ok", "f": "acquire", "lock": "L", "mode": "write", "token": "12x"}`,
+		"token overflow":    `{"t": 2, "client": "c1", "op": 1, "type": "ok", "f": "acquire", "lock": "L", "mode": "write", "token": "18446744073709551616"}`,
+		"float time":        `{"t": 2.5, "client": "c1", "op": 2, "type": "event", "f": "lost", "lock": "L"}`,
+		"bad type":          `{"t": 2, "client": "c1", "op": 2, "type": "done", "f": "acquire", "lock": "L"}`,
+		"bad f":             `{"t": 2, "client": "c1", "op": 2, "type": "event", "f": "acquire", "lock": "L"}`,
+		"bad mode":          `{"t": 2, "client": "c1", "op": 2, "type": "invoke", "f": "acquire", "lock": "M", "mode": "mutex"}`,
+		"no limit":          `{"t": 2, "client": "c1", "op": 2, "type": "invoke", "f": "acquire", "lock": "M", "mode": "semaphore"}`,
+		"orphan completion": `{"t": 2, "client": "c1", "op": 9, "type": "ok", "f": "release", "lock": "L"}`,
+		"reused op":         `{"t": 2, "client": "c1", "op": 1, "type": "invoke", "f": "release", "lock": "L"}`,
+		"no lock":           `{"t": 2, "client": "c1", "op": 2, "type": "event", "f": "lost"}`,
+		"two values":        `{"t": 2, "client": "c1", "op": 2, "type": "event", "f": "lost", "lock": "L"} {}`,
+	}
+	for name, bad := range cases {
+		later := `{"t": 3, "client": "c1", "op": 5, "type": "event", "f": "in_doubt", "lock": "L"}`
+		p := writeFile(t, "h.jsonl", good+"\n"+bad+"\n"+later)
+		code, out, errs := runCLI(t, "--history", p)
+		if code != 2 || !strings.Contains(errs, "h.jsonl:3:") || out != "" {
+			t.Errorf("%s: exit %d, stderr %q, stdout %q; want 2 naming line 3", name, code, errs, out)
+		}
+	}
+	code, _, errs := runCLI(t, "--history", filepath.Join(t.TempDir(), "missing.jsonl"))
+	if code != 2 {
+		t.Errorf("missing file: exit %d %s", code, errs)
+	}
+	code, _, _ = runCLI(t)
+	if code != 2 {
+		t.Errorf("no --history: exit %d", code)
+	}
+}
+
+func TestCLIPassAndFail(t *testing.T) {
+	dir := t.TempDir()
+	nemesis := writeFile(t, "n.jsonl", `{"t": 5000000100000, "type": "start", "nemesis": "partition-follower", "detail": "zk2 cut from zk1, zk3"}
+{"t": 5000020000000, "type": "stop", "nemesis": "partition-follower", "detail": "healed"}
+`)
+	good := writeFile(t, "good.jsonl", generate(2, 6, 60, largeLocks))
+	report := filepath.Join(dir, "good.html")
+	summary := filepath.Join(dir, "good.json")
+	code, out, errs := runCLI(t, "--history", good, "--nemesis", nemesis, "--report", report, "--json", summary)
+	if code != 0 || !strings.HasSuffix(lastLine(out), " operations, 0 anomalies") || errs != "" {
+		t.Fatalf("good history: exit %d, stdout:\n%s\nstderr: %s", code, out, errs)
+	}
+	var js map[string]any
+	b, err := os.ReadFile(summary)
+	if err != nil || json.Unmarshal(b, &js) != nil || js["exit_code"].(float64) != 0 {
+		t.Errorf("summary: %v %s", err, b)
+	}
+	if _, err := os.Stat(report); err != nil {
+		t.Error(err)
+	}
+
+	bad := &hist{}
+	bad.acquire("c1", "L", "write", 0, 0.001, 5)
+	bad.acquire("c2", "L", "write", 1.0, 11.002, 6)
+	bad.event("c1", "L", "lost", 12.345)
+	badPath := writeFile(t, "bad.jsonl", bad.text())
+	report = filepath.Join(dir, "bad.html")
+	code, out, _ = runCLI(t, "--history", badPath, "--report", report)
+	if code != 1 || lastLine(out) != "3 operations, 1 anomalies" {
+		t.Fatalf("bad history: exit %d, stdout:\n%s", code, out)
+	}
+	viz, err := os.ReadFile(filepath.Join(dir, "bad.porcupine.html"))
+	if err != nil || !bytes.Contains(viz, []byte("<html")) {
+		t.Errorf("porcupine visualization: %v", err)
+	}
+	html, _ := os.ReadFile(report)
+	if !bytes.Contains(html, []byte("bad.porcupine.html")) {
+		t.Errorf("report does not link Porcupine's visualization")
+	}
+}
