@@ -1,10 +1,10 @@
-import { randomFillSync } from 'node:crypto';
 import type { Logger } from 'pino';
 import { isLockError, LockError } from '../lock-error.js';
 import type { CoordinationStore, SessionTakeover } from '../stores/store.js';
 import type { LockEngine } from './lock-engine.js';
 import { LockSession, type SessionEvents, type SessionKind } from './lock-session.js';
 import type { RequestAccounting } from './request-news.js';
+import { checkedClaim, plainToken, provenToken, tokenIssuer } from './resume-token.js';
 import { resumeKey, sessionsOfNodes } from './session-adoption.js';
 import { StoreWorkScheduler } from './store-work-scheduler.js';
 
@@ -102,8 +102,15 @@ export class LockSessions {
   }): LockSession {
     if (this.#closed) throw new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
     const graceMs = Math.min(options.graceMs, this.#maxResumeGraceMs);
-    const issuer = this.#takeover?.sessions.publishedAs ?? this.#instanceId;
-    const token = graceMs === 0 ? undefined : `${issuer}.${randomToken()}`;
+    const sessions = this.#takeover?.sessions;
+    const token =
+      graceMs === 0
+        ? undefined
+        : sessions
+          ? provenToken(sessions.publishedAs, options.kind, options.callerName, (claim) =>
+              sessions.vouch(claim),
+            )
+          : plainToken(this.#instanceId);
     return this.#newSession(this.#own, { ...options, graceMs, resumeToken: token });
   }
 
@@ -143,13 +150,18 @@ export class LockSessions {
    * The session `token` was issued for, if `callerName` opened it with the same RPC;
    * NOT_FOUND otherwise (someone else's token gets the answer an unknown one does: it reveals
    * nothing). A token issued on a store session of another instance makes this one take that
-   * session over first, with every lockstream session in it (see SessionTakeover).
+   * session over first, with every lockstream session in it (see SessionTakeover), but only
+   * once the token has proved that it was issued there for `callerName` and `kind`: a made-up
+   * or someone else's token changes nothing, here or on the instance that has the session.
    */
   async resume(token: string, kind: SessionKind, callerName: string | undefined): Promise<LockSession> {
     // Not NOT_FOUND, which would tell the client its locks are gone: another instance may have them.
     if (this.#closed) throw new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
     const key = resumeKey(token);
-    if (!this.#resumable.has(key)) await this.#takeOver(token.slice(0, Math.max(0, token.indexOf('.'))));
+    if (!this.#resumable.has(key)) {
+      const name = tokenIssuer(token);
+      if (await this.#mayTakeOver(name, token, kind, callerName)) await this.#takeOver(name);
+    }
     const session = this.#resumable.get(key);
     if (session && session.kind === kind && session.callerName === callerName) {
       session.resumeToken = token;
@@ -157,6 +169,25 @@ export class LockSessions {
       return session;
     }
     throw this.#unknownToken(token);
+  }
+
+  /**
+   * Whether a resume of `token` (as `kind`, by `callerName`) may take the store session
+   * published as `name` over: its proof checks out against that session's record, as the
+   * session itself would check the token. A takeover under way or done is joined unchecked:
+   * joining it changes nothing.
+   */
+  async #mayTakeOver(
+    name: string,
+    token: string,
+    kind: SessionKind,
+    callerName: string | undefined,
+  ): Promise<boolean> {
+    const takeover = this.#takeover;
+    if (!takeover || name === '' || name === takeover.sessions.publishedAs || this.#closed) return false;
+    if (this.#taken.has(name)) return true;
+    const checked = checkedClaim(token, kind, callerName);
+    return checked !== undefined && (await takeover.sessions.vouched(name, checked.claim, checked.proof));
   }
 
   /** Takes the store session published as `name` over, once (concurrent resumes share it). */
@@ -258,7 +289,7 @@ export class LockSessions {
   }
 
   #unknownToken(token: string): LockError {
-    const issuer = token.slice(0, Math.max(0, token.indexOf('.')));
+    const issuer = tokenIssuer(token);
     const quoted = JSON.stringify(issuer.slice(0, 64));
     if (this.#takeover && issuer !== '' && issuer !== this.#takeover.sessions.publishedAs) {
       return new LockError(
@@ -349,19 +380,3 @@ async function leaveForTakers(store: CoordinationStore, graceMs: number): Promis
 
 const UNKNOWN_RESUME_TOKEN =
   'resume token is unknown: its request was released or withdrawn (clean end, or its resume grace passed), or the server restarted';
-
-const TOKEN_BYTES = 24;
-/** Random bytes for resume tokens, drawn from the system in batches rather than per token. */
-const tokenPool = Buffer.alloc(TOKEN_BYTES * 256);
-let tokenPoolOffset = tokenPool.length;
-
-/** 24 random bytes, base64url: a resume token's secret part. */
-function randomToken(): string {
-  if (tokenPoolOffset === tokenPool.length) {
-    randomFillSync(tokenPool);
-    tokenPoolOffset = 0;
-  }
-  const token = tokenPool.toString('base64url', tokenPoolOffset, tokenPoolOffset + TOKEN_BYTES);
-  tokenPoolOffset += TOKEN_BYTES;
-  return token;
-}

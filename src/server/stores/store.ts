@@ -189,6 +189,18 @@ export interface SessionTakeover {
    */
   takeOver(name: string): Promise<TakenSession | undefined>;
   /**
+   * A proof that the session this store published (`publishedAs`, while it is the store's own)
+   * issued `claim`: a signature by a key whose public half is in the session's published
+   * record, so that whoever can read the record can check proofs (`vouched`), never make them.
+   */
+  vouch(claim: string): string;
+  /**
+   * Whether `proof` is the proof of `claim` by the session published as `name` (another
+   * instance's): reads the session's record and changes nothing, here or on its owner. False
+   * when no session is published under that name (any more), or its record has no key.
+   */
+  vouched(name: string, claim: string, proof: string): Promise<boolean>;
+  /**
    * Calls `listener` when another instance has taken this store's session over, before the
    * session's `lost` aborts: its nodes are someone else's now, and nothing here may act on
    * them. Returns an unsubscribe function.

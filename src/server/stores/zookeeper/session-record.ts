@@ -16,6 +16,12 @@ export interface SessionRecord {
   readonly owner: string;
   /** When the owner published or took the session, ISO 8601. */
   readonly since: string;
+  /**
+   * The public key (Ed25519, raw, base64url) that checks the proofs in the resume tokens
+   * issued on the session (see SessionTakeover.vouch): set by the store that published it,
+   * kept by takers. Absent in records of older versions, whose tokens then prove nothing.
+   */
+  readonly vouchKey?: string;
 }
 
 /** The folder of the records, under lockstream's root. */
@@ -42,12 +48,14 @@ export function recordPath(root: string, name: string): string {
 export function newRecord(
   credentials: { readonly id: bigint; readonly password: Uint8Array },
   owner: string,
+  vouchKey: string,
 ): SessionRecord {
   return {
     session: credentials.id.toString(16),
     password: Buffer.from(credentials.password).toString('base64'),
     owner,
     since: new Date().toISOString(),
+    vouchKey,
   };
 }
 
@@ -64,11 +72,11 @@ export function parseRecord(data: Uint8Array): SessionRecord | undefined {
     return undefined;
   }
   if (typeof parsed !== 'object' || parsed === null) return undefined;
-  const { session, password, owner, since } = parsed as Record<string, unknown>;
+  const { session, password, owner, since, vouchKey } = parsed as Record<string, unknown>;
   if (typeof session !== 'string' || !/^[0-9a-f]{1,16}$/.test(session)) return undefined;
   if (typeof password !== 'string' || typeof owner !== 'string' || typeof since !== 'string')
     return undefined;
-  return { session, password, owner, since };
+  return { session, password, owner, since, ...(typeof vouchKey === 'string' ? { vouchKey } : {}) };
 }
 
 /** The id and password to attach to the session of `record`. */

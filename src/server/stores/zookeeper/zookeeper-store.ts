@@ -24,7 +24,7 @@ import { NodeWatches } from './node-watches.js';
 import { ParentBarrier } from './parent-barrier.js';
 import { ErrorCode } from './protocol/records.js';
 import { SessionKeeper, type SessionKeeperOptions } from './session-keeper.js';
-import { SessionOwnership } from './session-ownership.js';
+import { SessionOwnership, vouchedBy } from './session-ownership.js';
 import { parseRecord, recordCredentials, recordName, recordPath } from './session-record.js';
 import { chrootOf } from './chroot.js';
 import { TreeProtection, checkChroot } from './tree-protection.js';
@@ -152,6 +152,8 @@ export class ZooKeeperStore implements CoordinationStore {
         return keeper.publishedAs;
       },
       takeOver: (name) => this.#takeOver(name),
+      vouch: (claim) => ownership.vouch(claim),
+      vouched: (name, claim, proof) => this.#vouched(name, claim, proof),
       onTakenOver: (listener) => keeper.onTakenOver(listener),
       handOver: () => this.#handOver(),
     };
@@ -348,6 +350,14 @@ export class ZooKeeperStore implements CoordinationStore {
       // Closed or unreachable: known again after the next gap, or never.
       view.unlisted(ticket);
     }
+  }
+
+  /** As SessionTakeover.vouched: one read of the record, nothing attached to or written. */
+  async #vouched(name: string, claim: string, proof: string): Promise<boolean> {
+    if (!/^[0-9a-f]{16}$/.test(name) || name === this.#keeper.publishedAs) return false;
+    const node = await this.#ops.getData(recordPath(this.#ownership!.root, name), false);
+    const record = node && parseRecord(node.data);
+    return record !== null && record !== undefined && vouchedBy(record, claim, proof);
   }
 
   /** As SessionTakeover.takeOver. */

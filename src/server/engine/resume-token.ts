@@ -1,0 +1,81 @@
+import { randomFillSync } from 'node:crypto';
+import type { SessionKind } from './lock-session.js';
+
+/*
+ * A resume token is `<issuer>.<secret>`. The issuer names where the session lives: this
+ * server's instance id where sessions cannot move, else the name its store session is
+ * published under (see SessionTakeover). That name is no secret (every token issued on the
+ * store session carries it, and ZooKeeper's session ids are sequential), and a token naming
+ * another instance's store session makes an instance take that whole session over. So such a
+ * token's secret is `<nonce>.<proof>`: the issuing store's proof (SessionTakeover.vouch) of
+ * what the token was issued for, which any instance checks against the store session's record
+ * before it takes anything over (see checkedClaim).
+ */
+
+/** The part of `token` before its first dot: the instance or store session that issued it. */
+export function tokenIssuer(token: string): string {
+  return token.slice(0, Math.max(0, token.indexOf('.')));
+}
+
+/**
+ * What a proof in a token vouches for: the store session it was issued on, the token's nonce,
+ * the RPC that opened the session, and the caller it belongs to (none: anonymous).
+ */
+export function tokenClaim(
+  issuer: string,
+  nonce: string,
+  kind: SessionKind,
+  callerName: string | undefined,
+): string {
+  return JSON.stringify(['lockstream resume token', issuer, nonce, kind, callerName ?? null]);
+}
+
+/** A token for a session on a store session that can move, with `vouch`'s proof of its claim. */
+export function provenToken(
+  issuer: string,
+  kind: SessionKind,
+  callerName: string | undefined,
+  vouch: (claim: string) => string,
+): string {
+  const nonce = randomToken(NONCE_BYTES);
+  return `${issuer}.${nonce}.${vouch(tokenClaim(issuer, nonce, kind, callerName))}`;
+}
+
+/** A token for a session that cannot leave this server: only its secret makes it someone's. */
+export function plainToken(issuer: string): string {
+  return `${issuer}.${randomToken(SECRET_BYTES)}`;
+}
+
+/**
+ * The claim a token must prove to be resumed as `kind` by `callerName` on another instance,
+ * and the proof it carries; undefined when it carries none (it cannot be one issued for that).
+ */
+export function checkedClaim(
+  token: string,
+  kind: SessionKind,
+  callerName: string | undefined,
+): { readonly claim: string; readonly proof: string } | undefined {
+  const [issuer, nonce, proof, extra] = token.split('.');
+  if (!issuer || !nonce || !proof || extra !== undefined) return undefined;
+  return { claim: tokenClaim(issuer, nonce, kind, callerName), proof };
+}
+
+/** Random bytes of a nonce: tokens never repeat, so neither do the claims they prove. */
+const NONCE_BYTES = 16;
+/** Random bytes of a token's secret where nothing else makes it hard to guess. */
+const SECRET_BYTES = 24;
+
+/** Random bytes for resume tokens, drawn from the system in batches rather than per token. */
+const pool = Buffer.alloc(SECRET_BYTES * 256);
+let poolOffset = pool.length;
+
+/** `bytes` random bytes (at most SECRET_BYTES), base64url. */
+function randomToken(bytes: number): string {
+  if (poolOffset + bytes > pool.length) {
+    randomFillSync(pool);
+    poolOffset = 0;
+  }
+  const token = pool.toString('base64url', poolOffset, poolOffset + bytes);
+  poolOffset += bytes;
+  return token;
+}
