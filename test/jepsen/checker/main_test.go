@@ -105,3 +105,57 @@ func TestCLIPassAndFail(t *testing.T) {
 		t.Errorf("report does not link Porcupine's visualization")
 	}
 }
+
+func TestPorcupineTimeoutIsNotSuccess(t *testing.T) {
+	p := writeFile(t, "h.jsonl", mutexHandoffs(50, []string{"c1", "c2"}).text())
+	code, out, _ := runCLI(t, "--history", p, "--timeout", "1ns")
+	if code != 2 || !strings.Contains(out, "TIMED OUT") || lastLine(out) != "100 operations, 0 anomalies" {
+		t.Errorf("exit %d, stdout:\n%s", code, out)
+	}
+}
+
+func TestReportShowsTimelineNemesisAndConflicts(t *testing.T) {
+	b := &hist{}
+	b.acquire("c1", "L", "write", 0, 0.001, 5)
+	b.event("c1", "L", "in_doubt", 2)
+	b.event("c1", "L", "confirmed", 3)
+	b.acquire("c2", "L", "write", 1.0, 11.002, 6)
+	b.event("c1", "L", "lost", 12.345)
+	b.acquireNot("c3", "L", "write", 4, 5, "fail")
+	b.acquireN("s1", "S", "semaphore", 2, 0, 1, 1)
+	b.release("s1", "S", 2, 2.5, "info")
+	hp := writeFile(t, "h.jsonl", b.text())
+	np := writeFile(t, "n.jsonl", `{"t": 500000000, "type": "start", "nemesis": "partition-follower", "detail": "zk2 cut from zk1, zk3"}
+{"t": 9000000000, "type": "stop", "nemesis": "partition-follower", "detail": "healed"}
+{"t": 10000000000, "type": "start", "nemesis": "kill", "detail": "s1 SIGKILL"}
+`)
+	report := filepath.Join(t.TempDir(), "r.html")
+	if code, out, errs := runCLI(t, "--history", hp, "--nemesis", np, "--report", report); code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	page, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"partition-follower: zk2 cut from zk1, zk3", // a labelled band
+		"0.500 s to 9.000 s",                        // its span, relative to the first event
+		"kill: s1 SIGKILL",                          // a band left open to the end
+		`id="lock-L"`, `id="lock-S"`,                // a section per lock
+		`id="an0"`, // the conflict, highlighted and linked
+		"c1 held write (token 5) until 12.345 s (lost)",
+		"c1 write token 5: asked 0.000 s, granted 0.001 s, until 12.345 s (lost), in doubt 2.000 s to 3.000 s",
+		"c3 write acquire failed",
+		"s1 semaphore token 1",
+		"r.porcupine.html",
+	} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"<script src", "<link", "@import", "url(http"} {
+		if strings.Contains(string(page), bad) {
+			t.Errorf("report is not self-contained: %q", bad)
+		}
+	}
+}

@@ -73,13 +73,32 @@ type timeline struct {
 
 func (tl *timeline) x(t int64) float64 { return 6 + float64(t-tl.h.T0)/1e9*tl.pps }
 
+// scale picks pixels per second: the median hold about 8 px wide (at least 40 px/s), the whole
+// history at most 80,000 px and at least 1,000 px wide.
+func scale(h *History, dur float64) float64 {
+	var lens []float64
+	for _, hd := range h.Holds {
+		if hd.Ended {
+			lens = append(lens, float64(hd.Stop-hd.Grant)/1e9)
+		}
+	}
+	pps := 40.0
+	if len(lens) > 0 {
+		sort.Float64s(lens)
+		if m := lens[len(lens)/2]; m > 0 {
+			pps = math.Max(pps, 8/m)
+		}
+	}
+	return math.Max(1000/dur, math.Min(pps, 80000/dur))
+}
+
 func esc(s string) string { return html.EscapeString(s) }
 
 // WriteReport writes the HTML report to path; viz, if set, is Porcupine's visualization to link.
 func WriteReport(path string, h *History, r *Result, nemesis []NemesisEvent, viz string) error {
 	var b bytes.Buffer
 	dur := math.Max(float64(h.TMax-h.T0)/1e9, 1e-3)
-	tl := &timeline{h: h, pps: math.Max(1000/dur, math.Min(40, 30000/dur))}
+	tl := &timeline{h: h, pps: scale(h, dur)}
 	tl.w = tl.x(h.TMax) + marginR
 
 	title := "lockstream-check: " + filepath.Base(r.History)
