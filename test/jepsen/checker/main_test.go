@@ -159,3 +159,23 @@ func TestReportShowsTimelineNemesisAndConflicts(t *testing.T) {
 		}
 	}
 }
+
+func TestSecondHoldOfOneLockIsAnInputError(t *testing.T) {
+	b := &hist{}
+	b.acquire("c1", "L", "write", 0, 0.1, 1)
+	b.acquire("c1", "L", "write", 0.2, 0.3, 2) // c1 never released, lost or doubted its first hold
+	code, out, errs := runCLI(t, "--history", writeFile(t, "h.jsonl", b.text()))
+	if code != 2 || !strings.Contains(errs, "h.jsonl:3: client c1 invokes acquire of L while it still holds it") || out != "" {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	// After an unconfirmed in_doubt the client gave the first hold up: fine, and it ended there.
+	b = &hist{}
+	b.acquire("c1", "L", "write", 0, 0.1, 1)
+	b.event("c1", "L", "in_doubt", 0.15)
+	b.acquire("c1", "L", "write", 0.2, 0.3, 2)
+	h, r := b.check(t)
+	expect(t, r, "L", true, 0)
+	if hd := h.Holds[0]; hd.Reason != EndInDoubt || hd.Stop != ns(0.15) {
+		t.Errorf("first hold ended %s at %d", hd.Reason, hd.Stop)
+	}
+}
