@@ -54,7 +54,8 @@ export class AddonLink implements ZooKeeperLink {
     const handle = new ZooKeeper(config);
     this.#handle = handle;
     this.#native = handle.native;
-    handle.on('connect', () => events.connected());
+    // The C client does not say when it sent its handshake.
+    handle.on('connect', () => events.connected(undefined));
     handle.on('connecting', () => events.disconnected());
     handle.on('close', (_self: unknown, code: number) => {
       const expired = code === zk.ZOO_EXPIRED_SESSION_STATE;
@@ -116,6 +117,10 @@ export class AddonLink implements ZooKeeperLink {
     return this.#send((done) =>
       this.#native.a_exists(path, watch, (rc, _error, stat) => done(rc, stat ? BigInt(stat.czxid) : null)),
     );
+  }
+
+  sync(path: string): Promise<LinkReply<undefined>> {
+    return this.#send((done) => this.#native.a_sync(path, (rc) => done(rc, null)));
   }
 
   getData(path: string, watch: boolean): Promise<LinkReply<NodeData>> {

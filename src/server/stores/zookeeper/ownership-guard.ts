@@ -20,6 +20,8 @@ export interface GuardedKeeper {
   usable(): boolean;
   closed(): boolean;
   send<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>>;
+  /** Sends a write or a sync, whose reply shows that ZooKeeper's leader heard the session. */
+  sendThroughLeader<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>>;
   /** The session's ownership is settled: it is usable. */
   ready(link: ZooKeeperLink): void;
   /** Ends the current session: another instance owns it, or its record is gone. */
@@ -127,7 +129,9 @@ export class OwnershipGuard {
     // Not confirmed (yet): as a lost connection, the caller waits for one and tries again.
     if (!record || !keeper.usable()) return { rc: ErrorCode.connectionLoss, value: null };
     const link = keeper.link();
-    const reply = await keeper.send((current) => current.multi!(this.#ownership.fenced(record, ops)));
+    const reply = await keeper.sendThroughLeader((current) =>
+      current.multi!(this.#ownership.fenced(record, ops)),
+    );
     if (reply.failedOp === 0 && (reply.rc === ErrorCode.badVersion || reply.rc === ErrorCode.noNode)) {
       await (this.#noticing ??= this.#recheck(link, record, reply.rc === ErrorCode.noNode));
       if (session.letGo) throw session.letGo;
@@ -142,17 +146,21 @@ export class OwnershipGuard {
   }
 
   /**
-   * The heartbeat while published: a read of the session's record rather than of `/`, so that
-   * an owner notices a takeover within a heartbeat even when it writes nothing and ZooKeeper
-   * left its connection open beside the taker's (it can keep both connections of a session).
+   * The heartbeat while published: a sync, which shows the leader still hears the session (see
+   * SessionHealth), and in the same turn a read of the session's record, so that an owner
+   * notices a takeover within a heartbeat even when it writes nothing and ZooKeeper left its
+   * connection open beside the taker's (it can keep both connections of a session). The read
+   * is answered after the sync, so from a member that has caught up with the leader.
    */
   async heartbeat(link: ZooKeeperLink): Promise<void> {
     const record = this.#keeper.session().owned;
+    const synced = this.#keeper.sendThroughLeader((current) => current.sync('/'));
     if (!record) {
-      await this.#keeper.send((current) => current.exists('/', false));
+      await synced;
       return;
     }
-    const reply = await this.#keeper.send((current) => current.getData(record.path, false));
+    const read = this.#keeper.send((current) => current.getData(record.path, false));
+    const [, reply] = await Promise.all([synced, read]);
     const gone = reply.rc === ErrorCode.noNode;
     const moved = gone || (reply.rc === ErrorCode.ok && reply.value?.version !== record.version);
     if (moved && link === this.#keeper.link()) await (this.#noticing ??= this.#recheck(link, record, gone));

@@ -58,7 +58,7 @@ export class ProtocolLink implements ZooKeeperLink {
       ...(options.session ? { session: options.session } : {}),
     });
     this.#connection = connection;
-    connection.on('connected', () => events.connected());
+    connection.on('connected', () => events.connected(connection.handshakeSentAt));
     connection.on('disconnected', () => events.disconnected());
     connection.on('expired', () => events.ended(true, 'ZooKeeper session expired'));
     this.#watcher = (event) => {
@@ -109,6 +109,10 @@ export class ProtocolLink implements ZooKeeperLink {
 
   getChildren(path: string, watch: boolean): Promise<LinkReply<string[]>> {
     return answer(this.#connection.getChildren(path, watch ? this.#watcher : undefined));
+  }
+
+  sync(path: string): Promise<LinkReply<undefined>> {
+    return answer(this.#connection.sync(path));
   }
 
   setData(path: string, data: Uint8Array, version: number): Promise<LinkReply<undefined>> {

@@ -1,21 +1,33 @@
 import type { Logger } from 'pino';
-import type { LinkReply, ZooKeeperLink } from './zookeeper-link.js';
+import type { ZooKeeperLink } from './zookeeper-link.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 
 /**
  * How the store keeps its holders safe when ZooKeeper goes quiet, as fractions of the negotiated
- * session timeout, counted on a monotonic clock from the send time of the newest request that
- * got a reply (ZooKeeper heard from us no earlier than that, so it cannot expire the session
- * before that time plus the session timeout):
- * - a heartbeat request goes out every HEARTBEAT (the C client's own pings are invisible here);
- * - with no reply for DOUBT, the session is in doubt (`confirmed` false), as on a disconnection;
- * - with no reply for LOSS, the session is given up as lost *before* ZooKeeper can expire it and
- *   let another server grant the same locks (Curator's advice: treat a long SUSPENDED as LOST;
- *   CURATOR-206). The remaining third of the timeout covers timer and event-loop delays.
+ * session timeout T, counted on a monotonic clock from the send time of the newest request
+ * whose reply passed through the leader: a write, a `sync`, or the handshake that took the
+ * session back. Only the leader expires sessions. A read is no proof: a follower answers reads
+ * by itself, and one cut off from its leader goes on answering them for up to syncLimit ×
+ * tickTime while the leader expires the session and another instance is granted its locks.
+ *
+ * A reply that passed through the leader, to a request sent at S, shows that the follower
+ * serving the session still reached the leader after S. The leader learns of the session's
+ * requests from that follower's answers to its pings, every tickTime / 2, so it had heard of
+ * a request of ours no older than S − tickTime / 2 − HEARTBEAT, and cannot expire the session
+ * before S + T − tickTime / 2 − HEARTBEAT. ZooKeeper grants no session timeout below 2 ×
+ * tickTime unless configured to, so tickTime / 2 ≤ T / 4, and with HEARTBEAT = T / 8 the
+ * earliest expiry is S + 5T / 8:
+ * - a heartbeat (a `sync`, then a read where the session is published) goes out every
+ *   HEARTBEAT; the C client's own pings are invisible here;
+ * - with no such reply for DOUBT, the session is in doubt (`confirmed` false), as on a
+ *   disconnection;
+ * - with none for LOSS = T / 2, the session is given up as lost *before* ZooKeeper can expire
+ *   it and let another server grant the same locks (Curator's advice: treat a long SUSPENDED
+ *   as LOST; CURATOR-206). The remaining T / 8 covers timer and event-loop delays.
  */
-const HEARTBEAT_FRACTION = 1 / 6;
-const DOUBT_FRACTION = 1 / 3;
-const LOSS_FRACTION = 2 / 3;
+const HEARTBEAT_FRACTION = 1 / 8;
+const DOUBT_FRACTION = 1 / 4;
+const LOSS_FRACTION = 1 / 2;
 
 /** What the health watch sees of the keeper whose session it watches. */
 export interface WatchedKeeper {
@@ -25,8 +37,7 @@ export interface WatchedKeeper {
   /** Whether requests may go out: connected, and (with ownership) the record settled. */
   usable(): boolean;
   closed(): boolean;
-  send<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>>;
-  /** Sends one cheap request on `link` (see OwnershipGuard.heartbeat while published). */
+  /** Sends a `sync` (and a read of the record while published: OwnershipGuard.heartbeat). */
   heartbeat(link: ZooKeeperLink): Promise<unknown>;
   /** Ends the current session as lost, before ZooKeeper can expire it. */
   giveUp(why: string): void;
@@ -41,7 +52,7 @@ export class SessionHealth {
   /** The session timeout asked for, until ZooKeeper has granted one. */
   readonly #requestedTimeoutMs: number;
   readonly #logger: Logger;
-  /** performance.now() at the send of the newest request that got a reply on this session. */
+  /** performance.now() at the send of the newest request whose reply passed the leader. */
   #lastConfirmedAt = 0;
   #heartbeat: NodeJS.Timeout | undefined;
   #watchdog: NodeJS.Timeout | undefined;
@@ -74,8 +85,11 @@ export class SessionHealth {
     clearTimeout(this.#watchdog);
   }
 
-  /** A reply arrived to a request sent at `sentAt`: ZooKeeper heard from this session then. */
-  heardFrom(link: ZooKeeperLink, sentAt: number): void {
+  /**
+   * A reply that passed through the leader (a write's, a sync's, a handshake's) arrived to a
+   * request sent at `sentAt`: the leader was reachable after that time.
+   */
+  leaderReached(link: ZooKeeperLink, sentAt: number): void {
     if (link !== this.#keeper.link() || sentAt <= this.#lastConfirmedAt) return;
     this.#lastConfirmedAt = sentAt;
     this.assess();

@@ -97,8 +97,9 @@ export class SessionKeeper {
       usable: () => this.#connected,
       closed: () => this.#closed,
       send: (request) => this.send(request),
+      sendThroughLeader: (request) => this.sendThroughLeader(request),
       heartbeat: (link) =>
-        this.#guard ? this.#guard.heartbeat(link) : this.send((current) => current.exists('/', false)),
+        this.#guard ? this.#guard.heartbeat(link) : this.sendThroughLeader((current) => current.sync('/')),
       giveUp: (why) => this.#endSession(why, 'givenUp'),
       ready: (link) => this.#ready(link),
       end: (why, how) => this.#endSession(why, how),
@@ -143,13 +144,22 @@ export class SessionKeeper {
     return this.#session;
   }
 
-  /** Sends one request on the current link; every reply counts as word from ZooKeeper. */
+  /** Sends one request on the current link. */
   async send<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>> {
+    return request(this.#link);
+  }
+
+  /**
+   * Sends one request whose reply passes through ZooKeeper's leader (a write, a sync): its
+   * reply shows the leader was reachable after it was sent (see SessionHealth). A reply to a
+   * read shows nothing of the kind, and must go through `send`.
+   */
+  async sendThroughLeader<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>> {
     const link = this.#link;
     const sentAt = performance.now();
     const reply = await request(link);
     if (!isConnectionLoss(reply.rc) && reply.rc !== ErrorCode.sessionExpired)
-      this.#health.heardFrom(link, sentAt);
+      this.#health.leaderReached(link, sentAt);
     return reply;
   }
 
@@ -161,7 +171,7 @@ export class SessionKeeper {
    */
   async write(ops: readonly LinkOp[], issuedIn: ZooKeeperSession): Promise<LinkReply<LinkOpResult[]>> {
     if (issuedIn.letGo) throw issuedIn.letGo;
-    if (!this.#guard) return this.send((link) => plainWrite(link, ops));
+    if (!this.#guard) return this.sendThroughLeader((link) => plainWrite(link, ops));
     return this.#guard.write(ops);
   }
   /**
@@ -291,7 +301,7 @@ export class SessionKeeper {
       ...(attach ? { session: { id: attach.id, password: attach.password } } : {}),
     };
     const link: ZooKeeperLink = this.#newLink(options, {
-      connected: () => this.#onConnected(link),
+      connected: (handshakeSentAt) => this.#onConnected(link, handshakeSentAt),
       disconnected: () => {
         if (this.#link !== link || this.#closed) return;
         this.#connected = false;
@@ -315,7 +325,7 @@ export class SessionKeeper {
     this.#link = link;
   }
 
-  #onConnected(link: ZooKeeperLink): void {
+  #onConnected(link: ZooKeeperLink, handshakeSentAt: number | undefined): void {
     if (this.#link !== link || this.#closed) return;
     const session = this.#session;
     const isNew = !session.established;
@@ -325,8 +335,24 @@ export class SessionKeeper {
       { session: link.sessionId, sessionTimeoutMs: link.negotiatedTimeoutMs },
       isNew ? 'ZooKeeper session established' : 'reconnected to ZooKeeper; session kept',
     );
-    // The handshake is a reply: ZooKeeper has just heard from us.
-    this.#health.heardFrom(link, performance.now());
+    // The handshake's answer passed through the leader (a new session is a write; a member
+    // that takes a session back has the leader revalidate it). The C client does not say when
+    // it sent the handshake: then a sync answered is the first proof, and nothing acts on the
+    // session before it, watch events included.
+    if (handshakeSentAt !== undefined) {
+      this.#health.leaderReached(link, handshakeSentAt);
+      this.#settle(link);
+      return;
+    }
+    this.#heldEvents ??= [];
+    void this.sendThroughLeader((current) => current.sync('/')).then((reply) => {
+      // Otherwise the connection was lost: the next connect tries again.
+      if (reply.rc === ErrorCode.ok && this.#link === link && !this.#closed) this.#settle(link);
+    });
+  }
+
+  /** The leader has heard the session since it connected: it becomes usable once settled. */
+  #settle(link: ZooKeeperLink): void {
     if (!this.#guard) {
       this.#ready(link);
       return;

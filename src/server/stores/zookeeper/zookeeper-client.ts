@@ -29,6 +29,8 @@ export interface ZooKeeperNative {
   a_set(path: string, data: Buffer, version: number, cb: StatCallback): number;
   a_set_acl(path: string, version: number, acl: readonly ZooKeeperAcl[], cb: VoidCallback): number;
   a_get_acl(path: string, cb: AclCallback): number;
+  /** Answers once the member has caught up with the leader (zoo_async). */
+  a_sync(path: string, cb: StringCallback): number;
   add_auth(scheme: string, auth: string, cb: VoidCallback): number;
 }
 

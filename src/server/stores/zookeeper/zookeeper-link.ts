@@ -34,6 +34,12 @@ export interface ZooKeeperLink {
   exists(path: string, watch: boolean): Promise<LinkReply<bigint>>;
   getData(path: string, watch: boolean): Promise<LinkReply<NodeData>>;
   getChildren(path: string, watch: boolean): Promise<LinkReply<string[]>>;
+  /**
+   * Answers once the member serving the session has caught up with the leader as of this
+   * request. A follower forwards it and answers only after the leader has, so its reply, unlike
+   * a read's, shows that the leader was reachable after it was sent (see SessionHealth).
+   */
+  sync(path: string): Promise<LinkReply<undefined>>;
   /** With `version` -1, whatever the node's version (else BADVERSION if it differs). */
   setData(path: string, data: Uint8Array, version: number): Promise<LinkReply<undefined>>;
   setAcl(path: string, acl: readonly Acl[]): Promise<LinkReply<undefined>>;
@@ -131,8 +137,13 @@ export interface TreeWatcher {
 }
 
 export interface LinkEvents {
-  /** A member granted the session, or took it back after a disconnection. */
-  connected(): void;
+  /**
+   * A member granted the session, or took it back after a disconnection. `handshakeSentAt`
+   * (performance.now()) is when the handshake went out, where the client knows it: a new
+   * session is a write, and a member that takes an existing one back has the leader revalidate
+   * it first, so either way the leader heard the session after that time.
+   */
+  connected(handshakeSentAt: number | undefined): void;
   /** The connection was lost; the session may survive it (requests in flight fail). */
   disconnected(): void;
   /** The session is over on ZooKeeper's side (expired, or closed by another handle). */

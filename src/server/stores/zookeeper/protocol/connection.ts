@@ -63,6 +63,8 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
   #failedAttempts = 0;
   /** When the current connection's handshake was answered. */
   #connectedAt = 0;
+  /** When the current connection's handshake was sent (performance.now()). */
+  #handshakeSentAt = 0;
   /** Connections in a row that were closed soon after they were made (see #redial). */
   #shortLived = 0;
   #dialTimer: NodeJS.Timeout | undefined;
@@ -146,6 +148,15 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
 
   get connected(): boolean {
     return this.#state === 'connected';
+  }
+
+  /**
+   * When the handshake of the current connection was sent (performance.now()). A member that
+   * took back an existing session had the leader revalidate it first, so its answer shows the
+   * leader was reachable after this time.
+   */
+  get handshakeSentAt(): number {
+    return this.#handshakeSentAt;
   }
 
   /**
@@ -244,6 +255,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
         password: this.#password,
       });
       writer.endPacket(at);
+      this.#handshakeSentAt = performance.now();
       socket.write(Buffer.from(writer.bytes()));
     });
     socket.on('data', (chunk: Buffer) => this.#onData(socket, chunk));

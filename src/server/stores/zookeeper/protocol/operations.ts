@@ -20,6 +20,7 @@ import {
   getChildrenRequest,
   getDataRequest,
   getEphemeralsRequest,
+  syncRequest,
   multiFailure,
   multiGetChildrenRequest,
   multiRequest,
@@ -73,6 +74,14 @@ export abstract class ZooKeeperOperations extends EventEmitter {
       if (!(error instanceof ZooKeeperError) || error.code !== ErrorCode.noNode) throw error;
       return null;
     }
+  }
+
+  /**
+   * Resolves once the member serving the session has caught up with the leader as of this
+   * request: the reply passed through the leader, which a read's does not.
+   */
+  sync(path: string): Promise<undefined> {
+    return this.send(syncRequest(this.chroot, path));
   }
 
   /** The node's data and Stat; `watcher` fires on its change or deletion. NONODE if it is missing. */

@@ -15,6 +15,8 @@ export const OpCode = {
   getACL: 6,
   setACL: 7,
   getChildren: 8,
+  /** Answered by the member only once the leader has answered it (a follower forwards it). */
+  sync: 9,
   ping: 11,
   check: 13,
   multi: 14,

@@ -110,6 +110,19 @@ export function getChildrenRequest(chroot: Chroot, path: string, watcher?: Watch
 }
 
 /**
+ * Asks the member serving the session to catch up with the leader: a follower forwards it, and
+ * answers only once the leader has (a read is answered by the member alone).
+ */
+export function syncRequest(chroot: Chroot, path: string): RequestSpec<undefined> {
+  return {
+    op: OpCode.sync,
+    what: `sync ${path}`,
+    write: (writer) => writer.string(chroot.serverPath(path)),
+    read: () => undefined,
+  };
+}
+
+/**
  * The paths of this session's ephemeral nodes whose path starts with `prefix` (a prefix of the
  * string, as ZooKeeper compares it; `/` for all), in no particular order (getEphemerals, 3.6+).
  */
