@@ -190,8 +190,23 @@ export class LockSessions {
     return checked !== undefined && (await takeover.sessions.vouched(name, checked.claim, checked.proof));
   }
 
-  /** Takes the store session published as `name` over, once (concurrent resumes share it). */
+  /**
+   * Takes the store session published as `name` over, once (concurrent resumes share it). A
+   * takeover that fails (another instance took the session first, or ZooKeeper is out of reach)
+   * leaves the session alive where it is: UNAVAILABLE, to be resumed again, never NOT_FOUND.
+   */
   async #takeOver(name: string): Promise<void> {
+    await this.#taking(name).catch((error: unknown) => {
+      if (!(error instanceof LockError) || error.code === 'SHUTTING_DOWN') throw error;
+      throw new LockError(
+        'UNAVAILABLE',
+        `could not take over the store session "${name}" of another lockstream instance (${error.message}); it may live on there or on an instance that took it over first: resume it again, on any instance`,
+        { cause: error },
+      );
+    });
+  }
+
+  async #taking(name: string): Promise<void> {
     const takeover = this.#takeover;
     if (!takeover || name === '' || name === takeover.sessions.publishedAs || this.#closed) return;
     let taking = this.#taken.get(name);

@@ -10,7 +10,7 @@ import {
   type RequestListener,
   type RequestNews,
 } from '../engine/index.js';
-import { LockError } from '../lock-error.js';
+import { isLockError, LockError } from '../lock-error.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Caller, Gate } from '../security/gate.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
@@ -108,7 +108,10 @@ export abstract class LockStream<Req, Res>
   /**
    * The session the first message asked for takes a while to find (a resume that takes a
    * store session over from another instance): messages and a half-close that come meanwhile
-   * wait, in order, until `opened` has made the stream the session's; a failure ends the call.
+   * wait, in order, until `opened` has made the stream the session's; a failure ends the call,
+   * saying that nothing is kept for the session (`lockstream-request: ended`) only when it is
+   * NOT_FOUND. Any other failure to find it (a takeover another instance won, ZooKeeper out of
+   * reach, this server stopping) leaves the session where it was, for a resume to find.
    */
   protected opening(finding: Promise<LockSession>, opened: (session: LockSession) => void): void {
     this.#held = [];
@@ -130,7 +133,7 @@ export abstract class LockStream<Req, Res>
       },
       (error: unknown) => {
         this.#held = undefined;
-        this.fail(error);
+        this.fail(error, isLockError(error, 'NOT_FOUND'));
       },
     );
   }
@@ -266,7 +269,11 @@ export abstract class LockStream<Req, Res>
   }
 
   /** Ends the call with `error`'s status after ending the session, for good. */
-  protected fail(error: unknown): void {
+  /**
+   * Ends the call with `error`'s status, and the stream's session with it if attached;
+   * `requestEnded` false: the session, not attached, may be kept elsewhere (see `opening`).
+   */
+  protected fail(error: unknown, requestEnded = true): void {
     if (this.#state === 'over') return;
     this.#over();
     const status = toCallStatus(error, this.logger);
@@ -275,7 +282,7 @@ export abstract class LockStream<Req, Res>
       ? session.end(error instanceof LockError ? error : SESSION_ENDED)
       : undefined;
     void Promise.resolve(done).then(() => {
-      this.emitStatus(status, true);
+      this.emitStatus(status, requestEnded);
       this.#done();
     });
   }

@@ -89,7 +89,10 @@ type LockServiceClient interface {
 	// that issued the token: given a token another instance issued, an instance takes over that
 	// instance's ZooKeeper session, with every lock and queue place in it (same fencing tokens,
 	// same places; nobody else is granted any of them in between), and from then on the old
-	// instance can change nothing in it. So a client keeps its locks through the death (SIGKILL),
+	// instance can change nothing in it. It does so only once the token has proved that it was
+	// issued there to the same caller (the identity the server authenticated, if any) on the same
+	// RPC; a token that does not, made up or someone else's, is answered NOT_FOUND as an unknown
+	// one is, and changes nothing on any instance. So a client keeps its locks through the death (SIGKILL),
 	// pause or restart of the instance that served it, if it resumes on another within its grace
 	// and before that instance's ZooKeeper session times out. An instance that stops (SIGTERM,
 	// unless started with `--on-stop release`) ends its streams with UNAVAILABLE (without
@@ -118,7 +121,8 @@ type LockServiceClient interface {
 	//	OK                  the lock was released at the client's request (`released` was sent).
 	//	NOT_FOUND           `resume` named a request no instance has: its grace period is over
 	//	                    (it was withdrawn or released), or the instance that had it is gone
-	//	                    and its ZooKeeper session ended before another took it over.
+	//	                    and its ZooKeeper session ended before another took it over; or the
+	//	                    token was not issued to this caller on this RPC.
 	//	INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout`,
 	//	                    `owner` or `value` is malformed; the message names the field and the
 	//	                    rule.
@@ -139,12 +143,16 @@ type LockServiceClient interface {
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
 	//	                    Without `lockstream-request: ended` (below): the request may still be
-	//	                    kept, on this instance or for another one: resume it on any.
+	//	                    kept, on this instance or for another one: resume it on any. A
+	//	                    `resume` this instance could not serve (ZooKeeper out of reach, or
+	//	                    another instance took the request's ZooKeeper session over first)
+	//	                    ends so, without `lockstream-request: ended`: resume it again.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.
 	//
 	// A failed call whose request the server no longer keeps (nothing to resume) carries the
 	// trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
-	// connection, after which `resume` can still find the request within its grace.
+	// connection, after which `resume` can still find the request within its grace. A `resume`
+	// that cannot find its request carries it only with NOT_FOUND.
 	Acquire(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AcquireRequest, AcquireResponse], error)
 	// Session carries any number of lock requests over one stream: one stream per client process
 	// instead of one per lock. Each request has a `request_id` the client chooses, and gets the
@@ -183,7 +191,8 @@ type LockServiceClient interface {
 	// ended meanwhile), then `resumed`. Nobody else is granted a lock of the session during the grace;
 	// afterwards every request is withdrawn or released. One resume token, one heartbeat and one
 	// grace serve the whole session. Resume works on any instance, as on Acquire (a session
-	// moves with the ZooKeeper session of the instance that issued its token). Without
+	// moves with the ZooKeeper session of the instance that issued its token, and only for a
+	// token issued to the same caller on Session). Without
 	// `resume_grace` an abnormal end releases everything at once.
 	//
 	// The call ends with one of these statuses. Per-request outcomes are in `ended`; when the
@@ -192,7 +201,8 @@ type LockServiceClient interface {
 	//
 	//	OK                  the client half-closed; every lock of the session was released.
 	//	NOT_FOUND           `resume` named a session no instance has (its grace is over, or the
-	//	                    instance that had it is gone and its ZooKeeper session ended first).
+	//	                    instance that had it is gone and its ZooKeeper session ended first),
+	//	                    or one not issued to this caller on Session.
 	//	INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
 	//	                    of them is sent twice or is malformed, or `acquire` has no
 	//	                    `request_id` or reuses the id of a request that has not ended.
@@ -202,9 +212,11 @@ type LockServiceClient interface {
 	//	RESOURCE_EXHAUSTED  a message was larger than the server reads at all (64 KiB over its
 	//	                    limit for a request); an `acquire` over the limit alone ends alone, in
 	//	                    its `ended`, and the session goes on.
-	//	UNAVAILABLE         the server is shutting down, or the session moved to another instance:
-	//	                    without `lockstream-request: ended`, resume it (on any instance);
-	//	                    with it, nothing is held or queued for the session.
+	//	UNAVAILABLE         the server is shutting down, or the session moved to another instance,
+	//	                    or `resume` could not take it over here (ZooKeeper out of reach, or
+	//	                    another instance took it first): without `lockstream-request: ended`,
+	//	                    resume it (on any instance); with it, nothing is held or queued for
+	//	                    the session. A failed `resume` carries it only with NOT_FOUND.
 	//	UNAUTHENTICATED     the caller's credentials were refused.
 	//
 	// As on Acquire, a failed call after which the server keeps nothing for the session carries
@@ -399,7 +411,10 @@ type LockServiceServer interface {
 	// that issued the token: given a token another instance issued, an instance takes over that
 	// instance's ZooKeeper session, with every lock and queue place in it (same fencing tokens,
 	// same places; nobody else is granted any of them in between), and from then on the old
-	// instance can change nothing in it. So a client keeps its locks through the death (SIGKILL),
+	// instance can change nothing in it. It does so only once the token has proved that it was
+	// issued there to the same caller (the identity the server authenticated, if any) on the same
+	// RPC; a token that does not, made up or someone else's, is answered NOT_FOUND as an unknown
+	// one is, and changes nothing on any instance. So a client keeps its locks through the death (SIGKILL),
 	// pause or restart of the instance that served it, if it resumes on another within its grace
 	// and before that instance's ZooKeeper session times out. An instance that stops (SIGTERM,
 	// unless started with `--on-stop release`) ends its streams with UNAVAILABLE (without
@@ -428,7 +443,8 @@ type LockServiceServer interface {
 	//	OK                  the lock was released at the client's request (`released` was sent).
 	//	NOT_FOUND           `resume` named a request no instance has: its grace period is over
 	//	                    (it was withdrawn or released), or the instance that had it is gone
-	//	                    and its ZooKeeper session ended before another took it over.
+	//	                    and its ZooKeeper session ended before another took it over; or the
+	//	                    token was not issued to this caller on this RPC.
 	//	INVALID_ARGUMENT    the first message is not `start`, or `name`, `mode`, `wait_timeout`,
 	//	                    `owner` or `value` is malformed; the message names the field and the
 	//	                    rule.
@@ -449,12 +465,16 @@ type LockServiceServer interface {
 	//	UNAVAILABLE         the coordination back end is unreachable or the server is shutting
 	//	                    down; nothing is held or queued on the caller's behalf. Retryable.
 	//	                    Without `lockstream-request: ended` (below): the request may still be
-	//	                    kept, on this instance or for another one: resume it on any.
+	//	                    kept, on this instance or for another one: resume it on any. A
+	//	                    `resume` this instance could not serve (ZooKeeper out of reach, or
+	//	                    another instance took the request's ZooKeeper session over first)
+	//	                    ends so, without `lockstream-request: ended`: resume it again.
 	//	INTERNAL            an unexpected server fault; details are in the server's log.
 	//
 	// A failed call whose request the server no longer keeps (nothing to resume) carries the
 	// trailing metadata `lockstream-request: ended`; UNAVAILABLE without it may be a broken
-	// connection, after which `resume` can still find the request within its grace.
+	// connection, after which `resume` can still find the request within its grace. A `resume`
+	// that cannot find its request carries it only with NOT_FOUND.
 	Acquire(grpc.BidiStreamingServer[AcquireRequest, AcquireResponse]) error
 	// Session carries any number of lock requests over one stream: one stream per client process
 	// instead of one per lock. Each request has a `request_id` the client chooses, and gets the
@@ -493,7 +513,8 @@ type LockServiceServer interface {
 	// ended meanwhile), then `resumed`. Nobody else is granted a lock of the session during the grace;
 	// afterwards every request is withdrawn or released. One resume token, one heartbeat and one
 	// grace serve the whole session. Resume works on any instance, as on Acquire (a session
-	// moves with the ZooKeeper session of the instance that issued its token). Without
+	// moves with the ZooKeeper session of the instance that issued its token, and only for a
+	// token issued to the same caller on Session). Without
 	// `resume_grace` an abnormal end releases everything at once.
 	//
 	// The call ends with one of these statuses. Per-request outcomes are in `ended`; when the
@@ -502,7 +523,8 @@ type LockServiceServer interface {
 	//
 	//	OK                  the client half-closed; every lock of the session was released.
 	//	NOT_FOUND           `resume` named a session no instance has (its grace is over, or the
-	//	                    instance that had it is gone and its ZooKeeper session ended first).
+	//	                    instance that had it is gone and its ZooKeeper session ended first),
+	//	                    or one not issued to this caller on Session.
 	//	INVALID_ARGUMENT    a protocol violation: the first message is not `open` or `resume`, one
 	//	                    of them is sent twice or is malformed, or `acquire` has no
 	//	                    `request_id` or reuses the id of a request that has not ended.
@@ -512,9 +534,11 @@ type LockServiceServer interface {
 	//	RESOURCE_EXHAUSTED  a message was larger than the server reads at all (64 KiB over its
 	//	                    limit for a request); an `acquire` over the limit alone ends alone, in
 	//	                    its `ended`, and the session goes on.
-	//	UNAVAILABLE         the server is shutting down, or the session moved to another instance:
-	//	                    without `lockstream-request: ended`, resume it (on any instance);
-	//	                    with it, nothing is held or queued for the session.
+	//	UNAVAILABLE         the server is shutting down, or the session moved to another instance,
+	//	                    or `resume` could not take it over here (ZooKeeper out of reach, or
+	//	                    another instance took it first): without `lockstream-request: ended`,
+	//	                    resume it (on any instance); with it, nothing is held or queued for
+	//	                    the session. A failed `resume` carries it only with NOT_FOUND.
 	//	UNAUTHENTICATED     the caller's credentials were refused.
 	//
 	// As on Acquire, a failed call after which the server keeps nothing for the session carries
