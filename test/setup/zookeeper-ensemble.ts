@@ -26,6 +26,7 @@ import {
 } from './zookeeper-installation.js';
 import {
   Member,
+  type MemberConfig,
   POLL_INTERVAL_MS,
   POLL_MODE_TIMEOUT_MS,
   type EnsembleMember,
@@ -91,7 +92,17 @@ export interface StartZooKeeperEnsembleOptions {
    * Default 0: every test client comes from 127.0.0.1. ZooKeeper's own default is 60.
    */
   maxClientCnxns?: number;
+  /**
+   * Where each member runs (by id), when not on this machine's loopback: a test host of its own
+   * (test/jepsen/net). Each member then listens on its host's address with ZooKeeper's usual
+   * ports (2181, 2888, 3888), as on a machine of its own.
+   */
+  placement?: (id: number) => MemberPlacement;
+  /** Ticks a follower and its leader wait for each other before giving up (syncLimit). Default 5. */
+  syncLimitTicks?: number;
 }
+
+export type MemberPlacement = NonNullable<MemberConfig['host']>;
 
 const DEFAULT_SIZE = 3;
 const DEFAULT_TICK_TIME_MS = 200;
@@ -151,7 +162,10 @@ async function startOnce(
   const members: Member[] = [];
   try {
     // Per member: client port, quorum port (followers connect to the leader's), election port.
-    const ports = await findFreePorts(3 * size);
+    const placement = options.placement;
+    const ports = placement
+      ? Array.from({ length: size }, () => [2181, 2888, 3888]).flat()
+      : await findFreePorts(3 * size);
     const port = (index: number): number => {
       const found = ports[index];
       if (found === undefined) throw new Error(`INVARIANT: no port #${index}`);
@@ -159,6 +173,7 @@ async function startOnce(
     };
     const servers = Array.from({ length: size }, (_, i) => ({
       id: i + 1,
+      host: placement?.(i + 1),
       clientPort: port(3 * i),
       quorumPort: port(3 * i + 1),
       electionPort: port(3 * i + 2),
@@ -187,6 +202,7 @@ async function startOnce(
           tickTimeMs,
           production,
           maxClientCnxns,
+          syncLimitTicks: options.syncLimitTicks ?? 5,
           servers: quorum,
         }),
       );
@@ -201,6 +217,7 @@ async function startOnce(
           java: installation.java,
           args,
           logger: options.logger,
+          ...(server.host ? { host: server.host } : {}),
         }),
       );
     }
@@ -243,7 +260,11 @@ function zooCfg(c: {
   maxSessionTimeoutMs: number;
   production: boolean;
   maxClientCnxns: number;
-  servers: readonly { id: number; quorumPort: number; electionPort: number }[] | null;
+  syncLimitTicks: number;
+  host?: MemberPlacement | undefined;
+  servers:
+    | readonly { id: number; quorumPort: number; electionPort: number; host?: MemberPlacement | undefined }[]
+    | null;
 }): string {
   const quorum = c.servers ?? [];
   return [
@@ -251,11 +272,11 @@ function zooCfg(c: {
     // In ticks (2 s and 1 s at the default 200 ms tick): time for a follower to connect and sync
     // with a new leader, and the silence after which leader and follower give up on each other
     // (how long a pause() has to last to count as a partition).
-    ...(c.servers ? ['initLimit=10', 'syncLimit=5'] : []),
+    ...(c.servers ? ['initLimit=10', `syncLimit=${c.syncLimitTicks}`] : []),
     `minSessionTimeout=${c.minSessionTimeoutMs}`,
     `maxSessionTimeout=${c.maxSessionTimeoutMs}`,
     `dataDir=${c.dataDir}`,
-    'clientPortAddress=127.0.0.1',
+    `clientPortAddress=${c.host ? '0.0.0.0' : '127.0.0.1'}`,
     `clientPort=${c.clientPort}`,
     // In a quorum, a lone member must not fall back to standalone mode, and the membership is
     // fixed: no dynamic config file is written next to zoo.cfg.
@@ -263,7 +284,7 @@ function zooCfg(c: {
     ...SHARED_ZOO_CFG.filter((line) => !(c.production && line.startsWith('forceSync='))),
     // Connections per client IP (0 = no limit; every test client comes from 127.0.0.1).
     `maxClientCnxns=${c.maxClientCnxns}`,
-    ...quorum.map((s) => `server.${s.id}=127.0.0.1:${s.quorumPort}:${s.electionPort}`),
+    ...quorum.map((s) => `server.${s.id}=${s.host?.ip ?? '127.0.0.1'}:${s.quorumPort}:${s.electionPort}`),
     '',
   ].join('\n');
 }

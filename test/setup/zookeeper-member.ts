@@ -78,6 +78,16 @@ export interface MemberConfig {
   java: string;
   args: readonly string[];
   logger: ((member: number, line: string) => void) | undefined;
+  /**
+   * Where the member runs when not on this machine's loopback: a test host of its own (a
+   * network namespace, test/jepsen/net), its address there, the command prefix that runs a
+   * program inside it, and how a four-letter word reaches it.
+   */
+  host?: {
+    readonly ip: string;
+    readonly prefix: readonly string[];
+    readonly fourLetterWord: (port: number, cmd: string, timeoutMs: number) => Promise<string>;
+  };
 }
 
 /** The current JVM of a member; a new one per (re)start. */
@@ -107,7 +117,7 @@ export class Member implements EnsembleMember {
     this.#config = config;
     this.id = config.id;
     this.clientPort = config.clientPort;
-    this.connectString = `127.0.0.1:${config.clientPort}`;
+    this.connectString = `${config.host?.ip ?? '127.0.0.1'}:${config.clientPort}`;
     this.dataDir = config.dataDir;
   }
 
@@ -144,7 +154,7 @@ export class Member implements EnsembleMember {
   async mode(timeoutMs = MODE_TIMEOUT_MS): Promise<MemberMode> {
     if (this.#jvm === null) return 'down';
     try {
-      const srvr = await sendFourLetterWord(this.clientPort, 'srvr', timeoutMs);
+      const srvr = await this.#fourLetterWord('srvr', timeoutMs);
       const mode = /^Mode: (\w+)/m.exec(srvr)?.[1];
       this.#lastProbe = JSON.stringify(mode ?? srvr.trim().slice(0, 100));
       // Anything else (observer, "not currently serving requests") is not serving as this
@@ -157,14 +167,21 @@ export class Member implements EnsembleMember {
   }
 
   async sessionsConnected(): Promise<number> {
-    const cons = await sendFourLetterWord(this.clientPort, 'cons', MODE_TIMEOUT_MS);
+    const cons = await this.#fourLetterWord('cons', MODE_TIMEOUT_MS);
     // One line per connection; the four-letter word's own connection has no session id.
     return cons.split('\n').filter((line) => /sid=0x[0-9a-f]*[1-9a-f]/.test(line)).length;
   }
 
+  #fourLetterWord(cmd: string, timeoutMs: number): Promise<string> {
+    const send = this.#config.host?.fourLetterWord ?? sendFourLetterWord;
+    return send(this.clientPort, cmd, timeoutMs);
+  }
+
   spawn(): void {
-    const { java, args, cwd, ensembleDir, logger, id } = this.#config;
-    const child = spawn(java, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const { java, args, cwd, ensembleDir, logger, id, host } = this.#config;
+    // `ip netns exec` execs the program itself: the child's pid is the JVM's.
+    const [command, ...prefixArgs] = host ? [...host.prefix, java] : [java];
+    const child = spawn(command, [...prefixArgs, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     const jvm: Jvm = { child, exited: Promise.resolve(), hasExited: false, exitDescription: '' };
     jvm.exited = new Promise<void>((resolve) => {
       const onExit = (description: string): void => {
@@ -236,7 +253,7 @@ export class Member implements EnsembleMember {
    * the member serves.
    */
   async checkIdentity(): Promise<void> {
-    const conf = await sendFourLetterWord(this.clientPort, 'conf', 5_000);
+    const conf = await this.#fourLetterWord('conf', 5_000);
     // Printed as "dataDir=<our dataDir>/version-2".
     if (!conf.includes(`dataDir=${this.dataDir}${path.sep}`)) {
       throw new Error(

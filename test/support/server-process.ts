@@ -25,16 +25,29 @@ export interface ServerProcess {
 
 export const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 
+/**
+ * Where a server runs when not on this machine's loopback: a test host (test/jepsen/net), its
+ * address, and the command prefix that runs a program inside it.
+ */
+export interface ServerPlacement {
+  readonly ip: string;
+  readonly prefix: readonly string[];
+}
+
 /** Runs `lockstream serve <args>` as its own process on a free port; resolves once it listens. */
 export async function startServerProcess(
   args: string[],
   env: Record<string, string> = {},
+  placement?: ServerPlacement,
 ): Promise<ServerProcess> {
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ['--import', 'tsx', CLI, 'serve', '--port', '0', '--log-level', 'debug', ...args],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
-  );
+  const serve = ['--import', 'tsx', CLI, 'serve', '--port', '0', '--log-level', 'debug'];
+  if (placement) serve.push('--host', placement.ip);
+  // `ip netns exec` execs the program itself: the child's pid is the server's.
+  const [command, ...prefixArgs] = placement ? [...placement.prefix, process.execPath] : [process.execPath];
+  const child: ChildProcess = spawn(command, [...prefixArgs, ...serve, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
   const logs: Array<Record<string, unknown>> = [];
   const awaited = new Set<(line: Record<string, unknown>) => void>();
   let stderr = '';
@@ -72,7 +85,7 @@ export async function startServerProcess(
     );
   });
   return {
-    address: `127.0.0.1:${port}`,
+    address: `${placement?.ip ?? '127.0.0.1'}:${port}`,
     pid: child.pid ?? -1,
     logs,
     logged: (matches) => {

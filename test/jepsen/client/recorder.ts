@@ -1,0 +1,137 @@
+/**
+ * Starts recorder-main.ts (a lock client that records its history) as a process of its own on a
+ * test host, and collects the history it prints.
+ */
+import { type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { killOnExit } from '../../setup/zookeeper-process.js';
+import type { Host, TestNetwork } from '../net/test-network.js';
+
+const MAIN = fileURLToPath(new URL('./recorder-main.ts', import.meta.url));
+
+/** One line of a history (test/jepsen/checker/README.md). */
+export interface HistoryEvent {
+  readonly t: number;
+  readonly client: string;
+  readonly op: number;
+  readonly type: 'invoke' | 'ok' | 'fail' | 'info' | 'event';
+  readonly f: 'acquire' | 'release' | 'in_doubt' | 'confirmed' | 'lost';
+  readonly lock: string;
+  readonly token?: string;
+  readonly error?: string;
+}
+
+export interface RecorderOptions {
+  readonly client: string;
+  readonly servers: readonly string[];
+  readonly locks: readonly string[];
+  readonly mode?: 'write' | 'read' | 'semaphore' | 'mutex';
+  readonly limit?: number;
+  readonly holdMs?: string;
+  readonly pauseMs?: string;
+  readonly waitTimeoutMs?: number;
+  readonly count?: number;
+  readonly timeMs?: number;
+  /** A planted bug: the client neither records nor heeds `in_doubt`. */
+  readonly ignoreInDoubt?: boolean;
+}
+
+export class Recorder {
+  readonly client: string;
+  readonly history: HistoryEvent[] = [];
+  readonly #child: ChildProcess;
+  readonly #exited: Promise<unknown>;
+  #stderr = '';
+  readonly #awaited = new Set<(event: HistoryEvent) => void>();
+
+  private constructor(client: string, child: ChildProcess) {
+    this.client = client;
+    this.#child = child;
+    const untrack = killOnExit(child);
+    this.#exited = once(child, 'close').then(untrack);
+    child.stderr?.on('data', (chunk: Buffer) => (this.#stderr += chunk.toString()));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const event = JSON.parse(line) as HistoryEvent;
+      this.history.push(event);
+      for (const hear of [...this.#awaited]) hear(event);
+    });
+  }
+
+  static start(network: TestNetwork, host: Host, options: RecorderOptions): Recorder {
+    const args = [
+      '--import',
+      'tsx',
+      MAIN,
+      '--client',
+      options.client,
+      '--servers',
+      options.servers.join(','),
+      '--locks',
+      options.locks.join(','),
+      '--mode',
+      options.mode ?? 'write',
+      ...(options.limit === undefined ? [] : ['--limit', String(options.limit)]),
+      ...(options.holdMs === undefined ? [] : ['--hold-ms', options.holdMs]),
+      ...(options.pauseMs === undefined ? [] : ['--pause-ms', options.pauseMs]),
+      ...(options.waitTimeoutMs === undefined ? [] : ['--wait-timeout-ms', String(options.waitTimeoutMs)]),
+      ...(options.count === undefined ? [] : ['--count', String(options.count)]),
+      ...(options.timeMs === undefined ? [] : ['--time-ms', String(options.timeMs)]),
+      ...(options.ignoreInDoubt ? ['--ignore-in-doubt'] : []),
+    ];
+    const child = network.spawn(host, process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    return new Recorder(options.client, child);
+  }
+
+  /** The first event that `matches`, recorded already or when it comes. */
+  event(matches: (event: HistoryEvent) => boolean, timeoutMs = 60_000): Promise<HistoryEvent> {
+    const found = this.history.find(matches);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#awaited.delete(hear);
+        reject(new Error(`${this.client}: no such event within ${timeoutMs} ms\n${this.#stderr}`));
+      }, timeoutMs);
+      const hear = (event: HistoryEvent): void => {
+        if (!matches(event)) return;
+        clearTimeout(timer);
+        this.#awaited.delete(hear);
+        resolve(event);
+      };
+      this.#awaited.add(hear);
+    });
+  }
+
+  /** Resolves once the client was told its request for `lock` is queued (behind others). */
+  queued(lock: string, timeoutMs = 60_000): Promise<void> {
+    const told = (): boolean => new RegExp(`^queued [1-9]\\d* ${lock}$`, 'm').test(this.#stderr);
+    return new Promise((resolve, reject) => {
+      const started = performance.now();
+      const poll = (): void => {
+        if (told()) resolve();
+        else if (performance.now() - started > timeoutMs)
+          reject(new Error(`${this.client}: not queued for ${lock} within ${timeoutMs} ms\n${this.#stderr}`));
+        else this.#child.stderr?.once('data', poll);
+      };
+      poll();
+    });
+  }
+
+  /** Tells the recorder to stop (it releases what it holds) and waits for it to exit. */
+  async stop(): Promise<void> {
+    this.#child.stdin?.end();
+    const timer = setTimeout(() => this.#child.kill('SIGKILL'), 15_000);
+    await this.#exited;
+    clearTimeout(timer);
+  }
+
+  /** Waits for the recorder to finish on its own (`count` or `timeMs`). */
+  async finished(): Promise<void> {
+    await this.#exited;
+  }
+
+  get stderr(): string {
+    return this.#stderr;
+  }
+}
