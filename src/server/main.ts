@@ -13,6 +13,7 @@ import { InstrumentedStore } from './observability/instrumented-store.js';
 import { Metrics } from './observability/metrics.js';
 import { GrpcServer } from './transport/grpc-server.js';
 import { loadSecurity, type Security } from './security/security.js';
+import { plantedBug } from './planted-bugs.js';
 
 export interface RunningServer {
   /** The bound gRPC port. */
@@ -112,6 +113,11 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     `lockstream listening on ${config.host}:${port}`,
   );
   for (const warning of exposureWarnings(config, security)) logger.warn(warning);
+  if (plantedBug !== undefined)
+    logger.warn(
+      { plantedBug },
+      `a bug is planted in this server on purpose (LOCKSTREAM_PLANTED_BUG=${plantedBug})`,
+    );
   const unwatchHealth = followSessionHealth(store, (serving) => server.setServing(serving));
   keepHeapNearLive();
   const reclaimer = new MemoryReclaimer({

@@ -16,6 +16,7 @@ import type { SessionDependent, SessionDependents } from './session-dependents.j
 import { Listeners, whenTold } from './telling.js';
 import { lockLost, nodeGone, nodeVanished } from './loss-reasons.js';
 import { notDowngradable, valueSizeProblem } from './request-validation.js';
+import { plantedBug, RELEASED_EARLY_DELAY_MS } from '../planted-bugs.js';
 
 /**
  * One lock request in the engine, from its node's create to its end, as one state machine:
@@ -243,7 +244,8 @@ export class LockRequestNode implements Lease, NodeWatchHandlers, SessionDepende
         this.#phase = 'released';
         this.#stopWatching();
         this.#releasedTo?.add(this.#path);
-        this.#released = batch ? batch.add(this.#path) : this.#store.delete(this.#path);
+        const remove = (): Promise<void> => (batch ? batch.add(this.#path) : this.#store.delete(this.#path));
+        this.#released = plantedBug === 'released-early' ? releasedEarly(remove) : remove();
       }
     }
     return this.#released;
@@ -388,4 +390,10 @@ export class LockRequestNode implements Lease, NodeWatchHandlers, SessionDepende
     this.#leaveSession();
     this.follow.stop();
   }
+}
+
+/** The planted bug `released-early` (planted-bugs.ts): resolves now, deletes later. */
+function releasedEarly(remove: () => Promise<void>): Promise<void> {
+  setTimeout(() => void remove().catch(() => {}), RELEASED_EARLY_DELAY_MS);
+  return Promise.resolve();
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { LockError } from '../../lock-error.js';
+import { plantedBug } from '../../planted-bugs.js';
 import { plainWrite } from './link-writes.js';
 import { OwnershipGuard, type GuardedKeeper } from './ownership-guard.js';
 import { ErrorCode } from './protocol/records.js';
@@ -146,6 +147,7 @@ export class SessionKeeper {
 
   /** Sends one request on the current link. */
   async send<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>> {
+    if (plantedBug === 'follower-reads') return this.sendThroughLeader(request);
     return request(this.#link);
   }
 

@@ -1,0 +1,29 @@
+/**
+ * Bugs planted on purpose, so that the partition suite (test/jepsen) can prove that its
+ * independent checker catches them: a checker that passes everything proves nothing. Chosen by
+ * the environment variable LOCKSTREAM_PLANTED_BUG, read once at start; a server with one logs
+ * a warning when it starts. Never set it outside that suite.
+ *
+ * - `released-early`: `released` is answered before the holder's node is deleted (the delete
+ *   follows RELEASED_EARLY_DELAY_MS later), so the lock is still held after its holder was told
+ *   it is free.
+ * - `follower-reads`: the ZooKeeper session's health counts replies to reads, which a follower
+ *   cut off from its leader gives by itself, as proof that the leader heard the session (the
+ *   defect of SessionHealth before it counted only replies that passed through the leader).
+ */
+export const PLANTED_BUGS = ['released-early', 'follower-reads'] as const;
+export type PlantedBug = (typeof PLANTED_BUGS)[number];
+
+export const RELEASED_EARLY_DELAY_MS = 300;
+
+function fromEnvironment(): PlantedBug | undefined {
+  const value = process.env['LOCKSTREAM_PLANTED_BUG'];
+  if (value === undefined || value === '') return undefined;
+  if (!(PLANTED_BUGS as readonly string[]).includes(value)) {
+    throw new Error(`LOCKSTREAM_PLANTED_BUG=${value}: expected one of ${PLANTED_BUGS.join(', ')}`);
+  }
+  return value as PlantedBug;
+}
+
+/** The bug planted in this process, if any. */
+export const plantedBug: PlantedBug | undefined = fromEnvironment();
