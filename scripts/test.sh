@@ -30,6 +30,8 @@ step "proto lint";      npm run --silent proto:lint
 step "generated code is up to date"; npm run --silent gen:check
 step "clients: Go (gofmt, vet, staticcheck, go test -race), Python (wheel, mypy --strict, pytest)"
 bash scripts/test-clients.sh
+step "the partition suite's checker (Go: gofmt, vet, go test)"
+bash test/jepsen/checker/check.sh
 step "tests (unit, conformance on both back ends, ZooKeeper integration, grpcurl, client SDK, the three languages together, the client conformance suite against TypeScript, Go and Python)"
 npx vitest run
 step "benchmark smoke (every workload against every target, briefly; figures are not checked)"
