@@ -14,6 +14,7 @@ type LockFigures struct {
 	Lock      string         `json:"lock"`
 	Grants    int            `json:"grants"`
 	ByMode    map[string]int `json:"grants_by_mode"`
+	Checks    int            `json:"checks"`
 	Porcupine string         `json:"porcupine"` // linearizable | NOT linearizable | unknown (timed out)
 	Anomalies int            `json:"anomalies"`
 }
@@ -44,6 +45,10 @@ type Result struct {
 	HoldsLost       int            `json:"holds_ended_by_loss"`
 	Longest         *HoldRef       `json:"longest_hold,omitempty"`
 	Stray           int            `json:"stray_events"`
+	DoubtEndsHold   bool           `json:"doubt_ends_hold"`
+	Checks          int            `json:"checks"`
+	ChecksHeld      int            `json:"checks_held"`
+	ChecksDropped   int            `json:"checks_dropped"`
 	Porcupine       string         `json:"porcupine"`
 	PorcupineTime   float64        `json:"porcupine_seconds"`
 	TimedOut        bool           `json:"porcupine_timed_out"`
@@ -72,6 +77,14 @@ func Check(h *History, timeout time.Duration) *Result {
 				To: float64(end-h.T0) / 1e9, Seconds: float64(end-hd.Grant) / 1e9, Reason: hd.Reason, HoldID: hd.ID}
 		}
 	}
+	checksByLock := map[string][]*TokenCheck{}
+	for _, c := range h.Checks {
+		checksByLock[c.Lock] = append(checksByLock[c.Lock], c)
+		if c.Held {
+			r.ChecksHeld++
+		}
+	}
+	r.Checks, r.ChecksDropped, r.DoubtEndsHold = len(h.Checks), h.Dropped, h.Options.DoubtEndsHold
 	r.Grants = len(h.Holds)
 	r.HoldsLost = r.HoldsEnded[EndLost]
 	r.Stray = h.Stray
@@ -95,14 +108,14 @@ func Check(h *History, timeout time.Duration) *Result {
 	deadline := pstart.Add(timeout)
 	r.Porcupine = "linearizable"
 	for _, l := range h.Locks {
-		lf := LockFigures{Lock: l, Grants: len(byLock[l]), ByMode: map[string]int{}}
+		lf := LockFigures{Lock: l, Grants: len(byLock[l]), ByMode: map[string]int{}, Checks: len(checksByLock[l])}
 		for _, hd := range byLock[l] {
 			lf.ByMode[hd.Mode]++
 		}
 		left := time.Until(deadline)
 		res := porcupine.Unknown
 		if left > 0 {
-			res = porcupine.CheckOperationsTimeout(model, Operations(h, byLock[l], ids), left)
+			res = porcupine.CheckOperationsTimeout(model, Operations(h, byLock[l], checksByLock[l], ids), left)
 		}
 		switch res {
 		case porcupine.Ok:
@@ -123,7 +136,7 @@ func Check(h *History, timeout time.Duration) *Result {
 			r.Disagreements = append(r.Disagreements, fmt.Sprintf(
 				"lock %s: Porcupine found no linearization, the direct check found nothing", l))
 			r.Anomalies = append(r.Anomalies, Anomaly{Lock: l, Kind: "porcupine", T: h.TMax, Message: fmt.Sprintf(
-				"lock %s: Porcupine found no linearization of the grants and hold ends (see its visualization)", l)})
+				"lock %s: Porcupine found no linearization of the grants, hold ends and checks (see its visualization)", l)})
 		case res == porcupine.Ok && directPerLock[l] > 0:
 			r.Disagreements = append(r.Disagreements, fmt.Sprintf(
 				"lock %s: Porcupine found a linearization, the direct check found %d anomalies", l, directPerLock[l]))
@@ -169,6 +182,11 @@ func (r *Result) ExitCode() int {
 // WriteText prints the figures, the anomalies one per line, and last `<n> operations, <k> anomalies`.
 func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "history: %s, %.3f s, %d clients, %d locks\n", r.History, r.Seconds, r.Clients, len(r.Locks))
+	if r.DoubtEndsHold {
+		fmt.Fprintln(w, "model: --doubt-ends-hold (an in_doubt not followed by confirmed ends the hold)")
+	} else {
+		fmt.Fprintln(w, "model: strict loss rule (a hold lasts until its release is asked or lost is told; in_doubt does not end it)")
+	}
 	for _, l := range r.Locks {
 		modes := ""
 		for _, m := range []string{"write", "read", "semaphore"} {
@@ -176,10 +194,12 @@ func (r *Result) WriteText(w io.Writer) {
 				modes += fmt.Sprintf(", %s %d", m, l.ByMode[m])
 			}
 		}
-		fmt.Fprintf(w, "lock %s: %d grants%s; porcupine: %s; %d anomalies\n", l.Lock, l.Grants, modes, l.Porcupine, l.Anomalies)
+		fmt.Fprintf(w, "lock %s: %d grants%s; %d checks; porcupine: %s; %d anomalies\n", l.Lock, l.Grants, modes, l.Checks, l.Porcupine, l.Anomalies)
 	}
 	fmt.Fprintf(w, "acquires: %d granted, %d failed, %d unknown (info or never completed)\n",
 		r.Grants, r.AcquiresFailed, r.AcquiresUnknown)
+	fmt.Fprintf(w, "checks: %d answered (%d held, %d not held), %d dropped (failed, info or never completed)\n",
+		r.Checks, r.ChecksHeld, r.Checks-r.ChecksHeld, r.ChecksDropped)
 	fmt.Fprintf(w, "holds ended: %d released, %d lost, %d in doubt, %d release unknown, %d still held at the end\n",
 		r.HoldsEnded[EndReleased], r.HoldsLost, r.HoldsEnded[EndInDoubt], r.HoldsEnded[EndUnknown], r.HoldsEnded[EndHeld])
 	if r.Longest != nil {

@@ -133,27 +133,55 @@ func TestInDoubtConfirmedIsContinuous(t *testing.T) {
 	expect(t, r, "L", false, 1)
 }
 
-func TestInDoubtThenLostEndsAtInDoubt(t *testing.T) {
+// inDoubtThenGrant: c1 in doubt at 4.0 s, c2 granted at 4.3 s, c1 told lost at 6.3 s (the
+// overlap the ZooKeeper follower fault test found before lockstream's fix).
+func inDoubtThenGrant() *hist {
+	b := &hist{}
+	b.acquire("c1", "L", "write", 0, 0.1, 1)
+	b.event("c1", "L", "in_doubt", 4.0)
+	b.acquire("c2", "L", "write", 3.0, 4.3, 2)
+	b.event("c1", "L", "lost", 6.3)
+	b.release("c2", "L", 7, 7.1, "ok")
+	return b
+}
+
+func TestInDoubtDoesNotEndHold(t *testing.T) {
+	// By default (the strict loss rule) c1 holds until it is told lost: two holders for 2 s.
+	h, r := checkText(t, inDoubtThenGrant().text())
+	expect(t, r, "L", false, 1)
+	want := "lock L: c1 held write (token 1) until 6.300 s (lost) but c2 was granted write (token 2) at 4.300 s"
+	if len(r.Anomalies) != 1 || r.Anomalies[0].Message != want {
+		t.Errorf("anomalies %v, want %q", messages(r), want)
+	}
+	if d := h.Holds[0].Doubts; len(d) != 1 || d[0].From != ns(4) || d[0].To != ns(6.3) || d[0].Confirmed {
+		t.Errorf("c1's doubts %+v, want one unconfirmed from 4.0 s to 6.3 s", d)
+	}
+
+	// With --doubt-ends-hold (a client that stops using the lock at in_doubt) it is fine, and
+	// c1's hold ended at the in_doubt.
+	h, r = checkTextOpt(t, inDoubtThenGrant().text(), Options{DoubtEndsHold: true})
+	expect(t, r, "L", true, 0)
+	if hd := h.Holds[0]; hd.Reason != EndLost || hd.Stop != ns(4) {
+		t.Errorf("c1's hold ended %s at %d, want lost at the in_doubt", hd.Reason, hd.Stop)
+	}
+
+	// Even so, granted before the in_doubt is caught.
 	b := &hist{}
 	b.acquire("c1", "L", "write", 0, 0.1, 1)
 	b.event("c1", "L", "in_doubt", 1)
 	b.event("c1", "L", "lost", 3)
-	b.acquire("c2", "L", "write", 0.5, 1.5, 2) // after the in_doubt, before the lost: fine
-	b.release("c2", "L", 1.6, 1.7, "ok")
-	h, r := b.check(t)
-	expect(t, r, "L", true, 0)
-	if hd := h.Holds[0]; hd.Reason != EndLost || hd.Stop != ns(1) {
-		t.Errorf("c1's hold ended %s at %d, want lost at the in_doubt", hd.Reason, hd.Stop)
-	}
+	b.acquire("c2", "L", "write", 0.5, 0.9, 2)
+	_, r = checkTextOpt(t, b.text(), Options{DoubtEndsHold: true})
+	expect(t, r, "L", false, 1)
 
-	// Granted before the in_doubt: caught.
+	// Told lost before the grant: fine in both.
 	b = &hist{}
 	b.acquire("c1", "L", "write", 0, 0.1, 1)
 	b.event("c1", "L", "in_doubt", 1)
-	b.event("c1", "L", "lost", 3)
-	b.acquire("c2", "L", "write", 0.5, 0.9, 2)
+	b.event("c1", "L", "lost", 1.2)
+	b.acquire("c2", "L", "write", 0.5, 1.5, 2)
 	_, r = b.check(t)
-	expect(t, r, "L", false, 1)
+	expect(t, r, "L", true, 0)
 }
 
 func TestTokenMustGrow(t *testing.T) {
@@ -220,4 +248,119 @@ func TestFailedAndUnknownAcquiresCounted(t *testing.T) {
 	if r.AcquiresFailed != 1 || r.AcquiresUnknown != 2 || r.Operations != 5 {
 		t.Errorf("failed %d unknown %d operations %d, want 1, 2, 5", r.AcquiresFailed, r.AcquiresUnknown, r.Operations)
 	}
+}
+
+func TestChecksOfACorrectHistoryPass(t *testing.T) {
+	b := &hist{}
+	b.acquire("c1", "L", "write", 0, 0.1, 5)
+	b.checkTok("c1", "L", 5, 0.02, 0.03, false) // asked before the grant returned: either answer
+	b.checkTok("c3", "L", 5, 0.05, 0.08, true)  // (and another client may ask about c1's token)
+	b.checkTok("c1", "L", 5, 0.5, 0.6, true)
+	b.checkTok("c3", "L", 99, 0.5, 0.6, false) // a token never granted
+	b.release("c1", "L", 1.0, 1.1, "ok")
+	b.checkTok("c3", "L", 5, 1.01, 1.03, true) // while the release is in flight: either answer,
+	b.checkTok("c1", "L", 5, 1.04, 1.06, false)
+	b.acquire("c2", "L", "write", 1.0, 1.15, 6)
+	b.checkTok("c1", "L", 5, 1.2, 1.3, false) // after the release returned
+	b.checkTok("c2", "L", 6, 1.2, 1.25, true)
+	b.event("c2", "L", "in_doubt", 1.3)
+	b.checkTok("c2", "L", 6, 1.35, 1.4, true) // in doubt, not lost: still held
+	b.event("c2", "L", "lost", 1.5)
+	b.checkTok("c2", "L", 6, 1.6, 1.7, false)
+	_, r := b.check(t)
+	expect(t, r, "L", true, 0)
+	if r.Checks != 10 || r.ChecksHeld != 5 || r.Operations != 15 {
+		t.Errorf("checks %d (held %d), operations %d; want 10 (5), 15", r.Checks, r.ChecksHeld, r.Operations)
+	}
+}
+
+func TestCheckHeldAfterReleaseCaught(t *testing.T) {
+	// A server that answers `released` before the lock is free: c1's release returned at 3.1 s,
+	// yet its check asked at 3.15 s says its token is still held.
+	b := &hist{}
+	b.acquire("c1", "L", "write", 0, 0.1, 5)
+	b.release("c1", "L", 3.0, 3.1, "ok")
+	b.checkTok("c1", "L", 5, 3.15, 3.2, true)
+	_, r := b.check(t)
+	expect(t, r, "L", false, 1)
+	want := "lock L: c1's token 5 was reported held at 3.200 s (asked 3.150 s), after its release returned at 3.100 s"
+	if len(r.Anomalies) != 1 || r.Anomalies[0].Message != want || r.Anomalies[0].Kind != "check" {
+		t.Errorf("anomalies %v, want %q", messages(r), want)
+	}
+
+	// Asked before the release returned: it may have been answered before the release took
+	// effect.
+	b = &hist{}
+	b.acquire("c1", "L", "write", 0, 0.1, 5)
+	b.release("c1", "L", 3.0, 3.1, "ok")
+	b.checkTok("c1", "L", 5, 3.05, 3.2, true)
+	_, r = b.check(t)
+	expect(t, r, "L", true, 0)
+
+	// Held while another client certainly held the lock (c1's release never returned, so only
+	// c2's grant bounds it).
+	b = &hist{}
+	b.acquire("c1", "L", "write", 0, 0.1, 5)
+	b.release("c1", "L", 3.0, 3.1, "info")
+	b.acquire("c2", "L", "write", 2.9, 3.2, 6)
+	b.checkTok("c1", "L", 5, 3.3, 3.4, true)
+	_, r = b.check(t)
+	expect(t, r, "L", false, 1)
+	want = "lock L: c1's token 5 was reported held at 3.400 s (asked 3.300 s), while c2 held write (token 6, granted 3.200 s, still held at the end)"
+	if len(r.Anomalies) != 1 || r.Anomalies[0].Message != want {
+		t.Errorf("anomalies %v, want %q", messages(r), want)
+	}
+
+	// A token no acquire returned, and a check answered before the acquire was asked.
+	b = &hist{}
+	b.checkTok("c2", "L", 5, 0, 0.05, true)
+	b.acquire("c1", "L", "write", 0.1, 0.2, 5)
+	b.checkTok("c2", "L", 7, 0.3, 0.4, true)
+	_, r = b.check(t)
+	expect(t, r, "L", false, 2)
+	for i, want := range []string{
+		"lock L: c1's token 5 (checked by c2) was reported held at 0.050 s (asked 0.000 s), before c1 asked for it at 0.100 s",
+		"lock L: token 7 was reported held to c2 at 0.400 s (asked 0.300 s), but no acquire of L returned that token",
+	} {
+		if len(r.Anomalies) != 2 || r.Anomalies[i].Message != want {
+			t.Errorf("anomalies %v, want %q", messages(r), want)
+		}
+	}
+}
+
+func TestCheckNotHeldDuringHoldCaught(t *testing.T) {
+	b := &hist{}
+	b.acquire("c1", "L", "write", 0, 1.5, 5)
+	b.checkTok("c1", "L", 5, 1.9, 2.0, false)
+	b.release("c1", "L", 2.6, 2.7, "ok")
+	_, r := b.check(t)
+	expect(t, r, "L", false, 1)
+	want := "lock L: token 5 of c1 reported not held at 2.000 s (asked 1.900 s) while c1 held it (granted 1.500 s, released 2.600 s)"
+	if len(r.Anomalies) != 1 || r.Anomalies[0].Message != want {
+		t.Errorf("anomalies %v, want %q", messages(r), want)
+	}
+
+	// In doubt is still held by default; with --doubt-ends-hold the hold ended at the in_doubt.
+	b = &hist{}
+	b.acquire("c1", "L", "write", 0, 1.5, 5)
+	b.event("c1", "L", "in_doubt", 1.8)
+	b.checkTok("c2", "L", 5, 1.9, 2.0, false)
+	b.event("c1", "L", "lost", 2.5)
+	_, r = b.check(t)
+	expect(t, r, "L", false, 1)
+	want = "lock L: token 5 of c1 reported not held to c2 at 2.000 s (asked 1.900 s) while c1 held it (granted 1.500 s, lost 2.500 s)"
+	if len(r.Anomalies) != 1 || r.Anomalies[0].Message != want {
+		t.Errorf("anomalies %v, want %q", messages(r), want)
+	}
+	_, r = checkTextOpt(t, b.text(), Options{DoubtEndsHold: true})
+	expect(t, r, "L", true, 0)
+
+	// Asked before the grant returned, or after the release was asked: either answer is fine.
+	b = &hist{}
+	b.acquire("c1", "L", "write", 0, 1.5, 5)
+	b.checkTok("c2", "L", 5, 1.4, 2.0, false)
+	b.release("c1", "L", 2.6, 2.7, "ok")
+	b.checkTok("c2", "L", 5, 2.61, 2.65, false)
+	_, r = b.check(t)
+	expect(t, r, "L", true, 0)
 }

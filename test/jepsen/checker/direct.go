@@ -9,10 +9,11 @@ import (
 // An Anomaly is one distinct violation found on one lock.
 type Anomaly struct {
 	Lock    string `json:"lock"`
-	Kind    string `json:"kind"` // overlap | semaphore | token | porcupine
-	T       int64  `json:"t"`    // when it happened (the offending grant)
+	Kind    string `json:"kind"` // overlap | semaphore | token | check | porcupine
+	T       int64  `json:"t"`    // when it happened (the offending grant, or the check's answer)
 	Message string `json:"message"`
-	Holds   []int  `json:"holds,omitempty"` // Hold.IDs involved
+	Holds   []int  `json:"holds,omitempty"`  // Hold.IDs involved
+	Checks  []int  `json:"checks,omitempty"` // TokenCheck.IDs involved
 	// The span of the conflict, for the report's red highlight (overlap and semaphore).
 	From int64 `json:"from_t,omitempty"`
 	To   int64 `json:"to_t,omitempty"`
@@ -50,10 +51,15 @@ func DirectCheck(h *History) []Anomaly {
 	for _, hd := range h.Holds {
 		byLock[hd.Lock] = append(byLock[hd.Lock], hd)
 	}
+	checksByLock := map[string][]*TokenCheck{}
+	for _, c := range h.Checks {
+		checksByLock[c.Lock] = append(checksByLock[c.Lock], c)
+	}
 	var out []Anomaly
 	for _, l := range h.Locks {
 		out = append(out, overlaps(h, byLock[l])...)
 		out = append(out, tokens(h, byLock[l])...)
+		out = append(out, checks(h, byLock[l], checksByLock[l])...)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Lock != out[j].Lock {
@@ -156,6 +162,111 @@ func tokens(h *History, holds []*Hold) []Anomaly {
 				Message: fmt.Sprintf("lock %s: %s was granted %s (token %d) at %s, the same token as %s's %s grant at %s: "+
 					"fencing tokens must grow", hd.Lock, hd.Client, hd.Mode, hd.Token, h.secs(hd.Grant),
 					a.Client, a.Mode, h.secs(a.Grant))})
+		}
+	}
+	return out
+}
+
+// ended says how a hold's believed interval ended, for check messages.
+func (h *History) ended(hd *Hold) string {
+	switch {
+	case !hd.Ended:
+		return "still held at the end"
+	case hd.Reason == EndReleased:
+		return "released " + h.secs(hd.Stop)
+	case hd.Reason == EndUnknown:
+		return "release asked " + h.secs(hd.Stop)
+	}
+	return hd.Reason + " " + h.secs(hd.Stop)
+}
+
+// checks judges each answered check against the holds of its lock, using only what is certain
+// in every linearization (strict inequalities: an operation that returns at the very nanosecond
+// another is invoked may still be ordered after it):
+//
+//   - held: false, while a hold with that token was certainly in the lock's state for the whole
+//     check: granted (ok) before the check was asked, and not stopped believed before it answered;
+//   - held: true, when no hold with that token could have been in the state during the check: no
+//     acquire of the lock returned that token, or the check answered before its acquire was asked,
+//     or was asked after its release returned ok, or while a conflicting hold was certainly in
+//     the state for the whole check.
+//
+// Porcupine judges the same checks together with everything else, so it can find more (two
+// checks that only conflict with each other through one hold's uncertain grant or end).
+func checks(h *History, holds []*Hold, cs []*TokenCheck) []Anomaly {
+	byToken := map[uint64][]*Hold{}
+	for _, hd := range holds {
+		byToken[hd.Token] = append(byToken[hd.Token], hd)
+	}
+	// certain: hd is in the state through the whole of [from, to] in every linearization.
+	certain := func(hd *Hold, from, to int64) bool {
+		return hd.Grant < from && (!hd.Ended || to < hd.Stop)
+	}
+	who := func(c *TokenCheck, hd *Hold) string { // "c1's token 5", or "c1's token 5 (checked by c2)"
+		s := fmt.Sprintf("%s's token %d", hd.Client, hd.Token)
+		if c.Client != hd.Client {
+			s += " (checked by " + c.Client + ")"
+		}
+		return s
+	}
+	var out []Anomaly
+	for _, c := range cs {
+		mine := byToken[c.Token]
+		asked := fmt.Sprintf("(asked %s)", h.secs(c.Invoke))
+		if !c.Held {
+			for _, hd := range mine {
+				if !certain(hd, c.Invoke, c.Done) {
+					continue
+				}
+				by := ""
+				if c.Client != hd.Client {
+					by = " to " + c.Client
+				}
+				out = append(out, Anomaly{Lock: c.Lock, Kind: "check", T: c.Done, Holds: []int{hd.ID}, Checks: []int{c.ID},
+					Message: fmt.Sprintf("lock %s: token %d of %s reported not held%s at %s %s while %s held it (granted %s, %s)",
+						c.Lock, c.Token, hd.Client, by, h.secs(c.Done), asked, hd.Client, h.secs(hd.Grant), h.ended(hd))})
+				break
+			}
+			continue
+		}
+		if len(mine) == 0 {
+			out = append(out, Anomaly{Lock: c.Lock, Kind: "check", T: c.Done, Checks: []int{c.ID},
+				Message: fmt.Sprintf("lock %s: token %d was reported held to %s at %s %s, but no acquire of %s returned that token",
+					c.Lock, c.Token, c.Client, h.secs(c.Done), asked, c.Lock)})
+			continue
+		}
+		// The anomaly stands only if every hold with the token is ruled out; the first says why.
+		var first *Anomaly
+		for _, hd := range mine {
+			var why string
+			ids := []int{hd.ID}
+			switch {
+			case c.Done < hd.Invoke:
+				why = fmt.Sprintf("before %s asked for it at %s", hd.Client, h.secs(hd.Invoke))
+			case hd.Ended && !hd.UpperInf && hd.Upper < c.Invoke:
+				why = fmt.Sprintf("after its release returned at %s", h.secs(hd.Upper))
+			default:
+				for _, o := range holds {
+					if o != hd && conflicts(o, hd) && certain(o, c.Invoke, c.Done) {
+						why = fmt.Sprintf("while %s held %s (token %d, granted %s, %s)", o.Client, o.Mode, o.Token,
+							h.secs(o.Grant), h.ended(o))
+						ids = append(ids, o.ID)
+						break
+					}
+				}
+			}
+			if why == "" {
+				first = nil
+				break
+			}
+			if first == nil {
+				first = &Anomaly{Lock: c.Lock, Kind: "check", T: c.Done, Holds: ids, Checks: []int{c.ID},
+					Message: fmt.Sprintf("lock %s: %s was reported held at %s %s, %s", c.Lock, who(c, hd),
+						h.secs(c.Done), asked, why)}
+			}
+		}
+		if first != nil {
+			out = append(out, *first)
 		}
 	}
 	return out

@@ -34,6 +34,13 @@ func (g *generator) dur(loMs, hiMs int) int64 {
 	return int64(loMs)*1e6 + g.rng.Int63n(int64(hiMs-loMs)*1e6+1)
 }
 
+// check emits an answered check of token on lock by client over [inv, done].
+func (g *generator) check(client, lock string, token uint64, inv, done int64, held bool) {
+	tok := fmt.Sprintf(`, "token": "%d"`, token)
+	op := g.emit(inv, client, "invoke", "check", lock, tok)
+	g.emitOp(done, client, op, "ok", "check", lock, fmt.Sprintf(`%s, "held": %t`, tok, held))
+}
+
 type genLock struct {
 	name  string
 	kind  string // mutex | rw | sem
@@ -43,8 +50,10 @@ type genLock struct {
 // generate simulates a correct lock service: per lock, rounds of holds that may overlap only
 // when their modes allow it (one writer, or up to 4 readers, or up to limit semaphore holders),
 // each round granted after every hold of the round before stopped being believed. Holds end by
-// release (often acknowledged after the next grant), info release, loss, in_doubt then lost, or
-// in_doubt then confirmed then release; some acquires fail or time out. Tokens start past 2^60.
+// release (often acknowledged after the next grant), info release, loss, in_doubt then lost
+// (the hold lasting to the lost), or in_doubt then confirmed then release; some acquires fail
+// or time out. Holders check their tokens while they hold them (held) and sometimes after
+// (not held). Tokens start past 2^60.
 func generate(seed int64, clients, holdsPerClient int, locks []genLock) string {
 	g := &generator{rng: rand.New(rand.NewSource(seed)), ops: map[string]int{}}
 	names := make([]string, clients)
@@ -119,27 +128,52 @@ func generate(seed int64, clients, holdsPerClient int, locks []genLock) string {
 				g.emitOp(grant, c, op, "ok", "acquire", lk.name, extra+fmt.Sprintf(`, "token": "%d"`, toks[i]))
 				d := g.dur(20, 300)
 				stop, last := grant+d, grant+d
+				tok := toks[i]
+				// The holder checks its own token while it holds it: held.
+				if g.rng.Intn(2) == 0 {
+					g.check(c, lk.name, tok, grant+1+g.dur(0, 5), grant+d/4+1, true)
+				}
+				held := true // what a check after the hold's end may answer; set below
 				switch p := g.rng.Intn(100); {
 				case p < 80:
 					rel := g.emit(stop, c, "invoke", "release", lk.name, "")
 					last = stop + g.dur(0, 8)
 					g.emitOp(last, c, rel, "ok", "release", lk.name, "")
+					held = false
 				case p < 84:
+					// No ok: the release may take effect at any time after it was asked; a check
+					// after it may say not held (held could be fine too, but only until the next
+					// conflicting grant).
 					rel := g.emit(stop, c, "invoke", "release", lk.name, "")
 					last = stop + g.dur(100, 500)
 					g.emitOp(last, c, rel, "info", "release", lk.name, `, "error": "DEADLINE_EXCEEDED: generated"`)
+					held = false
 				case p < 89:
 					g.emit(stop, c, "event", "lost", lk.name, `, "error": "ABORTED: session expired"`)
+					held = false
 				case p < 94:
+					// In doubt, then lost: the hold lasts until the lost (the strict loss rule), so
+					// the round ends there; the holder's check in between says held.
 					g.emit(stop, c, "event", "in_doubt", lk.name, "")
 					last = stop + g.dur(100, 2000)
+					if g.rng.Intn(2) == 0 {
+						g.check(c, lk.name, tok, stop+1, stop+(last-stop)/2, true)
+					}
 					g.emit(last, c, "event", "lost", lk.name, `, "error": "ABORTED: session expired"`)
+					stop, held = last, false
 				default:
 					g.emit(grant+d/3, c, "event", "in_doubt", lk.name, "")
 					g.emit(grant+d/2, c, "event", "confirmed", lk.name, "")
 					rel := g.emit(stop, c, "invoke", "release", lk.name, "")
 					last = stop + g.dur(0, 8)
 					g.emitOp(last, c, rel, "ok", "release", lk.name, "")
+					held = false
+				}
+				// Now and then it checks the token again after the hold ended.
+				if g.rng.Intn(4) == 0 {
+					inv := last + 1 + g.dur(0, 5)
+					last = inv + g.dur(0, 5)
+					g.check(c, lk.name, tok, inv, last, held)
 				}
 				free[c] = last
 				roundEnd = max(roundEnd, stop)

@@ -67,6 +67,15 @@ func (b *hist) release(client, lock string, inv, done float64, typ string) *hist
 	return b
 }
 
+// checkTok records a check of tok on lock invoked at inv and answered held at done.
+func (b *hist) checkTok(client, lock string, tok uint64, inv, done float64, held bool) *hist {
+	op := b.next(client)
+	extra := fmt.Sprintf(`, "token": "%d"`, tok)
+	b.line(inv, client, op, "invoke", "check", lock, extra)
+	b.line(done, client, op, "ok", "check", lock, fmt.Sprintf(`%s, "held": %t`, extra, held))
+	return b
+}
+
 func (b *hist) event(client, lock, f string, t float64) *hist {
 	b.line(t, client, b.next(client), "event", f, lock, "")
 	return b
@@ -81,11 +90,16 @@ func (b *hist) check(t *testing.T) (*History, *Result) {
 
 func checkText(t *testing.T, text string) (*History, *Result) {
 	t.Helper()
+	return checkTextOpt(t, text, Options{})
+}
+
+func checkTextOpt(t *testing.T, text string, opt Options) (*History, *Result) {
+	t.Helper()
 	events, err := ParseHistory(strings.NewReader(text), "test")
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
-	h, err := BuildHistory(events, "test")
+	h, err := BuildHistory(events, "test", opt)
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}

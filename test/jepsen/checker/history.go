@@ -19,12 +19,13 @@ type Event struct {
 	Op     int64
 	HasOp  bool
 	Type   string // invoke | ok | fail | info | event
-	F      string // acquire | release | in_doubt | confirmed | lost
+	F      string // acquire | release | check | in_doubt | confirmed | lost
 	Lock   string
 	Mode   string // write | read | semaphore (acquires only)
 	Limit  int    // semaphores only
 	Token  uint64
 	HasTok bool
+	Held   bool // a check's answer (ok only)
 	Error  string
 }
 
@@ -52,6 +53,7 @@ type rawEvent struct {
 	Mode   *string         `json:"mode"`
 	Limit  json.RawMessage `json:"limit"`
 	Token  json.RawMessage `json:"token"`
+	Held   json.RawMessage `json:"held"`
 	Error  *string         `json:"error"`
 }
 
@@ -106,10 +108,10 @@ func present(raw json.RawMessage) bool {
 }
 
 var validF = map[string]map[string]bool{
-	"invoke": {"acquire": true, "release": true},
-	"ok":     {"acquire": true, "release": true},
-	"fail":   {"acquire": true, "release": true},
-	"info":   {"acquire": true, "release": true},
+	"invoke": {"acquire": true, "release": true, "check": true},
+	"ok":     {"acquire": true, "release": true, "check": true},
+	"fail":   {"acquire": true, "release": true, "check": true},
+	"info":   {"acquire": true, "release": true, "check": true},
 	"event":  {"in_doubt": true, "confirmed": true, "lost": true},
 }
 
@@ -196,6 +198,20 @@ func parseEvent(n int, line []byte) (Event, error) {
 	}
 	if e.F == "acquire" && e.Type == "ok" && !e.HasTok {
 		return e, fmt.Errorf(`acquire ok without "token"`)
+	}
+	if e.F == "check" && e.Type == "invoke" && !e.HasTok {
+		return e, fmt.Errorf(`check invoke without "token"`)
+	}
+	if e.F == "check" && e.Type == "ok" {
+		switch string(bytes.TrimSpace(raw.Held)) {
+		case "true":
+			e.Held = true
+		case "false":
+		case "":
+			return e, fmt.Errorf(`check ok without "held"`)
+		default:
+			return e, fmt.Errorf(`"held" must be true or false, not %s`, bytes.TrimSpace(raw.Held))
+		}
 	}
 	if raw.Error != nil {
 		e.Error = *raw.Error

@@ -8,30 +8,59 @@ import (
 // Reasons a believed hold ended.
 const (
 	EndReleased = "released"   // release invoked and acknowledged
-	EndLost     = "lost"       // a lost event (or an in_doubt that ended in lost)
-	EndInDoubt  = "in doubt"   // an in_doubt never followed by confirmed
+	EndLost     = "lost"       // a lost event (with --doubt-ends-hold, also an in_doubt that ended in lost)
+	EndInDoubt  = "in doubt"   // --doubt-ends-hold only: an in_doubt never followed by confirmed
 	EndUnknown  = "unknown"    // release invoked, no ok (fail, info or never completed)
 	EndHeld     = "still held" // believed until the end of the history
 )
 
 // A Hold is one believed hold: from the acquire's ok until the client stopped believing.
 type Hold struct {
-	ID        int        `json:"id"`
-	Lock      string     `json:"lock"`
-	Client    string     `json:"client"`
-	Mode      string     `json:"mode"`
-	Limit     int        `json:"limit,omitempty"`
-	Token     uint64     `json:"token,string"`
-	Invoke    int64      `json:"invoke_t"` // acquire invoke
-	Grant     int64      `json:"grant_t"`  // acquire ok: the client believes from here
-	Ended     bool       `json:"ended"`    // false: still believed when the history ends
-	Stop      int64      `json:"stop_t"`   // the client stopped believing (if Ended)
-	Upper     int64      `json:"upper_t"`  // the hold ended in the model no later than this (if !UpperInf)
-	UpperInf  bool       `json:"upper_inf"`
-	Reason    string     `json:"reason"`
-	GrantLine int        `json:"grant_line"`
-	StopLine  int        `json:"stop_line,omitempty"`
-	Doubts    [][2]int64 `json:"doubts,omitempty"` // in_doubt .. confirmed spans inside the hold
+	ID        int     `json:"id"`
+	Lock      string  `json:"lock"`
+	Client    string  `json:"client"`
+	Mode      string  `json:"mode"`
+	Limit     int     `json:"limit,omitempty"`
+	Token     uint64  `json:"token,string"`
+	Invoke    int64   `json:"invoke_t"` // acquire invoke
+	Grant     int64   `json:"grant_t"`  // acquire ok: the client believes from here
+	Ended     bool    `json:"ended"`    // false: still believed when the history ends
+	Stop      int64   `json:"stop_t"`   // the client stopped believing (if Ended)
+	Upper     int64   `json:"upper_t"`  // the hold ended in the model no later than this (if !UpperInf)
+	UpperInf  bool    `json:"upper_inf"`
+	Reason    string  `json:"reason"`
+	GrantLine int     `json:"grant_line"`
+	StopLine  int     `json:"stop_line,omitempty"`
+	Doubts    []Doubt `json:"doubts,omitempty"` // in_doubt spans inside the hold
+}
+
+// A Doubt is an in_doubt inside a believed hold: until its confirmed, or, never confirmed,
+// until the hold ended (or the history did). It does not end the hold unless --doubt-ends-hold.
+type Doubt struct {
+	From      int64 `json:"from_t"`
+	To        int64 `json:"to_t"`
+	Confirmed bool  `json:"confirmed"`
+}
+
+// Options are the model's choices.
+type Options struct {
+	// DoubtEndsHold: an in_doubt not followed by confirmed ends the hold at the in_doubt (a
+	// careful client that stops using the lock when in doubt). By default a hold is believed
+	// until the client releases it or is told lost: the strict loss rule.
+	DoubtEndsHold bool
+}
+
+// A TokenCheck is an answered check of a fencing token: at some point inside [Invoke, Done], was
+// the lock held with Token? Checks that failed, were info, or never completed are dropped.
+type TokenCheck struct {
+	ID     int    `json:"id"`
+	Lock   string `json:"lock"`
+	Client string `json:"client"`
+	Token  uint64 `json:"token,string"`
+	Invoke int64  `json:"invoke_t"`
+	Done   int64  `json:"done_t"`
+	Held   bool   `json:"held"`
+	Line   int    `json:"line"`
 }
 
 // End is when the client stopped believing, or never (math.MaxInt64) for a hold still believed.
@@ -59,10 +88,13 @@ type History struct {
 	T0, TMax   int64
 	Holds      []*Hold
 	Attempts   []Attempt
+	Checks     []*TokenCheck
+	Dropped    int // checks that failed, were info, or never completed
 	Locks      []string
 	Clients    []string
 	Operations int // every invoke plus every event
 	Stray      int // events and releases that applied to no believed hold
+	Options    Options
 }
 
 type pairedOp struct {
@@ -78,8 +110,8 @@ type clientLock struct {
 }
 
 // BuildHistory pairs invokes with completions and derives the believed holds per (client, lock).
-func BuildHistory(events []Event, name string) (*History, error) {
-	h := &History{Events: events, T0: events[0].T, TMax: events[0].T}
+func BuildHistory(events []Event, name string, opt Options) (*History, error) {
+	h := &History{Events: events, T0: events[0].T, TMax: events[0].T, Options: opt}
 	order := make([]*Event, len(events))
 	for i := range events {
 		order[i] = &events[i]
@@ -119,32 +151,60 @@ func BuildHistory(events []Event, name string) (*History, error) {
 			if e.Mode != "" && e.Mode != p.invoke.Mode && p.invoke.F == "acquire" {
 				return nil, fail(e, "mode %s does not match its invoke on line %d (%s)", e.Mode, p.invoke.Line, p.invoke.Mode)
 			}
+			if p.invoke.F == "check" && e.HasTok && e.Token != p.invoke.Token {
+				return nil, fail(e, "token %d does not match its check invoke on line %d (%d)", e.Token, p.invoke.Line, p.invoke.Token)
+			}
 			p.done = e
 		}
 	}
 
 	states := map[[2]string]*clientLock{}
 	locks, clients := map[string]bool{}, map[string]bool{}
+	// endHold ends the believed hold; an in_doubt still open is closed at the stop.
 	endHold := func(st *clientLock, stop int64, line int, reason string, upper int64, upperInf bool) {
 		hd := st.hold
+		if st.inDoubt && !opt.DoubtEndsHold {
+			hd.Doubts = append(hd.Doubts, Doubt{From: st.doubt, To: stop})
+		}
 		hd.Ended, hd.Stop, hd.StopLine, hd.Reason = true, stop, line, reason
 		hd.Upper, hd.UpperInf = upper, upperInf
 		st.hold, st.inDoubt = nil, false
 	}
-	// An acquire while the previous hold is in doubt means the client gave that hold up.
+	// A client holds at most one hold of a lock. With --doubt-ends-hold, an acquire while the
+	// previous hold is in doubt means the client gave that hold up.
 	giveUp := func(st *clientLock, e *Event) error {
 		if st.hold == nil {
 			return nil
 		}
-		if !st.inDoubt {
+		if !st.inDoubt || !opt.DoubtEndsHold {
+			doing := map[string]string{"invoke": "invokes", "ok": "is granted"}[e.Type]
+			if st.inDoubt {
+				return fail(e, "client %s %s acquire of %s while it still holds it (granted on line %d, in doubt since line %d "+
+					"but never told lost): a hold lasts until it is released or lost, unless --doubt-ends-hold",
+					e.Client, doing, e.Lock, st.hold.GrantLine, st.doubtLine)
+			}
 			return fail(e, "client %s %s acquire of %s while it still holds it (granted on line %d): "+
-				"a client holds at most one hold of a lock", e.Client, map[string]string{"invoke": "invokes", "ok": "is granted"}[e.Type], e.Lock, st.hold.GrantLine)
+				"a client holds at most one hold of a lock", e.Client, doing, e.Lock, st.hold.GrantLine)
 		}
 		endHold(st, st.doubt, st.doubtLine, EndInDoubt, 0, true)
 		return nil
 	}
 	for _, e := range order {
 		locks[e.Lock], clients[e.Client] = true, true
+		if e.F == "check" {
+			if e.Type == "invoke" {
+				if p := ops[key(e)]; p.done == nil {
+					h.Dropped++
+				}
+			} else if e.Type == "ok" {
+				inv := ops[key(e)].invoke
+				h.Checks = append(h.Checks, &TokenCheck{ID: len(h.Checks), Lock: e.Lock, Client: e.Client, Token: inv.Token,
+					Invoke: inv.T, Done: e.T, Held: e.Held, Line: e.Line})
+			} else {
+				h.Dropped++
+			}
+			continue
+		}
 		k := [2]string{e.Client, e.Lock}
 		st := states[k]
 		if st == nil {
@@ -183,14 +243,15 @@ func BuildHistory(events []Event, name string) (*History, error) {
 				continue
 			}
 			stop, line := e.T, e.Line
-			if st.inDoubt {
+			lenientDoubt := st.inDoubt && opt.DoubtEndsHold
+			if lenientDoubt {
 				stop, line = st.doubt, st.doubtLine
 			}
 			done := ops[key(e)].done
 			switch {
 			case done != nil && done.Type == "ok":
 				endHold(st, stop, line, EndReleased, done.T, false)
-			case st.inDoubt:
+			case lenientDoubt:
 				endHold(st, stop, line, EndInDoubt, 0, true)
 			default:
 				endHold(st, stop, line, EndUnknown, 0, true)
@@ -208,7 +269,7 @@ func BuildHistory(events []Event, name string) (*History, error) {
 				h.Stray++
 				continue
 			}
-			st.hold.Doubts = append(st.hold.Doubts, [2]int64{st.doubt, e.T})
+			st.hold.Doubts = append(st.hold.Doubts, Doubt{From: st.doubt, To: e.T, Confirmed: true})
 			st.inDoubt = false
 		case e.F == "lost":
 			if st.hold == nil {
@@ -216,16 +277,21 @@ func BuildHistory(events []Event, name string) (*History, error) {
 				continue
 			}
 			stop, line := e.T, e.Line
-			if st.inDoubt {
+			if st.inDoubt && opt.DoubtEndsHold {
 				stop, line = st.doubt, st.doubtLine
 			}
 			endHold(st, stop, line, EndLost, 0, true)
 		}
 	}
 	for _, st := range states {
-		if st.hold != nil && st.inDoubt {
+		switch {
+		case st.hold == nil:
+		case st.inDoubt && opt.DoubtEndsHold:
 			endHold(st, st.doubt, st.doubtLine, EndInDoubt, 0, true)
-		} else if st.hold != nil {
+		default:
+			if st.inDoubt {
+				st.hold.Doubts = append(st.hold.Doubts, Doubt{From: st.doubt, To: h.TMax})
+			}
 			st.hold.Reason = EndHeld
 			st.hold = nil
 		}

@@ -29,19 +29,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	nemesisPath := fs.String("nemesis", "", "nemesis schedule, JSON lines (optional)")
 	reportPath := fs.String("report", "", "write an HTML report here")
 	jsonPath := fs.String("json", "", "write the figures and anomalies here as JSON")
+	doubtEndsHold := fs.Bool("doubt-ends-hold", false, "an in_doubt not followed by confirmed ends the hold at the in_doubt "+
+		"(a client that stops at in_doubt); by default a hold lasts until it is released or lost")
 	timeout := fs.Duration("timeout", 60*time.Second, "time for Porcupine over all locks; past it the verdict is unknown (exit 2)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *historyPath == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: lockstream-check --history h.jsonl [--nemesis n.jsonl] [--report report.html] [--json summary.json] [--timeout 60s]")
+		fmt.Fprintln(stderr, "usage: lockstream-check --history h.jsonl [--nemesis n.jsonl] [--report report.html] [--json summary.json] [--timeout 60s] [--doubt-ends-hold]")
 		return 2
 	}
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "lockstream-check: error:", err)
 		return 2
 	}
-	h, err := load(*historyPath)
+	h, err := load(*historyPath, Options{DoubtEndsHold: *doubtEndsHold})
 	if err != nil {
 		return fail(err)
 	}
@@ -85,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return r.ExitCode()
 }
 
-func load(path string) (*History, error) {
+func load(path string, opt Options) (*History, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -95,7 +97,7 @@ func load(path string) (*History, error) {
 	if err != nil {
 		return nil, err
 	}
-	return BuildHistory(events, path)
+	return BuildHistory(events, path, opt)
 }
 
 // WritePorcupineViz checks the locks Porcupine found illegal again, verbosely, and writes its
@@ -107,7 +109,13 @@ func WritePorcupineViz(h *History, r *Result, path string, timeout time.Duration
 			holds = append(holds, hd)
 		}
 	}
+	var checks []*TokenCheck
+	for _, c := range h.Checks {
+		if r.illegal[c.Lock] {
+			checks = append(checks, c)
+		}
+	}
 	model := LockModel()
-	_, info := porcupine.CheckOperationsVerbose(model, Operations(h, holds, clientIDs(h)), timeout)
+	_, info := porcupine.CheckOperationsVerbose(model, Operations(h, holds, checks, clientIDs(h)), timeout)
 	return porcupine.VisualizePath(model, info, path)
 }

@@ -46,6 +46,10 @@ func TestMalformedLineExits2(t *testing.T) {
 		"reused op":         `{"t": 2, "client": "c1", "op": 1, "type": "invoke", "f": "release", "lock": "L"}`,
 		"no lock":           `{"t": 2, "client": "c1", "op": 2, "type": "event", "f": "lost"}`,
 		"two values":        `{"t": 2, "client": "c1", "op": 2, "type": "event", "f": "lost", "lock": "L"} {}`,
+		"check no token":    `{"t": 2, "client": "c1", "op": 2, "type": "invoke", "f": "check", "lock": "L"}`,
+		"check no held":     `{"t": 2, "client": "c1", "op": 2, "type": "ok", "f": "check", "lock": "L", "token": "5"}`,
+		"check held string": `{"t": 2, "client": "c1", "op": 2, "type": "ok", "f": "check", "lock": "L", "token": "5", "held": "yes"}`,
+		"check as event":    `{"t": 2, "client": "c1", "op": 2, "type": "event", "f": "check", "lock": "L", "token": "5"}`,
 	}
 	for name, bad := range cases {
 		later := `{"t": 3, "client": "c1", "op": 5, "type": "event", "f": "in_doubt", "lock": "L"}`
@@ -168,12 +172,22 @@ func TestSecondHoldOfOneLockIsAnInputError(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "h.jsonl:3: client c1 invokes acquire of L while it still holds it") || out != "" {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
-	// After an unconfirmed in_doubt the client gave the first hold up: fine, and it ended there.
+	// After an unconfirmed in_doubt the client still holds the first (it was not told lost): an
+	// input error by default; with --doubt-ends-hold the client gave it up there.
 	b = &hist{}
 	b.acquire("c1", "L", "write", 0, 0.1, 1)
 	b.event("c1", "L", "in_doubt", 0.15)
 	b.acquire("c1", "L", "write", 0.2, 0.3, 2)
-	h, r := b.check(t)
+	p := writeFile(t, "h.jsonl", b.text())
+	code, out, errs = runCLI(t, "--history", p)
+	if code != 2 || !strings.Contains(errs, "h.jsonl:4: client c1 invokes acquire of L while it still holds it (granted on line 2, in doubt since line 3") || out != "" {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	code, out, errs = runCLI(t, "--history", p, "--doubt-ends-hold")
+	if code != 0 || !strings.Contains(out, "--doubt-ends-hold") {
+		t.Errorf("--doubt-ends-hold: exit %d, stdout %s, stderr %q", code, out, errs)
+	}
+	h, r := checkTextOpt(t, b.text(), Options{DoubtEndsHold: true})
 	expect(t, r, "L", true, 0)
 	if hd := h.Holds[0]; hd.Reason != EndInDoubt || hd.Stop != ns(0.15) {
 		t.Errorf("first hold ended %s at %d", hd.Reason, hd.Stop)

@@ -9,11 +9,14 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// lockInput is one Porcupine operation on one lock: a grant (acquire) or the end of a hold.
+// lockInput is one Porcupine operation on one lock: a grant (acquire), the end of a hold, or a
+// check of a token (a read: it changes nothing).
 type lockInput struct {
 	Lock   string
 	End    bool // false: acquire, true: end of hold
-	Hold   int  // Hold.ID
+	Check  bool // a check of Token, answered Held (Hold is the TokenCheck.ID)
+	Held   bool
+	Hold   int // Hold.ID
 	Client string
 	Mode   string
 	Limit  int
@@ -61,6 +64,16 @@ func compatible(s *lockState, in lockInput) bool {
 func lockStep(state, input, _ any) (bool, any) {
 	s := state.(*lockState)
 	in := input.(lockInput)
+	if in.Check {
+		held := false
+		for _, h := range s.holders {
+			if h.token == in.Token {
+				held = true
+				break
+			}
+		}
+		return held == in.Held, s
+	}
 	if !in.End {
 		if s.granted && in.Token <= s.maxToken {
 			return false, s // fencing tokens strictly grow in linearization order
@@ -134,6 +147,13 @@ func LockModel() porcupine.Model {
 		Hash:  lockHash,
 		DescribeOperation: func(input, _ any) string {
 			in := input.(lockInput)
+			if in.Check {
+				answer := "held"
+				if !in.Held {
+					answer = "not held"
+				}
+				return fmt.Sprintf("%s %s: check token %d: %s", in.Lock, in.Client, in.Token, answer)
+			}
 			if in.End {
 				return fmt.Sprintf("%s %s: %s ends hold (token %d, %s)", in.Lock, in.Client, in.Client, in.Token, in.Reason)
 			}
@@ -155,11 +175,15 @@ func LockModel() porcupine.Model {
 }
 
 // Operations turns believed holds into Porcupine operations: a grant over [invoke, ok] and an
-// end over [stop believing, release ok] or [stop believing, inf), with inf = TMax + 1.
-// clientIDs numbers the clients for Porcupine's visualization.
-func Operations(h *History, holds []*Hold, clientIDs map[string]int) []porcupine.Operation {
+// end over [stop believing, release ok] or [stop believing, inf), with inf = TMax + 1; and each
+// answered check over [invoke, ok]. clientIDs numbers the clients for Porcupine's visualization.
+func Operations(h *History, holds []*Hold, checks []*TokenCheck, clientIDs map[string]int) []porcupine.Operation {
 	inf := h.TMax + 1
-	ops := make([]porcupine.Operation, 0, 2*len(holds))
+	ops := make([]porcupine.Operation, 0, 2*len(holds)+len(checks))
+	for _, c := range checks {
+		in := lockInput{Lock: c.Lock, Check: true, Held: c.Held, Hold: c.ID, Client: c.Client, Token: c.Token}
+		ops = append(ops, porcupine.Operation{ClientId: clientIDs[c.Client], Input: in, Call: c.Invoke, Return: c.Done})
+	}
 	for _, hd := range holds {
 		in := lockInput{Lock: hd.Lock, Hold: hd.ID, Client: hd.Client, Mode: hd.Mode, Limit: hd.Limit, Token: hd.Token}
 		ops = append(ops, porcupine.Operation{ClientId: clientIDs[hd.Client], Input: in, Call: hd.Invoke, Return: hd.Grant})

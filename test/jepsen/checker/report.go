@@ -156,8 +156,14 @@ svg text{font:11px ui-monospace,Menlo,Consolas,monospace}
 	for _, m := range []string{"write", "read", "semaphore"} {
 		fmt.Fprintf(&b, `<span><i class="sw" style="background:%s"></i>%s hold</span>`, modeFill[m], m)
 	}
-	b.WriteString(`<span><i class="sw" style="background:repeating-linear-gradient(45deg,#fff 0 2px,transparent 2px 4px),#999"></i>in doubt, then confirmed</span>` +
-		`<span>end: <b>|</b> released, <b style="color:#c0262d">✕</b> lost, <b style="color:#d17a00">?</b> in doubt, <b style="color:#777">?</b> release unknown, <b>▶</b> still held</span>` +
+	inDoubtEnd := ""
+	if h.Options.DoubtEndsHold {
+		inDoubtEnd = `<b style="color:#d17a00">?</b> in doubt (--doubt-ends-hold), `
+	}
+	b.WriteString(`<span><i class="sw" style="background:repeating-linear-gradient(45deg,#fff 0 2px,transparent 2px 4px),#999"></i>in doubt ` +
+		`(from its <b style="color:#d17a00">╎</b> in_doubt to its <b style="color:#1d7a3a">╎</b> confirmed, or to the hold's end)</span>` +
+		`<span>end: <b>|</b> released, <b style="color:#c0262d">✕</b> lost, ` + inDoubtEnd + `<b style="color:#777">?</b> release unknown, <b>▶</b> still held</span>` +
+		`<span>check: <b>●</b> answered held, <b>○</b> answered not held</span>` +
 		`<span><b style="color:#c0262d">╷</b> failed acquire, <b style="color:#888">╷</b> acquire unknown</span>` +
 		`<span><i class="sw" style="background:rgba(220,30,40,.35);outline:1px solid #d00"></i>conflict</span>` +
 		`<span><i class="sw" style="background:rgba(240,170,40,.25)"></i>nemesis</span>` +
@@ -198,6 +204,13 @@ func (tl *timeline) lock(b *bytes.Buffer, lock string, r *Result, bs []band, hig
 		if a.Lock == lock {
 			attempts = append(attempts, a)
 			addLane(a.Client)
+		}
+	}
+	var checks []*TokenCheck
+	for _, c := range h.Checks {
+		if c.Lock == lock {
+			checks = append(checks, c)
+			addLane(c.Client)
 		}
 	}
 	sort.Strings(names)
@@ -262,8 +275,19 @@ func (tl *timeline) lock(b *bytes.Buffer, lock string, r *Result, bs []band, hig
 				idAttr, tl.x(a.From)-2, y(hd.Client)-1, math.Max(tl.x(a.To)-tl.x(a.From), 2)+4, laneH, esc(a.Message))
 		}
 	}
+	checkByID := map[int]*TokenCheck{}
+	for _, c := range checks {
+		checkByID[c.ID] = c
+	}
+	for i, a := range r.Anomalies { // check anomalies: an anchor at the check's answer
+		if a.Lock == lock && len(a.Checks) > 0 {
+			c := checkByID[a.Checks[0]]
+			fmt.Fprintf(b, `<circle id="an%d" cx="%.1f" cy="%.0f" r="7" fill="rgba(220,30,40,.25)" stroke="#d00" stroke-width="2"><title>%s</title></circle>`,
+				i, tl.x(c.Done), y(c.Client)+laneH/2, esc(a.Message))
+		}
+	}
 	for i, a := range r.Anomalies { // token anomalies: an anchor at the later grant
-		if a.Lock == lock && a.To <= a.From && len(a.Holds) > 0 {
+		if a.Lock == lock && a.To <= a.From && len(a.Holds) > 0 && len(a.Checks) == 0 {
 			hd := byID[a.Holds[len(a.Holds)-1]]
 			fmt.Fprintf(b, `<circle id="an%d" cx="%.1f" cy="%.0f" r="6" fill="none" stroke="#d00" stroke-width="2"><title>%s</title></circle>`,
 				i, tl.x(hd.Grant), y(hd.Client)+laneH/2, esc(a.Message))
@@ -283,6 +307,16 @@ func (tl *timeline) lock(b *bytes.Buffer, lock string, r *Result, bs []band, hig
 		}
 		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="1.5"><title>%s %s %s: asked %s, %s %s</title></line>`+"\n",
 			x, x, yy+8, yy+laneH-1, col, esc(a.Client), esc(a.Mode), what, esc(h.secs(a.Invoke)), esc(a.Outcome), esc(h.secs(a.Done)+" "+a.Error))
+	}
+	for _, c := range checks { // a dot at the answer, a thin line back to the ask
+		x0, x1, yy := tl.x(c.Invoke), tl.x(c.Done), y(c.Client)+laneH/2
+		fill, answer := "#111", "held"
+		if !c.Held {
+			fill, answer = "#fff", "not held"
+		}
+		fmt.Fprintf(b, `<g><title>%s check of token %d: asked %s, answered %s at %s</title><line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#111"/>`+
+			`<circle cx="%.1f" cy="%.0f" r="3" fill="%s" stroke="#111"/></g>`+"\n",
+			esc(c.Client), c.Token, esc(h.secs(c.Invoke)), answer, esc(h.secs(c.Done)), x0, x1, yy, yy, x1, yy, fill)
 	}
 	b.WriteString("</svg></div></div>\n")
 }
@@ -316,13 +350,21 @@ func (tl *timeline) hold(b *bytes.Buffer, hd *Hold, y float64, conflict bool) {
 		tip += ", release ok " + h.secs(hd.Upper)
 	}
 	for _, d := range hd.Doubts {
-		tip += fmt.Sprintf(", in doubt %s to %s", h.secs(d[0]), h.secs(d[1]))
+		if d.Confirmed {
+			tip += fmt.Sprintf(", in doubt %s to %s (confirmed)", h.secs(d.From), h.secs(d.To))
+		} else {
+			tip += fmt.Sprintf(", in doubt from %s, never confirmed", h.secs(d.From))
+		}
 	}
 	fmt.Fprintf(b, `<g><title>%s</title><rect x="%.1f" y="%.0f" width="%.1f" height="%d" fill="%s"%s/>`,
 		esc(tip), x0, y+2, w, laneH-4, modeFill[hd.Mode], stroke)
-	for _, d := range hd.Doubts {
+	for _, d := range hd.Doubts { // hatched, marked where the doubt began and where it was confirmed
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%d" fill="url(#hatch)"/>`,
-			tl.x(d[0]), y+2, math.Max(tl.x(d[1])-tl.x(d[0]), 1), laneH-4)
+			tl.x(d.From), y+2, math.Max(tl.x(d.To)-tl.x(d.From), 1), laneH-4)
+		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#d17a00" stroke-width="2"/>`, tl.x(d.From), tl.x(d.From), y, y+laneH)
+		if d.Confirmed {
+			fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#1d7a3a" stroke-width="2"/>`, tl.x(d.To), tl.x(d.To), y, y+laneH)
+		}
 	}
 	if hd.Ended && !hd.UpperInf && hd.Upper > hd.Stop { // the release in flight
 		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="%s"/>`, x1, tl.x(hd.Upper), y+laneH/2, y+laneH/2, modeFill[hd.Mode])
