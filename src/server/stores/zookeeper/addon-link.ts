@@ -161,6 +161,8 @@ export class AddonLink implements ZooKeeperLink {
   /** Nor its multiRead. */
   readonly multiGetChildren = undefined;
 
+  /** The C client cannot be told to leave its member for another. */
+  readonly moveOn = undefined;
   /** Nor getEphemerals. */
   readonly getEphemerals = undefined;
 

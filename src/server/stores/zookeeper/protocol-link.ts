@@ -173,6 +173,8 @@ export class ProtocolLink implements ZooKeeperLink {
         ),
     );
 
+  readonly moveOn = (): void => this.#connection.moveOn();
+
   readonly getEphemerals = (prefix: string): Promise<LinkReply<string[]>> =>
     answer(this.#connection.getEphemerals(prefix));
 

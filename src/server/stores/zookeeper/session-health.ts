@@ -20,7 +20,10 @@ import type { ZooKeeperSession } from './zookeeper-session.js';
  * - a heartbeat (a `sync`, then a read where the session is published) goes out every
  *   HEARTBEAT; the C client's own pings are invisible here;
  * - with no such reply for DOUBT, the session is in doubt (`confirmed` false), as on a
- *   disconnection;
+ *   disconnection, and the client leaves its member for the next one (a member that cannot
+ *   reach the leader, or cannot be reached, may be the only one at fault): the handshake there
+ *   has the leader revalidate the session, which confirms it again, and each member gets at
+ *   most T / 12 to answer one (protocol/connection.ts), so that three can be tried first;
  * - with none for LOSS = T / 2, the session is given up as lost *before* ZooKeeper can expire
  *   it and let another server grant the same locks (Curator's advice: treat a long SUSPENDED
  *   as LOST; CURATOR-206). The remaining T / 8 covers timer and event-loop delays.
@@ -39,6 +42,8 @@ export interface WatchedKeeper {
   closed(): boolean;
   /** Sends a `sync` (and a read of the record while published: OwnershipGuard.heartbeat). */
   heartbeat(link: ZooKeeperLink): Promise<unknown>;
+  /** Leaves the current member for the next one, keeping the session (where the client can). */
+  moveOn(): void;
   /** Ends the current session as lost, before ZooKeeper can expire it. */
   giveUp(why: string): void;
 }
@@ -56,6 +61,8 @@ export class SessionHealth {
   #lastConfirmedAt = 0;
   #heartbeat: NodeJS.Timeout | undefined;
   #watchdog: NodeJS.Timeout | undefined;
+  /** The #lastConfirmedAt whose silence made the client leave its member (once per silence). */
+  #movedOnAfter = -1;
 
   constructor(keeper: WatchedKeeper, requestedTimeoutMs: number, logger: Logger) {
     this.#keeper = keeper;
@@ -112,7 +119,16 @@ export class SessionHealth {
       this.#keeper.giveUp(why);
       return;
     }
-    session.setConfirmed(this.#keeper.usable() && silentMs < timeoutMs * DOUBT_FRACTION);
+    const inDoubt = silentMs >= timeoutMs * DOUBT_FRACTION;
+    session.setConfirmed(this.#keeper.usable() && !inDoubt);
+    if (inDoubt && this.#keeper.usable() && this.#movedOnAfter !== this.#lastConfirmedAt) {
+      this.#movedOnAfter = this.#lastConfirmedAt;
+      this.#logger.warn(
+        { session: session.id, silentMs: Math.round(silentMs) },
+        'ZooKeeper has not confirmed the session for a quarter of its timeout: moving to another member',
+      );
+      this.#keeper.moveOn();
+    }
     if (this.#watchdog === undefined) {
       const next = silentMs < timeoutMs * DOUBT_FRACTION ? DOUBT_FRACTION : LOSS_FRACTION;
       this.#watchdog = setTimeout(

@@ -102,6 +102,7 @@ export class SessionKeeper {
       heartbeat: (link) =>
         this.#guard ? this.#guard.heartbeat(link) : this.sendThroughLeader((current) => current.sync('/')),
       giveUp: (why) => this.#endSession(why, 'givenUp'),
+      moveOn: () => this.#link.moveOn?.(),
       ready: (link) => this.#ready(link),
       end: (why, how) => this.#endSession(why, how),
       fail: (error) => {

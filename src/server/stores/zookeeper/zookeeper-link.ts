@@ -69,6 +69,11 @@ export interface ZooKeeperLink {
    */
   readonly drop: (() => void) | undefined;
   /**
+   * Leaves the member the session is on for the next one, keeping the session (requests in
+   * flight fail with CONNECTIONLOSS). Undefined on a client that cannot (the addon).
+   */
+  readonly moveOn: (() => void) | undefined;
+  /**
    * Sets a persistent recursive watch on `path` (ZooKeeper 3.6+'s addWatch): `watcher` hears
    * every creation, deletion and data change below it, in zxid order with the replies, for the
    * rest of the session. UNIMPLEMENTED on ZooKeeper 3.5, which also drops the connection (the

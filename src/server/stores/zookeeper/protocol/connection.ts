@@ -191,6 +191,16 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
     this.#shutdown(new ZooKeeperError(ErrorCode.connectionLoss, 'ZooKeeper connection dropped'));
   }
 
+  /**
+   * Leaves the member the session is on, or being dialed, for the next one, keeping the session:
+   * for a member that still answers pings but no longer reaches its leader, or a dial that is
+   * going nowhere. Requests in flight fail with CONNECTIONLOSS, as on any lost connection.
+   */
+  moveOn(): void {
+    if (this.#state === 'closed') return;
+    this.#socket?.destroy();
+  }
+
   protected send<T>(spec: RequestSpec<T>): Promise<T> {
     if (this.#state !== 'connected') {
       const closed = this.#state === 'closed';
@@ -235,15 +245,19 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
     this.#socket = socket;
     this.#framer = new PacketFramer();
     // A frozen member's kernel still accepts the connection, and a cut-off one never answers
-    // the SYN: without a bound the dial would wait for it forever. As ZooKeeper's own clients
-    // do, each member gets its share of the session timeout, so the whole ensemble is tried
-    // while the session can still be saved.
+    // the SYN: without a bound the dial would wait for it forever. Each member gets its share of
+    // the session timeout, as with ZooKeeper's own clients, but at most a twelfth of it: the
+    // store gives a session up half a timeout after the leader last heard it, and moves on from
+    // a member at a quarter (SessionHealth), so that three members can be tried in between.
     const timeoutMs =
       this.#negotiatedTimeoutMs > 0 ? this.#negotiatedTimeoutMs : this.#options.sessionTimeoutMs;
     clearTimeout(this.#handshakeTimer);
-    this.#handshakeTimer = setTimeout(() => {
-      if (socket === this.#socket && this.#state === 'connecting') socket.destroy();
-    }, timeoutMs / this.#options.servers.length);
+    this.#handshakeTimer = setTimeout(
+      () => {
+        if (socket === this.#socket && this.#state === 'connecting') socket.destroy();
+      },
+      Math.min(timeoutMs / this.#options.servers.length, timeoutMs / 12),
+    );
     this.#handshakeTimer.unref();
     socket.on('connect', () => {
       const writer = new JuteWriter(64);
