@@ -43,6 +43,8 @@ type Result struct {
 	AcquiresUnknown int            `json:"acquires_unknown"`
 	HoldsEnded      map[string]int `json:"holds_by_end"`
 	HoldsLost       int            `json:"holds_ended_by_loss"`
+	HoldsDoubted    int            `json:"holds_with_in_doubt"`
+	DoubtsConfirmed int            `json:"in_doubt_confirmed"`
 	Longest         *HoldRef       `json:"longest_hold,omitempty"`
 	Stray           int            `json:"stray_events"`
 	DoubtEndsHold   bool           `json:"doubt_ends_hold"`
@@ -68,6 +70,14 @@ func Check(h *History, timeout time.Duration) *Result {
 	for _, hd := range h.Holds {
 		byLock[hd.Lock] = append(byLock[hd.Lock], hd)
 		r.HoldsEnded[hd.Reason]++
+		if len(hd.Doubts) > 0 {
+			r.HoldsDoubted++
+		}
+		for _, d := range hd.Doubts {
+			if d.Confirmed {
+				r.DoubtsConfirmed++
+			}
+		}
 		end := hd.End()
 		if !hd.Ended {
 			end = h.TMax
@@ -200,8 +210,15 @@ func (r *Result) WriteText(w io.Writer) {
 		r.Grants, r.AcquiresFailed, r.AcquiresUnknown)
 	fmt.Fprintf(w, "checks: %d answered (%d held, %d not held), %d dropped (failed, info or never completed)\n",
 		r.Checks, r.ChecksHeld, r.Checks-r.ChecksHeld, r.ChecksDropped)
-	fmt.Fprintf(w, "holds ended: %d released, %d lost, %d in doubt, %d release unknown, %d still held at the end\n",
-		r.HoldsEnded[EndReleased], r.HoldsLost, r.HoldsEnded[EndInDoubt], r.HoldsEnded[EndUnknown], r.HoldsEnded[EndHeld])
+	inDoubt := ""
+	if r.DoubtEndsHold {
+		inDoubt = fmt.Sprintf(", %d in doubt", r.HoldsEnded[EndInDoubt])
+	}
+	fmt.Fprintf(w, "holds ended: %d released, %d lost%s, %d release unknown, %d still held at the end\n",
+		r.HoldsEnded[EndReleased], r.HoldsLost, inDoubt, r.HoldsEnded[EndUnknown], r.HoldsEnded[EndHeld])
+	if r.HoldsDoubted > 0 {
+		fmt.Fprintf(w, "holds with an in_doubt: %d (%d in_doubt confirmed)\n", r.HoldsDoubted, r.DoubtsConfirmed)
+	}
 	if r.Longest != nil {
 		fmt.Fprintf(w, "longest hold: lock %s, %s token %d, %.3f s (%.3f s to %.3f s, %s)\n", r.Longest.Lock,
 			r.Longest.Client, r.Longest.Token, r.Longest.Seconds, r.Longest.From, r.Longest.To, r.Longest.Reason)

@@ -126,6 +126,7 @@ func TestReportShowsTimelineNemesisAndConflicts(t *testing.T) {
 	b.acquire("c2", "L", "write", 1.0, 11.002, 6)
 	b.event("c1", "L", "lost", 12.345)
 	b.acquireNot("c3", "L", "write", 4, 5, "fail")
+	b.checkTok("c3", "L", 5, 6, 6.5, true)
 	b.acquireN("s1", "S", "semaphore", 2, 0, 1, 1)
 	b.release("s1", "S", 2, 2.5, "info")
 	hp := writeFile(t, "h.jsonl", b.text())
@@ -148,7 +149,8 @@ func TestReportShowsTimelineNemesisAndConflicts(t *testing.T) {
 		`id="lock-L"`, `id="lock-S"`,                // a section per lock
 		`id="an0"`, // the conflict, highlighted and linked
 		"c1 held write (token 5) until 12.345 s (lost)",
-		"c1 write token 5: asked 0.000 s, granted 0.001 s, until 12.345 s (lost), in doubt 2.000 s to 3.000 s",
+		"c1 write token 5: asked 0.000 s, granted 0.001 s, until 12.345 s (lost), in doubt 2.000 s to 3.000 s (confirmed)",
+		"c3 check of token 5: asked 6.000 s, answered held at 6.500 s",
 		"c3 write acquire failed",
 		"s1 semaphore token 1",
 		"r.porcupine.html",
