@@ -3,17 +3,20 @@
  * locks through lockstream's TypeScript SDK and records, on its own monotonic clock, what it
  * asked and what it was told: one JSON line per event on stdout, in the history format of
  * test/jepsen/checker (README there). It believes it holds a lock from `acquired` until it asks
- * to release it, is told the lock is lost, or is told it is in doubt (a careful holder stops
- * there, and goes on only if the lock is confirmed again).
+ * to release it or is told the lock is lost (the strict loss rule: being told it is in doubt
+ * does not end a hold; it is recorded, as is its confirmation).
  *
  *   recorder-main.ts --client c1 --servers A[,B...] --locks L1[,L2...] [--mode write]
  *     [--limit N] [--hold-ms MIN[-MAX]] [--pause-ms MIN[-MAX]] [--wait-timeout-ms N]
- *     [--count N] [--time-ms N] [--ignore-in-doubt]
+ *     [--count N] [--time-ms N] [--no-check] [--ignore-lost]
  *
  * It loops until `--time-ms` has passed, `--count` holds were taken, or stdin closes: it picks
- * a lock, acquires it, holds it for a random time in `--hold-ms`, releases it and pauses.
- * `--ignore-in-doubt` is a planted bug: the client records no doubt and holds on (see
- * test/jepsen/README.md). CLOCK_MONOTONIC is the machine's: every process's times compare.
+ * a lock, acquires it, asks the server whether its token is held (CheckToken, recorded as a
+ * `check`), holds it for a random time in `--hold-ms`, releases it, asks again right after the
+ * release returned (now the token must not be held) and pauses. `--no-check` leaves the checks
+ * out. `--ignore-lost` is a planted bug: told its lock is lost, the client holds on to the end
+ * of its hold time and only then records the loss (see test/jepsen/README.md).
+ * CLOCK_MONOTONIC is the machine's: every process's times compare.
  */
 import { parseArgs } from 'node:util';
 import { LockClient, type Lock, type LockMode } from '../../../src/client/index.js';
@@ -30,7 +33,8 @@ const { values } = parseArgs({
     'wait-timeout-ms': { type: 'string', default: '10000' },
     count: { type: 'string' },
     'time-ms': { type: 'string' },
-    'ignore-in-doubt': { type: 'boolean', default: false },
+    'no-check': { type: 'boolean', default: false },
+    'ignore-lost': { type: 'boolean', default: false },
   },
 });
 
@@ -56,7 +60,10 @@ const pauseMs = range(values['pause-ms']);
 const waitTimeout = Number(values['wait-timeout-ms']);
 const count = values.count === undefined ? Infinity : Number(values.count);
 const deadline = values['time-ms'] === undefined ? Infinity : performance.now() + Number(values['time-ms']);
-const ignoreInDoubt = values['ignore-in-doubt'];
+const checks = !values['no-check'];
+const ignoreLost = values['ignore-lost'];
+/** A check that gets no answer in this long is recorded as `info` (its outcome unknown). */
+const CHECK_TIMEOUT_MS = 5_000;
 
 let stopping = false;
 let wake: (() => void) | undefined;
@@ -115,12 +122,11 @@ async function holdOnce(lock: string): Promise<void> {
       // Not part of the history: a line on stderr for tests that wait for a queue to form.
       onQueued: (ahead) => process.stderr.write(`queued ${ahead} ${lock}\n`),
       onInDoubt: () => {
-        if (ignoreInDoubt) return;
         doubted = true;
         record({ op: (ops += 1), type: 'event', f: 'in_doubt', lock });
       },
       onConfirmed: () => {
-        if (ignoreInDoubt || !doubted) return;
+        if (!doubted) return;
         doubted = false;
         record({ op: (ops += 1), type: 'event', f: 'confirmed', lock });
       },
@@ -129,18 +135,31 @@ async function holdOnce(lock: string): Promise<void> {
     record({ op: acquireOp, type: 'fail', ...shape, error: describe(error) });
     return;
   }
-  record({ op: acquireOp, type: 'ok', ...shape, token: held.token.toString() });
+  const token = held.token.toString();
+  record({ op: acquireOp, type: 'ok', ...shape, token });
   let releasing = false;
   held.lost.addEventListener(
     'abort',
     () => {
-      if (!releasing)
+      if (!releasing && !ignoreLost)
         record({ op: (ops += 1), type: 'event', f: 'lost', lock, error: describe(held.lost.reason) });
     },
     { once: true },
   );
-  await nap(holdMs(), held.lost);
-  if (held.lost.aborted) return;
+  await checkToken(lock, held.token);
+  // A client that ignores its loss sleeps its whole hold time through, as if it still held.
+  await nap(holdMs(), ignoreLost ? undefined : held.lost);
+  if (held.lost.aborted) {
+    if (ignoreLost && !releasing)
+      record({
+        op: (ops += 1),
+        type: 'event',
+        f: 'lost',
+        lock,
+        error: `ignored until the hold's end: ${describe(held.lost.reason)}`,
+      });
+    return;
+  }
   releasing = true;
   const releaseOp = (ops += 1);
   record({ op: releaseOp, type: 'invoke', f: 'release', lock });
@@ -149,6 +168,32 @@ async function holdOnce(lock: string): Promise<void> {
     record({ op: releaseOp, type: 'ok', f: 'release', lock });
   } catch (error) {
     record({ op: releaseOp, type: 'info', f: 'release', lock, error: describe(error) });
+    return;
+  }
+  // Released: from now on no server may say this token is held.
+  await checkToken(lock, held.token);
+}
+
+/** Asks whether `token` holds `lock` now, and records the question and the answer (`check`). */
+async function checkToken(lock: string, token: bigint): Promise<void> {
+  if (!checks) return;
+  const op = (ops += 1);
+  const shape = { f: 'check', lock, token: token.toString() };
+  record({ op, type: 'invoke', ...shape });
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timed out'>((resolve) => {
+    timer = setTimeout(() => resolve('timed out'), CHECK_TIMEOUT_MS);
+  });
+  try {
+    const answer = await Promise.race([lockClient.checkToken(lock, token), timedOut]);
+    if (answer === 'timed out')
+      record({ op, type: 'info', ...shape, error: `no answer within ${CHECK_TIMEOUT_MS} ms` });
+    else record({ op, type: 'ok', ...shape, held: answer });
+  } catch (error) {
+    // A read changes nothing: one that failed did not happen.
+    record({ op, type: 'fail', ...shape, error: describe(error) });
+  } finally {
+    clearTimeout(timer);
   }
 }
 

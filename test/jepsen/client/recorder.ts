@@ -17,9 +17,11 @@ export interface HistoryEvent {
   readonly client: string;
   readonly op: number;
   readonly type: 'invoke' | 'ok' | 'fail' | 'info' | 'event';
-  readonly f: 'acquire' | 'release' | 'in_doubt' | 'confirmed' | 'lost';
+  readonly f: 'acquire' | 'release' | 'check' | 'in_doubt' | 'confirmed' | 'lost';
   readonly lock: string;
   readonly token?: string;
+  /** A check's answer: whether the token held the lock. */
+  readonly held?: boolean;
   readonly error?: string;
 }
 
@@ -34,8 +36,12 @@ export interface RecorderOptions {
   readonly waitTimeoutMs?: number;
   readonly count?: number;
   readonly timeMs?: number;
-  /** A planted bug: the client neither records nor heeds `in_doubt`. */
-  readonly ignoreInDoubt?: boolean;
+  /** Record no CheckToken answers (`check` ops). */
+  readonly noCheck?: boolean;
+  /** A planted bug: told its lock is lost, the client holds on to its hold time's end. */
+  readonly ignoreLost?: boolean;
+  /** Further environment for the client process. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 export class Recorder {
@@ -43,6 +49,7 @@ export class Recorder {
   readonly history: HistoryEvent[] = [];
   readonly #child: ChildProcess;
   readonly #exited: Promise<unknown>;
+  #exit: number | NodeJS.Signals | null = null;
   #stderr = '';
   readonly #awaited = new Set<(event: HistoryEvent) => void>();
 
@@ -50,7 +57,10 @@ export class Recorder {
     this.client = client;
     this.#child = child;
     const untrack = killOnExit(child);
-    this.#exited = once(child, 'close').then(untrack);
+    this.#exited = once(child, 'close').then(([code, signal]) => {
+      untrack();
+      this.#exit = (code ?? signal) as number | NodeJS.Signals;
+    });
     child.stderr?.on('data', (chunk: Buffer) => (this.#stderr += chunk.toString()));
     createInterface({ input: child.stdout! }).on('line', (line) => {
       const event = JSON.parse(line) as HistoryEvent;
@@ -78,9 +88,13 @@ export class Recorder {
       ...(options.waitTimeoutMs === undefined ? [] : ['--wait-timeout-ms', String(options.waitTimeoutMs)]),
       ...(options.count === undefined ? [] : ['--count', String(options.count)]),
       ...(options.timeMs === undefined ? [] : ['--time-ms', String(options.timeMs)]),
-      ...(options.ignoreInDoubt ? ['--ignore-in-doubt'] : []),
+      ...(options.noCheck ? ['--no-check'] : []),
+      ...(options.ignoreLost ? ['--ignore-lost'] : []),
     ];
-    const child = network.spawn(host, process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = network.spawn(host, process.execPath, args, {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      ...(options.env ? { env: { ...process.env, ...options.env } } : {}),
+    });
     return new Recorder(options.client, child);
   }
 
@@ -124,6 +138,17 @@ export class Recorder {
     const timer = setTimeout(() => this.#child.kill('SIGKILL'), 15_000);
     await this.#exited;
     clearTimeout(timer);
+  }
+
+  /** Sends `signal` to the recorder (SIGKILL: dies holding what it holds) and waits for its exit. */
+  async kill(signal: NodeJS.Signals): Promise<void> {
+    this.#child.kill(signal);
+    if (signal === 'SIGKILL' || signal === 'SIGTERM') await this.#exited;
+  }
+
+  /** How the process ended (exit code or signal); null while it runs. */
+  get exitCode(): number | NodeJS.Signals | null {
+    return this.#exit;
   }
 
   /** Waits for the recorder to finish on its own (`count` or `timeMs`). */

@@ -1,0 +1,349 @@
+/**
+ * What a partition-suite run starts, every process on a test host of its own (a network
+ * namespace, test/jepsen/net): a three-member ZooKeeper ensemble, three lockstream instances,
+ * and lock clients that record their histories (test/jepsen/client). The nemeses reach every
+ * process through it: kill and restart an instance or a client on the same host and port,
+ * step an instance's wall clock, find the ZooKeeper leader.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { EnsembleMember, ZooKeeperEnsemble } from '../setup/zookeeper-ensemble.js';
+import { fakeClock, type FakeClock } from '../support/fake-clock.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { Recorder, type HistoryEvent, type RecorderOptions } from './client/recorder.js';
+import { TestNetwork, type Host } from './net/test-network.js';
+import { startNetworkedEnsemble } from './net/zookeeper-hosts.js';
+
+/** ZooKeeper's tick and syncLimit: a follower cut off from its leader serves reads for 4 s. */
+export const TICK_MS = 500;
+export const SYNC_LIMIT_TICKS = 8;
+/** lockstream's ZooKeeper session timeout: short, so that faults resolve within a period. */
+export const SESSION_TIMEOUT_MS = 4_000;
+/** Every instance listens on this port of its own host, and comes back on it after a kill. */
+export const LOCKSTREAM_PORT = 50051;
+
+export type PlantedBug = 'released-early' | 'follower-reads' | 'ignore-lost';
+export const PLANTED_BUGS: readonly PlantedBug[] = ['released-early', 'follower-reads', 'ignore-lost'];
+
+export interface Instance {
+  readonly name: string;
+  readonly host: Host;
+  /** The ZooKeeper members in its connect string. */
+  readonly members: readonly EnsembleMember[];
+  readonly address: string;
+  /** Its wall clock, when the run steps clocks (libfaketime preloaded from the start). */
+  readonly clock: FakeClock | undefined;
+  server: ServerProcess;
+  /** Every process this instance ran (restarts included), for logs and crash checks. */
+  readonly generations: ServerProcess[];
+  /** Set while a nemesis kills it: its exit is no crash. */
+  killing: boolean;
+  /** Processes that exited when nobody killed them. */
+  readonly crashes: string[];
+}
+
+export interface ClientSlot {
+  readonly name: string;
+  readonly host: Host;
+  readonly options: Omit<RecorderOptions, 'client'>;
+  recorder: Recorder;
+  /** Every recorder that ran on this host (a killed client comes back under a new name). */
+  readonly generations: Recorder[];
+  /** Events the harness adds: a killed client stops believing it holds anything when it dies. */
+  readonly added: HistoryEvent[];
+  killing: boolean;
+  readonly crashes: string[];
+}
+
+export interface ClusterOptions {
+  readonly clients: number;
+  /** Plain mutex locks (m0, m1, ...). */
+  readonly locks: number;
+  readonly plant: PlantedBug | undefined;
+  /** Start the instances under libfaketime, for the clock nemesis. */
+  readonly clocks: boolean;
+  readonly random: () => number;
+  readonly log: (line: string) => void;
+}
+
+function now(): number {
+  return Number(process.hrtime.bigint());
+}
+
+export class Cluster {
+  readonly network: TestNetwork;
+  readonly ensemble: ZooKeeperEnsemble;
+  readonly zkHosts: readonly Host[];
+  readonly instances: Instance[] = [];
+  readonly clients: ClientSlot[] = [];
+  readonly root = `/jepsen-${randomUUID()}`;
+  readonly #options: ClusterOptions;
+
+  private constructor(
+    network: TestNetwork,
+    ensemble: ZooKeeperEnsemble,
+    zkHosts: readonly Host[],
+    options: ClusterOptions,
+  ) {
+    this.network = network;
+    this.ensemble = ensemble;
+    this.zkHosts = zkHosts;
+    this.#options = options;
+  }
+
+  /**
+   * Starts the ensemble, then the instances: `s1` on one follower only (so that cutting that
+   * follower from its leader bites), `s2` and `s3` on every member; then the clients.
+   */
+  static async start(options: ClusterOptions): Promise<Cluster> {
+    const network = await TestNetwork.create();
+    let cluster: Cluster | undefined;
+    try {
+      const { ensemble, hosts } = await startNetworkedEnsemble(network, {
+        tickTimeMs: TICK_MS,
+        syncLimitTicks: SYNC_LIMIT_TICKS,
+      });
+      cluster = new Cluster(network, ensemble, hosts, options);
+      const leader = await ensemble.leader();
+      const followers = ensemble.members.filter((member) => member !== leader);
+      const all = ensemble.members;
+      const rotate = (by: number): EnsembleMember[] => all.map((_, i) => all[(i + by) % all.length]!);
+      const placements: Array<[string, readonly EnsembleMember[]]> = [
+        ['s1', [followers[0]!]],
+        ['s2', rotate(1)],
+        ['s3', rotate(2)],
+      ];
+      const started = cluster;
+      await Promise.all(placements.map(([name, members]) => started.#startInstance(name, members)));
+      for (let i = 0; i < options.clients; i += 1) await cluster.#startClient(i);
+      return cluster;
+    } catch (error) {
+      if (cluster) await cluster.stop();
+      else await network.destroy();
+      throw error;
+    }
+  }
+
+  zkHost(member: EnsembleMember): Host {
+    return this.zkHosts[member.id - 1]!;
+  }
+
+  async #startInstance(name: string, members: readonly EnsembleMember[]): Promise<void> {
+    const host = await this.network.addHost(name);
+    const clock = this.#options.clocks ? await fakeClock() : undefined;
+    const server = await this.#serve(host, members, clock);
+    const instance: Instance = {
+      name,
+      host,
+      members,
+      address: `${host.ip}:${LOCKSTREAM_PORT}`,
+      clock,
+      server,
+      generations: [server],
+      killing: false,
+      crashes: [],
+    };
+    this.#watchInstance(instance, server);
+    this.instances.push(instance);
+  }
+
+  async #serve(
+    host: Host,
+    members: readonly EnsembleMember[],
+    clock: FakeClock | undefined,
+  ): Promise<ServerProcess> {
+    const plant = this.#options.plant;
+    const env: Record<string, string> = { ...(clock?.env ?? {}) };
+    if (plant === 'released-early' || plant === 'follower-reads') env['LOCKSTREAM_PLANTED_BUG'] = plant;
+    return startServerProcess(
+      [
+        '--zookeeper',
+        members.map((member) => member.connectString).join(','),
+        '--session-timeout',
+        `${SESSION_TIMEOUT_MS}ms`,
+        '--root',
+        this.root,
+        // After the starter's own --port 0 and --log-level debug: the last one counts.
+        '--port',
+        String(LOCKSTREAM_PORT),
+        '--log-level',
+        'info',
+      ],
+      env,
+      { ip: host.ip, prefix: this.network.prefix(host) },
+    );
+  }
+
+  #watchInstance(instance: Instance, server: ServerProcess): void {
+    void server.exited.then((code) => {
+      if (instance.killing || this.#stopping) return;
+      instance.crashes.push(
+        `${instance.name} (pid ${server.pid}) exited (${code}): ${server.stderr().slice(-2000)}`,
+      );
+      this.#options.log(`CRASH: instance ${instance.name} exited (${code})`);
+    });
+  }
+
+  /** SIGKILLs an instance (it stays down until restartInstance). */
+  async killInstance(instance: Instance): Promise<void> {
+    instance.killing = true;
+    await instance.server.kill('SIGKILL');
+  }
+
+  /** Starts a killed instance again on the same host and port, with the same connect string. */
+  async restartInstance(instance: Instance): Promise<void> {
+    const server = await this.#serve(instance.host, instance.members, instance.clock);
+    instance.server = server;
+    instance.generations.push(server);
+    instance.killing = false;
+    this.#watchInstance(instance, server);
+  }
+
+  /**
+   * Client i: its role cycles through a mutex writer (locks m0..), a reader or writer of one
+   * read/write lock (rw), and a holder of a semaphore of 2 (sem); its instance list starts at
+   * instance floor(i / 3) mod 3, so each instance serves every role. Planted bugs that need a
+   * holder to hold on through a fault (follower-reads, ignore-lost) get long holds.
+   */
+  async #startClient(i: number): Promise<void> {
+    const name = `c${i + 1}`;
+    const host = await this.network.addHost(name);
+    const first = Math.floor(i / 3) % this.instances.length;
+    const servers = this.instances.map(
+      (_, k) => this.instances[(first + k) % this.instances.length]!.address,
+    );
+    const plant = this.#options.plant;
+    const long = plant === 'follower-reads' || plant === 'ignore-lost' ? '2000-8000' : undefined;
+    const mutexes = Array.from({ length: Math.max(1, this.#options.locks) }, (_, k) => `m${k}`);
+    const role: Omit<RecorderOptions, 'client' | 'servers'> =
+      i % 3 === 0
+        ? { locks: mutexes, mode: 'write', holdMs: long ?? '20-1000' }
+        : i % 3 === 1
+          ? { locks: ['rw'], mode: Math.floor(i / 3) % 2 === 0 ? 'read' : 'write', holdMs: long ?? '50-1000' }
+          : { locks: ['sem'], mode: 'semaphore', limit: 2, holdMs: long ?? '100-3000' };
+    const options: Omit<RecorderOptions, 'client'> = {
+      ...role,
+      servers,
+      pauseMs: '20-300',
+      waitTimeoutMs: 10_000,
+      ignoreLost: plant === 'ignore-lost',
+    };
+    const recorder = Recorder.start(this.network, host, { client: name, ...options });
+    const slot: ClientSlot = {
+      name,
+      host,
+      options,
+      recorder,
+      generations: [recorder],
+      added: [],
+      killing: false,
+      crashes: [],
+    };
+    this.#watchClient(slot, recorder);
+    this.clients.push(slot);
+  }
+
+  #watchClient(slot: ClientSlot, recorder: Recorder): void {
+    void recorder.finished().then(() => {
+      if (slot.killing || this.#stopping || this.#clientsStopping) return;
+      const stderr = recorder.stderr.replace(/^queued .*\n/gm, '');
+      slot.crashes.push(`${recorder.client} exited (${recorder.exitCode}): ${stderr.slice(-2000)}`);
+      this.#options.log(`CRASH: client ${recorder.client} exited (${recorder.exitCode})`);
+    });
+  }
+
+  /**
+   * SIGKILLs a client; each hold it still believed ends when it died (a `lost` event the harness
+   * adds: a dead process acts on nothing), and a new client starts on its host under a new name.
+   */
+  async killClient(slot: ClientSlot): Promise<string> {
+    slot.killing = true;
+    const recorder = slot.recorder;
+    await recorder.kill('SIGKILL');
+    const diedAt = now();
+    const held = believedHolds(recorder.history);
+    for (const lock of held) {
+      slot.added.push({
+        t: diedAt,
+        client: recorder.client,
+        op: 1_000_000 + slot.added.length,
+        type: 'event',
+        f: 'lost',
+        lock,
+        error: 'killed (SIGKILL) by the nemesis',
+      });
+    }
+    return `${recorder.client} killed holding ${held.length === 0 ? 'nothing' : held.join(', ')}`;
+  }
+
+  /** Starts a killed client again on its host, as `<name>.<generation>`. */
+  restartClient(slot: ClientSlot): string {
+    const client = `${slot.name}.${slot.generations.length + 1}`;
+    const recorder = Recorder.start(this.network, slot.host, { client, ...slot.options });
+    slot.recorder = recorder;
+    slot.generations.push(recorder);
+    slot.killing = false;
+    this.#watchClient(slot, recorder);
+    return client;
+  }
+
+  /** Every client's history, with the events the harness added. */
+  history(): HistoryEvent[] {
+    return this.clients.flatMap((slot) => [...slot.generations.flatMap((r) => r.history), ...slot.added]);
+  }
+
+  crashes(): string[] {
+    return [...this.instances.flatMap((i) => i.crashes), ...this.clients.flatMap((c) => c.crashes)];
+  }
+
+  /** Stops the clients (each releases what it holds and exits). */
+  async stopClients(): Promise<void> {
+    this.#clientsStopping = true;
+    await Promise.all(this.clients.map((slot) => slot.recorder.stop()));
+  }
+
+  #clientsStopping = false;
+  #stopping = false;
+
+  get clientsStopping(): boolean {
+    return this.#clientsStopping;
+  }
+
+  /** Writes each instance's log (every generation) as JSON lines into `dir`. */
+  async writeLogs(dir: string): Promise<void> {
+    await mkdir(dir, { recursive: true });
+    for (const instance of this.instances) {
+      const lines = instance.generations.flatMap((server, g) =>
+        server.logs.map((line) => JSON.stringify({ generation: g + 1, ...line })),
+      );
+      await writeFile(path.join(dir, `${instance.name}.log.jsonl`), lines.join('\n') + '\n');
+    }
+    for (const slot of this.clients) {
+      const text = slot.generations.map((r) => `== ${r.client}\n${r.stderr}`).join('\n');
+      await writeFile(path.join(dir, `${slot.name}.stderr.txt`), text);
+    }
+  }
+
+  /** Stops everything and removes the network. Idempotent. */
+  async stop(): Promise<void> {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    await Promise.all(this.clients.map((slot) => slot.recorder.kill('SIGKILL').catch(() => {})));
+    await Promise.all(this.instances.map((instance) => instance.server.kill('SIGKILL').catch(() => {})));
+    await this.ensemble.stop().catch(() => {});
+    for (const instance of this.instances) await instance.clock?.close();
+    await this.network.destroy();
+  }
+}
+
+/** The locks a client believes it holds at the end of its history (granted, not yet given up). */
+export function believedHolds(history: readonly HistoryEvent[]): string[] {
+  const held = new Set<string>();
+  for (const event of history) {
+    if (event.f === 'acquire' && event.type === 'ok') held.add(event.lock);
+    else if (event.f === 'release' && event.type === 'invoke') held.delete(event.lock);
+    else if (event.f === 'lost') held.delete(event.lock);
+  }
+  return [...held];
+}

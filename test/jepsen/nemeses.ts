@@ -1,0 +1,285 @@
+/**
+ * The faults of a partition-suite run. Each nemesis is made fresh for one fault period: `start`
+ * applies the fault and says what it did (the detail shown on the report's band), `stop` undoes
+ * exactly that. The harness runs one at a time, with heal periods between.
+ */
+import type { EnsembleMember } from '../setup/zookeeper-ensemble.js';
+import type { Cluster, ClientSlot, Instance } from './cluster.js';
+import type { Host } from './net/test-network.js';
+
+export interface NemesisContext {
+  readonly cluster: Cluster;
+  readonly random: () => number;
+  readonly log: (line: string) => void;
+}
+
+export interface Nemesis {
+  readonly name: string;
+  /** Applies the fault; resolves with what it did. */
+  start(ctx: NemesisContext): Promise<string>;
+  /** Undoes it (heals, restarts, resumes, steps the clock back). */
+  stop(ctx: NemesisContext): Promise<void>;
+}
+
+export const NEMESES = [
+  'partition-follower',
+  'partition-instance-zk',
+  'partition-instance-leader',
+  'partition-zk-majority',
+  'partition-client',
+  'bridge',
+  'kill-instance',
+  'pause-instance',
+  'kill-zk',
+  'pause-zk',
+  'kill-client',
+  'flaky',
+  'clock',
+] as const;
+export type NemesisName = (typeof NEMESES)[number];
+
+function pick<T>(random: () => number, items: readonly T[]): T {
+  const item = items[Math.floor(random() * items.length)];
+  if (item === undefined) throw new Error('INVARIANT: pick from an empty list');
+  return item;
+}
+
+function names(hosts: readonly Host[]): string {
+  return hosts.map((host) => host.name).join(', ');
+}
+
+function zk(member: EnsembleMember): string {
+  return `zk${member.id}`;
+}
+
+/** A set of cuts (side × other), healed again by stop. */
+function partition(
+  name: NemesisName,
+  plan: (ctx: NemesisContext) => Promise<{ cuts: Array<[readonly Host[], readonly Host[]]>; detail: string }>,
+): Nemesis {
+  let cuts: Array<[readonly Host[], readonly Host[]]> = [];
+  return {
+    name,
+    start: async (ctx) => {
+      const planned = await plan(ctx);
+      cuts = planned.cuts;
+      for (const [side, other] of cuts) await ctx.cluster.network.cut(side, other);
+      return planned.detail;
+    },
+    stop: async (ctx) => {
+      for (const [side, other] of cuts) await ctx.cluster.network.heal(side, other);
+    },
+  };
+}
+
+function instanceFor(ctx: NemesisContext): Instance {
+  return pick(ctx.random, ctx.cluster.instances);
+}
+
+export function makeNemesis(name: NemesisName): Nemesis {
+  switch (name) {
+    case 'partition-follower':
+      // s1's only member: while it is a follower, cut from the leader and the other follower,
+      // it answers s1's reads alone for syncLimit × tickTime while the leader expires s1's
+      // session (the case of issue 38's first defect).
+      return partition(name, async ({ cluster }) => {
+        const leader = await cluster.ensemble.leader();
+        const s1 = cluster.instances[0]!;
+        const member = s1.members[0]!;
+        const others = cluster.ensemble.members.filter((m) => m !== member);
+        const role = member === leader ? 'the leader' : 'a follower';
+        return {
+          cuts: [[[cluster.zkHost(member)], others.map((m) => cluster.zkHost(m))]],
+          detail: `${zk(member)} (${role}, ${s1.name}'s only member) cut from ${others.map(zk).join(', ')}`,
+        };
+      });
+    case 'partition-instance-zk':
+      return partition(name, ({ cluster, random }) => {
+        const instance = pick(random, cluster.instances);
+        return Promise.resolve({
+          cuts: [[[instance.host], cluster.zkHosts]],
+          detail: `${instance.name} cut from every ZooKeeper member`,
+        });
+      });
+    case 'partition-instance-leader':
+      return partition(name, async ({ cluster, random }) => {
+        const instance = pick(random, cluster.instances);
+        const leader = await cluster.ensemble.leader();
+        return {
+          cuts: [[[instance.host], [cluster.zkHost(leader)]]],
+          detail: `${instance.name} cut from the leader ${zk(leader)}`,
+        };
+      });
+    case 'partition-zk-majority':
+      // {minority member, one instance} | {majority members, the other instances}.
+      return partition(name, async ({ cluster, random }) => {
+        await cluster.ensemble.leader();
+        const minority = pick(random, cluster.ensemble.members);
+        const majority = cluster.ensemble.members.filter((m) => m !== minority);
+        const majorityHosts = majority.map((m) => cluster.zkHost(m));
+        const stranded = pick(random, cluster.instances);
+        const rest = cluster.instances.filter((i) => i !== stranded);
+        return {
+          cuts: [
+            [[cluster.zkHost(minority), stranded.host], majorityHosts],
+            [rest.map((i) => i.host), [cluster.zkHost(minority)]],
+          ],
+          detail:
+            `${zk(minority)} + ${stranded.name} | ${majority.map(zk).join(', ')} + ` +
+            rest.map((i) => i.name).join(', '),
+        };
+      });
+    case 'partition-client':
+      return partition(name, ({ cluster, random }) => {
+        const client = pick(random, cluster.clients);
+        const all = random() < 0.5;
+        const instances = all ? cluster.instances : [pick(random, cluster.instances)];
+        return Promise.resolve({
+          cuts: [[[client.host], instances.map((i) => i.host)]],
+          detail: `${client.recorder.client} cut from ${all ? 'every instance' : instances[0]!.name}`,
+        });
+      });
+    case 'bridge':
+      return partition(name, ({ cluster, random }) => {
+        const instance = pick(random, cluster.instances);
+        const clients = cluster.clients.map((c) => c.host);
+        return Promise.resolve({
+          cuts: [[[instance.host], clients]],
+          detail: `${instance.name} reaches ZooKeeper but none of its clients (${names(clients)})`,
+        });
+      });
+    case 'kill-instance': {
+      let killed: Instance | undefined;
+      return {
+        name,
+        start: async (ctx) => {
+          killed = instanceFor(ctx);
+          await ctx.cluster.killInstance(killed);
+          return `${killed.name} killed (SIGKILL)`;
+        },
+        stop: async (ctx) => {
+          if (killed) await ctx.cluster.restartInstance(killed);
+        },
+      };
+    }
+    case 'pause-instance': {
+      let paused: Instance | undefined;
+      return {
+        name,
+        start: (ctx) => {
+          paused = instanceFor(ctx);
+          process.kill(paused.server.pid, 'SIGSTOP');
+          return Promise.resolve(`${paused.name} paused (SIGSTOP)`);
+        },
+        stop: () => {
+          if (paused) process.kill(paused.server.pid, 'SIGCONT');
+          return Promise.resolve();
+        },
+      };
+    }
+    case 'kill-zk':
+    case 'pause-zk': {
+      let member: EnsembleMember | undefined;
+      return {
+        name,
+        start: async ({ cluster, random }) => {
+          const leader = await cluster.ensemble.leader();
+          // The leader half the time: an election under load.
+          member = random() < 0.5 ? leader : pick(random, cluster.ensemble.members);
+          const role = member === leader ? 'the leader' : 'a follower';
+          if (name === 'kill-zk') {
+            await member.kill('SIGKILL');
+            return `${zk(member)} (${role}) killed (SIGKILL)`;
+          }
+          member.pause();
+          return `${zk(member)} (${role}) paused (SIGSTOP)`;
+        },
+        stop: async ({ cluster }) => {
+          if (!member) return;
+          if (name === 'kill-zk') await member.restart();
+          else member.resume();
+          await cluster.ensemble.waitForQuorum();
+        },
+      };
+    }
+    case 'kill-client': {
+      let slot: ClientSlot | undefined;
+      return {
+        name,
+        start: async ({ cluster, random }) => {
+          slot = pick(random, cluster.clients);
+          return cluster.killClient(slot);
+        },
+        stop: ({ cluster, log }) => {
+          if (slot) log(`${slot.name} restarted as ${cluster.restartClient(slot)}`);
+          return Promise.resolve();
+        },
+      };
+    }
+    case 'flaky': {
+      // No netem on this kernel: random loss with iptables' statistic match, both ways, on every
+      // link of one host. Delay is not modelled (see README).
+      let rule: { host: Host; probability: string } | undefined;
+      const apply = async (ctx: NemesisContext, action: '-A' | '-D'): Promise<void> => {
+        if (!rule) return;
+        for (const chain of ['INPUT', 'OUTPUT']) {
+          await ctx.cluster.network.exec(
+            rule.host,
+            'iptables',
+            action,
+            chain,
+            '-m',
+            'statistic',
+            '--mode',
+            'random',
+            '--probability',
+            rule.probability,
+            '-j',
+            'DROP',
+          );
+        }
+      };
+      return {
+        name,
+        start: async (ctx) => {
+          const { cluster, random } = ctx;
+          const hosts = [...cluster.instances.map((i) => i.host), ...cluster.zkHosts];
+          rule = { host: pick(random, hosts), probability: (0.2 + 0.2 * random()).toFixed(2) };
+          await apply(ctx, '-A');
+          return `${rule.host.name} loses ${Math.round(Number(rule.probability) * 100)} % of its packets each way`;
+        },
+        stop: (ctx) => apply(ctx, '-D'),
+      };
+    }
+    case 'clock': {
+      let strobe: NodeJS.Timeout | undefined;
+      let stepped: Instance | undefined;
+      return {
+        name,
+        start: async ({ cluster, random }) => {
+          const instances = cluster.instances.filter((i) => i.clock !== undefined);
+          if (instances.length === 0) throw new Error('the instances were started without a fake clock');
+          stepped = pick(random, instances);
+          const clock = stepped.clock!;
+          const sign = random() < 0.5 ? '+' : '-';
+          if (random() < 0.5) {
+            await clock.step(`${sign}1h`);
+            return `${stepped.name}'s wall clock stepped ${sign}1 h`;
+          }
+          const periodMs = Math.round(50 + 250 * random());
+          let up = false;
+          strobe = setInterval(() => {
+            up = !up;
+            // A step lost to the next one is no harm: the strobe goes on.
+            clock.step(up ? `${sign}1h` : '+0').catch(() => {});
+          }, periodMs);
+          return `${stepped.name}'s wall clock strobed between +0 and ${sign}1 h every ${periodMs} ms`;
+        },
+        stop: async () => {
+          clearInterval(strobe);
+          await stepped?.clock?.step('+0');
+        },
+      };
+    }
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * One run of the partition suite (`npm run jepsen`, and test/jepsen/jepsen.test.ts): starts the
+ * cluster (cluster.ts), lets the clients take locks while a schedule of faults (nemeses.ts)
+ * alternates with heal periods, heals everything, stops the clients, and has the independent
+ * checker (test/jepsen/checker) judge the history they recorded.
+ */
+import { appendFile, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { mulberry32 } from '../support/random.js';
+import { check, type NemesisEvent, type Verdict } from './checker-run.js';
+import { Cluster, type PlantedBug } from './cluster.js';
+import { makeNemesis, type NemesisName } from './nemeses.js';
+
+export interface JepsenOptions {
+  /** Seconds of load under the nemesis schedule (setup and the final checks come on top). */
+  readonly timeS: number;
+  readonly nemeses: readonly NemesisName[];
+  readonly plant?: PlantedBug | undefined;
+  readonly seed: number;
+  /** Where the history, schedule, report and logs go. */
+  readonly out: string;
+  readonly clients: number;
+  /** Plain mutex locks. */
+  readonly locks: number;
+  /** How long a fault lasts, and a heal period between faults: [min, max] ms. */
+  readonly faultMs?: readonly [number, number];
+  readonly healMs?: readonly [number, number];
+  /** Fewer grants than this make the run meaningless. Default max(10, timeS / 2). */
+  readonly minGrants?: number;
+  /** Every nemesis asked for must have been applied at least once, or the run is meaningless. */
+  readonly requireEveryNemesis?: boolean;
+  /** Progress lines (also written to run.log in `out`). */
+  readonly log?: (line: string) => void;
+}
+
+export interface JepsenResult {
+  readonly out: string;
+  readonly verdict: Verdict;
+  /** Acquires granted (acquire ok), over every client. */
+  readonly grants: number;
+  /** Checks answered (CheckToken). */
+  readonly checks: number;
+  /** How many times each nemesis was applied. */
+  readonly applied: Readonly<Record<string, number>>;
+  /** Why the run proves nothing, if it does not (too few grants, a crash, a nemesis never run). */
+  readonly problems: readonly string[];
+  /** 0: no anomaly (or, with a plant, the plant caught) in a meaningful run. */
+  readonly exitCode: number;
+  /** The last line to print: `<n> operations, <k> anomalies`. */
+  readonly summary: string;
+}
+
+const DEFAULT_FAULT_MS: readonly [number, number] = [5_000, 10_000];
+const DEFAULT_HEAL_MS: readonly [number, number] = [5_000, 10_000];
+/** After healing: time for clients to notice, resume and finish their holds before they stop. */
+const SETTLE_MS = 6_000;
+
+function now(): number {
+  return Number(process.hrtime.bigint());
+}
+
+export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
+  const random = mulberry32(options.seed);
+  const between = ([low, high]: readonly [number, number]): number => low + random() * (high - low);
+  const began = performance.now();
+  await mkdir(options.out, { recursive: true });
+  const runLog = path.join(options.out, 'run.log');
+  const log = (line: string): void => {
+    const stamped = `[${((performance.now() - began) / 1000).toFixed(1).padStart(6)} s] ${line}`;
+    options.log?.(stamped);
+    void appendFile(runLog, `${stamped}\n`).catch(() => {});
+  };
+  log(
+    `seed ${options.seed}, ${options.timeS} s, nemeses: ${options.nemeses.join(', ') || 'none'}` +
+      `${options.plant ? `, planted bug: ${options.plant}` : ''}, ${options.clients} clients; out: ${options.out}`,
+  );
+
+  const cluster = await Cluster.start({
+    clients: options.clients,
+    locks: options.locks,
+    plant: options.plant,
+    clocks: options.nemeses.includes('clock'),
+    random,
+    log,
+  });
+  const schedule: NemesisEvent[] = [];
+  const applied: Record<string, number> = Object.fromEntries(options.nemeses.map((name) => [name, 0]));
+  const problems: string[] = [];
+  try {
+    log(
+      `cluster up: ${cluster.instances.map((i) => `${i.name} ${i.address} on ${i.members.map((m) => `zk${m.id}`).join('+')}`).join('; ')}`,
+    );
+    const ctx = { cluster, random, log };
+    const deadline = performance.now() + options.timeS * 1000;
+    const faultMs = options.faultMs ?? DEFAULT_FAULT_MS;
+    const healMs = options.healMs ?? DEFAULT_HEAL_MS;
+    // Each nemesis once in a shuffled round, then the next round: every one comes up early.
+    let round: NemesisName[] = [];
+    for (;;) {
+      await sleep(Math.min(between(healMs), Math.max(0, deadline - performance.now())));
+      if (options.nemeses.length === 0 || performance.now() + faultMs[0] > deadline) break;
+      if (round.length === 0) round = shuffle([...options.nemeses], random);
+      const name = round.shift()!;
+      const nemesis = makeNemesis(name);
+      const startedAt = now();
+      let detail: string;
+      try {
+        detail = await nemesis.start(ctx);
+      } catch (error) {
+        log(`nemesis ${name} could not start: ${String(error)}`);
+        await nemesis.stop(ctx).catch(() => {});
+        continue;
+      }
+      applied[name] = (applied[name] ?? 0) + 1;
+      schedule.push({ t: startedAt, type: 'start', nemesis: name, detail });
+      log(`start ${name}: ${detail}`);
+      await sleep(Math.min(between(faultMs), Math.max(faultMs[0], deadline - performance.now())));
+      try {
+        await nemesis.stop(ctx);
+      } catch (error) {
+        problems.push(`nemesis ${name} could not be undone: ${String(error)}`);
+        log(`nemesis ${name} could not be undone: ${String(error)}`);
+      }
+      schedule.push({ t: now(), type: 'stop', nemesis: name });
+      log(`stop ${name}`);
+    }
+
+    log('healing everything; letting the clients finish');
+    await healEverything(cluster, log);
+    await sleep(SETTLE_MS);
+    await cluster.stopClients();
+    await cluster.writeLogs(path.join(options.out, 'logs'));
+  } finally {
+    await cluster.stop();
+  }
+
+  const history = cluster.history();
+  const grants = history.filter((e) => e.f === 'acquire' && e.type === 'ok').length;
+  const checks = history.filter((e) => e.f === 'check' && e.type === 'ok').length;
+  log(`${history.length} history lines, ${grants} grants, ${checks} checks answered; checking`);
+  const verdict = await check(options.out, history, schedule);
+
+  const minGrants = options.minGrants ?? Math.max(10, Math.round(options.timeS / 2));
+  if (grants < minGrants) problems.push(`only ${grants} grants (at least ${minGrants} wanted)`);
+  problems.push(...cluster.crashes().map((crash) => `crashed: ${crash}`));
+  if (verdict.exitCode === 2 || Number.isNaN(verdict.anomalies))
+    problems.push(`the checker could not decide (exit ${verdict.exitCode})`);
+  if (options.requireEveryNemesis) {
+    for (const [name, count] of Object.entries(applied))
+      if (count === 0) problems.push(`nemesis ${name} was never applied`);
+  }
+  const anomalies = Number.isNaN(verdict.anomalies) ? 0 : verdict.anomalies;
+  const exitCode = problems.length > 0 ? 2 : options.plant ? (anomalies > 0 ? 0 : 1) : anomalies > 0 ? 1 : 0;
+  return {
+    out: options.out,
+    verdict,
+    grants,
+    checks,
+    applied,
+    problems,
+    exitCode,
+    summary: `${verdict.operations} operations, ${verdict.anomalies} anomalies`,
+  };
+}
+
+/** Heals every cut and loss rule; resumes paused members, restarts killed ones. */
+async function healEverything(cluster: Cluster, log: (line: string) => void): Promise<void> {
+  await cluster.network.healAll();
+  for (const member of cluster.ensemble.members) {
+    if (member.paused) member.resume();
+    if (member.pid === null) await member.restart();
+  }
+  for (const instance of cluster.instances) {
+    if (instance.killing) await cluster.restartInstance(instance);
+    else if (instance.clock && instance.clock.offset !== '+0') await instance.clock.step('+0');
+  }
+  await cluster.ensemble
+    .waitForQuorum()
+    .catch((error: unknown) => log(`no quorum after healing: ${String(error)}`));
+}
+
+function shuffle<T>(items: T[], random: () => number): T[] {
+  for (let i = items.length - 1; i > 0; i -= 1) {
+    const j = Math.floor(random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
+}

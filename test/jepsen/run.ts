@@ -1,0 +1,89 @@
+/**
+ * npm run jepsen -- [--time <s>] [--nemesis <list>|all] [--plant <bug>] [--seed <n>]
+ *   [--out <dir>] [--clients <n>] [--locks <n>]
+ *
+ * One partition-suite run (run-jepsen.ts; test/jepsen/README.md). Exits 0 when the checker found
+ * no anomaly (with --plant: when it caught the planted bug), 1 when it found anomalies (with
+ * --plant: when it did not catch the bug), 2 when the run proves nothing (too few grants, a
+ * crashed process, the checker undecided). The last line is `<n> operations, <k> anomalies`.
+ */
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { PLANTED_BUGS, type PlantedBug } from './cluster.js';
+import { NEMESES, type NemesisName } from './nemeses.js';
+import { runJepsen } from './run-jepsen.js';
+
+const { values } = parseArgs({
+  options: {
+    time: { type: 'string', default: '60' },
+    nemesis: { type: 'string', default: 'all' },
+    plant: { type: 'string' },
+    seed: { type: 'string' },
+    out: { type: 'string' },
+    clients: { type: 'string', default: '9' },
+    locks: { type: 'string', default: '2' },
+  },
+});
+
+function fail(message: string): never {
+  console.error(message);
+  process.exit(2);
+}
+
+const nemeses: NemesisName[] =
+  values.nemesis === 'all'
+    ? [...NEMESES]
+    : values.nemesis === 'none' || values.nemesis === ''
+      ? []
+      : values.nemesis.split(',').map((name) => {
+          if (!(NEMESES as readonly string[]).includes(name))
+            fail(`--nemesis ${name}: expected a list of ${NEMESES.join(', ')}, or all, or none`);
+          return name as NemesisName;
+        });
+const plant = values.plant;
+if (plant !== undefined && !(PLANTED_BUGS as readonly string[]).includes(plant))
+  fail(`--plant ${plant}: expected one of ${PLANTED_BUGS.join(', ')}`);
+const number = (name: string, text: string, low: number): number => {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < low) fail(`--${name} ${text}: expected an integer ≥ ${low}`);
+  return value;
+};
+const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+
+const result = await runJepsen({
+  timeS: number('time', values.time, 1),
+  nemeses,
+  plant: plant as PlantedBug | undefined,
+  seed: values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : number('seed', values.seed, 0),
+  out: path.resolve(values.out ?? `.tmp/jepsen/${stamp}`),
+  clients: number('clients', values.clients, 1),
+  locks: number('locks', values.locks, 1),
+  log: (line) => console.log(line),
+});
+
+const { verdict } = result;
+console.log('');
+console.log(
+  verdict.stdout
+    .trim()
+    .split('\n')
+    .filter((line) => !/^\d+ operations, \d+ anomalies$/.test(line.trim()))
+    .join('\n'),
+);
+console.log('');
+console.log(`grants: ${result.grants}, checks answered: ${result.checks}`);
+console.log(
+  `nemeses applied: ${Object.entries(result.applied)
+    .map(([name, count]) => `${name} ×${count}`)
+    .join(', ')}`,
+);
+console.log(`report: ${verdict.report}`);
+for (const problem of result.problems) console.log(`NOT MEANINGFUL: ${problem}`);
+if (result.problems.length === 0 && plant !== undefined)
+  console.log(
+    verdict.anomalies > 0
+      ? `planted bug ${plant} caught: ${verdict.anomalies} anomalies`
+      : `planted bug ${plant} NOT caught`,
+  );
+console.log(result.summary);
+process.exit(result.exitCode);
