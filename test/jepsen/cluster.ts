@@ -116,6 +116,8 @@ export class Cluster {
       ];
       const started = cluster;
       await Promise.all(placements.map(([name, members]) => started.#startInstance(name, members)));
+      // Started at once, pushed as they came up: s1 first again.
+      cluster.instances.sort((a, b) => a.name.localeCompare(b.name));
       for (let i = 0; i < options.clients; i += 1) await cluster.#startClient(i);
       return cluster;
     } catch (error) {

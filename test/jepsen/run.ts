@@ -1,6 +1,6 @@
 /**
  * npm run jepsen -- [--time <s>] [--nemesis <list>|all] [--plant <bug>] [--seed <n>]
- *   [--out <dir>] [--clients <n>] [--locks <n>]
+ *   [--out <dir>] [--clients <n>] [--locks <n>] [--fault-s <min>-<max>] [--heal-s <min>-<max>]
  *
  * One partition-suite run (run-jepsen.ts; test/jepsen/README.md). Exits 0 when the checker found
  * no anomaly (with --plant: when it caught the planted bug), 1 when it found anomalies (with
@@ -22,6 +22,8 @@ const { values } = parseArgs({
     out: { type: 'string' },
     clients: { type: 'string', default: '9' },
     locks: { type: 'string', default: '2' },
+    'fault-s': { type: 'string', default: '5-10' },
+    'heal-s': { type: 'string', default: '5-10' },
   },
 });
 
@@ -48,6 +50,12 @@ const number = (name: string, text: string, low: number): number => {
   if (!Number.isInteger(value) || value < low) fail(`--${name} ${text}: expected an integer ≥ ${low}`);
   return value;
 };
+const seconds = (name: string, text: string): [number, number] => {
+  const [low, high] = text.split('-').map(Number);
+  if (low === undefined || !(low > 0) || (high !== undefined && !(high >= low)))
+    fail(`--${name} ${text}: expected seconds as <min>-<max> or <n>`);
+  return [low * 1000, (high ?? low) * 1000];
+};
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 
 const result = await runJepsen({
@@ -58,6 +66,8 @@ const result = await runJepsen({
   out: path.resolve(values.out ?? `.tmp/jepsen/${stamp}`),
   clients: number('clients', values.clients, 1),
   locks: number('locks', values.locks, 1),
+  faultMs: seconds('fault-s', values['fault-s']),
+  healMs: seconds('heal-s', values['heal-s']),
   log: (line) => console.log(line),
 });
 
