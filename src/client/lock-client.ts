@@ -197,7 +197,8 @@ export class LockClient implements Disposable {
   async #acquire(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
     signal?.throwIfAborted();
     if (this.#closed) throw new LockClientClosedError(request.name);
-    const deadline = request.waitTimeout === undefined ? undefined : Date.now() + request.waitTimeout;
+    // By the monotonic clock: a step of this host's wall clock must not stretch or cut the wait.
+    const deadline = request.waitTimeout === undefined ? undefined : performance.now() + request.waitTimeout;
     // Each failed attempt has moved the client on to the next endpoint: a round tries them all.
     const round = this.#endpoints.count;
     for (let attempt = 0; ; attempt += 1) {
@@ -205,7 +206,7 @@ export class LockClient implements Disposable {
       const attemptRequest =
         attempt === 0 || deadline === undefined || request.waitTimeout === 0
           ? request
-          : { ...request, waitTimeout: Math.max(0, deadline - Date.now()) };
+          : { ...request, waitTimeout: Math.max(0, deadline - performance.now()) };
       try {
         return await this.#attempt(attemptRequest, signal);
       } catch (error) {
@@ -213,7 +214,7 @@ export class LockClient implements Disposable {
           error instanceof LockClientError &&
           error.code === Status.UNAVAILABLE &&
           attempt + 1 < round * (1 + this.#unavailableRetries) &&
-          (deadline === undefined || request.waitTimeout === 0 || Date.now() < deadline);
+          (deadline === undefined || request.waitTimeout === 0 || performance.now() < deadline);
         if (!retryable) throw error;
         // The next endpoint at once; a new round after a backoff.
         if ((attempt + 1) % round === 0) {

@@ -177,9 +177,12 @@ export class LockInspector {
   }
 
   /**
-   * Whether a request holding `name` has `token` now: reads only the holders' nodes. A holder
-   * whose forced revocation's deadline has passed holds nothing, though its node may be there
-   * a moment longer (it is deleted once its holder has been told).
+   * Whether a request holding `name` has `token` now: reads only the holders' nodes. The answer
+   * is the store's state alone, never a clock: a holder holds while its node is there and
+   * among the holders. One forced out by a revocation's deadline holds until its server, having
+   * told it, deletes its node (a second at most after the deadline, for a holder that does not
+   * read); comparing the recorded deadline with this instance's wall clock instead said "not
+   * held" an hour early after a step of +1 h, to a holder still within the deadline it was told.
    */
   async isHeld(name: string, token: bigint): Promise<boolean> {
     validateLockName(name);
@@ -189,12 +192,8 @@ export class LockInspector {
     const nodes = await Promise.all(
       holding.map((entry) => this.#store.nodeData(joinPath(dir, entry.nodeName))),
     );
-    const now = Date.now();
     return nodes.some(
-      (node) =>
-        node !== null &&
-        recordedToken(parseNodeRecord(node.data), node.creationId) === token &&
-        !forcedOutBy(node.data, now),
+      (node) => node !== null && recordedToken(parseNodeRecord(node.data), node.creationId) === token,
     );
   }
 
@@ -272,14 +271,6 @@ function capacity(queue: readonly QueueEntry[]): SemaphoreCapacity {
   const first = queue[0];
   if (first?.mode !== 'semaphore') return { limit: 0, usedWeight: 0 };
   return { limit: first.limit, usedWeight: holders(queue).usedWeight };
-}
-
-/** Whether a node records a forced revocation whose deadline is past at `now`. */
-function forcedOutBy(data: Uint8Array, now: number): boolean {
-  const forceAt = parseNodeRecord(data).revoke?.forceAt;
-  if (typeof forceAt !== 'string') return false;
-  const at = Date.parse(forceAt);
-  return !Number.isNaN(at) && at <= now;
 }
 
 /** What the engine recorded in a request's node; tolerant of foreign data. */

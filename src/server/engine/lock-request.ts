@@ -57,8 +57,14 @@ export interface RequestTag {
   /** A multi-lock's name for its set, and this lock's place in the set as asked. */
   readonly set?: string | undefined;
   readonly part?: number | undefined;
-  /** When a request with a wait timeout stops waiting: epoch ms. */
+  /**
+   * When a request with a wait timeout stops waiting: epoch ms, by the wall clock of the
+   * instance that made it. Another instance that takes the request over reads it with its own
+   * clock, so it is bounded there by `wait` (see SessionAdoption).
+   */
   readonly until?: number | undefined;
+  /** The request's wait timeout, ms (with `until`). */
+  readonly wait?: number | undefined;
 }
 
 export interface RequestOptions {
@@ -167,11 +173,16 @@ export interface Lease extends AsyncDisposable {
   downgrade(): Promise<void>;
 }
 
-/** A request to release a held lock, and when it is taken away if not released. */
+/**
+ * A request to release a held lock, and when it is taken away if not released, as the holder's
+ * instance saw it: the deadline RevokeLock set is a duration from then (see HeldRevocation).
+ */
 export interface RevokeRequest {
   readonly reason: string;
-  /** Undefined: cooperative only. */
+  /** What the holder is told: this instance's wall clock when it saw the request, plus the time left. Undefined: cooperative only. */
   readonly forceAt: Date | undefined;
+  /** When this instance takes the lock away, on its monotonic clock (performance.now()); what it acts on. */
+  readonly forceAtMonotonic: number | undefined;
 }
 
 /**

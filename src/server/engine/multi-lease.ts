@@ -4,7 +4,7 @@ import type { CoordinationStore } from '../stores/store.js';
 import type { Lease, LeaseHolder, RevokeRequest } from './lock-request.js';
 import { DeleteBatch } from './delete-batch.js';
 import type { LockRequestNode } from './lease.js';
-import { escalates } from './revocation.js';
+import { escalates, untilMonotonic } from './revocation.js';
 import { whenTold } from './telling.js';
 
 /**
@@ -178,12 +178,10 @@ export class MultiLease implements Lease {
     this.#revokeRequest = request;
     this.#holder?.revokeRequested(request);
     for (const listener of [...this.#revokeListeners]) listener(request);
-    if (request.forceAt === undefined) return;
+    if (request.forceAtMonotonic === undefined) return;
     // Started as the holder is told, so it never fires before; the part it was asked of goes
-    // first, and the others once the holder has heard (see #lose).
-    this.#forceTimer = setTimeout(
-      () => part.force(request),
-      Math.max(0, request.forceAt.getTime() - Date.now()),
-    );
+    // first, and the others once the holder has heard (see #lose). By the monotonic clock: a
+    // step of the wall clock moves neither (see revocation.ts).
+    this.#forceTimer = setTimeout(() => part.force(request), untilMonotonic(request.forceAtMonotonic));
   }
 }

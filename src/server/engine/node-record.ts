@@ -19,7 +19,13 @@ export interface NodeRecord {
    * downgrade): the first node's creation id, not this one's.
    */
   token?: string;
-  revoke?: { reason: string; requestedAt: string; forceAt?: string };
+  /**
+   * `forceAfterMs` is the deadline as RevokeLock set it: how long after the holder's instance sees
+   * it, measured by that instance's monotonic clock (see HeldRevocation). `requestedAt` and
+   * `forceAt` are the revoking instance's wall clock, for people reading the node; no instance
+   * acts on them, except on a record an older lockstream wrote without `forceAfterMs`.
+   */
+  revoke?: { reason: string; requestedAt: string; forceAt?: string; forceAfterMs?: number };
   /**
    * A semaphore request that was granted while the request right behind it, of another
    * instance, may wait for that (see LockEngine): written for its watch.
@@ -65,7 +71,7 @@ export function requestRecords(
   const { tag } = made;
   if (tag === undefined) return [encodeNodeRecord(record)];
   const waitMs = request.waitTimeoutMs;
-  const session: RequestTag = waitMs ? { ...tag, until: Date.parse(made.since) + waitMs } : tag;
+  const session: RequestTag = waitMs ? { ...tag, until: Date.parse(made.since) + waitMs, wait: waitMs } : tag;
   if (!request.locks) return [encodeNodeRecord({ ...record, session })];
   return request.locks.map((_, part) =>
     encodeNodeRecord({ ...record, session: { ...session, set: request.name, part } }),

@@ -9,6 +9,14 @@ import { Listeners } from './telling.js';
  * the deadline can take the lock. A deadline, once told, stands: a later RevokeLock neither
  * moves it (earlier or later) nor removes it. So a holder never loses its lock before a
  * deadline it was told, nor at one it was never told.
+ *
+ * No wall clock decides when. RevokeLock records its deadline as a duration (forceAfterMs); the
+ * holder's instance, as it sees the request, tells the holder its own wall clock plus that
+ * duration and takes the lock away that long after, by its monotonic clock. Instances whose
+ * clocks disagree, or a clock stepped meanwhile, move neither the deadline nor its timer; the
+ * deadline comes later than the revoking call by how late the holder's instance saw it
+ * (milliseconds, or the wait for a reconnection), never earlier. CheckToken does not compare
+ * deadlines at all: a holder holds until its node is deleted (see LockInspector.isHeld).
  */
 
 /** A revocation as a node's record keeps it (see NodeRecord). */
@@ -23,7 +31,11 @@ export function revokeToRecord(
   asked: RecordedRevoke,
 ): RecordedRevoke | undefined {
   if (standing === undefined) return asked;
-  return standing.forceAt !== undefined || asked.forceAt === undefined ? undefined : asked;
+  return hasDeadline(standing) || !hasDeadline(asked) ? undefined : asked;
+}
+
+function hasDeadline(revoke: RecordedRevoke): boolean {
+  return revoke.forceAfterMs !== undefined || revoke.forceAt !== undefined;
 }
 
 /** Whether a revocation the holder was told (`told`) gives way to `next`: none yet, or a deadline for a request without one. */
@@ -84,11 +96,8 @@ export class HeldRevocation {
     this.#request = request;
     this.#told?.(request);
     this.#listeners?.tell(request);
-    if (request.forceAt === undefined || !this.#keepsDeadlines) return;
-    this.#forceTimer = setTimeout(
-      () => this.#forced(request),
-      Math.max(0, request.forceAt.getTime() - Date.now()),
-    );
+    if (request.forceAtMonotonic === undefined || !this.#keepsDeadlines) return;
+    this.#forceTimer = setTimeout(() => this.#forced(request), untilMonotonic(request.forceAtMonotonic));
   }
 
   /** The hold ended: nothing more is told or forced. */
@@ -99,12 +108,32 @@ export class HeldRevocation {
   }
 }
 
+/** Milliseconds from now until `at` on the monotonic clock (0 if past): a timer's delay. */
+export function untilMonotonic(at: number): number {
+  return Math.max(0, at - performance.now());
+}
+
+/**
+ * The revocation in a node's data, as seen now: its deadline, a duration in the record, starts
+ * now (see the rule above).
+ */
 function parseRevokeRequest(data: Uint8Array): RevokeRequest | undefined {
   const revoke = parseNodeRecord(data).revoke;
   if (typeof revoke !== 'object' || revoke === null) return undefined;
-  const forceAt = typeof revoke.forceAt === 'string' ? new Date(revoke.forceAt) : undefined;
-  return {
-    reason: typeof revoke.reason === 'string' ? revoke.reason : '',
-    forceAt: forceAt && !Number.isNaN(forceAt.getTime()) ? forceAt : undefined,
-  };
+  const reason = typeof revoke.reason === 'string' ? revoke.reason : '';
+  const leftMs = deadlineLeftMs(revoke);
+  if (leftMs === undefined) return { reason, forceAt: undefined, forceAtMonotonic: undefined };
+  return { reason, forceAt: new Date(Date.now() + leftMs), forceAtMonotonic: performance.now() + leftMs };
+}
+
+/**
+ * How long from now a recorded revocation's deadline is, or undefined for none: its
+ * `forceAfterMs`; in a record an older lockstream wrote (only `forceAt`), what is left of it by
+ * this instance's wall clock (the one thing a stepped or skewed clock moves).
+ */
+export function deadlineLeftMs(revoke: RecordedRevoke): number | undefined {
+  const { forceAfterMs: after, forceAt } = revoke as { forceAfterMs?: unknown; forceAt?: unknown };
+  if (typeof after === 'number' && Number.isFinite(after) && after >= 0) return after;
+  const at = typeof forceAt === 'string' ? Date.parse(forceAt) : Number.NaN;
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }

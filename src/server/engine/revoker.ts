@@ -3,7 +3,7 @@ import { baseName, joinPath, type CoordinationStore } from '../stores/store.js';
 import { queueOrder } from './node-name.js';
 import { updateNodeRecord, type NodeRecord } from './node-record.js';
 import { holders } from './queue-position.js';
-import { revokeToRecord } from './revocation.js';
+import { deadlineLeftMs, revokeToRecord } from './revocation.js';
 
 /** How long after a forced revocation's deadline the revoking server deletes what is left. */
 const FORCE_BACKSTOP_MS = 2_000;
@@ -37,11 +37,15 @@ export class Revoker {
   async revoke(name: string, dir: string, reason: string, forceAfterMs: number | undefined): Promise<number> {
     const queue = queueOrder(await this.#store.children(dir));
     const holding = queue.slice(0, holders(queue).count).map((entry) => joinPath(dir, entry.nodeName));
+    // The deadline is recorded as a duration, which the holder's instance measures from when it
+    // sees it by its monotonic clock; the wall clock times are for people (see revocation.ts).
     const now = Date.now();
     const revoke = {
       reason,
       requestedAt: new Date(now).toISOString(),
-      ...(forceAfterMs === undefined ? {} : { forceAt: new Date(now + forceAfterMs).toISOString() }),
+      ...(forceAfterMs === undefined
+        ? {}
+        : { forceAt: new Date(now + forceAfterMs).toISOString(), forceAfterMs }),
     };
     const asked = await Promise.all(
       holding.map(async (listed) => {
@@ -61,9 +65,8 @@ export class Revoker {
           record = await ask(path);
         }
         if (record === 'missing') return false;
-        const standing = record.revoke ?? revoke;
-        const forceAt = standing.forceAt === undefined ? Number.NaN : Date.parse(standing.forceAt);
-        if (!Number.isNaN(forceAt)) this.#backstop(path, forceAt);
+        const leftMs = deadlineLeftMs(record.revoke ?? revoke);
+        if (leftMs !== undefined) this.#backstop(path, leftMs);
         return true;
       }),
     );
@@ -87,13 +90,14 @@ export class Revoker {
 
   /**
    * Deletes a holder's node a little after the deadline it was told, should its own server not
-   * have (it may be gone): its waiters must not wait on a holder that was told to go.
+   * have (it may be gone): its waiters must not wait on a holder that was told to go. `leftMs`
+   * is the recorded duration, counted from now by this instance's monotonic clock: the holder's
+   * server counts it from when it saw the request, which for ours is about now and for one an
+   * earlier RevokeLock recorded was before now, so this never comes before the deadline it
+   * keeps (later, for an earlier one: a backstop may be late, never early).
    */
-  #backstop(path: string, forceAt: number): void {
-    const timer = setTimeout(
-      () => void this.#withdraw(path),
-      Math.max(0, forceAt - Date.now()) + FORCE_BACKSTOP_MS,
-    );
+  #backstop(path: string, leftMs: number): void {
+    const timer = setTimeout(() => void this.#withdraw(path), leftMs + FORCE_BACKSTOP_MS);
     timer.unref();
   }
 }

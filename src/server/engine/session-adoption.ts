@@ -98,14 +98,25 @@ function requestOf(id: number, tagged: TaggedNode[]): FoundRequest {
     owner: record.owner,
     peer: record.peer,
     ...(value.byteLength > 0 ? { value } : {}),
-    // Whatever is left of the wait: a deadline passed meanwhile ends it at once.
-    ...(tag.until === undefined ? {} : { waitTimeoutMs: Math.max(1, tag.until - Date.now()) }),
+    ...(tag.until === undefined ? {} : { waitTimeoutMs: waitLeftMs(tag.until, tag.wait) }),
   };
   const request: AcquireRequest =
     tag.set !== undefined && targets.length > 1
       ? { ...common, name: tag.set, mode: targets[0]!.mode, locks: targets }
       : { ...common, ...targets[0]! };
   return { id, request, nodes: tagged.map(({ node }) => node) };
+}
+
+/**
+ * What is left of a wait another instance began, which ends at `until` by that instance's wall
+ * clock. Only the wall clock can say (no monotonic clock is shared), so a clock here that is
+ * ahead of that instance's by s (or stepped forward) ends the wait s early, at once if s is
+ * more than what was left; one behind (or stepped back) cannot make it last longer than its
+ * whole wait timeout from now (`wait`, in tags lockstream writes since it has been recorded).
+ */
+export function waitLeftMs(until: number, wait: unknown): number {
+  const left = Math.max(1, until - Date.now());
+  return typeof wait === 'number' && wait > 0 ? Math.min(left, wait) : left;
 }
 
 /** A node's tag if it reads as one lockstream wrote (anything else is no resumable session's). */

@@ -194,7 +194,10 @@ type RevokeLockRequest struct {
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Take the lock away from holders that have not released it after this long. Absent: only ask.
 	// A holder told a deadline before keeps that one; a holder asked before without one is told
-	// this deadline (see RevokeLock).
+	// this deadline (see RevokeLock). It is kept as a duration: the instance serving each holder
+	// counts it by its monotonic clock from when it sees the request (normally a few milliseconds
+	// after this call; later if that instance is reconnecting to the back end), so the wall
+	// clocks of the instances, skewed against each other or stepped, do not move it.
 	ForceAfter    *durationpb.Duration `protobuf:"bytes,3,opt,name=force_after,json=forceAfter,proto3" json:"force_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -435,7 +438,9 @@ type LockRequestInfo struct {
 	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	// The fencing token the request holds, or will hold once granted.
 	FencingToken uint64 `protobuf:"varint,3,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
-	// When the request was made (it queued then; an uncontended request was granted then too).
+	// When the request was made (it queued then; an uncontended request was granted then too), by
+	// the wall clock of the instance that serves it: for people. A skewed or stepped clock on that
+	// instance shifts it by as much; nothing lockstream decides depends on it.
 	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
 	// The lockstream instance that serves the request.
 	Instance string `protobuf:"bytes,5,opt,name=instance,proto3" json:"instance,omitempty"`
@@ -1938,8 +1943,8 @@ func (*AcquireReleased) Descriptor() ([]byte, []int) {
 
 // AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
 // `confirmed` follows, the call ends with ABORTED before the back end could let anyone else
-// hold the lock (for ZooKeeper: within two thirds of the server's session timeout of the last
-// reply it had).
+// hold the lock (for ZooKeeper: within half the server's session timeout of the last request
+// whose reply passed through ZooKeeper's leader).
 type AcquireInDoubt struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2021,7 +2026,13 @@ type AcquireRevokeRequested struct {
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	// When the lock is taken away if it has not been released (the call then ends with
 	// ABORTED), never earlier; once sent, it never changes. Absent: the request is cooperative
-	// only, until a later `revoke_requested` brings a deadline.
+	// only, until a later `revoke_requested` brings a deadline. It is the serving instance's wall
+	// clock when it sent this message plus the time left (RevokeLock's `force_after`); the
+	// instance keeps the deadline by its monotonic clock, so the lock is taken away that long
+	// after this message was sent whatever its wall clock does meanwhile (a step of an hour
+	// moves nothing). Read against another clock, it is off by that clock's difference from the
+	// instance's: a client whose clock is behind by s sees a deadline s later than it comes. A
+	// session taken over by another instance may be told the deadline again from there, later.
 	ForceAt       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=force_at,json=forceAt,proto3" json:"force_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -233,8 +233,12 @@ type LockServiceClient interface {
 	ListLocks(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error)
 	// CheckToken says whether a fencing token is held for a lock right now (Chubby's
 	// CheckSequencer), for resources that validate their callers. A token that was never granted,
-	// or was released or lost, is not held; nor is one whose forced revocation's deadline has
-	// passed, from that moment on. INVALID_ARGUMENT for a malformed name.
+	// or was released or lost, is not held. The answer comes from the back end's state alone (the
+	// holder's request is there, among the lock's holders), never from a clock, so every instance
+	// gives the same answer and no wall clock, skewed or stepped, changes it. A holder forced out
+	// by a revocation's deadline holds until its instance, having ended its stream, removes its
+	// request: at most about a second after the deadline (see RevokeLock), never before it.
+	// INVALID_ARGUMENT for a malformed name.
 	CheckToken(ctx context.Context, in *CheckTokenRequest, opts ...grpc.CallOption) (*CheckTokenResponse, error)
 	// RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
 	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.
@@ -555,8 +559,12 @@ type LockServiceServer interface {
 	ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error)
 	// CheckToken says whether a fencing token is held for a lock right now (Chubby's
 	// CheckSequencer), for resources that validate their callers. A token that was never granted,
-	// or was released or lost, is not held; nor is one whose forced revocation's deadline has
-	// passed, from that moment on. INVALID_ARGUMENT for a malformed name.
+	// or was released or lost, is not held. The answer comes from the back end's state alone (the
+	// holder's request is there, among the lock's holders), never from a clock, so every instance
+	// gives the same answer and no wall clock, skewed or stepped, changes it. A holder forced out
+	// by a revocation's deadline holds until its instance, having ended its stream, removes its
+	// request: at most about a second after the deadline (see RevokeLock), never before it.
+	// INVALID_ARGUMENT for a malformed name.
 	CheckToken(context.Context, *CheckTokenRequest) (*CheckTokenResponse, error)
 	// RevokeLock asks every holder of a lock to release it (cooperative revocation, as Curator's
 	// Revoker): each holder's Acquire stream gets `revoke_requested`, whichever instance serves it.

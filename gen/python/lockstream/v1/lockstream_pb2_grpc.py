@@ -293,8 +293,12 @@ class LockServiceServicer:
     def CheckToken(self, request, context):
         """CheckToken says whether a fencing token is held for a lock right now (Chubby's
         CheckSequencer), for resources that validate their callers. A token that was never granted,
-        or was released or lost, is not held; nor is one whose forced revocation's deadline has
-        passed, from that moment on. INVALID_ARGUMENT for a malformed name.
+        or was released or lost, is not held. The answer comes from the back end's state alone (the
+        holder's request is there, among the lock's holders), never from a clock, so every instance
+        gives the same answer and no wall clock, skewed or stepped, changes it. A holder forced out
+        by a revocation's deadline holds until its instance, having ended its stream, removes its
+        request: at most about a second after the deadline (see RevokeLock), never before it.
+        INVALID_ARGUMENT for a malformed name.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -120,7 +120,10 @@ export interface RevokeLockRequest {
   /**
    * Take the lock away from holders that have not released it after this long. Absent: only ask.
    * A holder told a deadline before keeps that one; a holder asked before without one is told
-   * this deadline (see RevokeLock).
+   * this deadline (see RevokeLock). It is kept as a duration: the instance serving each holder
+   * counts it by its monotonic clock from when it sees the request (normally a few milliseconds
+   * after this call; later if that instance is reconnecting to the back end), so the wall
+   * clocks of the instances, skewed against each other or stepped, do not move it.
    */
   forceAfter: Duration | undefined;
 }
@@ -162,7 +165,11 @@ export interface LockRequestInfo {
   owner: string;
   /** The fencing token the request holds, or will hold once granted. */
   fencingToken: bigint;
-  /** When the request was made (it queued then; an uncontended request was granted then too). */
+  /**
+   * When the request was made (it queued then; an uncontended request was granted then too), by
+   * the wall clock of the instance that serves it: for people. A skewed or stepped clock on that
+   * instance shifts it by as much; nothing lockstream decides depends on it.
+   */
   requestedAt:
     | Date
     | undefined;
@@ -460,8 +467,8 @@ export interface AcquireReleased {
 /**
  * AcquireInDoubt says that the server cannot currently vouch for the held lock. Unless
  * `confirmed` follows, the call ends with ABORTED before the back end could let anyone else
- * hold the lock (for ZooKeeper: within two thirds of the server's session timeout of the last
- * reply it had).
+ * hold the lock (for ZooKeeper: within half the server's session timeout of the last request
+ * whose reply passed through ZooKeeper's leader).
  */
 export interface AcquireInDoubt {
 }
@@ -480,7 +487,13 @@ export interface AcquireRevokeRequested {
   /**
    * When the lock is taken away if it has not been released (the call then ends with
    * ABORTED), never earlier; once sent, it never changes. Absent: the request is cooperative
-   * only, until a later `revoke_requested` brings a deadline.
+   * only, until a later `revoke_requested` brings a deadline. It is the serving instance's wall
+   * clock when it sent this message plus the time left (RevokeLock's `force_after`); the
+   * instance keeps the deadline by its monotonic clock, so the lock is taken away that long
+   * after this message was sent whatever its wall clock does meanwhile (a step of an hour
+   * moves nothing). Read against another clock, it is off by that clock's difference from the
+   * instance's: a client whose clock is behind by s sees a deadline s later than it comes. A
+   * session taken over by another instance may be told the deadline again from there, later.
    */
   forceAt: Date | undefined;
 }
@@ -5557,8 +5570,12 @@ export const LockServiceService = {
   /**
    * CheckToken says whether a fencing token is held for a lock right now (Chubby's
    * CheckSequencer), for resources that validate their callers. A token that was never granted,
-   * or was released or lost, is not held; nor is one whose forced revocation's deadline has
-   * passed, from that moment on. INVALID_ARGUMENT for a malformed name.
+   * or was released or lost, is not held. The answer comes from the back end's state alone (the
+   * holder's request is there, among the lock's holders), never from a clock, so every instance
+   * gives the same answer and no wall clock, skewed or stepped, changes it. A holder forced out
+   * by a revocation's deadline holds until its instance, having ended its stream, removes its
+   * request: at most about a second after the deadline (see RevokeLock), never before it.
+   * INVALID_ARGUMENT for a malformed name.
    */
   checkToken: {
     path: "/lockstream.v1.LockService/CheckToken" as const,
@@ -5814,8 +5831,12 @@ export interface LockServiceServer extends UntypedServiceImplementation {
   /**
    * CheckToken says whether a fencing token is held for a lock right now (Chubby's
    * CheckSequencer), for resources that validate their callers. A token that was never granted,
-   * or was released or lost, is not held; nor is one whose forced revocation's deadline has
-   * passed, from that moment on. INVALID_ARGUMENT for a malformed name.
+   * or was released or lost, is not held. The answer comes from the back end's state alone (the
+   * holder's request is there, among the lock's holders), never from a clock, so every instance
+   * gives the same answer and no wall clock, skewed or stepped, changes it. A holder forced out
+   * by a revocation's deadline holds until its instance, having ended its stream, removes its
+   * request: at most about a second after the deadline (see RevokeLock), never before it.
+   * INVALID_ARGUMENT for a malformed name.
    */
   checkToken: handleUnaryCall<CheckTokenRequest, CheckTokenResponse>;
   /**
@@ -6079,8 +6100,12 @@ export interface LockServiceClient extends Client {
   /**
    * CheckToken says whether a fencing token is held for a lock right now (Chubby's
    * CheckSequencer), for resources that validate their callers. A token that was never granted,
-   * or was released or lost, is not held; nor is one whose forced revocation's deadline has
-   * passed, from that moment on. INVALID_ARGUMENT for a malformed name.
+   * or was released or lost, is not held. The answer comes from the back end's state alone (the
+   * holder's request is there, among the lock's holders), never from a clock, so every instance
+   * gives the same answer and no wall clock, skewed or stepped, changes it. A holder forced out
+   * by a revocation's deadline holds until its instance, having ended its stream, removes its
+   * request: at most about a second after the deadline (see RevokeLock), never before it.
+   * INVALID_ARGUMENT for a malformed name.
    */
   checkToken(
     request: CheckTokenRequest,
