@@ -5,15 +5,23 @@
  * process through it: kill and restart an instance or a client on the same host and port,
  * step an instance's wall clock, find the ZooKeeper leader.
  */
+import { type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { EnsembleMember, ZooKeeperEnsemble } from '../setup/zookeeper-ensemble.js';
+import { killOnExit } from '../setup/zookeeper-process.js';
 import { fakeClock, type FakeClock } from '../support/fake-clock.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { Recorder, type HistoryEvent, type RecorderOptions } from './client/recorder.js';
 import { TestNetwork, type Host } from './net/test-network.js';
 import { startNetworkedEnsemble } from './net/zookeeper-hosts.js';
+
+const DELAY_PROXY = fileURLToPath(new URL('./net/delay-proxy-main.ts', import.meta.url));
+/** A client's delay proxy listens on 127.0.0.1:(this + k) of its host for instance k. */
+const DELAY_PROXY_PORT = 6001;
 
 /** ZooKeeper's tick and syncLimit: a follower cut off from its leader serves reads for 4 s. */
 export const TICK_MS = 500;
@@ -52,6 +60,8 @@ export interface ClientSlot {
   readonly generations: Recorder[];
   /** Events the harness adds: a killed client stops believing it holds anything when it dies. */
   readonly added: HistoryEvent[];
+  /** The client's delay proxy (when the run delays links): it reaches the instances through it. */
+  readonly proxy: ChildProcess | undefined;
   killing: boolean;
   readonly crashes: string[];
 }
@@ -63,6 +73,8 @@ export interface ClusterOptions {
   readonly plant: PlantedBug | undefined;
   /** Start the instances under libfaketime, for the clock nemesis. */
   readonly clocks: boolean;
+  /** Clients reach the instances through a delay proxy on their host, for the delay nemesis. */
+  readonly delays: boolean;
   readonly random: () => number;
   readonly log: (line: string) => void;
 }
@@ -206,31 +218,41 @@ export class Cluster {
    * Client i: its role cycles through a mutex writer (locks m0..), a reader or writer of one
    * read/write lock (rw), and a holder of a semaphore of 2 (sem); its instance list starts at
    * instance floor(i / 3) mod 3, so each instance serves every role. Planted bugs that need a
-   * holder to hold on through a fault (follower-reads, ignore-lost) get long holds.
+   * holder to hold on through a fault (follower-reads, ignore-lost) get roles of their own.
    */
   async #startClient(i: number): Promise<void> {
     const name = `c${i + 1}`;
     const host = await this.network.addHost(name);
     const first = Math.floor(i / 3) % this.instances.length;
-    const servers = this.instances.map(
-      (_, k) => this.instances[(first + k) % this.instances.length]!.address,
-    );
+    const proxy = this.#options.delays ? await this.#startProxy(host) : undefined;
+    const servers = this.instances.map((_, k) => {
+      const index = (first + k) % this.instances.length;
+      return proxy ? `127.0.0.1:${DELAY_PROXY_PORT + index}` : this.instances[index]!.address;
+    });
     const plant = this.#options.plant;
-    const long = plant === 'follower-reads' || plant === 'ignore-lost' ? '2000-8000' : undefined;
     const mutexes = Array.from({ length: Math.max(1, this.#options.locks) }, (_, k) => `m${k}`);
     const role: Omit<RecorderOptions, 'client' | 'servers'> =
       i % 3 === 0
-        ? { locks: mutexes, mode: 'write', holdMs: long ?? '20-1000' }
+        ? { locks: mutexes, mode: 'write', holdMs: '20-1000' }
         : i % 3 === 1
-          ? { locks: ['rw'], mode: Math.floor(i / 3) % 2 === 0 ? 'read' : 'write', holdMs: long ?? '50-1000' }
-          : { locks: ['sem'], mode: 'semaphore', limit: 2, holdMs: long ?? '100-3000' };
-    const options: Omit<RecorderOptions, 'client'> = {
-      ...role,
-      servers,
-      pauseMs: '20-300',
-      waitTimeoutMs: 10_000,
-      ignoreLost: plant === 'ignore-lost',
-    };
+          ? { locks: ['rw'], mode: Math.floor(i / 3) % 2 === 0 ? 'read' : 'write', holdMs: '50-1000' }
+          : { locks: ['sem'], mode: 'semaphore', limit: 2, holdMs: '100-3000' };
+    const options: Omit<RecorderOptions, 'client'> =
+      plant === 'follower-reads' || plant === 'ignore-lost'
+        ? {
+            // Bugs that show only when a holder on s1 (the nemeses' focus) holds on through a
+            // fault while a client of another instance waits: c1, on s1 alone, holds the mutex
+            // m0 for 10-15 s at a time; the clients of s2 and s3 take it briefly in between and
+            // wait long; s1's other clients keep to m1, out of the way.
+            locks: [i === 0 || first !== 0 ? 'm0' : 'm1'],
+            mode: 'write',
+            holdMs: i === 0 ? '10000-15000' : '100-500',
+            servers: i === 0 ? [this.instances[0]!.address] : servers,
+            pauseMs: '20-300',
+            waitTimeoutMs: 30_000,
+            ignoreLost: plant === 'ignore-lost' && i === 0,
+          }
+        : { ...role, servers, pauseMs: '20-300', waitTimeoutMs: 10_000 };
     const recorder = Recorder.start(this.network, host, { client: name, ...options });
     const slot: ClientSlot = {
       name,
@@ -239,11 +261,33 @@ export class Cluster {
       recorder,
       generations: [recorder],
       added: [],
+      proxy,
       killing: false,
       crashes: [],
     };
     this.#watchClient(slot, recorder);
     this.clients.push(slot);
+  }
+
+  /** Starts a delay proxy on `host` with a port per instance; resolves once it listens. */
+  async #startProxy(host: Host): Promise<ChildProcess> {
+    const routes = this.instances.map((instance, k) => `${DELAY_PROXY_PORT + k}=${instance.address}`);
+    const child = this.network.spawn(host, process.execPath, ['--import', 'tsx', DELAY_PROXY, ...routes], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    const untrack = killOnExit(child);
+    void once(child, 'close').then(untrack);
+    await new Promise<void>((resolve, reject) => {
+      child.stdout?.once('data', () => resolve());
+      child.once('close', (code) => reject(new Error(`the delay proxy on ${host.name} exited (${code})`)));
+    });
+    return child;
+  }
+
+  /** Sets the one-way delay of `slot`'s links to every instance (0: none). */
+  setDelay(slot: ClientSlot, ms: number): void {
+    if (!slot.proxy) throw new Error('the clients were started without delay proxies');
+    slot.proxy.stdin?.write(`delay ${Math.round(ms)}\n`);
   }
 
   #watchClient(slot: ClientSlot, recorder: Recorder): void {
@@ -332,6 +376,7 @@ export class Cluster {
     if (this.#stopping) return;
     this.#stopping = true;
     await Promise.all(this.clients.map((slot) => slot.recorder.kill('SIGKILL').catch(() => {})));
+    for (const slot of this.clients) slot.proxy?.kill('SIGKILL');
     await Promise.all(this.instances.map((instance) => instance.server.kill('SIGKILL').catch(() => {})));
     await this.ensemble.stop().catch(() => {});
     for (const instance of this.instances) await instance.clock?.close();

@@ -11,6 +11,8 @@ export interface NemesisContext {
   readonly cluster: Cluster;
   readonly random: () => number;
   readonly log: (line: string) => void;
+  /** The instance that faults aimed at one instance pick (when a planted bug lives there). */
+  readonly focus?: Instance | undefined;
 }
 
 export interface Nemesis {
@@ -34,6 +36,7 @@ export const NEMESES = [
   'pause-zk',
   'kill-client',
   'flaky',
+  'delay',
   'clock',
 ] as const;
 export type NemesisName = (typeof NEMESES)[number];
@@ -73,7 +76,7 @@ function partition(
 }
 
 function instanceFor(ctx: NemesisContext): Instance {
-  return pick(ctx.random, ctx.cluster.instances);
+  return ctx.focus ?? pick(ctx.random, ctx.cluster.instances);
 }
 
 export function makeNemesis(name: NemesisName): Nemesis {
@@ -94,16 +97,17 @@ export function makeNemesis(name: NemesisName): Nemesis {
         };
       });
     case 'partition-instance-zk':
-      return partition(name, ({ cluster, random }) => {
-        const instance = pick(random, cluster.instances);
+      return partition(name, (ctx) => {
+        const instance = instanceFor(ctx);
         return Promise.resolve({
-          cuts: [[[instance.host], cluster.zkHosts]],
+          cuts: [[[instance.host], ctx.cluster.zkHosts]],
           detail: `${instance.name} cut from every ZooKeeper member`,
         });
       });
     case 'partition-instance-leader':
-      return partition(name, async ({ cluster, random }) => {
-        const instance = pick(random, cluster.instances);
+      return partition(name, async (ctx) => {
+        const { cluster } = ctx;
+        const instance = instanceFor(ctx);
         const leader = await cluster.ensemble.leader();
         return {
           cuts: [[[instance.host], [cluster.zkHost(leader)]]],
@@ -112,12 +116,13 @@ export function makeNemesis(name: NemesisName): Nemesis {
       });
     case 'partition-zk-majority':
       // {minority member, one instance} | {majority members, the other instances}.
-      return partition(name, async ({ cluster, random }) => {
+      return partition(name, async (ctx) => {
+        const { cluster, random } = ctx;
         await cluster.ensemble.leader();
         const minority = pick(random, cluster.ensemble.members);
         const majority = cluster.ensemble.members.filter((m) => m !== minority);
         const majorityHosts = majority.map((m) => cluster.zkHost(m));
-        const stranded = pick(random, cluster.instances);
+        const stranded = instanceFor(ctx);
         const rest = cluster.instances.filter((i) => i !== stranded);
         return {
           cuts: [
@@ -140,9 +145,9 @@ export function makeNemesis(name: NemesisName): Nemesis {
         });
       });
     case 'bridge':
-      return partition(name, ({ cluster, random }) => {
-        const instance = pick(random, cluster.instances);
-        const clients = cluster.clients.map((c) => c.host);
+      return partition(name, (ctx) => {
+        const instance = instanceFor(ctx);
+        const clients = ctx.cluster.clients.map((c) => c.host);
         return Promise.resolve({
           cuts: [[[instance.host], clients]],
           detail: `${instance.name} reaches ZooKeeper but none of its clients (${names(clients)})`,
@@ -249,6 +254,25 @@ export function makeNemesis(name: NemesisName): Nemesis {
           return `${rule.host.name} loses ${Math.round(Number(rule.probability) * 100)} % of its packets each way`;
         },
         stop: (ctx) => apply(ctx, '-D'),
+      };
+    }
+    case 'delay': {
+      // Through each client's delay proxy (a user-space stand-in for netem's delay).
+      let delayed: ClientSlot[] = [];
+      return {
+        name,
+        start: ({ cluster, random }) => {
+          const all = random() < 0.5;
+          delayed = all ? [...cluster.clients] : [pick(random, cluster.clients)];
+          const ms = Math.round(100 + 1400 * random());
+          for (const slot of delayed) cluster.setDelay(slot, ms);
+          const who = all ? 'every client' : delayed[0]!.recorder.client;
+          return Promise.resolve(`${who}: links to every instance delayed ${ms} ms each way`);
+        },
+        stop: ({ cluster }) => {
+          for (const slot of delayed) cluster.setDelay(slot, 0);
+          return Promise.resolve();
+        },
       };
     }
     case 'clock': {

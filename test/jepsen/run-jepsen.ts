@@ -81,6 +81,7 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     locks: options.locks,
     plant: options.plant,
     clocks: options.nemeses.includes('clock'),
+    delays: options.nemeses.includes('delay'),
     random,
     log,
   });
@@ -91,7 +92,12 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     log(
       `cluster up: ${cluster.instances.map((i) => `${i.name} ${i.address} on ${i.members.map((m) => `zk${m.id}`).join('+')}`).join('; ')}`,
     );
-    const ctx = { cluster, random, log };
+    // Planted bugs that live on s1 (its holders hold long): faults at one instance aim there.
+    const focus =
+      options.plant === 'follower-reads' || options.plant === 'ignore-lost'
+        ? cluster.instances[0]
+        : undefined;
+    const ctx = { cluster, random, log, focus };
     const deadline = performance.now() + options.timeS * 1000;
     const faultMs = options.faultMs ?? DEFAULT_FAULT_MS;
     const healMs = options.healMs ?? DEFAULT_HEAL_MS;
@@ -171,6 +177,7 @@ async function healEverything(cluster: Cluster, log: (line: string) => void): Pr
     if (member.paused) member.resume();
     if (member.pid === null) await member.restart();
   }
+  for (const slot of cluster.clients) if (slot.proxy) cluster.setDelay(slot, 0);
   for (const instance of cluster.instances) {
     if (instance.killing) await cluster.restartInstance(instance);
     else if (instance.clock && instance.clock.offset !== '+0') await instance.clock.step('+0');

@@ -48,10 +48,6 @@ class Recorder implements RequestListener {
     this.#record('handed over');
   }
 
-  ended(reason: LockError): void {
-    this.#record(`session ended: ${reason.message}`);
-  }
-
   #record(event: string): void {
     this.events.push(event);
     for (const waiter of [...this.#waiters]) {

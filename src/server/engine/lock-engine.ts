@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { joinPath, type CoordinationStore, type OwnedNode, type StoreSession } from '../stores/store.js';
+import { joinPath, type CoordinationStore, type OwnedNode } from '../stores/store.js';
 import { Acquisition } from './acquisition.js';
 import type { AcquireOptions, AcquireRequest, Lease, RequestOptions } from './lock-request.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
@@ -40,11 +40,6 @@ export class LockEngine {
   readonly #revoker: Revoker;
   /** What every request of this engine (an Acquisition) works with. */
   readonly #parts: AcquisitionEngine;
-
-  /** The store session that new requests are made in (replaced by a new one after a loss). */
-  get storeSession(): StoreSession {
-    return this.#store.session;
-  }
 
   constructor(options: LockEngineOptions) {
     const store = options.store;

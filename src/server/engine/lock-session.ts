@@ -269,20 +269,6 @@ export class LockSession implements RequestSession {
   }
 
   /**
-   * The store session its requests live in (the one its resume token names) is lost, given up
-   * or expired: every lock in it was lost. The session ends for good, and its stream, if one is
-   * attached, ends with `reason` and says that nothing is held, so that its client opens a new
-   * session rather than resume this one (which would make an instance that took the lost store
-   * session over and this one each serve a session under the same token).
-   */
-  endWithStore(reason: LockError): void {
-    if (this.#ended) return;
-    const listener = this.#listener;
-    if (listener) listener.ended(reason);
-    else void this.end(reason);
-  }
-
-  /**
    * Ends the session for good: withdraws every waiting request and releases every held lock,
    * silently (whoever is attached hears the session's own end instead), and forgets the
    * resume token. Idempotent; never rejects.

@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import { isLockError, LockError } from '../lock-error.js';
-import { onAbort } from '../../common/abort.js';
 import type { CoordinationStore, SessionTakeover } from '../stores/store.js';
 import type { LockEngine } from './lock-engine.js';
 import { LockSession, type SessionEvents, type SessionKind } from './lock-session.js';
@@ -129,10 +128,6 @@ export class LockSessions {
   ): LockSession {
     const key =
       options.resumeKey ?? (options.resumeToken === undefined ? undefined : resumeKey(options.resumeToken));
-    // Where tokens name the store session they were issued on, a session ends once that store
-    // session is lost (a session taken over has moved with it before): see endWithStore.
-    const storeSession = group.engine.storeSession;
-    let unlink: (() => void) | undefined;
     const session: LockSession = new LockSession({
       ...options,
       engine: group.engine,
@@ -141,7 +136,6 @@ export class LockSessions {
       resumeKey: this.#takeover ? key : undefined,
       events: this.#events,
       forget: () => {
-        unlink?.();
         group.sessions.delete(session);
         if (key !== undefined && this.#resumable.get(key) === session) this.#resumable.delete(key);
         if (group.taken && group.sessions.size === 0 && !this.#handingOver) this.#release(group);
@@ -149,14 +143,6 @@ export class LockSessions {
     });
     group.sessions.add(session);
     if (key !== undefined) this.#resumable.set(key, session);
-    if (this.#takeover && key !== undefined) {
-      unlink = onAbort(storeSession.lost, () => {
-        if (this.#closed || this.#handingOver) return;
-        const reason = storeSession.lost.reason as LockError;
-        // After the turn: each request is told of its own loss first.
-        setImmediate(() => session.endWithStore(reason));
-      });
-    }
     return session;
   }
 

@@ -41,11 +41,6 @@ export interface RequestListener {
    * its client to resume the session on any instance.
    */
   handedOver(): void;
-  /**
-   * The session ended for good, and with it every request (see LockSession.endWithStore): the
-   * stream ends with `reason`, saying that nothing is held.
-   */
-  ended(reason: LockError): void;
 }
 
 /**

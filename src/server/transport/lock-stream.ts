@@ -314,10 +314,6 @@ export abstract class LockStream<Req, Res>
     this.#done();
   }
 
-  ended(reason: LockError): void {
-    this.fail(reason);
-  }
-
   replaced(): void {
     if (this.#state === 'over') return;
     this.#over();
