@@ -27,6 +27,14 @@ import type { ZooKeeperSession } from './zookeeper-session.js';
  * - with none for LOSS = T / 2, the session is given up as lost *before* ZooKeeper can expire
  *   it and let another server grant the same locks (Curator's advice: treat a long SUSPENDED
  *   as LOST; CURATOR-206). The remaining T / 8 covers timer and event-loop delays.
+ *
+ * A process that was stopped (SIGSTOP, a VM paused) wakes past LOSS with its holders' safety
+ * margin spent already, not knowing what happened meanwhile: ZooKeeper may have kept the
+ * session, expired it, or let another instance take it over. Then the give-up is put off by a
+ * HEARTBEAT, for the connection to show which: a handshake that takes the session back has
+ * the leader revalidate it (confirmed again; where the session is published, its record is
+ * read first, and a takeover hands its lockstream sessions over to the taker), an expired one
+ * ends it; if neither comes in time, it is given up.
  */
 const HEARTBEAT_FRACTION = 1 / 8;
 const DOUBT_FRACTION = 1 / 4;
@@ -63,6 +71,10 @@ export class SessionHealth {
   #watchdog: NodeJS.Timeout | undefined;
   /** The #lastConfirmedAt whose silence made the client leave its member (once per silence). */
   #movedOnAfter = -1;
+  /** When the pending watchdog is due (performance.now()). */
+  #watchdogDueAt = Infinity;
+  /** Until when a give-up is put off after this process was stopped (see above); 0 if not. */
+  #putOffUntil = 0;
 
   constructor(keeper: WatchedKeeper, requestedTimeoutMs: number, logger: Logger) {
     this.#keeper = keeper;
@@ -99,6 +111,7 @@ export class SessionHealth {
   leaderReached(link: ZooKeeperLink, sentAt: number): void {
     if (link !== this.#keeper.link() || sentAt <= this.#lastConfirmedAt) return;
     this.#lastConfirmedAt = sentAt;
+    this.#putOffUntil = 0;
     this.assess();
   }
 
@@ -106,11 +119,15 @@ export class SessionHealth {
    * Decides, from the time since the newest reply, whether the session is confirmed, in doubt,
    * or to be given up before ZooKeeper can expire it; and wakes itself for the next threshold.
    */
-  assess(): void {
+  assess(watchdogLateMs = 0): void {
     const session = this.#keeper.session();
     if (this.#keeper.closed() || !session.established) return;
     const timeoutMs = this.#sessionTimeoutMs();
-    const silentMs = performance.now() - this.#lastConfirmedAt;
+    const now = performance.now();
+    const silentMs = now - this.#lastConfirmedAt;
+    // How late the watchdog fires, or is overdue: how long this process was stopped, at least.
+    const stoppedMs = Math.max(watchdogLateMs, this.#watchdog === undefined ? 0 : now - this.#watchdogDueAt);
+    if (silentMs >= timeoutMs * LOSS_FRACTION && this.#putOff(now, stoppedMs, timeoutMs)) return;
     if (silentMs >= timeoutMs * LOSS_FRACTION) {
       const why =
         `no reply from ZooKeeper for ${Math.round(silentMs)} ms of a ${timeoutMs} ms session timeout: ` +
@@ -131,15 +148,39 @@ export class SessionHealth {
     }
     if (this.#watchdog === undefined) {
       const next = silentMs < timeoutMs * DOUBT_FRACTION ? DOUBT_FRACTION : LOSS_FRACTION;
-      this.#watchdog = setTimeout(
-        () => {
-          this.#watchdog = undefined;
-          this.assess();
-        },
-        timeoutMs * next - silentMs,
-      );
-      this.#watchdog.unref();
+      this.#wakeIn(timeoutMs * next - silentMs);
     }
+  }
+
+  /**
+   * Whether the give-up is put off: this process was stopped past LOSS (its watchdog fired, or
+   * is to fire, more than a HEARTBEAT late), and the connection is given a HEARTBEAT to show
+   * what became of the session (see above). Once per silence.
+   */
+  #putOff(now: number, stoppedMs: number, timeoutMs: number): boolean {
+    if (this.#putOffUntil > 0) return now < this.#putOffUntil;
+    if (stoppedMs <= timeoutMs * HEARTBEAT_FRACTION) return false;
+    const session = this.#keeper.session();
+    this.#putOffUntil = now + timeoutMs * HEARTBEAT_FRACTION;
+    session.setConfirmed(false);
+    this.#logger.warn(
+      { session: session.id, stoppedMs: Math.round(stoppedMs) },
+      'this process was stopped past the point where the ZooKeeper session is given up: ' +
+        'the connection gets a moment to show whether ZooKeeper kept the session, before it is given up',
+    );
+    clearTimeout(this.#watchdog);
+    this.#wakeIn(timeoutMs * HEARTBEAT_FRACTION);
+    return true;
+  }
+
+  #wakeIn(ms: number): void {
+    this.#watchdogDueAt = performance.now() + ms;
+    const dueAt = this.#watchdogDueAt;
+    this.#watchdog = setTimeout(() => {
+      this.#watchdog = undefined;
+      this.assess(performance.now() - dueAt);
+    }, ms);
+    this.#watchdog.unref();
   }
 
   /** How long a request may go unanswered before the session is in doubt. */
