@@ -8,8 +8,9 @@
  *   follows RELEASED_EARLY_DELAY_MS later), so the lock is still held after its holder was told
  *   it is free.
  * - `follower-reads`: the ZooKeeper session's health counts replies to reads, which a follower
- *   cut off from its leader gives by itself, as proof that the leader heard the session (the
- *   defect of SessionHealth before it counted only replies that passed through the leader).
+ *   cut off from its leader gives by itself, as proof that the leader heard the session, and its
+ *   heartbeat is a read (the defect of SessionHealth before it counted only replies that passed
+ *   through the leader).
  */
 export const PLANTED_BUGS = ['released-early', 'follower-reads'] as const;
 export type PlantedBug = (typeof PLANTED_BUGS)[number];

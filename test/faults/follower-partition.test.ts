@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EnsembleMember } from '../setup/zookeeper-ensemble.js';
-import { check, type NemesisEvent } from '../jepsen/checker-run.js';
+import { check, type NemesisEvent, type Verdict } from '../jepsen/checker-run.js';
 import { Recorder, type HistoryEvent } from '../jepsen/client/recorder.js';
 import { TestNetwork, type Host } from '../jepsen/net/test-network.js';
 import { startNetworkedEnsemble } from '../jepsen/net/zookeeper-hosts.js';
@@ -30,7 +30,17 @@ describe('a lockstream instance whose ZooKeeper follower is cut off from its lea
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  it('tells its holder it is in doubt and has lost the lock before another instance grants it', async () => {
+  /**
+   * The scenario, with `plant` planted in instance A (see src/server/planted-bugs.ts); returns
+   * what the clients recorded, when, and the checker's verdict.
+   */
+  async function cutFollower(plant?: 'follower-reads'): Promise<{
+    holder: Recorder;
+    next: HistoryEvent;
+    lost: HistoryEvent;
+    doubted: HistoryEvent | undefined;
+    verdict: Verdict;
+  }> {
     const network = await TestNetwork.create();
     cleanups.push(() => network.destroy());
     const { ensemble, hosts: zkHosts } = await startNetworkedEnsemble(network, {
@@ -44,7 +54,11 @@ describe('a lockstream instance whose ZooKeeper follower is cut off from its lea
     const majority = ensemble.members.filter((member) => member !== follower);
 
     const root = `/follower-partition-${randomUUID()}`;
-    const serve = async (name: string, members: readonly EnsembleMember[]): Promise<ServerProcess> => {
+    const serve = async (
+      name: string,
+      members: readonly EnsembleMember[],
+      env: Record<string, string>,
+    ): Promise<ServerProcess> => {
       const host = await network.addHost(name);
       const server = await startServerProcess(
         [
@@ -55,13 +69,16 @@ describe('a lockstream instance whose ZooKeeper follower is cut off from its lea
           '--root',
           root,
         ],
-        {},
+        env,
         { ip: host.ip, prefix: network.prefix(host) },
       );
       cleanups.push(() => server.kill('SIGKILL'));
       return server;
     };
-    const [a, b] = await Promise.all([serve('a', [follower]), serve('b', majority)]);
+    const [a, b] = await Promise.all([
+      serve('a', [follower], plant ? { LOCKSTREAM_PLANTED_BUG: plant } : {}),
+      serve('b', majority, {}),
+    ]);
     const [clientHostA, clientHostB] = [await network.addHost('client-a'), await network.addHost('client-b')];
 
     const holder = Recorder.start(network, clientHostA, {
@@ -102,24 +119,41 @@ describe('a lockstream instance whose ZooKeeper follower is cut off from its lea
     await network.healAll();
     await holder.stop();
 
-    expect(next.type).toBe('ok');
     const doubted = holder.history.find((e) => e.f === 'in_doubt');
     const ms = (event: HistoryEvent | undefined): number =>
       event === undefined ? NaN : Math.round((event.t - cutAt) / 1e6);
     console.info(
-      `follower partition: holder@A in doubt after ${ms(doubted)} ms, told lost after ${ms(lost)} ms ` +
-        `(${lost.error}); waiter@B granted after ${ms(next)} ms ` +
+      `follower partition${plant ? ` (planted: ${plant})` : ''}: holder@A in doubt after ${ms(doubted)} ms, ` +
+        `told lost after ${ms(lost)} ms (${lost.error}); waiter@B granted after ${ms(next)} ms ` +
         `(session timeout ${SESSION_TIMEOUT_MS} ms, syncLimit × tickTime ${SYNC_LIMIT_TICKS * TICK_MS} ms)`,
     );
-    // The strict loss rule, directly: A stopped believing before B was granted.
+    const verdict = await check(
+      path.join(REPORTS, plant ?? 'fixed'),
+      [...holder.history, ...waiter.history],
+      nemesis,
+    );
+    console.info(verdict.stdout.trim().split('\n').slice(-3).join('\n'), `\nreport: ${verdict.report}`);
+    return { holder, next, lost, doubted, verdict };
+  }
+
+  it('tells its holder it is in doubt and has lost the lock before another instance grants it', async () => {
+    const { next, lost, doubted, verdict } = await cutFollower();
+    expect(next.type).toBe('ok');
+    // The strict loss rule, directly: A's holder was told before B was granted.
     expect(doubted).toBeDefined();
     expect(doubted!.t).toBeLessThan(next.t);
     expect(lost.t).toBeLessThan(next.t);
-
-    const verdict = await check(REPORTS, [...holder.history, ...waiter.history], nemesis);
-    console.info(verdict.stdout.trim().split('\n').slice(-3).join('\n'), `\nreport: ${verdict.report}`);
     expect(verdict.exitCode, verdict.stdout).toBe(0);
     expect(verdict.anomalies).toBe(0);
     expect(verdict.operations).toBeGreaterThanOrEqual(5);
+  }, 180_000);
+
+  // The checker must catch the defect this test was written for, planted back in.
+  it('with follower reads counted as word from the leader (a planted bug), two hold the lock at once, and the checker says so', async () => {
+    const { next, lost, verdict } = await cutFollower('follower-reads');
+    expect(next.type).toBe('ok');
+    expect(lost.t).toBeGreaterThan(next.t);
+    expect(verdict.exitCode, verdict.stdout).toBe(1);
+    expect(verdict.anomalies).toBeGreaterThan(0);
   }, 180_000);
 });

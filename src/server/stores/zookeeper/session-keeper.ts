@@ -100,7 +100,11 @@ export class SessionKeeper {
       send: (request) => this.send(request),
       sendThroughLeader: (request) => this.sendThroughLeader(request),
       heartbeat: (link) =>
-        this.#guard ? this.#guard.heartbeat(link) : this.sendThroughLeader((current) => current.sync('/')),
+        plantedBug === 'follower-reads'
+          ? this.send((current) => current.exists('/', false))
+          : this.#guard
+            ? this.#guard.heartbeat(link)
+            : this.sendThroughLeader((current) => current.sync('/')),
       giveUp: (why) => this.#endSession(why, 'givenUp'),
       moveOn: () => this.#link.moveOn?.(),
       ready: (link) => this.#ready(link),
