@@ -88,8 +88,7 @@ export class SessionOwnership {
     const name = recordName(link.credentials.id);
     const path = recordPath(this.root, name);
     const folders = this.#folderMade ? [] : ancestors(path);
-    const vouchKey = this.#vouchKeys.publicKey.export({ format: 'jwk' }).x!;
-    const data = encodeRecord(newRecord(link.credentials, this.owner, vouchKey));
+    const data = encodeRecord(newRecord(link.credentials, this.owner, this.vouchKey));
     const replies = await Promise.all([
       ...folders.map((folder) => link.create(folder, EMPTY, 'persistent', this.#protection.aclFor(folder))),
       link.create(path, data, 'ephemeral', this.#protection.aclFor(path)),
@@ -119,6 +118,11 @@ export class SessionOwnership {
       return { kind: 'owned', record };
     // Bumped by a taker (or unreadable): not ours any more, and nothing here may act on it.
     return { kind: 'takenOver', by: (reply.value && parseRecord(reply.value.data)?.owner) ?? SOMEONE };
+  }
+
+  /** The public key of `vouch` as the records of this store's sessions carry it (SessionRecord.vouchKey). */
+  get vouchKey(): string {
+    return this.#vouchKeys.publicKey.export({ format: 'jwk' }).x!;
   }
 
   /** As SessionTakeover.vouch: the signature of `claim`, base64url (86 characters). */
