@@ -11,6 +11,7 @@ import { mulberry32 } from '../support/random.js';
 import { check, type NemesisEvent, type Verdict } from './checker-run.js';
 import { Cluster, type PlantedBug } from './cluster.js';
 import { makeNemesis, type NemesisName } from './nemeses.js';
+import { describeNemesisFigures, nemesisFigures } from './nemesis-figures.js';
 
 export interface JepsenOptions {
   /** Seconds of load under the nemesis schedule (setup and the final checks come on top). */
@@ -146,6 +147,7 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
   const checks = history.filter((e) => e.f === 'check' && e.type === 'ok').length;
   log(`${history.length} history lines, ${grants} grants, ${checks} checks answered; checking`);
   const verdict = await check(options.out, history, schedule);
+  for (const line of describeNemesisFigures(nemesisFigures(history, schedule))) log(line);
 
   const minGrants = options.minGrants ?? Math.max(10, Math.round(options.timeS / 2));
   if (grants < minGrants) problems.push(`only ${grants} grants (at least ${minGrants} wanted)`);

@@ -19,6 +19,7 @@ export interface HistoryEvent {
   readonly type: 'invoke' | 'ok' | 'fail' | 'info' | 'event';
   readonly f: 'acquire' | 'release' | 'check' | 'in_doubt' | 'confirmed' | 'lost';
   readonly lock: string;
+  readonly mode?: string;
   readonly token?: string;
   /** A check's answer: whether the token held the lock. */
   readonly held?: boolean;
