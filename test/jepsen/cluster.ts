@@ -11,13 +11,13 @@ import { once } from 'node:events';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { EnsembleMember, ZooKeeperEnsemble } from '../setup/zookeeper-ensemble.js';
+import type { EnsembleMember, MemberPlacement, ZooKeeperEnsemble } from '../setup/zookeeper-ensemble.js';
 import { killOnExit } from '../setup/zookeeper-process.js';
 import { fakeClock, type FakeClock } from '../support/fake-clock.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { Recorder, type HistoryEvent, type RecorderOptions } from './client/recorder.js';
 import { TestNetwork, type Host } from './net/test-network.js';
-import { startNetworkedEnsemble } from './net/zookeeper-hosts.js';
+import { placeOn, startNetworkedEnsemble } from './net/zookeeper-hosts.js';
 
 const DELAY_PROXY = fileURLToPath(new URL('./net/delay-proxy-main.ts', import.meta.url));
 /** A client's delay proxy listens on 127.0.0.1:(this + k) of its host for instance k. */
@@ -75,6 +75,8 @@ export interface ClusterOptions {
   readonly clocks: boolean;
   /** Clients reach the instances through a delay proxy on their host, for the delay nemesis. */
   readonly delays: boolean;
+  /** A ZooKeeper ensemble with dynamic reconfiguration, for the membership nemesis. */
+  readonly membership: boolean;
   readonly random: () => number;
   readonly log: (line: string) => void;
 }
@@ -115,6 +117,7 @@ export class Cluster {
       const { ensemble, hosts } = await startNetworkedEnsemble(network, {
         tickTimeMs: TICK_MS,
         syncLimitTicks: SYNC_LIMIT_TICKS,
+        ...(options.membership ? { dynamic: true } : {}),
       });
       cluster = new Cluster(network, ensemble, hosts, options);
       const leader = await ensemble.leader();
@@ -141,6 +144,17 @@ export class Cluster {
 
   zkHost(member: EnsembleMember): Host {
     return this.zkHosts[member.id - 1]!;
+  }
+
+  /**
+   * Where a ZooKeeper server that joins later (id above the first members') runs: a host of its
+   * own, `zk<id>`, added on first use and kept (a server that joins again comes back there).
+   * It is not among `zkHosts`: the other nemeses aim at the first members only.
+   */
+  async joinerPlacement(id: number): Promise<MemberPlacement> {
+    const name = `zk${id}`;
+    const host = this.network.hosts.find((h) => h.name === name) ?? (await this.network.addHost(name));
+    return placeOn(this.network, host);
   }
 
   async #startInstance(name: string, members: readonly EnsembleMember[]): Promise<void> {

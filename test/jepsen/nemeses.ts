@@ -38,6 +38,7 @@ export const NEMESES = [
   'flaky',
   'delay',
   'clock',
+  'membership',
 ] as const;
 export type NemesisName = (typeof NEMESES)[number];
 
@@ -275,6 +276,8 @@ export function makeNemesis(name: NemesisName): Nemesis {
         },
       };
     }
+    case 'membership':
+      return membershipChange();
     case 'clock': {
       let strobe: NodeJS.Timeout | undefined;
       let stepped: Instance | undefined;
@@ -306,4 +309,57 @@ export function makeNemesis(name: NemesisName): Nemesis {
       };
     }
   }
+}
+
+/** The id of the server that joins in place of a removed member (on host zk4). */
+const JOINER_ID = 4;
+
+/**
+ * A ZooKeeper membership change under load, by dynamic reconfiguration: one member (the leader
+ * a third of the time) is removed and then stopped, as an operator retires a machine (ZooKeeper
+ * itself leaves a removed server running, following without a vote and serving its clients);
+ * then a new server joins on a host of its own, zk4, and is added. The instances keep their
+ * static connect strings: those listing the removed member lose their connection to it and move
+ * on to another member; s1, whose only member it may be, reaches none until it is back. Undone
+ * by the reverse: the removed member joins again (afresh: empty data dir, synced from the
+ * leader) and is added, zk4 is removed and stopped, so that the next faults find the first three
+ * members, and their quorum, again.
+ */
+function membershipChange(): Nemesis {
+  let removed: EnsembleMember | undefined;
+  return {
+    name: 'membership',
+    start: async ({ cluster, random }) => {
+      const membership = cluster.ensemble.membership;
+      if (!membership) throw new Error('the ensemble was started without dynamic reconfiguration');
+      const leader = await cluster.ensemble.leader();
+      const member = pick(random, cluster.ensemble.members);
+      removed = member;
+      const s1 = cluster.instances[0]!;
+      const role =
+        (member === leader ? 'the leader' : 'a follower') +
+        (s1.members.length === 1 && s1.members[0] === member ? `, ${s1.name}'s only member` : '');
+      await membership.reconfig({ remove: [member.id] });
+      await member.kill('SIGTERM');
+      await membership.startJoiner(JOINER_ID, await cluster.joinerPlacement(JOINER_ID));
+      await membership.reconfig({ add: [JOINER_ID] });
+      return (
+        `${zk(member)} (${role}) removed and stopped, zk${JOINER_ID} added: members ` +
+        membership.voters.map((id) => `zk${id}`).join(', ')
+      );
+    },
+    stop: async ({ cluster }) => {
+      const membership = cluster.ensemble.membership;
+      if (!membership || !removed) return;
+      // From wherever start got to: the removed member back in, then the joiner out.
+      if (!membership.voters.includes(removed.id)) {
+        if (removed.pid !== null) await removed.kill('SIGTERM');
+        await membership.startJoiner(removed.id);
+        await membership.reconfig({ add: [removed.id] });
+      }
+      if (membership.voters.includes(JOINER_ID)) await membership.reconfig({ remove: [JOINER_ID] });
+      await membership.member(JOINER_ID)?.kill('SIGTERM');
+      await cluster.ensemble.waitForQuorum();
+    },
+  };
 }

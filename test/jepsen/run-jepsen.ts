@@ -83,6 +83,7 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     plant: options.plant,
     clocks: options.nemeses.includes('clock'),
     delays: options.nemeses.includes('delay'),
+    membership: options.nemeses.includes('membership'),
     random,
     log,
   });

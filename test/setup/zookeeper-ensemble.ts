@@ -17,24 +17,26 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { zooCfg, type MemberPlacement, type ServerSpec, type SharedConfig } from './zookeeper-config.js';
 import {
   LOG4J_PROPERTIES,
   requireZooKeeperInstallation,
-  SHARED_ZOO_CFG,
   zooKeeperJvmArgs,
   type ZooKeeperInstallation,
 } from './zookeeper-installation.js';
 import {
   Member,
-  type MemberConfig,
   POLL_INTERVAL_MS,
   POLL_MODE_TIMEOUT_MS,
   type EnsembleMember,
   type MemberMode,
 } from './zookeeper-member.js';
+import { Membership, type EnsembleMembership } from './zookeeper-membership.js';
 import { findFreePorts } from './zookeeper-ports.js';
 
+export type { MemberPlacement } from './zookeeper-config.js';
 export type { EnsembleMember, MemberMode } from './zookeeper-member.js';
+export type { EnsembleMembership } from './zookeeper-membership.js';
 
 export interface ZooKeeperEnsemble {
   readonly members: readonly EnsembleMember[];
@@ -54,6 +56,12 @@ export interface ZooKeeperEnsemble {
    * answering (default at most 30 s).
    */
   waitForQuorum(timeoutMs?: number): Promise<void>;
+  /**
+   * Changes of membership (ZooKeeper's dynamic reconfiguration), in an ensemble started with
+   * `dynamic`; undefined otherwise. `members` stays the servers started first: a member removed
+   * by a reconfiguration is still listed there, and a server that joined later is not.
+   */
+  readonly membership: EnsembleMembership | undefined;
   /** Resumes paused members, stops every JVM (SIGTERM, then SIGKILL), removes `dir`. Idempotent. */
   stop(): Promise<void>;
 }
@@ -100,9 +108,16 @@ export interface StartZooKeeperEnsembleOptions {
   placement?: (id: number) => MemberPlacement;
   /** Ticks a follower and its leader wait for each other before giving up (syncLimit). Default 5. */
   syncLimitTicks?: number;
+  /**
+   * Dynamic reconfiguration (`reconfigEnabled=true`), for tests that change the membership
+   * (`ensemble.membership`): ZooKeeper keeps the server list in a dynamic configuration file of
+   * its own. Every member of such an ensemble runs with `zookeeper.skipACL=yes`, which lets any
+   * client reconfigure it (ZooKeeper otherwise allows only the super user to); a throwaway test
+   * ensemble on its own network has nothing to protect. Default false: a fixed membership, as
+   * every other test has.
+   */
+  dynamic?: boolean;
 }
-
-export type MemberPlacement = NonNullable<MemberConfig['host']>;
 
 const DEFAULT_SIZE = 3;
 const DEFAULT_TICK_TIME_MS = 200;
@@ -125,6 +140,9 @@ export async function startZooKeeperEnsemble(options: StartZooKeeperEnsembleOpti
   }
   if (options.standalone === true && size !== 1) {
     throw new Error(`only an ensemble of one can run standalone, not one of ${size}`);
+  }
+  if (options.standalone === true && options.dynamic === true) {
+    throw new Error('a standalone server cannot be reconfigured: leave out `dynamic` or `standalone`');
   }
   const installation = requireZooKeeperInstallation();
   // A port found free can be taken before the JVM binds it, which shows up as a BindException.
@@ -153,13 +171,20 @@ async function startOnce(
   if (!Number.isInteger(maxClientCnxns) || maxClientCnxns < 0) {
     throw new Error(`maxClientCnxns must be an integer ≥ 0 (0: no limit), got ${maxClientCnxns}`);
   }
-  const sessionTimeouts = {
+  const shared: SharedConfig = {
+    tickTimeMs,
     minSessionTimeoutMs: options.minSessionTimeoutMs ?? 2 * tickTimeMs,
     maxSessionTimeoutMs: options.maxSessionTimeoutMs ?? DEFAULT_MAX_SESSION_TIMEOUT_MS,
+    production,
+    maxClientCnxns,
+    syncLimitTicks: options.syncLimitTicks ?? 5,
+    dynamic: options.dynamic ?? false,
   };
 
   const dir = await mkdtemp(path.join(os.tmpdir(), 'lockstream-zk-'));
   const members: Member[] = [];
+  const servers: ServerSpec[] = [];
+  const log4jFile = path.join(dir, 'log4j.properties');
   try {
     // Per member: client port, quorum port (followers connect to the leader's), election port.
     const placement = options.placement;
@@ -171,14 +196,15 @@ async function startOnce(
       if (found === undefined) throw new Error(`INVARIANT: no port #${index}`);
       return found;
     };
-    const servers = Array.from({ length: size }, (_, i) => ({
-      id: i + 1,
-      host: placement?.(i + 1),
-      clientPort: port(3 * i),
-      quorumPort: port(3 * i + 1),
-      electionPort: port(3 * i + 2),
-    }));
-    const log4jFile = path.join(dir, 'log4j.properties');
+    for (let i = 0; i < size; i += 1) {
+      servers.push({
+        id: i + 1,
+        host: placement?.(i + 1),
+        clientPort: port(3 * i),
+        quorumPort: port(3 * i + 1),
+        electionPort: port(3 * i + 2),
+      });
+    }
     await writeFile(log4jFile, LOG4J_PROPERTIES);
     for (const server of servers) {
       const memberDir = path.join(dir, `member-${server.id}`);
@@ -193,20 +219,14 @@ async function startOnce(
         await writeFile(path.join(epochDir, 'acceptedEpoch'), String(options.epoch));
       }
       const quorum = standalone ? null : servers;
-      await writeFile(
+      await writeFile(configFile, zooCfg({ ...shared, server, dataDir, servers: quorum }));
+      const args = zooKeeperJvmArgs(installation, {
+        logDir: memberDir,
+        log4jFile,
         configFile,
-        zooCfg({
-          ...server,
-          ...sessionTimeouts,
-          dataDir,
-          tickTimeMs,
-          production,
-          maxClientCnxns,
-          syncLimitTicks: options.syncLimitTicks ?? 5,
-          servers: quorum,
-        }),
-      );
-      const args = zooKeeperJvmArgs(installation, { logDir: memberDir, log4jFile, configFile, production });
+        production,
+        skipAcl: shared.dynamic,
+      });
       members.push(
         new Member({
           id: server.id,
@@ -227,6 +247,16 @@ async function startOnce(
   }
 
   const ensemble = new Ensemble(members, dir);
+  if (shared.dynamic) {
+    ensemble.membership = new Membership({
+      installation,
+      dir,
+      log4jFile,
+      shared,
+      servers: members.map((member, i) => ({ spec: servers[i]!, member })),
+      logger: options.logger,
+    });
+  }
   const spawnedAt = performance.now();
   const deadline = spawnedAt + startTimeoutMs;
   try {
@@ -251,49 +281,12 @@ async function startOnce(
   return ensemble;
 }
 
-/** The zoo.cfg of one member; `servers` null: a standalone server (an ensemble of one). */
-function zooCfg(c: {
-  clientPort: number;
-  dataDir: string;
-  tickTimeMs: number;
-  minSessionTimeoutMs: number;
-  maxSessionTimeoutMs: number;
-  production: boolean;
-  maxClientCnxns: number;
-  syncLimitTicks: number;
-  host?: MemberPlacement | undefined;
-  servers:
-    | readonly { id: number; quorumPort: number; electionPort: number; host?: MemberPlacement | undefined }[]
-    | null;
-}): string {
-  const quorum = c.servers ?? [];
-  return [
-    `tickTime=${c.tickTimeMs}`,
-    // In ticks (2 s and 1 s at the default 200 ms tick): time for a follower to connect and sync
-    // with a new leader, and the silence after which leader and follower give up on each other
-    // (how long a pause() has to last to count as a partition).
-    ...(c.servers ? ['initLimit=10', `syncLimit=${c.syncLimitTicks}`] : []),
-    `minSessionTimeout=${c.minSessionTimeoutMs}`,
-    `maxSessionTimeout=${c.maxSessionTimeoutMs}`,
-    `dataDir=${c.dataDir}`,
-    `clientPortAddress=${c.host ? '0.0.0.0' : '127.0.0.1'}`,
-    `clientPort=${c.clientPort}`,
-    // In a quorum, a lone member must not fall back to standalone mode, and the membership is
-    // fixed: no dynamic config file is written next to zoo.cfg.
-    ...(c.servers ? ['standaloneEnabled=false', 'reconfigEnabled=false'] : ['standaloneEnabled=true']),
-    ...SHARED_ZOO_CFG.filter((line) => !(c.production && line.startsWith('forceSync='))),
-    // Connections per client IP (0 = no limit; every test client comes from 127.0.0.1).
-    `maxClientCnxns=${c.maxClientCnxns}`,
-    ...quorum.map((s) => `server.${s.id}=${s.host?.ip ?? '127.0.0.1'}:${s.quorumPort}:${s.electionPort}`),
-    '',
-  ].join('\n');
-}
-
 export class Ensemble implements ZooKeeperEnsemble {
   readonly members: readonly Member[];
   readonly connectString: string;
   readonly dir: string;
   startupMs = NaN;
+  membership: Membership | undefined;
   #stopping: Promise<void> | undefined;
 
   constructor(members: readonly Member[], dir: string) {
@@ -350,6 +343,8 @@ export class Ensemble implements ZooKeeperEnsemble {
   stop(): Promise<void> {
     this.#stopping ??= (async () => {
       await Promise.all(this.members.map((member) => member.stop()));
+      // Servers that joined later (they are not among `members`).
+      await this.membership?.stop();
       await rm(this.dir, { recursive: true, force: true, maxRetries: 3 });
     })();
     return this.#stopping;

@@ -102,7 +102,7 @@ export function requireZooKeeperInstallation(): ZooKeeperInstallation {
 /** The JVM command line (after `java`) for one ZooKeeper server; servers differ only in their zoo.cfg. */
 export function zooKeeperJvmArgs(
   installation: ZooKeeperInstallation,
-  files: { logDir: string; log4jFile: string; configFile: string; production?: boolean },
+  files: { logDir: string; log4jFile: string; configFile: string; production?: boolean; skipAcl?: boolean },
 ): string[] {
   return [
     '-Xmx256m',
@@ -118,6 +118,9 @@ export function zooKeeperJvmArgs(
     // and ContainerManager reads the unprefixed name. The default is 60 s; with 1 s, empty
     // CONTAINER znodes (that once had children) vanish within a couple of seconds.
     ...(files.production ? [] : ['-Dznode.container.checkIntervalMs=1000']),
+    // No ACL checks at all: lets any client reconfigure the ensemble (only the super user may
+    // otherwise). For the throwaway ensembles of membership tests only (`dynamic`).
+    ...(files.skipAcl ? ['-Dzookeeper.skipACL=yes'] : []),
     '-cp',
     installation.classpath,
     // QuorumPeerMain is what zkServer.sh runs; with no server.N entries it runs standalone.

@@ -172,6 +172,11 @@ export class Member implements EnsembleMember {
     return cons.split('\n').filter((line) => /sid=0x[0-9a-f]*[1-9a-f]/.test(line)).length;
   }
 
+  /** Sends a four-letter word (`conf`, `mntr`, ...) to the member; resolves with its answer. */
+  fourLetterWord(cmd: string, timeoutMs = MODE_TIMEOUT_MS): Promise<string> {
+    return this.#fourLetterWord(cmd, timeoutMs);
+  }
+
   #fourLetterWord(cmd: string, timeoutMs: number): Promise<string> {
     const send = this.#config.host?.fourLetterWord ?? sendFourLetterWord;
     return send(this.clientPort, cmd, timeoutMs);

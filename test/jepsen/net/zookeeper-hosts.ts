@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import {
   startZooKeeperEnsemble,
+  type MemberPlacement,
   type StartZooKeeperEnsembleOptions,
   type ZooKeeperEnsemble,
 } from '../../setup/zookeeper-ensemble.js';
@@ -34,6 +35,15 @@ export interface NetworkedEnsemble {
   readonly hosts: readonly Host[];
 }
 
+/** How a ZooKeeper server runs on `host`: in its namespace, four-letter words asked from there. */
+export function placeOn(network: TestNetwork, host: Host): MemberPlacement {
+  return {
+    ip: host.ip,
+    prefix: network.prefix(host),
+    fourLetterWord: (port, cmd, timeoutMs) => fourLetterWord(host, port, cmd, timeoutMs),
+  };
+}
+
 /** Adds hosts `zk1`..`zkN` to `network` and starts an ensemble on them. */
 export async function startNetworkedEnsemble(
   network: TestNetwork,
@@ -45,14 +55,7 @@ export async function startNetworkedEnsemble(
   const ensemble = await startZooKeeperEnsemble({
     ...options,
     size,
-    placement: (id) => {
-      const host = hosts[id - 1]!;
-      return {
-        ip: host.ip,
-        prefix: network.prefix(host),
-        fourLetterWord: (port, cmd, timeoutMs) => fourLetterWord(host, port, cmd, timeoutMs),
-      };
-    },
+    placement: (id) => placeOn(network, hosts[id - 1]!),
   });
   return { ensemble, hosts };
 }
