@@ -71,9 +71,11 @@ for (const store of ['embedded', 'zookeeper'] as const) {
       it(`${step} during a revocation with a deadline: CheckToken says held until the holder is forced, on time, and not held after`, async () => {
         const name = `revoked/${randomUUID()}`;
         const holder = caller.open({ name, owner: 'holder' });
-        const waiter = caller.open({ name, owner: 'waiter' });
+        let waiter: RequestStream | undefined;
         try {
+          // The waiter asks once the holder holds: asked together, either may be granted first.
           const token = await holder.acquired();
+          waiter = caller.open({ name, owner: 'waiter' });
           await waiter.queued();
           const holderEnd = endOf(holder);
 
@@ -84,14 +86,16 @@ for (const store of ['embedded', 'zookeeper'] as const) {
           await clock.step(step);
 
           // Until the deadline the holder was told, every answer is "held"; the holder's end
-          // (ABORTED) comes at that deadline, measured by the test's own clock.
+          // (ABORTED) comes at that deadline, measured by the test's own clock. The deadline
+          // counts from when the server saw the revocation, after askedAt: an answer received
+          // before askedAt + DEADLINE_MS was given before it (one sent just before may not be).
           const notHeld: number[] = [];
           let ended = false;
           void holderEnd.then(() => (ended = true));
           while (!ended) {
-            const sentAt = performance.now();
             const held = await caller.checkToken(name, token);
-            if (!held && sentAt < askedAt + DEADLINE_MS) notHeld.push(Math.round(sentAt - askedAt));
+            const answeredAt = performance.now();
+            if (!held && answeredAt < askedAt + DEADLINE_MS) notHeld.push(Math.round(answeredAt - askedAt));
             await delay(50);
           }
           expect(notHeld, 'CheckToken answered "not held" before the deadline, at these ms').toEqual([]);
@@ -116,33 +120,37 @@ for (const store of ['embedded', 'zookeeper'] as const) {
           expect((await waiter.release()).code).toBe(status.OK);
         } finally {
           holder.cancel();
-          waiter.cancel();
-          await Promise.all([holder.outcome, waiter.outcome]);
+          waiter?.cancel();
+          await Promise.all([holder.outcome, waiter?.outcome]);
         }
       });
 
       it(`${step} while a request waits: its wait_timeout ends it on time`, async () => {
         const name = `waited/${randomUUID()}`;
         const holder = caller.open({ name, owner: 'holder' });
-        const waiter = caller.open({
-          name,
-          owner: 'waiter',
-          waitTimeout: { seconds: BigInt(WAIT_MS / 1000), nanos: 0 },
-        });
+        let waiter: RequestStream | undefined;
         try {
           await holder.acquired();
-          const queuedAt = performance.now();
+          // The wait_timeout counts from when the server reads `start`, after this; the waiter
+          // asks once the holder holds (asked together, either may be granted first).
+          const askedAt = performance.now();
+          waiter = caller.open({
+            name,
+            owner: 'waiter',
+            waitTimeout: { seconds: BigInt(WAIT_MS / 1000), nanos: 0 },
+          });
           await waiter.queued();
           await clock.step(step);
           const end = await endOf(waiter);
           expect(end.code).toBe(status.DEADLINE_EXCEEDED);
-          expect(end.at - queuedAt).toBeGreaterThanOrEqual(WAIT_MS - 50);
-          expect(end.at - queuedAt).toBeLessThan(WAIT_MS + LATE_MS);
+          // A timer may fire a millisecond early by performance.now().
+          expect(end.at - askedAt).toBeGreaterThanOrEqual(WAIT_MS - 5);
+          expect(end.at - askedAt).toBeLessThan(WAIT_MS + LATE_MS);
           expect((await holder.release()).code).toBe(status.OK);
         } finally {
           holder.cancel();
-          waiter.cancel();
-          await Promise.all([holder.outcome, waiter.outcome]);
+          waiter?.cancel();
+          await Promise.all([holder.outcome, waiter?.outcome]);
         }
       });
     }
@@ -150,17 +158,14 @@ for (const store of ['embedded', 'zookeeper'] as const) {
 }
 
 /*
- * Skew between instances. These two describes start a second lockstream instance, one of them
- * under libfaketime, and now and then (about one run in three on a loaded 2-core box) a call
- * hangs for the rest of the test (both instances idle in epoll, the forced holder's end logged
- * on time but its status not seen by the test), cause not found yet: run them with
- * LOCKSTREAM_CLOCK_SKEW_TESTS=1 until it is. They failed before the deadlines were kept by the
- * monotonic clock (the holder's instance +1h forced the holder at once; -1h left it to the
- * revoker's backstop at 5 s; a wait carried to a clock an hour behind lasted the hour).
+ * Skew between instances: two lockstream instances on one ZooKeeper, one of them under
+ * libfaketime. They failed before the deadlines were kept by the monotonic clock (the holder's
+ * instance +1h forced the holder at once; -1h left it to the revoker's backstop at 5 s; a wait
+ * carried to a clock an hour behind lasted the hour). The holder and the waiter are on
+ * different instances: the waiter asks only once the holder holds, or either may win the lock
+ * (the instance under libfaketime is the slower to start a request).
  */
-const skewTests = process.env['LOCKSTREAM_CLOCK_SKEW_TESTS'] === '1';
-
-describe.runIf(skewTests)('two instances on one ZooKeeper whose wall clocks differ by an hour', () => {
+describe('two instances on one ZooKeeper whose wall clocks differ by an hour', () => {
   let clock: FakeClock;
   /** Where RevokeLock and CheckToken are asked: the real clock. */
   let asker: ServerProcess;
@@ -189,33 +194,30 @@ describe.runIf(skewTests)('two instances on one ZooKeeper whose wall clocks diff
       await clock.step(skew);
       const name = `skewed/${randomUUID()}`;
       const holder = holdingCaller.open({ name, owner: 'holder' });
-      const waiter = askerCaller.open({ name, owner: 'waiter' });
+      let waiter: RequestStream | undefined;
       try {
         const token = await holder.acquired();
+        waiter = askerCaller.open({ name, owner: 'waiter' });
         await waiter.queued();
         const holderEnd = endOf(holder);
-        let waiterGrantedAt: number | undefined;
-        void waiter.acquired().then(
-          () => (waiterGrantedAt = performance.now()),
-          () => {},
-        );
 
         const askedAt = performance.now();
         expect(await askerCaller.revoke(name, 'maintenance', DEADLINE_MS / 1000)).toBe(1);
         await holder.receipt('revokeRequested');
 
+        // Answers received before askedAt + DEADLINE_MS were given before the deadline.
         const notHeld: string[] = [];
         let ended = false;
         void holderEnd.then(() => (ended = true));
         while (!ended) {
-          const sentAt = performance.now();
           const [onAsker, onHolding] = await Promise.all([
             askerCaller.checkToken(name, token),
             holdingCaller.checkToken(name, token),
           ]);
-          if (sentAt < askedAt + DEADLINE_MS && !(onAsker && onHolding)) {
+          const answeredAt = performance.now();
+          if (answeredAt < askedAt + DEADLINE_MS && !(onAsker && onHolding)) {
             notHeld.push(
-              `${Math.round(sentAt - askedAt)} ms: ${onAsker ? '' : 'asker '}${onHolding ? '' : 'holding'}`,
+              `${Math.round(answeredAt - askedAt)} ms: ${onAsker ? '' : 'asker '}${onHolding ? '' : 'holding'}`,
             );
           }
           await delay(50);
@@ -227,15 +229,25 @@ describe.runIf(skewTests)('two instances on one ZooKeeper whose wall clocks diff
         expect(end.at - askedAt).toBeGreaterThanOrEqual(DEADLINE_MS);
         expect(end.at - askedAt).toBeLessThan(DEADLINE_MS + LATE_MS);
         const nextToken = await waiter.acquired();
-        // Nobody was granted the lock before the holder was told it lost it.
-        expect(waiterGrantedAt!).toBeGreaterThanOrEqual(end.at);
+        // Nobody was granted the lock before the holder was told it lost it: as the servers
+        // logged it (the holding instance's wall clock less its skew, which libfaketime keeps
+        // exact). The test's own receipts, over two connections a few ms apart, may come in
+        // either order on a busy machine.
+        const told = await holding.logged(
+          (l) => l['lock'] === name && l['msg'] === 'ended' && l['status'] === 'ABORTED',
+        );
+        const granted = await asker.logged(
+          (l) => l['lock'] === name && l['msg'] === 'granted' && l['token'] === `${nextToken}`,
+        );
+        const skewMs = skew === '+1h' ? HOUR_MS : -HOUR_MS;
+        expect(Number(granted['time'])).toBeGreaterThanOrEqual(Number(told['time']) - skewMs);
         expect(await askerCaller.checkToken(name, token)).toBe(false);
         expect(await holdingCaller.checkToken(name, nextToken)).toBe(true);
         expect((await waiter.release()).code).toBe(status.OK);
       } finally {
         holder.cancel();
-        waiter.cancel();
-        await Promise.all([holder.outcome, waiter.outcome]);
+        waiter?.cancel();
+        await Promise.all([holder.outcome, waiter?.outcome]);
       }
     });
   }
@@ -246,7 +258,7 @@ describe.runIf(skewTests)('two instances on one ZooKeeper whose wall clocks diff
  * (SessionAdoption), which knows when the wait ends only by the wall clock of the instance that
  * began it (no monotonic clock is shared): a clock behind must not stretch it by an hour.
  */
-describe.runIf(skewTests)('a wait carried to an instance whose wall clock is an hour behind', () => {
+describe('a wait carried to an instance whose wall clock is an hour behind', () => {
   let clock: FakeClock;
 
   beforeAll(async () => {
@@ -265,15 +277,16 @@ describe.runIf(skewTests)('a wait carried to an instance whose wall clock is an 
     const behindCaller = new LockCaller(behind.address);
     const name = `carried/${randomUUID()}`;
     const holder = behindCaller.open({ name, owner: 'holder' });
-    const waiter = originCaller.open({
-      name,
-      owner: 'waiter',
-      waitTimeout: { seconds: BigInt(WAIT_MS / 1000), nanos: 0 },
-      resumeGrace: { seconds: 30n, nanos: 0 },
-    });
     let resumed: RequestStream | undefined;
     try {
+      // The waiter asks once the holder holds: asked together, either may win the lock.
       await holder.acquired();
+      const waiter = originCaller.open({
+        name,
+        owner: 'waiter',
+        waitTimeout: { seconds: BigInt(WAIT_MS / 1000), nanos: 0 },
+        resumeGrace: { seconds: 30n, nanos: 0 },
+      });
       const { token } = await waiter.resumable();
       await waiter.queued();
       await origin.kill('SIGKILL');
