@@ -104,8 +104,13 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
     return connection;
   }
 
-  /** Connects and creates a session; rejects if no member accepts one in three rounds. */
+  /**
+   * Connects and creates a session; rejects if no member accepts one in three rounds and a
+   * session timeout (a dial is bounded to a twelfth of it, and an ensemble that lost its leader
+   * accepts no session until it has elected another).
+   */
   static async connect(options: ZooKeeperConnectionOptions): Promise<ZooKeeperConnection> {
+    const startedAt = performance.now();
     const connection = ZooKeeperConnection.open(options);
     await new Promise<void>((resolve, reject) => {
       const giveUp = (error: Error): void => {
@@ -122,7 +127,10 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
       connection.#onDialFailed = (attempts) => {
         if (connection.#state === 'closed')
           giveUp(new ZooKeeperError(ErrorCode.sessionExpired, 'ZooKeeper session expired'));
-        else if (attempts >= options.servers.length * 3)
+        else if (
+          attempts >= options.servers.length * 3 &&
+          performance.now() - startedAt >= options.sessionTimeoutMs
+        )
           giveUp(new ZooKeeperError(ErrorCode.connectionLoss, 'ZooKeeper: no member accepted a session'));
       };
     });
