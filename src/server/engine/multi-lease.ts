@@ -4,7 +4,7 @@ import type { CoordinationStore } from '../stores/store.js';
 import type { Lease, LeaseHolder, RevokeRequest } from './lock-request.js';
 import { DeleteBatch } from './delete-batch.js';
 import type { LockRequestNode } from './lease.js';
-import { escalates, untilMonotonic } from './revocation.js';
+import { escalates, MonotonicDeadline } from './revocation.js';
 import { whenTold } from './telling.js';
 
 /**
@@ -24,7 +24,7 @@ export class MultiLease implements Lease {
   #revokeListeners: Array<(request: RevokeRequest) => void> = [];
   #revokeRequest: RevokeRequest | undefined;
   /** The timer of the one deadline the holder was told, for the whole set. */
-  #forceTimer: NodeJS.Timeout | undefined;
+  #forceTimer: MonotonicDeadline | undefined;
   #holder: LeaseHolder | undefined;
   #unlinkConfirmation: (() => void) | undefined;
   #released: Promise<void> | undefined;
@@ -138,7 +138,7 @@ export class MultiLease implements Lease {
 
   /** Releases every part still held; a part lost meanwhile is not an error here. */
   async #releaseParts(): Promise<void> {
-    clearTimeout(this.#forceTimer);
+    this.#forceTimer?.clear();
     this.setHolder(undefined);
     for (const unlink of this.#unlinks) unlink();
     // One step: nobody sees part of the set released and part held.
@@ -154,7 +154,7 @@ export class MultiLease implements Lease {
   /** The first part lost ends the whole hold; returns what the listeners said about telling the holder. */
   #lose(part: Lease, reason: LockError): Promise<void> | undefined {
     if (this.#lossReason || this.#released) return undefined;
-    clearTimeout(this.#forceTimer);
+    this.#forceTimer?.clear();
     this.#lossReason = new LockError('LOCK_LOST', `${reason.message} (one of locks ${this.name})`, {
       cause: reason,
     });
@@ -182,6 +182,6 @@ export class MultiLease implements Lease {
     // Started as the holder is told, so it never fires before; the part it was asked of goes
     // first, and the others once the holder has heard (see #lose). By the monotonic clock: a
     // step of the wall clock moves neither (see revocation.ts).
-    this.#forceTimer = setTimeout(() => part.force(request), untilMonotonic(request.forceAtMonotonic));
+    this.#forceTimer = new MonotonicDeadline(request.forceAtMonotonic, () => part.force(request));
   }
 }

@@ -55,7 +55,7 @@ export class HeldRevocation {
   readonly #told: ((request: RevokeRequest) => void) | undefined;
   #request: RevokeRequest | undefined;
   #listeners: Listeners<RevokeRequest> | undefined;
-  #forceTimer: NodeJS.Timeout | undefined;
+  #forceTimer: MonotonicDeadline | undefined;
   #stopped = false;
   /** False once someone else keeps the deadlines (a multi-lock keeps one for all its parts). */
   #keepsDeadlines = true;
@@ -81,7 +81,7 @@ export class HeldRevocation {
    */
   leaveDeadlines(): void {
     this.#keepsDeadlines = false;
-    clearTimeout(this.#forceTimer);
+    this.#forceTimer?.clear();
   }
 
   /**
@@ -97,20 +97,42 @@ export class HeldRevocation {
     this.#told?.(request);
     this.#listeners?.tell(request);
     if (request.forceAtMonotonic === undefined || !this.#keepsDeadlines) return;
-    this.#forceTimer = setTimeout(() => this.#forced(request), untilMonotonic(request.forceAtMonotonic));
+    this.#forceTimer = new MonotonicDeadline(request.forceAtMonotonic, () => this.#forced(request));
   }
 
   /** The hold ended: nothing more is told or forced. */
   stop(): void {
     this.#stopped = true;
-    clearTimeout(this.#forceTimer);
+    this.#forceTimer?.clear();
     this.#listeners = undefined;
   }
 }
 
-/** Milliseconds from now until `at` on the monotonic clock (0 if past): a timer's delay. */
-export function untilMonotonic(at: number): number {
-  return Math.max(0, at - performance.now());
+/**
+ * Calls `fire` once the monotonic clock has reached `at` (performance.now()), never before: a
+ * timer may fire early, as Node truncates its delay to whole milliseconds and counts it from
+ * the event loop's cached time, so it is set again for whatever is left.
+ */
+export class MonotonicDeadline {
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(at: number, fire: () => void) {
+    this.#arm(at, fire);
+  }
+
+  clear(): void {
+    clearTimeout(this.#timer);
+  }
+
+  #arm(at: number, fire: () => void): void {
+    this.#timer = setTimeout(
+      () => {
+        if (performance.now() < at) this.#arm(at, fire);
+        else fire();
+      },
+      Math.ceil(Math.max(0, at - performance.now())),
+    );
+  }
 }
 
 /**
