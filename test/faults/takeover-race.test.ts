@@ -4,7 +4,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { LockClient, type Lock } from '../../src/client/index.js';
 import type { SessionRequest, SessionResponse } from '../../src/gen/lockstream/v1/lockstream.js';
 import { faultFixture } from '../support/fault-fixture.js';
-import { deferred, LockCaller, seconds, type CallOutcome } from '../support/lock-caller.js';
+import { deferred, seconds, type CallOutcome } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import type { ServerProcess } from '../support/server-process.js';
 import { SessionDriver } from '../support/session-driver.js';
@@ -38,11 +38,7 @@ describe('two instances given the same resume token at once', () => {
   const fixture = faultFixture();
   const serve = (root: string): Promise<ServerProcess> =>
     fixture.serve(['--zookeeper', connectString, '--root', root, '--max-resume-grace', '60s']);
-  const caller = (server: ServerProcess): LockCaller => {
-    const locks = new LockCaller(server.address, { 'grpc.use_local_subchannel_pool': 1 });
-    fixture.later(() => locks.close());
-    return locks;
-  };
+  const { caller } = fixture;
 
   it('the stream that loses never says the session ended, and the locks stay held throughout, on the instance that won', async () => {
     const root = `/takeover-race-${randomUUID()}`;

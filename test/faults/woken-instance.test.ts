@@ -3,7 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import { setTimeout as delay } from 'node:timers/promises';
 import { describe, expect, inject, it } from 'vitest';
 import { faultFixture } from '../support/fault-fixture.js';
-import { LockCaller, seconds } from '../support/lock-caller.js';
+import { seconds } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import type { ServerProcess } from '../support/server-process.js';
 import { SessionDriver } from '../support/session-driver.js';
@@ -36,11 +36,7 @@ describe('a lockstream instance woken after its ZooKeeper session was given up a
       '--max-resume-grace',
       '60s',
     ]);
-  const caller = (server: ServerProcess): LockCaller => {
-    const locks = new LockCaller(server.address, { 'grpc.use_local_subchannel_pool': 1 });
-    fixture.later(() => locks.close());
-    return locks;
-  };
+  const { caller } = fixture;
 
   it('ends the session it still had a stream for, grants nothing on it, and the taker keeps the locks', async () => {
     const root = `/woken-instance-${randomUUID()}`;

@@ -1,5 +1,6 @@
 import { afterEach } from 'vitest';
 import { LockClient } from '../../src/client/index.js';
+import { LockCaller } from './lock-caller.js';
 import { startServerProcess, type ServerProcess } from './server-process.js';
 
 export interface FaultFixture {
@@ -7,6 +8,8 @@ export interface FaultFixture {
   readonly serve: (args: string[]) => Promise<ServerProcess>;
   /** An SDK client of `address`, closed after the test. */
   readonly client: (address: string) => LockClient;
+  /** A raw gRPC caller of `server` on a connection of its own, closed after the test. */
+  readonly caller: (server: ServerProcess) => LockCaller;
   /** Anything else to undo after the test (undone last first, with the rest). */
   readonly later: (cleanup: () => Promise<unknown> | void) => void;
 }
@@ -29,6 +32,11 @@ export function faultFixture(): FaultFixture {
     },
     client: (address) => {
       const locks = new LockClient(address);
+      cleanups.push(() => locks.close());
+      return locks;
+    },
+    caller: (server) => {
+      const locks = new LockCaller(server.address, { 'grpc.use_local_subchannel_pool': 1 });
       cleanups.push(() => locks.close());
       return locks;
     },
