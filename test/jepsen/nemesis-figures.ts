@@ -20,6 +20,8 @@ export interface NemesisFigures {
   readonly lostMs: readonly number[];
   /** Holds that ended in a release the server confirmed. */
   readonly kept: number;
+  /** Holds whose release got no answer (the client stopped believing when it asked). */
+  readonly releaseUnknown: number;
   /** Ms from the fault's start to the next conflicting grant of a lost hold's lock to another client. */
   readonly regrantMs: readonly number[];
 }
@@ -30,7 +32,7 @@ interface Hold {
   readonly mode: string;
   readonly grantedAt: number;
   endedAt: number;
-  end: 'released' | 'lost' | 'open';
+  end: 'released' | 'lost' | 'unknown' | 'open';
   doubtAt: number[];
 }
 
@@ -60,7 +62,7 @@ function holdsOf(history: readonly HistoryEvent[]): Hold[] {
     if (event.f === 'in_doubt') hold.doubtAt.push(event.t);
     else if (event.f === 'lost' || (event.f === 'release' && event.type !== 'invoke')) {
       hold.endedAt = event.t;
-      hold.end = event.f === 'lost' ? 'lost' : event.type === 'ok' ? 'released' : 'lost';
+      hold.end = event.f === 'lost' ? 'lost' : event.type === 'ok' ? 'released' : 'unknown';
       open.delete(key);
     }
   }
@@ -86,6 +88,7 @@ export function nemesisFigures(
       const doubt = hold.doubtAt.find((t) => t >= start.t);
       if (doubt !== undefined) figures.doubtMs.push((doubt - start.t) / 1e6);
       if (hold.end === 'released') figures.kept += 1;
+      if (hold.end === 'unknown') figures.releaseUnknown += 1;
       if (hold.end !== 'lost') continue;
       figures.lostMs.push((hold.endedAt - start.t) / 1e6);
       const next = byGrant.find(
@@ -114,7 +117,7 @@ type Mutable = { -readonly [K in keyof NemesisFigures]: NemesisFigures[K] } & {
 };
 
 function emptyFigures(nemesis: string): Mutable {
-  return { nemesis, applied: 0, held: 0, doubtMs: [], lostMs: [], kept: 0, regrantMs: [] };
+  return { nemesis, applied: 0, held: 0, doubtMs: [], lostMs: [], kept: 0, releaseUnknown: 0, regrantMs: [] };
 }
 
 function p50(values: readonly number[]): string {
@@ -130,7 +133,8 @@ export function describeNemesisFigures(figures: readonly NemesisFigures[]): stri
     (f) =>
       `${f.nemesis} ×${f.applied}: ${f.held} holds held at its start; ${f.doubtMs.length} told in doubt ` +
       `(p50 ${p50(f.doubtMs)} after the start), ${f.lostMs.length} told lost (p50 ${p50(f.lostMs)}), ` +
-      `${f.kept} kept to their release; a lost hold's lock granted to another client p50 ${p50(f.regrantMs)} ` +
+      `${f.kept} kept to their release, ${f.releaseUnknown} released without an answer; a lost hold's lock ` +
+      `granted to another client p50 ${p50(f.regrantMs)} ` +
       `after the start (${f.regrantMs.length} such grants)`,
   );
 }
