@@ -6,7 +6,8 @@ import { check, type NemesisEvent, type Verdict } from '../jepsen/checker-run.js
 import { Recorder, type HistoryEvent } from '../jepsen/client/recorder.js';
 import { TestNetwork, type Host } from '../jepsen/net/test-network.js';
 import { startNetworkedEnsemble } from '../jepsen/net/zookeeper-hosts.js';
-import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import type { ServerProcess } from '../support/server-process.js';
+import { serveOnHost } from '../jepsen/net/lockstream-hosts.js';
 
 /** A follower goes on answering reads for syncLimit × tickTime after losing its leader: 4 s. */
 const TICK_MS = 500;
@@ -60,18 +61,12 @@ describe('a lockstream instance whose ZooKeeper follower is cut off from its lea
       env: Record<string, string>,
     ): Promise<ServerProcess> => {
       const host = await network.addHost(name);
-      const server = await startServerProcess(
-        [
-          '--zookeeper',
-          members.map((member) => member.connectString).join(','),
-          '--session-timeout',
-          `${SESSION_TIMEOUT_MS}ms`,
-          '--root',
-          root,
-        ],
+      const server = await serveOnHost(network, host, {
+        members,
+        sessionTimeoutMs: SESSION_TIMEOUT_MS,
+        root,
         env,
-        { ip: host.ip, prefix: network.prefix(host) },
-      );
+      });
       cleanups.push(() => server.kill('SIGKILL'));
       return server;
     };

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Recorder } from '../jepsen/client/recorder.js';
 import { TestNetwork } from '../jepsen/net/test-network.js';
 import { startNetworkedEnsemble } from '../jepsen/net/zookeeper-hosts.js';
-import { startServerProcess } from '../support/server-process.js';
+import { serveOnHost } from '../jepsen/net/lockstream-hosts.js';
 
 const SESSION_TIMEOUT_MS = 4_000;
 
@@ -26,18 +26,11 @@ describe('a lockstream instance cut off from the ZooKeeper member its session is
     const { ensemble, hosts: zkHosts } = await startNetworkedEnsemble(network, { tickTimeMs: 500 });
     cleanups.push(() => ensemble.stop());
     const host = await network.addHost('a');
-    const server = await startServerProcess(
-      [
-        '--zookeeper',
-        ensemble.connectString,
-        '--session-timeout',
-        `${SESSION_TIMEOUT_MS}ms`,
-        '--root',
-        `/member-cut-${randomUUID()}`,
-      ],
-      {},
-      { ip: host.ip, prefix: network.prefix(host) },
-    );
+    const server = await serveOnHost(network, host, {
+      members: ensemble.members,
+      sessionTimeoutMs: SESSION_TIMEOUT_MS,
+      root: `/member-cut-${randomUUID()}`,
+    });
     cleanups.push(() => server.kill('SIGKILL'));
     const holder = Recorder.start(network, await network.addHost('client'), {
       client: 'holder',

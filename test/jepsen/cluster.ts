@@ -14,8 +14,9 @@ import { fileURLToPath } from 'node:url';
 import type { EnsembleMember, MemberPlacement, ZooKeeperEnsemble } from '../setup/zookeeper-ensemble.js';
 import { killOnExit } from '../setup/zookeeper-process.js';
 import { fakeClock, type FakeClock } from '../support/fake-clock.js';
-import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import type { ServerProcess } from '../support/server-process.js';
 import { Recorder, type HistoryEvent, type RecorderOptions } from './client/recorder.js';
+import { serveOnHost } from './net/lockstream-hosts.js';
 import { TestNetwork, type Host } from './net/test-network.js';
 import { placeOn, startNetworkedEnsemble } from './net/zookeeper-hosts.js';
 
@@ -184,23 +185,14 @@ export class Cluster {
     const plant = this.#options.plant;
     const env: Record<string, string> = { ...(clock?.env ?? {}) };
     if (plant === 'released-early' || plant === 'follower-reads') env['LOCKSTREAM_PLANTED_BUG'] = plant;
-    return startServerProcess(
-      [
-        '--zookeeper',
-        members.map((member) => member.connectString).join(','),
-        '--session-timeout',
-        `${SESSION_TIMEOUT_MS}ms`,
-        '--root',
-        this.root,
-        // After the starter's own --port 0 and --log-level debug: the last one counts.
-        '--port',
-        String(LOCKSTREAM_PORT),
-        '--log-level',
-        'info',
-      ],
+    return serveOnHost(this.network, host, {
+      members,
+      sessionTimeoutMs: SESSION_TIMEOUT_MS,
+      root: this.root,
+      // After the starter's own --port 0 and --log-level debug: the last one counts.
+      args: ['--port', String(LOCKSTREAM_PORT), '--log-level', 'info'],
       env,
-      { ip: host.ip, prefix: this.network.prefix(host) },
-    );
+    });
   }
 
   #watchInstance(instance: Instance, server: ServerProcess): void {

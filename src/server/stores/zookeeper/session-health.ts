@@ -125,10 +125,13 @@ export class SessionHealth {
     const timeoutMs = this.#sessionTimeoutMs();
     const now = performance.now();
     const silentMs = now - this.#lastConfirmedAt;
-    // How late the watchdog fires, or is overdue: how long this process was stopped, at least.
-    const stoppedMs = Math.max(watchdogLateMs, this.#watchdog === undefined ? 0 : now - this.#watchdogDueAt);
-    if (silentMs >= timeoutMs * LOSS_FRACTION && this.#putOff(now, stoppedMs, timeoutMs)) return;
     if (silentMs >= timeoutMs * LOSS_FRACTION) {
+      // How late the watchdog fires, or is overdue: how long this process was stopped, at least.
+      const stoppedMs = Math.max(
+        watchdogLateMs,
+        this.#watchdog === undefined ? 0 : now - this.#watchdogDueAt,
+      );
+      if (this.#putOff(now, stoppedMs, timeoutMs)) return;
       const why =
         `no reply from ZooKeeper for ${Math.round(silentMs)} ms of a ${timeoutMs} ms session timeout: ` +
         'the session may expire at any moment, so its locks are given up first';
@@ -174,8 +177,8 @@ export class SessionHealth {
   }
 
   #wakeIn(ms: number): void {
-    this.#watchdogDueAt = performance.now() + ms;
-    const dueAt = this.#watchdogDueAt;
+    const dueAt = performance.now() + ms;
+    this.#watchdogDueAt = dueAt;
     this.#watchdog = setTimeout(() => {
       this.#watchdog = undefined;
       this.assess(performance.now() - dueAt);
