@@ -103,7 +103,7 @@ async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<v
         connectTimeoutMs: 15_000,
         logger,
       });
-      const engine = new LockEngine({ store, rootPath: '/bench-engine', logger });
+      const engine = new LockEngine({ store, replacement: store, rootPath: '/bench-engine', logger });
       const session: LockSession = {
         async acquire(name, mode) {
           const lease = await engine.acquire({ name, mode }, { withdrawal: new Withdrawal() });

@@ -6,7 +6,7 @@ import type { Config } from './config.js';
 import { LockEngine, LockInspector, LockSessions, locksPathOf } from './engine/index.js';
 import { keepHeapNearLive, MemoryReclaimer } from './memory-reclaimer.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
-import type { CoordinationStore } from './stores/store.js';
+import type { StoreBackend } from './stores/store.js';
 import { ZooKeeperStore } from './stores/zookeeper/zookeeper-store.js';
 import { HttpServer } from './observability/http-server.js';
 import { InstrumentedStore } from './observability/instrumented-store.js';
@@ -20,7 +20,7 @@ export interface RunningServer {
   readonly port: number;
   /** The bound HTTP port, when --http-port is set. */
   readonly httpPort: number | undefined;
-  readonly store: CoordinationStore;
+  readonly store: StoreBackend;
   readonly engine: LockEngine;
   /** Every session of this server, and the requests they keep. */
   readonly sessions: LockSessions;
@@ -44,14 +44,17 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   );
   const metrics = new Metrics({ store });
   // Engines see a store whose operations are timed; tests see the store itself.
-  const engineFor = (on: CoordinationStore): LockEngine =>
-    new LockEngine({
-      store: new InstrumentedStore(on, metrics),
+  const engineFor = (on: StoreBackend): LockEngine => {
+    const timed = new InstrumentedStore(on, metrics);
+    return new LockEngine({
+      store: timed,
+      replacement: timed,
       rootPath: config.rootPath,
       logger: logger.child({ component: 'engine' }),
       instanceId,
       maxWaitersPerLock: config.maxWaitersPerLock,
     });
+  };
   const timedStore = new InstrumentedStore(store, metrics);
   const engine = engineFor(store);
   const sessions = new LockSessions({
@@ -62,7 +65,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     events: (event, kind) => metrics.sessionEvent(event, kind),
     takeover: store.takeover && { sessions: store.takeover, engineFor, accounting: metrics },
   });
-  const inspector = new LockInspector({ store: timedStore, engine });
+  const inspector = new LockInspector({ store: timedStore, listing: timedStore, engine });
   const server = new GrpcServer({
     sessions,
     inspector,
@@ -188,7 +191,7 @@ async function openStore(
   digest: string | undefined,
   instanceId: string,
   logger: Logger,
-): Promise<CoordinationStore> {
+): Promise<StoreBackend> {
   if (config.backend === 'memory') {
     logger.warn(
       'using the embedded in-memory store: single process, locks do not survive a restart; use --zookeeper for high availability',
@@ -220,7 +223,7 @@ async function openStore(
  * Calls `report` with whether the store's current session is confirmed, now and on every change,
  * following the store from a lost session to its next one. Returns a function that stops it.
  */
-function followSessionHealth(store: CoordinationStore, report: (serving: boolean) => void): () => void {
+function followSessionHealth(store: StoreBackend, report: (serving: boolean) => void): () => void {
   let stopped = false;
   let unsubscribe = (): void => {};
   const follow = (): void => {

@@ -4,13 +4,14 @@ import { isLockError, LockError } from '../../src/server/lock-error.js';
 import {
   NodeFollow,
   waitUntilDeleted,
-  type CoordinationStore,
+  type StoreBackend,
   type StoreStats,
+  createSequential,
 } from '../../src/server/stores/store.js';
 
 /** A store under test, and how to end its current session as an expiry would. */
 export interface StoreUnderTest {
-  readonly store: CoordinationStore;
+  readonly store: StoreBackend;
   readonly expireSession: () => Promise<void>;
   /** False for a store that cannot replace a node atomically (it must say UNSUPPORTED). */
   readonly replaces?: boolean;
@@ -70,7 +71,7 @@ function neverAborted(): AbortSignal {
 }
 
 /**
- * The CoordinationStore contract (see src/server/stores/store.ts), written once and run against
+ * The StoreBackend contract (see src/server/stores/store.ts), written once and run against
  * every store. The lock engine relies on exactly these properties; a store that fails a case
  * would break the lock recipe on it.
  */
@@ -83,7 +84,7 @@ export function describeStoreContract(
   makeStore: (root: string) => Promise<StoreUnderTest>,
 ): void {
   describe(`the ${name} coordination store`, () => {
-    let store: CoordinationStore;
+    let store: StoreBackend;
     let expireSession: () => Promise<void>;
     let replaces = true;
     let root: string;
@@ -94,7 +95,7 @@ export function describeStoreContract(
       parent = dir,
       prefix = uniquePrefix(),
     ): Promise<{ path: string; name: string; prefix: string }> => {
-      const created = await store.createSequential(parent, prefix, NO_DATA);
+      const created = await createSequential(store, parent, prefix, NO_DATA);
       return { path: created.path, name: nameOf(created.path), prefix };
     };
 
@@ -121,7 +122,7 @@ export function describeStoreContract(
     describe('createSequential', () => {
       it('names a node by its prefix followed by a 10-digit sequence number', async () => {
         const prefix = uniquePrefix('mutex');
-        const created = await store.createSequential(dir, prefix, new TextEncoder().encode('data'));
+        const created = await createSequential(store, dir, prefix, new TextEncoder().encode('data'));
         expect(created.path).toMatch(new RegExp(`^${dir}/${prefix}\\d{10}$`));
         expect(created.session).toBe(store.session);
         expect(created.session.lost.aborted).toBe(false);
@@ -146,7 +147,7 @@ export function describeStoreContract(
           const make = (): void => {
             const prefix = uniquePrefix();
             prefixes.push(prefix);
-            creating.push(store.createSequential(parent, prefix, NO_DATA));
+            creating.push(createSequential(store, parent, prefix, NO_DATA));
           };
           for (let i = 0; i < 4; i += 1) make();
           // Later creates, made while the first ones are being answered (parent missing).
@@ -196,7 +197,7 @@ export function describeStoreContract(
 
       it('lists the siblings behind the create, and follows the new node from the start when asked', async () => {
         const followedDir = `${root}/locks/followed`;
-        const plain = await store.createSequential(followedDir, uniquePrefix(), Buffer.alloc(0));
+        const plain = await createSequential(store, followedDir, uniquePrefix(), Buffer.alloc(0));
         expect(plain.siblings).toEqual([plain.path.slice(followedDir.length + 1)]);
         expect(plain.followed).toBeUndefined();
         await store.delete(plain.path);
@@ -220,7 +221,8 @@ export function describeStoreContract(
           [2, dir],
           [3, followedDir],
         ] as const) {
-          const created = await store.createSequential(
+          const created = await createSequential(
+            store,
             under,
             uniquePrefix(),
             Buffer.from(`v${round}`),
@@ -239,7 +241,7 @@ export function describeStoreContract(
         expect(events).toEqual(Array.from({ length: 3 }, () => ['data revoked', 'deleted']).flat());
         // Once the follower stops, nothing more reaches it. A later request's answer comes after
         // any event the change caused (a store reports a session's events in order).
-        const last = await store.createSequential(dir, uniquePrefix(), Buffer.from('v4'), following);
+        const last = await createSequential(store, dir, uniquePrefix(), Buffer.from('v4'), following);
         following.stop();
         await store.setData(last.path, Buffer.from('revoked'));
         await store.delete(last.path);
@@ -277,20 +279,22 @@ export function describeStoreContract(
         const woken = new Promise<void>((resolve) => store.onceDeleted(a.path, () => resolve()));
         void store.delete(a.path);
         await woken;
-        expect(await store.childrenAsTold(dir)).toEqual([b.name]);
+        expect(await store.children(dir, { asTold: true })).toEqual([b.name]);
 
         let told!: () => void;
         const changed = new Promise<void>((resolve) => (told = resolve));
         const unwatch = store.watchChildren(dir, () => told());
         await roundTrip();
-        const c = await store.createSequential(dir, uniquePrefix(), NO_DATA);
+        const c = await createSequential(store, dir, uniquePrefix(), NO_DATA);
         await changed;
         unwatch();
-        expect([...(await store.childrenAsTold(dir))].sort()).toEqual([b.name, nameOf(c.path)].sort());
+        expect([...(await store.children(dir, { asTold: true }))].sort()).toEqual(
+          [b.name, nameOf(c.path)].sort(),
+        );
       });
 
       it('returns [] for a directory that does not exist', async () => {
-        expect(await store.childrenAsTold(`${root}/locks/never-created`)).toEqual([]);
+        expect(await store.children(`${root}/locks/never-created`, { asTold: true })).toEqual([]);
       });
     });
 
@@ -335,7 +339,7 @@ export function describeStoreContract(
 
     describe('nodeData', () => {
       it('reads the creation id and the data written at creation; null once the node is gone', async () => {
-        const created = await store.createSequential(dir, uniquePrefix(), Buffer.from('{"owner":"ops"}'));
+        const created = await createSequential(store, dir, uniquePrefix(), Buffer.from('{"owner":"ops"}'));
         const read = await store.nodeData(created.path);
         expect(read?.creationId).toBe(await store.creationId(created.path));
         expect(Buffer.from(read!.data).toString()).toBe('{"owner":"ops"}');
@@ -351,7 +355,7 @@ export function describeStoreContract(
         const entries = (label: string): Array<{ dir: string; prefix: string; data: Uint8Array }> =>
           dirs.map((each) => ({ dir: each, prefix: uniquePrefix(label), data: Buffer.from(label) }));
         if (!replaces) {
-          await expect(store.createSequentialAll(entries('none'))).rejects.toMatchObject({
+          await expect(store.create(entries('none'))).rejects.toMatchObject({
             code: 'UNSUPPORTED',
             message: expect.stringMatching(/multi/),
           });
@@ -359,10 +363,7 @@ export function describeStoreContract(
         }
         const first = entries('first');
         const second = entries('second');
-        const [createdFirst, createdSecond] = await Promise.all([
-          store.createSequentialAll(first),
-          store.createSequentialAll(second),
-        ]);
+        const [createdFirst, createdSecond] = await Promise.all([store.create(first), store.create(second)]);
         for (const [created, asked] of [
           [createdFirst, first],
           [createdSecond, second],
@@ -404,12 +405,12 @@ export function describeStoreContract(
           track(waitUntilDeleted(store, node.path, { signal: neverAborted() })),
         );
         await roundTrip();
-        await store.deleteAll(nodes.map((node) => node.path));
+        await store.delete(nodes.map((node) => node.path));
         await Promise.all(woken.map((wait) => wait.promise));
         expect(await store.children(dir)).toEqual([]);
         const [kept, gone] = await Promise.all([create(), create()]);
         await store.delete(gone.path);
-        await store.deleteAll([kept.path, gone.path]);
+        await store.delete([kept.path, gone.path]);
         expect(await store.children(dir)).toEqual([]);
       });
     });
@@ -431,7 +432,7 @@ export function describeStoreContract(
         });
 
       it('replaces a node by one of another name in one step, follows the new one, and wakes waiters of the old', async () => {
-        const created = await store.createSequential(dir, 'write-', Buffer.from('record'));
+        const created = await createSequential(store, dir, 'write-', Buffer.from('record'));
         const node = (await store.nodeData(created.path))!;
         const replacement = `read-${nameOf(created.path).slice('write-'.length)}`;
         if (!replaces) {
@@ -476,7 +477,7 @@ export function describeStoreContract(
       });
 
       it('says conflict when the node was written since its version was read, and missing when it is gone', async () => {
-        const created = await store.createSequential(dir, 'write-', NO_DATA);
+        const created = await createSequential(store, dir, 'write-', NO_DATA);
         const replacement = `read-${nameOf(created.path).slice('write-'.length)}`;
         if (!replaces) return;
         await store.setData(created.path, Buffer.from('revoke'));
@@ -492,7 +493,7 @@ export function describeStoreContract(
       });
 
       it('says missing for a node of a session that was lost, and creates nothing', async () => {
-        const created = await store.createSequential(dir, 'write-', NO_DATA);
+        const created = await createSequential(store, dir, 'write-', NO_DATA);
         const lostSession = store.session;
         if (!replaces) return;
         await expireSession();
@@ -506,7 +507,7 @@ export function describeStoreContract(
 
     describe('setData', () => {
       it('replaces the data and counts versions from 0; with a version, only if nobody wrote in between', async () => {
-        const created = await store.createSequential(dir, uniquePrefix(), Buffer.from('v0'));
+        const created = await createSequential(store, dir, uniquePrefix(), Buffer.from('v0'));
         expect((await store.nodeData(created.path))?.version).toBe(0);
         expect(await store.setData(created.path, Buffer.from('v1'))).toBe('set');
         const read = await store.nodeData(created.path);
@@ -756,7 +757,7 @@ export function describeStoreContract(
         const fresh = store.session;
         expect(fresh).not.toBe(old);
         expect(fresh.lost.aborted).toBe(false);
-        const created = await store.createSequential(dir, uniquePrefix(), NO_DATA);
+        const created = await createSequential(store, dir, uniquePrefix(), NO_DATA);
         expect(created.session).toBe(store.session);
         expect(created.session).not.toBe(old);
         expect(created.session.lost.aborted).toBe(false);
@@ -807,7 +808,7 @@ export function describeStoreContract(
 
         const unavailable = (error: unknown): boolean => isLockError(error, 'UNAVAILABLE');
         const outcomes = await Promise.allSettled([
-          store.createSequential(dir, uniquePrefix(), NO_DATA),
+          createSequential(store, dir, uniquePrefix(), NO_DATA),
           store.children(dir),
           store.creationId(node.path),
           store.delete(node.path),

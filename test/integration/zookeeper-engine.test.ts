@@ -19,7 +19,7 @@ describeEngineContract('ZooKeeper', async (rootPath) => {
     logger: pino({ level: 'silent' }),
   });
   return {
-    engine: new LockEngine({ store, rootPath, logger: pino({ level: 'silent' }) }),
+    engine: new LockEngine({ store, replacement: store, rootPath, logger: pino({ level: 'silent' }) }),
     store,
     expireSession: () => expireZooKeeperSession(store, connectString),
     close: () => store.close(),

@@ -1,3 +1,4 @@
+import { createSequential } from '../../src/server/stores/store.js';
 import { randomUUID } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import { pino } from 'pino';
@@ -274,10 +275,10 @@ describe('ZooKeeper store under connection loss', () => {
     try {
       const dir = `/ghost-${randomUUID()}/locks/job`;
       // Someone already queues there, so the lock's parent exists and one create is all it takes.
-      const ahead = await store.createSequential(dir, `mutex-${randomUUID()}-`, new Uint8Array());
+      const ahead = await createSequential(store, dir, `mutex-${randomUUID()}-`, new Uint8Array());
       const prefix = `mutex-${randomUUID()}-`;
       await proxy.holdReplies();
-      const created = store.createSequential(dir, prefix, new Uint8Array());
+      const created = createSequential(store, dir, prefix, new Uint8Array());
       // The create's reply carries the new node's path: ZooKeeper has applied it. Lose the reply.
       await proxy.heldReplyContaining(prefix);
       await proxy.severAll();

@@ -1,3 +1,4 @@
+import { createSequential } from '../../src/server/stores/store.js';
 import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import { describe, expect, inject, it } from 'vitest';
@@ -67,7 +68,8 @@ describe.each(ZOOKEEPER_CLIENTS)('a ZooKeeper session the store gives up (%s cli
     const root = `/given-up-${randomUUID()}`;
     try {
       const sessionTimeoutMs = store.negotiatedSessionTimeoutMs;
-      const { path, session } = await store.createSequential(
+      const { path, session } = await createSequential(
+        store,
         `${root}/lock`,
         `node-${randomUUID()}-`,
         new Uint8Array(),
@@ -91,7 +93,7 @@ describe.each(ZOOKEEPER_CLIENTS)('a ZooKeeper session the store gives up (%s cli
       await untilGone(raw, path, sessionTimeoutMs + 1000);
 
       // The store goes on, on a new session.
-      const again = await store.createSequential(`${root}/lock`, `node-${randomUUID()}-`, new Uint8Array());
+      const again = await createSequential(store, `${root}/lock`, `node-${randomUUID()}-`, new Uint8Array());
       expect(again.session).not.toBe(session);
       await store.delete(again.path);
     } finally {

@@ -1,3 +1,4 @@
+import { createSequential } from '../../src/server/stores/store.js';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { pino, type Logger } from 'pino';
@@ -11,7 +12,7 @@ import {
   ZooKeeperStore,
   type ZooKeeperStoreOptions,
 } from '../../src/server/stores/zookeeper/zookeeper-store.js';
-import type { CoordinationStore, StoreSession } from '../../src/server/stores/store.js';
+import type { StoreBackend, StoreSession } from '../../src/server/stores/store.js';
 import { describeStoreContract } from '../contract/store-contract.js';
 import { sendFourLetterWord } from '../setup/zookeeper-process.js';
 import { deferred } from '../support/lock-caller.js';
@@ -178,8 +179,8 @@ describe('a ZooKeeper session taken over by another store', () => {
     const raw = await rawConnection(digest);
     cleanups.push(() => raw.close());
 
-    const first = await a.createSequential(`${root}/locks/one`, prefix(), bytes('first'));
-    const second = await a.createSequential(`${root}/locks/two`, prefix(), bytes('second'));
+    const first = await createSequential(a, `${root}/locks/one`, prefix(), bytes('first'));
+    const second = await createSequential(a, `${root}/locks/two`, prefix(), bytes('second'));
     const name = a.takeover!.publishedAs;
     expect(name).toBe(a.sessionCredentials.id.toString(16).padStart(16, '0'));
     const recordPath = `${root}/sessions/${name}`;
@@ -242,8 +243,8 @@ describe('a ZooKeeper session taken over by another store', () => {
     cleanups.push(() => raw.close());
 
     const dir = `${root}/locks/paused`;
-    const held = await a.createSequential(dir, prefix(), bytes('held'));
-    const other = await a.createSequential(`${root}/locks/other`, prefix(), bytes('other'));
+    const held = await createSequential(a, dir, prefix(), bytes('held'));
+    const other = await createSequential(a, `${root}/locks/other`, prefix(), bytes('other'));
     const name = a.takeover!.publishedAs;
     const oldSession = a.session;
     const events: string[] = [];
@@ -257,7 +258,7 @@ describe('a ZooKeeper session taken over by another store', () => {
     const writes = [
       a.delete(held.path),
       a.setData(other.path, bytes('changed')),
-      a.createSequential(dir, prefix(), bytes('late')),
+      createSequential(a, dir, prefix(), bytes('late')),
     ];
     const taken = (await b.takeover!.takeOver(name))!;
     cleanups.push(() => taken.store.close());
@@ -282,7 +283,7 @@ describe('a ZooKeeper session taken over by another store', () => {
     expect(await raw.getChildren(dir)).toEqual([held.path.slice(dir.length + 1)]);
 
     // A goes on in a new session, published under another name.
-    const fresh = await a.createSequential(dir, prefix(), bytes('fresh'));
+    const fresh = await createSequential(a, dir, prefix(), bytes('fresh'));
     expect(fresh.session).not.toBe(oldSession);
     expect(a.takeover!.publishedAs).toMatch(/^[0-9a-f]{16}$/);
     expect(a.takeover!.publishedAs).not.toBe(name);
@@ -296,7 +297,7 @@ describe('a ZooKeeper session taken over by another store', () => {
     const a = await connect(root, 'instance-a');
     const raw = await rawConnection();
     cleanups.push(() => raw.close());
-    const node = await a.createSequential(`${root}/locks/checked`, prefix(), bytes('kept'));
+    const node = await createSequential(a, `${root}/locks/checked`, prefix(), bytes('kept'));
     const name = a.takeover!.publishedAs;
     const oldSession = a.session;
     const takenBy = deferred<string>();
@@ -316,7 +317,7 @@ describe('a ZooKeeper session taken over by another store', () => {
     });
     expect(await read(raw, node.path)).toEqual({ data: 'kept', version: 0 });
 
-    const fresh = await a.createSequential(`${root}/locks/checked`, prefix(), bytes('fresh'));
+    const fresh = await createSequential(a, `${root}/locks/checked`, prefix(), bytes('fresh'));
     expect(fresh.session).not.toBe(oldSession);
     expect(a.takeover!.publishedAs).not.toBe(name);
     await a.delete(fresh.path);
@@ -326,7 +327,7 @@ describe('a ZooKeeper session taken over by another store', () => {
     const root = newRoot();
     const a = await connect(root, 'instance-a');
     const b = await connect(root, 'instance-b');
-    const node = await a.createSequential(`${root}/locks/live`, prefix(), bytes('live'));
+    const node = await createSequential(a, `${root}/locks/live`, prefix(), bytes('live'));
     const name = a.takeover!.publishedAs;
     const sessionId = a.sessionCredentials.id;
     const noticed = deferred<string>();
@@ -362,7 +363,7 @@ describe('a ZooKeeper session taken over by another store', () => {
     const a = await connect(root, 'instance-a');
     const b = await connect(root, 'instance-b');
     const c = await connect(root, 'instance-c');
-    const node = await a.createSequential(`${root}/locks/twice`, prefix(), bytes('twice'));
+    const node = await createSequential(a, `${root}/locks/twice`, prefix(), bytes('twice'));
     const name = a.takeover!.publishedAs;
     await a.takeover!.handOver();
     const byB = (await b.takeover!.takeOver(name))!;
@@ -375,7 +376,7 @@ describe('a ZooKeeper session taken over by another store', () => {
     // A taken store opens no other session.
     await expect(byB.store.delete(node.path)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     await expect(
-      byB.store.createSequential(`${root}/locks/twice`, prefix(), bytes('x')),
+      createSequential(byB.store, `${root}/locks/twice`, prefix(), bytes('x')),
     ).rejects.toMatchObject({
       code: 'UNAVAILABLE',
     });
@@ -388,7 +389,7 @@ describe('a ZooKeeper session taken over by another store', () => {
     const root = newRoot();
     const a = await connect(root, 'instance-a');
     const b = await connect(root, 'instance-b');
-    await a.createSequential(`${root}/locks/expired`, prefix(), bytes('x'));
+    await createSequential(a, `${root}/locks/expired`, prefix(), bytes('x'));
     const name = a.takeover!.publishedAs;
     const raw = await rawConnection();
     cleanups.push(() => raw.close());
@@ -416,7 +417,7 @@ describe('writes of a published session', () => {
       let fewest = Infinity;
       for (let i = 0; i < 3; i += 1) {
         const [before] = await connectionsOf(id);
-        const { path } = await store.createSequential(`${root}/locks/count`, prefix(), bytes('x'));
+        const { path } = await createSequential(store, `${root}/locks/count`, prefix(), bytes('x'));
         await store.delete(path);
         const [after] = await connectionsOf(id);
         fewest = Math.min(fewest, after!.recved - before!.recved);
@@ -438,11 +439,11 @@ describe('writes of a published session', () => {
     });
     const dir = `${root}/locks/ghost`;
     // Someone already queues there, so the lock's parent exists and one create is all it takes.
-    const ahead = await store.createSequential(dir, prefix(), bytes('ahead'));
+    const ahead = await createSequential(store, dir, prefix(), bytes('ahead'));
     const name = store.takeover!.publishedAs;
     const mine = prefix();
     proxy.holdReplies();
-    const created = store.createSequential(dir, mine, bytes('mine'));
+    const created = createSequential(store, dir, mine, bytes('mine'));
     // The multi's reply carries the new node's path: ZooKeeper has applied it. Lose the reply.
     await proxy.heldReplyContaining(mine);
     proxy.severAll();
@@ -455,7 +456,7 @@ describe('writes of a published session', () => {
     expect(node.session).toBe(ahead.session);
     expect(node.session.lost.aborted).toBe(false);
     expect(store.takeover!.publishedAs).toBe(name);
-    await store.deleteAll([node.path, ahead.path]);
+    await store.delete([node.path, ahead.path]);
     expect(await store.children(dir)).toEqual([]);
   });
 });
@@ -469,7 +470,7 @@ describe('a published session the store gives up', () => {
     const b = await connect(root, 'instance-b');
     const raw = await rawConnection();
     cleanups.push(() => raw.close());
-    const { path, session } = await a.createSequential(`${root}/locks/given-up`, prefix(), bytes('x'));
+    const { path, session } = await createSequential(a, `${root}/locks/given-up`, prefix(), bytes('x'));
     const name = a.takeover!.publishedAs;
 
     // Replies lag ever more until A gives the session up (two thirds of its timeout).
@@ -486,7 +487,7 @@ describe('a published session the store gives up', () => {
     await untilConfirmed(taken.store.session, 3000);
     // A goes on in a new session.
     expect(a.takeover!.publishedAs).not.toBe(name);
-    const fresh = await a.createSequential(`${root}/locks/given-up`, prefix(), bytes('y'));
+    const fresh = await createSequential(a, `${root}/locks/given-up`, prefix(), bytes('y'));
     await a.delete(fresh.path);
   });
 
@@ -497,7 +498,7 @@ describe('a published session the store gives up', () => {
     const a = await connect(root, 'instance-a', { connectString: proxy.address, connectTimeoutMs: 10_000 });
     const raw = await rawConnection();
     cleanups.push(() => raw.close());
-    const { path, session } = await a.createSequential(`${root}/locks/given-up`, prefix(), bytes('x'));
+    const { path, session } = await createSequential(a, `${root}/locks/given-up`, prefix(), bytes('x'));
     const sessionTimeoutMs = a.negotiatedSessionTimeoutMs;
     const lost = whenLost(session);
     proxy.lagReplies();
@@ -510,9 +511,9 @@ describe('a published session the store gives up', () => {
 describe('the ZooKeeper addon store', () => {
   it('offers no takeover, even when asked to publish', async () => {
     const root = newRoot();
-    const store: CoordinationStore = await connect(root, 'instance-a', { client: 'addon' });
+    const store: StoreBackend = await connect(root, 'instance-a', { client: 'addon' });
     expect(store.takeover).toBeUndefined();
-    const { path } = await store.createSequential(`${root}/locks/addon`, prefix(), bytes('x'));
+    const { path } = await createSequential(store, `${root}/locks/addon`, prefix(), bytes('x'));
     await store.delete(path);
   });
 });

@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { InstrumentedStore } from '../../src/server/observability/instrumented-store.js';
 import { Metrics } from '../../src/server/observability/metrics.js';
-import { NodeFollow } from '../../src/server/stores/store.js';
+import { NodeFollow, createSequential } from '../../src/server/stores/store.js';
 import { ZooKeeperStore } from '../../src/server/stores/zookeeper/zookeeper-store.js';
 import { deferred } from '../support/lock-caller.js';
 import { RawZooKeeper } from '../support/raw-zookeeper.js';
@@ -52,9 +52,9 @@ describe('the ZooKeeper store with its lock tree watched', () => {
     const store = await watchedStore(root);
     const dir = `${root}/locks/used`;
     // The first create lists the new parent (or sees it made); every later one is the create alone.
-    const first = await store.createSequential(dir, `first-${randomUUID()}-`, NO_DATA);
+    const first = await createSequential(store, dir, `first-${randomUUID()}-`, NO_DATA);
     const before = { ...store.stats };
-    const second = await store.createSequential(dir, `second-${randomUUID()}-`, NO_DATA);
+    const second = await createSequential(store, dir, `second-${randomUUID()}-`, NO_DATA);
     expect(store.stats.childrenListings - before.childrenListings).toBe(0);
     expect(store.stats.watchesArmed - before.watchesArmed).toBe(0);
     expect(second.siblings.sort()).toEqual([first.path, second.path].map((p) => p.split('/').pop()).sort());
@@ -71,11 +71,11 @@ describe('the ZooKeeper store with its lock tree watched', () => {
   it('creates on a lock never used without a listing, its parent in the same multi: the scan of the locks path says the parent is missing', async () => {
     const root = `/tree-view-${randomUUID()}`;
     const store = await watchedStore(root);
-    const seed = await store.createSequential(`${root}/locks/seed`, `seed-${randomUUID()}-`, NO_DATA);
+    const seed = await createSequential(store, `${root}/locks/seed`, `seed-${randomUUID()}-`, NO_DATA);
     await store.delete(seed.path);
     const before = { ...store.stats };
     const dir = `${root}/locks/fresh-${randomUUID()}`;
-    const created = await store.createSequential(dir, `first-${randomUUID()}-`, NO_DATA);
+    const created = await createSequential(store, dir, `first-${randomUUID()}-`, NO_DATA);
     expect(store.stats.childrenListings - before.childrenListings).toBe(0);
     expect(created.siblings).toEqual([created.path.split('/').pop()]);
     // One transaction: the parent and the node share their zxid.
@@ -88,7 +88,7 @@ describe('the ZooKeeper store with its lock tree watched', () => {
     const store = await watchedStore(root);
     const other = await watchedStore(root);
     const dir = `${root}/locks/watched`;
-    const mine = await store.createSequential(dir, `mine-${randomUUID()}-`, NO_DATA);
+    const mine = await createSequential(store, dir, `mine-${randomUUID()}-`, NO_DATA);
     const before = { ...store.stats };
     let changes = 0;
     let onChange = (): void => {};
@@ -103,13 +103,15 @@ describe('the ZooKeeper store with its lock tree watched', () => {
     const nameOf = (path: string): string => path.split('/').pop()!;
 
     let changed = nextChange();
-    const theirs = await other.createSequential(dir, `theirs-${randomUUID()}-`, NO_DATA);
+    const theirs = await createSequential(other, dir, `theirs-${randomUUID()}-`, NO_DATA);
     await changed;
-    expect((await store.childrenAsTold(dir)).sort()).toEqual([nameOf(mine.path), nameOf(theirs.path)].sort());
+    expect((await store.children(dir, { asTold: true })).sort()).toEqual(
+      [nameOf(mine.path), nameOf(theirs.path)].sort(),
+    );
     changed = nextChange();
     await other.delete(theirs.path);
     await changed;
-    expect(await store.childrenAsTold(dir)).toEqual([nameOf(mine.path)]);
+    expect(await store.children(dir, { asTold: true })).toEqual([nameOf(mine.path)]);
     unwatch();
     expect(store.stats.childrenListings - before.childrenListings).toBe(0);
     await store.delete(mine.path);
@@ -126,13 +128,13 @@ describe('the ZooKeeper store with its lock tree watched', () => {
       return Number(line.exec(text)?.[1] ?? 0);
     };
     const dir = `${root}/locks/timed`;
-    const mine = await store.createSequential(dir, `mine-${randomUUID()}-`, NO_DATA);
+    const mine = await createSequential(store, dir, `mine-${randomUUID()}-`, NO_DATA);
     const before = { ...store.stats };
     // In step (its create was read with the watch on): the view answers, nothing is asked.
-    expect(await timed.childrenAsTold(dir)).toEqual([mine.path.split('/').pop()]);
+    expect(await timed.children(dir, { asTold: true })).toEqual([mine.path.split('/').pop()]);
     expect(await listingsTimed()).toBe(0);
     // Outside the watched tree: asked, and timed like any listing.
-    expect(await timed.childrenAsTold(root)).toEqual(['locks']);
+    expect(await timed.children(root, { asTold: true })).toEqual(['locks']);
     expect(await listingsTimed()).toBe(1);
     expect(store.stats.childrenListings - before.childrenListings).toBe(1);
     await store.delete(mine.path);
@@ -143,11 +145,11 @@ describe('the ZooKeeper store with its lock tree watched', () => {
     const store = await watchedStore(root);
     const other = await watchedStore(root);
     const dir = `${root}/locks/shared`;
-    await store.createSequential(dir, `seed-${randomUUID()}-`, NO_DATA);
+    await createSequential(store, dir, `seed-${randomUUID()}-`, NO_DATA);
     for (let i = 0; i < 20; i += 1) {
       const [mine, theirs] = await Promise.all([
-        store.createSequential(dir, `mine-${i}-`, NO_DATA),
-        other.createSequential(dir, `theirs-${i}-`, NO_DATA),
+        createSequential(store, dir, `mine-${i}-`, NO_DATA),
+        createSequential(other, dir, `theirs-${i}-`, NO_DATA),
       ]);
       const listed = await store.children(dir);
       // Everything created before mine is in my siblings (later ones may be too, behind it, as
@@ -167,8 +169,8 @@ describe('the ZooKeeper store with its lock tree watched', () => {
     const store = await watchedStore(root, proxy.address);
     const zk = await raw();
     const dir = `${root}/locks/gap`;
-    const ahead = await store.createSequential(dir, `ahead-${randomUUID()}-`, NO_DATA);
-    const behind = await store.createSequential(dir, `behind-${randomUUID()}-`, NO_DATA);
+    const ahead = await createSequential(store, dir, `ahead-${randomUUID()}-`, NO_DATA);
+    const behind = await createSequential(store, dir, `behind-${randomUUID()}-`, NO_DATA);
     expect(behind.siblings).toHaveLength(2);
     const woken = deferred<void>();
     store.onceDeleted(ahead.path, () => woken.resolve());
@@ -189,9 +191,10 @@ describe('the ZooKeeper store with its lock tree watched', () => {
     const store = await watchedStore(root, proxy.address);
     const zk = await raw();
     const dir = `${root}/locks/followed`;
-    await store.createSequential(dir, `seed-${randomUUID()}-`, NO_DATA);
+    await createSequential(store, dir, `seed-${randomUUID()}-`, NO_DATA);
     const changed = deferred<string>();
-    const created = await store.createSequential(
+    const created = await createSequential(
+      store,
       dir,
       `held-${randomUUID()}-`,
       new TextEncoder().encode('start'),

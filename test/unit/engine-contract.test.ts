@@ -6,7 +6,7 @@ import { describeEngineContract } from '../contract/engine-contract.js';
 describeEngineContract('memory', async (rootPath) => {
   const store = new MemoryStore();
   return {
-    engine: new LockEngine({ store, rootPath, logger: pino({ level: 'silent' }) }),
+    engine: new LockEngine({ store, replacement: store, rootPath, logger: pino({ level: 'silent' }) }),
     store,
     expireSession: async () => store.expireSession(),
     close: () => store.close(),

@@ -67,7 +67,13 @@ describe('LockEngine over the embedded store', () => {
 
   beforeEach(() => {
     store = new MemoryStore();
-    engine = new LockEngine({ store, rootPath: ROOT, logger: pino({ level: 'silent' }), instanceId: 'test' });
+    engine = new LockEngine({
+      store,
+      replacement: store,
+      rootPath: ROOT,
+      logger: pino({ level: 'silent' }),
+      instanceId: 'test',
+    });
   });
 
   afterEach(async () => {
@@ -418,7 +424,7 @@ describe('LockEngine over the embedded store', () => {
         .sort((a, b) => Number(a.slice(-10)) - Number(b.slice(-10)))
         .map((child) => joinPath(engine.lockPath('both-gone'), child));
       // The predecessor's deletion is told first, the waiter's own right behind it.
-      await store.deleteAll(paths);
+      await store.delete(paths);
       const error: unknown = await waiter.lease.catch((e: unknown) => e);
       expect(isLockError(error, 'LOCK_LOST')).toBe(true);
       expect(holder.lost.aborted).toBe(true);

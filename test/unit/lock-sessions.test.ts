@@ -91,7 +91,13 @@ describe('lock sessions: requests that outlive their stream for a resume grace',
 
   beforeEach(() => {
     store = new MemoryStore();
-    engine = new LockEngine({ store, rootPath: '/sessions', logger: silent, instanceId: 'test' });
+    engine = new LockEngine({
+      store,
+      replacement: store,
+      rootPath: '/sessions',
+      logger: silent,
+      instanceId: 'test',
+    });
     sessions = new LockSessions({
       engine,
       logger: silent,

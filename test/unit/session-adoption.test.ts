@@ -24,8 +24,20 @@ describe('session adoption', () => {
 
   beforeEach(() => {
     store = new MemoryStore();
-    first = new LockEngine({ store, rootPath: ROOT, logger: silent, instanceId: 'first' });
-    taker = new LockEngine({ store, rootPath: ROOT, logger: silent, instanceId: 'taker' });
+    first = new LockEngine({
+      store,
+      replacement: store,
+      rootPath: ROOT,
+      logger: silent,
+      instanceId: 'first',
+    });
+    taker = new LockEngine({
+      store,
+      replacement: store,
+      rootPath: ROOT,
+      logger: silent,
+      instanceId: 'taker',
+    });
   });
   afterEach(async () => store.close());
 

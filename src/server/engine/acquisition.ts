@@ -79,16 +79,9 @@ export class Acquisition implements TurnOwner {
       this.#parts = made.map(({ part }) => part);
       const written = data.map((record) => record.byteLength);
       const failed = (error: unknown): void => this.#createFailed(error);
-      if (targets) {
-        this.#engine.store
-          .createSequentialAll(made.map(({ entry }) => entry))
-          .then((created) => this.#created(created, written), failed);
-      } else {
-        const { dir, prefix, follow } = made[0]!.entry;
-        this.#engine.store
-          .createSequential(dir, prefix, data[0]!, follow)
-          .then((created) => this.#created([created], written), failed);
-      }
+      this.#engine.store
+        .create(made.map(({ entry }) => entry))
+        .then((created) => this.#created(created, written), failed);
     } catch (error) {
       this.#createFailed(error);
     }
@@ -100,14 +93,14 @@ export class Acquisition implements TurnOwner {
    * follow tells); whatever a node's record says now (a revocation, perhaps) is news here.
    */
   adopt(nodes: readonly OwnedNode[]): void {
-    const { store, semaphores, dependents } = this.#engine;
+    const { store, replacement, semaphores, dependents } = this.#engine;
     const request = this.#request;
     this.#parts = nodes.map((owned, i): Part => {
       const target = request.locks ? { ...request, ...request.locks[i]!, locks: undefined } : request;
       const shape = semaphoreShapeOf(target);
       const requestId = shape ? parseNodeName(baseName(owned.path))?.requestId : undefined;
       const wakeup = requestId === undefined ? undefined : semaphores.register(requestId);
-      const node = new LockRequestNode(store, target, dependents);
+      const node = new LockRequestNode(store, replacement, target, dependents);
       return { request: target, node, wakeup, requestId, path: owned.path };
     });
     const session = store.session;
@@ -253,12 +246,12 @@ export class Acquisition implements TurnOwner {
    * for it (kept apart: a waiter keeps its part, not the node's record).
    */
   #part(request: AcquireRequest, data: Buffer): { part: Part; entry: SequentialEntry } {
-    const { store, semaphores, dependents } = this.#engine;
+    const { store, replacement, semaphores, dependents } = this.#engine;
     const shape = semaphoreShapeOf(request);
     const requestId = randomUUID();
     // Known here before its node exists: a grant ahead that lists the node finds it local.
     const wakeup = shape ? semaphores.register(requestId) : undefined;
-    const node = new LockRequestNode(store, request, dependents);
+    const node = new LockRequestNode(store, replacement, request, dependents);
     const entry = {
       dir: this.#engine.lockPath(request.name),
       prefix: nodePrefix(request.mode, requestId, shape),

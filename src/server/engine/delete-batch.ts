@@ -15,6 +15,6 @@ export class DeleteBatch {
 
   add(path: string): Promise<void> {
     this.#paths.push(path);
-    return Promise.resolve().then(() => (this.#sent ??= this.#store.deleteAll(this.#paths)));
+    return Promise.resolve().then(() => (this.#sent ??= this.#store.delete(this.#paths)));
   }
 }

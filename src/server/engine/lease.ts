@@ -2,6 +2,7 @@ import {
   NodeFollow,
   type CoordinationStore,
   type CreatedNode,
+  type NodeReplacement,
   type NodeWatchHandlers,
   type StoreSession,
 } from '../stores/store.js';
@@ -33,6 +34,8 @@ export class LockRequestNode implements Lease, NodeWatchHandlers, SessionDepende
   /** What to hand to the store's create: the node's watch, until the request ends (or a downgrade replaces the node). */
   follow = this.#newFollow();
   readonly #store: CoordinationStore;
+  /** How a downgrade replaces the node, where the store can (see NodeReplacement). */
+  readonly #replacement: NodeReplacement | undefined;
   #phase: 'queued' | 'held' | 'released' | 'lost' = 'queued';
   #path = '';
   #session: StoreSession | undefined;
@@ -66,10 +69,16 @@ export class LockRequestNode implements Lease, NodeWatchHandlers, SessionDepende
   /** Set once downgraded: the mode it held before. */
   #downgradedFrom: AcquireRequest['mode'] | undefined;
 
-  constructor(store: CoordinationStore, request: AcquireRequest, dependents: SessionDependents) {
+  constructor(
+    store: CoordinationStore,
+    replacement: NodeReplacement | undefined,
+    request: AcquireRequest,
+    dependents: SessionDependents,
+  ) {
     this.name = request.name;
     this.#mode = request.mode;
     this.#store = store;
+    this.#replacement = replacement;
     this.#dependents = dependents;
   }
 
@@ -283,11 +292,18 @@ export class LockRequestNode implements Lease, NodeWatchHandlers, SessionDepende
       this.#throwUnlessHeld();
       if (this.#mode === 'read' && this.#downgradedFrom === 'write') return;
       if (this.#mode !== 'write') throw notDowngradable(this.name, this.#mode);
-      const replaced = await replaceWithReadNode(this.#store, this.#path, this.#token, this.#session!, {
-        checkHeld: () => this.#throwUnlessHeld(),
-        newFollow: () => this.#newFollow(),
-        replacing: (on) => (this.#replacing = on),
-      });
+      const replaced = await replaceWithReadNode(
+        this.#store,
+        this.#replacement,
+        this.#path,
+        this.#token,
+        this.#session!,
+        {
+          checkHeld: () => this.#throwUnlessHeld(),
+          newFollow: () => this.#newFollow(),
+          replacing: (on) => (this.#replacing = on),
+        },
+      );
       if (replaced) {
         this.follow.stop();
         this.follow = replaced.follow;

@@ -171,7 +171,7 @@ export class LocalQueue {
     if (!this.#get(nodeName)) return false;
     let children: string[];
     try {
-      children = await this.#store.childrenAsTold(this.#dir);
+      children = await this.#store.children(this.#dir, AS_TOLD);
     } catch {
       return false;
     }
@@ -240,7 +240,7 @@ export class LocalQueue {
     try {
       do {
         this.#listAgain = false;
-        const children = await this.#store.childrenAsTold(this.#dir);
+        const children = await this.#store.children(this.#dir, AS_TOLD);
         this.tell(children);
       } while (this.#listAgain && this.#size > 0);
     } catch {
@@ -250,3 +250,6 @@ export class LocalQueue {
     }
   }
 }
+
+/** A waiter's listing: as told by the store's watch (see CoordinationStore.children). */
+const AS_TOLD = { asTold: true } as const;

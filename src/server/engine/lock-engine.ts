@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { joinPath, type CoordinationStore, type OwnedNode } from '../stores/store.js';
+import { joinPath, type CoordinationStore, type NodeReplacement, type OwnedNode } from '../stores/store.js';
 import { Acquisition } from './acquisition.js';
 import type { AcquireOptions, AcquireRequest, Lease, RequestOptions } from './lock-request.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
@@ -18,6 +18,8 @@ export function locksPathOf(rootPath: string): string {
 
 export interface LockEngineOptions {
   readonly store: CoordinationStore;
+  /** How a WRITE hold's downgrade replaces its node; absent: a downgrade is UNSUPPORTED. */
+  readonly replacement?: NodeReplacement | undefined;
   /** Root path of lockstream's nodes in the store, e.g. `/lockstream`. */
   readonly rootPath: string;
   readonly logger: Logger;
@@ -49,6 +51,7 @@ export class LockEngine {
     const semaphores = new SemaphoreWakeups(store, this.#logger);
     this.#parts = {
       store,
+      replacement: options.replacement,
       logger: this.#logger,
       instanceId: options.instanceId ?? randomUUID(),
       semaphores,

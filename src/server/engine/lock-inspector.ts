@@ -1,6 +1,7 @@
 import {
   joinPath,
   NodeFollow,
+  type BulkListing,
   type CoordinationStore,
   type NodeData,
   type StoreSession,
@@ -67,9 +68,12 @@ const LIST_READ_BATCH_MAX = 10_000;
  */
 export class LockInspector {
   readonly #store: CoordinationStore;
+  /** Lists many lock parents at once, where the store can; else one listing each. */
+  readonly #listing: BulkListing | undefined;
   readonly #engine: LockEngine;
 
-  constructor(options: { store: CoordinationStore; engine: LockEngine }) {
+  constructor(options: { store: CoordinationStore; listing?: BulkListing | undefined; engine: LockEngine }) {
+    this.#listing = options.listing;
     this.#store = options.store;
     this.#engine = options.engine;
   }
@@ -240,7 +244,7 @@ export class LockInspector {
       const batchNames = names.slice(start, start + batch);
       start += batchNames.length;
       batch = Math.min(2 * batch, LIST_READ_BATCH_MAX);
-      const queues = await this.#store.childrenOfEach(batchNames.map((name) => this.#engine.lockPath(name)));
+      const queues = await this.#childrenOfEach(batchNames.map((name) => this.#engine.lockPath(name)));
       for (const [index, name] of batchNames.entries()) {
         const queue = queueOrder(queues[index] ?? []);
         // An empty parent waits for ZooKeeper to remove it: nobody holds or waits for that lock.
@@ -258,6 +262,12 @@ export class LockInspector {
       }
     }
     return { locks, nextPageToken: '' };
+  }
+
+  /** The children of each of `dirs`, in their order: in batches where the store can (BulkListing). */
+  #childrenOfEach(dirs: readonly string[]): Promise<string[][]> {
+    if (this.#listing) return this.#listing.childrenOfEach(dirs);
+    return Promise.all(dirs.map((dir) => this.#store.children(dir)));
   }
 }
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { isLockError, LockError } from '../lock-error.js';
-import type { CoordinationStore, SessionTakeover } from '../stores/store.js';
+import type { SessionTakeover, StoreBackend } from '../stores/store.js';
 import type { LockEngine } from './lock-engine.js';
 import { LockSession, type SessionEvents, type SessionKind } from './lock-session.js';
 import type { RequestAccounting } from './request-news.js';
@@ -33,7 +33,7 @@ export interface LockSessionsOptions {
   readonly takeover?:
     | {
         readonly sessions: SessionTakeover;
-        readonly engineFor: (store: CoordinationStore) => LockEngine;
+        readonly engineFor: (store: StoreBackend) => LockEngine;
         /** Counts the requests of sessions taken over (their streams are not attached yet). */
         readonly accounting: RequestAccounting;
       }
@@ -45,7 +45,7 @@ interface EngineSessions {
   readonly engine: LockEngine;
   readonly sessions: Set<LockSession>;
   /** The taken-over store session's own store, closed once its last session has ended. */
-  readonly taken?: CoordinationStore;
+  readonly taken?: StoreBackend;
   /** The name it was published under (its key in #taken). */
   readonly name?: string;
 }
@@ -240,7 +240,7 @@ export class LockSessions {
     const { sessions, untagged } = sessionsOfNodes(taken.nodes, engine.locksPath);
     // Requests no one can resume (their sessions had no grace): their streams ended with their instance.
     if (untagged.length > 0) {
-      await taken.store.deleteAll(untagged.map((node) => node.path)).catch((error: unknown) => {
+      await taken.store.delete(untagged.map((node) => node.path)).catch((error: unknown) => {
         this.#logger.warn(
           { err: error, session: name },
           'could not release the requests of unresumable streams',
@@ -337,12 +337,12 @@ export class LockSessions {
    * sessions left in it passes first, closed: what nobody resumed is freed then, as when a
    * grace passes on its own instance (and never sooner, whatever ZooKeeper's session timeout).
    */
-  async handOverAll(own: CoordinationStore): Promise<void> {
+  async handOverAll(own: StoreBackend): Promise<void> {
     this.#closed = true;
     this.#handingOver = true;
     const reason = new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
     const ending: Array<Promise<void>> = [];
-    const leaving: Array<{ store: CoordinationStore; graceMs: number }> = [];
+    const leaving: Array<{ store: StoreBackend; graceMs: number }> = [];
     for (const group of [...this.#groups()]) {
       let graceMs = 0;
       for (const session of [...group.sessions]) {
@@ -369,7 +369,7 @@ export class LockSessions {
  * Keeps `store`'s session (and every lock in it) for another instance to take over, for at
  * most `graceMs`; then hands it over (taken) or closes it (not taken: its nodes go).
  */
-async function leaveForTakers(store: CoordinationStore, graceMs: number): Promise<'taken' | 'closed'> {
+async function leaveForTakers(store: StoreBackend, graceMs: number): Promise<'taken' | 'closed'> {
   const takeover = store.takeover;
   if (!takeover || graceMs === 0) {
     await store.close();

@@ -1,9 +1,10 @@
-import type { CoordinationStore, NodeFollow, StoreSession } from '../stores/store.js';
+import { LockError } from '../lock-error.js';
+import type { CoordinationStore, NodeFollow, NodeReplacement, StoreSession } from '../stores/store.js';
 import { readNodeName } from './node-name.js';
 import { encodeNodeRecord, parseNodeRecord } from './node-record.js';
 
 /** What a held lock lends the replacement of its node (see replaceWithReadNode). */
-export interface NodeReplacement {
+export interface ReplacedHold {
   /** Throws unless the lock is still held; asked before every try. */
   checkHeld(): void;
   /** A follow for the replacement node. */
@@ -23,11 +24,14 @@ export interface NodeReplacement {
  */
 export async function replaceWithReadNode(
   store: CoordinationStore,
+  replacement: NodeReplacement | undefined,
   path: string,
   token: bigint,
   session: StoreSession,
-  lease: NodeReplacement,
+  lease: ReplacedHold,
 ): Promise<{ path: string; follow: NodeFollow } | undefined> {
+  if (!replacement)
+    throw new LockError('UNSUPPORTED', 'this store cannot replace a node atomically: a downgrade needs it');
   const name = readNodeName(path.slice(path.lastIndexOf('/') + 1));
   for (;;) {
     lease.checkHeld();
@@ -38,7 +42,14 @@ export async function replaceWithReadNode(
     lease.replacing(true);
     let replaced;
     try {
-      replaced = await store.replaceNode(path, name, encodeNodeRecord(record), node.version, session, follow);
+      replaced = await replacement.replaceNode(
+        path,
+        name,
+        encodeNodeRecord(record),
+        node.version,
+        session,
+        follow,
+      );
     } catch (error) {
       follow.stop();
       throw error;

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { CoordinationStore } from '../stores/store.js';
+import type { CoordinationStore, NodeReplacement } from '../stores/store.js';
 import type { LockRequestNode } from './lease.js';
 import type { QueueListener } from './local-queue.js';
 import type { AcquireRequest, Lease } from './lock-request.js';
@@ -16,6 +16,8 @@ import type { SessionDependents } from './session-dependents.js';
 /** What an Acquisition needs of its engine (one object per engine). */
 export interface AcquisitionEngine {
   readonly store: CoordinationStore;
+  /** How a downgrade replaces a node, where the store can. */
+  readonly replacement: NodeReplacement | undefined;
   readonly logger: Logger;
   /** Identifies this server in lock nodes. */
   readonly instanceId: string;

@@ -223,7 +223,7 @@ export class TurnWait implements PlaceCounter {
   /** Lists the queue, and takes the next step from where the request stands in it. */
   #list(): void {
     // Only the wait's end stops a listing in flight: its answer is then ignored.
-    this.#waits.store.childrenAsTold(this.#parts.dir).then(
+    this.#waits.store.children(this.#parts.dir, AS_TOLD).then(
       (children) => {
         if (!this.#ended) this.#relisted(children);
       },
@@ -274,3 +274,6 @@ export class TurnWait implements PlaceCounter {
     stop.unlisten(this.#failed);
   }
 }
+
+/** A waiter's listing: as told by the store's watch (see CoordinationStore.children). */
+const AS_TOLD = { asTold: true } as const;

@@ -1,11 +1,13 @@
 import type { LockError } from '../lock-error.js';
 import type {
-  CoordinationStore,
   CreatedNode,
+  ListingOptions,
   NodeData,
   NodeFollow,
   ReplacedNode,
   SetDataOutcome,
+  SessionTakeover,
+  StoreBackend,
   StoreSession,
   StoreStats,
   SequentialEntry,
@@ -13,11 +15,11 @@ import type {
 import type { Metrics } from './metrics.js';
 
 /** A store whose operations are timed into `lockstream_store_operation_seconds`; otherwise the store itself. */
-export class InstrumentedStore implements CoordinationStore {
-  readonly #store: CoordinationStore;
+export class InstrumentedStore implements StoreBackend {
+  readonly #store: StoreBackend;
   readonly #metrics: Metrics;
 
-  constructor(store: CoordinationStore, metrics: Metrics) {
+  constructor(store: StoreBackend, metrics: Metrics) {
     this.#store = store;
     this.#metrics = metrics;
   }
@@ -34,25 +36,20 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#store.stats;
   }
 
-  createSequential(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode> {
-    return this.#timed('create', () => this.#store.createSequential(dir, prefix, data, follow));
+  get takeover(): SessionTakeover | undefined {
+    return this.#store.takeover;
   }
 
-  createSequentialAll(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
-    return this.#timed('multi', () => this.#store.createSequentialAll(entries));
+  /** One entry is a create; several, one multi. */
+  create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+    return this.#timed(entries.length === 1 ? 'create' : 'multi', () => this.#store.create(entries));
   }
 
-  deleteAll(paths: readonly string[]): Promise<void> {
-    return this.#timed('multi', () => this.#store.deleteAll(paths));
-  }
-
-  children(dir: string): Promise<string[]> {
+  /** With `asTold`, timed only when the store must ask (its watch answers it mostly, without a request). */
+  children(dir: string, options?: ListingOptions): Promise<string[]> {
+    if (options?.asTold)
+      return this.#store.children(dir, { asTold: true, ask: (asked) => this.children(asked) });
     return this.#timed('getChildren', () => this.#store.children(dir));
-  }
-
-  /** Timed only when the store must ask (its watch answers it mostly, without a request). */
-  childrenAsTold(dir: string): Promise<string[]> {
-    return this.#store.childrenAsTold(dir, (asked) => this.children(asked));
   }
 
   childrenOfEach(dirs: readonly string[]): Promise<string[][]> {
@@ -71,8 +68,9 @@ export class InstrumentedStore implements CoordinationStore {
     return this.#timed('setData', () => this.#store.setData(path, data, version));
   }
 
-  delete(path: string): Promise<void> {
-    return this.#timed('delete', () => this.#store.delete(path));
+  /** One path is a delete; several, one multi. */
+  delete(paths: string | readonly string[]): Promise<void> {
+    return this.#timed(typeof paths === 'string' ? 'delete' : 'multi', () => this.#store.delete(paths));
   }
 
   replaceNode(

@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { isLockError } from '../lock-error.js';
 import type { HeldRequest, LockMode, SessionEvent, SessionKind } from '../engine/index.js';
-import type { CoordinationStore } from '../stores/store.js';
+import type { StoreBackend } from '../stores/store.js';
 import { LockActivity } from './lock-activity.js';
 
 /** How a wait ended without a grant. */
@@ -82,7 +82,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(options: { store: CoordinationStore }) {
+  constructor(options: { store: Pick<StoreBackend, 'kind' | 'session'> }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'lockstream_' });
     const store = options.store;
     new Gauge({

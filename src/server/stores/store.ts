@@ -1,9 +1,12 @@
 import type { LockError } from '../lock-error.js';
 
 /**
- * The coordination store the lock engine runs on: a small, ZooKeeper-shaped interface with two
- * implementations (ZooKeeper, in-memory). The lock recipe lives in the engine, once; a store
- * only offers sequential ephemeral nodes, listings, deletion watches and sessions.
+ * The store port: what the lock engine needs of a coordination store, and nothing more. A
+ * small, ZooKeeper-shaped interface with two implementations (ZooKeeper, in-memory). The lock
+ * recipe lives in the engine, once; a store only offers sequential ephemeral nodes, listings,
+ * watches and a session. What only some stores can do, or only some callers need, is a
+ * capability of its own beside it (NodeReplacement, BulkListing, SessionTakeover; see
+ * StoreBackend).
  *
  * Contract, pinned down by test/contract/store-contract.ts because ZooKeeper behaves this way:
  * - `children()` comes back in no particular order.
@@ -13,63 +16,44 @@ import type { LockError } from '../lock-error.js';
  * - Lock parents are containers: they appear with their first child and disappear (sooner or
  *   later) once empty, so sequence numbers restart; creation ids never do.
  */
-export interface CoordinationStore extends AsyncDisposable {
-  /** `memory` or `zookeeper`, for logs. */
-  readonly kind: string;
+export interface CoordinationStore {
+  /** The session that new nodes are created in; replaced by a new one after a loss. */
+  readonly session: StoreSession;
 
   /**
-   * Creates an ephemeral node named `prefix` + a 10-digit sequence number that grows per
-   * parent, creating the (container) parent `dir` and its ancestors as needed, and lists `dir`
-   * right after: the listing is sent behind the create without waiting for its reply (a store
-   * answers a session's requests in order), so it includes the new node and costs no extra
-   * round trip. With `follow`, the new node is also followed as by `watchNode` from the start
-   * (ZooKeeper: a getData with a watch, sent with the create, on the path the node is expected
-   * to get; if it got another, one more round trip). `prefix` must be unique per
-   * call: after a connection loss the store looks for it to find out whether the create went
-   * through before trying again, so no ghost node is left behind.
-   * Rejects with `LockError('UNAVAILABLE')` when the store cannot be reached.
+   * Creates one ephemeral node per entry, named `prefix` + a 10-digit sequence number that
+   * grows per parent, creating the (container) parent `dir` and its ancestors as needed, and
+   * lists each `dir` right after: the listing is sent behind the create without waiting for
+   * its reply (a store answers a session's requests in order), so it includes the new node and
+   * costs no extra round trip. With `follow`, the new node is also followed as by `watchNode`
+   * from the start (ZooKeeper: a getData with a watch, sent with the create, on the path the
+   * node is expected to get; if it got another, one more round trip). `prefix` must be unique
+   * per call: after a connection loss the store looks for it to find out whether the create
+   * went through before trying again, so no ghost node is left behind.
+   *
+   * Several entries are created in one atomic step (ZooKeeper's multi): no listing anywhere
+   * sees some of them and not the others, and every node of one call is ordered the same way
+   * against the nodes of any other call in every parent they share (ZooKeeper: they have one
+   * czxid, the transaction's). Results in the entries' order. Rejects with
+   * `LockError('UNSUPPORTED')` for several entries where the store cannot (the ZooKeeper addon
+   * client has no multi), `UNAVAILABLE` when the store cannot be reached.
    */
-  createSequential(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode>;
+  create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]>;
 
   /**
-   * Creates one node per entry, as createSequential does (parents, listing, follow), all in one
-   * atomic step (ZooKeeper's multi): no listing anywhere sees some of them and not the others,
-   * and every node of one call is ordered the same way against the nodes of any other call in
-   * every parent they share (ZooKeeper: they have one czxid, the transaction's). Results in the
-   * entries' order. Rejects with `LockError('UNSUPPORTED')` where the store cannot (the
-   * ZooKeeper addon client has no multi), `UNAVAILABLE` when it cannot be reached.
-   */
-  createSequentialAll(entries: readonly SequentialEntry[]): Promise<CreatedNode[]>;
-
-  /** Names (not paths) of the children of `dir`, unsorted; `[]` when `dir` does not exist. */
-  children(dir: string): Promise<string[]>;
-
-  /**
-   * `children()` as of every watch event and reply this store has read, without asking, where
-   * its watch tells every change of `dir` (ZooKeeper 3.6+: the tree's watch, on a lock parent
-   * in step); elsewhere as `children()`. For waiters, who list after each change they are told
-   * of: the listing then holds that change and every one before it, which is all the lock
+   * Names (not paths) of the children of `dir`, unsorted; `[]` when `dir` does not exist.
+   *
+   * With `asTold`: as of every watch event and reply this store has read, without asking,
+   * where its watch tells every change of `dir` (ZooKeeper 3.6+: the tree's watch, on a lock
+   * parent in step); elsewhere as without. For waiters, who list after each change they are
+   * told of: the listing then holds that change and every one before it, which is all the lock
    * recipe needs (a node ahead can only go, never come). Never sooner than a turn later, as a
    * reply would be. Not a round trip: a caller that must see the store's present state (a
-   * barrier behind its own requests) calls `children()`. Where it must ask, it asks through
-   * `list` (by default its own `children()`): a wrapper passes its own, to see the request.
+   * barrier behind its own requests) lists without it.
    */
-  childrenAsTold(dir: string, list?: (dir: string) => Promise<string[]>): Promise<string[]>;
+  children(dir: string, options?: ListingOptions): Promise<string[]>;
 
-  /**
-   * `children()` of each of `dirs`, in their order, at a fraction of the cost of one call each
-   * (ZooKeeper: a thousand reads per request, multiRead). Not one snapshot: each listing is as
-   * of its own moment, as with one call each. For inspection (ListLocks reads every lock parent).
-   */
-  childrenOfEach(dirs: readonly string[]): Promise<string[][]>;
-
-  /**
-   * The node's creation id (ZooKeeper's czxid): unique across the store, larger for every
-   * later creation, never reused. `null` when the node does not exist.
-   */
-  creationId(path: string): Promise<bigint | null>;
-
-  /** The node's creation id and data; `null` when the node does not exist. For inspection. */
+  /** The node's creation id and data; `null` when the node does not exist. */
   nodeData(path: string): Promise<NodeData | null>;
 
   /**
@@ -80,6 +64,13 @@ export interface CoordinationStore extends AsyncDisposable {
    * again and finds its own write.
    */
   setData(path: string, data: Uint8Array, version?: number): Promise<SetDataOutcome>;
+
+  /**
+   * Deletes a node, or several: several in one atomic step where the store can (ZooKeeper's
+   * multi: no listing sees some gone and others not), else one by one. Deleting a missing node
+   * is not an error (several with a missing one then go one by one).
+   */
+  delete(paths: string | readonly string[]): Promise<void>;
 
   /**
    * Follows one node until `follow` stops: resolves with its creation id and data as read
@@ -105,23 +96,33 @@ export interface CoordinationStore extends AsyncDisposable {
    */
   onceDeleted(path: string, onDeleted: (error?: LockError) => void): () => void;
 
-  /** Deletes a node; deleting a missing node is not an error. */
-  delete(path: string): Promise<void>;
+  /** Ends the session (its ephemeral nodes go at once) and releases resources. Idempotent. */
+  close(): Promise<void>;
+}
 
+/** How `children` lists (see CoordinationStore.children). */
+export interface ListingOptions {
+  /** As told by the store's watch, where it tells every change of the parent. */
+  readonly asTold?: boolean;
   /**
-   * Deletes several nodes, in one atomic step where the store can (ZooKeeper's multi: no
-   * listing sees some gone and others not), else one by one; missing nodes are not an error
-   * (those then go one by one).
+   * With `asTold`: where the store must ask after all, it asks through this function (by
+   * default its own listing): a wrapper passes its own, to see the request.
    */
-  deleteAll(paths: readonly string[]): Promise<void>;
+  readonly ask?: (dir: string) => Promise<string[]>;
+}
 
+/**
+ * Replaces an ephemeral node by another in one atomic step: a WRITE hold's downgrade to READ.
+ * Where the store cannot (the ZooKeeper addon client has no multi), it rejects with
+ * `LockError('UNSUPPORTED')`.
+ */
+export interface NodeReplacement {
   /**
    * Replaces the ephemeral node at `path` by one named `name` under the same parent, with
    * `data`, in one atomic step (ZooKeeper's multi: no listing sees both, or neither), if the
    * node's data version is still `version` and `session` is still the store's session. The new
    * node is followed with `follow` from the start (as by `watchNode`). Says 'missing' when the
-   * node or the session is gone, 'conflict' when the version differs. Rejects with
-   * `LockError('UNSUPPORTED')` where the store cannot (the ZooKeeper addon client has no multi).
+   * node or the session is gone, 'conflict' when the version differs.
    */
   replaceNode(
     path: string,
@@ -131,21 +132,38 @@ export interface CoordinationStore extends AsyncDisposable {
     session: StoreSession,
     follow: NodeFollow,
   ): Promise<ReplacedNode | 'missing' | 'conflict'>;
+}
 
-  /** The session that new nodes are created in; replaced by a new one after a loss. */
-  readonly session: StoreSession;
+/** Lists many parents at once: for inspection (ListLocks reads every lock parent). */
+export interface BulkListing {
+  /**
+   * `children()` of each of `dirs`, in their order, at a fraction of the cost of one call each
+   * (ZooKeeper: a thousand reads per request, multiRead). Not one snapshot: each listing is as
+   * of its own moment, as with one call each.
+   */
+  childrenOfEach(dirs: readonly string[]): Promise<string[][]>;
+}
 
+/**
+ * A store as made: the port, its capabilities, and what the server around the engine (start-up,
+ * metrics, tests, benchmarks) reads of it. The engine itself is written against
+ * CoordinationStore and is handed the capabilities it uses.
+ */
+export interface StoreBackend extends CoordinationStore, NodeReplacement, BulkListing, AsyncDisposable {
+  /** `memory` or `zookeeper`, for logs. */
+  readonly kind: string;
+  /** Operation counts since start, for tests that check the absence of a herd and for benchmarks. */
+  readonly stats: Readonly<StoreStats>;
+  /**
+   * The node's creation id (ZooKeeper's czxid): unique across the store, larger for every
+   * later creation, never reused. `null` when the node does not exist. For tests.
+   */
+  creationId(path: string): Promise<bigint | null>;
   /**
    * Present where the store's session can move to another lockstream instance (ZooKeeper on
    * lockstream's own client); absent on the memory store and the ZooKeeper addon.
    */
   readonly takeover?: SessionTakeover | undefined;
-
-  /** Operation counts since start, for tests that check the absence of a herd and for benchmarks. */
-  readonly stats: Readonly<StoreStats>;
-
-  /** Ends the session (its ephemeral nodes go at once) and releases resources. Idempotent. */
-  close(): Promise<void>;
 }
 
 export interface StoreSession {
@@ -215,7 +233,7 @@ export interface SessionTakeover {
 
 export interface TakenSession {
   /** A store on the taken session (with `takeover` too: it can be taken over again). */
-  readonly store: CoordinationStore;
+  readonly store: StoreBackend;
   /** Every node the session owns, as read after the takeover (no write of the previous owner follows). */
   readonly nodes: readonly OwnedNode[];
 }
@@ -314,7 +332,7 @@ export interface ReplacedNode {
   readonly creationId: bigint;
 }
 
-/** One node of createSequentialAll: as createSequential's arguments. */
+/** One node to create (see CoordinationStore.create). */
 export interface SequentialEntry {
   readonly dir: string;
   readonly prefix: string;
@@ -405,4 +423,16 @@ export function waitUntilDeleted(
     });
     signal.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/** Creates one node (see CoordinationStore.create). */
+export async function createSequential(
+  store: CoordinationStore,
+  dir: string,
+  prefix: string,
+  data: Uint8Array,
+  follow?: NodeFollow,
+): Promise<CreatedNode> {
+  const [created] = await store.create([{ dir, prefix, data, follow }]);
+  return created!;
 }

@@ -4,14 +4,15 @@ import {
   emptyStats,
   joinPath,
   parentPath,
-  type CoordinationStore,
   type CreatedNode,
+  type ListingOptions,
   type NodeData,
   type NodeWatchHandlers,
   type NodeFollow,
   type ReplacedNode,
   type SequentialEntry,
   type SetDataOutcome,
+  type StoreBackend,
   type StoreSession,
   type StoreStats,
 } from '../store.js';
@@ -45,7 +46,7 @@ class MemorySession extends SessionState {
  * Every operation completes asynchronously (like a network round trip would), and watchers
  * fire in the order the deletions happened.
  */
-export class MemoryStore implements CoordinationStore {
+export class MemoryStore implements StoreBackend {
   readonly kind = 'memory';
   readonly stats: StoreStats = emptyStats();
 
@@ -61,18 +62,7 @@ export class MemoryStore implements CoordinationStore {
     return this.#session;
   }
 
-  async createSequential(
-    dir: string,
-    prefix: string,
-    data: Uint8Array,
-    follow?: NodeFollow,
-  ): Promise<CreatedNode> {
-    await this.#roundTrip();
-    this.#lastCreationId += 1n;
-    return this.#create({ dir, prefix, data, follow }, this.#lastCreationId);
-  }
-
-  async createSequentialAll(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+  async create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
     await this.#roundTrip();
     // One step, one creation id for all, as one ZooKeeper transaction gives them one czxid.
     this.#lastCreationId += 1n;
@@ -111,14 +101,12 @@ export class MemoryStore implements CoordinationStore {
     };
   }
 
-  async children(dir: string): Promise<string[]> {
+  /** `asTold` is a listing here: the store has no watch that tells it more cheaply. */
+  async children(dir: string, options?: ListingOptions): Promise<string[]> {
+    if (options?.asTold && options.ask) return options.ask(dir);
     await this.#roundTrip();
     this.stats.childrenListings += 1;
     return this.#childrenOf(dir);
-  }
-
-  childrenAsTold(dir: string, list = (asked: string) => this.children(asked)): Promise<string[]> {
-    return list(dir);
   }
 
   #childrenOf(dir: string): string[] {
@@ -217,14 +205,13 @@ export class MemoryStore implements CoordinationStore {
     };
   }
 
-  async delete(path: string): Promise<void> {
+  async delete(paths: string | readonly string[]): Promise<void> {
     await this.#roundTrip();
-    this.stats.deletes += 1;
-    this.#remove(path);
-  }
-
-  async deleteAll(paths: readonly string[]): Promise<void> {
-    await this.#roundTrip();
+    if (typeof paths === 'string') {
+      this.stats.deletes += 1;
+      this.#remove(paths);
+      return;
+    }
     this.stats.deletes += paths.length;
     for (const path of paths) this.#remove(path);
   }

@@ -2,8 +2,8 @@ import { LockError } from '../../lock-error.js';
 import type { Logger } from 'pino';
 import {
   emptyStats,
-  type CoordinationStore,
   type CreatedNode,
+  type ListingOptions,
   type NodeData,
   type NodeFollow,
   type OwnedNode,
@@ -11,6 +11,7 @@ import {
   type SequentialEntry,
   type SessionTakeover,
   type SetDataOutcome,
+  type StoreBackend,
   type StoreSession,
   type StoreStats,
   type TakenSession,
@@ -80,7 +81,7 @@ type Attach = NonNullable<SessionKeeperOptions['attach']>;
  * `publish`, its sessions can move between instances (SessionOwnership, OwnershipGuard,
  * `takeover`).
  */
-export class ZooKeeperStore implements CoordinationStore {
+export class ZooKeeperStore implements StoreBackend {
   readonly kind = 'zookeeper';
   readonly stats: StoreStats = emptyStats();
 
@@ -192,12 +193,10 @@ export class ZooKeeperStore implements CoordinationStore {
     return this.#keeper.link.credentials;
   }
 
-  createSequential(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode> {
-    return this.#creates.one(dir, prefix, data, follow);
-  }
-
-  createSequentialAll(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
-    return this.#creates.all(entries);
+  async create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+    if (entries.length !== 1) return this.#creates.all(entries);
+    const { dir, prefix, data, follow } = entries[0]!;
+    return [await this.#creates.one(dir, prefix, data, follow)];
   }
 
   replaceNode(
@@ -219,11 +218,9 @@ export class ZooKeeperStore implements CoordinationStore {
     );
   }
 
-  children(dir: string): Promise<string[]> {
-    return this.#ops.children(dir);
-  }
-
-  childrenAsTold(dir: string, list = (asked: string) => this.#ops.children(asked)): Promise<string[]> {
+  children(dir: string, options?: ListingOptions): Promise<string[]> {
+    if (!options?.asTold) return this.#ops.children(dir);
+    const list = options.ask ?? ((asked: string) => this.#ops.children(asked));
     const view = this.#view;
     if (!view?.inStep(dir)) return list(dir);
     // Read when the turn comes, the newest the view can tell; out of step by then (a gap): asked.
@@ -252,12 +249,8 @@ export class ZooKeeperStore implements CoordinationStore {
     return this.#ops.setData(path, data, version);
   }
 
-  delete(path: string): Promise<void> {
-    return this.#ops.delete(path);
-  }
-
-  deleteAll(paths: readonly string[]): Promise<void> {
-    return this.#ops.deleteAll(paths);
+  delete(paths: string | readonly string[]): Promise<void> {
+    return typeof paths === 'string' ? this.#ops.delete(paths) : this.#ops.deleteAll(paths);
   }
 
   watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {
