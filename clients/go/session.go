@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
@@ -24,32 +23,25 @@ var errSessionOver = errors.New("lockstream: session over")
 
 type sessionStream = grpc.BidiStreamingClient[pb.SessionRequest, pb.SessionResponse]
 
-// Held locks are in doubt, and the stream is replaced, after this many heartbeat intervals
-// without a message from the server (it sends one every interval).
-const suspectAfterIntervals = 2
-
 // session is one Session stream and its successors (after a resume): every lock of a Client.
 //
-// Safety rests on one clock: heard, the last time a message came from the server. The server
-// frees a request no earlier than its resume grace after it notices the break, and it cannot
-// notice before it sent the last message this client heard. So the client reports every held
-// lock lost a tenth of the grace (for that message's time on the way) before the grace, counted
-// from heard, is over, whatever it is doing then: resuming, waiting for a connection, or
-// nothing at all on a stream that went silent.
+// Safety rests on one clock: heard (kept by heartbeats), the last time a message came from the
+// server. The server frees a request no earlier than its resume grace after it notices the
+// break, and it cannot notice before it sent the last message this client heard. So the client
+// reports every held lock lost a tenth of the grace (for that message's time on the way) before
+// the grace, counted from heard, is over, whatever it is doing then: resuming, waiting for a
+// connection, or nothing at all on a stream that went silent.
 type session struct {
 	endpoints *endpoints
 	options   clientOptions
 	onEnd     func(*session, error) // tells the client the session ended, and why
-	born      time.Time             // the monotonic base of heard and streamSince
 	// Ends with the session: every stream's context derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	// Closed when the session is over; nothing is held or queued for it any more.
 	done chan struct{}
-	// When the server was last heard from (since born), for the watchdog.
-	heard atomic.Int64
-	// Wakes the watchdog when its deadlines change.
-	wake chan struct{}
+	// The server's heartbeats and the client's, and when the server was last heard from.
+	heartbeats *heartbeats
 
 	sendMu sync.Mutex // a gRPC stream's Send is not safe for concurrent use
 
@@ -57,11 +49,10 @@ type session struct {
 	stream       sessionStream // nil while the session connects or resumes
 	streamCancel context.CancelFunc
 	endpoint     int           // where the current (or last) stream is
-	streamSince  time.Duration // when the current stream was taken into use (since born)
+	streamSince  time.Duration // when the current stream was taken into use (heartbeats.now)
 	cutCause     *Error        // why the client cut the current stream, if it did
 	ready        chan struct{} // closed while `stream` is usable
-	requests     map[uint32]*request
-	lastID       uint32
+	requests     requestTable
 	resumeToken  string
 	resumeGrace  time.Duration // the server's, from `opened`
 	opened       bool
@@ -71,35 +62,14 @@ type session struct {
 	ended        bool
 }
 
-// request is one lock request of the session, from `acquire` to `ended`.
-type request struct {
-	id         uint32
-	name       string // as the client names it (a multi-lock's names joined with "+")
-	serverName string // as the server's messages name it
-	message    *pb.SessionAcquire
-	options    lockOptions
-
-	granted chan struct{} // closed at `acquired`
-	ended   chan struct{} // closed at `ended`
-	// Guarded by the session's mu.
-	sent     bool               // the acquire went to a stream (see sendFor)
-	err      error              // how it ended; nil for OK
-	lock     *Lock              // once granted
-	letGo    *pb.SessionRequest // the release or cancel sent, if any
-	byClose  bool               // the release was Close's
-	ack      chan struct{}      // the `value_set` or `downgraded` awaited, if any
-	asked    *pb.SessionRequest // the `set_value` or `downgrade` it answers
-	reported bool               // said something during a resume
-}
-
 // startSession makes a session and connects it in the background: requests wait for the
 // stream with their own contexts.
 func startSession(endpoints *endpoints, options clientOptions, onEnd func(*session, error)) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &session{
-		endpoints: endpoints, options: options, onEnd: onEnd, born: time.Now(), ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), wake: make(chan struct{}, 1), ready: make(chan struct{}),
-		requests: map[uint32]*request{},
+		endpoints: endpoints, options: options, onEnd: onEnd, ctx: ctx, cancel: cancel,
+		done: make(chan struct{}), heartbeats: newHeartbeats(options.heartbeat()), ready: make(chan struct{}),
+		requests: newRequestTable(),
 	}
 	go s.connect()
 	go s.watch()
@@ -109,7 +79,7 @@ func startSession(endpoints *endpoints, options clientOptions, onEnd func(*sessi
 // connect opens the session on the current endpoint, or on the next ones in turn if it cannot
 // reach it: once round the list, after which the session ends (ErrUnavailable).
 func (s *session) connect() {
-	open := &pb.SessionOpen{HeartbeatInterval: durationOrNil(s.options.heartbeat())}
+	open := &pb.SessionOpen{HeartbeatInterval: durationOrNil(s.heartbeats.interval)}
 	if s.options.resumeGrace > 0 {
 		open.ResumeGrace = durationpb.New(s.options.resumeGrace)
 	}
@@ -159,7 +129,7 @@ func (s *session) open(i int, message *pb.SessionRequest) (sessionStream, contex
 		cancel()
 		return nil, nil, err
 	}
-	s.heard.Store(int64(s.now()))
+	s.heartbeats.hear()
 	s.handle(first)
 	return stream, cancel, nil
 }
@@ -189,7 +159,7 @@ func (s *session) openLimit() time.Duration {
 	if s.endpoints.count() > 1 {
 		return maxAttempt
 	}
-	return suspectAfterIntervals * s.options.heartbeat()
+	return s.heartbeats.suspectAfter()
 }
 
 // resumeLimit is how long an endpoint is given to take the session over: a third of what is
@@ -202,7 +172,7 @@ func (s *session) resumeLimit() time.Duration {
 	s.mu.Lock()
 	grace := s.resumeGrace
 	s.mu.Unlock()
-	left := grace - grace/10 - (s.now() - time.Duration(s.heard.Load()))
+	left := grace - grace/10 - (s.heartbeats.now() - s.heartbeats.lastHeard())
 	return min(maxAttempt, max(left/3, minAttempt))
 }
 
@@ -211,16 +181,6 @@ func durationOrNil(d time.Duration) *durationpb.Duration {
 		return nil
 	}
 	return durationpb.New(d)
-}
-
-// now is the time since the session was made (monotonic).
-func (s *session) now() time.Duration { return time.Since(s.born) }
-
-func (s *session) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 }
 
 // errNoAnswer cancels an attempt on an endpoint that did not answer within its limit.
@@ -271,33 +231,22 @@ func (s *session) use(stream sessionStream, cancel context.CancelFunc, endpoint 
 		s.mu.Unlock()
 		return false
 	}
-	s.stream, s.streamCancel, s.streamSince, s.endpoint = stream, cancel, s.now(), endpoint
+	s.stream, s.streamCancel, s.streamSince, s.endpoint = stream, cancel, s.heartbeats.now(), endpoint
 	s.resuming = false
 	close(s.ready)
 	confirmed := s.inDoubt
 	s.inDoubt = false
-	locks := s.heldLocks()
+	locks := s.requests.held()
 	s.mu.Unlock()
 	if confirmed {
 		for _, lock := range locks {
 			lock.setDoubt(pathDoubt, false)
 		}
 	}
-	go s.heartbeats(stream)
+	go s.heartbeats.beat(stream, s.sendOn)
 	go s.read(stream)
-	s.poke()
+	s.heartbeats.poke()
 	return true
-}
-
-// heldLocks are the session's granted locks. Called with mu held.
-func (s *session) heldLocks() []*Lock {
-	var locks []*Lock
-	for _, req := range s.requests {
-		if req.lock != nil {
-			locks = append(locks, req.lock)
-		}
-	}
-	return locks
 }
 
 func (s *session) over() bool {
@@ -336,9 +285,7 @@ func (s *session) sendFor(ctx context.Context, message *pb.SessionRequest, acqui
 				return errSessionOver
 			}
 		}
-		s.sendMu.Lock()
-		err := stream.Send(message)
-		s.sendMu.Unlock()
+		err := s.sendOn(stream, message)
 		// io.EOF: the stream broke, which read sees and resumes from.
 		if err != nil && err != io.EOF {
 			return err
@@ -347,113 +294,12 @@ func (s *session) sendFor(ctx context.Context, message *pb.SessionRequest, acqui
 	}
 }
 
-func (s *session) acquire(ctx context.Context, name string, options lockOptions) (*Lock, error) {
-	message := &pb.SessionAcquire{
-		Name: name, Mode: options.mode.proto(), Owner: options.owner, Value: options.value,
-		Limit: options.limit, Weight: options.weight,
-	}
-	if options.waitTimeout != nil {
-		message.WaitTimeout = durationpb.New(*options.waitTimeout)
-	}
-	serverName := name
-	if options.targets != nil {
-		message.Name, message.Mode, message.Limit, message.Weight = "", pb.LockMode_LOCK_MODE_UNSPECIFIED, 0, nil
-		serverName = ""
-		for i, target := range options.targets {
-			lock := &pb.LockTarget{Name: target.Name, Mode: target.mode().proto(), Limit: int32(target.Limit)}
-			if target.Weight != 0 {
-				weight := int32(target.Weight)
-				lock.Weight = &weight
-			}
-			message.Locks = append(message.Locks, lock)
-			if i > 0 {
-				serverName += ", "
-			}
-			serverName += jsonQuote(target.Name)
-		}
-	}
-	req := &request{
-		name: name, serverName: serverName, message: message, options: options,
-		granted: make(chan struct{}), ended: make(chan struct{}),
-	}
-	s.mu.Lock()
-	if s.ended || s.closing {
-		s.mu.Unlock()
-		return nil, errSessionOver
-	}
-	req.id = s.newID()
-	message.RequestId = req.id
-	s.requests[req.id] = req
-	s.mu.Unlock()
-
-	if err := s.sendFor(ctx, &pb.SessionRequest{Kind: &pb.SessionRequest_Acquire{Acquire: message}}, req); err != nil {
-		s.mu.Lock()
-		if s.requests[req.id] == req {
-			delete(s.requests, req.id)
-		}
-		s.mu.Unlock()
-		select {
-		case <-req.ended:
-			// The session ended with the request in it: that is the answer.
-			return nil, req.failure()
-		default:
-		}
-		switch {
-		case errors.Is(err, errSessionOver):
-			return nil, err
-		case ctx.Err() != nil:
-			return nil, contextError(name, ctx.Err())
-		}
-		return nil, &Error{Lock: name, Code: codes.Internal, Message: "could not be sent: " + err.Error(), kind: ErrFailed, cause: err}
-	}
-	select {
-	case <-req.granted:
-		return req.lock, nil
-	case <-req.ended:
-		return nil, req.failure()
-	case <-ctx.Done():
-		// Leave the queue (or give back a grant that crossed the cancel) before returning.
-		s.letGo(req, &pb.SessionRequest{Kind: &pb.SessionRequest_Cancel{Cancel: &pb.SessionCancel{RequestId: req.id}}})
-		select {
-		case <-req.ended:
-		case <-s.done:
-		}
-		return nil, contextError(name, ctx.Err())
-	}
-}
-
-// failure is how a request that was not granted ended (once `ended` is closed).
-func (req *request) failure() error {
-	if req.err != nil {
-		return req.err
-	}
-	return &Error{Lock: req.name, Code: codes.Unavailable, Message: "the request ended before it was granted", kind: ErrUnavailable}
-}
-
-// newID is an id no request of the session uses. Called with mu held.
-func (s *session) newID() uint32 {
-	for {
-		s.lastID++
-		if s.lastID == 0 {
-			s.lastID = 1
-		}
-		if _, used := s.requests[s.lastID]; !used {
-			return s.lastID
-		}
-	}
-}
-
-// letGo sends a release or cancel for req, once.
-func (s *session) letGo(req *request, message *pb.SessionRequest) {
-	s.mu.Lock()
-	already := req.letGo != nil
-	if !already {
-		req.letGo = message
-	}
-	s.mu.Unlock()
-	if !already {
-		_ = s.send(s.ctx, message)
-	}
+// sendOn sends on stream, one sender at a time: a gRPC stream's Send is not safe for
+// concurrent use.
+func (s *session) sendOn(stream sessionStream, message *pb.SessionRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return stream.Send(message)
 }
 
 func (s *session) read(stream sessionStream) {
@@ -463,102 +309,9 @@ func (s *session) read(stream sessionStream) {
 			s.broken(stream, err)
 			return
 		}
-		s.heard.Store(int64(s.now()))
+		s.heartbeats.hear()
 		s.handle(message)
 	}
-}
-
-// heartbeats sends one every interval, so that the server hears from a quiet client (and
-// idle-timeout proxies leave the stream alone). The watchdog listens for the server's.
-func (s *session) heartbeats(stream sessionStream) {
-	interval := s.options.heartbeat()
-	if interval <= 0 {
-		return
-	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	heartbeat := &pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.AcquireHeartbeat{}}}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return
-		case <-ticker.C:
-		}
-		s.sendMu.Lock()
-		_ = stream.Send(heartbeat)
-		s.sendMu.Unlock()
-	}
-}
-
-// watch applies the two rules of silence until the session ends: held locks are in doubt, and
-// the stream is replaced, after two heartbeat intervals without a word from the server; they
-// are lost a tenth of the resume grace before the grace, counted from the last word, is over.
-func (s *session) watch() {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		timer.Reset(s.check())
-		select {
-		case <-s.done:
-			return
-		case <-timer.C:
-		case <-s.wake:
-		}
-	}
-}
-
-// check applies the rules of silence now, and says when to check again.
-func (s *session) check() time.Duration {
-	interval := s.options.heartbeat()
-	now, heard := s.now(), time.Duration(s.heard.Load())
-	s.mu.Lock()
-	stream, since, opened, grace, resuming, ended := s.stream, s.streamSince, s.opened, s.resumeGrace, s.resuming, s.ended
-	s.mu.Unlock()
-	next := time.Hour
-	if ended {
-		return next
-	}
-	// Without heartbeats a quiet stream says nothing about the path: the rule applies once it broke.
-	if opened && grace > 0 && (interval > 0 || resuming) {
-		lossAfter := grace - grace/10
-		silent := now - heard
-		if silent >= lossAfter {
-			s.finish(&Error{Code: codes.Unavailable, Message: fmt.Sprintf(
-				"no message from the server for %s; it may free the locks once its resume grace (%s) is over",
-				silent.Round(time.Millisecond), grace), kind: ErrUnavailable})
-			return next
-		}
-		next = lossAfter - silent
-	}
-	if interval > 0 && stream != nil {
-		suspectAfter := suspectAfterIntervals * interval
-		silent := now - max(heard, since)
-		if silent >= suspectAfter {
-			s.cut(stream, &Error{Code: codes.Unavailable, Message: fmt.Sprintf(
-				"no message from the server for %s (%d heartbeat intervals)", silent.Round(time.Millisecond), suspectAfterIntervals)})
-		} else {
-			next = min(next, suspectAfter-silent)
-		}
-	}
-	return next
-}
-
-// cut ends a stream the server has gone silent on: held locks are in doubt at once, and the
-// session is resumed on a new stream (see broken).
-func (s *session) cut(stream sessionStream, why *Error) {
-	s.mu.Lock()
-	if s.stream != stream {
-		s.mu.Unlock()
-		return
-	}
-	s.cutCause = why
-	cancel := s.streamCancel
-	locks := s.doubt()
-	s.mu.Unlock()
-	for _, lock := range locks {
-		lock.setDoubt(pathDoubt, true)
-	}
-	cancel()
 }
 
 // doubt marks the path in doubt; the held locks to tell. Called with mu held.
@@ -567,7 +320,7 @@ func (s *session) doubt() []*Lock {
 		return nil
 	}
 	s.inDoubt = true
-	return s.heldLocks()
+	return s.requests.held()
 }
 
 // handle applies one message from the server.
@@ -585,12 +338,12 @@ func (s *session) handle(message *pb.SessionResponse) {
 		s.resumeToken = kind.Opened.GetResumeToken()
 		s.resumeGrace = kind.Opened.GetResumeGrace().AsDuration()
 		s.opened = true
-		after = append(after, s.poke)
+		after = append(after, s.heartbeats.poke)
 		return
 	case *pb.SessionResponse_Heartbeat, *pb.SessionResponse_Resumed:
 		return
 	}
-	req := s.requests[message.GetRequestId()]
+	req := s.requests.get(message.GetRequestId())
 	if req == nil {
 		return
 	}
@@ -640,19 +393,7 @@ func (s *session) handle(message *pb.SessionResponse) {
 			}
 			err = failure
 		}
-		s.end(req, err)
-	}
-}
-
-// end ends req with err (nil: OK). Called with mu held.
-func (s *session) end(req *request, err error) {
-	if s.requests[req.id] == req {
-		delete(s.requests, req.id)
-	}
-	req.err = err
-	close(req.ended)
-	if req.lock != nil {
-		req.lock.ended(err, req.letGo != nil)
+		s.requests.end(req, err)
 	}
 }
 
@@ -684,7 +425,7 @@ func (s *session) broken(stream sessionStream, err error) {
 	for _, lock := range locks {
 		lock.setDoubt(pathDoubt, true)
 	}
-	s.poke()
+	s.heartbeats.poke()
 	go s.resume()
 }
 
@@ -724,7 +465,7 @@ func (s *session) resume() {
 		i := s.endpoints.moveOn(from)
 		s.mu.Lock()
 		message := &pb.SessionRequest{Kind: &pb.SessionRequest_Resume{Resume: &pb.SessionResume{
-			ResumeToken: s.resumeToken, HeartbeatInterval: durationOrNil(s.options.heartbeat()),
+			ResumeToken: s.resumeToken, HeartbeatInterval: durationOrNil(s.heartbeats.interval),
 		}}}
 		s.mu.Unlock()
 		stream, cancel, answered, err := s.startStream(i, message, s.resumeLimit())
@@ -766,7 +507,7 @@ func (s *session) resume() {
 // downgrade: all idempotent) may have been lost with the old stream: it is sent again.
 func (s *session) takeOver(stream sessionStream, answered func() bool) error {
 	s.mu.Lock()
-	for _, req := range s.requests {
+	for req := range s.requests.all() {
 		req.reported = false
 	}
 	s.mu.Unlock()
@@ -775,7 +516,7 @@ func (s *session) takeOver(stream sessionStream, answered func() bool) error {
 		if err != nil {
 			return attemptError(stream.Context(), err)
 		}
-		s.heard.Store(int64(s.now()))
+		s.heartbeats.hear()
 		if message.GetResumed() != nil {
 			if !answered() {
 				return attemptError(stream.Context(), errNoAnswer)
@@ -786,7 +527,7 @@ func (s *session) takeOver(stream sessionStream, answered func() bool) error {
 	}
 	var again []*pb.SessionRequest
 	s.mu.Lock()
-	for _, req := range s.requests {
+	for req := range s.requests.all() {
 		if req.reported {
 			if req.letGo != nil {
 				again = append(again, req.letGo)
@@ -797,9 +538,9 @@ func (s *session) takeOver(stream sessionStream, answered func() bool) error {
 		}
 		switch {
 		case req.letGo != nil:
-			s.end(req, nil)
+			s.requests.end(req, nil)
 		case req.lock != nil:
-			s.end(req, &Error{Lock: req.name, Code: codes.Aborted, Message: "was lost while the stream was broken", kind: ErrLost})
+			s.requests.end(req, &Error{Lock: req.name, Code: codes.Aborted, Message: "was lost while the stream was broken", kind: ErrLost})
 		case req.sent:
 			again = append(again, &pb.SessionRequest{Kind: &pb.SessionRequest_Acquire{Acquire: req.message}})
 		}
@@ -807,10 +548,7 @@ func (s *session) takeOver(stream sessionStream, answered func() bool) error {
 	}
 	s.mu.Unlock()
 	for _, message := range again {
-		s.sendMu.Lock()
-		err := stream.Send(message)
-		s.sendMu.Unlock()
-		if err != nil {
+		if err := s.sendOn(stream, message); err != nil {
 			return err
 		}
 	}
@@ -827,7 +565,7 @@ func (s *session) finish(why *Error) {
 	s.ended = true
 	close(s.done)
 	closing := s.closing
-	for _, req := range s.requests {
+	for req := range s.requests.all() {
 		var err error
 		switch {
 		case req.letGo != nil:
@@ -836,7 +574,7 @@ func (s *session) finish(why *Error) {
 		default:
 			err = &Error{Lock: req.name, Code: why.Code, Message: why.Message, kind: kindOf(why.Code), cause: why.cause}
 		}
-		s.end(req, err)
+		s.requests.end(req, err)
 	}
 	s.mu.Unlock()
 	s.cancel()
@@ -857,13 +595,13 @@ func (s *session) close() {
 	}
 	s.closing = true
 	var releases []*pb.SessionRequest
-	for id, req := range s.requests {
+	for req := range s.requests.all() {
 		if req.letGo == nil {
-			req.letGo = &pb.SessionRequest{Kind: &pb.SessionRequest_Release{Release: &pb.SessionRelease{RequestId: id}}}
+			req.letGo = &pb.SessionRequest{Kind: &pb.SessionRequest_Release{Release: &pb.SessionRelease{RequestId: req.id}}}
 			releases = append(releases, req.letGo)
 		}
 		if req.lock == nil {
-			s.end(req, closedError(req.name))
+			s.requests.end(req, closedError(req.name))
 		} else {
 			req.byClose = true
 		}
