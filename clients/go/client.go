@@ -1,138 +1,21 @@
+// The Client: dialing one or several endpoints, the session that carries its locks, Done and
+// Close, and Lock, LockAll and TryLock.
+
 package lockstream
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 )
-
-// Mode is how a lock is shared.
-type Mode int
-
-const (
-	// Mutex is exclusive: nobody else holds the lock in any mode.
-	Mutex Mode = iota + 1
-	// Read is shared with other readers, never with a writer.
-	Read
-	// Write is exclusive, like Mutex; the usual name beside Read.
-	Write
-	// Semaphore is counted: holders whose weights add up to at most the limit (WithLimit).
-	Semaphore
-)
-
-func (m Mode) String() string {
-	switch m {
-	case Mutex:
-		return "mutex"
-	case Read:
-		return "read"
-	case Write:
-		return "write"
-	case Semaphore:
-		return "semaphore"
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
-
-func (m Mode) proto() pb.LockMode {
-	switch m {
-	case Mutex:
-		return pb.LockMode_LOCK_MODE_MUTEX
-	case Read:
-		return pb.LockMode_LOCK_MODE_READ
-	case Write:
-		return pb.LockMode_LOCK_MODE_WRITE
-	case Semaphore:
-		return pb.LockMode_LOCK_MODE_SEMAPHORE
-	}
-	return pb.LockMode_LOCK_MODE_UNSPECIFIED
-}
-
-// Defaults, chosen against the server's (keepalive 3s + 3s, heartbeat silence 3 intervals): a
-// holder cut off from the server reports its locks lost before the server can free them.
-const (
-	// DefaultResumeGrace is how long the server keeps the client's locks after its stream breaks.
-	DefaultResumeGrace = 5 * time.Second
-	// DefaultHeartbeatInterval is how often each side speaks on an idle session stream. Shorter
-	// than the TypeScript SDK's 5s: grpc-go pings no more often than every 10s, so the Go client
-	// notices a dead path by the silence of the server's heartbeats instead.
-	DefaultHeartbeatInterval = 1 * time.Second
-)
-
-// gRPC keepalive: a ping after 10s without activity (grpc-go's minimum), the connection dropped
-// when it is not answered within the server's own keepalive timeout. Heartbeats notice a dead
-// path sooner; the pings free a dead connection for the next session.
-var keepalivePings = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}
-
-type clientOptions struct {
-	owner             string
-	resumeGrace       time.Duration
-	heartbeatInterval time.Duration
-	creds             credentials.TransportCredentials
-	dialOptions       []grpc.DialOption
-}
-
-// heartbeat is the interval asked of the server: the one set, but at most a third of the
-// grace, so that a live stream is heard from several times within it (see session.watch).
-func (o *clientOptions) heartbeat() time.Duration {
-	if o.resumeGrace > 0 && o.heartbeatInterval > o.resumeGrace/heartbeatsPerGrace {
-		return o.resumeGrace / heartbeatsPerGrace
-	}
-	return o.heartbeatInterval
-}
-
-// ClientOption configures a Client.
-type ClientOption func(*clientOptions)
-
-// WithDefaultOwner names the caller in every request that does not name itself (WithOwner),
-// for operators' eyes (at most 256 bytes of UTF-8, no control characters).
-func WithDefaultOwner(owner string) ClientOption {
-	return func(o *clientOptions) { o.owner = owner }
-}
-
-// WithResumeGrace sets how long the server keeps this client's locks after its stream breaks,
-// for the client to take them over on a new stream (default 5s; 0: a broken stream loses them
-// at once; otherwise at least 300ms). The client counts the grace from the last message it
-// heard from the server, not from when it noticed the break, and reports the locks lost a tenth
-// of the grace before it is over: the server, which counts from its own later notice, cannot
-// have freed them yet.
-func WithResumeGrace(d time.Duration) ClientOption {
-	return func(o *clientOptions) { o.resumeGrace = d }
-}
-
-// WithHeartbeatInterval sets the heartbeat interval in both directions (default 1s; at most a
-// third of the resume grace; 0: none, 100ms to 10m otherwise). After two intervals without a
-// word from the server, held locks are in doubt and the session is resumed on a new stream.
-// Without heartbeats the client cannot tell a quiet server from a dead path: a break is then
-// noticed by gRPC keepalive only (10s and more), and loses the locks at once unless the server
-// was heard from within the grace.
-func WithHeartbeatInterval(d time.Duration) ClientOption {
-	return func(o *clientOptions) { o.heartbeatInterval = d }
-}
-
-// WithTransportCredentials makes Dial connect with these credentials (TLS); without it Dial
-// connects in plaintext.
-func WithTransportCredentials(creds credentials.TransportCredentials) ClientOption {
-	return func(o *clientOptions) { o.creds = creds }
-}
-
-// WithDialOptions are passed to grpc.NewClient by Dial (per-RPC credentials, interceptors;
-// grpc.WithKeepaliveParams replaces the client's keepalive settings).
-func WithDialOptions(opts ...grpc.DialOption) ClientOption {
-	return func(o *clientOptions) { o.dialOptions = append(o.dialOptions, opts...) }
-}
 
 // Client takes locks on a lockstream server, through one endpoint at a time of those it was
 // made with. Safe for concurrent use.
@@ -250,14 +133,6 @@ func newClient(endpoints *endpoints, options clientOptions) *Client {
 	return &Client{endpoints: endpoints, rpc: pb.NewLockServiceClient(endpoints), options: options, done: make(chan struct{})}
 }
 
-func newClientOptions(opts []ClientOption) clientOptions {
-	options := clientOptions{resumeGrace: DefaultResumeGrace, heartbeatInterval: DefaultHeartbeatInterval}
-	for _, opt := range opts {
-		opt(&options)
-	}
-	return options
-}
-
 // RPC is the generated stub on the client's connection (the current endpoint's, with
 // DialEndpoints), for DescribeLock, ListLocks and the rest. Its errors are gRPC status errors,
 // as the stubs return them.
@@ -348,69 +223,6 @@ func (c *Client) currentSession() (*session, bool) {
 	return c.session, true
 }
 
-type lockOptions struct {
-	targets     []Target // a multi-lock's locks (LockAll)
-	mode        Mode
-	waitTimeout *time.Duration
-	try         bool // TryLock: "not free" is ErrLocked
-	owner       string
-	value       []byte
-	limit       int32
-	weight      *int32
-	onQueued    func(ahead int)
-	onInDoubt   func()
-	onConfirmed func()
-	onRevoke    func(reason string, deadline time.Time)
-}
-
-// LockOption configures one Lock call.
-type LockOption func(*lockOptions)
-
-// WithMode sets how the lock is shared (default Mutex).
-func WithMode(mode Mode) LockOption { return func(o *lockOptions) { o.mode = mode } }
-
-// WithWaitTimeout gives up after waiting this long in the queue, with ErrTimeout (the server
-// counts it; the context passed to Lock still applies). Negative: ErrInvalidArgument.
-func WithWaitTimeout(d time.Duration) LockOption {
-	return func(o *lockOptions) { o.waitTimeout = &d }
-}
-
-// WithOwner names the caller, for operators' eyes (at most 256 bytes of UTF-8, no control
-// characters).
-func WithOwner(owner string) LockOption { return func(o *lockOptions) { o.owner = owner } }
-
-// WithValue publishes a value (at most 1 KiB) with the lock while it is held: where to reach the
-// holder, say. SetValue replaces it.
-func WithValue(value []byte) LockOption { return func(o *lockOptions) { o.value = value } }
-
-// WithLimit makes the request a Semaphore one, of this capacity (1 to 1,000,000).
-func WithLimit(limit int) LockOption {
-	return func(o *lockOptions) { o.limit = int32(min(max(limit, -1), MaxLimit+1)); o.mode = Semaphore }
-}
-
-// WithWeight sets how much of a semaphore the request takes (default 1; at most the limit).
-func WithWeight(weight int) LockOption {
-	return func(o *lockOptions) { w := int32(min(max(weight, -1), MaxLimit+1)); o.weight = &w }
-}
-
-// WithOnQueued is called while the request waits, with how many are ahead of it, each time the
-// number changes.
-func WithOnQueued(f func(ahead int)) LockOption { return func(o *lockOptions) { o.onQueued = f } }
-
-// WithOnInDoubt is called when the held lock becomes in doubt (see Lock.InDoubt), WithOnConfirmed
-// when it is confirmed again. Called one at a time, in order; they must not block.
-func WithOnInDoubt(f func()) LockOption { return func(o *lockOptions) { o.onInDoubt = f } }
-
-// WithOnConfirmed: see WithOnInDoubt.
-func WithOnConfirmed(f func()) LockOption { return func(o *lockOptions) { o.onConfirmed = f } }
-
-// WithOnRevokeRequested is called for each request to release the held lock (RevokeLock): at
-// most twice, a cooperative one (zero deadline) and then one with the deadline after which the
-// lock is taken away; or once, with or without a deadline. It must not block.
-func WithOnRevokeRequested(f func(reason string, deadline time.Time)) LockOption {
-	return func(o *lockOptions) { o.onRevoke = f }
-}
-
 // Lock waits until the lock named name is granted, and returns it. When ctx ends first, the
 // request leaves the queue and Lock returns an error matching ErrCanceled or ErrTimeout (and
 // ctx's error). Every error is an *Error: ErrTimeout after WithWaitTimeout, ErrInvalidArgument
@@ -452,22 +264,6 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lo
 		}
 		return lock, nil
 	}
-}
-
-// Target is one lock of a multi-lock: its name and mode (zero: Mutex) and, for a Semaphore, its
-// limit and this request's weight (zero: 1).
-type Target struct {
-	Name   string
-	Mode   Mode
-	Limit  int
-	Weight int
-}
-
-func (t Target) mode() Mode {
-	if t.Mode == 0 {
-		return Mutex
-	}
-	return t.Mode
 }
 
 // LockAll takes every lock in targets at once, or none: the server queues them in one step

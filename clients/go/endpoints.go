@@ -1,3 +1,6 @@
+// Endpoints: the servers a Client can talk to, one gRPC connection each, and which of them it
+// talks to now.
+
 package lockstream
 
 import (

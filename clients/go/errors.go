@@ -1,3 +1,6 @@
+// Errors: the kinds of failure, the *Error every call returns, and how its message names the
+// lock once.
+
 package lockstream
 
 import (

@@ -1,3 +1,6 @@
+// Examples for the package's documentation: take a lock and work under it; TryLock's answer
+// when the lock is held.
+
 package lockstream_test
 
 import (

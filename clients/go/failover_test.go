@@ -1,3 +1,6 @@
+// Failover between endpoints (DialEndpoints): the session moves to the next endpoint when its
+// own goes down, and is lost when none takes it.
+
 package lockstream_test
 
 import (

@@ -1,3 +1,6 @@
+// A held Lock: its tokens and mode, lost and in doubt, revoke requests, and what its holder can
+// do with it (Unlock, SetValue, Downgrade).
+
 package lockstream
 
 import (

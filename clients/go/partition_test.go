@@ -1,3 +1,6 @@
+// Network partitions between a holder and the server: in doubt, then lost before anyone else is
+// granted the lock; a short partition is a blip.
+
 package lockstream_test
 
 import (

@@ -1,3 +1,7 @@
+// What the client promises when something fails: a bad request fails alone, errors are short
+// and name the lock, Done on a lost session, Close, TryLock's ErrLocked, malformed addresses,
+// a revoke's deadline.
+
 package lockstream_test
 
 import (

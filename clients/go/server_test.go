@@ -1,3 +1,6 @@
+// Test fixtures: a lockstream server process started from this repository, and a TCP proxy
+// that can cut, freeze or stop the connections it carries.
+
 package lockstream_test
 
 import (

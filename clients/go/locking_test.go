@@ -1,83 +1,20 @@
+// Taking locks: tokens, exclusion and queue order, shared and exclusive modes, wait timeouts and
+// cancelled waits, semaphores, multi-locks.
+
 package lockstream_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	lockstream "github.com/lockstream/lockstream/clients/go"
-	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
-
-// shared is the server most tests use; tests that kill or cut theirs start their own.
-var shared *server
-
-func TestMain(m *testing.M) {
-	var err error
-	shared, err = launch()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	shared.stop()
-	os.Exit(code)
-}
-
-// patience bounds every wait for an event, so that a broken promise fails instead of hanging.
-const patience = 20 * time.Second
-
-func dial(t *testing.T, address string, opts ...lockstream.ClientOption) *lockstream.Client {
-	t.Helper()
-	client, err := lockstream.Dial(address, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
-	return client
-}
-
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func lockName(t *testing.T) string { return "go-client/" + t.Name() }
-
-// await fails the test if ch is not closed within patience.
-func await(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(patience):
-		t.Fatalf("%s did not happen within %s", what, patience)
-	}
-}
-
-// queued returns an option that closes the channel when the request is queued.
-func queued() (lockstream.LockOption, <-chan struct{}) {
-	ch := make(chan struct{})
-	var once sync.Once
-	return lockstream.WithOnQueued(func(int) { once.Do(func() { close(ch) }) }), ch
-}
-
-func describe(t *testing.T, client *lockstream.Client, name string) *pb.DescribeLockResponse {
-	t.Helper()
-	described, err := client.RPC().DescribeLock(testContext(t), &pb.DescribeLockRequest{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return described
-}
 
 func TestLockUnlockTokensGrow(t *testing.T) {
 	ctx, client, name := testContext(t), dial(t, shared.address), lockName(t)
@@ -252,169 +189,6 @@ func TestCancelledWaitLeavesTheQueue(t *testing.T) {
 		t.Fatalf("waiters %v left after the wait was cancelled", waiters)
 	}
 	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// The server dies under a holder: Lost fires and the lock's context ends, with ErrLost.
-func TestServerKilledUnderTheHolder(t *testing.T) {
-	ctx, s := testContext(t), startServer(t)
-	lock, err := dial(t, s.address, lockstream.WithResumeGrace(time.Second)).Lock(ctx, lockName(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.kill()
-	await(t, lock.Lost(), "Lost after the server was killed")
-	await(t, lock.Context().Done(), "the lock's context ending")
-	if !errors.Is(lock.Err(), lockstream.ErrLost) || !errors.Is(context.Cause(lock.Context()), lockstream.ErrLost) {
-		t.Fatalf("Err %v, context cause %v: want ErrLost", lock.Err(), context.Cause(lock.Context()))
-	}
-	if err := lock.Unlock(ctx); !errors.Is(err, lockstream.ErrLost) {
-		t.Fatalf("Unlock of a lost lock: %v, want ErrLost", err)
-	}
-}
-
-// A broken connection is not a lost lock: the client resumes its session on a new one, and the
-// lock is still held with the same token.
-func TestResumeAfterABrokenConnection(t *testing.T) {
-	ctx, name := testContext(t), lockName(t)
-	p := startProxy(t, shared.address)
-	client := dial(t, p.address(), lockstream.WithResumeGrace(10*time.Second), lockstream.WithHeartbeatInterval(200*time.Millisecond))
-	lock, err := client.Lock(ctx, name, lockstream.WithMode(lockstream.Write))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cut := p.cut(); cut == 0 {
-		t.Fatal("the proxy carried no connection")
-	}
-	// Answered only once the session is taken over on a new connection.
-	if err := lock.SetValue(ctx, []byte("after the cut")); err != nil {
-		t.Fatal(err)
-	}
-	observer := dial(t, shared.address)
-	holders := describe(t, observer, name).GetHolders()
-	if len(holders) != 1 || holders[0].GetFencingToken() != lock.Token() || string(holders[0].GetValue()) != "after the cut" {
-		t.Fatalf("holders %v, want the same token %d with the new value", holders, lock.Token())
-	}
-	// Another client queued now is granted after this holder, which the server still knows.
-	select {
-	case <-lock.Lost():
-		t.Fatalf("Lost fired across a resumed session: %v", lock.Err())
-	default:
-	}
-	if _, err := observer.TryLock(ctx, name); !errors.Is(err, lockstream.ErrLocked) {
-		t.Fatalf("TryLock while the resumed holder holds: %v", err)
-	}
-	if err := lock.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	next, err := observer.TryLock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = next.Unlock(ctx)
-}
-
-// A waiter whose connection breaks stays in its place in the queue.
-func TestResumeKeepsAWaitersPlace(t *testing.T) {
-	ctx, name := testContext(t), lockName(t)
-	holder, err := dial(t, shared.address).Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startProxy(t, shared.address)
-	waiting := dial(t, p.address(), lockstream.WithResumeGrace(10*time.Second))
-	option, isQueued := queued()
-	granted := make(chan *lockstream.Lock, 1)
-	go func() {
-		lock, err := waiting.Lock(ctx, name, option)
-		if err != nil {
-			t.Error(err)
-		}
-		granted <- lock
-	}()
-	await(t, isQueued, "the waiter queued")
-	p.cut()
-	late, lateQueued := queued()
-	go func() { _, _ = dial(t, shared.address).Lock(ctx, name, late) }()
-	await(t, lateQueued, "a later waiter queued")
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lock := <-granted
-	if lock == nil || lock.Token() <= holder.Token() {
-		t.Fatalf("the resumed waiter got %v", lock)
-	}
-	_ = lock.Unlock(ctx)
-}
-
-func TestValueAndDowngrade(t *testing.T) {
-	ctx, client, name := testContext(t), dial(t, shared.address), lockName(t)
-	lock, err := client.Lock(ctx, name, lockstream.WithMode(lockstream.Write), lockstream.WithValue([]byte("10.0.0.7:8080")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if holders := describe(t, client, name).GetHolders(); string(holders[0].GetValue()) != "10.0.0.7:8080" {
-		t.Fatalf("value %q", holders[0].GetValue())
-	}
-	if err := lock.SetValue(ctx, []byte("10.0.0.8:8080")); err != nil {
-		t.Fatal(err)
-	}
-	if holders := describe(t, client, name).GetHolders(); string(holders[0].GetValue()) != "10.0.0.8:8080" {
-		t.Fatalf("value %q after SetValue", holders[0].GetValue())
-	}
-	// A reader queued behind the writer is granted once it downgrades, while it still holds.
-	option, isQueued := queued()
-	granted := make(chan *lockstream.Lock, 1)
-	go func() {
-		reader, err := dial(t, shared.address).Lock(ctx, name, lockstream.WithMode(lockstream.Read), option)
-		if err != nil {
-			t.Error(err)
-		}
-		granted <- reader
-	}()
-	await(t, isQueued, "the reader queued")
-	if err := lock.Downgrade(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if lock.Mode() != lockstream.Read {
-		t.Fatalf("mode %v after Downgrade", lock.Mode())
-	}
-	reader := <-granted
-	if reader == nil {
-		t.Fatal("the reader was not granted")
-	}
-	if holders := describe(t, client, name).GetHolders(); len(holders) != 2 {
-		t.Fatalf("holders %v, want the downgraded writer and the reader", holders)
-	}
-	_ = reader.Unlock(ctx)
-	_ = lock.Unlock(ctx)
-
-	// A read hold cannot be downgraded: the request ends with FAILED_PRECONDITION.
-	read, err := client.Lock(ctx, name, lockstream.WithMode(lockstream.Read))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := read.Downgrade(ctx); status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("Downgrade of a read hold: %v, want FAILED_PRECONDITION", err)
-	}
-}
-
-func TestRevokeEndsTheLocksContext(t *testing.T) {
-	ctx, client, name := testContext(t), dial(t, shared.address), lockName(t)
-	lock, err := client.Lock(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.RPC().RevokeLock(ctx, &pb.RevokeLockRequest{Name: name, Reason: "maintenance", ForceAfter: durationpb.New(time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	await(t, lock.RevokeRequested(), "the revoke request")
-	await(t, lock.Context().Done(), "the lock's context ending")
-	if !errors.Is(context.Cause(lock.Context()), lockstream.ErrRevoked) || lock.Reason() != "maintenance" {
-		t.Fatalf("cause %v, reason %q", context.Cause(lock.Context()), lock.Reason())
-	}
-	if err := lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,143 @@
+// Heartbeats: the client's, sent on an idle stream, and the watchdog on the server's, which
+// applies the two rules of silence (in doubt and a new stream, then lost).
+
+package lockstream
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
+	"google.golang.org/grpc/codes"
+)
+
+// Held locks are in doubt, and the stream is replaced, after this many heartbeat intervals
+// without a message from the server (it sends one every interval).
+const suspectAfterIntervals = 2
+
+// heartbeats are the session's sense of the server's voice: the interval at which both sides
+// speak, and when the server was last heard from, on the session's monotonic clock.
+type heartbeats struct {
+	interval time.Duration // asked of the server, and kept by the client; 0: none
+	born     time.Time     // the monotonic base of heard and of the session's times
+	// When the server was last heard from (since born), for the watchdog.
+	heard atomic.Int64
+	// Wakes the watchdog when its deadlines change.
+	wake chan struct{}
+}
+
+func newHeartbeats(interval time.Duration) *heartbeats {
+	return &heartbeats{interval: interval, born: time.Now(), wake: make(chan struct{}, 1)}
+}
+
+// now is the time since the session was made (monotonic).
+func (h *heartbeats) now() time.Duration { return time.Since(h.born) }
+
+// hear notes that a message came from the server now.
+func (h *heartbeats) hear() { h.heard.Store(int64(h.now())) }
+
+// lastHeard is when the server was last heard from (since born).
+func (h *heartbeats) lastHeard() time.Duration { return time.Duration(h.heard.Load()) }
+
+// suspectAfter is the silence after which held locks are in doubt and the stream is replaced.
+func (h *heartbeats) suspectAfter() time.Duration { return suspectAfterIntervals * h.interval }
+
+// poke wakes the watchdog, for its deadlines changed.
+func (h *heartbeats) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// beat sends one on stream every interval until the stream ends, so that the server hears from
+// a quiet client (and idle-timeout proxies leave the stream alone). The watchdog listens for
+// the server's.
+func (h *heartbeats) beat(stream sessionStream, send func(sessionStream, *pb.SessionRequest) error) {
+	if h.interval <= 0 {
+		return
+	}
+	ticker := time.NewTicker(h.interval)
+	defer ticker.Stop()
+	heartbeat := &pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.AcquireHeartbeat{}}}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return
+		case <-ticker.C:
+		}
+		_ = send(stream, heartbeat)
+	}
+}
+
+// watch applies the two rules of silence until the session ends: held locks are in doubt, and
+// the stream is replaced, after two heartbeat intervals without a word from the server; they
+// are lost a tenth of the resume grace before the grace, counted from the last word, is over.
+func (s *session) watch() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		timer.Reset(s.check())
+		select {
+		case <-s.done:
+			return
+		case <-timer.C:
+		case <-s.heartbeats.wake:
+		}
+	}
+}
+
+// check applies the rules of silence now, and says when to check again.
+func (s *session) check() time.Duration {
+	interval := s.heartbeats.interval
+	now, heard := s.heartbeats.now(), s.heartbeats.lastHeard()
+	s.mu.Lock()
+	stream, since, opened, grace, resuming, ended := s.stream, s.streamSince, s.opened, s.resumeGrace, s.resuming, s.ended
+	s.mu.Unlock()
+	next := time.Hour
+	if ended {
+		return next
+	}
+	// Without heartbeats a quiet stream says nothing about the path: the rule applies once it broke.
+	if opened && grace > 0 && (interval > 0 || resuming) {
+		lossAfter := grace - grace/10
+		silent := now - heard
+		if silent >= lossAfter {
+			s.finish(&Error{Code: codes.Unavailable, Message: fmt.Sprintf(
+				"no message from the server for %s; it may free the locks once its resume grace (%s) is over",
+				silent.Round(time.Millisecond), grace), kind: ErrUnavailable})
+			return next
+		}
+		next = lossAfter - silent
+	}
+	if interval > 0 && stream != nil {
+		suspectAfter := s.heartbeats.suspectAfter()
+		silent := now - max(heard, since)
+		if silent >= suspectAfter {
+			s.cut(stream, &Error{Code: codes.Unavailable, Message: fmt.Sprintf(
+				"no message from the server for %s (%d heartbeat intervals)", silent.Round(time.Millisecond), suspectAfterIntervals)})
+		} else {
+			next = min(next, suspectAfter-silent)
+		}
+	}
+	return next
+}
+
+// cut ends a stream the server has gone silent on: held locks are in doubt at once, and the
+// session is resumed on a new stream (see broken).
+func (s *session) cut(stream sessionStream, why *Error) {
+	s.mu.Lock()
+	if s.stream != stream {
+		s.mu.Unlock()
+		return
+	}
+	s.cutCause = why
+	cancel := s.streamCancel
+	locks := s.doubt()
+	s.mu.Unlock()
+	for _, lock := range locks {
+		lock.setDoubt(pathDoubt, true)
+	}
+	cancel()
+}
