@@ -2,7 +2,7 @@ import type { CoordinationStore } from '../stores/store.js';
 
 /**
  * Deletes asked for in one turn of the event loop (the releases of a multi-lock's parts), sent
- * as one `deleteAll`: the set goes in one step.
+ * as one `delete` of several paths: the set goes in one step.
  */
 export class DeleteBatch {
   readonly #store: CoordinationStore;

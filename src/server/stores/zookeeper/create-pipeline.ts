@@ -39,8 +39,8 @@ export interface CreatePipelineParts {
 }
 
 /**
- * How lock nodes are created: one (createSequential) or several in one transaction
- * (createSequentialAll) through the same steps: wait for parents being made, send the create
+ * How lock nodes are created (CoordinationStore.create): one, or several in one transaction,
+ * through the same steps: wait for parents being made, send the create
  * with each parent's listing (and a guessed follow) behind it, make missing parents, and after
  * a lost reply look for the node before creating again (no ghost nodes).
  */
