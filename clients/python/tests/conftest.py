@@ -15,11 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 import pytest
 
+import lockstream
 from lockstream.v1 import lockstream_pb2 as pb
 from lockstream.v1 import lockstream_pb2_grpc as pb_grpc
 
@@ -316,6 +317,24 @@ def eventually(condition: Callable[[], bool], timeout: float = PATIENCE) -> bool
             return False
         time.sleep(0.01)
     return True
+
+
+def start_thread(target: Callable[[], object]) -> threading.Thread:
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+def take(client: lockstream.Client, name: str, **options: Any) -> lockstream.Lock:
+    """try_lock on a lock that must be free."""
+    lock = client.try_lock(name, **options)
+    assert lock is not None, f"{name} is not free"
+    return lock
+
+
+def join(thread: threading.Thread) -> None:
+    thread.join(PATIENCE)
+    assert not thread.is_alive(), "the thread did not finish in time"
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 import grpc
 
 from lockstream import aio
+from lockstream._callbacks import call_safely
+from lockstream._lock import note_loss
 from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout
 
 T = TypeVar("T")
@@ -171,7 +173,7 @@ class Lock:
             if lost is not None:
                 if error is None:
                     raise lost from None
-                aio._note_loss(error, lost)
+                note_loss(error, lost)
             # Otherwise released by closing the client.
 
 
@@ -316,7 +318,7 @@ class Client:
     def _call_back(calls: queue.SimpleQueue[tuple[Callable[..., object], tuple[object, ...]] | None]) -> None:
         while (call := calls.get()) is not None:
             callback, args = call
-            aio._call_safely("lockstream", callback, *args)
+            call_safely("lockstream", callback, *args)
 
     def _run_soon(self, call: Callable[[], object]) -> None:
         """Runs `call` on the client's event loop, and waits until it has."""

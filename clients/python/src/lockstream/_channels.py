@@ -1,0 +1,117 @@
+"""The client's connections: its endpoints and the one requests go to now, a gRPC channel to each,
+and the calls made on them (Session streams, and unary calls that move on to the next endpoint
+while one is unavailable)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from lockstream._stream import SessionCall
+from lockstream.errors import ClientClosed, error_for
+from lockstream.v1 import lockstream_pb2 as pb
+
+_SERVICE = "/lockstream.v1.LockService/"
+
+
+def cancelling() -> bool:
+    """Whether the current task was asked to cancel, rather than a call it awaited being
+    cancelled under it (grpc.aio cancels the calls of a channel that is closed)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11
+    return task is None or cancelling is None or bool(cancelling())
+
+
+class Connections:
+    """The endpoints of a Client, in the order it tries them, and a channel to each, made on first
+    use (on the running event loop). `closed` once the client is closed: no call is made then."""
+
+    def __init__(self, endpoints: tuple[str, ...], credentials: grpc.ChannelCredentials | None,
+                 channel_options: Sequence[tuple[str, Any]], metadata: tuple[tuple[str, str | bytes], ...]) -> None:
+        self.endpoints = endpoints
+        #: The index in `endpoints` of the endpoint requests go to.
+        self.current = 0
+        self.closed = False
+        self._credentials = credentials
+        self._metadata = metadata
+        self._channel_options: list[tuple[str, Any]] = [
+            # gRPC notices a dead connection within about 6 s too (heartbeats, on by default, within
+            # 3 s): this also serves a client without heartbeats.
+            ("grpc.keepalive_time_ms", 3000),
+            ("grpc.keepalive_timeout_ms", 3000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            # Resumes must get through within the grace: reconnect quickly after a break.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000),
+            *channel_options,
+        ]
+        #: One channel per endpoint, made on first use.
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint requests go to now: the first, until a session fails over."""
+        return self.endpoints[self.current]
+
+    def next_endpoint(self) -> str:
+        """Moves on to the next endpoint in turn (the same one, for a client of one endpoint)."""
+        self.current = (self.current + 1) % len(self.endpoints)
+        return self.endpoint
+
+    def channel_to(self, endpoint: str) -> grpc.aio.Channel:
+        if self.closed:
+            raise ClientClosed()
+        channel = self._channels.get(endpoint)
+        if channel is None:
+            if self._credentials is not None:
+                channel = grpc.aio.secure_channel(endpoint, self._credentials, options=self._channel_options)
+            else:
+                channel = grpc.aio.insecure_channel(endpoint, options=self._channel_options)
+            self._channels[endpoint] = channel
+        return channel
+
+    def session_call(self) -> SessionCall:
+        """A new Session call on the current endpoint."""
+        method = self.channel_to(self.endpoint).stream_stream(
+            _SERVICE + "Session",
+            request_serializer=pb.SessionRequest.SerializeToString,
+            response_deserializer=pb.SessionResponse.FromString,
+        )
+        call: SessionCall = method(metadata=self._metadata)  # type: ignore[assignment]
+        return call
+
+    async def unary(self, method: str, name: str, request: Any, response_type: Any) -> Any:
+        """Calls a unary method on the current endpoint, and on the next ones in turn while they
+        answer UNAVAILABLE (it needs no session); its failures as LockError (ClientClosed once
+        the client is closed)."""
+        count = len(self.endpoints)
+        for offset in range(count):
+            call = self.channel_to(self.endpoints[(self.current + offset) % count]).unary_unary(
+                _SERVICE + method,
+                request_serializer=type(request).SerializeToString,
+                response_deserializer=response_type.FromString,
+            )
+            try:
+                return await call(request, metadata=self._metadata)
+            except grpc.aio.AioRpcError as error:
+                if self.closed:
+                    raise ClientClosed(name) from None
+                if error.code() == grpc.StatusCode.UNAVAILABLE and offset + 1 < count:
+                    continue
+                raise error_for(name, error.code(), error.details() or "") from None
+            except asyncio.CancelledError:
+                if self.closed and not cancelling():
+                    raise ClientClosed(name) from None
+                raise
+        raise AssertionError("INVARIANT: a client has at least one endpoint")
+
+    async def close(self) -> None:
+        """Closes every channel (`closed` is set already)."""
+        for channel in self._channels.values():
+            await channel.close()
