@@ -15,7 +15,7 @@ import {
   type SessionResponse,
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
-import { HEARTBEAT_INTERVAL_MIN_MS } from '../common/limits.js';
+import { HEARTBEAT_INTERVAL_MIN_MS, WAIT_TIMEOUT_MAX_MS } from '../common/limits.js';
 import { lockRequest, multiLockRequest, type AcquireOptions } from './acquire-options.js';
 import { endpointList, Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError, LockTimeoutError } from './errors.js';
@@ -326,8 +326,12 @@ export class LockClient implements Disposable {
     // Through one listener per signal: a signal shared by thousands of waits stays O(1) per wait.
     const unlink =
       signal && !signal.aborted ? onAbort(signal, () => stream.cancel(signal.reason)) : undefined;
-    // grpc-js has no connection-attempt timeout: bound the wait for the server's answer ourselves.
-    const bound = request.waitTimeout === undefined ? undefined : request.waitTimeout + ANSWER_MARGIN_MS;
+    // grpc-js has no connection-attempt timeout: bound the wait for the server's answer ourselves
+    // (no further than a timer reaches: a longer delay would fire at once).
+    const bound =
+      request.waitTimeout === undefined
+        ? undefined
+        : Math.min(request.waitTimeout + ANSWER_MARGIN_MS, WAIT_TIMEOUT_MAX_MS);
     const timer =
       bound === undefined
         ? undefined
