@@ -7,31 +7,26 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/resolver"
 )
 
-// The limits the server enforces on a request (src/common/limits.ts). The client checks them
-// before sending, so that a bad request fails alone: the session and every other lock of the
-// client are not touched.
+// The limits the server enforces on a request are in limits.go, generated from the table
+// proto/lockstream/v1/limits.json. The client checks them before sending, so that a bad request
+// fails alone: the session and every other lock of the client are not touched.
+
+// The client's own rule on top of them: heartbeats come at most a third of the grace apart (see
+// clientOptions.heartbeat), and no more often than the server accepts, so a grace is either 0
+// (off) or long enough for that.
 const (
-	MaxNameBytes       = 512       // a lock name, in bytes of UTF-8
-	MaxOwnerBytes      = 256       // an owner, in bytes of UTF-8
-	MaxValueBytes      = 1024      // a published value
-	MaxLocks           = 16        // the locks of one multi-lock (LockAll), at least 2
-	MaxLimit           = 1_000_000 // a semaphore's limit
-	MaxWaitTimeout     = (1<<31 - 1) * time.Millisecond
-	minHeartbeat       = 100 * time.Millisecond
-	maxHeartbeat       = 10 * time.Minute
-	minResumeGrace     = 300 * time.Millisecond
 	heartbeatsPerGrace = 3
+	minResumeGrace     = heartbeatsPerGrace * minHeartbeat
 )
 
 // checkName says what is wrong with a lock name, or "" (the server's rules, lock-name.ts: 1 to
-// 512 bytes of UTF-8, no control character, no U+FFFD).
+// MaxNameBytes of UTF-8, no control character, no U+FFFD).
 func checkName(name string) string {
 	switch {
 	case name == "":
@@ -52,7 +47,7 @@ func checkName(name string) string {
 	return ""
 }
 
-// checkLabel says what is wrong with an owner, or "": at most 256 bytes of UTF-8, no control
+// checkLabel says what is wrong with an owner, or "": at most MaxOwnerBytes of UTF-8, no control
 // character.
 func checkLabel(field, value string) string {
 	if len(value) > MaxOwnerBytes {
@@ -94,8 +89,8 @@ func (o *lockOptions) validate(name string) *Error {
 		}
 		return nil
 	}
-	if n := len(o.targets); n < 2 || n > MaxLocks {
-		return invalidArgument(name, "a multi-lock takes 2 to %d locks, not %d", MaxLocks, n)
+	if n := len(o.targets); n < minLocks || n > MaxLocks {
+		return invalidArgument(name, "a multi-lock takes %d to %d locks, not %d", minLocks, MaxLocks, n)
 	}
 	seen := make(map[string]bool, len(o.targets))
 	for i, target := range o.targets {
@@ -143,8 +138,8 @@ func (o *clientOptions) validate() *Error {
 	if problem := checkLabel("default owner", o.owner); problem != "" {
 		return invalidArgument("", "%s", problem)
 	}
-	if o.resumeGrace < 0 || o.resumeGrace > 0 && o.resumeGrace < minResumeGrace {
-		return invalidArgument("", "resume grace %s is out of range: 0 (off) or at least %s", o.resumeGrace, minResumeGrace)
+	if o.resumeGrace < 0 || o.resumeGrace > 0 && o.resumeGrace < minResumeGrace || o.resumeGrace > MaxWaitTimeout {
+		return invalidArgument("", "resume grace %s is out of range: 0 (off) or %s to %s", o.resumeGrace, minResumeGrace, MaxWaitTimeout)
 	}
 	if o.heartbeatInterval < 0 || o.heartbeatInterval > 0 && (o.heartbeatInterval < minHeartbeat || o.heartbeatInterval > maxHeartbeat) {
 		return invalidArgument("", "heartbeat interval %s is out of range: 0 (off) or %s to %s", o.heartbeatInterval, minHeartbeat, maxHeartbeat)

@@ -15,12 +15,14 @@ import {
   type SessionResponse,
 } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
+import { HEARTBEAT_INTERVAL_MIN_MS, WAIT_TIMEOUT_MAX_MS } from '../common/limits.js';
 import { lockRequest, multiLockRequest, type AcquireOptions } from './acquire-options.js';
 import { endpointList, Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError, LockTimeoutError } from './errors.js';
 import type { Lock, LockRequest, LockSpec } from './lock.js';
 import { LockChannel } from './lock-channel.js';
 import type { LockHandle } from './lock-handle.js';
+import { checkStreamOptions } from './request-checks.js';
 import { LockInspector, type LockDescription, type LockPage } from './lock-inspector.js';
 import { AcquireWire, SessionWire } from './lock-wires.js';
 
@@ -153,6 +155,7 @@ export class LockClient implements Disposable {
         options.heartbeatIntervalMs ?? defaultHeartbeatIntervalMs(resumeGraceMs),
       ),
     };
+    checkStreamOptions(settings.resumeGraceMs, settings.heartbeatIntervalMs);
     this.#acquireWire = new AcquireWire(this.#endpoints, settings);
     if (options.streamPerLock !== true) {
       this.#session = new LockChannel(new SessionWire(this.#endpoints, settings), {
@@ -323,8 +326,12 @@ export class LockClient implements Disposable {
     // Through one listener per signal: a signal shared by thousands of waits stays O(1) per wait.
     const unlink =
       signal && !signal.aborted ? onAbort(signal, () => stream.cancel(signal.reason)) : undefined;
-    // grpc-js has no connection-attempt timeout: bound the wait for the server's answer ourselves.
-    const bound = request.waitTimeout === undefined ? undefined : request.waitTimeout + ANSWER_MARGIN_MS;
+    // grpc-js has no connection-attempt timeout: bound the wait for the server's answer ourselves
+    // (no further than a timer reaches: a longer delay would fire at once).
+    const bound =
+      request.waitTimeout === undefined
+        ? undefined
+        : Math.min(request.waitTimeout + ANSWER_MARGIN_MS, WAIT_TIMEOUT_MAX_MS);
     const timer =
       bound === undefined
         ? undefined
@@ -373,10 +380,12 @@ export class LockClient implements Disposable {
 /**
  * Heartbeats often enough that the last message heard is at most a fifth of the grace old when
  * a stream breaks, and a silent server is noticed (three intervals) before the grace less its
- * margin is over: at least once a second, and no more often than the server accepts (100 ms).
+ * margin is over: at least once a second, and no more often than the server accepts.
  */
 function defaultHeartbeatIntervalMs(resumeGraceMs: number): number {
-  return resumeGraceMs === 0 ? 1_000 : Math.max(100, Math.min(1_000, resumeGraceMs / 5));
+  return resumeGraceMs === 0
+    ? 1_000
+    : Math.max(HEARTBEAT_INTERVAL_MIN_MS, Math.min(1_000, resumeGraceMs / 5));
 }
 
 function nonNegative(option: string, value: number): number {

@@ -1,6 +1,9 @@
 import { status as Status } from '@grpc/grpc-js';
 import {
+  HEARTBEAT_INTERVAL_MAX_MS,
+  HEARTBEAT_INTERVAL_MIN_MS,
   MULTI_LOCK_MAX,
+  MULTI_LOCK_MIN,
   OWNER_MAX_BYTES,
   SEMAPHORE_LIMIT_MAX,
   WAIT_TIMEOUT_MAX_MS,
@@ -22,7 +25,7 @@ export function invalidArgument(lockName: string, details: string): LockClientEr
 
 const CONTROL_CHARACTER = /\p{Cc}/u;
 
-/** A lock name is 1 to 512 bytes of UTF-8 without control characters (nor lone surrogates). */
+/** A lock name is 1 to LOCK_NAME_MAX_BYTES of UTF-8 without control characters (nor lone surrogates). */
 export function checkLockName(name: unknown): asserts name is string {
   if (typeof name !== 'string') {
     throw invalidArgument('', `invalid lock name: expected a string, not ${typeof name}`);
@@ -31,7 +34,7 @@ export function checkLockName(name: unknown): asserts name is string {
   if (problem !== undefined) throw invalidArgument(name, `invalid lock name: ${problem}`);
 }
 
-/** A free-form label (an owner, a revocation's reason): at most 256 bytes, no control characters. */
+/** A free-form label (an owner, a revocation's reason): at most OWNER_MAX_BYTES, no control characters. */
 export function checkLabel(lockName: string, field: string, value: unknown): asserts value is string {
   if (typeof value !== 'string') {
     throw invalidArgument(lockName, `${field} must be a string, not ${typeof value}`);
@@ -43,7 +46,7 @@ export function checkLabel(lockName: string, field: string, value: unknown): ass
   if (CONTROL_CHARACTER.test(value)) throw invalidArgument(lockName, `${field} contains a control character`);
 }
 
-/** A duration option in milliseconds: 0 to the longest the server accepts (about 24.8 days). */
+/** A duration option in milliseconds: 0 to the longest the server accepts (WAIT_TIMEOUT_MAX_MS). */
 export function checkMs(lockName: string, option: string, value: number): void {
   if (!(typeof value === 'number' && value >= 0 && value <= WAIT_TIMEOUT_MAX_MS)) {
     throw invalidArgument(
@@ -97,12 +100,12 @@ export function checkSemaphore(
   }
 }
 
-/** A multi-lock's names: 2 to 16, each named once. */
+/** A multi-lock's names: MULTI_LOCK_MIN to MULTI_LOCK_MAX, each named once. */
 export function checkMultiLock(setName: string, names: readonly string[]): void {
-  if (names.length < 2 || names.length > MULTI_LOCK_MAX) {
+  if (names.length < MULTI_LOCK_MIN || names.length > MULTI_LOCK_MAX) {
     throw invalidArgument(
       setName,
-      `locks names ${names.length} lock${names.length === 1 ? '' : 's'}: a multi-lock takes 2 to ${MULTI_LOCK_MAX}`,
+      `locks names ${names.length} lock${names.length === 1 ? '' : 's'}: a multi-lock takes ${MULTI_LOCK_MIN} to ${MULTI_LOCK_MAX}`,
     );
   }
   const seen = new Set<string>();
@@ -112,4 +115,22 @@ export function checkMultiLock(setName: string, names: readonly string[]): void 
     }
     seen.add(name);
   });
+}
+
+/**
+ * A client's resume grace and heartbeat interval in ms, which it sends when it opens a stream:
+ * what the server accepts (0 is none of either). A RangeError, as for the client's other options.
+ */
+export function checkStreamOptions(resumeGraceMs: number, heartbeatIntervalMs: number): void {
+  if (resumeGraceMs > WAIT_TIMEOUT_MAX_MS) {
+    throw new RangeError(`resumeGraceMs must be at most ${WAIT_TIMEOUT_MAX_MS} ms, not ${resumeGraceMs}`);
+  }
+  if (
+    heartbeatIntervalMs !== 0 &&
+    (heartbeatIntervalMs < HEARTBEAT_INTERVAL_MIN_MS || heartbeatIntervalMs > HEARTBEAT_INTERVAL_MAX_MS)
+  ) {
+    throw new RangeError(
+      `heartbeatIntervalMs must be 0 (none) or ${HEARTBEAT_INTERVAL_MIN_MS} to ${HEARTBEAT_INTERVAL_MAX_MS} ms, not ${heartbeatIntervalMs}`,
+    );
+  }
 }

@@ -1,5 +1,5 @@
 import { status as Status, type ClientDuplexStream, type Metadata } from '@grpc/grpc-js';
-import { REQUEST_STATE_KEY } from '../common/limits.js';
+import { REQUEST_STATE_KEY } from '../common/request-state.js';
 import type { EndpointRing } from './endpoints.js';
 
 /** How a stream or a request ended: a gRPC status (the client's own, for a stream it gave up). */

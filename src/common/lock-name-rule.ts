@@ -4,7 +4,7 @@ import { LOCK_NAME_MAX_BYTES } from './limits.js';
 const FORBIDDEN = /[\p{Cc}\p{Cs}\uFFFD]/u;
 
 /**
- * What is wrong with a lock name, or undefined if nothing: any UTF-8 string of 1 to 512 bytes
+ * What is wrong with a lock name, or undefined if nothing: any UTF-8 string of 1 to LOCK_NAME_MAX_BYTES
  * without control characters is a valid name. The server's rule, which the SDK checks before it
  * sends, in the same words.
  */

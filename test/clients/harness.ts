@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { killOnExit } from '../setup/zookeeper-process.js';
-import type { Command, StampedObservation } from './protocol.js';
+import type { ClientOptions, Command, StampedObservation } from './protocol.js';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const GO_DRIVER = join(repo, '.tmp/bin/lockstream-conformance-go');
@@ -87,11 +87,15 @@ export class Driver {
 
   /**
    * Starts a driver, resolves once it says it is ready, and connects it to `address` (one
-   * address, or a list of endpoints).
+   * address, or a list of endpoints) with `options` (none: the client's defaults).
    */
-  static async start(language: ClientLanguage, address: string | readonly string[]): Promise<Driver> {
+  static async start(
+    language: ClientLanguage,
+    address: string | readonly string[],
+    options: ClientOptions = {},
+  ): Promise<Driver> {
     const driver = await Driver.launch(language);
-    const connected = await driver.connect(address);
+    const connected = await driver.connect(address, options);
     if (connected.event !== 'connected') {
       throw new Error(`${language} driver could not connect: ${JSON.stringify(connected)}`);
     }
@@ -105,11 +109,16 @@ export class Driver {
     return driver;
   }
 
-  /** Sends `connect` (`addresses` for a list) and resolves with its answer: connected or error. */
-  async connect(address: string | readonly string[]): Promise<Received> {
+  /**
+   * Sends `connect` (`addresses` for a list) with `options`, and resolves with its answer:
+   * connected or error.
+   */
+  async connect(address: string | readonly string[], options: ClientOptions = {}): Promise<Received> {
     const from = this.observations.length;
     this.send(
-      typeof address === 'string' ? { op: 'connect', address } : { op: 'connect', addresses: address },
+      typeof address === 'string'
+        ? { op: 'connect', address, ...options }
+        : { op: 'connect', addresses: address, ...options },
     );
     return this.next(
       (o) => o.event === 'connected' || (o.event === 'error' && o.id === ''),

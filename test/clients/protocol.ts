@@ -22,16 +22,25 @@ export type ErrorKind =
   | 'foreign'
   | 'other';
 
+/** Client options a `connect` may set, in the client's own units; the rest are its defaults. */
+export interface ClientOptions {
+  readonly heartbeatIntervalMs?: number;
+  readonly resumeGraceMs?: number;
+}
+
 export type Command =
   /** One address, as the client's constructor takes it. */
-  | { readonly op: 'connect'; readonly address: string }
+  | ({ readonly op: 'connect'; readonly address: string } & ClientOptions)
   /** Several endpoints (`host:port` each): the client fails over between them. */
-  | { readonly op: 'connect'; readonly addresses: readonly string[] }
+  | ({ readonly op: 'connect'; readonly addresses: readonly string[] } & ClientOptions)
   | {
       readonly op: 'acquire';
       readonly id: string;
       readonly name: string;
-      readonly mode?: 'mutex' | 'read' | 'write';
+      readonly mode?: 'mutex' | 'read' | 'write' | 'semaphore';
+      /** A semaphore's limit (mode `semaphore`). */
+      readonly limit?: number;
+      readonly owner?: string;
       readonly timeoutMs?: number;
       /** Published with the request, as UTF-8. */
       readonly value?: string;

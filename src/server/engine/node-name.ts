@@ -1,3 +1,4 @@
+import { SEMAPHORE_LIMIT_MAX } from '../../common/limits.js';
 import type { LockMode } from './lock-mode.js';
 
 /**
@@ -56,8 +57,8 @@ function modePrefixLength(nodeName: string): number {
   return 0;
 }
 
-/** Digits a semaphore node's limit or weight may have (SEMAPHORE_LIMIT_MAX has 7). */
-const SHAPE_MAX_DIGITS = 7;
+/** Digits a semaphore node's limit or weight may have: as many as SEMAPHORE_LIMIT_MAX has. */
+const SHAPE_MAX_DIGITS = String(SEMAPHORE_LIMIT_MAX).length;
 
 /** Where the `<limit>-<weight>-` after `sem-` ends, 0 if it is malformed. */
 function semaphoreFieldsEnd(nodeName: string): number {

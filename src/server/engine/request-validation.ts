@@ -1,5 +1,6 @@
 import {
   MULTI_LOCK_MAX,
+  MULTI_LOCK_MIN,
   SEMAPHORE_LIMIT_MAX,
   VALUE_MAX_BYTES,
   WAIT_TIMEOUT_MAX_MS,
@@ -40,12 +41,12 @@ export function semaphoreShapeOf(request: AcquireRequest): SemaphoreShape | unde
   return request.mode === 'semaphore' ? { limit: request.limit!, weight: request.weight ?? 1 } : undefined;
 }
 
-/** A multi-lock's targets: 2 to MULTI_LOCK_MAX distinct, valid locks; errors say which one. */
+/** A multi-lock's targets: MULTI_LOCK_MIN to MULTI_LOCK_MAX distinct, valid locks; errors say which one. */
 function validateMultiLock(locks: readonly LockTarget[]): void {
-  if (locks.length < 2 || locks.length > MULTI_LOCK_MAX) {
+  if (locks.length < MULTI_LOCK_MIN || locks.length > MULTI_LOCK_MAX) {
     throw new LockError(
       'INVALID_ARGUMENT',
-      `locks names ${locks.length} lock${locks.length === 1 ? '' : 's'}: a multi-lock takes 2 to ${MULTI_LOCK_MAX}`,
+      `locks names ${locks.length} lock${locks.length === 1 ? '' : 's'}: a multi-lock takes ${MULTI_LOCK_MIN} to ${MULTI_LOCK_MAX}`,
     );
   }
   const seen = new Set<string>();

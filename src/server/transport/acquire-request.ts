@@ -2,6 +2,7 @@ import {
   HEARTBEAT_INTERVAL_MAX_MS,
   HEARTBEAT_INTERVAL_MIN_MS,
   OWNER_MAX_BYTES,
+  RESUME_TOKEN_MAX_BYTES,
   VALUE_MAX_BYTES,
   WAIT_TIMEOUT_MAX_MS,
 } from '../../common/limits.js';
@@ -30,8 +31,6 @@ export function toWireMode(mode: LockMode | undefined): WireLockMode {
 }
 
 const CONTROL_CHARACTER = /\p{Cc}/u;
-
-const RESUME_TOKEN_MAX_BYTES = 256;
 
 /** Checks a resume token's size before it is looked up. */
 export function checkResumeToken(resumeToken: string, issuedIn: 'resumable' | 'opened' = 'resumable'): void {
@@ -153,7 +152,7 @@ function validateValue(field: string, value: Uint8Array): void {
     throw invalid(`${field} is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`);
 }
 
-/** Checks a free-form label (an owner, a reason): at most 256 bytes of UTF-8, no control characters. */
+/** Checks a free-form label (an owner, a reason): at most OWNER_MAX_BYTES of UTF-8, no control characters. */
 export function validateLabel(field: string, value: string): void {
   const bytes = Buffer.byteLength(value, 'utf8');
   if (bytes > OWNER_MAX_BYTES)
@@ -173,10 +172,14 @@ export function durationToMs({ seconds, nanos }: Duration, field: string): numbe
   }
   const ms = Number(seconds) * 1000 + Math.ceil(nanos / 1_000_000);
   if (ms > WAIT_TIMEOUT_MAX_MS) {
-    throw invalid(`${field} ${seconds}s exceeds the maximum of ${WAIT_TIMEOUT_MAX_MS} ms (about 24 days)`);
+    throw invalid(
+      `${field} ${seconds}s exceeds the maximum of ${WAIT_TIMEOUT_MAX_MS} ms (about ${Math.floor(WAIT_TIMEOUT_MAX_MS / DAY_MS)} days)`,
+    );
   }
   return ms;
 }
+
+const DAY_MS = 86_400_000;
 
 function invalid(message: string): LockError {
   return new LockError('INVALID_ARGUMENT', message);

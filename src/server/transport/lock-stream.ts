@@ -1,7 +1,7 @@
 import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings, Logger } from 'pino';
 import { lazyChild, type BindingsSource } from '../../common/lazy-logger.js';
-import { REQUEST_STATE_KEY } from '../../common/limits.js';
+import { REQUEST_STATE_KEY } from '../../common/request-state.js';
 import {
   SESSION_ENDED,
   type AcquireRequest,

@@ -96,14 +96,23 @@ class Driver:
             try:
                 # `addresses`: several endpoints, to fail over between; `address`: one.
                 endpoints = command["addresses"] if "addresses" in command else command["address"]
-                self.client = lockstream.aio.Client(endpoints)
+                # Client options, in the Python client's units (seconds).
+                options: dict[str, Any] = {}
+                if "heartbeatIntervalMs" in command:
+                    options["heartbeat_interval"] = command["heartbeatIntervalMs"] / 1000
+                if "resumeGraceMs" in command:
+                    options["resume_grace"] = command["resumeGraceMs"] / 1000
+                self.client = lockstream.aio.Client(endpoints, **options)
             except Exception as error:
                 say_failure("error", "", error)
                 return
             say("connected")
         elif op == "acquire":
             name = command["name"] + (ILL_FORMED if command.get("invalidUtf8") else "")
-            options: dict[str, Any] = {"mode": command.get("mode", "mutex")}
+            options = {"mode": command.get("mode", "mutex")}
+            for option in ("limit", "owner"):
+                if option in command:
+                    options[option] = command[option]
             if "timeoutMs" in command:
                 options["timeout"] = command["timeoutMs"] / 1000
             if "value" in command:

@@ -78,7 +78,12 @@ async function perform(command: Command): Promise<void> {
   switch (command.op) {
     case 'connect':
       try {
-        client = new LockClient('addresses' in command ? command.addresses : command.address);
+        client = new LockClient('addresses' in command ? command.addresses : command.address, {
+          ...(command.heartbeatIntervalMs === undefined
+            ? {}
+            : { heartbeatIntervalMs: command.heartbeatIntervalMs }),
+          ...(command.resumeGraceMs === undefined ? {} : { resumeGraceMs: command.resumeGraceMs }),
+        });
       } catch (error) {
         say({ event: 'error', id: '', ...failure(error) });
         return;
@@ -92,6 +97,8 @@ async function perform(command: Command): Promise<void> {
       try {
         const lock = await connected().acquire(command.name + (command.invalidUtf8 ? ILL_FORMED : ''), {
           ...(command.mode === undefined ? {} : { mode: command.mode }),
+          ...(command.limit === undefined ? {} : { limit: command.limit }),
+          ...(command.owner === undefined ? {} : { owner: command.owner }),
           ...(command.timeoutMs === undefined ? {} : { waitTimeout: command.timeoutMs }),
           ...(command.value === undefined ? {} : { value: command.value }),
           signal: wait.signal,

@@ -31,10 +31,17 @@ type command struct {
 	Name        string   `json:"name"`
 	Names       []string `json:"names"`
 	Mode        string   `json:"mode"`
+	Limit       *int     `json:"limit"`
+	Owner       *string  `json:"owner"`
 	TimeoutMs   *int64   `json:"timeoutMs"`
 	Value       *string  `json:"value"`
 	InvalidUTF8 bool     `json:"invalidUtf8"`
+	// Client options of connect.
+	HeartbeatIntervalMs *int64 `json:"heartbeatIntervalMs"`
+	ResumeGraceMs       *int64 `json:"resumeGraceMs"`
 }
+
+func milliseconds(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 type failure struct {
 	Kind    string `json:"kind"`
@@ -146,6 +153,7 @@ func codeName(code codes.Code) string {
 
 var modes = map[string]lockstream.Mode{
 	"": lockstream.Mutex, "mutex": lockstream.Mutex, "read": lockstream.Read, "write": lockstream.Write,
+	"semaphore": lockstream.Semaphore,
 }
 
 type driver struct {
@@ -169,8 +177,14 @@ func (d *driver) lockOptions(c command) []lockstream.LockOption {
 			say("revoke-requested", map[string]any{"id": c.ID, "reason": reason, "forceAt": forceAt})
 		}),
 	}
+	if c.Limit != nil {
+		options = append(options, lockstream.WithLimit(*c.Limit))
+	}
+	if c.Owner != nil {
+		options = append(options, lockstream.WithOwner(*c.Owner))
+	}
 	if c.TimeoutMs != nil {
-		options = append(options, lockstream.WithWaitTimeout(time.Duration(*c.TimeoutMs)*time.Millisecond))
+		options = append(options, lockstream.WithWaitTimeout(milliseconds(*c.TimeoutMs)))
 	}
 	if c.Value != nil {
 		options = append(options, lockstream.WithValue([]byte(*c.Value)))
@@ -208,10 +222,17 @@ func (d *driver) perform(c command) {
 		// Several endpoints (`addresses`), or one (`address`).
 		var client *lockstream.Client
 		var err error
+		var options []lockstream.ClientOption
+		if c.HeartbeatIntervalMs != nil {
+			options = append(options, lockstream.WithHeartbeatInterval(milliseconds(*c.HeartbeatIntervalMs)))
+		}
+		if c.ResumeGraceMs != nil {
+			options = append(options, lockstream.WithResumeGrace(milliseconds(*c.ResumeGraceMs)))
+		}
 		if c.Addresses != nil {
-			client, err = lockstream.DialEndpoints(c.Addresses)
+			client, err = lockstream.DialEndpoints(c.Addresses, options...)
 		} else {
-			client, err = lockstream.Dial(c.Address)
+			client, err = lockstream.Dial(c.Address, options...)
 		}
 		if err != nil {
 			sayFailure("error", "", err)

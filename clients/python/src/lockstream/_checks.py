@@ -1,6 +1,7 @@
-"""What the client checks before it sends a request: the server's own limits (src/common/limits.ts
-and the server's validation), so that a bad argument fails alone, at once, with InvalidArgument,
-instead of reaching the wire (where protobuf would raise TypeError or UnicodeEncodeError)."""
+"""What the client checks before it sends a request: the server's own limits (_limits.py, generated
+from the table proto/lockstream/v1/limits.json, and the server's validation), so that a bad argument
+fails alone, at once, with InvalidArgument, instead of reaching the wire (where protobuf would raise
+TypeError or UnicodeEncodeError)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,28 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any, Literal
 
+# The limits come from _limits.py; those the rest of the client uses are taken from here ("as":
+# exported again).
+from lockstream._limits import (
+    HEARTBEAT_INTERVAL_MAX_MS,
+    HEARTBEAT_INTERVAL_MIN_MS,
+    LOCK_NAME_MAX_BYTES as LOCK_NAME_MAX_BYTES,
+    MULTI_LOCK_MAX as MULTI_LOCK_MAX,
+    MULTI_LOCK_MIN as MULTI_LOCK_MIN,
+    OWNER_MAX_BYTES as OWNER_MAX_BYTES,
+    SEMAPHORE_LIMIT_MAX as SEMAPHORE_LIMIT_MAX,
+    VALUE_MAX_BYTES as VALUE_MAX_BYTES,
+    WAIT_TIMEOUT_MAX_MS,
+)
 from lockstream.errors import InvalidArgument
 
 Mode = Literal["mutex", "read", "write", "semaphore"]
 MODES: tuple[Mode, ...] = ("mutex", "read", "write", "semaphore")
 
-LOCK_NAME_MAX_BYTES = 512
-OWNER_MAX_BYTES = 256
-#: The largest value a holder may publish, in bytes.
-VALUE_MAX_BYTES = 1024
-MULTI_LOCK_MAX = 16
-SEMAPHORE_LIMIT_MAX = 1_000_000
-#: The longest wait (and resume grace) the server takes: 2^31 - 1 ms, about 24.8 days.
-SECONDS_MAX = (2**31 - 1) / 1000
-HEARTBEAT_INTERVAL_MIN, HEARTBEAT_INTERVAL_MAX = 0.1, 600.0
+#: The longest wait (and resume grace) the server takes, in seconds.
+SECONDS_MAX = WAIT_TIMEOUT_MAX_MS / 1000
+#: The heartbeat intervals the server accepts, in seconds.
+HEARTBEAT_INTERVAL_MIN, HEARTBEAT_INTERVAL_MAX = HEARTBEAT_INTERVAL_MIN_MS / 1000, HEARTBEAT_INTERVAL_MAX_MS / 1000
 _UINT64_MAX = 2**64 - 1
 
 
@@ -42,7 +51,7 @@ def _forbidden(text: str) -> tuple[int, str] | None:
 
 
 def check_name(name: object) -> str:
-    """A lock name: a str of 1 to 512 bytes of UTF-8 without control characters."""
+    """A lock name: a str of 1 to LOCK_NAME_MAX_BYTES of UTF-8 without control characters."""
     if not isinstance(name, str):
         raise InvalidArgument("", f"a lock name must be a str, not {type(name).__name__}")
     bad = _forbidden(name)
@@ -58,7 +67,7 @@ def check_name(name: object) -> str:
 
 
 def check_owner(name: str, owner: object) -> str:
-    """Who asks: a str of at most 256 bytes of UTF-8 without control characters."""
+    """Who asks: a str of at most OWNER_MAX_BYTES of UTF-8 without control characters."""
     if not isinstance(owner, str):
         raise InvalidArgument(name, f"owner must be a str, not {type(owner).__name__}")
     bad = _forbidden(owner)
@@ -71,7 +80,7 @@ def check_owner(name: str, owner: object) -> str:
 
 
 def check_value(name: str, value: object) -> bytes:
-    """A published value: bytes (or a str, sent as UTF-8) of at most 1024 bytes."""
+    """A published value: bytes (or a str, sent as UTF-8) of at most VALUE_MAX_BYTES."""
     if isinstance(value, str):
         bad = _forbidden(value)
         if bad is not None and bad[1].startswith("lone surrogate"):
@@ -102,7 +111,8 @@ def check_seconds(name: str, option: str, value: object, maximum: float = SECOND
 
 
 def check_heartbeat_interval(value: object) -> float:
-    """0 (no heartbeats), or what the server accepts: 0.1 s to 10 minutes."""
+    """0 (no heartbeats), or what the server accepts: HEARTBEAT_INTERVAL_MIN to HEARTBEAT_INTERVAL_MAX
+    seconds."""
     seconds = check_seconds("", "heartbeat_interval", value, HEARTBEAT_INTERVAL_MAX)
     if 0 < seconds < HEARTBEAT_INTERVAL_MIN:
         raise InvalidArgument("", f"heartbeat_interval must be 0 (none) or {HEARTBEAT_INTERVAL_MIN:g} to "
@@ -120,8 +130,8 @@ def check_count(name: str, option: str, value: object, minimum: int, maximum: in
 
 
 def check_semaphore(name: str, mode: Mode, limit: object, weight: object) -> tuple[int, int | None]:
-    """A semaphore's limit (1 to 1,000,000) and weight (1 to the limit; None: 1); neither for a
-    lock mode."""
+    """A semaphore's limit (1 to SEMAPHORE_LIMIT_MAX) and weight (1 to the limit; None: 1); neither
+    for a lock mode."""
     if mode != "semaphore":
         if limit != 0 or weight is not None:
             raise InvalidArgument(name, f"{'limit' if limit != 0 else 'weight'} applies to a semaphore only, "

@@ -285,8 +285,9 @@ class Client:
         locks = [target if isinstance(target, Target) else Target(target) for target in targets]
         wire = [target._message() for target in locks]  # checks each
         name = "+".join(target.name for target in locks)
-        if not 2 <= len(locks) <= _checks.MULTI_LOCK_MAX:
-            raise InvalidArgument(name, f"a multi-lock takes 2 to {_checks.MULTI_LOCK_MAX} locks, not {len(locks)}")
+        if not _checks.MULTI_LOCK_MIN <= len(locks) <= _checks.MULTI_LOCK_MAX:
+            raise InvalidArgument(name, f"a multi-lock takes {_checks.MULTI_LOCK_MIN} to {_checks.MULTI_LOCK_MAX} locks, "
+                                        f"not {len(locks)}")
         if len({target.name for target in locks}) < len(locks):
             raise InvalidArgument(name, "a multi-lock names a lock twice")
         message = pb.SessionAcquire(
