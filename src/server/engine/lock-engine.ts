@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { joinPath, type CoordinationStore, type NodeReplacement, type OwnedNode } from '../stores/store.js';
-import { Acquisition } from './acquisition.js';
+import { Acquisition, type AcquireListener, type AcquisitionEngine } from './acquisition.js';
 import type { AcquireOptions, AcquireRequest, Lease, RequestOptions } from './lock-request.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
 import { QueueWaits } from './queue-wait.js';
-import type { AcquireListener, AcquisitionEngine } from './request-part.js';
 import { validateRequest } from './request-validation.js';
 import { Revoker } from './revoker.js';
 import { SemaphoreWakeups } from './semaphore-wakeups.js';

@@ -11,7 +11,7 @@ import {
   type LeaseHolder,
   type RevokeRequest,
 } from './lock-request.js';
-import type { AcquireListener } from './request-part.js';
+import type { AcquireListener } from './acquisition.js';
 import type { RequestListener, RequestNews } from './request-news.js';
 import type { LetGo, RequestSession } from './request-session.js';
 import type { OwnedNode } from '../stores/store.js';
