@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../support/random.js';
-import { conflicts, isExclusive, type LockMode } from '../../src/server/engine/lock-mode.js';
+import { conflicts, isExclusive, type LockMode } from '../../src/server/engine/lock-request.js';
 import { nodePrefix, parseNodeName, queueOrder } from '../../src/server/engine/node-name.js';
 import { disagreement, holders, position, type Position } from '../../src/server/engine/queue-position.js';
 

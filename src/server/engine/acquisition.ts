@@ -28,7 +28,7 @@ import { MultiLease } from './multi-lease.js';
 import { nodePrefix, parseNodeName } from './node-name.js';
 import { requestRecords } from './node-record.js';
 import { disagreement, releaseFreesWatchers, type HeldPosition, type Position } from './queue-position.js';
-import type { QueueWaits } from './queue-wait.js';
+import type { QueueWaits } from './local-queue.js';
 import { semaphoreShapeOf } from './request-validation.js';
 import type { SemaphoreWakeup, SemaphoreWakeups } from './semaphore-wakeups.js';
 import type { SessionDependents } from './session-dependents.js';

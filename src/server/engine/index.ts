@@ -20,4 +20,4 @@ export {
 } from './lock-session.js';
 export type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
 export type { AcquireRequest, HeldRequest, Lease, LockTarget, RevokeRequest } from './lock-request.js';
-export type { LockMode } from './lock-mode.js';
+export type { LockMode } from './lock-request.js';

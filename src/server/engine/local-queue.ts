@@ -7,7 +7,15 @@ import {
   type QueueNode,
   type QueueNodeReader,
 } from './node-name.js';
-import { waiterPlaces } from './queue-position.js';
+import { position, waiterPlaces, type Position } from './queue-position.js';
+import type { SemaphoreWakeups } from './semaphore-wakeups.js';
+
+/*
+ * The queues this engine's requests wait in, as this server sees them: each lock's LocalQueue
+ * (its waiters' places and parsed names), QueueWaits (every LocalQueue of the engine, and where
+ * a request stands in a listing), and ReleasedHolders (holders here whose release frees the
+ * waiters here that watched them).
+ */
 
 /** Queues shorter than this are parsed afresh on every listing: cheap, and nothing to keep. */
 const NODE_CACHE_FROM = 64;
@@ -253,3 +261,112 @@ export class LocalQueue {
 
 /** A waiter's listing: as told by the store's watch (see CoordinationStore.children). */
 const AS_TOLD = { asTold: true } as const;
+
+/**
+ * What the waits of one engine's requests (Acquisitions) share: the queues they wait in
+ * (LocalQueue: their places, and the parsed names of long queues), where a request stands in a
+ * listing, and the holders of this engine released while waiters here watched them.
+ */
+export class QueueWaits {
+  readonly #store: CoordinationStore;
+  readonly #maxWaitersPerLock: number;
+  readonly #semaphores: SemaphoreWakeups;
+  /** The queues requests of this engine wait in, by lock path (see LocalQueue). */
+  readonly #localQueues = new Map<string, LocalQueue>();
+  readonly #released = new ReleasedHolders();
+
+  constructor(options: {
+    readonly store: CoordinationStore;
+    readonly maxWaitersPerLock: number;
+    readonly semaphores: SemaphoreWakeups;
+  }) {
+    this.#store = options.store;
+    this.#maxWaitersPerLock = options.maxWaitersPerLock;
+    this.#semaphores = options.semaphores;
+  }
+
+  /** For an Acquisition's wait: the semaphore wake-ups. */
+  get semaphores(): SemaphoreWakeups {
+    return this.#semaphores;
+  }
+
+  /** For an Acquisition's wait: the most requests a request may find ahead of it. */
+  get maxWaitersPerLock(): number {
+    return this.#maxWaitersPerLock;
+  }
+
+  /**
+   * The holders of this engine released while waiters here watched them: a TurnWait reads it;
+   * a lease of this server whose release frees its watchers (see releaseFreesWatchers) adds its
+   * node when released, and waiters here that watch that node then hold without listing again.
+   */
+  get released(): ReleasedHolders {
+    return this.#released;
+  }
+
+  /** Counts a request in `dir`'s queue until it calls `leave` with the queue returned. */
+  join(dir: string): LocalQueue {
+    let queue = this.#localQueues.get(dir);
+    if (!queue) {
+      queue = new LocalQueue(this.#store, dir);
+      this.#localQueues.set(dir, queue);
+    }
+    queue.join();
+    return queue;
+  }
+
+  /** A request joined with `join` has left `queue`; the LocalQueue goes with the last one. */
+  leave(dir: string, queue: LocalQueue): void {
+    queue.leave();
+    if (queue.empty && this.#localQueues.get(dir) === queue) this.#localQueues.delete(dir);
+  }
+
+  /** Where `me` stands in a listing of `dir`; a long queue's names are parsed once, not per listing. */
+  position(dir: string, children: readonly string[], me: string): Position {
+    const queue = this.#localQueues.get(dir);
+    return queue ? position(children, me, queue.nodeReader(children)) : position(children, me);
+  }
+}
+
+/** Released holders remembered for the waiters behind them, at most. */
+const MAX_RELEASED_HOLDERS = 10_000;
+
+/**
+ * Nodes that waiters of this engine wait for, and those of them that holders of this engine
+ * released, whose release frees their watchers. Only nodes a waiter here waits for are kept,
+ * and at most MAX_RELEASED_HOLDERS (a waiter that gave up leaves its entry behind).
+ */
+export class ReleasedHolders {
+  /** Awaited nodes, with how many waiters here wait for each. */
+  readonly #awaited = new Map<string, number>();
+  readonly #released = new Set<string>();
+
+  /** A waiter waits for `path` until it calls `stopAwaiting`. */
+  awaiting(path: string): void {
+    this.#awaited.set(path, (this.#awaited.get(path) ?? 0) + 1);
+  }
+
+  /** Whether a holder here released `path` while a waiter here awaited it. */
+  released(path: string): boolean {
+    return this.#released.has(path);
+  }
+
+  stopAwaiting(path: string): void {
+    const count = (this.#awaited.get(path) ?? 1) - 1;
+    if (count > 0) {
+      this.#awaited.set(path, count);
+    } else {
+      this.#awaited.delete(path);
+      this.#released.delete(path);
+    }
+  }
+
+  add(path: string): void {
+    if (!this.#awaited.has(path)) return; // nobody here waits for it
+    if (this.#released.size >= MAX_RELEASED_HOLDERS) {
+      const oldest = this.#released.values().next();
+      if (!oldest.done) this.#released.delete(oldest.value);
+    }
+    this.#released.add(path);
+  }
+}

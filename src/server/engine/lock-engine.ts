@@ -4,7 +4,7 @@ import { joinPath, type CoordinationStore, type NodeReplacement, type OwnedNode 
 import { Acquisition, type AcquireListener, type AcquisitionEngine } from './acquisition.js';
 import type { AcquireOptions, AcquireRequest, Lease, RequestOptions } from './lock-request.js';
 import { encodeLockName, validateLockName } from './lock-name.js';
-import { QueueWaits } from './queue-wait.js';
+import { QueueWaits } from './local-queue.js';
 import { validateRequest } from './request-validation.js';
 import { Revoker } from './revoker.js';
 import { SemaphoreWakeups } from './semaphore-wakeups.js';

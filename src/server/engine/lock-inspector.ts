@@ -10,7 +10,7 @@ import { parseNodeRecord, publishedValue, recordedToken } from './node-record.js
 import type { LockEngine } from './lock-engine.js';
 import { onAbort } from '../../common/abort.js';
 import { LockError } from '../lock-error.js';
-import type { LockMode } from './lock-mode.js';
+import type { LockMode } from './lock-request.js';
 import { decodeLockName, validateLockName } from './lock-name.js';
 import { queueOrder, type QueueEntry } from './node-name.js';
 import { holders } from './queue-position.js';

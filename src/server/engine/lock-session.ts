@@ -5,7 +5,7 @@ import type { AcquireRequest } from './lock-request.js';
 import type { OwnedNode } from '../stores/store.js';
 import type { RequestTag } from './lock-request.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
-import type { RequestSession } from './request-session.js';
+import type { RequestSession } from './request-news.js';
 import { SessionRequest } from './session-request.js';
 import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';
 

@@ -1,5 +1,5 @@
 import { LockError } from '../lock-error.js';
-import type { LetGo } from './request-session.js';
+import type { LetGo } from './request-news.js';
 
 /* How the engine words a lost lock or a vanished request: the messages holders and waiters are told. */
 
@@ -54,4 +54,43 @@ export function notAcquired(name: string, how: LetGo, streamNoun: string): LockE
 /** Why a held lock's request ends when its client cancels it (the lock is released). */
 export function cancelledHold(name: string): LockError {
   return new LockError('CANCELLED', `lock "${name}" was released: the client cancelled the request`);
+}
+
+/** A short list of listeners: an array is a fraction of a Set's size, and these lists hold one or two. */
+export class Listeners<T, R = void> {
+  #listeners: Array<(value: T) => R> | undefined;
+
+  add(listener: (value: T) => R): () => void {
+    // A literal of one, not a push: a pushed-to empty array reserves room for seventeen.
+    if (this.#listeners) this.#listeners.push(listener);
+    else this.#listeners = [listener];
+    return () => {
+      const index = this.#listeners?.indexOf(listener) ?? -1;
+      if (index >= 0) this.#listeners?.splice(index, 1);
+    };
+  }
+
+  /** Calls every listener; returns what they returned. */
+  tell(value: T): R[] {
+    return [...(this.#listeners ?? [])].map((listener) => listener(value));
+  }
+}
+
+/**
+ * How long a forced revocation waits for the holder to be told before it frees the lock
+ * anyway: a holder whose connection does not read cannot be told, and must not keep the lock
+ * past its deadline for long.
+ */
+export const LOSS_TELLING_BOUND_MS = 1_000;
+
+/** Resolves once every promise in `telling` (what loss listeners returned) has settled, or after LOSS_TELLING_BOUND_MS. */
+export async function whenTold(telling: Array<void | Promise<void>>): Promise<void> {
+  const pending = telling.filter((told): told is Promise<void> => told instanceof Promise);
+  if (pending.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.allSettled(pending),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, LOSS_TELLING_BOUND_MS))),
+  ]);
+  clearTimeout(timer);
 }

@@ -1,11 +1,11 @@
 import { isLockError, LockError } from '../lock-error.js';
-import type { LockMode } from './lock-mode.js';
+import type { LockMode } from './lock-request.js';
 import type { CoordinationStore } from '../stores/store.js';
 import type { Lease, LeaseHolder, RevokeRequest } from './lock-request.js';
 import { DeleteBatch } from './delete-batch.js';
 import type { LockRequestNode } from './lease.js';
 import { escalates, MonotonicDeadline } from './revocation.js';
-import { whenTold } from './telling.js';
+import { whenTold } from './loss-reasons.js';
 
 /**
  * The locks of a multi-lock, held as one: one release, one loss (the first part lost ends the

@@ -1,5 +1,5 @@
 import { SEMAPHORE_LIMIT_MAX } from '../../common/limits.js';
-import type { LockMode } from './lock-mode.js';
+import type { LockMode } from './lock-request.js';
 
 /**
  * A request in a lock's queue as the grant rule sees it, read from its node's name:

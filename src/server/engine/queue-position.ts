@@ -1,4 +1,4 @@
-import { conflicts, type LockMode } from './lock-mode.js';
+import { conflicts, type LockMode } from './lock-request.js';
 import { modeOf, queueNodeOf, semaphoreShape, type QueueNode, type QueueNodeReader } from './node-name.js';
 
 /*

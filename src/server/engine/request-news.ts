@@ -1,6 +1,7 @@
 import type { LockError } from '../lock-error.js';
 import type { AcquireRequest, HeldRequest, Lease, RevokeRequest } from './lock-request.js';
-import type { LockMode } from './lock-mode.js';
+import type { LockMode } from './lock-request.js';
+import type { RequestTag } from './lock-request.js';
 
 /*
  * What a session tells the stream attached to it, in the engine's own terms: each RPC's
@@ -57,3 +58,23 @@ export interface RequestAccounting {
   holdEnded(mode: LockMode, outcome: 'released' | 'lost', heldMs: number, held: readonly HeldRequest[]): void;
   notGranted(mode: LockMode, error: unknown): void;
 }
+
+/** What a request needs of the session it belongs to (LockSession). */
+export interface RequestSession {
+  /** The attached stream, if any. */
+  readonly listener: RequestListener | undefined;
+  readonly accounting: RequestAccounting;
+  readonly ended: boolean;
+  /** How messages name the stream that carries the session. */
+  readonly streamNoun: string;
+  isAttached(listener: RequestListener): boolean;
+  /** Runs `work` (a request's store work) in its turn among every session's. */
+  storeWork<T>(work: () => Promise<T>): Promise<T>;
+  /** The request is over and its end told (or nobody is left to tell). */
+  forgetRequest(request: { readonly id: number }): void;
+  /** What request `id`'s nodes record of the session, when it can be resumed elsewhere. */
+  tag(id: number): RequestTag | undefined;
+}
+
+/** How the client let a request go: `release`, `cancel`, or its session closing cleanly. */
+export type LetGo = 'release' | 'cancel' | 'close';

@@ -7,7 +7,7 @@ import {
 } from '../../common/limits.js';
 import { LockError } from '../lock-error.js';
 import { validateLockName } from './lock-name.js';
-import type { LockMode } from './lock-mode.js';
+import type { LockMode } from './lock-request.js';
 import type { AcquireRequest, LockTarget } from './lock-request.js';
 import type { SemaphoreShape } from './node-name.js';
 

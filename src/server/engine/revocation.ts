@@ -1,6 +1,6 @@
 import type { RevokeRequest } from './lock-request.js';
 import { parseNodeRecord, type NodeRecord } from './node-record.js';
-import { Listeners } from './telling.js';
+import { Listeners } from './loss-reasons.js';
 
 /*
  * The revocation rule. RevokeLock asks a holder to release its lock, cooperatively or with a

@@ -13,7 +13,7 @@ import {
 } from './lock-request.js';
 import type { AcquireListener } from './acquisition.js';
 import type { RequestListener, RequestNews } from './request-news.js';
-import type { LetGo, RequestSession } from './request-session.js';
+import type { LetGo, RequestSession } from './request-news.js';
 import type { OwnedNode } from '../stores/store.js';
 
 type Phase = 'waiting' | 'held' | 'releasing' | 'ended';
