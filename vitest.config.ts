@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { scaled } from './test/support/timing.js';
 
 export default defineConfig({
   test: {
@@ -8,7 +9,8 @@ export default defineConfig({
     setupFiles: ['test/setup/unit-no-sockets.ts'],
     // Child processes (ZooKeeper JVMs, native ZooKeeper client) are better isolated in forks.
     pool: 'forks',
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // LOCKSTREAM_TEST_TIME_SCALE stretches both on a slow machine (test/support/timing.ts).
+    testTimeout: scaled(30_000),
+    hookTimeout: scaled(60_000),
   },
 });

@@ -6,6 +6,7 @@ import { Driver, prepareDrivers, type ClientLanguage } from '../clients/harness.
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { faultFixture } from '../support/fault-fixture.js';
 import type { ServerProcess } from '../support/server-process.js';
+import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -26,7 +27,7 @@ const WAITING = 5;
 /** Of the held locks, how many another client queues for (its grants are the history's test). */
 const CONTESTED = 5;
 
-beforeAll(prepareDrivers, 180_000);
+beforeAll(prepareDrivers, scaled(180_000));
 
 describe.each(CLIENTS)('instance failover, the %s client', (language) => {
   const fixture = faultFixture();
@@ -68,7 +69,7 @@ describe.each(CLIENTS)('instance failover, the %s client', (language) => {
         }),
       );
       await expect
-        .poll(async () => (await rival.describe(held[0]!)).waiters.length, { timeout: 10_000 })
+        .poll(async () => (await rival.describe(held[0]!)).waiters.length, { timeout: scaled(10_000) })
         .toBe(1);
 
       const from = driver.observations.length;
@@ -128,6 +129,6 @@ describe.each(CLIENTS)('instance failover, the %s client', (language) => {
       }
       for (const name of wanted) expect((await driver.release(name)).event).toBe('released');
     },
-    120_000,
+    scaled(120_000),
   );
 });
