@@ -12,5 +12,7 @@ export default defineConfig({
     // LOCKSTREAM_TEST_TIME_SCALE stretches both on a slow machine (test/support/timing.ts).
     testTimeout: scaled(30_000),
     hookTimeout: scaled(60_000),
+    // expect.poll without a timeout of its own: vitest's 1 s, stretched the same way.
+    expect: { poll: { timeout: scaled(1_000) } },
   },
 });
