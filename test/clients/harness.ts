@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { killOnExit } from '../setup/zookeeper-process.js';
 import type { ClientOptions, Command, StampedObservation } from './protocol.js';
+import { scaled } from '../support/timing.js';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const GO_DRIVER = join(repo, '.tmp/bin/lockstream-conformance-go');
@@ -44,7 +45,7 @@ export async function prepareDrivers(): Promise<void> {
 export type Received = StampedObservation & { readonly arrivedAt: number };
 
 /** How long to wait for an observation before failing with what the driver said so far. */
-const PATIENCE_MS = 30_000;
+const PATIENCE_MS = scaled(30_000);
 
 /**
  * One driver process: commands go to its stdin, observations come from its stdout and are kept

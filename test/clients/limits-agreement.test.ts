@@ -1,3 +1,4 @@
+import { scaled } from '../support/timing.js';
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -199,7 +200,7 @@ function lockName(who: string): string {
   return `limits/${who}/${randomUUID()}`;
 }
 
-beforeAll(prepareDrivers, 180_000);
+beforeAll(prepareDrivers, scaled(180_000));
 
 describe('the limits table', () => {
   it('has a boundary case here for every limit in it, and none for a limit it lacks', () => {
@@ -214,7 +215,7 @@ describe('the server', () => {
   beforeAll(async () => {
     server = await startServerProcess([]);
     caller = new LockCaller(server.address);
-  }, 60_000);
+  }, scaled(60_000));
 
   afterAll(async () => {
     caller?.client.close();
@@ -232,23 +233,27 @@ describe('the server', () => {
     return 'acquired';
   }
 
-  it('accepts a request at each limit of the table and refuses one past it with INVALID_ARGUMENT', async () => {
-    const asked = BOUNDARIES.filter((b) => b.kind !== 'server');
-    const results = { at: {} as Record<string, string>, past: {} as Record<string, string> };
-    for (const boundary of asked) {
-      const { at, past } = values(boundary);
-      for (const [which, n] of [
-        ['at', at],
-        ['past', past],
-      ] as const) {
-        const answered = await served(caller.open(boundary.start(n, lockName('server'))));
-        results[which][label(boundary, n)] = answered.startsWith('INVALID_ARGUMENT')
-          ? 'INVALID_ARGUMENT'
-          : answered;
+  it(
+    'accepts a request at each limit of the table and refuses one past it with INVALID_ARGUMENT',
+    async () => {
+      const asked = BOUNDARIES.filter((b) => b.kind !== 'server');
+      const results = { at: {} as Record<string, string>, past: {} as Record<string, string> };
+      for (const boundary of asked) {
+        const { at, past } = values(boundary);
+        for (const [which, n] of [
+          ['at', at],
+          ['past', past],
+        ] as const) {
+          const answered = await served(caller.open(boundary.start(n, lockName('server'))));
+          results[which][label(boundary, n)] = answered.startsWith('INVALID_ARGUMENT')
+            ? 'INVALID_ARGUMENT'
+            : answered;
+        }
       }
-    }
-    expect(results).toEqual(expected(asked, 'INVALID_ARGUMENT'));
-  }, 60_000);
+      expect(results).toEqual(expected(asked, 'INVALID_ARGUMENT'));
+    },
+    scaled(60_000),
+  );
 
   it('looks up a resume token at its limit (an unknown one: NOT_FOUND) and refuses one past it with INVALID_ARGUMENT', async () => {
     for (const boundary of BOUNDARIES) {
@@ -269,93 +274,95 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
 
   beforeAll(async () => {
     server = await startServerProcess([]);
-  }, 60_000);
+  }, scaled(60_000));
 
   afterAll(async () => {
     await server?.kill('SIGTERM');
   });
 
-  it('accepts each request at its limit, and refuses one past it itself (nothing sent) with invalid-argument', async ({
-    expect,
-    onTestFinished,
-  }) => {
-    const proxy = await TcpProxy.start(server.address);
-    onTestFinished(() => proxy.close());
-    const driver = await Driver.start(language, proxy.address);
-    onTestFinished(() => driver.stop());
-    const asked = BOUNDARIES.flatMap((b) => (b.kind === 'request' ? [b] : []));
-    const results = { at: {} as Record<string, string>, past: {} as Record<string, string> };
+  it(
+    'accepts each request at its limit, and refuses one past it itself (nothing sent) with invalid-argument',
+    async ({ expect, onTestFinished }) => {
+      const proxy = await TcpProxy.start(server.address);
+      onTestFinished(() => proxy.close());
+      const driver = await Driver.start(language, proxy.address);
+      onTestFinished(() => driver.stop());
+      const asked = BOUNDARIES.flatMap((b) => (b.kind === 'request' ? [b] : []));
+      const results = { at: {} as Record<string, string>, past: {} as Record<string, string> };
 
-    const atLimit = asked.map((boundary, i) => {
-      const id = `at-${i}`;
-      driver.send(boundary.command(values(boundary).at, lockName(language), id));
-      return { boundary, id };
-    });
-    for (const { boundary, id } of atLimit) {
-      const outcome = await driver.outcome(id);
-      results.at[label(boundary, values(boundary).at)] = answer(outcome);
-      if (outcome.event === 'acquired') await driver.release(id);
-    }
+      const atLimit = asked.map((boundary, i) => {
+        const id = `at-${i}`;
+        driver.send(boundary.command(values(boundary).at, lockName(language), id));
+        return { boundary, id };
+      });
+      for (const { boundary, id } of atLimit) {
+        const outcome = await driver.outcome(id);
+        results.at[label(boundary, values(boundary).at)] = answer(outcome);
+        if (outcome.event === 'acquired') await driver.release(id);
+      }
 
-    // Nothing passes the proxy now: a request the client sends gets no answer.
-    proxy.freeze();
-    const pastLimit = asked.map((boundary, i) => {
-      const id = `past-${i}`;
-      driver.send(boundary.command(values(boundary).past, lockName(language), id));
-      return { boundary, id };
-    });
-    const unanswered = new Promise<undefined>((resolve) => setTimeout(resolve, 3_000, undefined));
-    for (const { boundary, id } of pastLimit) {
-      const outcome = await Promise.race([driver.outcome(id), unanswered]);
-      results.past[label(boundary, values(boundary).past)] =
-        outcome === undefined
-          ? 'sent to the server (no answer while the connection was frozen)'
-          : outcome.event === 'error' && outcome.kind === 'invalid-argument'
-            ? 'invalid-argument'
-            : answer(outcome);
-    }
-    proxy.thaw();
+      // Nothing passes the proxy now: a request the client sends gets no answer.
+      proxy.freeze();
+      const pastLimit = asked.map((boundary, i) => {
+        const id = `past-${i}`;
+        driver.send(boundary.command(values(boundary).past, lockName(language), id));
+        return { boundary, id };
+      });
+      const unanswered = new Promise<undefined>((resolve) => setTimeout(resolve, scaled(3_000), undefined));
+      for (const { boundary, id } of pastLimit) {
+        const outcome = await Promise.race([driver.outcome(id), unanswered]);
+        results.past[label(boundary, values(boundary).past)] =
+          outcome === undefined
+            ? 'sent to the server (no answer while the connection was frozen)'
+            : outcome.event === 'error' && outcome.kind === 'invalid-argument'
+              ? 'invalid-argument'
+              : answer(outcome);
+      }
+      proxy.thaw();
 
-    expect(results, driver.transcript()).toEqual(expected(asked, 'invalid-argument'));
-  }, 60_000);
+      expect(results, driver.transcript()).toEqual(expected(asked, 'invalid-argument'));
+    },
+    scaled(60_000),
+  );
 
-  it('accepts each client option at its limit, and refuses one past it when the client is made with invalid-argument', async ({
-    expect,
-    onTestFinished,
-  }) => {
-    const asked = BOUNDARIES.flatMap((b) => (b.kind === 'option' ? [b] : []));
-    const results = { at: {} as Record<string, string>, past: {} as Record<string, string> };
+  it(
+    'accepts each client option at its limit, and refuses one past it when the client is made with invalid-argument',
+    async ({ expect, onTestFinished }) => {
+      const asked = BOUNDARIES.flatMap((b) => (b.kind === 'option' ? [b] : []));
+      const results = { at: {} as Record<string, string>, past: {} as Record<string, string> };
 
-    for (const boundary of asked) {
-      const n = values(boundary).at;
+      for (const boundary of asked) {
+        const n = values(boundary).at;
+        const driver = await Driver.launch(language);
+        onTestFinished(() => driver.stop());
+        const connected = await driver.connect(server.address, boundary.options(n));
+        if (connected.event !== 'connected') {
+          results.at[label(boundary, n)] = `not connected: ${answer(connected)}`;
+          continue;
+        }
+        driver.send({ op: 'acquire', id: 'at', name: lockName(language) });
+        const outcome = await driver.outcome('at');
+        results.at[label(boundary, n)] = answer(outcome);
+        if (outcome.event === 'acquired') await driver.release('at');
+        await driver.stop();
+      }
+
+      // A connect that fails leaves the driver without a client, ready for the next.
       const driver = await Driver.launch(language);
       onTestFinished(() => driver.stop());
-      const connected = await driver.connect(server.address, boundary.options(n));
-      if (connected.event !== 'connected') {
-        results.at[label(boundary, n)] = `not connected: ${answer(connected)}`;
-        continue;
+      for (const boundary of asked) {
+        const n = values(boundary).past;
+        const connected = await driver.connect(server.address, boundary.options(n));
+        results.past[label(boundary, n)] =
+          connected.event === 'error' && connected.kind === 'invalid-argument'
+            ? 'invalid-argument'
+            : connected.event === 'connected'
+              ? 'connected (the client took it)'
+              : answer(connected);
       }
-      driver.send({ op: 'acquire', id: 'at', name: lockName(language) });
-      const outcome = await driver.outcome('at');
-      results.at[label(boundary, n)] = answer(outcome);
-      if (outcome.event === 'acquired') await driver.release('at');
-      await driver.stop();
-    }
 
-    // A connect that fails leaves the driver without a client, ready for the next.
-    const driver = await Driver.launch(language);
-    onTestFinished(() => driver.stop());
-    for (const boundary of asked) {
-      const n = values(boundary).past;
-      const connected = await driver.connect(server.address, boundary.options(n));
-      results.past[label(boundary, n)] =
-        connected.event === 'error' && connected.kind === 'invalid-argument'
-          ? 'invalid-argument'
-          : connected.event === 'connected'
-            ? 'connected (the client took it)'
-            : answer(connected);
-    }
-
-    expect(results, driver.transcript()).toEqual(expected(asked, 'invalid-argument'));
-  }, 90_000);
+      expect(results, driver.transcript()).toEqual(expected(asked, 'invalid-argument'));
+    },
+    scaled(90_000),
+  );
 });

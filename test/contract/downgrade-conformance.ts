@@ -2,7 +2,7 @@ import { status } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import type { DescribeLockResponse } from '../../src/gen/lockstream/v1/lockstream.js';
 import { LockMode, type LockRpc, nextReceipt, type RequestStream } from '../support/lock-caller.js';
-import { useConformanceServer, type BackendUnderTest } from './lock-conformance.js';
+import { useConformanceServer, type BackendUnderTest } from './conformance-server.js';
 
 /**
  * Downgrade (a WRITE hold becomes a READ hold in one step), on both RPCs: the hold keeps its

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { AcquireStart, LockTarget } from '../../src/gen/lockstream/v1/lockstream.js';
 import { LockMode, type LockRpc, nextReceipt, type RequestStream } from '../support/lock-caller.js';
 import { mulberry32 } from '../support/random.js';
-import { useConformanceServer, type BackendUnderTest } from './lock-conformance.js';
+import { useConformanceServer, type BackendUnderTest } from './conformance-server.js';
 
 /**
  * Multi-locks (AcquireStart.locks), on both RPCs: all locks or none, one token per lock, one

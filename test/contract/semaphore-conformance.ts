@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { AcquireStart, DescribeLockResponse } from '../../src/gen/lockstream/v1/lockstream.js';
 import { LockMode, type LockRpc, nextReceipt, type RequestStream } from '../support/lock-caller.js';
 import { mulberry32 } from '../support/random.js';
-import { useConformanceServer, type BackendUnderTest } from './lock-conformance.js';
+import { useConformanceServer, type BackendUnderTest } from './conformance-server.js';
 
 /**
  * Semaphores (LOCK_MODE_SEMAPHORE with a limit and weights), on both RPCs: grants never exceed

@@ -10,7 +10,7 @@ import {
   testLogger,
   type BackendUnderTest,
   type ConformanceContext,
-} from './lock-conformance.js';
+} from './conformance-server.js';
 
 /**
  * What only a Session stream does, on every back end: many requests on one stream, each

@@ -8,6 +8,7 @@ import {
   type StoreStats,
   createSequential,
 } from '../../src/server/stores/store.js';
+import { scaled } from '../support/timing.js';
 
 /** A store under test, and how to end its current session as an expiry would. */
 export interface StoreUnderTest {
@@ -739,15 +740,19 @@ export function describeStoreContract(
         expect(await store.children(`${root}/locks/c`)).toEqual([]);
       });
 
-      it('on expiry wakes the waiters on the deleted nodes', async () => {
-        const a = await create();
-        const b = await create();
-        const waitA = waitUntilDeleted(store, a.path, { signal: neverAborted() });
-        const waitB = waitUntilDeleted(store, b.path, { signal: neverAborted() });
-        await roundTrip();
-        await expireSession();
-        await expect(Promise.all([waitA, waitB])).resolves.toEqual([undefined, undefined]);
-      }, 15_000);
+      it(
+        'on expiry wakes the waiters on the deleted nodes',
+        async () => {
+          const a = await create();
+          const b = await create();
+          const waitA = waitUntilDeleted(store, a.path, { signal: neverAborted() });
+          const waitB = waitUntilDeleted(store, b.path, { signal: neverAborted() });
+          await roundTrip();
+          await expireSession();
+          await expect(Promise.all([waitA, waitB])).resolves.toEqual([undefined, undefined]);
+        },
+        scaled(15_000),
+      );
 
       it('replaces the lost session with a new one, whose nodes survive', async () => {
         const old = store.session;

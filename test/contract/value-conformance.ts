@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { DescribeLockResponse } from '../../src/gen/lockstream/v1/lockstream.js';
 import { parseNodeRecord } from '../../src/server/engine/node-record.js';
 import type { LockRpc, RequestStream } from '../support/lock-caller.js';
-import { useConformanceServer, type BackendUnderTest } from './lock-conformance.js';
+import { useConformanceServer, type BackendUnderTest } from './conformance-server.js';
 
 /**
  * Holder values (AcquireStart.value, `set_value`), on both RPCs: what a holder publishes is what

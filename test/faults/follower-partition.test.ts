@@ -8,6 +8,7 @@ import { TestNetwork, type Host } from '../jepsen/net/test-network.js';
 import { startNetworkedEnsemble } from '../jepsen/net/zookeeper-hosts.js';
 import type { ServerProcess } from '../support/server-process.js';
 import { serveOnHost } from '../jepsen/net/lockstream-hosts.js';
+import { scaled } from '../support/timing.js';
 
 /** A follower goes on answering reads for syncLimit × tickTime after losing its leader: 4 s. */
 const TICK_MS = 500;
@@ -131,24 +132,32 @@ describe('a lockstream instance whose ZooKeeper follower is cut off from its lea
     return { holder, next, lost, doubted, verdict };
   }
 
-  it('tells its holder it is in doubt and has lost the lock before another instance grants it', async () => {
-    const { next, lost, doubted, verdict } = await cutFollower();
-    expect(next.type).toBe('ok');
-    // The strict loss rule, directly: A's holder was told before B was granted.
-    expect(doubted).toBeDefined();
-    expect(doubted!.t).toBeLessThan(next.t);
-    expect(lost.t).toBeLessThan(next.t);
-    expect(verdict.exitCode, verdict.stdout).toBe(0);
-    expect(verdict.anomalies).toBe(0);
-    expect(verdict.operations).toBeGreaterThanOrEqual(5);
-  }, 180_000);
+  it(
+    'tells its holder it is in doubt and has lost the lock before another instance grants it',
+    async () => {
+      const { next, lost, doubted, verdict } = await cutFollower();
+      expect(next.type).toBe('ok');
+      // The strict loss rule, directly: A's holder was told before B was granted.
+      expect(doubted).toBeDefined();
+      expect(doubted!.t).toBeLessThan(next.t);
+      expect(lost.t).toBeLessThan(next.t);
+      expect(verdict.exitCode, verdict.stdout).toBe(0);
+      expect(verdict.anomalies).toBe(0);
+      expect(verdict.operations).toBeGreaterThanOrEqual(5);
+    },
+    scaled(180_000),
+  );
 
   // The checker must catch the defect this test was written for, planted back in.
-  it('with follower reads counted as word from the leader (a planted bug), two hold the lock at once, and the checker says so', async () => {
-    const { next, lost, verdict } = await cutFollower('follower-reads');
-    expect(next.type).toBe('ok');
-    expect(lost.t).toBeGreaterThan(next.t);
-    expect(verdict.exitCode, verdict.stdout).toBe(1);
-    expect(verdict.anomalies).toBeGreaterThan(0);
-  }, 180_000);
+  it(
+    'with follower reads counted as word from the leader (a planted bug), two hold the lock at once, and the checker says so',
+    async () => {
+      const { next, lost, verdict } = await cutFollower('follower-reads');
+      expect(next.type).toBe('ok');
+      expect(lost.t).toBeGreaterThan(next.t);
+      expect(verdict.exitCode, verdict.stdout).toBe(1);
+      expect(verdict.anomalies).toBeGreaterThan(0);
+    },
+    scaled(180_000),
+  );
 });

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as delay } from 'node:timers/promises';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Lock } from '../../src/client/index.js';
 import { Driver, prepareDrivers, type ClientLanguage } from '../clients/harness.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { faultFixture } from '../support/fault-fixture.js';
 import type { ServerProcess } from '../support/server-process.js';
+import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -25,8 +25,10 @@ const HELD = 50;
 const WAITING = 5;
 /** Of the held locks, how many another client queues for (its grants are the history's test). */
 const CONTESTED = 5;
+/** What an instance logs once ZooKeeper has given it a new session. */
+const SESSION_ESTABLISHED = 'ZooKeeper session established';
 
-beforeAll(prepareDrivers, 180_000);
+beforeAll(prepareDrivers, scaled(180_000));
 
 describe.each(CLIENTS)('instance failover, the %s client', (language) => {
   const fixture = faultFixture();
@@ -68,10 +70,11 @@ describe.each(CLIENTS)('instance failover, the %s client', (language) => {
         }),
       );
       await expect
-        .poll(async () => (await rival.describe(held[0]!)).waiters.length, { timeout: 10_000 })
+        .poll(async () => (await rival.describe(held[0]!)).waiters.length, { timeout: scaled(10_000) })
         .toBe(1);
 
       const from = driver.observations.length;
+      const firstSession = await victim.logged((line) => line['msg'] === SESSION_ESTABLISHED);
       if (fault === 'SIGSTOP') {
         process.kill(victim.pid, 'SIGSTOP');
         // The client notices the silence, and resumes elsewhere: every held lock confirmed again.
@@ -79,9 +82,13 @@ describe.each(CLIENTS)('instance failover, the %s client', (language) => {
           await driver.next((o) => o.event === 'confirmed' && o.id === name, `${name} confirmed`, from);
         }
         process.kill(victim.pid, 'SIGCONT');
-        // Awake, the old instance must change nothing: give it the time to try (its watchdog,
-        // its reconnection and its resume graces all fire within this), then look.
-        await delay(4_000);
+        // Awake, the old instance must change nothing. Whatever it notices first (the takeover,
+        // or its own silence), it lets its ZooKeeper session go before it opens a new one, and
+        // all it held was in the old one: once it logs the new session, nothing it does can
+        // change a lock of the client's any more (a write for the old session is refused).
+        await victim.logged(
+          (line) => line['msg'] === SESSION_ESTABLISHED && line['session'] !== firstSession['session'],
+        );
       } else {
         await victim.kill(fault);
         for (const name of held) {
@@ -128,6 +135,6 @@ describe.each(CLIENTS)('instance failover, the %s client', (language) => {
       }
       for (const name of wanted) expect((await driver.release(name)).event).toBe('released');
     },
-    120_000,
+    scaled(120_000),
   );
 });

@@ -6,6 +6,7 @@ import { deferred } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { faultFixture } from '../support/fault-fixture.js';
 import type { ServerProcess } from '../support/server-process.js';
+import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -74,6 +75,6 @@ describe('a lockstream instance paused (SIGSTOP) past two thirds of its ZooKeepe
       );
       await Promise.all(granted.map(({ lock }) => lock.release()));
     },
-    60_000,
+    scaled(60_000),
   );
 });

@@ -7,6 +7,7 @@ import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { faultFixture } from '../support/fault-fixture.js';
 import type { ServerProcess } from '../support/server-process.js';
 import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
+import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 const SESSION_TIMEOUT_MS = 3_000;
@@ -40,32 +41,36 @@ describe('processes that die', () => {
     return pending.map((p) => p.lock);
   }
 
-  it('a client host that vanishes without closing its connection has its lock freed by server keepalive (defaults)', async () => {
-    const root = `/dead-client-${randomUUID()}`;
-    const server = await serve(root);
-    const proxy = await TcpProxyProcess.start(server.address);
-    later(() => proxy.close());
-    // The doomed client does not ping (its own keepalive would only notice from its side).
-    const doomed = client(proxy.address);
-    const survivor = client(server.address);
-    const holder = await doomed.acquire('vanishing-client');
-    const queued = deferred<number>();
-    const next = survivor.acquire('vanishing-client', { onQueued: queued.resolve });
-    await queued.promise;
+  it(
+    'a client host that vanishes without closing its connection has its lock freed by server keepalive (defaults)',
+    async () => {
+      const root = `/dead-client-${randomUUID()}`;
+      const server = await serve(root);
+      const proxy = await TcpProxyProcess.start(server.address);
+      later(() => proxy.close());
+      // The doomed client does not ping (its own keepalive would only notice from its side).
+      const doomed = client(proxy.address);
+      const survivor = client(server.address);
+      const holder = await doomed.acquire('vanishing-client');
+      const queued = deferred<number>();
+      const next = survivor.acquire('vanishing-client', { onQueued: queued.resolve });
+      await queued.promise;
 
-    await proxy.freeze();
-    const frozenAt = performance.now();
-    const lock = await next;
-    const releasedAfterMs = performance.now() - frozenAt;
-    expect(lock.token).toBeGreaterThan(holder.token);
-    console.info(
-      `dead client (no TCP reset): its lock went to the next waiter ${Math.round(releasedAfterMs)} ms after its link froze ` +
-        '(server keepalive 3 s + 3 s, then the 5 s resume grace the SDK asks for)',
-    );
-    // The bound the README documents: 3-6 s to notice, 5 s grace, 4 s to spare.
-    expect(releasedAfterMs).toBeLessThan(DEAD_CLIENT_BOUND_MS);
-    await lock.release();
-  }, 40_000);
+      await proxy.freeze();
+      const frozenAt = performance.now();
+      const lock = await next;
+      const releasedAfterMs = performance.now() - frozenAt;
+      expect(lock.token).toBeGreaterThan(holder.token);
+      console.info(
+        `dead client (no TCP reset): its lock went to the next waiter ${Math.round(releasedAfterMs)} ms after its link froze ` +
+          '(server keepalive 3 s + 3 s, then the 5 s resume grace the SDK asks for)',
+      );
+      // The bound the README documents: 3-6 s to notice, 5 s grace, 4 s to spare.
+      expect(releasedAfterMs).toBeLessThan(DEAD_CLIENT_BOUND_MS);
+      await lock.release();
+    },
+    scaled(40_000),
+  );
 
   it('a lockstream server killed with SIGKILL holding many locks frees them all when its session expires; waiters elsewhere get them in order', async () => {
     const root = `/kill9-${randomUUID()}`;

@@ -18,6 +18,7 @@ import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 import { createTestPki, type TestPki } from '../support/test-pki.js';
 import { sha256 } from '../../src/server/security/access-policy.js';
 import { EXIT } from '../../src/cli/client-commands.js';
+import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -281,50 +282,56 @@ describe('the lockstream command as a client', () => {
     expect(run.stderr).toContain('lock "cli/cache" downgraded to read');
   });
 
-  it('run --limit N holds one of N slots: two runs hold at once, a third waits for one of them to end', async () => {
-    const hold = ['sh', '-c', 'echo "token=$LOCKSTREAM_FENCING_TOKEN"; sleep 30'];
-    const runs = [1, 2].map(() => lockstream(['run', 'cli/slots', '--limit', '2', '--', ...hold], env));
-    const tokens = await Promise.all(runs.map(async (run) => (await run.line(/token=(\d+)/))[1]));
-    const watch = client.watch('cli/slots');
-    const third = lockstream(['run', 'cli/slots', '--limit', '2', '--', ...hold], env);
-    for await (const state of watch) {
-      if (state.waiters.length === 1) {
-        expect([state.limit, state.usedWeight, state.holders.length]).toEqual([2, 2, 2]);
-        break;
+  it(
+    'run --limit N holds one of N slots: two runs hold at once, a third waits for one of them to end',
+    async () => {
+      const hold = ['sh', '-c', 'echo "token=$LOCKSTREAM_FENCING_TOKEN"; sleep 30'];
+      const runs = [1, 2].map(() => lockstream(['run', 'cli/slots', '--limit', '2', '--', ...hold], env));
+      const tokens = await Promise.all(runs.map(async (run) => (await run.line(/token=(\d+)/))[1]));
+      const watch = client.watch('cli/slots');
+      const third = lockstream(['run', 'cli/slots', '--limit', '2', '--', ...hold], env);
+      for await (const state of watch) {
+        if (state.waiters.length === 1) {
+          expect([state.limit, state.usedWeight, state.holders.length]).toEqual([2, 2, 2]);
+          break;
+        }
       }
-    }
-    expect(third.stdout).toBe('');
-    // Operators see the capacity in use.
-    // Three commands at once: each is a Node.js process to start.
-    const [ls, described, json] = [
-      ['ls', 'cli/slots'],
-      ['describe', 'cli/slots'],
-      ['describe', 'cli/slots', '--json'],
-    ].map((args) => lockstream(args, env)) as [CliRun, CliRun, CliRun];
-    expect(await ls.exited).toBe(0);
-    expect(ls.stdout).toBe('NAME       HOLDERS  WAITERS  MODE\ncli/slots  2        1        semaphore 2/2\n');
-    expect(await described.exited).toBe(0);
-    expect(described.stdout).toMatch(
-      /^lock "cli\/slots": a semaphore of limit 2, 2 in use; 2 holding, 1 waiting\n/,
-    );
-    expect(described.stdout.match(/^(holds|#1)\s+semaphore×1\s/gm)).toEqual([
-      'holds  semaphore×1 ',
-      'holds  semaphore×1 ',
-      '#1     semaphore×1 ',
-    ]);
-    expect(await json.exited).toBe(0);
-    expect(JSON.parse(json.stdout)).toMatchObject({
-      limit: 2,
-      usedWeight: 2,
-      waiters: [{ mode: 'semaphore', weight: 1 }],
-    });
-    runs[0]!.child.kill('SIGTERM');
-    const [, token] = await third.line(/token=(\d+)/);
-    expect(BigInt(token!)).toBeGreaterThan(BigInt(tokens[1]!));
-    for (const run of [runs[1]!, third]) run.child.kill('SIGTERM');
-    expect(await Promise.all([...runs, third].map((run) => run.exited))).toEqual([143, 143, 143]);
-    // Six lockstream processes in turn: a loaded machine needs more than the default 30 s.
-  }, 90_000);
+      expect(third.stdout).toBe('');
+      // Operators see the capacity in use.
+      // Three commands at once: each is a Node.js process to start.
+      const [ls, described, json] = [
+        ['ls', 'cli/slots'],
+        ['describe', 'cli/slots'],
+        ['describe', 'cli/slots', '--json'],
+      ].map((args) => lockstream(args, env)) as [CliRun, CliRun, CliRun];
+      expect(await ls.exited).toBe(0);
+      expect(ls.stdout).toBe(
+        'NAME       HOLDERS  WAITERS  MODE\ncli/slots  2        1        semaphore 2/2\n',
+      );
+      expect(await described.exited).toBe(0);
+      expect(described.stdout).toMatch(
+        /^lock "cli\/slots": a semaphore of limit 2, 2 in use; 2 holding, 1 waiting\n/,
+      );
+      expect(described.stdout.match(/^(holds|#1)\s+semaphore×1\s/gm)).toEqual([
+        'holds  semaphore×1 ',
+        'holds  semaphore×1 ',
+        '#1     semaphore×1 ',
+      ]);
+      expect(await json.exited).toBe(0);
+      expect(JSON.parse(json.stdout)).toMatchObject({
+        limit: 2,
+        usedWeight: 2,
+        waiters: [{ mode: 'semaphore', weight: 1 }],
+      });
+      runs[0]!.child.kill('SIGTERM');
+      const [, token] = await third.line(/token=(\d+)/);
+      expect(BigInt(token!)).toBeGreaterThan(BigInt(tokens[1]!));
+      for (const run of [runs[1]!, third]) run.child.kill('SIGTERM');
+      expect(await Promise.all([...runs, third].map((run) => run.exited))).toEqual([143, 143, 143]);
+      // Six lockstream processes in turn: a loaded machine needs more than the default 30 s.
+    },
+    scaled(90_000),
+  );
 
   it('run --and takes several locks as one multi-lock and passes every token in $LOCKSTREAM_FENCING_TOKENS', async () => {
     const run = lockstream(
@@ -650,7 +657,7 @@ describe('the lockstream command against a server with TLS and an access policy'
       ]),
       pino({ level: 'silent' }),
     );
-  }, 60_000);
+  }, scaled(60_000));
 
   afterAll(async () => {
     await server?.stop();

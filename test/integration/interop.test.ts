@@ -11,6 +11,7 @@ import { deferred } from '../support/lock-caller.js';
 import { InteractiveProcess } from '../support/interactive-process.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { scaled } from '../support/timing.js';
 
 /**
  * The TypeScript SDK, the Go client (clients/go) and the Python client (clients/python) on the
@@ -112,7 +113,7 @@ describe('TypeScript, Go and Python clients on one lock', () => {
     client = new LockClient(server.address);
     historyDir = join(repo, '.tmp/interop');
     await mkdir(historyDir, { recursive: true });
-  }, 180_000);
+  }, scaled(180_000));
 
   afterAll(async () => {
     client?.close();
@@ -128,105 +129,121 @@ describe('TypeScript, Go and Python clients on one lock', () => {
     };
   }
 
-  it('writers take turns in queue order (Python, TypeScript, Go), and every client sees the same tokens', async () => {
-    const name = `interop/writers/${randomUUID()}`;
-    const history = join(historyDir, `${randomUUID()}.history`);
-    const python = holder('python', server.address, name, { mode: 'write', owner: 'python', history });
-    const pythonToken = await grantedToken(python);
+  it(
+    'writers take turns in queue order (Python, TypeScript, Go), and every client sees the same tokens',
+    async () => {
+      const name = `interop/writers/${randomUUID()}`;
+      const history = join(historyDir, `${randomUUID()}.history`);
+      const python = holder('python', server.address, name, { mode: 'write', owner: 'python', history });
+      const pythonToken = await grantedToken(python);
 
-    const tsQueued = deferred<number>();
-    const tsLock = client.acquire(name, { mode: 'write', owner: 'typescript', onQueued: tsQueued.resolve });
-    expect(await tsQueued.promise).toBe(1);
-    const go = holder('go', server.address, name, { mode: 'write', owner: 'go', history });
-    await go.waitFor(/^queued ahead=2$/m);
+      const tsQueued = deferred<number>();
+      const tsLock = client.acquire(name, { mode: 'write', owner: 'typescript', onQueued: tsQueued.resolve });
+      expect(await tsQueued.promise).toBe(1);
+      const go = holder('go', server.address, name, { mode: 'write', owner: 'go', history });
+      await go.waitFor(/^queued ahead=2$/m);
 
-    // The holder as Python, TypeScript and the server's description see it.
-    expect(await holdersSeenBy(python)).toBe(pythonToken.toString());
-    expect((await client.describe(name)).holders.map((h) => h.token)).toEqual([pythonToken]);
+      // The holder as Python, TypeScript and the server's description see it.
+      expect(await holdersSeenBy(python)).toBe(pythonToken.toString());
+      expect((await client.describe(name)).holders.map((h) => h.token)).toEqual([pythonToken]);
 
-    await release(python);
-    const ts = await tsLock;
-    const tsRelease = await typescriptHolds(ts, 'typescript', history);
-    expect(ts.token).toBeGreaterThan(pythonToken);
-    expect((await client.describe(name)).holders.map((h) => h.token)).toEqual([ts.token]);
-    await tsRelease();
+      await release(python);
+      const ts = await tsLock;
+      const tsRelease = await typescriptHolds(ts, 'typescript', history);
+      expect(ts.token).toBeGreaterThan(pythonToken);
+      expect((await client.describe(name)).holders.map((h) => h.token)).toEqual([ts.token]);
+      await tsRelease();
 
-    const goToken = await grantedToken(go);
-    expect(goToken).toBeGreaterThan(ts.token);
-    expect(await holdersSeenBy(go)).toBe(goToken.toString());
-    expect((await client.describe(name)).holders.map((h) => h.token)).toEqual([goToken]);
-    await release(go);
+      const goToken = await grantedToken(go);
+      expect(goToken).toBeGreaterThan(ts.token);
+      expect(await holdersSeenBy(go)).toBe(goToken.toString());
+      expect((await client.describe(name)).holders.map((h) => h.token)).toEqual([goToken]);
+      await release(go);
 
-    const entries = await readHistory(history);
-    expect(entries).toEqual([
-      { event: 'enter', owner: 'python', token: pythonToken },
-      { event: 'exit', owner: 'python', token: pythonToken },
-      { event: 'enter', owner: 'typescript', token: ts.token },
-      { event: 'exit', owner: 'typescript', token: ts.token },
-      { event: 'enter', owner: 'go', token: goToken },
-      { event: 'exit', owner: 'go', token: goToken },
-    ]);
-    checkExclusion(entries, new Set(['python', 'typescript', 'go']));
-  }, 60_000);
+      const entries = await readHistory(history);
+      expect(entries).toEqual([
+        { event: 'enter', owner: 'python', token: pythonToken },
+        { event: 'exit', owner: 'python', token: pythonToken },
+        { event: 'enter', owner: 'typescript', token: ts.token },
+        { event: 'exit', owner: 'typescript', token: ts.token },
+        { event: 'enter', owner: 'go', token: goToken },
+        { event: 'exit', owner: 'go', token: goToken },
+      ]);
+      checkExclusion(entries, new Set(['python', 'typescript', 'go']));
+    },
+    scaled(60_000),
+  );
 
-  it('readers in Go and Python share the lock; a TypeScript writer waits for both, and a reader behind it waits for it', async () => {
-    const name = `interop/read-write/${randomUUID()}`;
-    const history = join(historyDir, `${randomUUID()}.history`);
-    const goReader = holder('go', server.address, name, { mode: 'read', owner: 'go-reader', history });
-    const goToken = await grantedToken(goReader);
-    const pythonReader = holder('python', server.address, name, {
-      mode: 'read',
-      owner: 'python-reader',
-      history,
-    });
-    const pythonToken = await grantedToken(pythonReader);
-    // Both hold at once, and both clients say so.
-    const both = [goToken, pythonToken].sort((a, b) => (a < b ? -1 : 1)).join(',');
-    expect(await holdersSeenBy(goReader)).toBe(both);
-    expect(await holdersSeenBy(pythonReader)).toBe(both);
+  it(
+    'readers in Go and Python share the lock; a TypeScript writer waits for both, and a reader behind it waits for it',
+    async () => {
+      const name = `interop/read-write/${randomUUID()}`;
+      const history = join(historyDir, `${randomUUID()}.history`);
+      const goReader = holder('go', server.address, name, { mode: 'read', owner: 'go-reader', history });
+      const goToken = await grantedToken(goReader);
+      const pythonReader = holder('python', server.address, name, {
+        mode: 'read',
+        owner: 'python-reader',
+        history,
+      });
+      const pythonToken = await grantedToken(pythonReader);
+      // Both hold at once, and both clients say so.
+      const both = [goToken, pythonToken].sort((a, b) => (a < b ? -1 : 1)).join(',');
+      expect(await holdersSeenBy(goReader)).toBe(both);
+      expect(await holdersSeenBy(pythonReader)).toBe(both);
 
-    const writerQueued = deferred<number>();
-    const writer = client.acquire(name, {
-      mode: 'write',
-      owner: 'ts-writer',
-      onQueued: writerQueued.resolve,
-    });
-    expect(await writerQueued.promise).toBe(2);
-    const lateReader = holder('go', server.address, name, { mode: 'read', owner: 'go-late-reader', history });
-    await lateReader.waitFor(/^queued ahead=3$/m);
+      const writerQueued = deferred<number>();
+      const writer = client.acquire(name, {
+        mode: 'write',
+        owner: 'ts-writer',
+        onQueued: writerQueued.resolve,
+      });
+      expect(await writerQueued.promise).toBe(2);
+      const lateReader = holder('go', server.address, name, {
+        mode: 'read',
+        owner: 'go-late-reader',
+        history,
+      });
+      await lateReader.waitFor(/^queued ahead=3$/m);
 
-    await release(goReader);
-    // The writer still waits for the Python reader; the late reader waits behind the writer.
-    expect((await client.describe(name)).holders.map((h) => h.token)).toEqual([pythonToken]);
-    await release(pythonReader);
-    const writerLock = await writer;
-    const writerRelease = await typescriptHolds(writerLock, 'ts-writer', history);
-    expect(lateReader.stdout).not.toMatch(/acquired/);
-    await writerRelease();
-    const lateToken = await grantedToken(lateReader);
-    expect(lateToken).toBeGreaterThan(writerLock.token);
-    await release(lateReader);
+      await release(goReader);
+      // The writer still waits for the Python reader; the late reader waits behind the writer.
+      expect((await client.describe(name)).holders.map((h) => h.token)).toEqual([pythonToken]);
+      await release(pythonReader);
+      const writerLock = await writer;
+      const writerRelease = await typescriptHolds(writerLock, 'ts-writer', history);
+      expect(lateReader.stdout).not.toMatch(/acquired/);
+      await writerRelease();
+      const lateToken = await grantedToken(lateReader);
+      expect(lateToken).toBeGreaterThan(writerLock.token);
+      await release(lateReader);
 
-    const entries = await readHistory(history);
-    expect(entries.filter((e) => e.event === 'enter').map((e) => e.owner)).toEqual([
-      'go-reader',
-      'python-reader',
-      'ts-writer',
-      'go-late-reader',
-    ]);
-    checkExclusion(entries, new Set(['ts-writer']));
-  }, 60_000);
+      const entries = await readHistory(history);
+      expect(entries.filter((e) => e.event === 'enter').map((e) => e.owner)).toEqual([
+        'go-reader',
+        'python-reader',
+        'ts-writer',
+        'go-late-reader',
+      ]);
+      checkExclusion(entries, new Set(['ts-writer']));
+    },
+    scaled(60_000),
+  );
 
-  it("a server killed under a Go holder fires the Go lock's Lost()", async () => {
-    const doomed = await startServerProcess([]);
-    const go = holder('go', doomed.address, 'interop/doomed', {
-      mode: 'write',
-      owner: 'go',
-      resumeGrace: '1s',
-    });
-    await grantedToken(go);
-    await doomed.kill('SIGKILL');
-    await go.waitFor(/^lost .*lock "interop\/doomed" (was )?lost/m);
-    expect(await go.exited).toBe(3);
-  }, 60_000);
+  it(
+    "a server killed under a Go holder fires the Go lock's Lost()",
+    async () => {
+      const doomed = await startServerProcess([]);
+      const go = holder('go', doomed.address, 'interop/doomed', {
+        mode: 'write',
+        owner: 'go',
+        resumeGrace: '1s',
+      });
+      await grantedToken(go);
+      await doomed.kill('SIGKILL');
+      await go.waitFor(/^lost .*lock "interop\/doomed" (was )?lost/m);
+      expect(await go.exited).toBe(3);
+    },
+    scaled(60_000),
+  );
 });

@@ -10,6 +10,7 @@ import { startZooKeeperEnsemble, type ZooKeeperEnsemble } from '../setup/zookeep
 import { interactiveGrpcurl } from '../support/grpcurl.js';
 import { InteractiveProcess } from '../support/interactive-process.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { scaled } from '../support/timing.js';
 
 /**
  * Fencing tokens above 2^53, where a double is no longer exact: ZooKeeper starts from an epoch
@@ -32,7 +33,7 @@ beforeAll(async () => {
     servers: parseConnectString(ensemble.connectString).servers,
     sessionTimeoutMs: 10_000,
   });
-}, 120_000);
+}, scaled(120_000));
 
 afterAll(async () => {
   await zk?.close();

@@ -8,6 +8,7 @@ import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { SessionState } from '../../src/server/stores/session-state.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
+import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -58,27 +59,31 @@ describe.each([
     await server?.stop();
   });
 
-  it('is back at its baseline: no lock node, no resumable request, no session listener, heap near where it started', async () => {
-    server = await startServer(loadConfig({}, ['--port', '0', ...serveArgs()]), pino({ level: 'silent' }));
-    client = new LockClient(`127.0.0.1:${server.port}`);
-    const session = server.store.session;
-    if (!(session instanceof SessionState)) throw new Error('INVARIANT: store sessions are SessionStates');
-    // Warm-up: code gets compiled and pools fill; what grows after that is kept per request.
-    for (let i = 0; i < 150; i += 1) await round(client);
-    await server.whenIdle();
-    const baseline = settledHeap();
-    // Health checking follows the session: that listener is the baseline.
-    const listenersAtBaseline = session.listenerCount;
+  it(
+    'is back at its baseline: no lock node, no resumable request, no session listener, heap near where it started',
+    async () => {
+      server = await startServer(loadConfig({}, ['--port', '0', ...serveArgs()]), pino({ level: 'silent' }));
+      client = new LockClient(`127.0.0.1:${server.port}`);
+      const session = server.store.session;
+      if (!(session instanceof SessionState)) throw new Error('INVARIANT: store sessions are SessionStates');
+      // Warm-up: code gets compiled and pools fill; what grows after that is kept per request.
+      for (let i = 0; i < 150; i += 1) await round(client);
+      await server.whenIdle();
+      const baseline = settledHeap();
+      // Health checking follows the session: that listener is the baseline.
+      const listenersAtBaseline = session.listenerCount;
 
-    for (let i = 0; i < 300; i += 1) await round(client);
-    await server.whenIdle();
-    const grown = settledHeap() - baseline;
+      for (let i = 0; i < 300; i += 1) await round(client);
+      await server.whenIdle();
+      const grown = settledHeap() - baseline;
 
-    for (const name of NAMES) expect(await server.store.children(server.engine.lockPath(name))).toEqual([]);
-    expect(server.sessions.size).toBe(0);
-    expect(session.listenerCount).toBe(listenersAtBaseline);
-    // 300 rounds are 2,700 requests; a few hundred bytes kept per request would show here.
-    console.info(`heap after 2,700 more requests: ${(grown / 1024).toFixed(0)} KiB above the baseline`);
-    expect(grown).toBeLessThan(1024 * 1024);
-  }, 60_000);
+      for (const name of NAMES) expect(await server.store.children(server.engine.lockPath(name))).toEqual([]);
+      expect(server.sessions.size).toBe(0);
+      expect(session.listenerCount).toBe(listenersAtBaseline);
+      // 300 rounds are 2,700 requests; a few hundred bytes kept per request would show here.
+      console.info(`heap after 2,700 more requests: ${(grown / 1024).toFixed(0)} KiB above the baseline`);
+      expect(grown).toBeLessThan(1024 * 1024);
+    },
+    scaled(60_000),
+  );
 });

@@ -8,6 +8,7 @@ import { RECEIVE_MARGIN_BYTES, largestLegalRequests } from '../../src/server/lar
 import { AcquireStream, LockCaller, type RequestStream, type CallOutcome } from '../support/lock-caller.js';
 import { startServerProcess } from '../support/server-process.js';
 import { SessionDriver } from '../support/session-driver.js';
+import { scaled } from '../support/timing.js';
 
 /** Bad input and abuse: each gets a precise status, and nobody else's lock is harmed. */
 describe('limits and abuse', () => {
@@ -206,73 +207,82 @@ describe('limits and abuse', () => {
     });
   });
 
-  it('keeps a WatchLock reader that stops reading to one buffer: it gets the newest state when it reads again', async () => {
-    const { caller } = await serve([]);
-    const slow = caller().watch('busy');
-    await slow.until((state) => state.waiters.length === 0);
-    slow.pause();
-    // Twenty waiters with long owners make every state a few KiB, so the stream backs up fast.
-    const c = caller();
-    const holder = c.open({ name: 'busy', owner: 'holder' });
-    await holder.acquired();
-    for (let i = 0; i < 20; i += 1) await c.open({ name: 'busy', owner: `${i}-${'w'.repeat(250)}` }).queued();
-    // Churn at the back of the queue: 300 requests that queue and withdraw, 600 changes.
-    const changes = 600;
-    for (let i = 0; i < changes / 2; i += 1) {
-      const churn = c.open({ name: 'busy', owner: 'churn' });
-      await churn.queued();
-      churn.halfClose();
-      await churn.outcome;
-    }
-    // Meanwhile the server serves everyone else.
-    const other = c.open({ name: 'elsewhere', waitTimeout: { seconds: 0n, nanos: 0 } });
-    await other.acquired();
-    await other.release();
-    await c.open({ name: 'busy', owner: 'last' }).queued();
+  it(
+    'keeps a WatchLock reader that stops reading to one buffer: it gets the newest state when it reads again',
+    async () => {
+      const { caller } = await serve([]);
+      const slow = caller().watch('busy');
+      await slow.until((state) => state.waiters.length === 0);
+      slow.pause();
+      // Twenty waiters with long owners make every state a few KiB, so the stream backs up fast.
+      const c = caller();
+      const holder = c.open({ name: 'busy', owner: 'holder' });
+      await holder.acquired();
+      for (let i = 0; i < 20; i += 1)
+        await c.open({ name: 'busy', owner: `${i}-${'w'.repeat(250)}` }).queued();
+      // Churn at the back of the queue: 300 requests that queue and withdraw, 600 changes.
+      const changes = 600;
+      for (let i = 0; i < changes / 2; i += 1) {
+        const churn = c.open({ name: 'busy', owner: 'churn' });
+        await churn.queued();
+        churn.halfClose();
+        await churn.outcome;
+      }
+      // Meanwhile the server serves everyone else.
+      const other = c.open({ name: 'elsewhere', waitTimeout: { seconds: 0n, nanos: 0 } });
+      await other.acquired();
+      await other.release();
+      await c.open({ name: 'busy', owner: 'last' }).queued();
 
-    const before = slow.states.length;
-    slow.resume();
-    await slow.until((state) => state.waiters.some((w) => w.owner === 'last'));
-    const delivered = slow.states.length - before;
-    // What the stream's buffers held when it backed up, then the newest state: not 600 states.
-    expect(delivered).toBeLessThan(changes / 4);
-    expect(
-      slow.states
-        .at(-1)!
-        .waiters.map((w) => w.owner)
-        .at(-1),
-    ).toBe('last');
-  }, 60_000);
+      const before = slow.states.length;
+      slow.resume();
+      await slow.until((state) => state.waiters.some((w) => w.owner === 'last'));
+      const delivered = slow.states.length - before;
+      // What the stream's buffers held when it backed up, then the newest state: not 600 states.
+      expect(delivered).toBeLessThan(changes / 4);
+      expect(
+        slow.states
+          .at(-1)!
+          .waiters.map((w) => w.owner)
+          .at(-1),
+      ).toBe('last');
+    },
+    scaled(60_000),
+  );
 
-  it('queues 2,000 waiters through gRPC and grants them in order, waking each exactly once', async () => {
-    const { server, caller } = await serve([]);
-    // Spread over connections, 200 calls each (10,000 are queued at the engine level in
-    // test/unit/lock-engine.test.ts, without gRPC around them).
-    const callers = Array.from({ length: 11 }, () => caller());
-    const holder = callers[0]!.open({ name: 'ten-thousand' });
-    await holder.acquired();
-    const waiters = Array.from({ length: 2_000 }, (_, i) =>
-      callers[1 + (i % 10)]!.open({ name: 'ten-thousand' }),
-    );
-    // Requests on different connections reach the server in any order: each one's first
-    // `queued` says where it stands, and those places must be exactly 1..2000.
-    const places = await Promise.all(waiters.map((w) => w.queued()));
-    expect([...places].sort((a, b) => a - b)).toEqual(waiters.map((_, i) => i + 1));
-    const inQueueOrder = waiters
-      .map((waiter, i) => ({ waiter, place: places[i]! }))
-      .sort((a, b) => a.place - b.place);
-    const before = { ...server.store.stats };
-    await holder.release();
-    let previous = 0n;
-    for (const { waiter } of inQueueOrder) {
-      const token = await waiter.acquired();
-      // Nobody behind it holds the lock yet: grants follow the queue.
-      expect(token).toBeGreaterThan(previous);
-      previous = token;
-      await waiter.release();
-    }
-    const after = server.store.stats;
-    expect(inQueueOrder.every(({ waiter }) => waiter.isAcquired)).toBe(true);
-    expect(after.waitersWoken - before.waitersWoken).toBe(2_000);
-  }, 120_000);
+  it(
+    'queues 2,000 waiters through gRPC and grants them in order, waking each exactly once',
+    async () => {
+      const { server, caller } = await serve([]);
+      // Spread over connections, 200 calls each (10,000 are queued at the engine level in
+      // test/unit/lock-engine.test.ts, without gRPC around them).
+      const callers = Array.from({ length: 11 }, () => caller());
+      const holder = callers[0]!.open({ name: 'ten-thousand' });
+      await holder.acquired();
+      const waiters = Array.from({ length: 2_000 }, (_, i) =>
+        callers[1 + (i % 10)]!.open({ name: 'ten-thousand' }),
+      );
+      // Requests on different connections reach the server in any order: each one's first
+      // `queued` says where it stands, and those places must be exactly 1..2000.
+      const places = await Promise.all(waiters.map((w) => w.queued()));
+      expect([...places].sort((a, b) => a - b)).toEqual(waiters.map((_, i) => i + 1));
+      const inQueueOrder = waiters
+        .map((waiter, i) => ({ waiter, place: places[i]! }))
+        .sort((a, b) => a.place - b.place);
+      const before = { ...server.store.stats };
+      await holder.release();
+      let previous = 0n;
+      for (const { waiter } of inQueueOrder) {
+        const token = await waiter.acquired();
+        // Nobody behind it holds the lock yet: grants follow the queue.
+        expect(token).toBeGreaterThan(previous);
+        previous = token;
+        await waiter.release();
+      }
+      const after = server.store.stats;
+      expect(inQueueOrder.every(({ waiter }) => waiter.isAcquired)).toBe(true);
+      expect(after.waitersWoken - before.waitersWoken).toBe(2_000);
+    },
+    scaled(120_000),
+  );
 });

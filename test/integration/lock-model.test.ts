@@ -19,6 +19,7 @@ import {
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { scaled } from '../support/timing.js';
 
 /**
  * Model-based: random sequences of requests (mutex, read, write, and semaphore requests of random
@@ -49,7 +50,7 @@ const REPLAY: { seed?: number; path?: string } = process.env['LOCKSTREAM_MODEL_S
 const LOCKS = 2;
 const CLIENTS = 2;
 /** How long the server may take to say what the model expects: a bound against hanging, not a speed check. */
-const ANSWER_BOUND_MS = 10_000;
+const ANSWER_BOUND_MS = scaled(10_000);
 
 const WIRE_MODE: Record<ModelMode, LockMode> = {
   mutex: LockMode.MUTEX,
@@ -710,50 +711,56 @@ for (const store of ['embedded', 'zookeeper'] as const) {
               };
             };
 
-      it('tells every client what the model says, after every step of random sequences', async () => {
-        await fc.assert(
-          fc.asyncProperty(
-            fc.commands(restart ? zooKeeperCommands : commands, { maxCommands: 40, size: 'medium' }),
-            async (sequence) => {
-              const observer = new LockCaller(observerProxy.address, { 'grpc.use_local_subchannel_pool': 1 });
-              // Each client reaches the server through its own proxy, so that its connection can be cut.
-              const callers = proxies.map(
-                (proxy) =>
-                  new LockCaller(proxy.address, { 'grpc.use_local_subchannel_pool': 1 }, undefined, rpc),
-              );
-              const real: Real = {
-                prefix: `model/${randomUUID()}`,
-                callers,
-                streams: [],
-                resumeTokens: [],
-                clientOf: [],
-                proxies,
-                observer,
-                revocations: 0,
-                restart,
-                fail,
-              };
-              try {
-                await fc.asyncModelRun(() => ({ model: new LockModel(), real }), sequence);
-              } finally {
-                for (const stream of real.streams) stream?.cancel();
-                for (const caller of [...callers, observer]) caller.close();
-              }
+      it(
+        'tells every client what the model says, after every step of random sequences',
+        async () => {
+          await fc.assert(
+            fc.asyncProperty(
+              fc.commands(restart ? zooKeeperCommands : commands, { maxCommands: 40, size: 'medium' }),
+              async (sequence) => {
+                const observer = new LockCaller(observerProxy.address, {
+                  'grpc.use_local_subchannel_pool': 1,
+                });
+                // Each client reaches the server through its own proxy, so that its connection can be cut.
+                const callers = proxies.map(
+                  (proxy) =>
+                    new LockCaller(proxy.address, { 'grpc.use_local_subchannel_pool': 1 }, undefined, rpc),
+                );
+                const real: Real = {
+                  prefix: `model/${randomUUID()}`,
+                  callers,
+                  streams: [],
+                  resumeTokens: [],
+                  clientOf: [],
+                  proxies,
+                  observer,
+                  revocations: 0,
+                  restart,
+                  fail,
+                };
+                try {
+                  await fc.asyncModelRun(() => ({ model: new LockModel(), real }), sequence);
+                } finally {
+                  for (const stream of real.streams) stream?.cancel();
+                  for (const caller of [...callers, observer]) caller.close();
+                }
+              },
+            ),
+            // Shrinking a failure re-runs sequences that may wait out ANSWER_BOUND_MS: bound the
+            // whole search so the counterexample and seed are reported before the test's timeout.
+            {
+              numRuns: RUNS,
+              interruptAfterTimeLimit: 90_000,
+              markInterruptAsFailure: true,
+              examples: [...REGRESSIONS, ...(fail ? FAILURES : [])].map((sequence): [typeof sequence] => [
+                sequence,
+              ]),
+              ...REPLAY,
             },
-          ),
-          // Shrinking a failure re-runs sequences that may wait out ANSWER_BOUND_MS: bound the
-          // whole search so the counterexample and seed are reported before the test's timeout.
-          {
-            numRuns: RUNS,
-            interruptAfterTimeLimit: 90_000,
-            markInterruptAsFailure: true,
-            examples: [...REGRESSIONS, ...(fail ? FAILURES : [])].map((sequence): [typeof sequence] => [
-              sequence,
-            ]),
-            ...REPLAY,
-          },
-        );
-      }, 150_000);
+          );
+        },
+        scaled(150_000),
+      );
     });
   }
 }

@@ -7,6 +7,7 @@ import { startServer, type RunningServer } from '../../src/server/main.js';
 import { deferred } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -119,7 +120,7 @@ describe.each([
       lock.lost.addEventListener('abort', () => lost.resolve(), { once: true });
       await proxy.close();
       await lost.promise;
-      await expect.poll(() => counted('expired'), { timeout: 10_000 }).toBe(expiredBefore + 1);
+      await expect.poll(() => counted('expired'), { timeout: scaled(10_000) }).toBe(expiredBefore + 1);
       expect(await counted('detached')).toBe(before.detached + 2);
       expect(await onPage()).toEqual({
         ...pageBefore,

@@ -10,6 +10,7 @@ import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { deferred } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
+import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
@@ -35,7 +36,7 @@ describe.each([
     client = new LockClient(`127.0.0.1:${lockServer.port}`);
     // Debian's chromium (scripts/install-test-deps.sh installs it); as root it needs --no-sandbox.
     browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
-  }, 60_000);
+  }, scaled(60_000));
 
   afterAll(async () => {
     await browser?.close();
@@ -162,7 +163,7 @@ describe.each([
     const waited = async (): Promise<number> =>
       Number(/waiting (\d+)s/.exec((await waiter.textContent()) ?? '')?.[1]);
     const before = await waited();
-    await expect.poll(waited, { timeout: 10_000 }).toBeGreaterThan(before);
+    await expect.poll(waited, { timeout: scaled(10_000) }).toBeGreaterThan(before);
 
     const waits = page.locator('.waits');
     const activity = page.locator('#activity tbody tr');

@@ -13,6 +13,7 @@ import { InteractiveProcess } from '../support/interactive-process.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { createTestPki, type TestPki } from '../support/test-pki.js';
 import { sha256 } from '../../src/server/security/access-policy.js';
+import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 const repo = fileURLToPath(new URL('../../', import.meta.url));
@@ -207,7 +208,7 @@ describe('the examples with credentials', () => {
       loadConfig({}, ['--port', '0', ...tls, '--tls-client-ca', pki.ca.certFile]),
       pino({ level: 'silent' }),
     );
-  }, 60_000);
+  }, scaled(60_000));
 
   afterAll(async () => {
     await tokenServer?.stop();
@@ -248,6 +249,6 @@ describe('the examples with credentials', () => {
       expect(await uncertified.exited).toBe(1);
       expect(uncertified.stderr).toMatch(/^error: UNAVAILABLE/m);
     },
-    60_000,
+    scaled(60_000),
   );
 });

@@ -18,6 +18,7 @@ import { sha256 } from '../../src/server/security/access-policy.js';
 import { exposureWarnings, startServer, type RunningServer } from '../../src/server/main.js';
 import { createTestPki, type Issued, type TestPki } from '../support/test-pki.js';
 import { LockCaller } from '../support/lock-caller.js';
+import { scaled } from '../support/timing.js';
 
 const TOKENS = {
   billing: 'billing-token-7f3a9c',
@@ -58,7 +59,7 @@ beforeAll(async () => {
   pki = await createTestPki();
   policyFile = join(pki.dir, 'access.yaml');
   await writeFile(policyFile, POLICY);
-}, 60_000);
+}, scaled(60_000));
 afterAll(async () => {
   await pki?.remove();
 });

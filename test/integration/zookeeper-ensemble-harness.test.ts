@@ -15,6 +15,7 @@ import {
 } from '../setup/zookeeper-ensemble.js';
 import { sendFourLetterWord } from '../setup/zookeeper-process.js';
 import { isAlive } from '../support/is-alive.js';
+import { scaled } from '../support/timing.js';
 
 /** A client session on `connectString`, resolved once connected. */
 async function connect(connectString: string): Promise<ZooKeeperHandle> {
@@ -74,7 +75,7 @@ describe('startZooKeeperEnsemble (three servers on loopback)', () => {
 
   beforeAll(async () => {
     ensemble = await startZooKeeperEnsemble();
-  }, 100_000);
+  }, scaled(100_000));
 
   afterAll(async () => {
     await ensemble?.stop();
@@ -113,7 +114,7 @@ describe('startZooKeeperEnsemble (three servers on loopback)', () => {
           if (found === null) throw new Error(`${path} not replicated yet`);
           return found;
         },
-        { timeout: 5_000, interval: 50 },
+        { timeout: scaled(5_000), interval: 50 },
       );
       expect(stat.czxid).toBeGreaterThan(0);
       expect(await children(reader, '/')).toContain(path.slice(1));
@@ -123,78 +124,98 @@ describe('startZooKeeperEnsemble (three servers on loopback)', () => {
     }
   });
 
-  it('kill() of the leader: another member is elected and a quorum serves', async () => {
-    const old = await ensemble.leader();
-    const oldPid = old.pid;
-    if (oldPid === null) throw new Error('INVARIANT: the leader is running');
-    await old.kill();
-    expect(old.pid).toBeNull();
-    expect(isAlive(oldPid)).toBe(false);
-    expect(await old.mode()).toBe('down');
+  it(
+    'kill() of the leader: another member is elected and a quorum serves',
+    async () => {
+      const old = await ensemble.leader();
+      const oldPid = old.pid;
+      if (oldPid === null) throw new Error('INVARIANT: the leader is running');
+      await old.kill();
+      expect(old.pid).toBeNull();
+      expect(isAlive(oldPid)).toBe(false);
+      expect(await old.mode()).toBe('down');
 
-    await ensemble.waitForQuorum(20_000);
-    const next = await ensemble.leader();
-    expect(next.id).not.toBe(old.id);
-  }, 30_000);
+      await ensemble.waitForQuorum(20_000);
+      const next = await ensemble.leader();
+      expect(next.id).not.toBe(old.id);
+    },
+    scaled(30_000),
+  );
 
-  it('restart() brings the killed member back, as a follower of the new leader', async () => {
-    const down = ensemble.members.find((member) => member.pid === null);
-    if (down === undefined) throw new Error('INVARIANT: the previous test killed a member');
-    const leader = await ensemble.leader();
-    await down.restart();
-    expect(down.pid).not.toBeNull();
-    expect(await down.mode()).toBe('follower');
-    // No new election: the member joined the running leader.
-    expect((await ensemble.leader()).id).toBe(leader.id);
-    await vi.waitFor(async () => expect(await syncedFollowers(leader)).toBe(2), { timeout: 10_000 });
-    await expect(down.restart()).rejects.toThrow(/is running/);
-  }, 30_000);
-
-  it('pause() makes a follower unresponsive while the other two keep a quorum; resume() lets it rejoin', async () => {
-    const leader = await ensemble.leader();
-    const follower = ensemble.members.find((member) => member !== leader);
-    if (follower === undefined) throw new Error('INVARIANT: three members');
-    follower.pause();
-    try {
-      expect(follower.paused).toBe(true);
-      expect(await follower.mode()).toBe('down');
-      expect(follower.pid).not.toBeNull();
-      await ensemble.waitForQuorum(10_000);
+  it(
+    'restart() brings the killed member back, as a follower of the new leader',
+    async () => {
+      const down = ensemble.members.find((member) => member.pid === null);
+      if (down === undefined) throw new Error('INVARIANT: the previous test killed a member');
+      const leader = await ensemble.leader();
+      await down.restart();
+      expect(down.pid).not.toBeNull();
+      expect(await down.mode()).toBe('follower');
+      // No new election: the member joined the running leader.
       expect((await ensemble.leader()).id).toBe(leader.id);
-      // After syncLimit (1 s) without a word from it, the leader drops the frozen follower.
-      await vi.waitFor(async () => expect(await syncedFollowers(leader)).toBe(1), { timeout: 10_000 });
-    } finally {
-      follower.resume();
-    }
-    expect(follower.paused).toBe(false);
-    // It notices that the leader dropped it, rejoins, and syncs. The leader counts it as synced
-    // a moment before the member itself serves again, so both are waited for.
-    await vi.waitFor(
-      async () => {
-        expect(await follower.mode()).toBe('follower');
-        expect(await syncedFollowers(leader)).toBe(2);
-      },
-      { timeout: 10_000 },
-    );
-  }, 30_000);
+      await vi.waitFor(async () => expect(await syncedFollowers(leader)).toBe(2), {
+        timeout: scaled(10_000),
+      });
+      await expect(down.restart()).rejects.toThrow(/is running/);
+    },
+    scaled(30_000),
+  );
 
-  it('stop() resumes paused members, leaves no JVM and no files, and is idempotent', async () => {
-    const pids = ensemble.members.map((member) => member.pid);
-    expect(pids.every((pid) => pid !== null && isAlive(pid))).toBe(true);
-    const [first, , third] = ensemble.members;
-    if (first === undefined || third === undefined) throw new Error('INVARIANT: three members');
-    // A frozen JVM cannot act on SIGTERM: stop() has to continue it first (else it would only
-    // die of the SIGKILL that follows 5 s later).
-    third.pause();
+  it(
+    'pause() makes a follower unresponsive while the other two keep a quorum; resume() lets it rejoin',
+    async () => {
+      const leader = await ensemble.leader();
+      const follower = ensemble.members.find((member) => member !== leader);
+      if (follower === undefined) throw new Error('INVARIANT: three members');
+      follower.pause();
+      try {
+        expect(follower.paused).toBe(true);
+        expect(await follower.mode()).toBe('down');
+        expect(follower.pid).not.toBeNull();
+        await ensemble.waitForQuorum(10_000);
+        expect((await ensemble.leader()).id).toBe(leader.id);
+        // After syncLimit (1 s) without a word from it, the leader drops the frozen follower.
+        await vi.waitFor(async () => expect(await syncedFollowers(leader)).toBe(1), {
+          timeout: scaled(10_000),
+        });
+      } finally {
+        follower.resume();
+      }
+      expect(follower.paused).toBe(false);
+      // It notices that the leader dropped it, rejoins, and syncs. The leader counts it as synced
+      // a moment before the member itself serves again, so both are waited for.
+      await vi.waitFor(
+        async () => {
+          expect(await follower.mode()).toBe('follower');
+          expect(await syncedFollowers(leader)).toBe(2);
+        },
+        { timeout: scaled(10_000) },
+      );
+    },
+    scaled(30_000),
+  );
 
-    const startedAt = performance.now();
-    await ensemble.stop();
-    expect(performance.now() - startedAt).toBeLessThan(4_000);
+  it(
+    'stop() resumes paused members, leaves no JVM and no files, and is idempotent',
+    async () => {
+      const pids = ensemble.members.map((member) => member.pid);
+      expect(pids.every((pid) => pid !== null && isAlive(pid))).toBe(true);
+      const [first, , third] = ensemble.members;
+      if (first === undefined || third === undefined) throw new Error('INVARIANT: three members');
+      // A frozen JVM cannot act on SIGTERM: stop() has to continue it first (else it would only
+      // die of the SIGKILL that follows 5 s later).
+      third.pause();
 
-    for (const pid of pids) if (pid !== null) expect(isAlive(pid)).toBe(false);
-    for (const member of ensemble.members) expect(member.pid).toBeNull();
-    expect(existsSync(ensemble.dir)).toBe(false);
-    await expect(ensemble.stop()).resolves.toBeUndefined();
-    await expect(first.restart()).rejects.toThrow(/stopped/);
-  }, 30_000);
+      const startedAt = performance.now();
+      await ensemble.stop();
+      expect(performance.now() - startedAt).toBeLessThan(4_000);
+
+      for (const pid of pids) if (pid !== null) expect(isAlive(pid)).toBe(false);
+      for (const member of ensemble.members) expect(member.pid).toBeNull();
+      expect(existsSync(ensemble.dir)).toBe(false);
+      await expect(ensemble.stop()).resolves.toBeUndefined();
+      await expect(first.restart()).rejects.toThrow(/stopped/);
+    },
+    scaled(30_000),
+  );
 });

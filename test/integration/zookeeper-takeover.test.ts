@@ -6,7 +6,12 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { isLockError } from '../../src/server/lock-error.js';
 import { parseConnectString } from '../../src/server/stores/zookeeper/protocol/connection-options.js';
 import { ZooKeeperConnection } from '../../src/server/stores/zookeeper/protocol/connection.js';
-import { ErrorCode } from '../../src/server/stores/zookeeper/protocol/records.js';
+import {
+  CreateMode,
+  ErrorCode,
+  EventType,
+  OPEN_ACL_UNSAFE,
+} from '../../src/server/stores/zookeeper/protocol/records.js';
 import { ZooKeeperError } from '../../src/server/stores/zookeeper/protocol/zookeeper-error.js';
 import {
   ZooKeeperStore,
@@ -26,6 +31,8 @@ const zookeeperPort = Number(servers[0]!.split(':')[1]);
 
 /** Short, so that "outlives the session timeout" is seen in a test's time. */
 const SESSION_TIMEOUT_MS = 3000;
+/** Longer than one tick of the test ZooKeeper (200 ms): see witnessExpiry. */
+const WITNESS_LAG_MS = 600;
 const silent = pino({ level: 'silent' });
 
 const cleanups: Array<() => Promise<unknown> | void> = [];
@@ -119,6 +126,32 @@ async function untilGone(raw: ZooKeeperConnection, path: string, withinMs: numbe
   }
 }
 
+/**
+ * Starts a witness: a session of its own, heard from by ZooKeeper now and never again, with a
+ * session timeout a whole `WITNESS_LAG_MS` longer than SESSION_TIMEOUT_MS. Resolves, once the
+ * witness is set, with `expired` (its ephemeral node deleted, seen by `raw`).
+ * ZooKeeper expires sessions a tick-rounded bucket at a time, in order, and the witness's bucket
+ * is a later one than that of any session of SESSION_TIMEOUT_MS last heard from before this
+ * call: by the time the witness has expired, such a session, left alone, has expired too.
+ */
+async function witnessExpiry(raw: ZooKeeperConnection): Promise<{ readonly expired: Promise<void> }> {
+  const witness = await ZooKeeperConnection.connect({
+    servers,
+    sessionTimeoutMs: SESSION_TIMEOUT_MS + WITNESS_LAG_MS,
+  });
+  expect(witness.sessionTimeoutMs).toBe(SESSION_TIMEOUT_MS + WITNESS_LAG_MS);
+  const node = `/takeover-witness-${randomUUID()}`;
+  // The create is the last the witness's session is heard from.
+  await witness.create(node, Buffer.alloc(0), OPEN_ACL_UNSAFE, CreateMode.ephemeral);
+  const expired = deferred();
+  const stat = await raw.exists(node, (event) => {
+    if (event.type === EventType.nodeDeleted) expired.resolve();
+  });
+  expect(stat?.ephemeralOwner).toBe(witness.sessionId);
+  witness.drop();
+  return { expired: expired.promise };
+}
+
 /** Resolves when `session` is lost, with the reason. */
 function whenLost(session: StoreSession): Promise<unknown> {
   return new Promise((resolve) =>
@@ -201,6 +234,9 @@ describe('a ZooKeeper session taken over by another store', () => {
     const handedOver = a.session;
     await a.takeover!.handOver();
     expect(handedOver.lost.aborted).toBe(true);
+    // A is not heard from any more: a witness left alone from now on expires after A's session
+    // would have, had nobody taken it.
+    const pastExpiryOfA = await witnessExpiry(raw);
     const taken = (await b.takeover!.takeOver(name))!;
     cleanups.push(() => taken.store.close());
 
@@ -219,7 +255,7 @@ describe('a ZooKeeper session taken over by another store', () => {
     );
 
     // A's session would have expired by now had nobody taken it: the nodes are still there.
-    await delay(SESSION_TIMEOUT_MS + 1000);
+    await pastExpiryOfA.expired;
     expect(await read(raw, first.path)).toEqual({ data: 'first', version: 0 });
     expect(taken.store.session.confirmed).toBe(true);
 
@@ -347,8 +383,14 @@ describe('a ZooKeeper session taken over by another store', () => {
     taken.store.session.onConfirmedChange((confirmed) => {
       if (!confirmed) wavered += 1;
     });
-    // Past a whole session timeout: an owner still reconnecting would have taken it back by now.
-    await delay(SESSION_TIMEOUT_MS + 500);
+    // A goes on in a session of its own. Its store drops the link of the taken session before it
+    // dials for the next one, and a dropped link never dials again: once A has written in its
+    // next session, nothing of A's can take the session back. B's write, answered after that,
+    // finds B's connection as it was.
+    const fresh = await createSequential(a, `${root}/locks/live`, prefix(), bytes('after'));
+    expect(a.sessionCredentials.id).not.toBe(sessionId);
+    await a.delete(fresh.path);
+    expect(await taken.store.setData(node.path, bytes('still b'))).toBe('set');
     expect(wavered).toBe(0);
     expect(taken.store.session.confirmed).toBe(true);
     expect(taken.store.session.lost.aborted).toBe(false);

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { PlantedBug } from './cluster.js';
 import { NEMESES, type NemesisName } from './nemeses.js';
 import { runJepsen, type JepsenOptions, type JepsenResult } from './run-jepsen.js';
+import { scaled } from '../support/timing.js';
 
 /*
  * The partition suite's short mode, through the same runJepsen as `npm run jepsen`: one run with
@@ -33,23 +34,27 @@ async function run(name: string, options: Partial<JepsenOptions> & { timeS: numb
 }
 
 describe('the partition suite (npm run jepsen, short mode)', () => {
-  it('finds no anomaly while every nemesis is applied in turn', async () => {
-    const nemeses: NemesisName[] = [...NEMESES];
-    // 15 nemeses at about 9.5 s each (fault and heal), plus the membership change's own
-    // reconfigurations and JVM starts (about 9 s a round: the first round ended at 154 s).
-    const result = await run('all', {
-      timeS: 170,
-      nemeses,
-      faultMs: [4_500, 6_000],
-      healMs: [3_500, 5_000],
-      requireEveryNemesis: true,
-    });
-    expect(result.problems).toEqual([]);
-    for (const name of nemeses) expect(result.applied[name], name).toBeGreaterThanOrEqual(1);
-    expect(result.grants).toBeGreaterThanOrEqual(100);
-    expect(result.verdict.anomalies, result.verdict.stdout).toBe(0);
-    expect(result.exitCode).toBe(0);
-  }, 330_000);
+  it(
+    'finds no anomaly while every nemesis is applied in turn',
+    async () => {
+      const nemeses: NemesisName[] = [...NEMESES];
+      // 15 nemeses at about 9.5 s each (fault and heal), plus the membership change's own
+      // reconfigurations and JVM starts (about 9 s a round: the first round ended at 154 s).
+      const result = await run('all', {
+        timeS: 170,
+        nemeses,
+        faultMs: [4_500, 6_000],
+        healMs: [3_500, 5_000],
+        requireEveryNemesis: true,
+      });
+      expect(result.problems).toEqual([]);
+      for (const name of nemeses) expect(result.applied[name], name).toBeGreaterThanOrEqual(1);
+      expect(result.grants).toBeGreaterThanOrEqual(100);
+      expect(result.verdict.anomalies, result.verdict.stdout).toBe(0);
+      expect(result.exitCode).toBe(0);
+    },
+    scaled(330_000),
+  );
 
   const plants: Array<[PlantedBug, NemesisName, number]> = [
     // Caught by the check right after a release returned, under any fault or none.
@@ -79,6 +84,6 @@ describe('the partition suite (npm run jepsen, short mode)', () => {
       expect(result.verdict.anomalies, result.verdict.stdout).toBeGreaterThan(0);
       expect(result.exitCode).toBe(0);
     },
-    120_000,
+    scaled(120_000),
   );
 });

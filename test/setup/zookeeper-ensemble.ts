@@ -33,6 +33,7 @@ import {
 } from './zookeeper-member.js';
 import { Membership, type EnsembleMembership } from './zookeeper-membership.js';
 import { findFreePorts } from './zookeeper-ports.js';
+import { scaled } from '../support/timing.js';
 
 export type { MemberPlacement } from './zookeeper-config.js';
 export type { EnsembleMember, MemberMode } from './zookeeper-member.js';
@@ -124,8 +125,8 @@ const DEFAULT_TICK_TIME_MS = 200;
 const DEFAULT_MAX_SESSION_TIMEOUT_MS = 60_000;
 // Generous: three JVMs are serving after 2-3 s here, but on CI they share two slow cores with
 // the rest of the test run.
-const DEFAULT_START_TIMEOUT_MS = 90_000;
-const DEFAULT_WAIT_TIMEOUT_MS = 30_000;
+const DEFAULT_START_TIMEOUT_MS = scaled(90_000);
+const DEFAULT_WAIT_TIMEOUT_MS = scaled(30_000);
 const START_ATTEMPTS = 3;
 
 /**

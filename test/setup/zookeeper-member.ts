@@ -8,6 +8,7 @@ import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { scaled } from '../support/timing.js';
 
 /** `standalone`: a server of an ensemble of one run without a quorum (standaloneEnabled). */
 export type MemberMode = 'leader' | 'follower' | 'standalone' | 'down';
@@ -56,7 +57,7 @@ export interface EnsembleMember {
   logTail(): string;
 }
 
-const DEFAULT_RESTART_TIMEOUT_MS = 60_000;
+const DEFAULT_RESTART_TIMEOUT_MS = scaled(60_000);
 /** Polling `srvr` while a member starts. */
 export const POLL_INTERVAL_MS = 100;
 // A live member answers `srvr` in milliseconds; a frozen one never does. Polling loops use the

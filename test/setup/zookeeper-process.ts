@@ -4,6 +4,7 @@
  */
 import { startZooKeeperEnsemble } from './zookeeper-ensemble.js';
 import { sendFourLetterWord } from './zookeeper-member.js';
+import { scaled } from '../support/timing.js';
 
 // What callers of the single-server harness use from the shared one.
 export { findZooKeeperInstallation, type ZooKeeperInstallation } from './zookeeper-installation.js';
@@ -60,7 +61,7 @@ export interface ZooKeeperProcess {
   stop(): Promise<void>;
 }
 
-const DEFAULT_START_TIMEOUT_MS = 60_000;
+const DEFAULT_START_TIMEOUT_MS = scaled(60_000);
 
 /** Starts a fresh standalone server and resolves once it is serving requests. */
 export async function startZooKeeper(options: StartZooKeeperOptions = {}): Promise<ZooKeeperProcess> {

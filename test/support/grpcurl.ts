@@ -3,6 +3,7 @@ import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { InteractiveProcess } from './interactive-process.js';
+import { scaled } from './timing.js';
 
 /**
  * The grpcurl binary: on PATH, or where `go install` put it (scripts/install-test-deps.sh).
@@ -28,7 +29,7 @@ const run = promisify(execFile);
 
 /** Runs one grpcurl command to completion and resolves with its stdout. */
 export async function grpcurl(args: string[]): Promise<string> {
-  const { stdout } = await run(findGrpcurl(), args, { timeout: 20_000 });
+  const { stdout } = await run(findGrpcurl(), args, { timeout: scaled(20_000) });
   return stdout;
 }
 

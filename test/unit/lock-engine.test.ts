@@ -5,6 +5,7 @@ import { Withdrawal, type AcquireRequest, type Lease } from '../../src/server/en
 import { isLockError, LockError } from '../../src/server/lock-error.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { joinPath } from '../../src/server/stores/store.js';
+import { scaled } from '../support/timing.js';
 
 const ROOT = '/engine-test';
 
@@ -476,20 +477,24 @@ describe('LockEngine over the embedded store', () => {
     });
   });
 
-  it('queues 10,000 waiters on one lock and grants them in order, each woken exactly once', async () => {
-    const holder = await acquire({ name: 'ten-thousand' }).lease;
-    const waiters = Array.from({ length: 10_000 }, () => acquire({ name: 'ten-thousand' }));
-    await Promise.all(waiters.map((w) => (w.queued.length > 0 ? Promise.resolve(0) : w.nextQueued())));
-    const before = { ...store.stats };
-    await holder.release();
-    let previous = holder.fencingToken;
-    for (const waiter of waiters) {
-      const lease = await waiter.lease;
-      expect(lease.fencingToken).toBeGreaterThan(previous);
-      previous = lease.fencingToken;
-      await lease.release();
-    }
-    expect(store.stats.waitersWoken - before.waitersWoken).toBe(10_000);
-    expect(await nodes('ten-thousand')).toEqual([]);
-  }, 120_000);
+  it(
+    'queues 10,000 waiters on one lock and grants them in order, each woken exactly once',
+    async () => {
+      const holder = await acquire({ name: 'ten-thousand' }).lease;
+      const waiters = Array.from({ length: 10_000 }, () => acquire({ name: 'ten-thousand' }));
+      await Promise.all(waiters.map((w) => (w.queued.length > 0 ? Promise.resolve(0) : w.nextQueued())));
+      const before = { ...store.stats };
+      await holder.release();
+      let previous = holder.fencingToken;
+      for (const waiter of waiters) {
+        const lease = await waiter.lease;
+        expect(lease.fencingToken).toBeGreaterThan(previous);
+        previous = lease.fencingToken;
+        await lease.release();
+      }
+      expect(store.stats.waitersWoken - before.waitersWoken).toBe(10_000);
+      expect(await nodes('ten-thousand')).toEqual([]);
+    },
+    scaled(120_000),
+  );
 });

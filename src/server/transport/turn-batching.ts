@@ -31,7 +31,7 @@ interface HttpStream {
  * Writable, in order; backpressure is the HTTP/2 stream's own.
  *
  * This reaches below grpc-js's public API, checked when the stream opens: a grpc-js whose call
- * is shaped otherwise gets the public path, unbatched (test/unit/turn-batching.test.ts then
+ * is shaped otherwise gets the public path, unbatched (test/integration/turn-batching.test.ts then
  * fails, so an upgrade cannot lose it unseen).
  */
 export function batchedByTurn<M>(call: WritableCall<M>): WritableCall<M> {

@@ -15,7 +15,7 @@ import {
  * notifications are cut into TCP reads, so this scripted peer (it speaks only the handshake and
  * writes chosen bytes) makes the case a real server produces only sometimes: a reply and the
  * notification right behind it in one read. Everything else is tested against real ZooKeeper
- * (test/integration/zookeeper-protocol*.test.ts).
+ * (the other test/integration/zookeeper-protocol*.test.ts).
  */
 
 const closers: Array<() => Promise<void> | void> = [];
