@@ -1,16 +1,21 @@
 import { status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings } from 'pino';
 import type { AcquireRequest as WireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
-import type { AcquireRequest, LockSession, RequestNews } from '../engine/index.js';
+import type { LockSession } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
-import { acquiredMessage, msToDuration, toStreamOpening } from './acquire-request.js';
-import { toCallStatus, type CallStatus } from './error-status.js';
-import { LockStream, violation, type LockStreamOptions } from './lock-stream.js';
+import { toStreamOpening } from './acquire-request.js';
+import type { CallStatus } from './error-status.js';
+import {
+  LockStream,
+  ONLY,
+  violation,
+  type LockStreamOptions,
+  type SessionNews,
+  type Wire,
+} from './lock-stream.js';
 
 type AcquireCall = ServerDuplexStream<WireRequest, AcquireResponse>;
-
-/** The one request of an Acquire stream's session. */
-const ONLY = 1;
+type AcquireStream = LockStream<WireRequest, AcquireResponse>;
 
 /**
  * The Acquire RPC: one lock request on a stream, as a session of one request. Read `start` (or
@@ -23,34 +28,29 @@ export function createAcquireHandler(options: LockStreamOptions): (call: Acquire
   let lastCallId = 0;
   return (call) => {
     lastCallId += 1;
-    new AcquireStream(call, options, lastCallId);
+    new LockStream(call, ACQUIRE_WIRE, options, lastCallId);
   };
 }
 
-class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
-  /**
-   * The request the stream's log lines name, once known. Not a #private field: it may be read
-   * (as undefined) while the base class constructs, before a subclass's own fields exist.
-   */
-  protected loggedRequest: AcquireRequest | undefined;
+/**
+ * The Acquire RPC's messages at the edge of its stream, translated to and from the Session's:
+ * `start` opens a session and acquires its request 1, `resume` resumes it, `release`,
+ * `set_value` and `downgrade` are request 1's; the Session's news of request 1 go out as
+ * Acquire messages of the same names, and its end is the call's, with its status.
+ */
+const ACQUIRE_WIRE: Wire<WireRequest, AcquireResponse> = {
+  rpc: 'acquire',
+  endsWithRequest: true,
+  heartbeat: { kind: { $case: 'heartbeat', value: {} } },
+  endedBeforeOpening: 'the stream ended before a `start` message',
+  endedLine: 'ended',
 
-  logBindings(): Bindings {
-    const call = { callId: this.callId, peer: this.call.getPeer() };
-    const request = this.loggedRequest;
-    return request ? { ...call, lock: request.name, mode: request.mode, owner: request.owner } : call;
-  }
-
-  protected counted(open: boolean): void {
-    if (open) this.options.metrics.streamOpened();
-    else this.options.metrics.streamClosed();
-  }
-
-  protected onMessage(message: WireRequest): void {
-    if (this.state === 'opening') {
-      this.#open(message);
+  read(message: WireRequest, stream: AcquireStream): void {
+    if (stream.state === 'opening') {
+      open(message, stream);
       return;
     }
-    const session = this.opened('`start` or `resume`');
+    const session = stream.opened('`start` or `resume`');
     const kind = message.kind;
     switch (kind?.$case) {
       case 'release':
@@ -73,101 +73,31 @@ class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
       case undefined:
         throw violation('`start` or `resume` may be sent only once per stream');
     }
-  }
+  },
 
-  /** Makes (or resumes) the session of the request the first message asks for. */
-  #open(first: WireRequest): void {
-    const opening = toStreamOpening(first, this.call.getPeer());
-    if (opening.kind === 'start') {
-      this.options.requestSize.check(first, '`start`');
-      const request = this.admitted(opening.request);
-      this.#logRequest(request);
-      const session = this.openSession('acquire', opening.resumeGraceMs);
-      this.#opened(session, opening.heartbeatIntervalMs);
-      session.acquire(ONLY, request);
-      return;
+  message(_id: number, news: SessionNews): AcquireResponse | undefined {
+    if (news.$case === 'opened') {
+      const { resumeToken, resumeGrace } = news.value;
+      return resumeToken === ''
+        ? undefined
+        : { kind: { $case: 'resumable', value: { resumeToken, resumeGrace } } };
     }
-    this.opening(
-      this.options.sessions.resume(opening.resumeToken, 'acquire', this.caller?.name),
-      (session) => {
-        this.#logRequest(session.request(ONLY) ?? { name: '', mode: 'mutex' });
-        this.#opened(session, opening.heartbeatIntervalMs);
-      },
-    );
-  }
+    // An Acquire stream has no `resumed`, and ends with its request (see Wire.endsWithRequest).
+    if (news.$case === 'resumed' || news.$case === 'ended') return undefined;
+    // The other news have the same message on both RPCs.
+    return { kind: news };
+  },
 
-  /** The stream's log lines name its request from now on (see logBindings). */
-  #logRequest(request: AcquireRequest): void {
-    this.loggedRequest = request;
-  }
+  logBindings(stream: AcquireStream): Bindings {
+    const call = { callId: stream.callId, peer: stream.call.getPeer() };
+    const request = stream.loggedRequest;
+    return request ? { ...call, lock: request.name, mode: request.mode, owner: request.owner } : call;
+  },
 
-  #opened(session: LockSession, heartbeatIntervalMs: number | undefined): void {
-    if (session.resumeToken !== undefined) {
-      const resumeGrace = msToDuration(session.graceMs);
-      this.writer.write(ONLY, {
-        kind: { $case: 'resumable', value: { resumeToken: session.resumeToken, resumeGrace } },
-      });
-    }
-    void this.attach(session, heartbeatIntervalMs);
-  }
-
-  protected get endedLine(): string {
-    return 'ended';
-  }
-
-  tell(_id: number, _request: AcquireRequest, news: RequestNews): void | Promise<void> {
-    switch (news.kind) {
-      case 'waiting':
-        this.writer.writeLatest(ONLY, { kind: { $case: 'queued', value: { ahead: news.ahead } } });
-        return;
-      case 'granted':
-        this.writer.write(ONLY, { kind: { $case: 'acquired', value: acquiredMessage(news.lease) } });
-        this.logger.debug({ token: news.lease.fencingToken.toString() }, 'granted');
-        return;
-      case 'confirmation':
-        this.writer.write(ONLY, {
-          kind: news.confirmed ? { $case: 'confirmed', value: {} } : { $case: 'inDoubt', value: {} },
-        });
-        return;
-      case 'revoke-requested': {
-        const { reason, forceAt } = news.revoke;
-        this.writer.write(ONLY, { kind: { $case: 'revokeRequested', value: { reason, forceAt } } });
-        this.logger.info({ reason, forceAt }, 'revocation requested');
-        return;
-      }
-      case 'value-published':
-        this.writer.write(ONLY, { kind: { $case: 'valueSet', value: {} } });
-        return;
-      case 'downgraded':
-        this.writer.write(ONLY, { kind: { $case: 'downgraded', value: {} } });
-        return;
-      case 'released':
-        this.writer.write(ONLY, { kind: { $case: 'released', value: {} } });
-        this.logger.debug({ token: news.lease.fencingToken.toString() }, 'released');
-        return;
-      case 'ended':
-        if (news.error === undefined) this.endCall();
-        else this.endWith(toCallStatus(news.error, this.logger));
-        return;
-      case 'lost': {
-        const call = this.call;
-        this.endWith(toCallStatus(news.error, this.logger));
-        // A lost lock is freed for others once the status has gone to HTTP/2: grpc-js reports
-        // 'cancelled' right after it hands the status over.
-        return call.cancelled
-          ? undefined
-          : new Promise<void>((resolve) => call.once('cancelled', () => resolve()));
-      }
-    }
-  }
-
-  protected heartbeatMessage(): AcquireResponse {
-    return HEARTBEAT;
-  }
-
-  protected endedBeforeOpening(): string {
-    return 'the stream ended before a `start` message';
-  }
+  /** The stream's log lines name its one request already. */
+  requestFields(): Record<string, unknown> {
+    return {};
+  },
 
   /**
    * A request with a resume grace is released only by `release`. A bare half-close cannot be
@@ -176,18 +106,30 @@ class AcquireStream extends LockStream<WireRequest, AcquireResponse> {
    * (when it closes its connection at once). So it is an abnormal end, the same whichever it was:
    * the request is kept for its grace, and a client still listening is told why.
    */
-  protected keptForGrace(session: LockSession): LockError {
+  keptForGrace(session: LockSession): LockError {
     const name = session.request(ONLY)?.name ?? '';
     return new LockError(
       'KEPT_FOR_GRACE',
       `lock "${name}": the stream was half-closed without \`release\`; the request is kept for its resume grace (${session.graceMs} ms) as after a cancel: resume it and send \`release\` to let go`,
     );
-  }
+  },
 
-  protected replacedStatus(): CallStatus {
-    const name = this.session?.request(ONLY)?.name ?? '';
+  replacedStatus(session: LockSession | undefined): CallStatus {
+    const name = session?.request(ONLY)?.name ?? '';
     return { code: grpcStatus.ABORTED, details: `lock "${name}" was resumed on another stream` };
-  }
-}
+  },
+};
 
-const HEARTBEAT: AcquireResponse = { kind: { $case: 'heartbeat', value: {} } };
+/** The first message: `start` opens a session and acquires its one request; `resume` resumes it. */
+function open(first: WireRequest, stream: AcquireStream): void {
+  const opening = toStreamOpening(first, stream.call.getPeer());
+  if (opening.kind === 'resume') {
+    stream.resume(opening.resumeToken, opening.heartbeatIntervalMs);
+    return;
+  }
+  stream.options.requestSize.check(first, '`start`');
+  const request = stream.admitted(opening.request);
+  // The stream's log lines name its request from now on (see logBindings).
+  stream.loggedRequest = request;
+  stream.open(opening.resumeGraceMs, opening.heartbeatIntervalMs).acquire(ONLY, request);
+}

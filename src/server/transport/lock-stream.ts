@@ -1,5 +1,6 @@
 import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings, Logger } from 'pino';
+import type { SessionResponse } from '../../gen/lockstream/v1/lockstream.js';
 import { lazyChild, type BindingsSource } from '../../common/lazy-logger.js';
 import { REQUEST_STATE_KEY } from '../../common/request-state.js';
 import {
@@ -13,6 +14,7 @@ import {
 import { isLockError, LockError } from '../lock-error.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Caller, Gate } from '../security/gate.js';
+import { acquiredMessage, msToDuration } from './acquire-request.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
 import type { OpenStream, OpenStreams } from './open-streams.js';
 import type { RequestSizeLimit } from './request-size.js';
@@ -38,40 +40,90 @@ export interface LockStreamOptions {
 /** Where a stream stands: before its session, open, half-closed and letting go, over. */
 type StreamState = 'opening' | 'open' | 'closing' | 'over';
 
+/** What the session says to its client, in the Session RPC's words (a SessionResponse's kind). */
+export type SessionNews = NonNullable<SessionResponse['kind']>;
+
+/**
+ * One lock RPC's messages at the edge of a LockStream. The stream speaks the Session RPC's
+ * vocabulary (an Acquire stream is a session of one request): a wire reads its RPC's messages
+ * into the stream's session, and writes the session's news as its RPC's messages.
+ */
+export interface Wire<Req, Res> {
+  /** Which RPC: the kind of session it opens, and what the metrics count it as. */
+  readonly rpc: 'acquire' | 'session';
+  /** A message from the client (the stream is opening or open); throwing ends the call. */
+  read(message: Req, stream: LockStream<Req, Res>): void;
+  /**
+   * The message that tells the client `news` about request `id` (0: the session); undefined
+   * where this RPC has none (Acquire has no `resumed`, and `opened` only with a resume token).
+   */
+  message(id: number, news: SessionNews): Res | undefined;
+  /**
+   * Whether the stream is its one request (Acquire): then the request's end is the call's,
+   * with its status, rather than an `ended` message.
+   */
+  readonly endsWithRequest: boolean;
+  /** The heartbeat message of this RPC. */
+  readonly heartbeat: Res;
+  /** What the stream's log lines say of the call (maybe asked while it constructs). */
+  logBindings(stream: LockStream<Req, Res>): Bindings;
+  /** What a debug line about one request says of it, beyond the stream's bindings. */
+  requestFields(id: number, request: AcquireRequest): Record<string, unknown>;
+  /** Why a half-close with requests not let go is kept for the grace. */
+  keptForGrace(session: LockSession): LockError;
+  /** What a client that half-closes before its first message is told. */
+  readonly endedBeforeOpening: string;
+  /** The debug line that says how the call ended. */
+  readonly endedLine: string;
+  /** A resuming stream took the session over: how this one ends. */
+  replacedStatus(session: LockSession | undefined): CallStatus;
+}
+
 /**
  * One gRPC stream that carries a LockSession, whichever RPC it is (an Acquire stream carries a
- * session of one request). This is the lifecycle both RPCs share: admitting the caller,
- * heartbeats, the one writer, a half-close (a clean end, or kept for the grace), a break
- * (detached for the grace, or ended), shutdown, being replaced by a resuming stream, and the
- * call's status. Each RPC reads its own messages and translates the session's news into them.
+ * session of one request): the one stream class. This is the lifecycle both RPCs share:
+ * admitting the caller, heartbeats, the one writer, opening and resuming the session, a
+ * half-close (a clean end, or kept for the grace), a break (detached for the grace, or ended),
+ * shutdown, being replaced by a resuming stream, and the call's status; and the one `tell`,
+ * which says the session's news in the Session RPC's words. Its Wire translates at the edge.
  */
-export abstract class LockStream<Req, Res>
-  implements RequestListener, OpenStream, HeartbeatStream, BindingsSource
-{
-  protected readonly call: ServerDuplexStream<Req, Res>;
-  protected readonly options: LockStreamOptions;
+export class LockStream<Req, Res> implements RequestListener, OpenStream, HeartbeatStream, BindingsSource {
+  readonly call: ServerDuplexStream<Req, Res>;
+  readonly options: LockStreamOptions;
+  readonly #wire: Wire<Req, Res>;
   /** Made when first asked for (see logger). */
   #logger: Logger | undefined;
-  protected readonly writer: StreamWriter<Res>;
+  readonly #writer: StreamWriter<Res>;
   /** The admitted caller; undefined only if admission failed (the stream is then over). */
-  protected caller: Caller | undefined;
-  protected session: LockSession | undefined;
+  #caller: Caller | undefined;
+  #session: LockSession | undefined;
   /** Per-request events are logged at debug level only; nothing is built for them otherwise. */
-  protected readonly debug: boolean;
+  readonly #debug: boolean;
+  /**
+   * The request the stream's log lines name, once known (see Wire.logBindings). Not a #private
+   * field: it may be read (as undefined) while the stream constructs.
+   */
+  loggedRequest: AcquireRequest | undefined;
   #state: StreamState = 'opening';
   #heartbeat: StreamHeartbeat | undefined;
   /** What came while the session was being found (see `opening`): handled once it is. */
   #held: Array<Req | typeof HALF_CLOSE> | undefined;
 
   /** Numbers the calls of one RPC, for the logs. */
-  protected readonly callId: number;
+  readonly callId: number;
 
-  constructor(call: ServerDuplexStream<Req, Res>, options: LockStreamOptions, callId: number) {
+  constructor(
+    call: ServerDuplexStream<Req, Res>,
+    wire: Wire<Req, Res>,
+    options: LockStreamOptions,
+    callId: number,
+  ) {
     this.call = call;
+    this.#wire = wire;
     this.options = options;
     this.callId = callId;
-    this.debug = options.logger.isLevelEnabled('debug');
-    this.writer = new StreamWriter(batchedByTurn(call));
+    this.#debug = options.logger.isLevelEnabled('debug');
+    this.#writer = new StreamWriter(batchedByTurn(call));
     call.on('data', (message: Req) => {
       this.#heartbeat?.heard();
       if (this.#held) this.#held.push(message);
@@ -85,23 +137,36 @@ export abstract class LockStream<Req, Res>
     });
     // grpc-js reports 'cancelled' when any call's stream closes, after a status too; `on`,
     // not `once` (which wraps the listener in a bound function): onBreak acts only once.
-    call.on('cancelled', () => this.onBreak(undefined));
-    this.counted(true);
+    call.on('cancelled', () => this.#onBreak(undefined));
+    this.#counted(true);
     options.streams.add(this);
     if (this.#state === 'over') return;
     try {
-      this.caller = options.gate.admit(call);
+      this.#caller = options.gate.admit(call);
     } catch (error) {
-      this.fail(error);
+      this.#fail(error);
     }
   }
 
   #onData(message: Req): void {
     if (this.#state !== 'opening' && this.#state !== 'open') return;
     try {
-      this.onMessage(message);
+      this.#wire.read(message, this);
     } catch (error) {
-      this.fail(error);
+      this.#fail(error);
+    }
+  }
+
+  /** Counts the stream open (`true`, once) and over (`false`, once) in the metrics. */
+  #counted(open: boolean): void {
+    const { metrics } = this.options;
+    if (this.#wire.rpc === 'acquire') {
+      if (open) metrics.streamOpened();
+      else metrics.streamClosed();
+    } else if (open) {
+      metrics.sessionOpened();
+    } else {
+      metrics.sessionClosed();
     }
   }
 
@@ -113,7 +178,7 @@ export abstract class LockStream<Req, Res>
    * NOT_FOUND. Any other failure to find it (a takeover another instance won, ZooKeeper out of
    * reach, this server stopping) leaves the session where it was, for a resume to find.
    */
-  protected opening(finding: Promise<LockSession>, opened: (session: LockSession) => void): void {
+  #opening(finding: Promise<LockSession>, opened: (session: LockSession) => void): void {
     this.#held = [];
     finding.then(
       (session) => {
@@ -123,7 +188,7 @@ export abstract class LockStream<Req, Res>
         try {
           opened(session);
         } catch (error) {
-          this.fail(error);
+          this.#fail(error);
           return;
         }
         for (const message of held) {
@@ -133,7 +198,7 @@ export abstract class LockStream<Req, Res>
       },
       (error: unknown) => {
         this.#held = undefined;
-        this.fail(error, isLockError(error, 'NOT_FOUND'));
+        this.#fail(error, isLockError(error, 'NOT_FOUND'));
       },
     );
   }
@@ -142,105 +207,218 @@ export abstract class LockStream<Req, Res>
    * The stream's logger: a lazy child whose bindings (`logBindings`) are asked for only when a
    * line is logged at an enabled level; a stream that logs nothing keeps no bindings.
    */
-  protected get logger(): Logger {
+  get logger(): Logger {
     return (this.#logger ??= lazyChild(this.options.logger, this));
   }
 
   /** BindingsSource: what the stream's log lines say of the call (maybe asked while constructing). */
-  abstract logBindings(): Bindings;
-  /** Counts the stream open (`true`, once) and over (`false`, once) in the metrics. */
-  protected abstract counted(open: boolean): void;
+  logBindings(): Bindings {
+    return this.#wire.logBindings(this);
+  }
 
   /** HeartbeatStream: a heartbeat is due. */
   sendHeartbeat(): void {
-    this.writer.writeLatest(0, this.heartbeatMessage());
+    this.#writer.writeLatest(0, this.#wire.heartbeat);
   }
 
   /** HeartbeatStream: the client went silent; the stream is broken. */
   silent(reason: LockError): void {
-    this.onBreak(reason);
+    this.#onBreak(reason);
   }
 
   /** OpenStream: the server shuts down. */
   shutDown(reason: unknown): void {
-    this.fail(reason);
+    this.#fail(reason);
   }
 
-  /** A message from the client (the stream is opening or open); throwing ends the call. */
-  protected abstract onMessage(message: Req): void;
-  /** The RPC's messages for a request's news (see RequestListener). */
-  abstract tell(id: number, request: AcquireRequest, news: RequestNews): void | Promise<void>;
-  /** The heartbeat message of this RPC. */
-  protected abstract heartbeatMessage(): Res;
-  /** Why a half-close with requests not let go is kept for the grace. */
-  protected abstract keptForGrace(session: LockSession): LockError;
-  /** The debug line that says how the call ended. */
-  protected abstract get endedLine(): string;
-  /** A resuming stream took the session over: how this one ends. */
-  protected abstract replacedStatus(): CallStatus;
-
-  protected get state(): StreamState {
+  get state(): StreamState {
     return this.#state;
   }
 
+  /** The session of an open stream; a protocol violation (naming `what` comes first) before it has one. */
+  opened(what: string): LockSession {
+    if (!this.#session) throw violation(`the first message must be ${what}`);
+    return this.#session;
+  }
+
   /**
-   * Makes this stream the session's (the RPC has written its first answer); resolves once the
+   * Opens a session for this stream (SHUTTING_DOWN once the server is closing) and tells the
+   * client so: `opened`, with its resume token if it has a grace.
+   */
+  open(graceMs: number, heartbeatIntervalMs: number | undefined): LockSession {
+    const session = this.options.sessions.open({
+      kind: this.#wire.rpc,
+      graceMs,
+      callerName: this.#caller?.name,
+      accounting: this.options.metrics,
+      logger: this.logger,
+    });
+    this.#tellOpened(session);
+    void this.#attach(session, heartbeatIntervalMs);
+    this.logger.debug({ graceMs: session.graceMs }, 'session opened');
+    return session;
+  }
+
+  /**
+   * Resumes the session of `resumeToken` on this stream (see #opening): tells the client
+   * `opened`, where every request stands, then `resumed`.
+   */
+  resume(resumeToken: string, heartbeatIntervalMs: number | undefined): void {
+    this.#opening(
+      this.options.sessions.resume(resumeToken, this.#wire.rpc, this.#caller?.name),
+      (session) => {
+        this.loggedRequest ??= session.request(ONLY);
+        this.#tellOpened(session);
+        void this.#attach(session, heartbeatIntervalMs).then(() => {
+          if (this.#state === 'over' || !session.isAttached(this)) return;
+          // After every request's state: a request not reported before `resumed` is unknown here.
+          this.#send(0, RESUMED);
+          this.logger.debug({ requests: session.size }, 'session resumed');
+        });
+      },
+    );
+  }
+
+  #tellOpened(session: LockSession): void {
+    const { resumeToken, graceMs } = session;
+    this.#send(0, {
+      $case: 'opened',
+      value: {
+        resumeToken: resumeToken ?? '',
+        resumeGrace: resumeToken === undefined ? undefined : msToDuration(graceMs),
+      },
+    });
+  }
+
+  /**
+   * Makes this stream the session's (it has written its first answer); resolves once the
    * session has told it where every request stands.
    */
-  protected attach(session: LockSession, heartbeatIntervalMs: number | undefined): Promise<void> {
-    this.session = session;
+  #attach(session: LockSession, heartbeatIntervalMs: number | undefined): Promise<void> {
+    this.#session = session;
     this.#state = 'open';
     this.#heartbeat = startHeartbeat(heartbeatIntervalMs, this);
     return session.attach(this);
   }
 
-  /** The session of an open stream; a protocol violation before it has one. */
-  protected opened(what: string): LockSession {
-    if (!this.session) throw violation(`the first message must be ${what}`);
-    return this.session;
+  /** The message for `news` about request `id`, if this RPC has one, written in order. */
+  #send(id: number, news: SessionNews, written?: () => void): void {
+    const message = this.#wire.message(id, news);
+    if (message !== undefined) this.#writer.write(id, message, written);
+    else written?.();
   }
 
-  /** Opens a session for this stream (SHUTTING_DOWN once the server is closing). */
-  protected openSession(kind: 'acquire' | 'session', graceMs: number): LockSession {
-    return this.options.sessions.open({
-      kind,
-      graceMs,
-      callerName: this.caller?.name,
-      accounting: this.options.metrics,
-      logger: this.logger,
-    });
+  /**
+   * The session's news of request `id`, in the Session RPC's words: written as the wire's
+   * messages; the end of a stream's only request (Acquire) ends the call with its status.
+   * For a lost lock, resolves once the client has been handed the news (it is freed for
+   * others only then).
+   */
+  tell(id: number, request: AcquireRequest | undefined, news: RequestNews): void | Promise<void> {
+    switch (news.kind) {
+      case 'waiting': {
+        const message = this.#wire.message(id, { $case: 'queued', value: { ahead: news.ahead } });
+        if (message !== undefined) this.#writer.writeLatest(id, message);
+        return;
+      }
+      case 'granted':
+        this.#send(id, { $case: 'acquired', value: acquiredMessage(news.lease) });
+        if (request) this.#logRequest(id, request, 'granted', { token: news.lease.fencingToken.toString() });
+        return;
+      case 'confirmation':
+        this.#send(id, news.confirmed ? { $case: 'confirmed', value: {} } : { $case: 'inDoubt', value: {} });
+        return;
+      case 'revoke-requested': {
+        const { reason, forceAt } = news.revoke;
+        this.#send(id, { $case: 'revokeRequested', value: { reason, forceAt } });
+        // At info level: a revocation is an operator's act, worth a line whatever the level.
+        this.logger.info(
+          { ...(request && this.#wire.requestFields(id, request)), reason, forceAt },
+          'revocation requested',
+        );
+        return;
+      }
+      case 'value-published':
+        this.#send(id, { $case: 'valueSet', value: {} });
+        return;
+      case 'downgraded':
+        this.#send(id, { $case: 'downgraded', value: {} });
+        return;
+      case 'released':
+        this.#send(id, { $case: 'released', value: {} });
+        if (request) this.#logRequest(id, request, 'released', { token: news.lease.fencingToken.toString() });
+        return;
+      case 'ended':
+      case 'lost':
+        return this.#ended(id, request, news);
+    }
+  }
+
+  /** Request `id` ended (`lost`: it held, and lost the lock). */
+  #ended(
+    id: number,
+    request: AcquireRequest | undefined,
+    news: Extract<RequestNews, { kind: 'ended' | 'lost' }>,
+  ): void | Promise<void> {
+    if (this.#wire.endsWithRequest) {
+      if (news.kind === 'ended' && news.error === undefined) {
+        this.#endCall();
+        return;
+      }
+      const call = this.call;
+      this.#endWith(toCallStatus(news.error, this.logger));
+      if (news.kind === 'ended') return;
+      // A lost lock is freed for others once the status has gone to HTTP/2: grpc-js reports
+      // 'cancelled' right after it hands the status over.
+      return call.cancelled
+        ? undefined
+        : new Promise<void>((resolve) => call.once('cancelled', () => resolve()));
+    }
+    const { code, details } =
+      news.error === undefined ? { code: grpcStatus.OK, details: '' } : toCallStatus(news.error, this.logger);
+    if (request) this.#logRequest(id, request, 'ended', { status: grpcStatus[code], details });
+    const ended: SessionNews = { $case: 'ended', value: { code, message: details } };
+    if (news.kind === 'ended') {
+      this.#send(id, ended);
+      return;
+    }
+    // A lost lock is freed for others once the client has been handed the news.
+    return new Promise<void>((resolve) => this.#send(id, ended, resolve));
+  }
+
+  /** A debug line about one request. */
+  #logRequest(id: number, request: AcquireRequest, msg: string, fields: Record<string, unknown>): void {
+    if (!this.#debug) return;
+    this.logger.debug({ ...this.#wire.requestFields(id, request), ...fields }, msg);
   }
 
   /** The client ended its side: a clean end, unless requests not let go make it a break. */
   #onHalfClose(): void {
     if (this.#state === 'opening') {
-      this.fail(violation(this.endedBeforeOpening()));
+      this.#fail(violation(this.#wire.endedBeforeOpening));
       return;
     }
     if (this.#state !== 'open') return;
-    const session = this.session!;
+    const session = this.#session!;
     // With a grace, requests are let go by `release` or `cancel`: a half-close with some left
     // may be a cancel whose reset has not arrived (or never will), so it is an abnormal end.
     if (session.graceMs > 0 && session.unreleased > 0) {
-      this.onBreak(this.keptForGrace(session));
+      this.#onBreak(this.#wire.keptForGrace(session));
       return;
     }
     this.#state = 'closing';
     void session.closeCleanly().then(() => {
-      if (this.#state === 'closing') this.endCall();
+      if (this.#state === 'closing') this.#endCall();
     });
   }
 
-  /** What a client that half-closes before its first message is told. */
-  protected abstract endedBeforeOpening(): string;
-
   /** Ends the call with OK after what was written before, and the session with it. */
-  protected endCall(): void {
+  #endCall(): void {
     if (this.#state === 'over') return;
     this.#over();
     this.call.end();
-    this.logger.debug({ status: 'OK' }, this.endedLine);
-    const session = this.session;
+    this.logger.debug({ status: 'OK' }, this.#wire.endedLine);
+    const session = this.#session;
     void Promise.resolve(session?.isAttached(this) ? session.end(SESSION_ENDED) : undefined).then(() =>
       this.#done(),
     );
@@ -250,12 +428,12 @@ export abstract class LockStream<Req, Res>
    * The stream broke: the client cancelled (`reason` undefined), its connection died, or it went
    * silent. A session with a grace is kept for it; otherwise its requests end now.
    */
-  protected onBreak(reason: LockError | undefined): void {
+  #onBreak(reason: LockError | undefined): void {
     if (this.#state === 'over') return;
     this.#over();
-    const session = this.session;
+    const session = this.#session;
     const detaching = session !== undefined && session.graceMs > 0 && !this.options.shutdown.aborted;
-    if (reason) this.emitStatus(toCallStatus(reason, this.logger), !detaching);
+    if (reason) this.#emitStatus(toCallStatus(reason, this.logger), !detaching);
     if (session?.isAttached(this)) {
       if (detaching) {
         session.detach();
@@ -268,21 +446,20 @@ export abstract class LockStream<Req, Res>
     this.#done();
   }
 
-  /** Ends the call with `error`'s status after ending the session, for good. */
   /**
    * Ends the call with `error`'s status, and the stream's session with it if attached;
    * `requestEnded` false: the session, not attached, may be kept elsewhere (see `opening`).
    */
-  protected fail(error: unknown, requestEnded = true): void {
+  #fail(error: unknown, requestEnded = true): void {
     if (this.#state === 'over') return;
     this.#over();
     const status = toCallStatus(error, this.logger);
-    const session = this.session;
+    const session = this.#session;
     const done = session?.isAttached(this)
       ? session.end(error instanceof LockError ? error : SESSION_ENDED)
       : undefined;
     void Promise.resolve(done).then(() => {
-      this.emitStatus(status, requestEnded);
+      this.#emitStatus(status, requestEnded);
       this.#done();
     });
   }
@@ -291,11 +468,11 @@ export abstract class LockStream<Req, Res>
    * Ends the call with `status` at once (the session's only request has ended with it); the
    * session, empty now, ends too.
    */
-  protected endWith(status: CallStatus): void {
+  #endWith(status: CallStatus): void {
     if (this.#state === 'over') return;
     this.#over();
-    this.emitStatus(status, true);
-    const session = this.session;
+    this.#emitStatus(status, true);
+    const session = this.#session;
     void Promise.resolve(session?.isAttached(this) ? session.end(SESSION_ENDED) : undefined).then(() =>
       this.#done(),
     );
@@ -304,7 +481,7 @@ export abstract class LockStream<Req, Res>
   handedOver(): void {
     if (this.#state === 'over') return;
     this.#over();
-    this.emitStatus(
+    this.#emitStatus(
       {
         code: grpcStatus.UNAVAILABLE,
         details: 'the session moved to another lockstream instance: resume it, on any instance',
@@ -317,13 +494,13 @@ export abstract class LockStream<Req, Res>
   replaced(): void {
     if (this.#state === 'over') return;
     this.#over();
-    this.emitStatus(this.replacedStatus(), false);
+    this.#emitStatus(this.#wire.replacedStatus(this.#session), false);
     this.#done();
   }
 
   #over(): void {
     this.#state = 'over';
-    this.counted(false);
+    this.#counted(false);
     this.#heartbeat?.[Symbol.dispose]();
   }
 
@@ -333,16 +510,16 @@ export abstract class LockStream<Req, Res>
   }
 
   /** Ends the call with `status`; `requestEnded` tells the client not to try a resume. */
-  protected emitStatus(status: CallStatus, requestEnded: boolean): void {
-    this.logger.debug({ status: grpcStatus[status.code], details: status.details }, this.endedLine);
+  #emitStatus(status: CallStatus, requestEnded: boolean): void {
+    this.logger.debug({ status: grpcStatus[status.code], details: status.details }, this.#wire.endedLine);
     const metadata = new Metadata();
     if (requestEnded) metadata.set(REQUEST_STATE_KEY, 'ended');
     this.call.emit('error', { ...status, metadata });
   }
 
   /** The caller's request, checked against the access policy; a caller naming no owner is recorded as itself. */
-  protected admitted(asked: AcquireRequest): AcquireRequest {
-    const caller = this.caller;
+  admitted(asked: AcquireRequest): AcquireRequest {
+    const caller = this.#caller;
     for (const target of asked.locks ?? [asked]) caller?.checkAcquire(target.name, target.mode);
     return asked.owner === '' && caller?.name ? { ...asked, owner: caller.name } : asked;
   }
@@ -350,6 +527,11 @@ export abstract class LockStream<Req, Res>
 
 /** Stands for a half-close among held messages. */
 const HALF_CLOSE = Symbol('half-close');
+
+/** The one request of an Acquire stream's session (see LockStream.resume: its log lines name it). */
+export const ONLY = 1;
+
+const RESUMED: SessionNews = { $case: 'resumed', value: {} };
 
 export function violation(message: string): LockError {
   return new LockError('INVALID_ARGUMENT', message);
