@@ -1,7 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import type { DescribeLockResponse } from '../../src/gen/lockstream/v1/lockstream.js';
-import { parseNodeRecord } from '../../src/server/engine/node-record.js';
+import { parseNodeRecord } from '../../src/server/engine/lock-nodes.js';
 import type { LockRpc, RequestStream } from '../support/lock-caller.js';
 import { useConformanceServer, type BackendUnderTest } from './conformance-server.js';
 

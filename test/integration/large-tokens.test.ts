@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockClient } from '../../src/client/index.js';
-import { encodeLockName } from '../../src/server/engine/lock-name.js';
+import { encodeLockName } from '../../src/server/engine/lock-nodes.js';
 import { parseConnectString } from '../../src/server/stores/zookeeper/protocol/connection-options.js';
 import { ZooKeeperConnection } from '../../src/server/stores/zookeeper/protocol/connection.js';
 import { startZooKeeperEnsemble, type ZooKeeperEnsemble } from '../setup/zookeeper-ensemble.js';

@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import type { ListLocksResponse, LockSummary } from '../../src/gen/lockstream/v1/lockstream.js';
 import { loadConfig } from '../../src/server/config.js';
-import { encodeLockName } from '../../src/server/engine/lock-name.js';
+import { encodeLockName } from '../../src/server/engine/lock-nodes.js';
 import { startServer } from '../../src/server/main.js';
 import { zk } from '../../src/server/stores/zookeeper/zookeeper-client.js';
 import { ZOOKEEPER_CLIENTS } from '../../src/server/stores/zookeeper/zookeeper-link.js';

@@ -6,7 +6,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LockClient } from '../../src/client/index.js';
 import { loadConfig } from '../../src/server/config.js';
-import { encodeLockName } from '../../src/server/engine/lock-name.js';
+import { encodeLockName } from '../../src/server/engine/lock-nodes.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
 import { zk } from '../../src/server/stores/zookeeper/zookeeper-client.js';
 import { ZOOKEEPER_CLIENTS } from '../../src/server/stores/zookeeper/zookeeper-link.js';

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { nodePrefix, queueOrder } from '../../src/server/engine/node-name.js';
+import { nodePrefix, queueOrder } from '../../src/server/engine/lock-nodes.js';
 import {
   holders,
   position,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../support/random.js';
 import { isLockError, type LockError } from '../../src/server/lock-error.js';
-import { decodeLockName, encodeLockName, validateLockName } from '../../src/server/engine/lock-name.js';
+import { decodeLockName, encodeLockName, validateLockName } from '../../src/server/engine/lock-nodes.js';
 
 /** The error validateLockName throws for `name`, asserting that it is an INVALID_ARGUMENT LockError. */
 function rejection(name: string): LockError {

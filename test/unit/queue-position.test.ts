@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../support/random.js';
 import { conflicts, isExclusive, type LockMode } from '../../src/server/engine/lock-request.js';
-import { nodePrefix, parseNodeName, queueOrder } from '../../src/server/engine/node-name.js';
+import { nodePrefix, parseNodeName, queueOrder } from '../../src/server/engine/lock-nodes.js';
 import { disagreement, holders, position, type Position } from '../../src/server/engine/queue-position.js';
 
 /** A sequence suffix as ZooKeeper writes it: Java's `%010d` of the parent's (signed int) cversion. */

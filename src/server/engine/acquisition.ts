@@ -25,8 +25,8 @@ import {
   type RequestTag,
 } from './lock-request.js';
 import { MultiLease } from './multi-lease.js';
-import { nodePrefix, parseNodeName } from './node-name.js';
-import { requestRecords } from './node-record.js';
+import { nodePrefix, parseNodeName } from './lock-nodes.js';
+import { requestRecords } from './lock-nodes.js';
 import { disagreement, releaseFreesWatchers, type HeldPosition, type Position } from './queue-position.js';
 import type { QueueWaits } from './local-queue.js';
 import { semaphoreShapeOf } from './request-validation.js';

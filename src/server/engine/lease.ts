@@ -10,7 +10,7 @@ import type { AcquireRequest, Lease, LeaseHolder, RevokeRequest } from './lock-r
 import { isLockError, LockError } from '../lock-error.js';
 import type { DeleteBatch } from './delete-batch.js';
 import { replaceWithReadNode } from './node-downgrade.js';
-import { recordedValue, updateNodeRecord, withValue } from './node-record.js';
+import { recordedValue, updateNodeRecord, withValue } from './lock-nodes.js';
 import type { ReleasedHolders } from './local-queue.js';
 import { HeldRevocation } from './revocation.js';
 import type { SessionDependent, SessionDependents } from './session-dependents.js';

@@ -6,7 +6,7 @@ import {
   sequenceOf,
   type QueueNode,
   type QueueNodeReader,
-} from './node-name.js';
+} from './lock-nodes.js';
 import { position, waiterPlaces, type Position } from './queue-position.js';
 import type { SemaphoreWakeups } from './semaphore-wakeups.js';
 

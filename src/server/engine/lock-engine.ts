@@ -3,10 +3,10 @@ import type { Logger } from 'pino';
 import { joinPath, type CoordinationStore, type NodeReplacement, type OwnedNode } from '../stores/store.js';
 import { Acquisition, type AcquireListener, type AcquisitionEngine } from './acquisition.js';
 import type { AcquireOptions, AcquireRequest, Lease, RequestOptions } from './lock-request.js';
-import { encodeLockName, validateLockName } from './lock-name.js';
+import { encodeLockName, validateLockName } from './lock-nodes.js';
 import { QueueWaits } from './local-queue.js';
 import { validateRequest } from './request-validation.js';
-import { Revoker } from './revoker.js';
+import { Revoker } from './revocation.js';
 import { SemaphoreWakeups } from './semaphore-wakeups.js';
 import { SessionDependents } from './session-dependents.js';
 

@@ -6,13 +6,13 @@ import {
   type NodeData,
   type StoreSession,
 } from '../stores/store.js';
-import { parseNodeRecord, publishedValue, recordedToken } from './node-record.js';
+import { parseNodeRecord, publishedValue, recordedToken } from './lock-nodes.js';
 import type { LockEngine } from './lock-engine.js';
 import { onAbort } from '../../common/abort.js';
 import { LockError } from '../lock-error.js';
 import type { LockMode } from './lock-request.js';
-import { decodeLockName, validateLockName } from './lock-name.js';
-import { queueOrder, type QueueEntry } from './node-name.js';
+import { decodeLockName, validateLockName } from './lock-nodes.js';
+import { queueOrder, type QueueEntry } from './lock-nodes.js';
 import { holders } from './queue-position.js';
 
 /** One request in a lock's queue, from its node: what the instance serving it recorded. */

@@ -1,7 +1,7 @@
 import { LockError } from '../lock-error.js';
 import type { CoordinationStore, NodeFollow, NodeReplacement, StoreSession } from '../stores/store.js';
-import { readNodeName } from './node-name.js';
-import { encodeNodeRecord, parseNodeRecord } from './node-record.js';
+import { readNodeName } from './lock-nodes.js';
+import { encodeNodeRecord, parseNodeRecord } from './lock-nodes.js';
 
 /** What a held lock lends the replacement of its node (see replaceWithReadNode). */
 export interface ReplacedHold {

@@ -1,5 +1,5 @@
 import { conflicts, type LockMode } from './lock-request.js';
-import { modeOf, queueNodeOf, semaphoreShape, type QueueNode, type QueueNodeReader } from './node-name.js';
+import { modeOf, queueNodeOf, semaphoreShape, type QueueNode, type QueueNodeReader } from './lock-nodes.js';
 
 /*
  * The grant rule, written once as a fold over a lock's queue: `Ahead` adds up the requests

@@ -6,10 +6,10 @@ import {
   WAIT_TIMEOUT_MAX_MS,
 } from '../../common/limits.js';
 import { LockError } from '../lock-error.js';
-import { validateLockName } from './lock-name.js';
+import { validateLockName } from './lock-nodes.js';
 import type { LockMode } from './lock-request.js';
 import type { AcquireRequest, LockTarget } from './lock-request.js';
-import type { SemaphoreShape } from './node-name.js';
+import type { SemaphoreShape } from './lock-nodes.js';
 
 /*
  * What makes a request one the engine accepts; each error names the field and the problem

@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 import { onAbort } from '../../common/abort.js';
 import { LockError } from '../lock-error.js';
 import { joinPath, NodeFollow, waitUntilDeleted, type CoordinationStore } from '../stores/store.js';
-import { parseNodeName } from './node-name.js';
-import { parseNodeRecord, updateNodeRecord } from './node-record.js';
+import { parseNodeName } from './lock-nodes.js';
+import { parseNodeRecord, updateNodeRecord } from './lock-nodes.js';
 import type { SemaphoreWake } from './queue-position.js';
 
 /** Why a semaphore wait's own watches are dropped once one of them has answered. */

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { baseName, parentPath, type OwnedNode } from '../stores/store.js';
 import type { AcquireRequest, LockTarget, RequestTag } from './lock-request.js';
-import { decodeLockName } from './lock-name.js';
-import { parseNodeName } from './node-name.js';
-import { parseNodeRecord, publishedValue, type NodeRecord } from './node-record.js';
+import { decodeLockName } from './lock-nodes.js';
+import { parseNodeName } from './lock-nodes.js';
+import { parseNodeRecord, publishedValue, type NodeRecord } from './lock-nodes.js';
 import type { SessionKind } from './lock-session.js';
 
 /*
