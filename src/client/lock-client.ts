@@ -7,14 +7,9 @@ import {
   type ChannelCredentials,
   type ChannelOptions,
 } from '@grpc/grpc-js';
-import {
-  LockServiceClient,
-  type AcquireRequest,
-  type AcquireResponse,
-  type SessionRequest,
-  type SessionResponse,
-} from '../gen/lockstream/v1/lockstream.js';
+import { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
+import { acquireCall } from './acquire-translator.js';
 import { lockRequest, multiLockRequest, type AcquireOptions } from './acquire-options.js';
 import { endpointList, Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError, LockTimeoutError } from './errors.js';
@@ -22,7 +17,8 @@ import type { Lock, LockRequest, LockSpec } from './lock.js';
 import { LockChannel } from './lock-channel.js';
 import type { LockHandle } from './lock-handle.js';
 import { LockInspector, type LockDescription, type LockPage } from './lock-inspector.js';
-import { AcquireWire, SessionWire } from './lock-wires.js';
+import { sessionCall } from './session-call.js';
+import { LockStreamOpening } from './stream-opening.js';
 
 export type { AcquireOptions } from './acquire-options.js';
 export type { LockDescription, LockPage, LockRequestInfo } from './lock-inspector.js';
@@ -112,11 +108,12 @@ export class LockClient implements Disposable {
   readonly #endpoints: Endpoints;
   readonly #inspector: LockInspector;
   readonly #unavailableRetries: number;
-  readonly #acquireWire: AcquireWire;
+  /** Streams of one lock each: the Acquire RPC, translated into the Session's terms. */
+  readonly #perLock: LockStreamOpening;
   /** The Session stream every lock goes on; undefined with `streamPerLock` (or an older server). */
-  #session: LockChannel<SessionRequest, SessionResponse> | undefined;
+  #session: LockChannel | undefined;
   /** The Acquire streams of one lock each, while their request lasts. */
-  readonly #streams = new Set<LockChannel<AcquireRequest, AcquireResponse>>();
+  readonly #streams = new Set<LockChannel>();
   #closed = false;
 
   /**
@@ -153,9 +150,9 @@ export class LockClient implements Disposable {
         options.heartbeatIntervalMs ?? defaultHeartbeatIntervalMs(resumeGraceMs),
       ),
     };
-    this.#acquireWire = new AcquireWire(this.#endpoints, settings);
+    this.#perLock = new LockStreamOpening(this.#endpoints, settings, acquireCall);
     if (options.streamPerLock !== true) {
-      this.#session = new LockChannel(new SessionWire(this.#endpoints, settings), {
+      this.#session = new LockChannel(new LockStreamOpening(this.#endpoints, settings, sessionCall), {
         idleMs: nonNegative('sessionIdleMs', options.sessionIdleMs ?? 250),
       });
     }
@@ -361,7 +358,7 @@ export class LockClient implements Disposable {
 
   /** `request` on an Acquire stream of its own. */
   #streamPerLock(request: LockRequest): LockHandle {
-    const stream: LockChannel<AcquireRequest, AcquireResponse> = new LockChannel(this.#acquireWire, {
+    const stream: LockChannel = new LockChannel(this.#perLock, {
       idleMs: 0,
       onEmpty: () => this.#streams.delete(stream),
     });

@@ -1,7 +1,6 @@
 import type { Duration } from '../gen/google/protobuf/duration.js';
 import {
   LockMode as WireLockMode,
-  type AcquireStart,
   type LockTarget,
   type SessionAcquire,
 } from '../gen/lockstream/v1/lockstream.js';
@@ -100,16 +99,8 @@ export interface LockSpec {
   readonly weight?: number;
 }
 
-/**
- * A request's first message for either RPC: it has SessionAcquire's and AcquireStart's fields,
- * and each encodes only its own. One object, no spread: it is made for every acquire.
- */
-export function wireRequest(
-  request: LockRequest,
-  requestId: number,
-  resumeGrace: Duration | undefined,
-  heartbeatInterval: Duration | undefined,
-): SessionAcquire & AcquireStart {
+/** A request's `acquire`, named `requestId`. One object, no spread: it is made for every acquire. */
+export function wireRequest(request: LockRequest, requestId: number): SessionAcquire {
   // A multi-lock names its locks in `locks` only.
   const locks = request.locks;
   return {
@@ -122,8 +113,6 @@ export function wireRequest(
     limit: locks ? 0 : request.limit,
     weight: locks ? undefined : request.weight,
     locks: locks ? locks.map(lockTarget) : NO_TARGETS,
-    resumeGrace,
-    heartbeatInterval,
   };
 }
 
