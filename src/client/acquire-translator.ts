@@ -1,4 +1,4 @@
-/**
+/*
  * An Acquire call translated at the edge into a Session call of one request: Session requests
  * become Acquire messages on the way out, Acquire news becomes Session news on the way in.
  */

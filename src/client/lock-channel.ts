@@ -1,8 +1,13 @@
+/*
+ * Many lock requests on one resumable stream, each by its id: their messages out, the server's
+ * news about each in, and what a break, a resume and the stream's end do to them.
+ */
 import type { SessionResponse } from '../gen/lockstream/v1/lockstream.js';
-import { fromDuration, type LockRequest } from './lock.js';
-import { LockHandle, type RequestCarrier, type RequestMessage } from './lock-handle.js';
+import type { LockRequest } from './acquire-options.js';
+import { LockHandle, type RequestCarrier } from './lock-handle.js';
 import { ResumableStream, type EndStatus, type StreamOpening } from './resumable-stream.js';
-import { sessionRequest } from './session-requests.js';
+import { sessionRequest, type RequestMessage } from './session-requests.js';
+import { fromDuration } from './wire-values.js';
 
 export interface LockChannelOptions {
   /** How long a stream with no request stays open for the next one. */
@@ -47,7 +52,7 @@ export class LockChannel implements RequestCarrier {
     this.#locks.set(id, lock);
     // A stream that is resuming takes the request once it is back.
     if (!this.#stream.active) this.#stream.start();
-    if (!this.#stream.resuming) this.#stream.write(sessionRequest(lock, lock.acquireMessage()));
+    if (!this.#stream.resuming) this.#stream.write(sessionRequest(id, request, lock.acquireMessage()));
     return lock;
   }
 
@@ -67,7 +72,7 @@ export class LockChannel implements RequestCarrier {
 
   send(lock: LockHandle, message: RequestMessage): void {
     // While resuming, `#resumed` sends what each request still needs.
-    if (!this.#stream.resuming) this.#stream.write(sessionRequest(lock, message));
+    if (!this.#stream.resuming) this.#stream.write(sessionRequest(lock.id, lock.request, message));
   }
 
   forget(lock: LockHandle): void {

@@ -10,10 +10,10 @@ import {
 import { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
 import { onAbort } from '../common/abort.js';
 import { acquireCall } from './acquire-translator.js';
-import { lockRequest, multiLockRequest, type AcquireOptions } from './acquire-options.js';
+import { lockRequest, multiLockRequest, type AcquireOptions, type LockRequest } from './acquire-options.js';
 import { endpointList, Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError, LockTimeoutError } from './errors.js';
-import type { Lock, LockRequest, LockSpec } from './lock.js';
+import type { Lock, LockSpec } from './lock.js';
 import { LockChannel } from './lock-channel.js';
 import type { LockHandle } from './lock-handle.js';
 import { LockInspector, type LockDescription, type LockPage } from './lock-inspector.js';

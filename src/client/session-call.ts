@@ -1,4 +1,4 @@
-/**
+/*
  * One gRPC call as the SDK's lock streams see it, whichever RPC carries it: Session requests
  * out, Session news in; here also the Session RPC's own call, which needs no translation.
  */

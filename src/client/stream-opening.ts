@@ -1,11 +1,11 @@
-/**
+/*
  * What a LockClient's lock streams open with: its endpoints, the RPC that carries them, and
  * the Session messages that open, resume and keep alive each stream, from the client's settings.
  */
 import type { Duration } from '../gen/google/protobuf/duration.js';
 import type { SessionRequest } from '../gen/lockstream/v1/lockstream.js';
 import type { Endpoints } from './endpoints.js';
-import { toDuration } from './lock.js';
+import { toDuration } from './wire-values.js';
 import type { StreamOpening } from './resumable-stream.js';
 import type { CallCarrier, CallListener, LockCall } from './session-call.js';
 
