@@ -5,7 +5,8 @@
 import { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
 import { AcquireAttempts } from './acquire-attempts.js';
 import { lockRequest, multiLockRequest, type AcquireOptions, type LockRequest } from './acquire-options.js';
-import { endpointList, Endpoints } from './endpoints.js';
+import { endpointList } from './endpoint-list.js';
+import { Endpoints } from './endpoints.js';
 import { LockTimeoutError } from './errors.js';
 import type { Lock, LockSpec } from './lock.js';
 import {

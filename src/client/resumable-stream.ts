@@ -1,8 +1,14 @@
+/*
+ * One logical lock stream to the server over a sequence of gRPC calls: each call opened, kept
+ * alive and watched, and after a break replaced by a resumed one, round the endpoints, within
+ * the grace.
+ */
 import { status as Status } from '@grpc/grpc-js';
 import { REQUEST_STATE_KEY } from '../common/limits.js';
 import type { SessionRequest, SessionResponse } from '../gen/lockstream/v1/lockstream.js';
 import type { EndpointRing } from './endpoints.js';
-import type { CallListener, CallStatus, LockCall } from './session-call.js';
+import { clientHeartbeat } from './call-heartbeat.js';
+import { ignore, type CallListener, type CallStatus, type LockCall } from './session-call.js';
 
 /** How a stream or a request ended: a gRPC status (the client's own, for a stream it gave up). */
 export interface EndStatus {
@@ -307,41 +313,4 @@ export class ResumableStream {
     }
     this.#resuming = undefined;
   }
-}
-
-function ignore(): void {}
-
-/**
- * Sends `message` on `call` every `intervalMs`, and calls `silent` when the server has said
- * nothing for `silenceMs()` since `heardAt()` (a proxy may answer HTTP/2 pings for a server
- * that is gone). Hearing costs the caller one timestamp, not a timer reset per message. Returns
- * a function that stops both.
- */
-function clientHeartbeat<T>(
-  call: { write(message: T): unknown },
-  intervalMs: number,
-  message: T,
-  heardAt: () => number,
-  silenceMs: () => number,
-  silent: (status: EndStatus) => void,
-): () => void {
-  const ticker = setInterval(() => call.write(message), intervalMs);
-  ticker.unref();
-  const check = (): void => {
-    const allowedMs = silenceMs();
-    const quietMs = performance.now() - heardAt();
-    if (quietMs < allowedMs) {
-      silence = setTimeout(check, allowedMs - quietMs).unref();
-      return;
-    }
-    silent({
-      code: Status.UNAVAILABLE,
-      details: `no message from the server for ${allowedMs} ms (heartbeats every ${intervalMs} ms)`,
-    });
-  };
-  let silence = setTimeout(check, silenceMs()).unref();
-  return () => {
-    clearInterval(ticker);
-    clearTimeout(silence);
-  };
 }
