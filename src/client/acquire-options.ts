@@ -1,5 +1,9 @@
+/*
+ * How a caller asks for a lock: the options of `acquire`, checked into the request the SDK
+ * carries.
+ */
 import { VALUE_MAX_BYTES } from '../common/limits.js';
-import type { LockMode, LockRequest, LockSpec, RevokeRequest } from './lock.js';
+import type { LockMode, LockSpec, RevokeRequest } from './lock.js';
 import {
   checkLabel,
   checkLockName,
@@ -43,6 +47,27 @@ export interface AcquireOptions {
   readonly onConfirmed?: () => void;
   /** Called when someone asks for the held lock back (see `Lock.revokeRequested`). */
   readonly onRevokeRequested?: (request: RevokeRequest) => void;
+}
+
+/** A lock request as the SDK carries it, checked: what one `acquire` or `acquireAll` asks for. */
+export interface LockRequest {
+  readonly name: string;
+  readonly mode: LockMode;
+  /** ms; absent: wait until cancelled; 0: try once. */
+  readonly waitTimeout: number | undefined;
+  readonly owner: string;
+  /** Published with the request; empty: none. */
+  readonly value: Buffer;
+  /** A semaphore's limit; 0 in the lock modes. */
+  readonly limit: number;
+  /** A semaphore request's weight; undefined: 1 (and in the lock modes). */
+  readonly weight: number | undefined;
+  /** A multi-lock's locks (`name` then only names the set); undefined for one lock. */
+  readonly locks: readonly LockSpec[] | undefined;
+  readonly onQueued: ((ahead: number) => void) | undefined;
+  readonly onInDoubt: (() => void) | undefined;
+  readonly onConfirmed: (() => void) | undefined;
+  readonly onRevokeRequested: ((request: RevokeRequest) => void) | undefined;
 }
 
 /** Never written to: the value of every request that publishes none. */

@@ -1,3 +1,7 @@
+/*
+ * The errors the SDK rejects with, and which one a failed acquire or a lost lock gets for the
+ * status it ended with.
+ */
 import { status as Status, type StatusObject } from '@grpc/grpc-js';
 
 /**

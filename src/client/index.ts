@@ -1,3 +1,4 @@
+// The SDK's public door: everything a user of `lockstream/client` may import, and nothing else.
 /**
  * The lockstream client SDK: hold distributed locks on a lockstream server.
  *

@@ -1,22 +1,13 @@
-import type { SessionResponse } from '../gen/lockstream/v1/lockstream.js';
-import { fromDuration, type LockRequest } from './lock.js';
-import { LockHandle, type RequestCarrier, type RequestMessage } from './lock-handle.js';
-import { ResumableStream, type EndStatus, type StreamOpening } from './resumable-stream.js';
-
-/**
- * One RPC's dialect: how its stream opens and resumes, how a request's messages are written on
- * it, and how the server's messages read in the Session RPC's terms (the richer of the two).
+/*
+ * Many lock requests on one resumable stream, each by its id: their messages out, the server's
+ * news about each in, and what a break, a resume and the stream's end do to them.
  */
-export interface LockWire<Req, Res> extends StreamOpening<Req, Res> {
-  /** Writes `message` about `lock` on the stream (not called while it is being resumed). */
-  send(stream: ResumableStream<Req, Res>, lock: LockHandle, message: RequestMessage): void;
-  /** The request a server message is about; 0: the stream itself. */
-  requestIdOf(message: Res): number;
-  /** What a server message says. */
-  kindOf(message: Res): SessionResponse['kind'];
-  /** Whether `kind`, on a resumed stream, closes the server's report of the requests it has. */
-  endsResumeReport(kind: SessionResponse['kind']): boolean;
-}
+import type { SessionResponse } from '../gen/lockstream/v1/lockstream.js';
+import type { LockRequest } from './acquire-options.js';
+import { LockHandle, type RequestCarrier } from './lock-handle.js';
+import { ResumableStream, type EndStatus, type StreamOpening } from './resumable-stream.js';
+import { sessionRequest, type RequestMessage } from './session-requests.js';
+import { fromDuration } from './wire-values.js';
 
 export interface LockChannelOptions {
   /** How long a stream with no request stays open for the next one. */
@@ -28,15 +19,15 @@ export interface LockChannelOptions {
 const MAX_REQUEST_ID = 2 ** 32 - 1;
 
 /**
- * Lock requests on one resumable stream, either RPC: the Session stream a LockClient carries
- * all its locks on (opened on the first acquire, closed after `idleMs` without requests), or an
- * Acquire stream of one request. After a blip the stream is resumed with its token: held locks
- * are in doubt meanwhile and confirmed once resumed; waiting requests keep their place.
+ * Lock requests on one resumable stream, in the Session RPC's terms whichever RPC carries it:
+ * the Session stream a LockClient carries all its locks on (opened on the first acquire, closed
+ * after `idleMs` without requests), or an Acquire stream of one request. After a blip the
+ * stream is resumed with its token: held locks are in doubt meanwhile and confirmed once
+ * resumed; waiting requests keep their place.
  */
-export class LockChannel<Req, Res> implements RequestCarrier {
-  readonly #wire: LockWire<Req, Res>;
+export class LockChannel implements RequestCarrier {
   readonly #options: LockChannelOptions;
-  readonly #stream: ResumableStream<Req, Res>;
+  readonly #stream: ResumableStream;
   readonly #locks = new Map<number, LockHandle>();
   #lastId = 0;
   /** Requests the server has reported since the resume began. */
@@ -44,11 +35,10 @@ export class LockChannel<Req, Res> implements RequestCarrier {
   #idleTimer: NodeJS.Timeout | undefined;
   #closed = false;
 
-  constructor(wire: LockWire<Req, Res>, options: LockChannelOptions) {
-    this.#wire = wire;
+  constructor(opening: StreamOpening, options: LockChannelOptions) {
     this.#options = options;
-    this.#stream = new ResumableStream(wire, {
-      message: (message) => this.#onMessage(message),
+    this.#stream = new ResumableStream(opening, {
+      message: (requestId, kind) => this.#onMessage(requestId, kind),
       broke: () => this.#onBreak(),
       ended: (status) => this.#endAll(status),
     });
@@ -62,7 +52,7 @@ export class LockChannel<Req, Res> implements RequestCarrier {
     this.#locks.set(id, lock);
     // A stream that is resuming takes the request once it is back.
     if (!this.#stream.active) this.#stream.start();
-    if (!this.#stream.resuming) this.#wire.send(this.#stream, lock, lock.acquireMessage());
+    if (!this.#stream.resuming) this.#stream.write(sessionRequest(id, request, lock.acquireMessage()));
     return lock;
   }
 
@@ -82,7 +72,7 @@ export class LockChannel<Req, Res> implements RequestCarrier {
 
   send(lock: LockHandle, message: RequestMessage): void {
     // While resuming, `#resumed` sends what each request still needs.
-    if (!this.#stream.resuming) this.#wire.send(this.#stream, lock, message);
+    if (!this.#stream.resuming) this.#stream.write(sessionRequest(lock.id, lock.request, message));
   }
 
   forget(lock: LockHandle): void {
@@ -115,19 +105,18 @@ export class LockChannel<Req, Res> implements RequestCarrier {
     return this.#lastId;
   }
 
-  #onMessage(message: Res): void {
-    const wire = this.#wire;
-    const kind = wire.kindOf(message);
-    const requestId = wire.requestIdOf(message);
+  /** What the server said, and about which request: the one handler of its news. */
+  #onMessage(requestId: number, kind: SessionResponse['kind']): void {
     const resuming = this.#stream.resuming;
     if (requestId !== 0) {
       if (resuming) this.#reported.add(requestId);
       this.#locks.get(requestId)?.onMessage(kind);
     } else if (kind?.$case === 'opened') {
       this.#stream.resumableFor(kind.value.resumeToken, fromDuration(kind.value.resumeGrace));
+    } else if (kind?.$case === 'resumed') {
+      if (resuming) this.#resumed();
     }
     // Otherwise `heartbeat`, or a stream message this client does not know (a newer server's).
-    if (resuming && wire.endsResumeReport(kind)) this.#resumed();
   }
 
   #onBreak(): void {

@@ -1,23 +1,27 @@
+/*
+ * One lock request of the SDK from `acquire` to its end, and the Lock its caller holds
+ * meanwhile: its phases, moved on by the server's news about it and by its stream's breaks,
+ * resumes and end.
+ */
 import { status as Status } from '@grpc/grpc-js';
 import { VALUE_MAX_BYTES } from '../common/limits.js';
 import type { SessionResponse } from '../gen/lockstream/v1/lockstream.js';
+import type { LockRequest } from './acquire-options.js';
+import { LockClientError, LockLostError } from './errors.js';
+import { HoldSignals } from './hold-signals.js';
+import { HolderAsks, type HolderAsk } from './holder-asks.js';
+import type { Lock, LockMode } from './lock.js';
 import {
-  acquireFailure,
-  LockClientClosedError,
-  LockClientError,
-  LockLostError,
-  lossFailure,
-} from './errors.js';
-import type { Lock, LockMode, LockRequest, RevokeRequest } from './lock.js';
+  acquireEnded,
+  asksEnded,
+  CLIENT_CLOSED,
+  holdEnded,
+  LET_GO,
+  UNKNOWN_AFTER_RESUME,
+  type RequestOutcome,
+} from './request-outcome.js';
 import type { EndStatus } from './resumable-stream.js';
-
-/** What a request asks of the server after its `acquire`: a holder's asks, and letting go. */
-export type RequestMessage =
-  | { readonly kind: 'acquire' | 'release' | 'cancel' | 'downgrade' }
-  | { readonly kind: 'value'; readonly value: Buffer };
-
-/** A holder's asks, each acknowledged by the server (`value_set`, `downgraded`). */
-type HolderRequest = Extract<RequestMessage, { kind: 'value' }> | typeof DOWNGRADE;
+import type { RequestMessage } from './session-requests.js';
 
 const ACQUIRE: RequestMessage = { kind: 'acquire' };
 const RELEASE: RequestMessage = { kind: 'release' };
@@ -32,31 +36,17 @@ export interface RequestCarrier {
   forget(lock: LockHandle): void;
 }
 
-/**
- * How a request ended: its status (the stream's, when the stream ended with it). `unknown`: the
- * server no longer had it after a resume (its end was lost in the break). `clientClosed`: its
- * LockClient was closed.
- */
-type RequestOutcome = EndStatus & { readonly unknown?: boolean; readonly clientClosed?: boolean };
-
-const CLIENT_CLOSED: RequestOutcome = {
-  code: Status.CANCELLED,
-  details: 'the LockClient was closed',
-  clientClosed: true,
-};
-
 /** waiting → held → releasing → ended, or waiting → cancelled → ended. */
 type Phase = 'waiting' | 'cancelled' | 'held' | 'releasing' | 'ended';
 
-const UNEXPECTED_END = { code: Status.UNKNOWN, details: 'the server ended the request without a release' };
-
 /**
  * One lock request of the SDK, from `acquire` to its end: the lock while it is held. The same
- * on either RPC (an Acquire stream carries one request, a Session stream many): its carrier
- * feeds it the server's messages about it (`onMessage`) and the stream's breaks, resumes and
- * end; it keeps the grant and its token, loss, doubt, revocation and the caller's callbacks.
+ * whichever RPC carries it: its carrier feeds it the server's news about it (`onMessage`, in
+ * the Session RPC's terms) and the stream's breaks, resumes and end; it keeps the grant and its
+ * token, the release, and the holder's asks; what the holder is told about its hold (doubt,
+ * revocation, loss) is its HoldSignals'.
  */
-export class LockHandle implements Lock {
+export class LockHandle extends HoldSignals implements Lock {
   /** The request's number on its stream. */
   readonly id: number;
   readonly name: string;
@@ -65,28 +55,23 @@ export class LockHandle implements Lock {
   readonly request: LockRequest;
   /** Whether the server may have heard of this request (its `acquire` went out on a stream). */
   sentToServer = false;
-  readonly #carrier: RequestCarrier;
+  /** The stream it travels on. */
+  readonly carrier: RequestCarrier;
   #phase: Phase = 'waiting';
   #downgraded = false;
   readonly #granted: Promise<bigint>;
   #grant!: { resolve: (token: bigint) => void; reject: (error: unknown) => void };
   #token: bigint | undefined;
   #tokens: ReadonlyArray<{ readonly name: string; readonly token: bigint }> = [];
-  /** Made when someone asks for `lost` (most callers only acquire and release). */
-  #lost: AbortController | undefined;
-  #lossFailure: LockLostError | undefined;
-  #inDoubt = false;
-  #revokeRequested: RevokeRequest | undefined;
-  #confirmationWaiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> | undefined;
   #released: Promise<void> | undefined;
   /** Settles `release()` once the request ends (set while releasing). */
   #releaseDone: ((error?: LockClientError) => void) | undefined;
-  /** Holder's asks not yet acknowledged, oldest first. */
-  #pending:
-    Array<{ request: HolderRequest; resolve: () => void; reject: (error: unknown) => void }> | undefined;
+  /** Made for the holder's first ask. */
+  #asks: HolderAsks | undefined;
 
   constructor(carrier: RequestCarrier, id: number, request: LockRequest) {
-    this.#carrier = carrier;
+    super(request);
+    this.carrier = carrier;
     this.id = id;
     this.name = request.name;
     this.mode = request.mode;
@@ -104,28 +89,6 @@ export class LockHandle implements Lock {
     return this.#tokens.length > 0 ? this.#tokens : [{ name: this.name, token: this.token }];
   }
 
-  get lost(): AbortSignal {
-    if (!this.#lost) {
-      this.#lost = new AbortController();
-      if (this.#lossFailure) this.#lost.abort(this.#lossFailure);
-    }
-    return this.#lost.signal;
-  }
-
-  get revokeRequested(): RevokeRequest | undefined {
-    return this.#revokeRequested;
-  }
-
-  get inDoubt(): boolean {
-    return this.#inDoubt;
-  }
-
-  whenConfirmed(): Promise<void> {
-    if (this.#lossFailure) return Promise.reject(this.#lossFailure);
-    if (!this.#inDoubt) return Promise.resolve();
-    return new Promise((resolve, reject) => (this.#confirmationWaiters ??= []).push({ resolve, reject }));
-  }
-
   /** Resolves with the token once granted; rejects with the reason the request failed. */
   granted(): Promise<bigint> {
     return this.#granted;
@@ -136,13 +99,14 @@ export class LockHandle implements Lock {
     if (this.#phase !== 'waiting') return;
     this.#phase = 'cancelled';
     this.#grant.reject(reason);
-    this.#carrier.send(this, CANCEL);
+    this.carrier.send(this, CANCEL);
   }
 
   release(): Promise<void> {
     this.#released ??= new Promise<void>((resolve, reject) => {
-      if (this.#lossFailure) {
-        reject(this.#lossFailure);
+      const lossFailure = this.lossFailure;
+      if (lossFailure) {
+        reject(lossFailure);
         return;
       }
       if (this.#phase !== 'held') {
@@ -151,7 +115,7 @@ export class LockHandle implements Lock {
       }
       this.#phase = 'releasing';
       this.#releaseDone = (error) => (error ? reject(error) : resolve());
-      this.#carrier.send(this, RELEASE);
+      this.carrier.send(this, RELEASE);
     });
     return this.#released;
   }
@@ -191,7 +155,7 @@ export class LockHandle implements Lock {
     return ACQUIRE;
   }
 
-  /** A message from the server about this request, in the Session RPC's terms. */
+  /** News from the server about this request, in the Session RPC's terms. */
   onMessage(kind: SessionResponse['kind']): void {
     const phase = this.#phase;
     switch (kind?.$case) {
@@ -211,13 +175,13 @@ export class LockHandle implements Lock {
         // our cancel (the server releases it on the cancel).
         return;
       case 'inDoubt':
-        if (phase === 'held' || phase === 'releasing') this.#doubt();
+        if (phase === 'held' || phase === 'releasing') this.doubt();
         return;
       case 'confirmed':
-        this.#confirm();
+        this.confirm();
         return;
       case 'revokeRequested':
-        if (phase === 'held') this.#revoke({ reason: kind.value.reason, forceAt: kind.value.forceAt });
+        if (phase === 'held') this.revoke({ reason: kind.value.reason, forceAt: kind.value.forceAt });
         return;
       case 'ended': {
         const code: Status = kind.value.code;
@@ -225,12 +189,12 @@ export class LockHandle implements Lock {
         return;
       }
       case 'valueSet':
-        this.#acknowledged('value');
+        this.#asks?.acknowledged('value');
         return;
       case 'downgraded':
         this.mode = 'read';
         this.#downgraded = true;
-        this.#acknowledged('downgrade');
+        this.#asks?.acknowledged('downgrade');
         return;
       case 'released':
       case 'opened':
@@ -245,16 +209,16 @@ export class LockHandle implements Lock {
 
   /** The stream broke and is being resumed: a held lock is in doubt meanwhile. */
   streamBroke(): void {
-    if (this.#phase === 'held' || this.#phase === 'releasing') this.#doubt();
+    if (this.#phase === 'held' || this.#phase === 'releasing') this.doubt();
   }
 
   /** The resumed stream reported this request: still ours. Re-sends what the break may have lost. */
   resumed(): void {
     const phase = this.#phase;
-    if (phase === 'held' || phase === 'releasing') this.#confirm();
-    if (this.#pending) for (const { request } of this.#pending) this.#carrier.send(this, request);
-    if (phase === 'releasing') this.#carrier.send(this, RELEASE);
-    if (phase === 'cancelled') this.#carrier.send(this, CANCEL);
+    if (phase === 'held' || phase === 'releasing') this.confirm();
+    this.#asks?.forEach((ask) => this.carrier.send(this, ask));
+    if (phase === 'releasing') this.carrier.send(this, RELEASE);
+    if (phase === 'cancelled') this.carrier.send(this, CANCEL);
   }
 
   /** Still waiting for its grant (not let go): asking again for a request the server lost is harmless. */
@@ -265,15 +229,8 @@ export class LockHandle implements Lock {
   /** The resumed stream does not have this request: it ended, and its end was lost. */
   unknownAfterResume(): void {
     // Let go before the break: gone because the server did what was asked (its `ended` was lost).
-    if (this.#phase === 'releasing' || this.#phase === 'cancelled') {
-      this.#end({ code: Status.OK, details: '' });
-      return;
-    }
-    this.#end({
-      code: Status.NOT_FOUND,
-      details: 'the server no longer has this request after its stream was resumed',
-      unknown: true,
-    });
+    const phase = this.#phase;
+    this.#end(phase === 'releasing' || phase === 'cancelled' ? LET_GO : UNKNOWN_AFTER_RESUME);
   }
 
   /** The stream ended with `status`: so did this request. */
@@ -286,58 +243,24 @@ export class LockHandle implements Lock {
     this.#end(CLIENT_CLOSED);
   }
 
-  /** Sends a holder's ask; resolves once the server has done it (see `#acknowledged`). */
-  #ask(request: HolderRequest): Promise<void> {
-    if (this.#lossFailure) return Promise.reject(this.#lossFailure);
+  /** Sends a holder's ask; resolves once the server has done it (see HolderAsks.acknowledged). */
+  #ask(ask: HolderAsk): Promise<void> {
+    const lossFailure = this.lossFailure;
+    if (lossFailure) return Promise.reject(lossFailure);
     if (this.#phase !== 'held') {
       return this.#refuse(
         Status.FAILED_PRECONDITION,
         this.#released ? 'the lock was released' : 'the lock is not held yet',
       );
     }
-    return new Promise((resolve, reject) => {
-      (this.#pending ??= []).push({ request, resolve, reject });
-      this.#carrier.send(this, request);
-    });
+    const done = (this.#asks ??= new HolderAsks()).add(ask);
+    this.carrier.send(this, ask);
+    return done;
   }
 
   /** A holder's ask refused on this side, before anything is sent. */
   #refuse(code: Status, details: string): Promise<never> {
     return Promise.reject(new LockClientError(this.name, code, details));
-  }
-
-  /**
-   * The server did the oldest ask of `kind` not yet acknowledged. It applies them in the order
-   * sent, and acknowledges each on the stream it came on; one sent twice (after a resume) is
-   * harmless.
-   */
-  #acknowledged(kind: HolderRequest['kind']): void {
-    const pending = this.#pending;
-    const index = pending ? pending.findIndex((ask) => ask.request.kind === kind) : -1;
-    if (index >= 0) pending!.splice(index, 1)[0]!.resolve();
-  }
-
-  #doubt(): void {
-    if (this.#inDoubt) return;
-    this.#inDoubt = true;
-    this.request.onInDoubt?.();
-  }
-
-  #confirm(): void {
-    if (!this.#inDoubt) return;
-    this.#inDoubt = false;
-    const waiters = this.#confirmationWaiters;
-    this.#confirmationWaiters = undefined;
-    if (waiters) for (const waiter of waiters) waiter.resolve();
-    this.request.onConfirmed?.();
-  }
-
-  /** Someone asked for the lock back; told to the caller once, and again if a deadline is added. */
-  #revoke(request: RevokeRequest): void {
-    const told = this.#revokeRequested;
-    if (told && !(told.forceAt === undefined && request.forceAt !== undefined)) return;
-    this.#revokeRequested = request;
-    this.request.onRevokeRequested?.(request);
   }
 
   /**
@@ -349,34 +272,16 @@ export class LockHandle implements Lock {
     const phase = this.#phase;
     if (phase === 'ended') return;
     this.#phase = 'ended';
-    this.#carrier.forget(this);
+    this.carrier.forget(this);
     if (phase === 'cancelled') return;
-    if (this.#pending && this.#pending.length > 0) {
-      this.#failPending(
-        outcome.code === Status.OK
-          ? new LockClientError(this.name, Status.FAILED_PRECONDITION, 'the lock was released first')
-          : lossFailure(this.name, outcome),
-      );
-    }
+    if (this.#asks?.waiting) this.#asks.failAll(asksEnded(this.name, outcome));
     if (phase === 'waiting') {
-      if (outcome.clientClosed) {
-        this.#grant.reject(new LockClientClosedError(this.name));
-        return;
-      }
-      // A request the server no longer has lost its place: retryable, like a refused call.
-      this.#grant.reject(
-        acquireFailure(
-          this.name,
-          outcome.unknown
-            ? { code: Status.UNAVAILABLE, details: `lost its place in the queue: ${outcome.details}` }
-            : outcome,
-        ),
-      );
+      this.#grant.reject(acquireEnded(this.name, outcome));
       return;
     }
     if (phase === 'held') {
       // The request ended while we held the lock and had not asked to release it.
-      this.#lose(lossFailure(this.name, outcome.code === Status.OK ? UNEXPECTED_END : outcome));
+      this.#lose(holdEnded(this.name, outcome));
       return;
     }
     const done = this.#releaseDone!;
@@ -384,25 +289,14 @@ export class LockHandle implements Lock {
       done();
       return;
     }
-    const failure = lossFailure(this.name, outcome);
+    const failure = holdEnded(this.name, outcome);
     this.#lose(failure);
     done(failure);
   }
 
-  /** The held lock is lost: `lost` aborts, and whoever waits for a confirmation hears it. */
+  /** The held lock is lost: the holder is told, and its asks fail with the loss. */
   #lose(failure: LockLostError): void {
-    this.#lossFailure = failure;
-    this.#lost?.abort(failure);
-    const waiters = this.#confirmationWaiters;
-    this.#confirmationWaiters = undefined;
-    if (waiters) for (const waiter of waiters) waiter.reject(failure);
-    this.#failPending(failure);
-  }
-
-  /** The request ended: what it did not do never will be. */
-  #failPending(error: unknown): void {
-    const pending = this.#pending;
-    this.#pending = undefined;
-    if (pending) for (const ask of pending) ask.reject(error);
+    this.lose(failure);
+    this.#asks?.failAll(failure);
   }
 }

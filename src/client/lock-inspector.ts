@@ -1,3 +1,7 @@
+/*
+ * The calls about locks rather than of a holder (describe, watch, list, check a token, revoke),
+ * and their answers in the SDK's terms.
+ */
 import { status as Status, type ServiceError } from '@grpc/grpc-js';
 import { onAbort } from '../common/abort.js';
 import type {
@@ -5,15 +9,15 @@ import type {
   DescribeLockResponse,
   ListLocksResponse,
   RevokeLockResponse,
-  LockMode as WireLockMode,
   LockRequestInfo as WireLockRequestInfo,
   LockServiceClient,
   WatchLockResponse,
 } from '../gen/lockstream/v1/lockstream.js';
 import type { Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError } from './errors.js';
-import { toDuration, WIRE_MODES, type LockMode } from './lock.js';
+import type { LockMode } from './lock.js';
 import { checkLabel, checkLockName, checkMs } from './request-checks.js';
+import { fromWireMode, toDuration } from './wire-values.js';
 
 /** One request in a lock's queue, as `describe` reports it. */
 export interface LockRequestInfo {
@@ -160,14 +164,6 @@ export class LockInspector {
       }
     }
   }
-}
-
-const MODES_FROM_WIRE = new Map(
-  (Object.entries(WIRE_MODES) as Array<[LockMode, WireLockMode]>).map(([mode, wire]) => [wire, mode]),
-);
-
-function fromWireMode(mode: WireLockMode): LockMode | undefined {
-  return MODES_FROM_WIRE.get(mode);
 }
 
 function fromWireDescription(state: DescribeLockResponse): LockDescription {

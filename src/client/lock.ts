@@ -1,11 +1,6 @@
-import type { Duration } from '../gen/google/protobuf/duration.js';
-import {
-  LockMode as WireLockMode,
-  type AcquireStart,
-  type LockTarget,
-  type SessionAcquire,
-} from '../gen/lockstream/v1/lockstream.js';
-
+/*
+ * What a lock is to the SDK's users: the held Lock, its modes, a multi-lock's parts, a revocation.
+ */
 /**
  * How a lock is shared: `mutex` and `write` are exclusive (and exclude each other), `read` is
  * shared; `semaphore` is counted (holders whose weights fit the limit, see AcquireOptions.limit).
@@ -85,83 +80,10 @@ export interface RevokeRequest {
   readonly forceAt: Date | undefined;
 }
 
-export const WIRE_MODES: Readonly<Record<LockMode, WireLockMode>> = {
-  mutex: WireLockMode.MUTEX,
-  read: WireLockMode.READ,
-  write: WireLockMode.WRITE,
-  semaphore: WireLockMode.SEMAPHORE,
-};
-
 /** One lock of `acquireAll`: its name, mode (default `mutex`), and a semaphore's limit and weight. */
 export interface LockSpec {
   readonly name: string;
   readonly mode?: LockMode;
   readonly limit?: number;
   readonly weight?: number;
-}
-
-/**
- * A request's first message for either RPC: it has SessionAcquire's and AcquireStart's fields,
- * and each encodes only its own. One object, no spread: it is made for every acquire.
- */
-export function wireRequest(
-  request: LockRequest,
-  requestId: number,
-  resumeGrace: Duration | undefined,
-  heartbeatInterval: Duration | undefined,
-): SessionAcquire & AcquireStart {
-  // A multi-lock names its locks in `locks` only.
-  const locks = request.locks;
-  return {
-    requestId,
-    name: locks ? '' : request.name,
-    mode: locks ? WireLockMode.UNSPECIFIED : WIRE_MODES[request.mode],
-    waitTimeout: request.waitTimeout === undefined ? undefined : toDuration(request.waitTimeout),
-    owner: request.owner,
-    value: request.value,
-    limit: locks ? 0 : request.limit,
-    weight: locks ? undefined : request.weight,
-    locks: locks ? locks.map(lockTarget) : NO_TARGETS,
-    resumeGrace,
-    heartbeatInterval,
-  };
-}
-
-/** Never changed: the `locks` of every single-lock request. */
-const NO_TARGETS: LockTarget[] = [];
-
-function lockTarget(lock: LockSpec): LockTarget {
-  const mode = lock.mode ?? (lock.limit === undefined ? 'mutex' : 'semaphore');
-  return { name: lock.name, mode: WIRE_MODES[mode], limit: lock.limit ?? 0, weight: lock.weight };
-}
-
-export interface LockRequest {
-  readonly name: string;
-  readonly mode: LockMode;
-  /** ms; absent: wait until cancelled; 0: try once. */
-  readonly waitTimeout: number | undefined;
-  readonly owner: string;
-  /** Published with the request; empty: none. */
-  readonly value: Buffer;
-  /** A semaphore's limit; 0 in the lock modes. */
-  readonly limit: number;
-  /** A semaphore request's weight; undefined: 1 (and in the lock modes). */
-  readonly weight: number | undefined;
-  /** A multi-lock's locks (`name` then only names the set); undefined for one lock. */
-  readonly locks: readonly LockSpec[] | undefined;
-  readonly onQueued: ((ahead: number) => void) | undefined;
-  readonly onInDoubt: (() => void) | undefined;
-  readonly onConfirmed: (() => void) | undefined;
-  readonly onRevokeRequested: ((request: RevokeRequest) => void) | undefined;
-}
-
-/** Milliseconds as a protobuf Duration. */
-export function toDuration(ms: number): Duration {
-  const seconds = Math.floor(ms / 1000);
-  return { seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
-}
-
-/** A protobuf Duration in milliseconds; 0 when absent. */
-export function fromDuration(duration: Duration | undefined): number {
-  return duration === undefined ? 0 : Number(duration.seconds) * 1000 + Math.floor(duration.nanos / 1e6);
 }

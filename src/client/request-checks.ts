@@ -1,3 +1,9 @@
+/*
+ * What the client checks before it sends a request: whatever the server would refuse with
+ * INVALID_ARGUMENT and can be seen here, in the server's words. A request refused here is never
+ * sent, so it cannot disturb anything else on the client's stream; it fails with the same
+ * LockClientError (INVALID_ARGUMENT) the server's refusal would give.
+ */
 import { status as Status } from '@grpc/grpc-js';
 import {
   HEARTBEAT_INTERVAL_MAX_MS,
@@ -10,13 +16,6 @@ import {
 } from '../common/limits.js';
 import { lockNameProblem } from '../common/lock-name-rule.js';
 import { LockClientError } from './errors.js';
-
-/*
- * What the client checks before it sends a request: whatever the server would refuse with
- * INVALID_ARGUMENT and can be seen here, in the server's words. A request refused here is never
- * sent, so it cannot disturb anything else on the client's stream; it fails with the same
- * LockClientError (INVALID_ARGUMENT) the server's refusal would give.
- */
 
 /** The error for an argument refused before sending. */
 export function invalidArgument(lockName: string, details: string): LockClientError {

@@ -1,14 +1,20 @@
-import { status as Status, type ClientDuplexStream, type Metadata } from '@grpc/grpc-js';
+/*
+ * One logical lock stream to the server over a sequence of gRPC calls: each call opened, kept
+ * alive and watched, and after a break replaced by a resumed one, round the endpoints, within
+ * the grace.
+ */
+import { status as Status } from '@grpc/grpc-js';
 import { REQUEST_STATE_KEY } from '../common/request-state.js';
+import type { SessionRequest, SessionResponse } from '../gen/lockstream/v1/lockstream.js';
 import type { EndpointRing } from './endpoints.js';
+import { clientHeartbeat } from './call-heartbeat.js';
+import { ignore, type CallListener, type CallStatus, type LockCall } from './session-call.js';
 
 /** How a stream or a request ended: a gRPC status (the client's own, for a stream it gave up). */
 export interface EndStatus {
   readonly code: Status;
   readonly details: string;
 }
-
-type CallStatus = EndStatus & { readonly metadata?: Metadata };
 
 /** Statuses that say the stream broke, not what the server decided: worth a resume. */
 const BREAKS: ReadonlySet<Status> = new Set([
@@ -38,26 +44,26 @@ export function lossMarginMs(graceMs: number): number {
   return Math.min(1_000, graceMs / 5);
 }
 
-/** The messages that open, resume and keep alive a stream of one RPC (Acquire or Session). */
-export interface StreamOpening<Req, Res> {
+/** How a stream's calls are made, and the messages that open, resume and keep alive a stream. */
+export interface StreamOpening {
   /** The servers a call can go to; each call goes to the current one. */
   readonly endpoints: EndpointRing;
-  /** Starts a new gRPC call to endpoint `endpoint`. */
-  call(endpoint: number): ClientDuplexStream<Req, Res>;
-  /** The first message of a new stream, if the RPC has one before any request (Session's `open`). */
-  open(): Req | undefined;
+  /** Starts a new call to endpoint `endpoint`, in the Session RPC's terms whichever RPC carries it. */
+  call(endpoint: number, listener: CallListener): LockCall;
+  /** The first message of a new stream. */
+  readonly open: SessionRequest;
   /** The first message of a stream that takes a broken one over. */
-  resume(resumeToken: string): Req;
+  resume(resumeToken: string): SessionRequest;
   /** Sent every heartbeat interval. */
-  readonly heartbeat: Req;
+  readonly heartbeat: SessionRequest;
   /** ms between heartbeats in both directions; 0: none. */
   readonly heartbeatIntervalMs: number;
 }
 
 /** What a ResumableStream tells its owner. */
-export interface StreamListener<Res> {
-  /** A message from the server on the current call. */
-  message(message: Res): void;
+export interface StreamListener {
+  /** The server said `kind` about request `requestId` (0: the stream) on the current call. */
+  message(requestId: number, kind: SessionResponse['kind']): void;
   /** The call broke and a resume begins (or goes on): held locks are in doubt meanwhile. */
   broke(): void;
   /** The stream is over and will not be resumed, with the status it ended with. */
@@ -77,14 +83,12 @@ export interface StreamListener<Res> {
  * that ends UNAVAILABLE moves the client on to the next endpoint too, so that whatever opens the
  * next stream goes there. Only the current call's events count.
  */
-export class ResumableStream<Req, Res> {
-  readonly #opening: StreamOpening<Req, Res>;
-  readonly #listener: StreamListener<Res>;
-  #call: ClientDuplexStream<Req, Res> | undefined;
+export class ResumableStream {
+  readonly #opening: StreamOpening;
+  readonly #listener: StreamListener;
+  #call: LockCall | undefined;
   /** The endpoint the current call went to. */
   #endpoint = 0;
-  /** The current call was half-closed or cancelled: nothing more may be written on it. */
-  #callDone = false;
   #stopHeartbeats: () => void = ignore;
   /** performance.now() when the current call last heard from the server (or was opened). */
   #heardAt = 0;
@@ -101,7 +105,7 @@ export class ResumableStream<Req, Res> {
       }
     | undefined;
 
-  constructor(opening: StreamOpening<Req, Res>, listener: StreamListener<Res>) {
+  constructor(opening: StreamOpening, listener: StreamListener) {
     this.#opening = opening;
     this.#listener = listener;
   }
@@ -116,17 +120,12 @@ export class ResumableStream<Req, Res> {
     return this.#resuming !== undefined;
   }
 
-  /** Whether the server said how to resume the stream. */
-  get resumable(): boolean {
-    return this.#resumeToken !== undefined;
-  }
-
   /** Opens a new call (the stream must not be active). */
   start(): void {
     this.#open(undefined);
   }
 
-  /** The server's `resumable` or `opened`: the token to resume with after a break ('' for none). */
+  /** The server's `opened`: the token to resume with after a break ('' for none). */
   resumableFor(resumeToken: string, graceMs: number): void {
     this.#resumeToken = resumeToken === '' ? undefined : resumeToken;
     this.#graceMs = graceMs;
@@ -137,55 +136,44 @@ export class ResumableStream<Req, Res> {
     this.#stopResuming();
   }
 
-  /** Writes on the current call; dropped while resuming (the owner sends it again after). */
-  write(message: Req): void {
-    if (this.#resuming === undefined && !this.#callDone) this.#call?.write(message);
-  }
-
-  /** Half-closes the current call; its status still counts (it settles what the call carried). */
-  halfClose(): void {
-    if (this.#callDone || this.#call === undefined) return;
-    this.#callDone = true;
-    this.#stopHeartbeats();
-    this.#call.end();
-  }
-
-  /** Cancels the current call; its status still counts. */
-  cancel(): void {
-    if (this.#call === undefined) return;
-    this.#callDone = true;
-    this.#stopHeartbeats();
-    this.#call.cancel();
+  /**
+   * Writes on the current call; dropped while resuming (the owner sends it again after), and
+   * once the call is closed.
+   */
+  write(message: SessionRequest): void {
+    if (this.#resuming === undefined) this.#call?.write(message);
   }
 
   /** Ends the stream for good, cleanly, without waiting for its status: nothing is left on it. */
   finish(): void {
     this.#stopResuming();
     this.#resumeToken = undefined;
-    this.halfClose();
+    this.#call?.end();
     this.#call = undefined;
   }
 
   #open(resumeToken: string | undefined): void {
     const opening = this.#opening;
     const endpoint = opening.endpoints.current;
-    const call = opening.call(endpoint);
+    // Only the current call's events count.
+    const call: LockCall = opening.call(endpoint, {
+      news: (requestId, kind) => {
+        if (call !== this.#call) return;
+        this.#heardAt = performance.now();
+        this.#listener.message(requestId, kind);
+      },
+      // Half-closed or cancelled: no more heartbeats, nor a wait for the server's.
+      closed: () => {
+        if (call === this.#call) this.#stopHeartbeats();
+      },
+      status: (status) => {
+        if (call === this.#call) this.#onStatus(status);
+      },
+    });
     this.#call = call;
     this.#endpoint = endpoint;
-    this.#callDone = false;
     this.#heardAt = performance.now();
-    call.on('data', (message: Res) => {
-      if (call !== this.#call) return;
-      this.#heardAt = performance.now();
-      this.#listener.message(message);
-    });
-    call.on('status', (status: CallStatus) => {
-      if (call === this.#call) this.#onStatus(status);
-    });
-    // Every failure also arrives as the status; without a listener grpc-js would throw it.
-    call.on('error', ignore);
-    const first = resumeToken === undefined ? opening.open() : opening.resume(resumeToken);
-    if (first !== undefined) call.write(first);
+    call.write(resumeToken === undefined ? opening.open : opening.resume(resumeToken));
     const resuming = this.#resuming;
     if (resuming && opening.endpoints.count > 1) {
       const openedAt = this.#heardAt;
@@ -216,7 +204,7 @@ export class ResumableStream<Req, Res> {
   }
 
   /** Gives the current call up as if it had ended with `status` (the server went silent). */
-  #abandon(call: ClientDuplexStream<Req, Res>, status: EndStatus): void {
+  #abandon(call: LockCall, status: EndStatus): void {
     this.#onStatus(status);
     call.cancel();
   }
@@ -325,41 +313,4 @@ export class ResumableStream<Req, Res> {
     }
     this.#resuming = undefined;
   }
-}
-
-function ignore(): void {}
-
-/**
- * Sends `message` on `call` every `intervalMs`, and calls `silent` when the server has said
- * nothing for `silenceMs()` since `heardAt()` (a proxy may answer HTTP/2 pings for a server
- * that is gone). Hearing costs the caller one timestamp, not a timer reset per message. Returns
- * a function that stops both.
- */
-function clientHeartbeat<T>(
-  call: { write(message: T): unknown },
-  intervalMs: number,
-  message: T,
-  heardAt: () => number,
-  silenceMs: () => number,
-  silent: (status: EndStatus) => void,
-): () => void {
-  const ticker = setInterval(() => call.write(message), intervalMs);
-  ticker.unref();
-  const check = (): void => {
-    const allowedMs = silenceMs();
-    const quietMs = performance.now() - heardAt();
-    if (quietMs < allowedMs) {
-      silence = setTimeout(check, allowedMs - quietMs).unref();
-      return;
-    }
-    silent({
-      code: Status.UNAVAILABLE,
-      details: `no message from the server for ${allowedMs} ms (heartbeats every ${intervalMs} ms)`,
-    });
-  };
-  let silence = setTimeout(check, silenceMs()).unref();
-  return () => {
-    clearInterval(ticker);
-    clearTimeout(silence);
-  };
 }

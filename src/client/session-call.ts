@@ -1,0 +1,72 @@
+/*
+ * One gRPC call as the SDK's lock streams see it, whichever RPC carries it: Session requests
+ * out, Session news in; here also the Session RPC's own call, which needs no translation.
+ */
+import type { ClientDuplexStream, Metadata } from '@grpc/grpc-js';
+import type { LockServiceClient, SessionRequest, SessionResponse } from '../gen/lockstream/v1/lockstream.js';
+import type { EndStatus } from './resumable-stream.js';
+
+/** How a call ended, with the server's trailers. */
+export type CallStatus = EndStatus & { readonly metadata?: Metadata };
+
+/** What a call tells the stream it serves. */
+export interface CallListener {
+  /**
+   * The server said `kind` about request `requestId` (0: about the stream itself), in the
+   * Session RPC's terms.
+   */
+  news(requestId: number, kind: SessionResponse['kind']): void;
+  /** The call was half-closed or cancelled: nothing more is written on it. */
+  closed(): void;
+  /** The call ended with `status`. */
+  status(status: CallStatus): void;
+}
+
+/** A call that takes Session requests; once closed, whatever is written is dropped. */
+export interface LockCall {
+  write(message: SessionRequest): void;
+  /** Half-closes the call; its status still comes (it settles what the call carried). */
+  end(): void;
+  /** Cancels the call; its status still comes. */
+  cancel(): void;
+}
+
+/** Starts a call on `grpc` that reports to `listener`: the RPC the streams are carried on. */
+export type CallCarrier = (grpc: LockServiceClient, listener: CallListener) => LockCall;
+
+/** The Session RPC: its messages are the SDK's own. */
+export const sessionCall: CallCarrier = (grpc, listener) => new SessionCall(grpc.session(), listener);
+
+class SessionCall implements LockCall {
+  readonly #call: ClientDuplexStream<SessionRequest, SessionResponse>;
+  readonly #listener: CallListener;
+  #closed = false;
+
+  constructor(call: ClientDuplexStream<SessionRequest, SessionResponse>, listener: CallListener) {
+    this.#call = call;
+    this.#listener = listener;
+    call.on('data', (message: SessionResponse) => listener.news(message.requestId, message.kind));
+    call.on('status', (status: CallStatus) => listener.status(status));
+    // Every failure also arrives as the status; without a listener grpc-js would throw it.
+    call.on('error', ignore);
+  }
+
+  write(message: SessionRequest): void {
+    if (!this.#closed) this.#call.write(message);
+  }
+
+  end(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#listener.closed();
+    this.#call.end();
+  }
+
+  cancel(): void {
+    this.#closed = true;
+    this.#listener.closed();
+    this.#call.cancel();
+  }
+}
+
+export function ignore(): void {}
