@@ -3,7 +3,7 @@
  * said nothing for too long noticed.
  */
 import { status as Status } from '@grpc/grpc-js';
-import type { EndStatus } from './resumable-stream.js';
+import type { EndStatus } from './session-call.js';
 
 /**
  * Sends `message` on `call` every `intervalMs`, and calls `silent` when the server has said

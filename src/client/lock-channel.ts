@@ -5,7 +5,8 @@
 import type { SessionResponse } from '../gen/lockstream/v1/lockstream.js';
 import type { LockRequest } from './acquire-options.js';
 import { LockHandle, type RequestCarrier } from './lock-handle.js';
-import { ResumableStream, type EndStatus, type StreamOpening } from './resumable-stream.js';
+import { ResumableStream, type StreamOpening } from './resumable-stream.js';
+import type { EndStatus } from './session-call.js';
 import { sessionRequest, type RequestMessage } from './session-requests.js';
 import { fromDuration } from './wire-values.js';
 

@@ -20,7 +20,7 @@ import {
   UNKNOWN_AFTER_RESUME,
   type RequestOutcome,
 } from './request-outcome.js';
-import type { EndStatus } from './resumable-stream.js';
+import type { EndStatus } from './session-call.js';
 import type { RequestMessage } from './session-requests.js';
 
 const ACQUIRE: RequestMessage = { kind: 'acquire' };

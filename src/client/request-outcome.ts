@@ -10,7 +10,7 @@ import {
   lossFailure,
   type LockLostError,
 } from './errors.js';
-import type { EndStatus } from './resumable-stream.js';
+import type { EndStatus } from './session-call.js';
 
 /**
  * How a request ended: its status (the stream's, when the stream ended with it). `unknown`: the

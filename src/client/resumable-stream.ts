@@ -8,13 +8,7 @@ import { REQUEST_STATE_KEY } from '../common/request-state.js';
 import type { SessionRequest, SessionResponse } from '../gen/lockstream/v1/lockstream.js';
 import type { EndpointRing } from './endpoints.js';
 import { clientHeartbeat } from './call-heartbeat.js';
-import { ignore, type CallListener, type CallStatus, type LockCall } from './session-call.js';
-
-/** How a stream or a request ended: a gRPC status (the client's own, for a stream it gave up). */
-export interface EndStatus {
-  readonly code: Status;
-  readonly details: string;
-}
+import { ignore, type CallListener, type CallStatus, type EndStatus, type LockCall } from './session-call.js';
 
 /** Statuses that say the stream broke, not what the server decided: worth a resume. */
 const BREAKS: ReadonlySet<Status> = new Set([

@@ -2,9 +2,14 @@
  * One gRPC call as the SDK's lock streams see it, whichever RPC carries it: Session requests
  * out, Session news in; here also the Session RPC's own call, which needs no translation.
  */
-import type { ClientDuplexStream, Metadata } from '@grpc/grpc-js';
+import type { ClientDuplexStream, Metadata, status as Status } from '@grpc/grpc-js';
 import type { LockServiceClient, SessionRequest, SessionResponse } from '../gen/lockstream/v1/lockstream.js';
-import type { EndStatus } from './resumable-stream.js';
+
+/** How a stream or a request ended: a gRPC status (the client's own, for a stream it gave up). */
+export interface EndStatus {
+  readonly code: Status;
+  readonly details: string;
+}
 
 /** How a call ended, with the server's trailers. */
 export type CallStatus = EndStatus & { readonly metadata?: Metadata };

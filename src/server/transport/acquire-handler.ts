@@ -5,17 +5,18 @@ import type { LockSession } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
 import { toStreamOpening } from './acquire-request.js';
 import type { CallStatus } from './error-status.js';
+import { LockStream } from './lock-stream.js';
 import {
-  LockStream,
   ONLY,
   violation,
   type LockStreamOptions,
   type SessionNews,
   type Wire,
-} from './lock-stream.js';
+  type WireStream,
+} from './wire.js';
 
 type AcquireCall = ServerDuplexStream<WireRequest, AcquireResponse>;
-type AcquireStream = LockStream<WireRequest, AcquireResponse>;
+type AcquireStream = WireStream<WireRequest, AcquireResponse>;
 
 /**
  * The Acquire RPC: one lock request on a stream, as a session of one request. Read `start` (or

@@ -1,83 +1,33 @@
 import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings, Logger } from 'pino';
-import type { SessionResponse } from '../../gen/lockstream/v1/lockstream.js';
 import { lazyChild, type BindingsSource } from '../../common/lazy-logger.js';
 import { REQUEST_STATE_KEY } from '../../common/request-state.js';
 import {
   SESSION_ENDED,
   type AcquireRequest,
   type LockSession,
-  type LockSessions,
   type RequestListener,
   type RequestNews,
 } from '../engine/index.js';
 import { isLockError, LockError } from '../lock-error.js';
-import type { Metrics } from '../observability/metrics.js';
-import type { Caller, Gate } from '../security/gate.js';
+import type { Caller } from '../security/gate.js';
 import { acquiredMessage, msToDuration } from './acquire-request.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
-import type { OpenStream, OpenStreams } from './open-streams.js';
-import type { RequestSizeLimit } from './request-size.js';
+import type { OpenStream } from './open-streams.js';
 import { startHeartbeat, type HeartbeatStream, type StreamHeartbeat } from './stream-heartbeat.js';
 import { StreamWriter } from './stream-writer.js';
 import { batchedByTurn } from './turn-batching.js';
-
-/** What both lock-holding RPCs need from the server. */
-export interface LockStreamOptions {
-  readonly sessions: LockSessions;
-  readonly logger: Logger;
-  /** Aborts (reason: a `SHUTTING_DOWN` error) when the server shuts down. */
-  readonly shutdown: AbortSignal;
-  readonly metrics: Metrics;
-  /** Admits the caller, and says which locks and modes it may take. */
-  readonly gate: Gate;
-  /** Refuses a lock request larger than the server accepts. */
-  readonly requestSize: RequestSizeLimit;
-  /** The open streams: each is one until it is over and its session ended or detached. */
-  readonly streams: OpenStreams;
-}
+import {
+  ONLY,
+  violation,
+  type LockStreamOptions,
+  type SessionNews,
+  type Wire,
+  type WireStream,
+} from './wire.js';
 
 /** Where a stream stands: before its session, open, half-closed and letting go, over. */
-type StreamState = 'opening' | 'open' | 'closing' | 'over';
-
-/** What the session says to its client, in the Session RPC's words (a SessionResponse's kind). */
-export type SessionNews = NonNullable<SessionResponse['kind']>;
-
-/**
- * One lock RPC's messages at the edge of a LockStream. The stream speaks the Session RPC's
- * vocabulary (an Acquire stream is a session of one request): a wire reads its RPC's messages
- * into the stream's session, and writes the session's news as its RPC's messages.
- */
-export interface Wire<Req, Res> {
-  /** Which RPC: the kind of session it opens, and what the metrics count it as. */
-  readonly rpc: 'acquire' | 'session';
-  /** A message from the client (the stream is opening or open); throwing ends the call. */
-  read(message: Req, stream: LockStream<Req, Res>): void;
-  /**
-   * The message that tells the client `news` about request `id` (0: the session); undefined
-   * where this RPC has none (Acquire has no `resumed`, and `opened` only with a resume token).
-   */
-  message(id: number, news: SessionNews): Res | undefined;
-  /**
-   * Whether the stream is its one request (Acquire): then the request's end is the call's,
-   * with its status, rather than an `ended` message.
-   */
-  readonly endsWithRequest: boolean;
-  /** The heartbeat message of this RPC. */
-  readonly heartbeat: Res;
-  /** What the stream's log lines say of the call (maybe asked while it constructs). */
-  logBindings(stream: LockStream<Req, Res>): Bindings;
-  /** What a debug line about one request says of it, beyond the stream's bindings. */
-  requestFields(id: number, request: AcquireRequest): Record<string, unknown>;
-  /** Why a half-close with requests not let go is kept for the grace. */
-  keptForGrace(session: LockSession): LockError;
-  /** What a client that half-closes before its first message is told. */
-  readonly endedBeforeOpening: string;
-  /** The debug line that says how the call ended. */
-  readonly endedLine: string;
-  /** A resuming stream took the session over: how this one ends. */
-  replacedStatus(session: LockSession | undefined): CallStatus;
-}
+type StreamState = WireStream<unknown, unknown>['state'];
 
 /**
  * One gRPC stream that carries a LockSession, whichever RPC it is (an Acquire stream carries a
@@ -87,7 +37,9 @@ export interface Wire<Req, Res> {
  * shutdown, being replaced by a resuming stream, and the call's status; and the one `tell`,
  * which says the session's news in the Session RPC's words. Its Wire translates at the edge.
  */
-export class LockStream<Req, Res> implements RequestListener, OpenStream, HeartbeatStream, BindingsSource {
+export class LockStream<Req, Res>
+  implements WireStream<Req, Res>, RequestListener, OpenStream, HeartbeatStream, BindingsSource
+{
   readonly call: ServerDuplexStream<Req, Res>;
   readonly options: LockStreamOptions;
   readonly #wire: Wire<Req, Res>;
@@ -528,11 +480,4 @@ export class LockStream<Req, Res> implements RequestListener, OpenStream, Heartb
 /** Stands for a half-close among held messages. */
 const HALF_CLOSE = Symbol('half-close');
 
-/** The one request of an Acquire stream's session (see LockStream.resume: its log lines name it). */
-export const ONLY = 1;
-
 const RESUMED: SessionNews = { $case: 'resumed', value: {} };
-
-export function violation(message: string): LockError {
-  return new LockError('INVALID_ARGUMENT', message);
-}

@@ -11,10 +11,11 @@ import type { AcquireRequest, LockSession } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
 import { checkResumeToken, durationToMs, heartbeatInterval, toAcquireRequest } from './acquire-request.js';
 import type { CallStatus } from './error-status.js';
-import { LockStream, violation, type LockStreamOptions, type SessionNews, type Wire } from './lock-stream.js';
+import { LockStream } from './lock-stream.js';
+import { violation, type LockStreamOptions, type SessionNews, type Wire, type WireStream } from './wire.js';
 
 type SessionCall = ServerDuplexStream<SessionRequest, SessionResponse>;
-type SessionStream = LockStream<SessionRequest, SessionResponse>;
+type SessionStream = WireStream<SessionRequest, SessionResponse>;
 
 export interface SessionHandlerOptions extends LockStreamOptions {
   /** Requests one session may have at once; more are refused with RESOURCE_EXHAUSTED. */
