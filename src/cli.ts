@@ -1,4 +1,9 @@
 #!/usr/bin/env node
+/*
+ * The `lockstream` command: `serve` runs a server (its logs, its exit code for a bad configuration,
+ * its stop on SIGTERM or SIGINT), and the client, `run`, `leader` and `token` subcommands come from
+ * src/cli.
+ */
 import { Command } from 'commander';
 import { pino, type DestinationStream } from 'pino';
 import { PinoPretty } from 'pino-pretty';

@@ -1,3 +1,8 @@
+/*
+ * The client subcommands that ask about locks (`ls`, `describe`, `watch`, `check`, `revoke`),
+ * printing tables or JSON; and what every client subcommand shares: its exit codes, its duration
+ * arguments, and a client for its connection options (withClient).
+ */
 import type { Command } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
 import { toJson } from '../common/json.js';

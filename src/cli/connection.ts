@@ -1,3 +1,7 @@
+/*
+ * How a client subcommand reaches the server: the `--server`, TLS and `--token-file` options, each
+ * with its environment variable, and the LockClient made from them.
+ */
 import { readFileSync } from 'node:fs';
 import { credentials } from '@grpc/grpc-js';
 import { type Command, Option } from 'commander';

@@ -1,3 +1,7 @@
+/*
+ * `lockstream run` and `lockstream leader`: hold a lock while a command runs, stop the command if
+ * the lock is lost or revoked, and exit with the command's code.
+ */
 import { spawn } from 'node:child_process';
 import { hostname, userInfo } from 'node:os';
 import { constants } from 'node:os';

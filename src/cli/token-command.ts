@@ -1,3 +1,7 @@
+/*
+ * `lockstream token new` and `lockstream token hash`: make bearer tokens, and the SHA-256 of a
+ * token that an access policy holds.
+ */
 import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
 import { sha256 } from '../server/security/access-policy.js';

@@ -1,3 +1,8 @@
+/*
+ * AbortSignals that thousands of calls watch at once (server shutdown, a store session): listening
+ * and unlistening in O(1), awaiting the abort, and a write that waits for a full stream to drain
+ * only until the signal aborts.
+ */
 import { setMaxListeners } from 'node:events';
 
 /**

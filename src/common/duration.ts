@@ -1,3 +1,7 @@
+/*
+ * A duration given on the command line (`500ms`, `10s`, `2m`, or plain milliseconds), read as
+ * milliseconds.
+ */
 import parseDuration from 'ms';
 
 /**

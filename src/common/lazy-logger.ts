@@ -1,3 +1,7 @@
+/*
+ * Child loggers that cost nothing until they log: the pino child is made, and its bindings asked
+ * for, only when a line is logged at an enabled level.
+ */
 import type { Bindings, Logger } from 'pino';
 
 const noop = (): void => {};

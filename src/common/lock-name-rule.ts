@@ -1,3 +1,7 @@
+/*
+ * The rule for a valid lock name, shared by the server and the SDK: what is wrong with a name, in
+ * the words both report.
+ */
 import { LOCK_NAME_MAX_BYTES } from './limits.js';
 
 // C0 and C1 controls and DEL, lone surrogates, and U+FFFD (what invalid UTF-8 decodes to).

@@ -1,3 +1,7 @@
+/*
+ * A lock's published value as text for people to read: the text itself when it is printable UTF-8,
+ * otherwise its base64.
+ */
 const CONTROL_CHARACTER = /\p{Cc}/u;
 
 /**

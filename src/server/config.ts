@@ -1,3 +1,7 @@
+/*
+ * The server's configuration: the arguments and environment of `lockstream serve`, checked and
+ * turned into one frozen Config, with every problem reported at once (ConfigError).
+ */
 import { Command, type OptionValues } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
 import { ZOOKEEPER_CLIENTS, type ZooKeeperClientKind } from './stores/zookeeper/zookeeper-link.js';

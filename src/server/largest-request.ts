@@ -1,3 +1,9 @@
+/*
+ * How large a lock request (a Session `acquire`, an Acquire `start`) may be. The largest legal
+ * one is built from the limits the server enforces, so the default limit admits every request
+ * the server would grant; a request over the configured limit is refused alone, and only a
+ * message far beyond it (gRPC's own receive limit) ends its whole call.
+ */
 import {
   HEARTBEAT_INTERVAL_MAX_MS,
   LOCK_NAME_MAX_BYTES,
@@ -16,13 +22,6 @@ import {
   type LockTarget,
   type SessionAcquire,
 } from '../gen/lockstream/v1/lockstream.js';
-
-/*
- * How large a lock request (a Session `acquire`, an Acquire `start`) may be. The largest legal
- * one is built from the limits the server enforces, so the default limit admits every request
- * the server would grant; a request over the configured limit is refused alone, and only a
- * message far beyond it (gRPC's own receive limit) ends its whole call.
- */
 
 /** How far beyond the request limit gRPC still reads a message, so that it can be refused alone. */
 export const RECEIVE_MARGIN_BYTES = 64 * 1024;

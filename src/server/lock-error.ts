@@ -1,3 +1,7 @@
+/*
+ * The one error for expected failures (LockError) and its closed set of codes: the engine and the
+ * stores throw it, and the transport turns it into a gRPC status.
+ */
 /** Every expected failure of a request, as a closed set of domain codes. */
 export type LockErrorCode =
   | 'UNAUTHENTICATED'

@@ -1,3 +1,7 @@
+/*
+ * Starting a lockstream server from its Config: the security files, the store, the engine and its
+ * sessions, the gRPC and HTTP servers, wired in that order and stopped in the reverse.
+ */
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';

@@ -1,3 +1,7 @@
+/*
+ * Giving memory back after a burst of lock requests: V8's heap kept near what is live, and one
+ * major collection once the number of requests has changed a lot and settled.
+ */
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import type { Logger } from 'pino';

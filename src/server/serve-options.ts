@@ -1,10 +1,9 @@
-import { Option } from 'commander';
-import { LARGEST_LEGAL_REQUEST_BYTES, RECEIVE_MARGIN_BYTES } from './largest-request.js';
-
 /*
  * The options of `lockstream serve`, their environment variables and defaults: the table that
  * `--help` shows and config.ts validates.
  */
+import { Option } from 'commander';
+import { LARGEST_LEGAL_REQUEST_BYTES, RECEIVE_MARGIN_BYTES } from './largest-request.js';
 
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
 export const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];

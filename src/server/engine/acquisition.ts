@@ -1,3 +1,8 @@
+/*
+ * One lock request's way through the engine, as one state machine (Acquisition): its nodes created,
+ * their turn waited for in each lock's queue, and the lease handed over; or its nodes deleted when
+ * it fails or is withdrawn.
+ */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { LockError } from '../lock-error.js';

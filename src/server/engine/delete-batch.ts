@@ -1,3 +1,7 @@
+/*
+ * The deletes asked for in one turn of the event loop (the releases of a multi-lock's parts), sent
+ * to the store as one `delete`.
+ */
 import type { CoordinationStore } from '../stores/store.js';
 
 /**

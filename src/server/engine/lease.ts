@@ -1,3 +1,7 @@
+/*
+ * One request's node in a lock's queue, from its create to its end (LockRequestNode): queued, then
+ * held as a Lease that can be released, given a new value, downgraded or revoked, or lost.
+ */
 import {
   NodeFollow,
   type CoordinationStore,

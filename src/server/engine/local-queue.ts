@@ -1,3 +1,9 @@
+/*
+ * The queues this engine's requests wait in, as this server sees them: each lock's LocalQueue
+ * (its waiters' places and parsed names), QueueWaits (every LocalQueue of the engine, and where
+ * a request stands in a listing), and ReleasedHolders (holders here whose release frees the
+ * waiters here that watched them).
+ */
 import type { CoordinationStore } from '../stores/store.js';
 import {
   bySequence,
@@ -9,13 +15,6 @@ import {
 } from './lock-nodes.js';
 import { position, waiterPlaces, type Position } from './queue-position.js';
 import type { SemaphoreWakeups } from './semaphore-wakeups.js';
-
-/*
- * The queues this engine's requests wait in, as this server sees them: each lock's LocalQueue
- * (its waiters' places and parsed names), QueueWaits (every LocalQueue of the engine, and where
- * a request stands in a listing), and ReleasedHolders (holders here whose release frees the
- * waiters here that watched them).
- */
 
 /** Queues shorter than this are parsed afresh on every listing: cheap, and nothing to keep. */
 const NODE_CACHE_FROM = 64;

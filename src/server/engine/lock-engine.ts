@@ -1,3 +1,8 @@
+/*
+ * The engine's entry point (LockEngine): lock requests taken and leases handed out by the lock
+ * recipe, on any store; requests another instance left are adopted, and holders asked to let go
+ * (revoke).
+ */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { joinPath, type CoordinationStore, type NodeReplacement, type OwnedNode } from '../stores/store.js';

@@ -1,3 +1,7 @@
+/*
+ * The read side of the locks (LockInspector): who holds and waits for a lock, the list of locks, a
+ * watch on one, and whether a fencing token still holds, all read from the store alone.
+ */
 import {
   joinPath,
   NodeFollow,

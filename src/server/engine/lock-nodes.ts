@@ -1,14 +1,13 @@
-import { SEMAPHORE_LIMIT_MAX } from '../../common/limits.js';
-import { lockNameProblem } from '../../common/lock-name-rule.js';
-import { LockError } from '../lock-error.js';
-import type { CoordinationStore } from '../stores/store.js';
-import type { AcquireRequest, LockMode, RequestTag } from './lock-request.js';
-
 /*
  * How lockstream lays out a lock in the store: the lock's parent node, named for the lock
  * (encodeLockName); one node per request in it, whose name says the request's mode and place
  * (QueueNode); and what each request node records (NodeRecord).
  */
+import { SEMAPHORE_LIMIT_MAX } from '../../common/limits.js';
+import { lockNameProblem } from '../../common/lock-name-rule.js';
+import { LockError } from '../lock-error.js';
+import type { CoordinationStore } from '../stores/store.js';
+import type { AcquireRequest, LockMode, RequestTag } from './lock-request.js';
 
 /**
  * A request in a lock's queue as the grant rule sees it, read from its node's name:

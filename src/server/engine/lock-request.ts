@@ -1,11 +1,10 @@
-import { onAbort } from '../../common/abort.js';
-import type { LockError } from '../lock-error.js';
-
 /*
  * What the engine is asked for and what it hands out: a request and its mode, how to wait,
  * and the held lock. Apart from the engine, so the lease (which implements Lease) and the engine (which
  * makes leases) depend on this file, not on each other.
  */
+import { onAbort } from '../../common/abort.js';
+import type { LockError } from '../lock-error.js';
 
 export interface AcquireRequest {
   readonly name: string;

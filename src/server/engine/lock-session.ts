@@ -1,3 +1,7 @@
+/*
+ * One lockstream session (LockSession): the lock requests one stream carries, kept for their grace
+ * when the stream breaks, and withdrawn or released when the session ends.
+ */
 import type { Logger } from 'pino';
 import { LockError } from '../lock-error.js';
 import type { LockEngine } from './lock-engine.js';

@@ -1,3 +1,7 @@
+/*
+ * Every lockstream session of this server (LockSessions): opened, resumed by token, ended at
+ * shutdown; and the store sessions taken over from other instances, or left for them to take.
+ */
 import type { Logger } from 'pino';
 import { isLockError, LockError } from '../lock-error.js';
 import type { SessionTakeover, StoreBackend } from '../stores/store.js';

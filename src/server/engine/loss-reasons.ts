@@ -1,7 +1,10 @@
+/*
+ * How the engine tells of a lost lock or a vanished request: the errors holders and waiters are
+ * told, the listeners that hear of a loss (Listeners), and how long a forced revocation waits for
+ * them (whenTold).
+ */
 import { LockError } from '../lock-error.js';
 import type { LetGo } from './request-news.js';
-
-/* How the engine words a lost lock or a vanished request: the messages holders and waiters are told. */
 
 /** Why a queued request ends when its node was deleted by someone else. */
 export function nodeVanished(name: string): LockError {

@@ -1,3 +1,7 @@
+/*
+ * A multi-lock's locks held as one lease (MultiLease): one release, one loss and one revocation
+ * request for all its parts.
+ */
 import { isLockError, LockError } from '../lock-error.js';
 import type { LockMode } from './lock-request.js';
 import type { CoordinationStore } from '../stores/store.js';

@@ -1,3 +1,7 @@
+/*
+ * A WRITE hold's downgrade in the store: its node replaced by a READ node in the same place of the
+ * queue, with the same record and fencing token.
+ */
 import { LockError } from '../lock-error.js';
 import type { CoordinationStore, NodeFollow, NodeReplacement, StoreSession } from '../stores/store.js';
 import { readNodeName } from './lock-nodes.js';

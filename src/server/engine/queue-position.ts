@@ -1,6 +1,3 @@
-import { conflicts, type LockMode } from './lock-request.js';
-import { modeOf, queueNodeOf, semaphoreShape, type QueueNode, type QueueNodeReader } from './lock-nodes.js';
-
 /*
  * The grant rule, written once as a fold over a lock's queue: `Ahead` adds up the requests
  * ahead of one, `holds` says whether that one holds with them ahead, and `verdict` what it
@@ -9,6 +6,8 @@ import { modeOf, queueNodeOf, semaphoreShape, type QueueNode, type QueueNodeRead
  * (waiterPlaces()), and the engine's shortcuts that grant without listing again
  * (`heldOncePredecessorGoes`, releaseFreesWatchers()).
  */
+import { conflicts, type LockMode } from './lock-request.js';
+import { modeOf, queueNodeOf, semaphoreShape, type QueueNode, type QueueNodeReader } from './lock-nodes.js';
 
 export type Position =
   | {

@@ -1,12 +1,12 @@
+/*
+ * What a session tells the stream attached to it, in the engine's own terms: each RPC's transport
+ * translates this news into its messages, in the order it comes. Also what a request needs of its
+ * session (RequestSession), and the counts it keeps for the metrics (RequestAccounting).
+ */
 import type { LockError } from '../lock-error.js';
 import type { AcquireRequest, HeldRequest, Lease, RevokeRequest } from './lock-request.js';
 import type { LockMode } from './lock-request.js';
 import type { RequestTag } from './lock-request.js';
-
-/*
- * What a session tells the stream attached to it, in the engine's own terms: each RPC's
- * transport translates this news into its messages, in the order it comes.
- */
 
 /** Where one request of a session stands, or what just happened to it. */
 export type RequestNews =

@@ -1,3 +1,7 @@
+/*
+ * What makes a request one the engine accepts; each error names the field and the problem
+ * (INVALID_ARGUMENT), and nothing is queued for a request refused here.
+ */
 import {
   MULTI_LOCK_MAX,
   MULTI_LOCK_MIN,
@@ -10,11 +14,6 @@ import { validateLockName } from './lock-nodes.js';
 import type { LockMode } from './lock-request.js';
 import type { AcquireRequest, LockTarget } from './lock-request.js';
 import type { SemaphoreShape } from './lock-nodes.js';
-
-/*
- * What makes a request one the engine accepts; each error names the field and the problem
- * (INVALID_ARGUMENT), and nothing is queued for a request refused here.
- */
 
 /** Checks a request before anything is queued for it. */
 export function validateRequest(request: AcquireRequest): void {

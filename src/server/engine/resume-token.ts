@@ -1,6 +1,3 @@
-import { randomFillSync } from 'node:crypto';
-import type { SessionKind } from './lock-session.js';
-
 /*
  * A resume token is `<issuer>.<secret>`. The issuer names where the session lives: this
  * server's instance id where sessions cannot move, else the name its store session is
@@ -11,6 +8,8 @@ import type { SessionKind } from './lock-session.js';
  * what the token was issued for, which any instance checks against the store session's record
  * before it takes anything over (see checkedClaim).
  */
+import { randomFillSync } from 'node:crypto';
+import type { SessionKind } from './lock-session.js';
 
 /** The part of `token` before its first dot: the instance or store session that issued it. */
 export function tokenIssuer(token: string): string {

@@ -1,10 +1,3 @@
-import type { Logger } from 'pino';
-import { baseName, joinPath, type CoordinationStore } from '../stores/store.js';
-import type { RevokeRequest } from './lock-request.js';
-import { parseNodeRecord, queueOrder, updateNodeRecord, type NodeRecord } from './lock-nodes.js';
-import { Listeners } from './loss-reasons.js';
-import { holders } from './queue-position.js';
-
 /*
  * The revocation rule. RevokeLock asks a holder to release its lock, cooperatively or with a
  * deadline (force_after). A holder keeps the first request it was told, except that a request
@@ -21,6 +14,12 @@ import { holders } from './queue-position.js';
  * (milliseconds, or the wait for a reconnection), never earlier. CheckToken does not compare
  * deadlines at all: a holder holds until its node is deleted (see LockInspector.isHeld).
  */
+import type { Logger } from 'pino';
+import { baseName, joinPath, type CoordinationStore } from '../stores/store.js';
+import type { RevokeRequest } from './lock-request.js';
+import { parseNodeRecord, queueOrder, updateNodeRecord, type NodeRecord } from './lock-nodes.js';
+import { Listeners } from './loss-reasons.js';
+import { holders } from './queue-position.js';
 
 /** A revocation as a node's record keeps it (see NodeRecord). */
 export type RecordedRevoke = NonNullable<NodeRecord['revoke']>;

@@ -1,3 +1,7 @@
+/*
+ * How a semaphore request waiting right behind another is woken by that one's grant: directly in
+ * this process, or through the granted node's record when the waiter is another instance's.
+ */
 import type { Logger } from 'pino';
 import { onAbort } from '../../common/abort.js';
 import { LockError } from '../lock-error.js';

@@ -1,3 +1,8 @@
+/*
+ * How an instance that took a store session over (see SessionTakeover) finds the lockstream
+ * sessions in it: every node of a resumable session carries a RequestTag, so the nodes alone
+ * say which session each request belongs to and what it asked for.
+ */
 import { createHash } from 'node:crypto';
 import { baseName, parentPath, type OwnedNode } from '../stores/store.js';
 import type { AcquireRequest, LockTarget, RequestTag } from './lock-request.js';
@@ -5,12 +10,6 @@ import { decodeLockName } from './lock-nodes.js';
 import { parseNodeName } from './lock-nodes.js';
 import { parseNodeRecord, publishedValue, type NodeRecord } from './lock-nodes.js';
 import type { SessionKind } from './lock-session.js';
-
-/*
- * How an instance that took a store session over (see SessionTakeover) finds the lockstream
- * sessions in it: every node of a resumable session carries a RequestTag, so the nodes alone
- * say which session each request belongs to and what it asked for.
- */
 
 /** A resume token's key: what nodes and the registry keep instead of the token itself. */
 export function resumeKey(token: string): string {

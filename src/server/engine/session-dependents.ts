@@ -1,3 +1,7 @@
+/*
+ * The lock requests on each store session, told of its loss and of its doubt through one pair of
+ * listeners per session.
+ */
 import { onAbort } from '../../common/abort.js';
 import type { StoreSession } from '../stores/store.js';
 

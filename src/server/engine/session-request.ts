@@ -1,3 +1,7 @@
+/*
+ * One lock request of a session, whichever RPC made it (SessionRequest): from waiting through held
+ * and releasing to its end, its news told to the stream attached to the session.
+ */
 import { isLockError, LockError } from '../lock-error.js';
 import { withResolvers } from '../../common/deferred.js';
 import { cancelledHold, HANDED_OVER, lossReport, notAcquired } from './loss-reasons.js';

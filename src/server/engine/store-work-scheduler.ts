@@ -1,3 +1,7 @@
+/*
+ * The store work of every session on this server, a bounded number of pieces at once, with the
+ * sessions taking turns, so one session's flood of requests does not hold up another client's.
+ */
 /** Work waiting for its turn, for one party (a session): in the order it was asked for. */
 export class WorkQueue {
   /** `start` functions not started yet; `head` is the next (shifting an array is O(n)). */

@@ -1,3 +1,7 @@
+/*
+ * The read-only HTTP server for operators: Prometheus metrics, the live page, and the page's JSON
+ * and event streams.
+ */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';

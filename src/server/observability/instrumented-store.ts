@@ -1,3 +1,7 @@
+/*
+ * A coordination store whose operations are timed into the metrics, and otherwise passed through
+ * unchanged.
+ */
 import type { LockError } from '../lock-error.js';
 import type {
   CreatedNode,

@@ -1,3 +1,7 @@
+/*
+ * lockstream's Prometheus metrics (Metrics): requests, waits, holds, streams, sessions and the
+ * store's operations, counted and timed; grants and ends also go to the live page's LockActivity.
+ */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { isLockError } from '../lock-error.js';
 import type { HeldRequest, LockMode, SessionEvent, SessionKind } from '../engine/index.js';

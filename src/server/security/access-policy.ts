@@ -1,3 +1,7 @@
+/*
+ * The access policy (`--auth-file`): which callers, known by token hash or certificate identity,
+ * may take and see which locks; and how an `authorization` value carries a token.
+ */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';

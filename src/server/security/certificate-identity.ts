@@ -1,3 +1,7 @@
+/*
+ * The identity of a client certificate: its first URI, DNS or email subject alternative name, else
+ * its subject common name.
+ */
 import type { PeerCertificate } from 'node:tls';
 
 /** SAN kinds in the order an identity is taken from them: SPIFFE-style URIs first, CN last. */

@@ -1,3 +1,7 @@
+/*
+ * Admitting calls (Gate): who is calling, by bearer token or client certificate, and what the
+ * access policy lets them do, checked before a call touches a lock.
+ */
 import type { Metadata, ServerUnaryCall } from '@grpc/grpc-js';
 import { LockError } from '../lock-error.js';
 import type { LockMode } from '../engine/index.js';

@@ -1,3 +1,7 @@
+/*
+ * Loading the files that secure a server (TLS certificate and key, client CA, access policy,
+ * ZooKeeper digest) into its gRPC credentials, its gate and its HTTP authorization.
+ */
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import { ServerCredentials } from '@grpc/grpc-js';

@@ -1,3 +1,7 @@
+/*
+ * The Acquire RPC's handler and its Wire: one lock request on a stream, as a session of one
+ * request, its messages translated to and from the Session RPC's.
+ */
 import { status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings } from 'pino';
 import type { AcquireRequest as WireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';

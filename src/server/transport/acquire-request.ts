@@ -1,3 +1,8 @@
+/*
+ * The lock RPCs' request messages read into the engine's terms and checked, with a precise error
+ * for what is wrong (modes, durations, labels, values, resume tokens, a stream's first message);
+ * and the `acquired` message back.
+ */
 import {
   HEARTBEAT_INTERVAL_MAX_MS,
   HEARTBEAT_INTERVAL_MIN_MS,

@@ -1,3 +1,7 @@
+/*
+ * Call deadlines that hold: grpc-js's handling of `grpc-timeout` replaced with one that neither
+ * overflows nor ends a call before its time.
+ */
 import { createRequire } from 'node:module';
 import { status as Status } from '@grpc/grpc-js';
 

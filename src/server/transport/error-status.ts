@@ -1,3 +1,7 @@
+/*
+ * Errors turned into gRPC statuses: a LockError keeps its code and message, anything else is logged
+ * and reported as INTERNAL.
+ */
 import { status, type StatusObject } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { LockError, type LockErrorCode } from '../lock-error.js';

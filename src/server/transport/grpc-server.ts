@@ -1,3 +1,7 @@
+/*
+ * The gRPC server (GrpcServer): the lock service, health checking and reflection on one port, the
+ * lock streams open on it, and its shutdown.
+ */
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from 'pino';

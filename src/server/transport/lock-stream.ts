@@ -1,3 +1,7 @@
+/*
+ * One gRPC stream that carries a lock session, whichever RPC it is (LockStream): the lifecycle both
+ * lock RPCs share, from admitting the caller to the call's status.
+ */
 import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings, Logger } from 'pino';
 import { lazyChild, type BindingsSource } from '../../common/lazy-logger.js';

@@ -1,3 +1,7 @@
+/*
+ * The lock streams of this server that are not done: each ended at shutdown, and the server idle
+ * once none is left.
+ */
 import { onAbort } from '../../common/abort.js';
 
 /** What the server needs of an open lock stream. */

@@ -1,3 +1,7 @@
+/*
+ * gRPC server reflection from the descriptor sets `buf build` wrote, so that grpcurl can list,
+ * describe and call the services without .proto files.
+ */
 import { readFileSync } from 'node:fs';
 import type { Server } from '@grpc/grpc-js';
 import type { PackageDefinition } from '@grpc/proto-loader';

@@ -1,3 +1,7 @@
+/*
+ * The limit on one lock request's size: an oversized message noted as it is decoded, so the handler
+ * refuses that request alone rather than its whole call.
+ */
 import type { MethodDefinition, ServiceDefinition } from '@grpc/grpc-js';
 import { RECEIVE_MARGIN_BYTES } from '../largest-request.js';
 import { LockError } from '../lock-error.js';

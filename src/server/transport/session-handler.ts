@@ -1,3 +1,7 @@
+/*
+ * The Session RPC's handler and its Wire: many lock requests over one stream on one session, each
+ * named by the client's request id.
+ */
 import { status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings } from 'pino';
 import type {

@@ -1,3 +1,7 @@
+/*
+ * Heartbeats on one stream, on one timer: sent at the interval the client asked for, and the client
+ * taken as silent after three intervals without a message.
+ */
 import { LockError } from '../lock-error.js';
 
 /** Heartbeats on one stream; `heard()` is called for every client message. */

@@ -1,3 +1,7 @@
+/*
+ * The one writer of a lock stream: messages go out in the order of their events, and while a slow
+ * reader backs the stream up, only the newest place or heartbeat waits.
+ */
 /** What the writer needs of a gRPC server stream. */
 export interface WritableCall<M> {
   write(message: M, written?: () => void): boolean;

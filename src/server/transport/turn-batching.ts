@@ -1,3 +1,7 @@
+/*
+ * The messages a stream sends in one turn of the event loop, written to HTTP/2 as one write, below
+ * grpc-js's public API where the call's shape allows.
+ */
 import type { WritableCall } from './stream-writer.js';
 
 /**

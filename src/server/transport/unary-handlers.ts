@@ -1,3 +1,7 @@
+/*
+ * The handlers of the unary RPCs (DescribeLock, ListLocks, CheckToken, RevokeLock) and of the
+ * WatchLock stream, each admitting its caller through the gate first.
+ */
 import { status, type sendUnaryData, type ServerUnaryCall, type ServerWritableStream } from '@grpc/grpc-js';
 import { onAbort, writeDrained } from '../../common/abort.js';
 import type { Logger } from 'pino';
