@@ -7,7 +7,7 @@ import { hostname, userInfo } from 'node:os';
 import { constants } from 'node:os';
 import { Option, type Command } from 'commander';
 import { LockClientError, LockTimeoutError, type Lock, type LockMode } from '../client/index.js';
-import { durationArgument, EXIT } from './client-commands.js';
+import { durationArgument, EXIT } from './client-basics.js';
 import {
   addConnectionOptions,
   connect,

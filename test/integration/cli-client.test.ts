@@ -17,7 +17,7 @@ import { CLI, startServerProcess } from '../support/server-process.js';
 import { TcpProxyProcess } from '../support/tcp-proxy-process.js';
 import { createTestPki, type TestPki } from '../support/test-pki.js';
 import { sha256 } from '../../src/server/security/access-policy.js';
-import { EXIT } from '../../src/cli/client-commands.js';
+import { EXIT } from '../../src/cli/client-basics.js';
 import { scaled } from '../support/timing.js';
 
 const connectString = requireZooKeeper(inject('zookeeperConnectString'));
