@@ -1,14 +1,11 @@
 import { LockError } from '../../lock-error.js';
+import type { NodeWatchHandlers, NodeFollow } from '../node-follow.js';
+import { baseName, joinPath, parentPath } from '../node-paths.js';
 import {
-  baseName,
   emptyStats,
-  joinPath,
-  parentPath,
   type CreatedNode,
   type ListingOptions,
   type NodeData,
-  type NodeWatchHandlers,
-  type NodeFollow,
   type ReplacedNode,
   type SequentialEntry,
   type SetDataOutcome,

@@ -1,4 +1,4 @@
-import { ancestors } from '../store.js';
+import { ancestors } from '../node-paths.js';
 import type { LinkOperations } from './link-operations.js';
 import type { TreeProtection } from './tree-protection.js';
 

@@ -1,4 +1,4 @@
-import { joinPath } from '../store.js';
+import { joinPath } from '../node-paths.js';
 
 /** Lock parents whose next sequence number is remembered, at most. */
 const MAX_REMEMBERED_SEQUENCES = 10_000;

@@ -1,4 +1,4 @@
-import { parentPath } from '../store.js';
+import { parentPath } from '../node-paths.js';
 import type { NodeEventKind } from './zookeeper-link.js';
 
 /** Lock parents kept in step at most; the least recently used is forgotten first. */

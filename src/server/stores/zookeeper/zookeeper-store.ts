@@ -1,11 +1,11 @@
 import { LockError } from '../../lock-error.js';
 import type { Logger } from 'pino';
+import type { NodeFollow } from '../node-follow.js';
 import {
   emptyStats,
   type CreatedNode,
   type ListingOptions,
   type NodeData,
-  type NodeFollow,
   type OwnedNode,
   type ReplacedNode,
   type SequentialEntry,
