@@ -30,7 +30,8 @@ import { parseRecord, recordCredentials, recordName, recordPath } from './sessio
 import { chrootOf } from './chroot.js';
 import { TreeProtection, checkChroot } from './tree-protection.js';
 import { TreeView } from './tree-view.js';
-import { isConnectionLoss, unavailable } from './zookeeper-failures.js';
+import { TreeWatch } from './tree-watch.js';
+import { unavailable } from './zookeeper-failures.js';
 import type { LinkFactory, ZooKeeperClientKind } from './zookeeper-link.js';
 
 export interface ZooKeeperStoreOptions {
@@ -96,9 +97,8 @@ export class ZooKeeperStore implements StoreBackend {
   readonly #newLink: LinkFactory;
   readonly #ownership: SessionOwnership | undefined;
   readonly #view: TreeView | undefined;
-  /** The session whose link has the tree's watch, or is being asked for it. */
-  #treeWatchedSession: StoreSession | undefined;
-  #treeUnsupported = false;
+  /** The tree's watch, with `locksPath`. */
+  readonly #treeWatch: TreeWatch | undefined;
   readonly takeover: SessionTakeover | undefined;
 
   private constructor(options: ZooKeeperStoreOptions, newLink: LinkFactory, attach?: Attach) {
@@ -125,7 +125,7 @@ export class ZooKeeperStore implements StoreBackend {
         replaced: () => {
           view?.stopped();
           this.#watches.sessionReplaced();
-          void this.#watchTree();
+          void this.#treeWatch?.watch();
         },
         over: (error) => {
           view?.stopped();
@@ -138,6 +138,7 @@ export class ZooKeeperStore implements StoreBackend {
     this.#keeper = keeper;
     this.#ops = ops;
     this.#watches = watches;
+    this.#treeWatch = view && new TreeWatch({ keeper, ops, watches, view, logger: options.logger });
     this.#reader = new ChildrenReader({ keeper, ops, stats: this.stats, logger: options.logger });
     this.#creates = new CreatePipeline({
       keeper,
@@ -168,7 +169,7 @@ export class ZooKeeperStore implements StoreBackend {
       await store.#reader.probe();
       await checkChroot(store.#ops, store.#connectString);
       await store.#protection.protect(store.#ops);
-      await store.#watchTree();
+      await store.#treeWatch?.watch();
     } catch (error) {
       await store.close();
       throw error;
@@ -269,80 +270,6 @@ export class ZooKeeperStore implements StoreBackend {
     this.#view?.stopped();
     await this.#keeper.close();
     this.#watches.close();
-  }
-
-  /**
-   * Sets the tree's watch (see `locksPath`) on the current session's link, once per session;
-   * until its reply, creates list their parents as without it. A server without addWatch
-   * (3.5) keeps the store on that path for good.
-   */
-  async #watchTree(): Promise<void> {
-    const view = this.#view;
-    if (!view) return;
-    try {
-      await this.#keeper.whenConnected('watch the lock tree');
-    } catch {
-      return; // closed, or the session's fate reaches everyone through it
-    }
-    const session = this.#keeper.session;
-    const link = this.#keeper.link;
-    if (this.#treeWatchedSession === session || !link.watchTree || this.#treeUnsupported) return;
-    this.#treeWatchedSession = session;
-    const watches = this.#watches;
-    // An earlier session's watch tells nothing any more.
-    const current = (): boolean => this.#treeWatchedSession === session;
-    const reply = await link.watchTree(view.locksPath, {
-      changed: (kind, path) => {
-        if (!current()) return;
-        view.changed(kind, path);
-        watches.onTreeEvent(kind, path);
-      },
-      resumed: () => {
-        if (!current()) return;
-        view.started();
-        watches.onTreeResumed();
-        void this.#scanTree(view);
-      },
-      ended: () => {
-        if (current()) view.stopped();
-      },
-    });
-    if (reply.rc === ErrorCode.ok) {
-      if (!current() || this.#keeper.session !== session) return;
-      view.started();
-      await this.#scanTree(view);
-      return;
-    }
-    if (reply.rc === ErrorCode.unimplemented) {
-      // Asked once: on 3.5 the question costs the connection.
-      this.#treeUnsupported = true;
-      this.#options.logger.info(
-        'ZooKeeper has no persistent watches (3.5): each create lists its lock, each node is watched',
-      );
-      return;
-    }
-    if (!current()) return;
-    this.#treeWatchedSession = undefined;
-    // Asked again once connected (a lost reply), or with the next session.
-    if (isConnectionLoss(reply.rc)) void this.#watchTree();
-  }
-
-  /**
-   * Lists the locks path once the tree's watch is (again) set, so that the view knows which lock
-   * parents exist: a create on one it knows is gone makes it in the same step. A failed listing
-   * leaves that unknown (each such parent is listed behind its create instead).
-   */
-  async #scanTree(view: TreeView): Promise<void> {
-    const ticket = view.listing(view.locksPath);
-    try {
-      const listed = await this.#ops.call('getChildren', (link) => link.getChildren(view.locksPath, false));
-      if (listed.rc === ErrorCode.ok && listed.value !== null) view.scanned(ticket, listed.value);
-      else if (listed.rc === ErrorCode.noNode) view.scanned(ticket, []);
-      else view.unlisted(ticket);
-    } catch {
-      // Closed or unreachable: known again after the next gap, or never.
-      view.unlisted(ticket);
-    }
   }
 
   /** As SessionTakeover.vouched: one read of the record, nothing attached to or written. */
