@@ -1,3 +1,6 @@
+/* The store port: what the lock engine needs of a coordination store (CoordinationStore), the
+ * capabilities some stores add beside it (NodeReplacement, BulkListing, SessionTakeover), and
+ * their data. */
 import type { LockError } from '../lock-error.js';
 import type { NodeFollow } from './node-follow.js';
 

@@ -1,3 +1,4 @@
+/* The embedded store: the store port's semantics, ZooKeeper's, kept in memory for one process. */
 import { LockError } from '../../lock-error.js';
 import type { NodeWatchHandlers, NodeFollow } from '../node-follow.js';
 import { baseName, joinPath, parentPath } from '../node-paths.js';

@@ -1,3 +1,5 @@
+/* How the ZooKeeper store creates lock nodes (CoordinationStore.create), one or several in one
+ * step, through every step from the parents' barrier to the search after a lost reply. */
 import { LockError } from '../../lock-error.js';
 import type { NodeFollow } from '../node-follow.js';
 import { joinPath } from '../node-paths.js';

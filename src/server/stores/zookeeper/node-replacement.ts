@@ -1,3 +1,4 @@
+/* Replaces a node by another in one multi on ZooKeeper (NodeReplacement: a WRITE hold's downgrade). */
 import { LockError } from '../../lock-error.js';
 import type { NodeFollow } from '../node-follow.js';
 import { joinPath, parentPath } from '../node-paths.js';

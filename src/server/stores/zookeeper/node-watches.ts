@@ -1,3 +1,5 @@
+/* The ZooKeeper store's node and children watches and deletion waits, armed once per path and
+ * dispatched from the link's one watcher. */
 import { LockError } from '../../lock-error.js';
 import { ListenerMap } from '../listener-map.js';
 import type { NodeFollow, NodeWatchHandlers } from '../node-follow.js';

@@ -1,3 +1,4 @@
+/* Guesses the path the next node under a lock parent will get, for the follow sent behind a create. */
 import { joinPath } from '../node-paths.js';
 
 /** Lock parents whose next sequence number is remembered, at most. */

@@ -1,3 +1,5 @@
+/* How a store proves it owns a published session: publishing, claiming and checking its record,
+ * and signing and checking the proofs in resume tokens. */
 import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import { LockError } from '../../lock-error.js';
 import { ancestors } from '../node-paths.js';

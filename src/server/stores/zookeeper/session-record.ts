@@ -1,3 +1,4 @@
+/* A published session's record: where it lives, what it holds, and its encoding. */
 import { LockError } from '../../lock-error.js';
 import { joinPath } from '../node-paths.js';
 

@@ -1,3 +1,4 @@
+/* The ACL of lockstream's subtree (digest-only when protected), and the start-up check of the chroot. */
 import { createHash } from 'node:crypto';
 import { ancestors, joinPath } from '../node-paths.js';
 import { chrootOf, missingChroot } from './chroot.js';

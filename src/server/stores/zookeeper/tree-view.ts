@@ -1,3 +1,5 @@
+/* What the lock tree's persistent recursive watch tells of the lock queues: the children of each
+ * lock parent in step with it, and the parents known gone. */
 import { parentPath } from '../node-paths.js';
 import type { NodeEventKind } from './zookeeper-link.js';
 

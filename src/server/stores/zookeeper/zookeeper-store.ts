@@ -1,3 +1,5 @@
+/* The ZooKeeper store: assembles its parts (session, requests, creates, watches, tree watch,
+ * protection, takeover) and answers the store port with them. */
 import type { LockError } from '../../lock-error.js';
 import type { Logger } from 'pino';
 import type { NodeFollow } from '../node-follow.js';
