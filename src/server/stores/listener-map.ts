@@ -1,3 +1,5 @@
+/* Listeners kept by node path, for the stores' watches. */
+
 /**
  * Listeners by key (a node path); a key whose last listener leaves is dropped. For the stores'
  * node and children watches. Nearly every key has one listener (a held lock's node, the one

@@ -1,3 +1,4 @@
+/* A store session's lost and confirmed state, for both store implementations. */
 import { unboundedController } from '../../common/abort.js';
 import type { LockError } from '../lock-error.js';
 import type { StoreSession } from './store.js';

@@ -1,4 +1,12 @@
+/* The store port: what the lock engine needs of a coordination store (CoordinationStore), the
+ * capabilities some stores add beside it (NodeReplacement, BulkListing, SessionTakeover), and
+ * their data. */
 import type { LockError } from '../lock-error.js';
+import type { NodeFollow } from './node-follow.js';
+
+// Kept importable from here, where the engine and the tests import them.
+export { NodeFollow, type FollowerList, type NodeWatchHandlers } from './node-follow.js';
+export { ancestors, baseName, joinPath, parentPath } from './node-paths.js';
 
 /**
  * The store port: what the lock engine needs of a coordination store, and nothing more. A
@@ -242,81 +250,6 @@ export interface OwnedNode extends NodeData {
   readonly path: string;
 }
 
-export interface NodeWatchHandlers {
-  onData(data: Uint8Array): void;
-  onDeleted(): void;
-}
-
-/**
- * Who follows a node (see `watchNode`), until they `stop()`. A plain object rather than an
- * AbortSignal: every lock request follows its node, and a signal per request costs an
- * EventTarget, an abort event and a listener for each store that registers it.
- */
-export class NodeFollow {
-  readonly handlers: NodeWatchHandlers;
-  #stopped = false;
-  #detach: (() => void) | undefined;
-  /** Where a store listed the handlers (see attachTo): kept as two fields, not a closure per follow. */
-  #list: FollowerList | undefined;
-  #path = '';
-
-  constructor(handlers: NodeWatchHandlers) {
-    this.handlers = handlers;
-  }
-
-  get stopped(): boolean {
-    return this.#stopped;
-  }
-
-  /** For stores: `detach` unregisters the handlers; called once the follower stops (at once if it has). */
-  attach(detach: () => void): void {
-    if (this.#stopped) {
-      detach();
-      return;
-    }
-    const previous = this.#detach;
-    this.#detach = previous
-      ? () => {
-          previous();
-          detach();
-        }
-      : detach;
-  }
-
-  /**
-   * For stores: the handlers are listed under `path` in `list`, which takes them off when the
-   * follower stops (at once if it has).
-   */
-  attachTo(list: FollowerList, path: string): void {
-    if (this.#stopped) {
-      list.delete(path, this.handlers);
-      return;
-    }
-    if (this.#list === undefined) {
-      this.#list = list;
-      this.#path = path;
-    } else {
-      this.attach(() => list.delete(path, this.handlers));
-    }
-  }
-
-  stop(): void {
-    if (this.#stopped) return;
-    this.#stopped = true;
-    const list = this.#list;
-    this.#list = undefined;
-    list?.delete(this.#path, this.handlers);
-    const detach = this.#detach;
-    this.#detach = undefined;
-    detach?.();
-  }
-}
-
-/** Where a store lists followers' handlers by node path (a ListenerMap). */
-export interface FollowerList {
-  delete(path: string, handlers: NodeWatchHandlers): void;
-}
-
 export interface NodeData {
   /** As `creationId()`. */
   readonly creationId: bigint;
@@ -377,27 +310,6 @@ export function emptyStats(): StoreStats {
     watchesArmed: 0,
     waitersWoken: 0,
   };
-}
-
-/** `/a/b` + `c` -> `/a/b/c`. */
-export function joinPath(dir: string, name: string): string {
-  return dir === '/' ? `/${name}` : `${dir}/${name}`;
-}
-
-/** The last segment of a node path. */
-export function baseName(path: string): string {
-  return path.slice(path.lastIndexOf('/') + 1);
-}
-
-/** The parent of a node path: `/a/b/c` -> `/a/b`. */
-export function parentPath(path: string): string {
-  return path.slice(0, path.lastIndexOf('/')) || '/';
-}
-
-/** Ancestors of `path`, outermost first: `/a/b/c` -> [`/a`, `/a/b`]. */
-export function ancestors(path: string): string[] {
-  const parts = path.split('/').slice(1, -1);
-  return parts.map((_, i) => `/${parts.slice(0, i + 1).join('/')}`);
 }
 
 /**

@@ -1,14 +1,12 @@
+/* The embedded store: the store port's semantics, ZooKeeper's, kept in memory for one process. */
 import { LockError } from '../../lock-error.js';
+import type { NodeWatchHandlers, NodeFollow } from '../node-follow.js';
+import { baseName, joinPath, parentPath } from '../node-paths.js';
 import {
-  baseName,
   emptyStats,
-  joinPath,
-  parentPath,
   type CreatedNode,
   type ListingOptions,
   type NodeData,
-  type NodeWatchHandlers,
-  type NodeFollow,
   type ReplacedNode,
   type SequentialEntry,
   type SetDataOutcome,

@@ -1,3 +1,4 @@
+/* A ZooKeeperLink on the `zookeeper` addon, the native Apache C client. */
 import type { NodeData } from '../store.js';
 import { ErrorCode, type Acl } from './protocol/records.js';
 import {

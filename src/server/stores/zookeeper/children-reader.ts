@@ -1,3 +1,5 @@
+/* Lists the children of many lock parents at once (BulkListing on ZooKeeper): multiRead where the
+ * server has it, else single getChildren, many in flight. */
 import type { Logger } from 'pino';
 import type { StoreStats } from '../store.js';
 import type { LinkOperations } from './link-operations.js';

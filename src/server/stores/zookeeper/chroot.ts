@@ -1,3 +1,4 @@
+/* The chroot of a connect string, and the error start-up gives when it is missing. */
 import { LockError } from '../../lock-error.js';
 
 /** The chroot path of a connect string (`host:port,.../chroot`), if it has one. */

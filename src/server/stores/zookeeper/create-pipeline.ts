@@ -1,12 +1,9 @@
+/* How the ZooKeeper store creates lock nodes (CoordinationStore.create), one or several in one
+ * step, through every step from the parents' barrier to the search after a lost reply. */
 import { LockError } from '../../lock-error.js';
-import {
-  joinPath,
-  type CreatedNode,
-  type NodeData,
-  type NodeFollow,
-  type SequentialEntry,
-  type StoreStats,
-} from '../store.js';
+import type { NodeFollow } from '../node-follow.js';
+import { joinPath } from '../node-paths.js';
+import type { CreatedNode, NodeData, SequentialEntry, StoreStats } from '../store.js';
 import type { LinkOperations } from './link-operations.js';
 import type { NodeWatches } from './node-watches.js';
 import type { ParentBarrier } from './parent-barrier.js';

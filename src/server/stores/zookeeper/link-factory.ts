@@ -1,3 +1,4 @@
+/* Opens links on the chosen ZooKeeper client, loading the native addon only when it is chosen. */
 import type * as AddonModule from './addon-link.js';
 import type { LinkFactory, ZooKeeperClientKind } from './zookeeper-link.js';
 

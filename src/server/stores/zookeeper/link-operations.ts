@@ -1,3 +1,5 @@
+/* The ZooKeeper store's single requests on the current session, retried across connection losses,
+ * with ZooKeeper's answers turned into the store's. */
 import type { NodeData, SetDataOutcome, StoreStats } from '../store.js';
 import type { Acl } from './protocol/records.js';
 import { ErrorCode } from './protocol/records.js';

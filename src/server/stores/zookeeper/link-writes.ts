@@ -1,3 +1,4 @@
+/* Sends a write without the ownership fence: one op as its plain request, several as a multi. */
 import { ErrorCode } from './protocol/records.js';
 import type { LinkOp, LinkOpResult, LinkReply, ZooKeeperLink } from './zookeeper-link.js';
 

@@ -1,12 +1,8 @@
+/* Replaces a node by another in one multi on ZooKeeper (NodeReplacement: a WRITE hold's downgrade). */
 import { LockError } from '../../lock-error.js';
-import {
-  joinPath,
-  parentPath,
-  type NodeData,
-  type NodeFollow,
-  type ReplacedNode,
-  type StoreSession,
-} from '../store.js';
+import type { NodeFollow } from '../node-follow.js';
+import { joinPath, parentPath } from '../node-paths.js';
+import type { NodeData, ReplacedNode, StoreSession } from '../store.js';
 import type { NodeWatches } from './node-watches.js';
 import { ErrorCode } from './protocol/records.js';
 import type { SessionKeeper } from './session-keeper.js';

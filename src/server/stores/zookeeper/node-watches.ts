@@ -1,13 +1,10 @@
+/* The ZooKeeper store's node and children watches and deletion waits, armed once per path and
+ * dispatched from the link's one watcher. */
 import { LockError } from '../../lock-error.js';
 import { ListenerMap } from '../listener-map.js';
-import {
-  joinPath,
-  parentPath,
-  type NodeData,
-  type NodeFollow,
-  type NodeWatchHandlers,
-  type StoreStats,
-} from '../store.js';
+import type { NodeFollow, NodeWatchHandlers } from '../node-follow.js';
+import { joinPath, parentPath } from '../node-paths.js';
+import type { NodeData, StoreStats } from '../store.js';
 import type { LinkOperations } from './link-operations.js';
 import { ErrorCode } from './protocol/records.js';
 import { unavailable } from './zookeeper-failures.js';

@@ -1,3 +1,5 @@
+/* Keeps a published session the keeper's own: settles its ownership after each connect, fences
+ * every write with its record, and lets the session go once it is taken over. */
 import type { Logger } from 'pino';
 import { LockError } from '../../lock-error.js';
 import { ErrorCode } from './protocol/records.js';

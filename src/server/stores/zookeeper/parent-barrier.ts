@@ -1,4 +1,6 @@
-import { ancestors } from '../store.js';
+/* Makes missing lock parents without reordering the queue: creates that meet a parent being made
+ * wait for it and go again in their first order. */
+import { ancestors } from '../node-paths.js';
 import type { LinkOperations } from './link-operations.js';
 import type { TreeProtection } from './tree-protection.js';
 

@@ -1,3 +1,4 @@
+/* A ZooKeeperLink on lockstream's own ZooKeeper client (protocol/). */
 import type { NodeData } from '../store.js';
 import { ZooKeeperConnection } from './protocol/connection.js';
 import { parseConnectString } from './protocol/connection-options.js';

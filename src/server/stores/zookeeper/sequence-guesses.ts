@@ -1,4 +1,5 @@
-import { joinPath } from '../store.js';
+/* Guesses the path the next node under a lock parent will get, for the follow sent behind a create. */
+import { joinPath } from '../node-paths.js';
 
 /** Lock parents whose next sequence number is remembered, at most. */
 const MAX_REMEMBERED_SEQUENCES = 10_000;

@@ -1,3 +1,5 @@
+/* Watches how long ZooKeeper's leader has been silent about the store's session: heartbeats, doubt,
+ * moving to another member, and giving the session up before ZooKeeper can expire it. */
 import type { Logger } from 'pino';
 import type { ZooKeeperLink } from './zookeeper-link.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';

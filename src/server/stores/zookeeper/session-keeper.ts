@@ -1,3 +1,5 @@
+/* The ZooKeeper store's one session at a time on its link: opening it, waiting for it to be usable,
+ * sending on it, and ending, replacing, closing or handing it over. */
 import type { Logger } from 'pino';
 import { LockError } from '../../lock-error.js';
 import { plantedBug } from '../../planted-bugs.js';

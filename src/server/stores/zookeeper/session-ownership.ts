@@ -1,6 +1,8 @@
+/* How a store proves it owns a published session: publishing, claiming and checking its record,
+ * and signing and checking the proofs in resume tokens. */
 import { createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import { LockError } from '../../lock-error.js';
-import { ancestors } from '../store.js';
+import { ancestors } from '../node-paths.js';
 import { ErrorCode, type Acl } from './protocol/records.js';
 import { errorName } from './protocol/zookeeper-error.js';
 import {

@@ -1,5 +1,6 @@
+/* A published session's record: where it lives, what it holds, and its encoding. */
 import { LockError } from '../../lock-error.js';
-import { joinPath } from '../store.js';
+import { joinPath } from '../node-paths.js';
 
 /**
  * Where a published session's record lives and what it says. Each session of a publishing

@@ -1,5 +1,6 @@
+/* The ACL of lockstream's subtree (digest-only when protected), and the start-up check of the chroot. */
 import { createHash } from 'node:crypto';
-import { ancestors, joinPath } from '../store.js';
+import { ancestors, joinPath } from '../node-paths.js';
 import { chrootOf, missingChroot } from './chroot.js';
 import type { LinkOperations } from './link-operations.js';
 import { ErrorCode, Perms, type Acl } from './protocol/records.js';

@@ -1,4 +1,6 @@
-import { parentPath } from '../store.js';
+/* What the lock tree's persistent recursive watch tells of the lock queues: the children of each
+ * lock parent in step with it, and the parents known gone. */
+import { parentPath } from '../node-paths.js';
 import type { NodeEventKind } from './zookeeper-link.js';
 
 /** Lock parents kept in step at most; the least recently used is forgotten first. */

@@ -1,3 +1,4 @@
+/* The typed surface of the `zookeeper` addon (the native C client) that lockstream uses. */
 import type { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 

@@ -1,3 +1,4 @@
+/* How ZooKeeper's return codes become the store's errors, and which ones mean a lost connection. */
 import { LockError } from '../../lock-error.js';
 import { ErrorCode } from './protocol/records.js';
 import { errorName } from './protocol/zookeeper-error.js';

@@ -1,3 +1,4 @@
+/* The link: one ZooKeeper session as the ZooKeeper store uses it, whichever client carries it. */
 import type { NodeData } from '../store.js';
 import type { Acl } from './protocol/records.js';
 

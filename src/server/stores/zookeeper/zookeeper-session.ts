@@ -1,3 +1,4 @@
+/* One ZooKeeper session of the store, as its holders see it. */
 import type { LockError } from '../../lock-error.js';
 import { SessionState } from '../session-state.js';
 import type { OwnedRecord } from './session-ownership.js';

@@ -1,12 +1,13 @@
-import { LockError } from '../../lock-error.js';
+/* The ZooKeeper store: assembles its parts (session, requests, creates, watches, tree watch,
+ * protection, takeover) and answers the store port with them. */
+import type { LockError } from '../../lock-error.js';
 import type { Logger } from 'pino';
+import type { NodeFollow } from '../node-follow.js';
 import {
   emptyStats,
   type CreatedNode,
   type ListingOptions,
   type NodeData,
-  type NodeFollow,
-  type OwnedNode,
   type ReplacedNode,
   type SequentialEntry,
   type SessionTakeover,
@@ -14,7 +15,6 @@ import {
   type StoreBackend,
   type StoreSession,
   type StoreStats,
-  type TakenSession,
 } from '../store.js';
 import { ChildrenReader } from './children-reader.js';
 import { CreatePipeline } from './create-pipeline.js';
@@ -23,15 +23,14 @@ import { linkFactory } from './link-factory.js';
 import { LinkOperations } from './link-operations.js';
 import { NodeWatches } from './node-watches.js';
 import { ParentBarrier } from './parent-barrier.js';
-import { ErrorCode } from './protocol/records.js';
-import { SessionKeeper, type SessionKeeperOptions } from './session-keeper.js';
-import { SessionOwnership, vouchedBy } from './session-ownership.js';
-import { parseRecord, recordCredentials, recordName, recordPath } from './session-record.js';
+import { SessionKeeper } from './session-keeper.js';
+import { SessionOwnership } from './session-ownership.js';
 import { chrootOf } from './chroot.js';
 import { TreeProtection, checkChroot } from './tree-protection.js';
 import { TreeView } from './tree-view.js';
-import { isConnectionLoss, unavailable } from './zookeeper-failures.js';
+import { TreeWatch } from './tree-watch.js';
 import type { LinkFactory, ZooKeeperClientKind } from './zookeeper-link.js';
+import { ZooKeeperTakeover, type Attach } from './zookeeper-takeover.js';
 
 export interface ZooKeeperStoreOptions {
   /** `host:port[,host:port...]`, optionally followed by a chroot path. */
@@ -69,17 +68,14 @@ export interface ZooKeeperStoreOptions {
   readonly locksPath?: string;
 }
 
-/** What a store made by takeOver attaches to (see SessionKeeperOptions.attach). */
-type Attach = NonNullable<SessionKeeperOptions['attach']>;
-
 /**
  * The ZooKeeper store: one ZooKeeper session for the whole server, on a link (`ZooKeeperLink`)
  * to lockstream's own protocol client or to the `zookeeper` addon. It is made of parts with one
  * job each: the session (SessionKeeper) and its health (SessionHealth), single requests with
  * retries (LinkOperations), creates (CreatePipeline, ParentBarrier), watches (NodeWatches),
- * listings of many nodes (ChildrenReader), and the subtree's ACL (TreeProtection). With
- * `publish`, its sessions can move between instances (SessionOwnership, OwnershipGuard,
- * `takeover`).
+ * listings of many nodes (ChildrenReader), the lock tree's watch (TreeWatch, TreeView), and the
+ * subtree's ACL (TreeProtection). With `publish`, its sessions can move between instances
+ * (SessionOwnership, OwnershipGuard, and ZooKeeperTakeover as `takeover`).
  */
 export class ZooKeeperStore implements StoreBackend {
   readonly kind = 'zookeeper';
@@ -92,18 +88,14 @@ export class ZooKeeperStore implements StoreBackend {
   readonly #reader: ChildrenReader;
   readonly #protection: TreeProtection;
   readonly #connectString: string;
-  readonly #options: ZooKeeperStoreOptions;
-  readonly #newLink: LinkFactory;
-  readonly #ownership: SessionOwnership | undefined;
   readonly #view: TreeView | undefined;
-  /** The session whose link has the tree's watch, or is being asked for it. */
-  #treeWatchedSession: StoreSession | undefined;
-  #treeUnsupported = false;
+  /** The tree's watch, with `locksPath`. */
+  readonly #treeWatch: TreeWatch | undefined;
+  /** The store's `takeover`, typed as made (see ZooKeeperTakeover.takeOver). */
+  readonly #takeover: ZooKeeperTakeover | undefined;
   readonly takeover: SessionTakeover | undefined;
 
   private constructor(options: ZooKeeperStoreOptions, newLink: LinkFactory, attach?: Attach) {
-    this.#options = options;
-    this.#newLink = newLink;
     this.#connectString = options.connectString;
     this.#protection = new TreeProtection(options.protection);
     const ownership =
@@ -114,7 +106,6 @@ export class ZooKeeperStore implements StoreBackend {
             chroot: chrootOf(options.connectString),
           })
         : undefined;
-    this.#ownership = ownership;
     const view = options.locksPath === undefined ? undefined : new TreeView(options.locksPath);
     this.#view = view;
     const keeper = new SessionKeeper(
@@ -125,7 +116,7 @@ export class ZooKeeperStore implements StoreBackend {
         replaced: () => {
           view?.stopped();
           this.#watches.sessionReplaced();
-          void this.#watchTree();
+          void this.#treeWatch?.watch();
         },
         over: (error) => {
           view?.stopped();
@@ -138,6 +129,7 @@ export class ZooKeeperStore implements StoreBackend {
     this.#keeper = keeper;
     this.#ops = ops;
     this.#watches = watches;
+    this.#treeWatch = view && new TreeWatch({ keeper, ops, watches, view, logger: options.logger });
     this.#reader = new ChildrenReader({ keeper, ops, stats: this.stats, logger: options.logger });
     this.#creates = new CreatePipeline({
       keeper,
@@ -148,16 +140,22 @@ export class ZooKeeperStore implements StoreBackend {
       stats: this.stats,
       view,
     });
-    this.takeover = ownership && {
-      get publishedAs() {
-        return keeper.publishedAs;
-      },
-      takeOver: (name) => this.#takeOver(name),
-      vouch: (claim) => ownership.vouch(claim),
-      vouched: (name, claim, proof) => this.#vouched(name, claim, proof),
-      onTakenOver: (listener) => keeper.onTakenOver(listener),
-      handOver: () => this.#handOver(),
-    };
+    this.#takeover =
+      ownership &&
+      new ZooKeeperTakeover({
+        keeper,
+        ops,
+        ownership,
+        stopWatching: () => {
+          view?.stopped();
+          watches.close();
+        },
+        attachTo: (attach) => {
+          const taken = new ZooKeeperStore(options, newLink, attach);
+          return { store: taken, takeover: taken.#takeover! };
+        },
+      });
+    this.takeover = this.#takeover;
   }
 
   /** Connects; rejects with `LockError('UNAVAILABLE')` if no connection is made in time. */
@@ -168,7 +166,7 @@ export class ZooKeeperStore implements StoreBackend {
       await store.#reader.probe();
       await checkChroot(store.#ops, store.#connectString);
       await store.#protection.protect(store.#ops);
-      await store.#watchTree();
+      await store.#treeWatch?.watch();
     } catch (error) {
       await store.close();
       throw error;
@@ -269,149 +267,6 @@ export class ZooKeeperStore implements StoreBackend {
     this.#view?.stopped();
     await this.#keeper.close();
     this.#watches.close();
-  }
-
-  /**
-   * Sets the tree's watch (see `locksPath`) on the current session's link, once per session;
-   * until its reply, creates list their parents as without it. A server without addWatch
-   * (3.5) keeps the store on that path for good.
-   */
-  async #watchTree(): Promise<void> {
-    const view = this.#view;
-    if (!view) return;
-    try {
-      await this.#keeper.whenConnected('watch the lock tree');
-    } catch {
-      return; // closed, or the session's fate reaches everyone through it
-    }
-    const session = this.#keeper.session;
-    const link = this.#keeper.link;
-    if (this.#treeWatchedSession === session || !link.watchTree || this.#treeUnsupported) return;
-    this.#treeWatchedSession = session;
-    const watches = this.#watches;
-    // An earlier session's watch tells nothing any more.
-    const current = (): boolean => this.#treeWatchedSession === session;
-    const reply = await link.watchTree(view.locksPath, {
-      changed: (kind, path) => {
-        if (!current()) return;
-        view.changed(kind, path);
-        watches.onTreeEvent(kind, path);
-      },
-      resumed: () => {
-        if (!current()) return;
-        view.started();
-        watches.onTreeResumed();
-        void this.#scanTree(view);
-      },
-      ended: () => {
-        if (current()) view.stopped();
-      },
-    });
-    if (reply.rc === ErrorCode.ok) {
-      if (!current() || this.#keeper.session !== session) return;
-      view.started();
-      await this.#scanTree(view);
-      return;
-    }
-    if (reply.rc === ErrorCode.unimplemented) {
-      // Asked once: on 3.5 the question costs the connection.
-      this.#treeUnsupported = true;
-      this.#options.logger.info(
-        'ZooKeeper has no persistent watches (3.5): each create lists its lock, each node is watched',
-      );
-      return;
-    }
-    if (!current()) return;
-    this.#treeWatchedSession = undefined;
-    // Asked again once connected (a lost reply), or with the next session.
-    if (isConnectionLoss(reply.rc)) void this.#watchTree();
-  }
-
-  /**
-   * Lists the locks path once the tree's watch is (again) set, so that the view knows which lock
-   * parents exist: a create on one it knows is gone makes it in the same step. A failed listing
-   * leaves that unknown (each such parent is listed behind its create instead).
-   */
-  async #scanTree(view: TreeView): Promise<void> {
-    const ticket = view.listing(view.locksPath);
-    try {
-      const listed = await this.#ops.call('getChildren', (link) => link.getChildren(view.locksPath, false));
-      if (listed.rc === ErrorCode.ok && listed.value !== null) view.scanned(ticket, listed.value);
-      else if (listed.rc === ErrorCode.noNode) view.scanned(ticket, []);
-      else view.unlisted(ticket);
-    } catch {
-      // Closed or unreachable: known again after the next gap, or never.
-      view.unlisted(ticket);
-    }
-  }
-
-  /** As SessionTakeover.vouched: one read of the record, nothing attached to or written. */
-  async #vouched(name: string, claim: string, proof: string): Promise<boolean> {
-    if (!/^[0-9a-f]{16}$/.test(name) || name === this.#keeper.publishedAs) return false;
-    const node = await this.#ops.getData(recordPath(this.#ownership!.root, name), false);
-    const record = node && parseRecord(node.data);
-    return record !== null && record !== undefined && vouchedBy(record, claim, proof);
-  }
-
-  /** As SessionTakeover.takeOver. */
-  async #takeOver(name: string): Promise<TakenSession | undefined> {
-    const ownership = this.#ownership!;
-    const path = recordPath(ownership.root, name);
-    if (name === this.#keeper.publishedAs)
-      throw new LockError('INVALID_ARGUMENT', `ZooKeeper session ${name} is this store's own`);
-    const node = await this.#ops.getData(path, false);
-    if (!node) return undefined;
-    const record = parseRecord(node.data);
-    const credentials = record && recordCredentials(record);
-    if (!record || !credentials || recordName(credentials.id) !== name)
-      throw new LockError('UNAVAILABLE', `the record at ${path} is not a session record lockstream wrote`);
-    const claim = ownership.claim(name, record, node.version);
-    const taken = new ZooKeeperStore(this.#options, this.#newLink, { claim, ...credentials });
-    try {
-      await taken.#keeper.whenConnected('takeover');
-    } catch (error) {
-      await taken.close(); // lets the session go: it was never claimed
-      if (taken.#keeper.overBeforeClaim) return undefined;
-      throw error;
-    }
-    try {
-      return { store: taken, nodes: await taken.#ownedNodes(path) };
-    } catch (error) {
-      // Claimed: leave the session alive for another try rather than end it with its nodes.
-      await taken.#handOver();
-      throw error;
-    }
-  }
-
-  /**
-   * The session's ephemeral nodes under lockstream's root, other than its record, each with its
-   * data and stat: one listing (getEphemerals), then every read in one batch. A node deleted in
-   * between is left out.
-   */
-  async #ownedNodes(recordPath: string): Promise<OwnedNode[]> {
-    const { root } = this.#ownership!;
-    const prefix = root === '/' ? '/' : `${root}/`;
-    const listed = await this.#ops.call('getEphemerals', (link) => link.getEphemerals!(prefix));
-    if (listed.rc !== ErrorCode.ok || listed.value === null) throw unavailable('getEphemerals', listed.rc);
-    const paths = listed.value.filter((path) => path !== recordPath);
-    const nodes = await Promise.all(
-      paths.map(async (path) => {
-        const node = await this.#ops.getData(path, false);
-        return node && { path, ...node };
-      }),
-    );
-    return nodes
-      .filter((node): node is OwnedNode => node !== null)
-      .sort((a, b) => (a.creationId < b.creationId ? -1 : a.creationId > b.creationId ? 1 : 0));
-  }
-
-  /** As SessionTakeover.handOver. */
-  async #handOver(): Promise<void> {
-    this.#keeper.handOver();
-    this.#view?.stopped();
-    this.#watches.close();
-    // As close(): one turn of the event loop for the connection to finish closing.
-    await new Promise((resolve) => setImmediate(resolve));
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -1,3 +1,4 @@
+/* A protocol connection's chroot: paths sent under it and answered without it. */
 /**
  * A connection's chroot, as in a connect string's `host:port/chroot`: every path is sent
  * under it and answered (created paths, watch events) without it.

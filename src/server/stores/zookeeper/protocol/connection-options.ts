@@ -1,3 +1,4 @@
+/* What a protocol connection is opened with, and the parsing of a connect string. */
 /** What a ZooKeeperConnection is opened with. */
 export interface ZooKeeperConnectionOptions {
   /** Ensemble members as host:port, tried in order after a shuffle-free start at the first. */

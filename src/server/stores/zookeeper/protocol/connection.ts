@@ -1,3 +1,5 @@
+/* A protocol client session's connection to the ensemble: dialing, the handshake, reconnection,
+ * pings, and restoring watches on each new connection. */
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { Chroot } from './chroot.js';
 import type { ZooKeeperConnectionOptions } from './connection-options.js';

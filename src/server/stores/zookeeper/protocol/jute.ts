@@ -1,3 +1,4 @@
+/* Jute, ZooKeeper's record encoding: a writer and a reader. */
 /**
  * Jute, ZooKeeper's record encoding: big-endian ints and longs, one-byte booleans, and strings,
  * buffers and vectors as an int length (-1 for null) followed by their contents. Longs are

@@ -1,3 +1,4 @@
+/* The operations a protocol client session offers, each one request, apart from how it connects. */
 import { EventEmitter } from 'node:events';
 import type { Chroot } from './chroot.js';
 import type { PersistentWatcher } from './persistent-watches.js';

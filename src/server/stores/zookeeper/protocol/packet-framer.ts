@@ -1,3 +1,4 @@
+/* Cuts a connection's byte stream into ZooKeeper's length-prefixed packets. */
 import { JuteError, JuteReader } from './jute.js';
 
 /**

@@ -1,3 +1,4 @@
+/* The protocol client's persistent watches (addWatch, ZooKeeper 3.6+), set again on each connection. */
 import { AddWatchMode, EventType, type WatcherEvent } from './records.js';
 import type { ZooKeeperError } from './zookeeper-error.js';
 

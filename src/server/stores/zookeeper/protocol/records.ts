@@ -1,3 +1,4 @@
+/* ZooKeeper's protocol records as lockstream uses them: codes, and how each record is written and read. */
 import type { JuteReader, JuteWriter } from './jute.js';
 
 /**

@@ -1,3 +1,4 @@
+/* Numbers a connection's requests, batches them into one write per turn, and matches the replies. */
 import type { Socket } from 'node:net';
 import { JuteError, JuteWriter, type JuteReader } from './jute.js';
 import { ErrorCode } from './records.js';

@@ -1,3 +1,4 @@
+/* How each operation of the protocol client is written on the wire and its reply read. */
 import type { Chroot } from './chroot.js';
 import type { RequestSpec } from './request-pipeline.js';
 import {

@@ -1,3 +1,5 @@
+/* The protocol client's one-shot watches: registered with their requests, fired by events, and
+ * listed for restoring after a reconnection. */
 import { ListenerMap } from '../../listener-map.js';
 import type { Chroot } from './chroot.js';
 import type { JuteWriter } from './jute.js';

@@ -1,3 +1,4 @@
+/* The protocol client's errors: a ZooKeeper error code with its operation and path. */
 import { ErrorCode } from './records.js';
 
 /**
