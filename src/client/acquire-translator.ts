@@ -12,13 +12,7 @@ import type {
   SessionRequest,
   SessionResponse,
 } from '../gen/lockstream/v1/lockstream.js';
-import {
-  ignore,
-  type CallCarrier,
-  type CallListener,
-  type CallStatus,
-  type LockCall,
-} from './session-call.js';
+import { CarriedCall, type CallCarrier, type CallListener } from './session-call.js';
 
 /**
  * The id of an Acquire stream's one request, as the Session news says it: the first a stream's
@@ -39,10 +33,7 @@ export const ACQUIRE_REQUEST_ID = 1;
  */
 export const acquireCall: CallCarrier = (grpc, listener) => new AcquireCall(grpc.acquire(), listener);
 
-class AcquireCall implements LockCall {
-  readonly #call: ClientDuplexStream<AcquireRequest, AcquireResponse>;
-  readonly #listener: CallListener;
-  #closed = false;
+class AcquireCall extends CarriedCall<AcquireRequest, AcquireResponse> {
   /** The stream's `open`: what it asks for goes out in `start`. */
   #open: SessionOpen | undefined;
   /** Whether the server can resume the request: it said `resumable`, or this call resumes it. */
@@ -51,31 +42,27 @@ class AcquireCall implements LockCall {
   #reporting = false;
 
   constructor(call: ClientDuplexStream<AcquireRequest, AcquireResponse>, listener: CallListener) {
-    this.#call = call;
-    this.#listener = listener;
+    super(call, listener);
     call.on('data', (message: AcquireResponse) => this.#news(message.kind));
-    call.on('status', (status: CallStatus) => listener.status(status));
-    // Every failure also arrives as the status; without a listener grpc-js would throw it.
-    call.on('error', ignore);
   }
 
   write(message: SessionRequest): void {
-    if (this.#closed) return;
+    if (this.closed) return;
     const kind = message.kind;
     switch (kind?.$case) {
       case 'heartbeat':
-        this.#call.write(HEARTBEAT);
+        this.call.write(HEARTBEAT);
         return;
       case 'open':
         this.#open = kind.value;
         return;
       case 'acquire':
-        this.#call.write({ kind: { $case: 'start', value: start(kind.value, this.#open) } });
+        this.call.write({ kind: { $case: 'start', value: start(kind.value, this.#open) } });
         return;
       case 'resume':
         this.#resumable = true;
         this.#reporting = true;
-        this.#call.write({ kind });
+        this.call.write({ kind });
         return;
       case 'release':
         this.#release();
@@ -85,37 +72,24 @@ class AcquireCall implements LockCall {
         else this.cancel();
         return;
       case 'setValue':
-        this.#call.write({ kind });
+        this.call.write({ kind });
         return;
       case 'downgrade':
-        this.#call.write(DOWNGRADE);
+        this.call.write(DOWNGRADE);
         return;
       case undefined:
         return;
     }
   }
 
-  end(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#listener.closed();
-    this.#call.end();
-  }
-
-  cancel(): void {
-    this.#closed = true;
-    this.#listener.closed();
-    this.#call.cancel();
-  }
-
   /** The server releases the lock (or withdraws the request) and ends the call with OK. */
   #release(): void {
-    this.#call.write(RELEASE);
+    this.call.write(RELEASE);
     this.end();
   }
 
   #news(kind: AcquireResponse['kind']): void {
-    const listener = this.#listener;
+    const listener = this.listener;
     switch (kind?.$case) {
       case 'resumable':
         this.#resumable = kind.value.resumeToken !== '';

@@ -42,35 +42,47 @@ export type CallCarrier = (grpc: LockServiceClient, listener: CallListener) => L
 /** The Session RPC: its messages are the SDK's own. */
 export const sessionCall: CallCarrier = (grpc, listener) => new SessionCall(grpc.session(), listener);
 
-class SessionCall implements LockCall {
-  readonly #call: ClientDuplexStream<SessionRequest, SessionResponse>;
-  readonly #listener: CallListener;
-  #closed = false;
+/**
+ * What every call does alike, whichever RPC it is: reports its status, and is closed once, by a
+ * half-close or a cancel, telling its listener so; after that whatever is written is dropped.
+ */
+export abstract class CarriedCall<Req, Res> implements LockCall {
+  protected readonly call: ClientDuplexStream<Req, Res>;
+  protected readonly listener: CallListener;
+  protected closed = false;
 
-  constructor(call: ClientDuplexStream<SessionRequest, SessionResponse>, listener: CallListener) {
-    this.#call = call;
-    this.#listener = listener;
-    call.on('data', (message: SessionResponse) => listener.news(message.requestId, message.kind));
+  constructor(call: ClientDuplexStream<Req, Res>, listener: CallListener) {
+    this.call = call;
+    this.listener = listener;
     call.on('status', (status: CallStatus) => listener.status(status));
     // Every failure also arrives as the status; without a listener grpc-js would throw it.
     call.on('error', ignore);
   }
 
-  write(message: SessionRequest): void {
-    if (!this.#closed) this.#call.write(message);
-  }
+  abstract write(message: SessionRequest): void;
 
   end(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#listener.closed();
-    this.#call.end();
+    if (this.closed) return;
+    this.closed = true;
+    this.listener.closed();
+    this.call.end();
   }
 
   cancel(): void {
-    this.#closed = true;
-    this.#listener.closed();
-    this.#call.cancel();
+    this.closed = true;
+    this.listener.closed();
+    this.call.cancel();
+  }
+}
+
+class SessionCall extends CarriedCall<SessionRequest, SessionResponse> {
+  constructor(call: ClientDuplexStream<SessionRequest, SessionResponse>, listener: CallListener) {
+    super(call, listener);
+    call.on('data', (message: SessionResponse) => listener.news(message.requestId, message.kind));
+  }
+
+  write(message: SessionRequest): void {
+    if (!this.closed) this.call.write(message);
   }
 }
 
