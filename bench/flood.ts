@@ -41,6 +41,8 @@ const { values: flags } = parseArgs({
     'hang-ms': { type: 'string', default: '30000' },
     'list-timeout-ms': { type: 'string', default: '120000' },
     'probe-elsewhere': { type: 'boolean', default: false },
+    /** Options for the flooded server's Node, space-separated (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`). */
+    'server-node-args': { type: 'string', default: '' },
     out: { type: 'string' },
   },
 });
@@ -148,7 +150,8 @@ function latency(
 const startedAt = new Date();
 execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
 const zookeeper = await startZooKeeper({ production: true });
-const server = await startLockstreamServer(zookeeper.connectString);
+const SERVER_NODE_ARGS = flags['server-node-args'].split(' ').filter((arg) => arg !== '');
+const server = await startLockstreamServer(zookeeper.connectString, [], SERVER_NODE_ARGS);
 // --probe-elsewhere: the probe on an instance of its own, on the same ZooKeeper. What the probe
 // then still suffers is ZooKeeper's and the machine's share, not the flooded server's.
 const probeServer = flags['probe-elsewhere'] ? await startLockstreamServer(zookeeper.connectString) : server;
@@ -164,7 +167,14 @@ const probe = spawnLineProcess(
 );
 const flooder = new LockClient(server.address);
 const rounds: FloodRound[] = [];
-const phases: Array<{ round: number; idleFrom: number; floodFrom: number; floodTo: number }> = [];
+const phases: Array<{
+  round: number;
+  idleFrom: number;
+  floodFrom: number;
+  holdFrom: number;
+  releaseFrom: number;
+  floodTo: number;
+}> = [];
 let rssIdleBytes = 0;
 let list: { ms: number; locks: number; timedOut: boolean } | undefined;
 let leftover: number | undefined;
@@ -221,7 +231,7 @@ try {
     await delay(SETTLE_MS);
     const rssSettledBytes = await residentBytes(server.pid);
     const settledGauges = await serverGauges(server.httpPort);
-    phases.push({ round, idleFrom, floodFrom, floodTo });
+    phases.push({ round, idleFrom, floodFrom, floodTo, holdFrom: floodFrom + acquireMs, releaseFrom });
     rounds.push({
       round,
       acquireMs,
@@ -360,8 +370,16 @@ const report = {
   machine: { cpus: os.cpus().length, memoryBytes: os.totalmem(), node: process.version },
   rssIdleBytes,
   rounds: finished,
+  /** Each round's phases (epoch ms): idle, acquiring, holding, releasing. */
+  phases,
   listLocks: list,
-  probe: { hangs: probeReport.hangs, failures: probeReport.failures, afterwards: probeReport.afterwards },
+  probe: {
+    hangs: probeReport.hangs,
+    failures: probeReport.failures,
+    afterwards: probeReport.afterwards,
+    /** Every cycle: [started at (epoch ms), acquire ms, cycle ms]. */
+    samples: probeReport.samples,
+  },
   serverWarnings: warnings,
   targets: checks,
 };

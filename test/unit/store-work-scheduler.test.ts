@@ -29,27 +29,27 @@ describe('StoreWorkScheduler: at most `limit` pieces of store work at once, sess
     expect([scheduler.running, scheduler.waiting]).toEqual([0, 0]);
   });
 
-  it('gives a session alone every slot, and at most a quarter while another is busy, until the other has been quiet for 100 ms', () => {
+  it('gives a session alone every slot, and at most a sixteenth while another is busy, until the other has been quiet for 100 ms', () => {
     vi.useFakeTimers({ toFake: ['performance'] });
-    const scheduler = new StoreWorkScheduler(8);
+    const scheduler = new StoreWorkScheduler(32);
     const flood = new WorkQueue();
     const other = new WorkQueue();
     const finishes: Array<() => void> = [];
     const piece = (finish: () => void): void => void finishes.push(finish);
     for (let i = 0; i < 100; i += 1) scheduler.run(flood, piece);
-    expect(flood.running).toBe(8);
+    expect(flood.running).toBe(32);
     scheduler.run(other, piece);
     finishes.shift()!(); // a slot frees: the other session's turn
-    expect([flood.running, other.running]).toEqual([7, 1]);
+    expect([flood.running, other.running]).toEqual([31, 1]);
     // While the other is busy, finished flood pieces are not replaced above the flood's share (2).
-    for (let i = 0; i < 5; i += 1) finishes.shift()!();
+    for (let i = 0; i < 29; i += 1) finishes.shift()!();
     expect([flood.running, other.running, scheduler.running]).toEqual([2, 1, 3]);
     finishes.splice(finishes.indexOf(finishes.at(-1)!), 1)[0]!(); // the other's piece is done
     finishes.shift()!();
     expect(flood.running).toBe(2); // the other was busy just now
     vi.advanceTimersByTime(100);
     finishes.shift()!(); // the other has been quiet long enough: every slot again
-    expect(flood.running).toBe(8);
+    expect(flood.running).toBe(32);
   });
 
   it('serves a session that comes late in turn with one that flooded, not after its backlog', () => {

@@ -35,13 +35,24 @@ export class WorkQueue {
 const BUSY_LINGER_MS = 100;
 
 /**
+ * What part of the slots a session may fill while another session is busy: a sixteenth (4 of
+ * 64). Every piece a flood has in flight is ahead of another client's request in ZooKeeper (one
+ * store session, answered in order). bench:flood, alternating runs: with a quarter (16) the
+ * probe's p99 during the flood was 120–149 ms against 18–20 ms idle (40,000 locks) and 70–97 ms
+ * against 19–25 ms (100,000); with a sixteenth 43–60 ms against 18–20 ms and 39–52 ms against
+ * 15–52 ms. The flood pays while another session is busy: 100,000 locks taken in 62–63 s
+ * instead of 38–41 s.
+ */
+const SHARE_WHILE_ANOTHER_IS_BUSY = 1 / 16;
+
+/**
  * The store work of every session on this server, at most `limit` pieces at once, and the
  * sessions served in turns: when a piece finishes, the next session in the round with work
  * waiting starts its oldest piece. A session that floods the server with requests has its
  * work start one piece per turn like everyone else's, so another client's request waits for
  * one turn, not behind the whole flood. A session alone gets every slot; while another session
  * is busy too (it had store work waiting, started or finished within BUSY_LINGER_MS), each gets
- * at most a quarter of them:
+ * at most a sixteenth of them (SHARE_WHILE_ANOTHER_IS_BUSY):
  * a piece of store work waits in ZooKeeper behind every piece sent before it, and a flood that
  * kept every slot put its whole depth ahead of each step of another client's request.
  */
@@ -61,7 +72,7 @@ export class StoreWorkScheduler {
 
   constructor(limit: number) {
     this.#limit = limit;
-    this.#share = Math.max(1, Math.floor(limit / 4));
+    this.#share = Math.max(1, Math.floor(limit * SHARE_WHILE_ANOTHER_IS_BUSY));
   }
 
   /** Pieces started and not done. */
