@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { LockError } from '../lock-error.js';
 import {
+  AS_TOLD,
   baseName,
   joinPath,
   parentPath,
@@ -69,9 +70,6 @@ export interface AcquireListener extends QueueListener {
  * granted or failed.
  */
 type Phase = 'creating' | 'waiting' | 'giving-up' | 'granted' | 'failed';
-
-/** A waiter's listing: as told by the store's watch (see CoordinationStore.children). */
-const AS_TOLD = { asTold: true } as const;
 
 /**
  * One request in the engine, from its call to its lease or its end, as one state machine with
@@ -414,9 +412,7 @@ export class Acquisition implements PlaceCounter {
 
   /** For the request's QueuePlace: counts it again now (see LocalQueue.recount). */
   async recount(): Promise<boolean> {
-    const counting = this.#parts
-      .filter((part) => part.told && part.turn === undefined)
-      .map((part) => part.queue!.recount(part.me));
+    const counting = this.#parts.filter((part) => part.told).map((part) => part.queue!.recount(part.me));
     return (await Promise.all(counting)).some(Boolean);
   }
 

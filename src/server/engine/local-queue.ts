@@ -4,7 +4,7 @@
  * a request stands in a listing), and ReleasedHolders (holders here whose release frees the
  * waiters here that watched them).
  */
-import type { CoordinationStore } from '../stores/store.js';
+import { AS_TOLD, type CoordinationStore } from '../stores/store.js';
 import {
   bySequence,
   QueueNodeCache,
@@ -257,9 +257,6 @@ export class LocalQueue {
     }
   }
 }
-
-/** A waiter's listing: as told by the store's watch (see CoordinationStore.children). */
-const AS_TOLD = { asTold: true } as const;
 
 /**
  * What the waits of one engine's requests (Acquisitions) share: the queues they wait in

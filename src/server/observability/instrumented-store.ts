@@ -22,6 +22,8 @@ import type { Metrics } from './metrics.js';
 export class InstrumentedStore implements StoreBackend {
   readonly #store: StoreBackend;
   readonly #metrics: Metrics;
+  /** A waiter's listing, asked through this store where the store must ask, so that it is timed. */
+  readonly #askedTimed: ListingOptions = { asTold: true, ask: (asked) => this.children(asked) };
 
   constructor(store: StoreBackend, metrics: Metrics) {
     this.#store = store;
@@ -51,8 +53,7 @@ export class InstrumentedStore implements StoreBackend {
 
   /** With `asTold`, timed only when the store must ask (its watch answers it mostly, without a request). */
   children(dir: string, options?: ListingOptions): Promise<string[]> {
-    if (options?.asTold)
-      return this.#store.children(dir, { asTold: true, ask: (asked) => this.children(asked) });
+    if (options?.asTold) return this.#store.children(dir, this.#askedTimed);
     return this.#timed('getChildren', () => this.#store.children(dir));
   }
 

@@ -119,6 +119,9 @@ export interface ListingOptions {
   readonly ask?: (dir: string) => Promise<string[]>;
 }
 
+/** A waiter's listing: as told by the store's watch (see CoordinationStore.children). */
+export const AS_TOLD: ListingOptions = { asTold: true };
+
 /**
  * Replaces an ephemeral node by another in one atomic step: a WRITE hold's downgrade to READ.
  * Where the store cannot (the ZooKeeper addon client has no multi), it rejects with
