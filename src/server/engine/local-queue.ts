@@ -259,7 +259,7 @@ export class LocalQueue {
 }
 
 /**
- * What the waits of one engine's requests (Acquisitions) share: the queues they wait in
+ * What the waits of one engine's requests (LockRequests) share: the queues they wait in
  * (LocalQueue: their places, and the parsed names of long queues), where a request stands in a
  * listing, and the holders of this engine released while waiters here watched them.
  */
@@ -281,12 +281,12 @@ export class QueueWaits {
     this.#semaphores = options.semaphores;
   }
 
-  /** For an Acquisition's wait: the semaphore wake-ups. */
+  /** For a request's wait: the semaphore wake-ups. */
   get semaphores(): SemaphoreWakeups {
     return this.#semaphores;
   }
 
-  /** For an Acquisition's wait: the most requests a request may find ahead of it. */
+  /** For a request's wait: the most requests a request may find ahead of it. */
   get maxWaitersPerLock(): number {
     return this.#maxWaitersPerLock;
   }

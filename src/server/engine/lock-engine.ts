@@ -6,8 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { joinPath, type CoordinationStore, type NodeReplacement, type OwnedNode } from '../stores/store.js';
-import { Acquisition, type AcquireListener, type AcquisitionEngine } from './acquisition.js';
-import type { AcquireOptions, AcquireRequest, Lease, RequestOptions } from './lock-request.js';
+import { LockRequest } from './request.js';
+import type { RequestEngine } from './request-wait.js';
+import type { RequestAccounting, RequestListener, RequestNews, RequestSession } from './request-news.js';
+import type { AcquireOptions, AcquireRequest, Lease, RequestTag } from './lock-request.js';
 import { encodeLockName, validateLockName } from './lock-nodes.js';
 import { QueueWaits } from './local-queue.js';
 import { validateRequest } from './request-validation.js';
@@ -44,8 +46,8 @@ export class LockEngine {
   readonly #locksPath: string;
   readonly #logger: Logger;
   readonly #revoker: Revoker;
-  /** What every request of this engine (an Acquisition) works with. */
-  readonly #parts: AcquisitionEngine;
+  /** What every request of this engine (a LockRequest) works with. */
+  readonly requests: RequestEngine;
 
   constructor(options: LockEngineOptions) {
     const store = options.store;
@@ -53,7 +55,7 @@ export class LockEngine {
     this.#locksPath = locksPathOf(options.rootPath);
     this.#logger = options.logger;
     const semaphores = new SemaphoreWakeups(store, this.#logger);
-    this.#parts = {
+    this.requests = {
       store,
       replacement: options.replacement,
       logger: this.#logger,
@@ -86,34 +88,15 @@ export class LockEngine {
   }
 
   /**
-   * Queues for the lock (for a multi-lock, every lock of it) and resolves once it is held.
-   * Rejects with `LockError`: INVALID_ARGUMENT (bad request), TIMEOUT (`waitTimeoutMs` passed,
-   * or the lock was not free for a try), UNAVAILABLE (store unreachable); or with the
-   * withdrawal's reason when it is withdrawn. Nothing stays queued after a rejection.
+   * Queues for the lock (for a multi-lock, every lock of it) and resolves once it is held: an
+   * in-process caller's request, a session of one request whose lease is handed to the caller
+   * with the grant. Rejects with `LockError`: INVALID_ARGUMENT (bad request), TIMEOUT
+   * (`waitTimeoutMs` passed, or the lock was not free for a try), UNAVAILABLE (store
+   * unreachable); or with the withdrawal's reason when it is withdrawn. Nothing stays queued
+   * after a rejection.
    */
   acquire(request: AcquireRequest, options: AcquireOptions): Promise<Lease> {
-    return new Promise((resolve, reject) => {
-      this.request(request, options, {
-        queued: options.onQueued ?? ignore,
-        granted: resolve,
-        failed: reject,
-      });
-    });
-  }
-
-  /**
-   * As `acquire`, told through `listener` (its place while it waits, then its lease or why it
-   * has none, always after this call returns): a waiting request keeps no promise.
-   */
-  request(request: AcquireRequest, options: RequestOptions, listener: AcquireListener): void {
-    try {
-      validateRequest(request);
-      options.withdrawal.throwIfWithdrawn();
-    } catch (error) {
-      queueMicrotask(() => listener.failed(error));
-      return;
-    }
-    new Acquisition(this.#parts, request, options, listener, false).queue();
+    return this.#call(request, options, undefined);
   }
 
   /**
@@ -125,28 +108,28 @@ export class LockEngine {
    * session ends while it waits (a taken-over session is not replaced: nothing is queued again).
    */
   adopt(request: AcquireRequest, nodes: readonly OwnedNode[], options: AcquireOptions): Promise<Lease> {
-    return new Promise((resolve, reject) => {
-      this.adoptRequest(request, nodes, options, {
-        queued: options.onQueued ?? ignore,
-        granted: resolve,
-        failed: reject,
-      });
-    });
+    return this.#call(request, options, nodes);
   }
 
-  /** As `adopt`, told through `listener` (as `request` is). */
-  adoptRequest(
+  #call(
     request: AcquireRequest,
-    nodes: readonly OwnedNode[],
-    options: RequestOptions,
-    listener: AcquireListener,
-  ): void {
-    if (options.withdrawal.withdrawn) {
-      const { reason } = options.withdrawal;
-      queueMicrotask(() => listener.failed(reason));
-      return;
-    }
-    new Acquisition(this.#parts, request, options, listener, true).adopt(nodes);
+    options: AcquireOptions,
+    adopted: readonly OwnedNode[] | undefined,
+  ): Promise<Lease> {
+    return new Promise((resolve, reject) => {
+      try {
+        if (!adopted) validateRequest(request);
+        options.withdrawal.throwIfWithdrawn();
+      } catch (error) {
+        reject(error);
+        return;
+      }
+      const caller = new CallerSession(options, resolve, reject);
+      const made = new LockRequest(this.requests, caller, 0, request, adopted);
+      const unlisten = options.withdrawal.onWithdrawn((reason) => made.withdraw(reason));
+      caller.over = unlisten;
+      made.start(ignore);
+    });
   }
 
   /**
@@ -168,5 +151,66 @@ export class LockEngine {
   }
 }
 
-/** Told nothing: a request whose caller listens for no place. */
+/** Nothing to do: an in-process request has no turn to give back among a session's store work. */
 const ignore = (): void => {};
+
+/**
+ * The session of an in-process caller's one request (LockEngine.acquire): its place goes to
+ * `onQueued`, its lease to the caller with the grant, or its end to the rejection.
+ */
+class CallerSession implements RequestSession, RequestListener {
+  readonly listener = this;
+  readonly accounting = UNCOUNTED;
+  readonly ended = false;
+  readonly streamNoun = 'call';
+  readonly takesLeases = true;
+  /** Stops following the caller's withdrawal, once the request is over. */
+  over: (() => void) | undefined;
+  readonly #onQueued: ((ahead: number) => void) | undefined;
+  readonly #resolve: (lease: Lease) => void;
+  readonly #reject: (reason: unknown) => void;
+  readonly #tag: RequestTag | undefined;
+
+  constructor(options: AcquireOptions, resolve: (lease: Lease) => void, reject: (reason: unknown) => void) {
+    this.#onQueued = options.onQueued;
+    this.#tag = options.tag;
+    this.#resolve = resolve;
+    this.#reject = reject;
+  }
+
+  tell(_id: number, _request: AcquireRequest, news: RequestNews): void {
+    if (news.kind === 'waiting') {
+      this.#onQueued?.(news.ahead);
+      return;
+    }
+    this.over?.();
+    if (news.kind === 'granted') this.#resolve(news.lease);
+    else if (news.kind === 'ended') this.#reject(news.error);
+  }
+
+  replaced(): void {}
+  handedOver(): void {}
+
+  isAttached(listener: RequestListener): boolean {
+    return listener === this;
+  }
+
+  storeWork<T>(work: () => Promise<T>): Promise<T> {
+    return work();
+  }
+
+  forgetRequest(): void {}
+
+  tag(): RequestTag | undefined {
+    return this.#tag;
+  }
+}
+
+/** The counts of an in-process caller's request: none (the server's metrics count sessions' requests). */
+const UNCOUNTED: RequestAccounting = {
+  waiting: ignore,
+  waitEnded: ignore,
+  granted: ignore,
+  holdEnded: ignore,
+  notGranted: ignore,
+};

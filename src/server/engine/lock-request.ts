@@ -65,47 +65,14 @@ export interface RequestTag {
   readonly wait?: number | undefined;
 }
 
-export interface RequestOptions {
+/** How an in-process caller asks for a lock (see LockEngine.acquire). */
+export interface AcquireOptions {
   /** Withdrawing it withdraws the request (its node is deleted) and fails it with its reason. */
   readonly withdrawal: Withdrawal;
-  /** Lets the caller have the request counted again while it waits (see QueuePlace). */
-  readonly place?: QueuePlace | undefined;
   /** Written in the request's nodes: the resumable session it belongs to (see RequestTag). */
   readonly tag?: RequestTag | undefined;
-}
-
-export interface AcquireOptions extends RequestOptions {
   /** Called whenever the request is (still) waiting, with how many requests are ahead of it. */
   readonly onQueued?: (ahead: number) => void;
-}
-
-/**
- * A waiting request's place in its queue, counted again on demand: for a stream that takes
- * the request over (a resume). Counts are kept current by listings made at a bounded pace, so
- * the last one may predate a change the client has already seen acknowledged (a release it
- * made, a connection of its that broke); the new stream must be told a count from after it.
- */
-export class QueuePlace {
-  #counter: PlaceCounter | undefined;
-
-  /** For the engine: what counts the request again while it waits; undefined once it does not. */
-  bind(counter: PlaceCounter | undefined): void {
-    this.#counter = counter;
-  }
-
-  /**
-   * Lists the queue now and calls `onQueued` with the count found, even if it is the one told
-   * last. Resolves with false when the request does not wait (any more) or the store could not
-   * be read, and nothing was told.
-   */
-  recount(): Promise<boolean> {
-    return this.#counter?.recount() ?? Promise.resolve(false);
-  }
-}
-
-/** What counts a waiting request again for its QueuePlace (the request's wait itself: no function per wait). */
-export interface PlaceCounter {
-  recount(): Promise<boolean>;
 }
 
 /**

@@ -10,7 +10,7 @@ import type { OwnedNode } from '../stores/store.js';
 import type { RequestTag } from './lock-request.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
 import type { RequestSession } from './request-news.js';
-import { SessionRequest } from './session-request.js';
+import { LockRequest } from './request.js';
 import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';
 
 /** Which RPC opened a session: an Acquire stream is a session of one request. */
@@ -50,7 +50,7 @@ export interface LockSessionOptions {
 /**
  * Lock requests that live and die together, apart from the stream that carries them: a
  * Session stream's many, or an Acquire stream's one. Each request queues and holds on its own
- * (see SessionRequest); the session ties them to its stream. A stream that ends abnormally
+ * (see LockRequest); the session ties them to its stream. A stream that ends abnormally
  * leaves the session detached for its grace, with every request kept (nobody else is granted
  * their locks meanwhile: Chubby's lock-delay); a stream that resumes it is told where each one
  * stands. Once the grace is over, or when the session ends cleanly, every request is
@@ -74,8 +74,8 @@ export class LockSession implements RequestSession {
    * The requests not ended, by id: one is kept as it is (an Acquire stream's session has one),
    * a Map made for a second.
    */
-  #only: SessionRequest | undefined;
-  #requests: Map<number, SessionRequest> | undefined;
+  #only: LockRequest | undefined;
+  #requests: Map<number, LockRequest> | undefined;
   /** This session's store work waiting for its turn. */
   readonly #work = new WorkQueue();
   #listener: RequestListener | undefined;
@@ -163,10 +163,9 @@ export class LockSession implements RequestSession {
   /** Queues a new request under `id` (which the caller has checked is free). */
   acquire(id: number, request: AcquireRequest): void {
     if (this.#ended) throw new Error('INVARIANT: acquire on an ended session');
-    const queued = new SessionRequest(this, id, request);
+    const queued = new LockRequest(this.#engine.requests, this, id, request);
     this.#add(queued);
-    const engine = this.#engine;
-    this.#storeWork.run(this.#work, (done) => queued.start(engine, done));
+    this.#storeWork.run(this.#work, (done) => queued.start(done));
   }
 
   /**
@@ -175,10 +174,9 @@ export class LockSession implements RequestSession {
    */
   adopt(id: number, request: AcquireRequest, nodes: readonly OwnedNode[]): void {
     if (this.#ended) throw new Error('INVARIANT: adopt on an ended session');
-    const adopted = new SessionRequest(this, id, request, nodes);
+    const adopted = new LockRequest(this.#engine.requests, this, id, request, nodes);
     this.#add(adopted);
-    const engine = this.#engine;
-    this.#storeWork.run(this.#work, (done) => adopted.start(engine, done));
+    this.#storeWork.run(this.#work, (done) => adopted.start(done));
   }
 
   /** What request `id`'s nodes record of this session: only where another instance could take it over. */
@@ -191,7 +189,7 @@ export class LockSession implements RequestSession {
   /**
    * The session moves to another instance: this store session was taken over by one, or this
    * server stops and leaves its sessions for one. Every request ends here without a word and
-   * without a change in the store (see SessionRequest.handOver); the attached stream ends
+   * without a change in the store (see LockRequest.handOver); the attached stream ends
    * telling its client to resume the session, which it can do on any instance.
    */
   handOver(): void {
@@ -227,14 +225,14 @@ export class LockSession implements RequestSession {
   }
 
   /**
-   * Publishes `value` for the request's held lock (see SessionRequest.setValue); `early` says
+   * Publishes `value` for the request's held lock (see LockRequest.setValue); `early` says
    * why it is refused before the grant. Unknown ids are ignored.
    */
   setValue(id: number, value: Uint8Array, early: string): void {
     this.#get(id)?.setValue(value, early);
   }
 
-  /** Downgrades the request's WRITE hold (see SessionRequest.downgrade); unknown ids are ignored. */
+  /** Downgrades the request's WRITE hold (see LockRequest.downgrade); unknown ids are ignored. */
   downgrade(id: number, early: string): void {
     this.#get(id)?.downgrade(early);
   }
@@ -290,18 +288,18 @@ export class LockSession implements RequestSession {
   }
 
   /** Called by a request once it is over and its end has been told (or nobody is left to tell). */
-  forgetRequest(request: SessionRequest): void {
+  forgetRequest(request: LockRequest): void {
     if (this.#get(request.id) !== request) return;
     if (this.#requests) this.#requests.delete(request.id);
     else this.#only = undefined;
   }
 
-  #get(id: number): SessionRequest | undefined {
+  #get(id: number): LockRequest | undefined {
     if (this.#requests) return this.#requests.get(id);
     return this.#only?.id === id ? this.#only : undefined;
   }
 
-  #add(request: SessionRequest): void {
+  #add(request: LockRequest): void {
     if (this.#requests) {
       this.#requests.set(request.id, request);
     } else if (this.#only) {
@@ -316,7 +314,7 @@ export class LockSession implements RequestSession {
   }
 
   /** The requests not ended, in the order they came (a copy: one may end while they are gone through). */
-  #all(): SessionRequest[] {
+  #all(): LockRequest[] {
     if (this.#requests) return [...this.#requests.values()];
     return this.#only ? [this.#only] : [];
   }

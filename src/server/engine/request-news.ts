@@ -74,6 +74,11 @@ export interface RequestSession {
   forgetRequest(request: { readonly id: number }): void;
   /** What request `id`'s nodes record of the session, when it can be resumed elsewhere. */
   tag(id: number): RequestTag | undefined;
+  /**
+   * Set for an in-process caller (LockEngine.acquire): a request's lease is handed to its
+   * caller with the grant, which ends the request (the caller holds and releases the lease).
+   */
+  readonly takesLeases?: boolean;
 }
 
 /** How the client let a request go: `release`, `cancel`, or its session closing cleanly. */
