@@ -1,15 +1,16 @@
 /* How the ZooKeeper store creates lock nodes (CoordinationStore.create), one or several in one
- * step, through every step from the parents' barrier to the search after a lost reply. */
+ * step: the order of the tries, from the parents' barrier to the search after a lost reply (each
+ * try itself is CreateTries'). */
 import { LockError } from '../../lock-error.js';
 import type { NodeFollow } from '../node-follow.js';
 import { joinPath } from '../node-paths.js';
-import type { CreatedNode, NodeData, SequentialEntry, StoreStats } from '../store.js';
+import type { CreatedNode, SequentialEntry, StoreStats } from '../store.js';
+import { CreateTries } from './create-tries.js';
 import type { LinkOperations } from './link-operations.js';
 import type { NodeWatches } from './node-watches.js';
 import type { ParentBarrier } from './parent-barrier.js';
 import { ErrorCode } from './protocol/records.js';
 import type { SessionKeeper } from './session-keeper.js';
-import { SequenceGuesses } from './sequence-guesses.js';
 import type { TreeView } from './tree-view.js';
 import type { TreeProtection } from './tree-protection.js';
 import {
@@ -19,7 +20,7 @@ import {
   multiUnsupported,
   unavailable,
 } from './zookeeper-failures.js';
-import type { CreatedZNode, LinkOp, LinkReply } from './zookeeper-link.js';
+import type { LinkOp } from './zookeeper-link.js';
 import { type ZooKeeperSession } from './zookeeper-session.js';
 
 const EMPTY = new Uint8Array(0);
@@ -38,8 +39,8 @@ export interface CreatePipelineParts {
 /**
  * How lock nodes are created (CoordinationStore.create): one, or several in one transaction,
  * through the same steps: wait for parents being made, send the create
- * with each parent's listing (and a guessed follow) behind it, make missing parents, and after
- * a lost reply look for the node before creating again (no ghost nodes).
+ * with each parent's listing (and a guessed follow) behind it (CreateTries), make missing parents,
+ * and after a lost reply look for the node before creating again (no ghost nodes).
  */
 export class CreatePipeline {
   readonly #keeper: SessionKeeper;
@@ -49,7 +50,7 @@ export class CreatePipeline {
   readonly #protection: TreeProtection;
   readonly #stats: StoreStats;
   readonly #view: TreeView | undefined;
-  readonly #guesses = new SequenceGuesses();
+  readonly #tries: CreateTries;
   /** Creates made and not answered yet, per lock parent. */
   readonly #underWay = new Map<string, number>();
 
@@ -61,6 +62,7 @@ export class CreatePipeline {
     this.#protection = parts.protection;
     this.#stats = parts.stats;
     this.#view = parts.view;
+    this.#tries = new CreateTries(parts);
   }
 
   async one(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode> {
@@ -75,8 +77,8 @@ export class CreatePipeline {
 
   /**
    * Creates `entries`' nodes: one by a plain create, or all in one multi (`atomic`): the create
-   * alone where the tree's watch knows every parent (#createInView), else with listings behind
-   * it (#createListed); missing parents are made, and a lost reply looked into, the same way.
+   * alone where the tree's watch knows every parent (CreateTries.inView), else with listings behind
+   * it (CreateTries.listed); missing parents are made, and a lost reply looked into, the same way.
    */
   async #create(entries: readonly SequentialEntry[], atomic: boolean): Promise<CreatedNode[]> {
     const dirs = entries.length === 1 ? [entries[0]!.dir] : [...new Set(entries.map(({ dir }) => dir))];
@@ -135,8 +137,8 @@ export class CreatePipeline {
       // reply arrives, and the new node is followed by that watch. Just the create, then.
       const viewed = view !== undefined && entries.every(({ dir }) => view.exists(dir) && view.inStep(dir));
       const tried = viewed
-        ? await this.#createInView(entries, ops, session)
-        : await this.#createListed(entries, ops, session);
+        ? await this.#tries.inView(entries, ops, session)
+        : await this.#tries.listed(entries, ops, session);
       if ('created' in tried) return tried.created;
       const { rc } = tried;
       if (rc === ErrorCode.noNode) {
@@ -181,7 +183,7 @@ export class CreatePipeline {
     try {
       await this.#keeper.whenConnected('multi');
       session = this.#keeper.session;
-      tried = await this.#createInView(entries, [...parents, ...ops], session);
+      tried = await this.#tries.inView(entries, [...parents, ...ops], session);
     } catch (error) {
       await made(false);
       throw error;
@@ -200,95 +202,6 @@ export class CreatePipeline {
     await made(false);
     if (!isConnectionLoss(rc)) throw createFailure(entries[0]!.dir, rc);
     return (await this.#afterLostReply(entries, session, rc, 'multi')) ?? 'again';
-  }
-
-  /**
-   * One try of a create whose parents the tree's watch is in step with: the create alone (see
-   * #createdInView), behind the creates of missing parents if `ops` starts with them. The nodes
-   * made, or the code of the failure.
-   */
-  async #createInView(
-    entries: readonly SequentialEntry[],
-    ops: readonly LinkOp[],
-    session: ZooKeeperSession,
-  ): Promise<{ created: CreatedNode[] } | { rc: number }> {
-    const expected = entries.map(({ dir, prefix, follow }) =>
-      follow ? this.#watches.expectCreated(dir, prefix) : undefined,
-    );
-    const forget = (): void => expected.forEach((expecting) => expecting?.forget());
-    const reply = await this.#send(ops, session).catch((error: unknown) => {
-      forget();
-      throw error;
-    });
-    if (reply.rc === ErrorCode.ok && reply.value !== null) {
-      this.#stats.creates += entries.length;
-      const nodes = reply.value.slice(ops.length - entries.length);
-      return { created: await this.#createdInView(entries, nodes, session, expected) };
-    }
-    forget();
-    return { rc: reply.rc };
-  }
-
-  /**
-   * One try of a create with each parent's listing (and a guessed follow) pipelined behind it,
-   * answered in this order: the create, each listing, and for each `follow` a getData with a
-   * watch on the path the node should get, the sequence number after the last one seen under its
-   * parent. Prefixes are unique, so a wrong guess finds no node and costs only a read after the
-   * create. The nodes made, or the code of the failure.
-   */
-  async #createListed(
-    entries: readonly SequentialEntry[],
-    ops: readonly LinkOp[],
-    session: ZooKeeperSession,
-  ): Promise<{ created: CreatedNode[] } | { rc: number }> {
-    const view = this.#view;
-    const tickets = entries.map(({ dir }) => view?.listing(dir));
-    const creating = this.#send(ops, session);
-    const listings = entries.map(({ dir }) => this.#keeper.send((link) => link.getChildren(dir, false)));
-    const guesses = entries.map(({ dir, prefix, follow }) => follow && this.#guesses.next(dir, prefix));
-    const guessed = entries.map(({ follow }, i) => {
-      const guess = guesses[i];
-      // A wrong guess (or a failed read) only costs the read after the create, below.
-      return guess === undefined || !follow
-        ? Promise.resolve(null)
-        : this.#watches.watchNode(guess, follow).catch(() => null);
-    });
-    let reply: Awaited<typeof creating>;
-    let listed: Array<Awaited<(typeof listings)[number]>>;
-    let reads: Array<NodeData | null>;
-    try {
-      [reply, listed, reads] = await Promise.all([creating, Promise.all(listings), Promise.all(guessed)]);
-    } catch (error) {
-      for (const ticket of tickets) if (ticket) view?.unlisted(ticket);
-      throw error;
-    }
-    // Taken in now, after the whole round trip: the view replays what it was told meanwhile.
-    for (const [i, listing] of listed.entries()) {
-      const ticket = tickets[i];
-      if (!ticket) continue;
-      if (listing.rc === ErrorCode.ok && listing.value !== null) view?.listed(ticket, listing.value);
-      else view?.unlisted(ticket);
-    }
-    if (reply.rc !== ErrorCode.ok || reply.value === null) return { rc: reply.rc };
-    const nodes = reply.value;
-    this.#stats.creates += entries.length;
-    this.#stats.childrenListings += entries.length;
-    const created = await Promise.all(
-      entries.map(async ({ dir, follow }, i) => {
-        const { path, creationId } = nodes[i]!;
-        const listing = listed[i]!;
-        const ok = listing.rc === ErrorCode.ok && listing.value !== null;
-        const siblings = ok ? listing.value : await this.#ops.children(dir);
-        this.#guesses.saw(dir, path, siblings.length === 1);
-        const node =
-          creationId === undefined ? { path, session, siblings } : { path, session, siblings, creationId };
-        if (!follow) return node;
-        const read = reads[i];
-        if (guesses[i] === path && read) return { ...node, followed: read };
-        return { ...node, followed: await this.#watches.watchNode(path, follow) };
-      }),
-    );
-    return { created };
   }
 
   /**
@@ -326,67 +239,6 @@ export class CreatePipeline {
         return follow ? { ...created, followed: await this.#watches.watchNode(node.path, follow) } : created;
       }),
     );
-  }
-
-  /**
-   * The nodes of a create whose parents are in step with the tree's watch (see TreeView):
-   * each one's siblings as the view holds them now, when every change before the reply has been
-   * told, and each followed from its create, unread (version 0, the data just written). A view
-   * that lost step meanwhile (a reconnect) or misses the node is not trusted: listed instead.
-   */
-  async #createdInView(
-    entries: readonly SequentialEntry[],
-    nodes: readonly CreatedZNode[],
-    session: ZooKeeperSession,
-    expected: ReadonlyArray<{ readonly key: string; forget(): void } | undefined>,
-  ): Promise<CreatedNode[]> {
-    // Every node taken in first, before any await: a change told later reaches its followers.
-    const taken = entries.map(({ dir, data, follow }, i) => {
-      const { path, creationId } = nodes[i]!;
-      const seen = this.#view?.children(dir);
-      const inView =
-        seen !== undefined && creationId !== undefined && seen.includes(path.slice(dir.length + 1));
-      const key = expected[i]?.key;
-      const followed =
-        follow && inView && key !== undefined
-          ? this.#watches.followCreated(path, follow, { creationId, data, version: 0 }, key)
-          : undefined;
-      if (followed === undefined) expected[i]?.forget();
-      return { dir, path, creationId, follow, siblings: inView ? seen : undefined, followed };
-    });
-    return Promise.all(
-      taken.map(async ({ dir, path, creationId, follow, siblings, followed }) => {
-        const listed = siblings ?? (await this.#ops.children(dir));
-        const created =
-          creationId === undefined
-            ? { path, session, siblings: listed }
-            : { path, session, siblings: listed, creationId };
-        if (!follow) return created;
-        return {
-          ...created,
-          followed: followed === undefined ? await this.#watches.watchNode(path, follow) : followed,
-        };
-      }),
-    );
-  }
-
-  /**
-   * Sends the create of `ops` (one op alone, several as a multi; behind the session's check
-   * while published, see SessionKeeper.write); answers with the nodes made.
-   */
-  async #send(ops: readonly LinkOp[], session: ZooKeeperSession): Promise<LinkReply<CreatedZNode[]>> {
-    const reply = await this.#keeper.write(ops, session);
-    return {
-      rc: reply.rc,
-      value:
-        reply.value &&
-        reply.value.map((result): CreatedZNode => {
-          if (result.op !== 'create') throw unavailable('multi', reply.rc);
-          return result.creationId === undefined
-            ? { path: result.path }
-            : { path: result.path, creationId: result.creationId };
-        }),
-    };
   }
 
   /** Waits for the parents of `entries` being made (see ParentBarrier); undefined if none is. */

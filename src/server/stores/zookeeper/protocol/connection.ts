@@ -3,6 +3,7 @@
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { Chroot } from './chroot.js';
 import type { ZooKeeperConnectionOptions } from './connection-options.js';
+import { DialSchedule } from './dial-schedule.js';
 import { JuteWriter, type JuteReader } from './jute.js';
 import { PacketFramer } from './packet-framer.js';
 import {
@@ -37,14 +38,12 @@ import { ZooKeeperError } from './zookeeper-error.js';
  * (addWatch), all set again on each new connection of the session.
  *
  * This file holds the connection itself (dialing, handshake, reconnection, pings, restoring
- * watches); operations.ts has the operations it offers, requests.ts writes the requests, request-pipeline.ts numbers and batches them and
- * matches the replies, watch-registry.ts and persistent-watches.ts keep the watches.
+ * watches); dial-schedule.ts says which member it dials next and when, operations.ts has the
+ * operations it offers, requests.ts writes the requests, request-pipeline.ts numbers and batches
+ * them and matches the replies, watch-registry.ts and persistent-watches.ts keep the watches.
  */
 
 const PASSWORD_BYTES = 16;
-/** A connection closed sooner than this after its handshake makes the next dial wait (see #redial). */
-const SHORT_LIVED_MS = 1000;
-const MAX_REDIAL_PAUSE_MS = 1000;
 
 export class ZooKeeperConnection extends ZooKeeperOperations {
   readonly #options: ZooKeeperConnectionOptions;
@@ -54,21 +53,15 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
   #password: Uint8Array = Buffer.alloc(PASSWORD_BYTES);
   #negotiatedTimeoutMs = 0;
   #lastZxid = 0n;
-  #serverIndex = 0;
+  readonly #schedule: DialSchedule;
   readonly #watches = new WatchRegistry();
   readonly #requests = new RequestPipeline(() => this.#socket, this.#watches);
   /** Packets of the current socket. */
   #framer = new PacketFramer();
   #pingTimer: NodeJS.Timeout | undefined;
   #lastReceiveAt = 0;
-  /** Dial attempts in a row that got no session; reset by each connect. */
-  #failedAttempts = 0;
-  /** When the current connection's handshake was answered. */
-  #connectedAt = 0;
   /** When the current connection's handshake was sent (performance.now()). */
   #handshakeSentAt = 0;
-  /** Connections in a row that were closed soon after they were made (see #redial). */
-  #shortLived = 0;
   #dialTimer: NodeJS.Timeout | undefined;
   /** Bounds a dial until the server answers the handshake (see #dial). */
   #handshakeTimer: NodeJS.Timeout | undefined;
@@ -88,6 +81,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
     if (options.servers.length === 0) throw new Error('ZooKeeper: no servers given');
     this.#options = options;
     this.#chroot = new Chroot(options.chroot ?? '');
+    this.#schedule = new DialSchedule(options.servers);
     if (options.session) {
       this.#sessionId = options.session.id;
       this.#password = options.session.password;
@@ -230,20 +224,14 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
   #dialNext(): void {
     this.#dialTimer = undefined;
     if (this.#state === 'closed') return;
-    const server = this.#options.servers[this.#serverIndex % this.#options.servers.length]!;
-    this.#serverIndex += 1;
-    this.#dial(server);
+    this.#dial(this.#schedule.next());
   }
 
   /** A dial got no session (refused, dropped before the handshake): try the next member. */
   #dialFailed(): void {
-    this.#failedAttempts += 1;
-    this.#onDialFailed?.(this.#failedAttempts);
+    this.#onDialFailed?.(this.#schedule.failed());
     if (this.#state === 'closed') return;
-    const servers = this.#options.servers.length;
-    // Every member once in quick succession, then a pause that grows to a second per round.
-    const delayMs = this.#failedAttempts % servers === 0 ? Math.min(1000, 50 * this.#failedAttempts) : 0;
-    this.#dialTimer = setTimeout(() => this.#dialNext(), delayMs);
+    this.#dialTimer = setTimeout(() => this.#dialNext(), this.#schedule.failedPause());
     this.#dialTimer.unref();
   }
 
@@ -306,11 +294,10 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
     const response = readConnectResponse(reader);
     if (response.timeoutMs <= 0) {
       this.#expire();
-      this.#onDialFailed?.(this.#failedAttempts + 1);
+      this.#onDialFailed?.(this.#schedule.failedAttempts + 1);
       return;
     }
-    this.#failedAttempts = 0;
-    this.#connectedAt = performance.now();
+    this.#schedule.connected();
     const resumed = this.#sessionId !== 0n;
     this.#sessionId = response.sessionId;
     this.#password = response.password;
@@ -377,22 +364,14 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
 
   /**
    * After a lost connection: the members in turn with the same session until one takes it or
-   * says it expired. At once after a connection that lasted, so a failover costs no wait; after
-   * one closed soon after it was made, a random pause that doubles with each such connection in
-   * a row. ZooKeeper closes a session's connection when another client attaches to the session,
-   * so two clients that both reconnect at once (an instance and the one taking its session over)
-   * would close each other's connection before either can send a request, for as long as both
-   * keep it up; ZooKeeper's Java client waits up to a second before every reconnect for the same
-   * reason.
+   * says it expired, at once or after a pause (see DialSchedule.redialPause).
    */
   #redial(): void {
-    const livedMs = performance.now() - this.#connectedAt;
-    this.#shortLived = livedMs < SHORT_LIVED_MS ? this.#shortLived + 1 : 0;
-    if (this.#shortLived === 0) {
+    const delayMs = this.#schedule.redialPause();
+    if (delayMs === undefined) {
       this.#dialNext();
       return;
     }
-    const delayMs = Math.random() * Math.min(MAX_REDIAL_PAUSE_MS, 5 * 2 ** this.#shortLived);
     this.#dialTimer = setTimeout(() => this.#dialNext(), delayMs);
     this.#dialTimer.unref();
   }
