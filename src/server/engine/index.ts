@@ -19,5 +19,12 @@ export {
   type SessionKind,
 } from './lock-session.js';
 export type { RequestAccounting, RequestListener, RequestNews } from './request-news.js';
-export type { AcquireRequest, HeldRequest, Lease, LockTarget, RevokeRequest } from './lock-request.js';
+export type {
+  AcquireRequest,
+  HeldLock,
+  HeldRequest,
+  Lease,
+  LockTarget,
+  RevokeRequest,
+} from './lock-request.js';
 export type { LockMode } from './lock-request.js';

@@ -8,8 +8,8 @@ import type { Logger } from 'pino';
 import { joinPath, type CoordinationStore, type NodeReplacement, type OwnedNode } from '../stores/store.js';
 import { LockRequest } from './request.js';
 import type { RequestEngine } from './request-wait.js';
-import type { RequestAccounting, RequestListener, RequestNews, RequestSession } from './request-news.js';
-import type { AcquireOptions, AcquireRequest, Lease, RequestTag } from './lock-request.js';
+import { CallerLease } from './caller-lease.js';
+import type { AcquireOptions, AcquireRequest, Lease } from './lock-request.js';
 import { encodeLockName, validateLockName } from './lock-nodes.js';
 import { QueueWaits } from './local-queue.js';
 import { validateRequest } from './request-validation.js';
@@ -124,11 +124,12 @@ export class LockEngine {
         reject(error);
         return;
       }
-      const caller = new CallerSession(options, resolve, reject);
-      const made = new LockRequest(this.requests, caller, 0, request, adopted);
-      const unlisten = options.withdrawal.onWithdrawn((reason) => made.withdraw(reason));
-      caller.over = unlisten;
+      const lease = new CallerLease(options);
+      const made = new LockRequest(this.requests, lease, 0, request, adopted);
+      lease.request = made;
+      lease.over = options.withdrawal.onWithdrawn((reason) => made.withdraw(reason));
       made.start(ignore);
+      lease.granted.then(resolve, reject);
     });
   }
 
@@ -153,64 +154,3 @@ export class LockEngine {
 
 /** Nothing to do: an in-process request has no turn to give back among a session's store work. */
 const ignore = (): void => {};
-
-/**
- * The session of an in-process caller's one request (LockEngine.acquire): its place goes to
- * `onQueued`, its lease to the caller with the grant, or its end to the rejection.
- */
-class CallerSession implements RequestSession, RequestListener {
-  readonly listener = this;
-  readonly accounting = UNCOUNTED;
-  readonly ended = false;
-  readonly streamNoun = 'call';
-  readonly takesLeases = true;
-  /** Stops following the caller's withdrawal, once the request is over. */
-  over: (() => void) | undefined;
-  readonly #onQueued: ((ahead: number) => void) | undefined;
-  readonly #resolve: (lease: Lease) => void;
-  readonly #reject: (reason: unknown) => void;
-  readonly #tag: RequestTag | undefined;
-
-  constructor(options: AcquireOptions, resolve: (lease: Lease) => void, reject: (reason: unknown) => void) {
-    this.#onQueued = options.onQueued;
-    this.#tag = options.tag;
-    this.#resolve = resolve;
-    this.#reject = reject;
-  }
-
-  tell(_id: number, _request: AcquireRequest, news: RequestNews): void {
-    if (news.kind === 'waiting') {
-      this.#onQueued?.(news.ahead);
-      return;
-    }
-    this.over?.();
-    if (news.kind === 'granted') this.#resolve(news.lease);
-    else if (news.kind === 'ended') this.#reject(news.error);
-  }
-
-  replaced(): void {}
-  handedOver(): void {}
-
-  isAttached(listener: RequestListener): boolean {
-    return listener === this;
-  }
-
-  storeWork<T>(work: () => Promise<T>): Promise<T> {
-    return work();
-  }
-
-  forgetRequest(): void {}
-
-  tag(): RequestTag | undefined {
-    return this.#tag;
-  }
-}
-
-/** The counts of an in-process caller's request: none (the server's metrics count sessions' requests). */
-const UNCOUNTED: RequestAccounting = {
-  waiting: ignore,
-  waitEnded: ignore,
-  granted: ignore,
-  holdEnded: ignore,
-  notGranted: ignore,
-};

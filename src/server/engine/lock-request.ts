@@ -1,7 +1,7 @@
 /*
  * What the engine is asked for and what it hands out: a request and its mode, how to wait,
- * and the held lock. Apart from the engine, so the lease (which implements Lease) and the engine (which
- * makes leases) depend on this file, not on each other.
+ * and the held lock. Apart from the engine, so that what implements these and what uses them
+ * depend on this file, not on each other.
  */
 import { onAbort } from '../../common/abort.js';
 import type { LockError } from '../lock-error.js';
@@ -75,21 +75,8 @@ export interface AcquireOptions {
   readonly onQueued?: (ahead: number) => void;
 }
 
-/**
- * Who holds a lease, told what happens to it: one object, where a listener per event would
- * cost a closure and a list entry each for every held lock.
- */
-export interface LeaseHolder {
-  /** The lock was lost; returns a promise that settles once the holder has been told (see `onLost`). */
-  lost(reason: LockError): void | Promise<void>;
-  /** The store's session fell in doubt (`false`) or is vouched for again (`true`). */
-  confirmation(confirmed: boolean): void;
-  /** Someone asked for the lock back (told again when a deadline escalates the request). */
-  revokeRequested(request: RevokeRequest): void;
-}
-
-/** A held lock. It stays held until `release()` or until `lost` aborts. */
-export interface Lease extends AsyncDisposable {
+/** What a grant tells of the lock held: its name, how it is held, and its fencing token(s). */
+export interface HeldLock {
   readonly name: string;
   /** How it is held now: `read` after a downgrade. */
   readonly mode: LockMode;
@@ -97,6 +84,13 @@ export interface Lease extends AsyncDisposable {
   readonly fencingToken: bigint;
   /** A multi-lock's token for each of its locks, in the order asked for; undefined for one lock. */
   readonly tokens?: ReadonlyArray<{ readonly name: string; readonly token: bigint }> | undefined;
+}
+
+/**
+ * A lock held by an in-process caller (LockEngine.acquire). It stays held until `release()` or
+ * until `lost` aborts.
+ */
+export interface Lease extends HeldLock, AsyncDisposable {
   /** Aborts (reason: `LockError('LOCK_LOST')`) if the lock is lost before it is released. */
   readonly lost: AbortSignal;
   /** Why the lock was lost (as `lost`'s reason), once it is; undefined while held or released. */
@@ -113,29 +107,14 @@ export interface Lease extends AsyncDisposable {
    * doubt (e.g. disconnected from ZooKeeper): the lock may still be ours, or `lost` may follow.
    */
   readonly confirmed: boolean;
-  /** Calls `listener` whenever `confirmed` changes; returns a function that unsubscribes. */
+  /** Calls `listener` whenever `confirmed` changes while held; returns a function that unsubscribes. */
   onConfirmedChange(listener: (confirmed: boolean) => void): () => void;
-  /** Makes `holder` the one told of the lease's loss, doubt and revocation, until its end (undefined: nobody). */
-  setHolder(holder: LeaseHolder | undefined): void;
   /** Deletes the lock node. Idempotent. Rejects with `LOCK_LOST` if the lock was lost first. */
   release(): Promise<void>;
   /** Set once someone asked the holder to release the lock (RevokeLock). */
   readonly revokeRequest: RevokeRequest | undefined;
   /** Calls `listener` when a revocation is requested; returns a function that unsubscribes. */
   onRevokeRequested(listener: (request: RevokeRequest) => void): () => void;
-  /**
-   * Publishes `value` in the lock's node, for DescribeLock and WatchLock on every instance;
-   * resolves once it is there. Calls are applied in the order they are made. Rejects with
-   * `LOCK_LOST` if the lock was lost (or is, meanwhile), `NOT_HELD` after a release.
-   */
-  setValue(value: Uint8Array): Promise<void>;
-  /**
-   * Turns a WRITE hold into a READ hold atomically (no writer or reader changes places in
-   * between; readers queued behind that waited only for it are granted); `mode` is then
-   * `read`, and the fencing token stays. Resolves at once if downgraded before. Rejects with
-   * `NOT_HELD` for a MUTEX or READ hold, `LOCK_LOST`, or `UNSUPPORTED` (a store without multi).
-   */
-  downgrade(): Promise<void>;
 }
 
 /**
@@ -232,7 +211,7 @@ export interface HeldRequest {
 }
 
 /** The locks `lease` holds for `request`: its lock, or each of a multi-lock's. */
-export function heldRequests(request: AcquireRequest, lease: Lease): HeldRequest[] {
+export function heldRequests(request: AcquireRequest, lease: HeldLock): HeldRequest[] {
   const owner = request.owner ?? '';
   if (!lease.tokens) return [{ name: request.name, owner, token: lease.fencingToken }];
   return lease.tokens.map(({ name, token }) => ({ name, owner, token }));

@@ -4,7 +4,7 @@
  * session (RequestSession), and the counts it keeps for the metrics (RequestAccounting).
  */
 import type { LockError } from '../lock-error.js';
-import type { AcquireRequest, HeldRequest, Lease, RevokeRequest } from './lock-request.js';
+import type { AcquireRequest, HeldLock, HeldRequest, RevokeRequest } from './lock-request.js';
 import type { LockMode } from './lock-request.js';
 import type { RequestTag } from './lock-request.js';
 
@@ -13,7 +13,7 @@ export type RequestNews =
   /** It waits with `ahead` requests ahead of it. */
   | { readonly kind: 'waiting'; readonly ahead: number }
   /** It holds `lease` (told again to a stream that resumes the session). */
-  | { readonly kind: 'granted'; readonly lease: Lease }
+  | { readonly kind: 'granted'; readonly lease: HeldLock }
   /** The held lock's store session fell in doubt (`confirmed` false) or was vouched for again. */
   | { readonly kind: 'confirmation'; readonly confirmed: boolean }
   /** Someone asked the holder to give the lock back (told again when a deadline is set). */
@@ -23,7 +23,7 @@ export type RequestNews =
   /** The WRITE hold is a READ hold now, as the client asked. */
   | { readonly kind: 'downgraded' }
   /** The lock was released as the client asked; `ended` (OK) follows. */
-  | { readonly kind: 'released'; readonly lease: Lease }
+  | { readonly kind: 'released'; readonly lease: HeldLock }
   /** The request is over: `error` undefined when released at the client's request. */
   | { readonly kind: 'ended'; readonly error: unknown }
   /**
@@ -74,11 +74,6 @@ export interface RequestSession {
   forgetRequest(request: { readonly id: number }): void;
   /** What request `id`'s nodes record of the session, when it can be resumed elsewhere. */
   tag(id: number): RequestTag | undefined;
-  /**
-   * Set for an in-process caller (LockEngine.acquire): a request's lease is handed to its
-   * caller with the grant, which ends the request (the caller holds and releases the lease).
-   */
-  readonly takesLeases?: boolean;
 }
 
 /** How the client let a request go: `release`, `cancel`, or its session closing cleanly. */

@@ -1,30 +1,26 @@
 /*
- * A lock request's way through the store to its turn: its nodes created (or adopted), then each
- * lock's wait in its queue — the recipe's loop of listing, and awaiting the deletion of the one
- * node that blocks it — as functions over the request's parts (Part). Whether the request then
- * holds is its own decision (LockRequest's `decide`); this file only feeds it news.
+ * A lock request's wait for its turn: each of its locks (a Part) waits in its queue by the
+ * recipe's loop — list, and await the deletion of the one node that blocks it — as functions
+ * over the parts. Whether the request then holds is its own decision (LockRequest's `decide`);
+ * this file only feeds it news.
  */
-import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { LockError } from '../lock-error.js';
 import {
   AS_TOLD,
   baseName,
   joinPath,
+  NodeFollow,
   parentPath,
   type CoordinationStore,
   type CreatedNode,
   type NodeReplacement,
-  type OwnedNode,
-  type SequentialEntry,
+  type NodeWatchHandlers,
 } from '../stores/store.js';
-import { LockRequestNode } from './lease.js';
-import type { LocalQueue, QueueListener, QueueWaits } from './local-queue.js';
+import type { LocalQueue, QueueListener, QueueWaits, ReleasedHolders } from './local-queue.js';
 import { nodeVanished } from './loss-reasons.js';
-import type { AcquireRequest, RequestTag } from './lock-request.js';
-import { nodePrefix, parseNodeName, requestRecords } from './lock-nodes.js';
+import type { AcquireRequest, LockMode } from './lock-request.js';
 import { disagreement, releaseFreesWatchers, type HeldPosition, type Position } from './queue-position.js';
-import { semaphoreShapeOf } from './request-validation.js';
 import type { SemaphoreWakeup, SemaphoreWakeups } from './semaphore-wakeups.js';
 import type { SessionDependents } from './session-dependents.js';
 
@@ -45,8 +41,8 @@ export interface RequestEngine {
   withdraw(path: string): Promise<void>;
 }
 
-/** What a part's wait needs of its request (LockRequest), and tells it. */
-export interface WaitingRequest {
+/** What a part needs of its request (LockRequest), and tells it. */
+export interface PartOwner {
   readonly engine: RequestEngine;
   readonly request: AcquireRequest;
   /** Whether the request waits for its turn now: news of its parts counts only then. */
@@ -58,19 +54,33 @@ export interface WaitingRequest {
   giveUp(error: unknown): void;
   /** A part's place changed. */
   placeChanged(): void;
+  /** A part's node changed (or was read): a revocation may be in it. */
+  nodeData(part: Part, data: Uint8Array): void;
+  /** A part's node was deleted (by someone else, with its session, or by a forced revocation). */
+  nodeDeleted(part: Part): void;
 }
 
 /**
- * One lock of a request (a multi-lock has several) and where its wait stands: its node, its
- * queue, what it awaits. Plain state of its request, which alone acts on it: a part has no
- * phase of its own (its wait is live while the request waits and its turn has not come).
+ * One lock of a request (a multi-lock has several): its node, and where its wait stands (its
+ * queue, what it awaits). Plain state of its request, which alone acts on it: a part has no
+ * phase of its own (its wait is live while the request waits and its turn has not come; its
+ * node's news goes to the request, which acts on it by its own phase).
  */
-export class Part implements QueueListener {
-  readonly owner: WaitingRequest;
+export class Part implements QueueListener, NodeWatchHandlers {
+  readonly owner: PartOwner;
   /** Its place among the request's parts. */
   readonly index: number;
   readonly request: AcquireRequest;
-  readonly node: LockRequestNode;
+  /** How its lock is held: as asked, or `read` after a downgrade. */
+  mode: LockMode;
+  /** Its node's fencing token (its creation id), once created. */
+  token = 0n;
+  /** Its node's follow, handed to the store's create; a downgrade's replacement node has its own. */
+  follow: NodeFollow = new NodeFollow(this);
+  /** While a downgrade replaces its node: the old node's deletion is the replacement's. */
+  replacing = false;
+  /** Told of its release while it frees the waiters here that watch it (see handOut). */
+  releasedTo: ReleasedHolders | undefined;
   /** A semaphore request's wake-up, and the request id it is registered under. */
   readonly wakeup: SemaphoreWakeup | undefined;
   readonly requestId: string | undefined;
@@ -96,17 +106,16 @@ export class Part implements QueueListener {
   readonly deleted = (error?: LockError): void => predecessorDeleted(this, error);
 
   constructor(
-    owner: WaitingRequest,
+    owner: PartOwner,
     index: number,
     request: AcquireRequest,
-    node: LockRequestNode,
     wakeup: SemaphoreWakeup | undefined,
     requestId: string | undefined,
   ) {
     this.owner = owner;
     this.index = index;
     this.request = request;
-    this.node = node;
+    this.mode = request.mode;
     this.wakeup = wakeup;
     this.requestId = requestId;
   }
@@ -132,99 +141,29 @@ export class Part implements QueueListener {
     this.ahead = ahead;
     this.owner.placeChanged();
   }
-}
 
-/** The locks a request asks for: its own, or each of a multi-lock's. */
-function targetsOf(request: AcquireRequest): AcquireRequest[] {
-  return request.locks?.map((target) => ({ ...request, ...target, locks: undefined })) ?? [request];
-}
-
-/**
- * The parts of a request about to create its nodes, and what the store is asked to create for
- * each (kept apart: a waiter keeps its parts, not the nodes' records). `since`: when the request
- * was made (epoch ms); `tag`: the resumable session it belongs to.
- */
-export function newParts(
-  owner: WaitingRequest,
-  since: number,
-  tag: RequestTag | undefined,
-): { parts: Part[]; entries: SequentialEntry[]; written: number[] } {
-  const { engine, request } = owner;
-  const data = requestRecords(request, {
-    server: engine.instanceId,
-    since: new Date(since).toISOString(),
-    tag,
-  });
-  const { store, replacement, semaphores, dependents } = engine;
-  const parts: Part[] = [];
-  const entries: SequentialEntry[] = [];
-  for (const [index, target] of targetsOf(request).entries()) {
-    const shape = semaphoreShapeOf(target);
-    const requestId = randomUUID();
-    // Known here before its node exists: a grant ahead that lists the node finds it local.
-    const wakeup = shape ? semaphores.register(requestId) : undefined;
-    const node = new LockRequestNode(store, replacement, target, dependents);
-    entries.push({
-      dir: engine.lockPath(target.name),
-      prefix: nodePrefix(target.mode, requestId, shape),
-      data: data[index] ?? data[0]!,
-      follow: node.follow,
-    });
-    // Only a semaphore part keeps its request id (a string of a dozen joined pieces, as
-    // randomUUID makes it): nothing else needs it once the node's prefix is written.
-    parts.push(new Part(owner, index, target, node, wakeup, shape ? requestId : undefined));
+  /** NodeWatchHandlers: its node changed (or was read). */
+  onData(data: Uint8Array): void {
+    this.owner.nodeData(this, data);
   }
-  return { parts, entries, written: data.map((record) => record.byteLength) };
-}
 
-/** The parts of a request whose nodes exist already (see LockEngine.adopt), in its order. */
-export function adoptedParts(owner: WaitingRequest, nodes: readonly OwnedNode[]): Part[] {
-  const { store, replacement, semaphores, dependents } = owner.engine;
-  const targets = targetsOf(owner.request);
-  return nodes.map((owned, i): Part => {
-    const target = targets[i]!;
-    const shape = semaphoreShapeOf(target);
-    const requestId = shape ? parseNodeName(baseName(owned.path))?.requestId : undefined;
-    const wakeup = requestId === undefined ? undefined : semaphores.register(requestId);
-    const node = new LockRequestNode(store, replacement, target, dependents);
-    const part = new Part(owner, i, target, node, wakeup, requestId);
-    part.path = owned.path;
-    return part;
-  });
+  /** NodeWatchHandlers: its node was deleted (not the one a downgrade replaces). */
+  onDeleted(): void {
+    if (!this.replacing) this.owner.nodeDeleted(this);
+  }
+
+  /** A follow for a node that replaces its own (a downgrade's). */
+  newFollow(): NodeFollow {
+    return new NodeFollow(this);
+  }
 }
 
 /**
- * Reads adopted nodes as a create would have answered: each node's follow is armed first, then
- * its queue listed (what the listing misses, the follow tells).
+ * Where each part stands in its queue's listing, once its node exists. Throws if the lock's
+ * queue holds requests of another shape.
  */
-export function readAdopted(
-  store: CoordinationStore,
-  parts: readonly Part[],
-  nodes: readonly OwnedNode[],
-): Promise<CreatedNode[]> {
-  const session = store.session;
-  return Promise.all(
-    nodes.map(async (owned, i): Promise<CreatedNode> => {
-      const followed = await store.watchNode(owned.path, parts[i]!.node.follow);
-      const siblings = await store.children(parentPath(owned.path));
-      return { path: owned.path, session, siblings, creationId: owned.creationId, followed };
-    }),
-  );
-}
-
-/**
- * The request's nodes exist: each part takes its node, and where each stands in its queue's
- * listing. Throws if a node is gone, or the lock's queue holds requests of another shape.
- */
-export function firstPositions(
-  owner: WaitingRequest,
-  created: readonly CreatedNode[],
-  written: readonly number[],
-): Position[] {
-  const parts = owner.parts;
-  parts.forEach((part, i) => (part.path = created[i]!.path));
-  parts.forEach((part, i) => part.node.created(created[i]!, written[i] ?? written[0]!));
-  return parts.map((part, i) => {
+export function firstPositions(owner: PartOwner, created: readonly CreatedNode[]): Position[] {
+  return owner.parts.map((part, i) => {
     const current = owner.engine.waits.position(part.dir, created[i]!.siblings, part.me);
     if (current.kind !== 'missing' && current.head !== undefined) {
       const why = disagreement(current.head, part.me);
@@ -240,7 +179,7 @@ export function firstPositions(
  * longer waits.
  */
 export function startWaits(
-  owner: WaitingRequest,
+  owner: PartOwner,
   positions: readonly Position[],
   created: readonly CreatedNode[],
 ): void {
@@ -427,16 +366,16 @@ export function endWait(part: Part): void {
 }
 
 /**
- * Hands out one lock whose turn came. A semaphore request may have a waiter right behind it
- * that waits for this grant: it is told (see SemaphoreWakeups).
+ * Hands out one lock whose turn came: a holder here whose release frees the waiters here that
+ * watch it tells them (see ReleasedHolders), and a semaphore request may have a waiter right
+ * behind it that waits for this grant: it is told (see SemaphoreWakeups).
  */
-export function handOut(part: Part): LockRequestNode {
-  const { node, turn } = part;
+export function handOut(part: Part): void {
+  const { turn } = part;
   const { waits, semaphores } = part.owner.engine;
-  node.hold(releaseFreesWatchers(part.request.mode) ? waits.released : undefined);
+  part.releasedTo = releaseFreesWatchers(part.request.mode) ? waits.released : undefined;
   if (turn!.current.successor !== undefined)
     semaphores.granted(part.path, turn!.current.successor, turn!.children);
-  return node;
 }
 
 /** The request is over: its semaphore parts' wake-ups are no longer registered. */

@@ -1,108 +1,64 @@
 /*
  * One lock request, whichever RPC or caller made it (LockRequest): one state machine with one
- * phase from its arrival to its end — its nodes created, its turn waited for, held, released or
- * lost — and its news told to the session it belongs to.
+ * phase from its arrival to its end. Until it holds it is a QueueingRequest (request-queueing.ts);
+ * this file is its hold (loss, revocation, a value, a downgrade, its release) and what its
+ * client is told (its news, a resumed stream's report, its one end).
  */
 import { isLockError, LockError } from '../lock-error.js';
 import { withResolvers } from '../../common/deferred.js';
-import type { CreatedNode, OwnedNode, StoreSession } from '../stores/store.js';
-import { cancelledHold, HANDED_OVER, lossReport, notAcquired } from './loss-reasons.js';
+import type { OwnedNode } from '../stores/store.js';
+import {
+  cancelledHold,
+  HANDED_OVER,
+  lockLost,
+  lossReport,
+  nodeGone,
+  notAcquired,
+  whenTold,
+} from './loss-reasons.js';
 import {
   heldRequests,
   type AcquireRequest,
-  type Lease,
-  type LeaseHolder,
+  type HeldLock,
+  type LockMode,
   type RevokeRequest,
 } from './lock-request.js';
-import { MultiLease } from './multi-lease.js';
-import type { HeldPosition, Position } from './queue-position.js';
 import type { LetGo, RequestListener, RequestNews, RequestSession } from './request-news.js';
-import { validateRequest } from './request-validation.js';
-import {
-  adoptedParts,
-  aheadOf,
-  endWait,
-  firstPositions,
-  forgetParts,
-  handOut,
-  newParts,
-  readAdopted,
-  recount,
-  startWaits,
-  type Part,
-  type RequestEngine,
-  type WaitingRequest,
-} from './request-wait.js';
-
-/**
- * Where a request stands:
- * - `pending`: made, waiting for its turn among its session's store work;
- * - `creating`: its nodes being created (again, after its store session was lost while it
- *   waited), or an adopted request's nodes being read;
- * - `waiting`: its nodes wait for their turn;
- * - `withdrawing`: it gives up: its nodes are being deleted, or its failure is being told;
- * - `held`, then `releasing`: its lease is held, then being released;
- * - `ended`: over, told or kept for the next stream (lost is an end).
- */
-export type RequestPhase =
-  'pending' | 'creating' | 'waiting' | 'withdrawing' | 'held' | 'releasing' | 'ended';
-
-/** Whether a request in `phase` has not held yet (and so is withdrawn, not released, when let go). */
-function queued(phase: RequestPhase): boolean {
-  return phase === 'pending' || phase === 'creating' || phase === 'waiting' || phase === 'withdrawing';
-}
+import { notDowngradable, valueSizeProblem } from './request-validation.js';
+import { deleteNodes, replaceWithRead, unfollow, writeValue } from './request-nodes.js';
+import { QueueingRequest, queued } from './request-queueing.js';
+import { recount, type Part, type RequestEngine } from './request-wait.js';
+import { HeldRevocation } from './revocation.js';
 
 /**
  * One lock request, from its arrival to its end, as one state machine with one phase (see
- * RequestPhase) and one end path (`#end`). Its wait in the store is request-wait.ts's, whose
- * every kind of news (a listing, a deletion, a semaphore wake-up) comes back here through
- * `turnCame` or `giveUp`; the grant is decided in one place, `#decide`: every part's turn has
- * come, on a store session that the store vouches for, for a request nobody withdrew. A request
- * whose store session was lost while it waited queues again on the new one. Once held, its
- * lease tells it of loss, doubt and revocation (LeaseHolder).
+ * RequestPhase) and one end path (`end`): its lock (or a multi-lock's locks, each a Part) is
+ * queued for and waited for (QueueingRequest, the first half), held, and released or lost
+ * here. Its wait in the
+ * store is request-wait.ts's, whose every kind of news (a listing, a deletion, a semaphore
+ * wake-up) comes back through `turnCame` or `giveUp`; the grant is decided in one place,
+ * `#decide`. Its nodes' news (a change, a deletion) and its store session's (doubt, loss) come
+ * here too, and mean what the phase says: a vanished node ends a wait, or loses a hold. A
+ * request whose store session was lost while it waited queues again on the new one.
  *
  * A state machine told by callbacks, not a suspended async function with a promise chain:
  * thousands wait at once, and each keeps what its steps need in fields.
  */
-export class LockRequest implements WaitingRequest, LeaseHolder {
-  readonly id: number;
-  readonly request: AcquireRequest;
-  readonly engine: RequestEngine;
-  readonly #session: RequestSession;
-  #phase: RequestPhase = 'pending';
-  #parts: readonly Part[] = [];
-  /** The store session its nodes live in, once created. */
-  #storeSession: StoreSession | undefined;
-  /** The nodes of a request another instance made, until it is started (see LockEngine.adopt). */
-  #adopted: readonly OwnedNode[] | undefined;
-  /** Made from another instance's nodes: a lost store session ends it (it is not queued again). */
-  readonly #fromAdoption: boolean;
-  /** Set once withdrawn while queued (by its client, its deadline, its session's move), with why. */
-  #withdrawn = false;
-  #withdrawnBy: unknown;
-  #deadline: NodeJS.Timeout | undefined;
-  /** Stops waiting for the store session to be vouched for again, while the request does. */
-  #cancelConfirmationWait: (() => void) | undefined;
-  /** What a node's vanishing calls while the request waits. */
-  readonly #vanished = (reason: unknown): void => this.giveUp(reason);
-  /** When its turn among the session's work came (epoch ms): its records say so. */
-  #madeAt = 0;
-  /** When the request was made, until it is granted; then when it was granted. */
-  #since = performance.now();
-  /** Which count of the session's accounting the request is in. */
-  #counted: 'waiting' | 'holding' | undefined = 'waiting';
-  /** Frees the request's slot among the session's store work; dropped once called. */
-  #workDone: (() => void) | undefined;
-  #ahead: number | undefined;
-  #lease: Lease | undefined;
+export class LockRequest extends QueueingRequest implements HeldLock {
+  /** Made when first needed: most holds are never revoked. */
+  #revocation: HeldRevocation | undefined;
+  /** The part whose node carried the revocation the holder was told. */
+  #revokedPart: Part | undefined;
+  /** Why the hold was lost, once it is. */
+  #lossReason: LockError | undefined;
+  /** Set once a release's delete is under way: a loss is then no longer news. */
+  #deleting = false;
   /** How the client wants it to end, once it asked. */
   #letGo: LetGo | undefined;
   /** Granted after the client had withdrawn it: released without a word of the grant. */
   #grantUntold = false;
   /** Set once ended while no stream was attached: told to the next stream that attaches. */
   #untoldEnd: RequestNews | undefined;
-  /** Resolves once a request not started yet has its first news; made only for a resume that waits for it. */
-  #firstNews: { promise: Promise<void>; resolve: () => void } | undefined;
   /** Resolves once the request has ended; made only for a session that waits for it. */
   #done: { promise: Promise<void>; resolve: () => void } | undefined;
   /** Set when the request ended with a loss: resolves once the client has it. */
@@ -121,331 +77,153 @@ export class LockRequest implements WaitingRequest, LeaseHolder {
     request: AcquireRequest,
     adopted?: readonly OwnedNode[],
   ) {
-    this.engine = engine;
-    this.#session = session;
-    this.id = id;
-    this.request = request;
-    this.#adopted = adopted;
-    this.#fromAdoption = adopted !== undefined;
-    session.accounting.waiting(request.mode);
-  }
-
-  get phase(): RequestPhase {
-    return this.#phase;
-  }
-
-  /** WaitingRequest: whether news of its parts counts now. */
-  get waiting(): boolean {
-    return this.#phase === 'waiting';
-  }
-
-  get parts(): readonly Part[] {
-    return this.#parts;
+    super(engine, session, id, request, adopted);
   }
 
   /** Whether the request has ended, or the client asked it to. */
   get letGo(): boolean {
-    return this.#phase === 'ended' || this.#letGo !== undefined;
+    return this.phase === 'ended' || this.#letGo !== undefined;
   }
 
   get ended(): boolean {
-    return this.#phase === 'ended';
+    return this.phase === 'ended';
   }
 
-  /**
-   * Its turn among the session's store work has come: validates it, then creates its nodes (or
-   * reads the adopted ones) and waits for their turn. `workDone` is called once its first store
-   * work is over: it waits in the queue, holds, or has ended.
-   */
-  start(workDone: () => void): void {
-    if (this.#phase !== 'pending') {
-      workDone();
-      return;
-    }
-    this.#workDone = workDone;
-    this.#madeAt = Date.now();
-    const adopted = this.#adopted;
-    this.#adopted = undefined;
-    this.#phase = 'creating';
-    try {
-      if (!adopted) validateRequest(this.request);
-    } catch (error) {
-      this.#fail(error);
-      return;
-    }
-    this.#armDeadline();
-    if (adopted) this.#adopt(adopted);
-    else this.#queue();
+  // HeldLock: what a grant tells of the held lock.
+
+  get name(): string {
+    return this.request.name;
   }
 
-  /** With a wait timeout, the request withdraws itself when it passes. */
-  #armDeadline(): void {
-    const ms = this.request.waitTimeoutMs;
-    if (ms === undefined || ms === 0) return;
-    this.#deadline = setTimeout(() => {
-      const { request } = this;
-      const what = request.locks ? `locks ${request.name} were` : `lock "${request.name}" was`;
-      this.withdraw(new LockError('TIMEOUT', `${what} not acquired within ${ms} ms`));
-    }, ms);
+  /** How the (first) lock is held now: `read` after a downgrade. */
+  get mode(): LockMode {
+    return this.parts[0]?.mode ?? this.request.mode;
   }
 
-  #clearDeadline(): void {
-    clearTimeout(this.#deadline);
-    this.#deadline = undefined;
+  /** The (first) lock's fencing token; `tokens` has a multi-lock's each. */
+  get fencingToken(): bigint {
+    return this.parts[0]?.token ?? 0n;
   }
 
-  /** Creates the request's nodes (a multi-lock's in one transaction), once, and waits for their turn. */
-  #queue(): void {
-    this.#phase = 'creating';
-    this.#parts = [];
-    try {
-      const { parts, entries, written } = newParts(this, this.#madeAt, this.#session.tag(this.id));
-      this.#parts = parts;
-      this.engine.store.create(entries).then(
-        (created) => this.#created(created, written),
-        (error: unknown) => this.#createFailed(error),
-      );
-    } catch (error) {
-      this.#createFailed(error);
-    }
+  /** Why the hold was lost, once it is. */
+  get lossReason(): LockError | undefined {
+    return this.#lossReason;
   }
 
-  /** Carries on from nodes that exist already (see LockEngine.adopt). */
-  #adopt(nodes: readonly OwnedNode[]): void {
-    const { store } = this.engine;
-    this.#parts = adoptedParts(this, nodes);
-    this.#storeSession = store.session;
-    readAdopted(store, this.#parts, nodes).then(
-      (created) =>
-        this.#created(
-          created,
-          nodes.map(() => -1),
-        ),
-      (error: unknown) => this.giveUp(error),
-    );
+  get tokens(): Array<{ readonly name: string; readonly token: bigint }> | undefined {
+    return this.request.locks
+      ? this.parts.map((part) => ({ name: part.request.name, token: part.token }))
+      : undefined;
   }
 
-  #createFailed(error: unknown): void {
-    for (const part of this.#parts) part.node.abandon();
-    forgetParts(this.#parts);
-    this.#fail(error);
+  #endHold(outcome: 'released' | 'lost'): void {
+    if (this.counted !== 'holding') return;
+    this.counted = undefined;
+    const heldMs = performance.now() - this.since;
+    this.session.accounting.holdEnded(this.request.mode, outcome, heldMs, heldRequests(this.request, this));
   }
 
-  /**
-   * The request's nodes exist: it holds at once if every part does on a session the store
-   * vouches for (uncontended: no wait, nothing to undo), else waits.
-   */
-  #created(created: readonly CreatedNode[], written: readonly number[]): void {
-    const session = created[0]!.session;
-    this.#storeSession = session;
-    let positions: Position[];
-    try {
-      positions = firstPositions(this, created, written);
-    } catch (error) {
-      this.#phase = 'waiting';
-      this.giveUp(error);
-      return;
-    }
-    if (positions.every((current) => current.kind === 'held') && session.confirmed) {
-      this.#parts.forEach((part, i) => part.hasTurn(positions[i] as HeldPosition, created[i]!.siblings));
-      this.#phase = 'waiting';
-      this.#decide();
-      return;
-    }
-    this.#phase = 'waiting';
-    if (this.#withdrawn) {
-      this.giveUp(this.#withdrawnBy);
-      return;
-    }
-    for (const part of this.#parts) {
-      part.node.setVanishedListener(this.#vanished);
-      if (this.#phase !== 'waiting') return;
-    }
-    startWaits(this, positions, created);
-  }
-
-  /** WaitingRequest: a part's turn came. */
-  turnCame(): void {
-    this.#decide();
-  }
-
-  /**
-   * The one grant decision: the request holds once every part's turn has come, on a session
-   * the store vouches for (never grant on one it cannot: it may already be lost), unless it
-   * was withdrawn meanwhile.
-   */
-  #decide(): void {
-    if (this.#phase !== 'waiting' || this.#cancelConfirmationWait) return;
-    for (const part of this.#parts) if (part.turn === undefined) return;
-    const session = this.#storeSession!;
-    if (this.#withdrawn || session.lost.aborted) {
-      this.giveUp(this.#withdrawn ? this.#withdrawnBy : session.lost.reason);
-      return;
-    }
-    if (session.confirmed) {
-      this.#grant();
-      return;
-    }
-    const unsubscribe = session.onConfirmedChange((confirmed) => {
-      if (!confirmed) return;
-      unsubscribe();
-      this.#cancelConfirmationWait = undefined;
-      queueMicrotask(() => this.#decide());
-    });
-    this.#cancelConfirmationWait = unsubscribe;
-  }
-
-  /** Every part's turn came: hands each lock out, and holds the lease. */
-  #grant(): void {
-    this.#stopWaiting();
-    let lease: Lease;
-    try {
-      const nodes = this.#parts.map(handOut);
-      lease = this.request.locks ? new MultiLease(this.request.name, nodes, this.engine.store) : nodes[0]!;
-    } catch (error) {
-      this.giveUp(error);
-      return;
-    }
-    forgetParts(this.#parts);
-    this.#clearDeadline();
-    this.#firstWorkDone();
-    this.#endWait();
-    this.#lease = lease;
-    const now = performance.now();
-    this.#session.accounting.granted(this.request.mode, now - this.#since, heldRequests(this.request, lease));
-    this.#counted = 'holding';
-    this.#since = now;
-    this.#phase = 'held';
-    if (this.#session.takesLeases) {
-      // An in-process caller's request (LockEngine.acquire): the lease is the caller's now.
-      this.#end({ kind: 'granted', lease });
-      return;
-    }
+  /** The request holds now (see QueueingRequest#grant): the client is told, unless it let go meanwhile. */
+  protected held(): void {
     if (this.#letGo) {
       // Withdrawn in the same moment as it was granted: the client never hears of the grant,
       // and the request ends as a withdrawal does.
       this.#grantUntold = true;
-      this.#releaseLease();
+      this.#releaseHold();
       return;
     }
-    if (lease.lossReason) {
-      void this.#lost();
-      return;
-    }
-    lease.setHolder(this);
-    const listener = this.#session.listener;
-    if (listener) this.#tellHeld(listener, lease);
+    const listener = this.session.listener;
+    if (listener && this.phase === 'held') this.#tellHeld(listener);
   }
 
-  /** Undoes everything the wait set up: the confirmation wait, the nodes' listeners, each part's wait. */
-  #stopWaiting(): void {
-    this.#cancelConfirmationWait?.();
-    this.#cancelConfirmationWait = undefined;
-    for (const part of this.#parts) {
-      part.node.setVanishedListener(undefined);
-      endWait(part);
+  // What the store tells of the hold (see QueueingRequest#nodeData).
+
+  /** A part's node changed (or was read): once held, a revocation may be in it. */
+  protected heldNodeData(part: Part, data: Uint8Array): void {
+    if (this.phase !== 'held' && !(this.phase === 'releasing' && !this.#deleting)) return;
+    const revocation = (this.#revocation ??= new HeldRevocation(
+      (revoke) => this.#forced(revoke),
+      (revoke) => this.#revokeRequested(revoke),
+    ));
+    const told = revocation.request;
+    revocation.seen(data);
+    if (revocation.request !== told) this.#revokedPart = part;
+  }
+
+  /** A part's node was deleted while held: the hold is lost. */
+  protected heldNodeDeleted(part: Part): void {
+    const session = this.storeSession!;
+    if (session.lost.aborted) {
+      this.#lose(lockLost(part.request.name, session.lost.reason), 'all');
+      return;
     }
+    const revoked = this.#revocation?.request;
+    const why = revoked
+      ? `lock "${part.request.name}" was revoked: ${revoked.reason || 'no reason given'}`
+      : `lock "${part.request.name}" was lost: its node was deleted by someone else`;
+    this.#lose(new LockError('LOCK_LOST', why), part);
+  }
+
+  /** The store session is lost while held: so is the hold. */
+  protected heldSessionLost(reason: unknown): void {
+    this.#lose(lockLost(this.request.name, reason), 'all');
+  }
+
+  /** SessionDependent: the holder hears of the session's doubt. */
+  confirmationChanged(confirmed: boolean): void {
+    if (this.phase === 'held') this.tell({ kind: 'confirmation', confirmed });
+  }
+
+  /** The hold's watching ends: no more revocations, store session news or node news. */
+  #stopHolding(): void {
+    this.#revocation?.stop();
+    this.leaveStoreSession();
+    unfollow(this.parts);
   }
 
   /**
-   * The wait failed (or was withdrawn): the nodes are deleted (unless their session took them,
-   * or the request was handed over to another instance, which keeps them), then the request
-   * queues again if only its store session ended, or fails.
+   * A revocation's deadline passed while held: the lock is lost, and nobody else may wait on a
+   * holder that was told to go, so its nodes are deleted as soon as the holder has heard it lost
+   * the lock (it must hear before anyone is granted it).
    */
-  giveUp(error: unknown): void {
-    // From `creating` too: adopted nodes whose follow or listing failed.
-    if (this.#phase !== 'waiting' && this.#phase !== 'creating') return;
-    this.#phase = 'withdrawing';
-    this.#stopWaiting();
-    const parts = this.#parts;
-    const session = this.#storeSession!;
-    for (const part of parts) part.node.abandon();
-    const after = (): void => {
-      forgetParts(parts);
-      // Asked after the withdrawal: a closed session deletes its nodes before the store hears
-      // that the session is over, so a waiter may see its node vanish first.
-      if (!session.lost.aborted || this.#withdrawn) {
-        this.#fail(this.#withdrawn ? this.#withdrawnBy : error);
-      } else if (this.#fromAdoption) {
-        // A taken-over session is not replaced: nothing is queued again.
-        this.#fail(
-          new LockError(
-            'LOCK_LOST',
-            `lock "${this.request.name}": its taken-over session ended while it waited`,
-          ),
-        );
-      } else {
-        // The session (and with it our place in the queue) ended while we waited: queue again
-        // on the new session rather than fail a caller who held nothing.
-        this.engine.logger.debug({ lock: this.request.name }, 'session lost while waiting; queuing again');
-        this.#queue();
-      }
-    };
-    if (!session.lost.aborted && this.#withdrawnBy !== HANDED_OVER) {
-      void Promise.all(parts.map((part) => this.engine.withdraw(part.path))).then(after);
-    } else {
-      after();
-    }
-  }
-
-  /** Ends the request without a lease, told after what is under way now. */
-  #fail(reason: unknown): void {
-    this.#phase = 'withdrawing';
-    this.#clearDeadline();
-    queueMicrotask(() => {
-      this.#firstWorkDone();
-      this.#notGranted(reason);
-    });
+  #forced(revoke: RevokeRequest): void {
+    const name = this.#revokedPart?.request.name ?? this.request.name;
+    this.#lose(
+      new LockError(
+        'LOCK_LOST',
+        `lock "${name}" was revoked and not released in time: ${revoke.reason || 'no reason given'}`,
+      ),
+      undefined,
+    );
   }
 
   /**
-   * Withdraws the request while it has not held (the first reason given stands): one not
-   * started yet ends here and now, one being created gives up once its nodes exist, a waiting
-   * one gives up now.
+   * The hold is lost: the client is told (a multi-lock's loss names the set), and the nodes
+   * that may still exist (all but `gone`'s; none when their session is gone) are deleted once it
+   * has heard. Lost while a release waits for the holder's requests, it is recorded for the
+   * release to report.
    */
-  withdraw(reason: unknown): void {
-    if (this.#withdrawn || !queued(this.#phase)) return;
-    this.#withdrawn = true;
-    this.#withdrawnBy = reason;
-    if (this.#phase === 'pending') this.#notGranted(reason);
-    else if (this.#phase === 'waiting') this.giveUp(reason);
-  }
-
-  /** WaitingRequest: a part's place changed; the request is told the sum of its parts' places. */
-  placeChanged(): void {
-    this.#firstWorkDone();
-    const ahead = aheadOf(this.#parts);
-    this.#ahead = ahead;
-    this.#tell({ kind: 'waiting', ahead });
-  }
-
-  /** The request's first store work is over (it waits, holds, or has ended): its turn's slot is free. */
-  #firstWorkDone(): void {
-    const workDone = this.#workDone;
-    this.#workDone = undefined;
-    workDone?.();
-    this.#firstNews?.resolve();
-    this.#firstNews = undefined;
-  }
-
-  #endWait(): void {
-    if (this.#counted !== 'waiting') return;
-    this.#counted = undefined;
-    this.#session.accounting.waitEnded(this.request.mode);
-  }
-
-  #endHold(outcome: 'released' | 'lost'): void {
-    const lease = this.#lease;
-    if (this.#counted !== 'holding' || !lease) return;
-    this.#counted = undefined;
-    const heldMs = performance.now() - this.#since;
-    this.#session.accounting.holdEnded(this.request.mode, outcome, heldMs, heldRequests(this.request, lease));
-  }
-
-  #notGranted(error: unknown): void {
-    this.#endWait();
-    this.#session.accounting.notGranted(this.request.mode, error);
-    this.#end({ kind: 'ended', error });
+  #lose(reason: LockError, gone: Part | 'all' | undefined): void {
+    const holding = this.phase === 'held';
+    if (!holding && !(this.phase === 'releasing' && !this.#deleting)) return;
+    this.#lossReason = this.request.locks
+      ? new LockError('LOCK_LOST', `${reason.message} (one of locks ${this.request.name})`, { cause: reason })
+      : reason;
+    this.#stopHolding();
+    const left = gone === 'all' ? [] : this.parts.filter((part) => part !== gone);
+    let told: void | Promise<void> = undefined;
+    if (holding) {
+      this.#endHold('lost');
+      this.end({ kind: 'lost', error: lossReport(this.request.name, this.#lossReason) });
+      told = this.#told;
+    }
+    if (left.length === 0) return;
+    const { store } = this.engine;
+    void whenTold([told])
+      .then(() =>
+        left.length === 1 ? store.delete(left[0]!.path) : store.delete(left.map((part) => part.path)),
+      )
+      .catch(() => {});
   }
 
   /** Tells a newly attached stream where this request stands; a waiting one after a new count. */
@@ -453,37 +231,44 @@ export class LockRequest implements WaitingRequest, LeaseHolder {
     if (this.#untoldEnd) {
       const news = this.#untoldEnd;
       this.#untoldEnd = undefined;
-      this.#session.forgetRequest(this);
+      this.session.forgetRequest(this);
       void listener.tell(this.id, this.request, news);
       return;
     }
-    if (queued(this.#phase) && this.#ahead === undefined) {
+    if (queued(this.phase) && this.ahead === undefined) {
       // Not counted yet (it may wait for its turn among the session's work): wait for its first news.
-      await (this.#firstNews ??= withResolvers()).promise;
+      await (this.firstNews ??= withResolvers()).promise;
     }
-    if (queued(this.#phase)) {
+    if (queued(this.phase)) {
       const counted =
-        this.#phase === 'waiting' && this.request.waitTimeoutMs !== 0 && (await recount(this.#parts));
+        this.phase === 'waiting' && this.request.waitTimeoutMs !== 0 && (await recount(this.parts));
       // Not counted: granted or ended meanwhile (told as it happened), or the store is out of reach.
-      if (!counted && queued(this.#phase) && this.#ahead !== undefined && this.#session.isAttached(listener))
-        void listener.tell(this.id, this.request, { kind: 'waiting', ahead: this.#ahead });
-    } else if (this.#lease && this.#phase !== 'ended') {
-      this.#tellHeld(listener, this.#lease);
+      if (!counted && queued(this.phase) && this.ahead !== undefined && this.session.isAttached(listener))
+        void listener.tell(this.id, this.request, { kind: 'waiting', ahead: this.ahead });
+    } else if (this.phase === 'held' || this.phase === 'releasing') {
+      this.#tellHeld(listener);
     }
   }
 
-  /** Tells `listener` the request holds `lease`, and whether it is in doubt or asked back. */
-  #tellHeld(listener: RequestListener, lease: Lease): void {
-    void listener.tell(this.id, this.request, { kind: 'granted', lease });
-    if (!lease.confirmed)
+  /** Tells `listener` the request holds, and whether it is in doubt or asked back. */
+  #tellHeld(listener: RequestListener): void {
+    void listener.tell(this.id, this.request, { kind: 'granted', lease: this });
+    if (!this.storeSession!.confirmed)
       void listener.tell(this.id, this.request, { kind: 'confirmation', confirmed: false });
-    if (lease.revokeRequest) this.#tellRevoke(listener, lease.revokeRequest);
+    const revoke = this.#revocation?.request;
+    if (revoke) this.#tellRevoke(listener, revoke);
+  }
+
+  /** The holder is asked to release (again, when a deadline escalates the request). */
+  #revokeRequested(revoke: RevokeRequest): void {
+    const listener = this.session.listener;
+    if (listener && this.phase === 'held') this.#tellRevoke(listener, revoke);
   }
 
   /**
    * Tells `listener` the holder is asked to release, once per stream and request: a resumed
-   * stream hears it in the report of where the request stands, and the lease may tell the same
-   * request again as it reads its node (a session taken over from another instance).
+   * stream hears it in the report of where the request stands, and the node may tell the same
+   * request again as it is read (a session taken over from another instance).
    */
   #tellRevoke(listener: RequestListener, revoke: RevokeRequest): void {
     if (this.#revokeTold?.listener === listener && this.#revokeTold.revoke === revoke) return;
@@ -491,59 +276,94 @@ export class LockRequest implements WaitingRequest, LeaseHolder {
     void listener.tell(this.id, this.request, { kind: 'revoke-requested', revoke });
   }
 
-  #tell(news: RequestNews): void {
-    void this.#session.listener?.tell(this.id, this.request, news);
-  }
-
   /** The client lets the request go: withdrawn if it has not held, released if it holds. */
   release(how: LetGo): void {
     if (this.#letGo) return;
     this.#letGo = how;
-    if (queued(this.#phase))
-      this.withdraw(this.#refusal ?? notAcquired(this.request.name, how, this.#session.streamNoun));
-    else if (this.#phase === 'held') this.#releaseLease();
+    if (queued(this.phase))
+      this.withdraw(this.#refusal ?? notAcquired(this.request.name, how, this.session.streamNoun));
+    else if (this.phase === 'held') this.#releaseHold();
   }
 
   /**
-   * Publishes `value` for the held lock, then tells the stream `value-published`. Sent while the
-   * request waits, or malformed, it ends the request with that error (releasing what it holds).
-   * After the client let the request go it is ignored.
+   * Publishes `value` for the held lock (in every node of a multi-lock), then tells the stream
+   * `value-published`. Sent while the request waits, or malformed, it ends the request with
+   * that error (releasing what it holds). After the client let the request go it is ignored.
    */
   setValue(value: Uint8Array, early: string): void {
-    this.#fromHolder(early, (lease) => lease.setValue(value), { kind: 'value-published' });
+    this.#fromHolder(
+      early,
+      () => {
+        const tooLarge = valueSizeProblem(value);
+        if (tooLarge) throw tooLarge;
+        return writeValue(this.engine.store, this.parts, value, (otherwise) =>
+          this.#throwUnlessHeld(otherwise),
+        );
+      },
+      { kind: 'value-published' },
+    );
   }
 
-  /** Turns the WRITE hold into a READ hold, then tells the stream `downgraded`; otherwise as setValue. */
+  /**
+   * Turns the WRITE hold into a READ hold in one step, then tells the stream `downgraded`;
+   * otherwise as setValue. The node is replaced by a READ node with the same place in the
+   * queue and the same record and token, so no writer or reader changes places in between
+   * (see replaceWithReadNode); a downgraded hold's is a no-op. Refused (NOT_HELD) for a MUTEX or
+   * READ hold and a multi-lock, UNSUPPORTED on a store that cannot replace a node atomically.
+   */
   downgrade(early: string): void {
-    this.#fromHolder(early, (lease) => lease.downgrade(), { kind: 'downgraded' });
+    this.#fromHolder(early, () => this.#downgrade(), { kind: 'downgraded' });
+  }
+
+  async #downgrade(): Promise<void> {
+    this.#throwUnlessHeld();
+    const part = this.parts[0]!;
+    if (this.request.locks) {
+      throw new LockError(
+        'NOT_HELD',
+        `locks ${this.request.name} are held as one multi-lock: a downgrade applies to a single WRITE lock`,
+      );
+    }
+    if (part.mode === 'read' && this.request.mode === 'write') return;
+    if (part.mode !== 'write') throw notDowngradable(this.request.name, part.mode);
+    const replaced = await replaceWithRead(this, part, this.storeSession!, () => this.#throwUnlessHeld());
+    if (replaced) return;
+    // The node is gone (deleted by a forced revocation, or with the session).
+    this.#lose(nodeGone(this.request.name), part);
+    this.#throwUnlessHeld();
+  }
+
+  #throwUnlessHeld(otherwise?: LockError): void {
+    if (this.#lossReason) throw this.#lossReason;
+    if (this.phase !== 'held' && this.phase !== 'releasing') {
+      throw new LockError('NOT_HELD', `lock "${this.request.name}" is not held: it was released`);
+    }
+    if (otherwise) throw otherwise;
   }
 
   /**
    * A holder's request, applied once the ones sent before it are done, then acknowledged on
    * the stream that sent it only (after a resume the client sends again what was not
    * acknowledged, and counts one acknowledgement per message it sent). Sent while waiting
-   * (`early` says why that is refused) or refused by the lease, it ends the request.
+   * (`early` says why that is refused) or refused, it ends the request.
    */
-  #fromHolder(early: string, apply: (lease: Lease) => Promise<void>, done: RequestNews): void {
-    if (this.#letGo || this.#phase === 'ended') return;
-    if (queued(this.#phase)) {
+  #fromHolder(early: string, apply: () => Promise<void>, done: RequestNews): void {
+    if (this.#letGo || this.phase === 'ended') return;
+    if (queued(this.phase)) {
       this.#refuse(new LockError('NOT_HELD', `lock "${this.request.name}": ${early}`));
       return;
     }
-    const lease = this.#lease;
-    if (!lease || this.#phase !== 'held') return;
-    const sender = this.#session.listener;
-    this.#holderRequests = (this.#holderRequests ?? Promise.resolve())
-      .then(() => apply(lease))
-      .then(
-        () => {
-          if (sender && this.#session.isAttached(sender)) void sender.tell(this.id, this.request, done);
-        },
-        (error: unknown) => {
-          // A lost lock ends the request through its loss; anything else ends it here.
-          if (!isLockError(error, 'LOCK_LOST')) this.#refuse(error);
-        },
-      );
+    if (this.phase !== 'held') return;
+    const sender = this.session.listener;
+    this.#holderRequests = (this.#holderRequests ?? Promise.resolve()).then(apply).then(
+      () => {
+        if (sender && this.session.isAttached(sender)) void sender.tell(this.id, this.request, done);
+      },
+      (error: unknown) => {
+        // A lost lock ends the request through its loss; anything else ends it here.
+        if (!isLockError(error, 'LOCK_LOST')) this.#refuse(error);
+      },
+    );
   }
 
   #refuse(error: unknown): void {
@@ -553,7 +373,7 @@ export class LockRequest implements WaitingRequest, LeaseHolder {
 
   /** Part of a clean end of the session: resolves once this request has ended. */
   closeWithSession(): Promise<void> {
-    if (this.#phase === 'ended') return Promise.resolve();
+    if (this.phase === 'ended') return Promise.resolve();
     this.#done ??= withResolvers();
     this.release('close');
     return this.#done.promise;
@@ -565,108 +385,81 @@ export class LockRequest implements WaitingRequest, LeaseHolder {
    * stay for the taker, and a wait stops without deleting its node.
    */
   handOver(): void {
-    if (this.#phase === 'ended') return;
+    if (this.phase === 'ended') return;
     this.#untoldEnd = undefined;
     this.#letGo ??= 'cancel';
-    this.#endWait();
+    this.endWait();
     this.#endHold('released');
-    if (this.#phase === 'pending') this.#phase = 'ended';
-    else if (queued(this.#phase)) this.withdraw(HANDED_OVER);
-    else this.#phase = 'ended';
-    this.#unfollow();
-    this.#session.forgetRequest(this);
+    if (this.phase !== 'pending' && queued(this.phase)) {
+      this.withdraw(HANDED_OVER);
+    } else {
+      this.#stopHolding();
+      this.phase = 'ended';
+    }
+    this.session.forgetRequest(this);
     this.#done?.resolve();
   }
 
   /** The session ends: withdraw or release without telling anyone. Never rejects. */
   async abandon(reason: LockError): Promise<void> {
     this.#untoldEnd = undefined;
-    if (this.#phase === 'ended') return;
+    if (this.phase === 'ended') return;
     this.#letGo ??= 'cancel';
-    if (queued(this.#phase)) this.withdraw(reason);
-    else this.#releaseLease();
+    if (queued(this.phase)) this.withdraw(reason);
+    else this.#releaseHold();
     await this.closeWithSession();
   }
 
-  #releaseLease(): void {
-    const lease = this.#lease;
-    if (!lease || this.#phase !== 'held') return;
-    this.#phase = 'releasing';
-    this.#unfollow();
+  /** Releases the hold: once the holder's requests sent before are done, its nodes are deleted. */
+  #releaseHold(): void {
+    if (this.phase !== 'held') return;
+    this.phase = 'releasing';
+    const remove = (): Promise<void> =>
+      this.session.storeWork(() => {
+        if (this.#lossReason) return Promise.reject(this.#lossReason);
+        this.#deleting = true;
+        this.#stopHolding();
+        return deleteNodes(this.engine.store, this.parts);
+      });
     // What the client published before it let go is published (and acknowledged) first.
-    const release = (): Promise<void> => this.#session.storeWork(() => lease.release());
-    const released = this.#holderRequests ? this.#holderRequests.then(release) : release();
+    const released = this.#holderRequests ? this.#holderRequests.then(remove) : remove();
     released.then(
       () => {
         this.#endHold('released');
-        if (this.#grantUntold && this.#letGo) {
-          const how = this.#letGo;
-          this.#end({
-            kind: 'ended',
-            error: this.#refusal ?? notAcquired(this.request.name, how, this.#session.streamNoun),
-          });
-          return;
+        const how = this.#letGo;
+        if (this.#grantUntold && how) {
+          const why = this.#refusal ?? notAcquired(this.request.name, how, this.session.streamNoun);
+          this.end({ kind: 'ended', error: why });
+        } else if (how === 'cancel') {
+          this.end({ kind: 'ended', error: this.#refusal ?? cancelledHold(this.request.name) });
+        } else {
+          this.tell({ kind: 'released', lease: this });
+          this.end({ kind: 'ended', error: undefined });
         }
-        if (this.#letGo === 'cancel') {
-          this.#end({ kind: 'ended', error: this.#refusal ?? cancelledHold(this.request.name) });
-          return;
-        }
-        this.#tell({ kind: 'released', lease });
-        this.#end({ kind: 'ended', error: undefined });
       },
       (error: unknown) => {
         this.#endHold('lost');
         const why = isLockError(error, 'LOCK_LOST') ? lossReport(this.request.name, error) : error;
-        this.#end({ kind: 'ended', error: why });
+        this.end({ kind: 'ended', error: why });
       },
     );
   }
 
-  /** The lock was lost: tells the client; resolves once the stream has taken it, if one is attached. */
-  #lost(): void | Promise<void> {
-    if (this.#phase !== 'held') return undefined;
-    this.#unfollow();
-    this.#endHold('lost');
-    this.#end({ kind: 'lost', error: lossReport(this.request.name, this.#lease?.lossReason) });
-    return this.#told;
-  }
-
-  #unfollow(): void {
-    this.#lease?.setHolder(undefined);
-  }
-
-  // LeaseHolder: what the held lease tells its holder.
-
-  /** The lock was lost: tells the client; resolves once the stream has taken it, if one is attached. */
-  lost(): void | Promise<void> {
-    return this.#lost();
-  }
-
-  confirmation(confirmed: boolean): void {
-    this.#tell({ kind: 'confirmation', confirmed });
-  }
-
-  revokeRequested(revoke: RevokeRequest): void {
-    const listener = this.#session.listener;
-    if (listener) this.#tellRevoke(listener, revoke);
-  }
-
   /** The one end of a request: tells the attached stream, or keeps the news for the next one. */
-  #end(news: RequestNews): void {
-    if (this.#phase === 'ended') return;
-    this.#phase = 'ended';
-    this.#clearDeadline();
-    if (!this.#session.takesLeases) this.#unfollow();
-    const listener = this.#session.listener;
+  protected end(news: RequestNews): void {
+    if (this.phase === 'ended') return;
+    this.phase = 'ended';
+    clearTimeout(this.deadline);
+    const listener = this.session.listener;
     if (listener) {
-      this.#session.forgetRequest(this);
+      this.session.forgetRequest(this);
       this.#told = listener.tell(this.id, this.request, news);
-    } else if (this.#session.ended) {
-      this.#session.forgetRequest(this);
+    } else if (this.session.ended) {
+      this.session.forgetRequest(this);
     } else {
       this.#untoldEnd = news;
     }
-    this.#firstNews?.resolve();
+    this.firstNews?.resolve();
     this.#done?.resolve();
   }
 }

@@ -18,7 +18,6 @@ import type { Logger } from 'pino';
 import { baseName, joinPath, type CoordinationStore } from '../stores/store.js';
 import type { RevokeRequest } from './lock-request.js';
 import { parseNodeRecord, queueOrder, updateNodeRecord, type NodeRecord } from './lock-nodes.js';
-import { Listeners } from './loss-reasons.js';
 import { holders } from './queue-position.js';
 
 /** A revocation as a node's record keeps it (see NodeRecord). */
@@ -47,23 +46,21 @@ export function escalates(told: RevokeRequest | undefined, next: RevokeRequest):
 
 /**
  * A holder's revocation: what RevokeLock asked of it (written into its node's record, see
- * Revoker), as its node's watch brings it, told to the holder's listeners (again when a
- * deadline escalates a cooperative request); and once a deadline is told, the timer that takes
- * the lock away when it passes.
+ * Revoker), as its nodes' follows bring it, told to the holder (again when a deadline escalates
+ * a cooperative request); and once a deadline is told, the timer that takes the lock away when
+ * it passes. One per held request: a multi-lock's parts share it, so its holder is told one
+ * deadline for the set.
  */
 export class HeldRevocation {
   /** Called once the deadline of the request told has passed. */
   readonly #forced: (request: RevokeRequest) => void;
-  readonly #told: ((request: RevokeRequest) => void) | undefined;
+  readonly #told: (request: RevokeRequest) => void;
   #request: RevokeRequest | undefined;
-  #listeners: Listeners<RevokeRequest> | undefined;
   #forceTimer: MonotonicDeadline | undefined;
   #stopped = false;
-  /** False once someone else keeps the deadlines (a multi-lock keeps one for all its parts). */
-  #keepsDeadlines = true;
 
-  /** `told` is called with each request the holder is told, before any listener. */
-  constructor(forced: (request: RevokeRequest) => void, told?: (request: RevokeRequest) => void) {
+  /** `told` is called with each request the holder is told. */
+  constructor(forced: (request: RevokeRequest) => void, told: (request: RevokeRequest) => void) {
     this.#forced = forced;
     this.#told = told;
   }
@@ -73,21 +70,8 @@ export class HeldRevocation {
     return this.#request;
   }
 
-  onRequested(listener: (request: RevokeRequest) => void): () => void {
-    return (this.#listeners ??= new Listeners()).add(listener);
-  }
-
   /**
-   * Someone else keeps the deadlines from now on (the multi-lock this hold is part of: its
-   * holder was told one deadline for the set, which may not be this part's): no timer here.
-   */
-  leaveDeadlines(): void {
-    this.#keepsDeadlines = false;
-    this.#forceTimer?.clear();
-  }
-
-  /**
-   * The holder's node record, as read or changed: a revocation request may be in it. The holder
+   * A holder's node record, as read or changed: a revocation request may be in it. The holder
    * is told a request that escalates what it was told (see escalates()), and a deadline's timer
    * starts as it is told, so it never fires before the holder was told.
    */
@@ -96,9 +80,9 @@ export class HeldRevocation {
     const request = parseRevokeRequest(data);
     if (!request || !escalates(this.#request, request)) return;
     this.#request = request;
-    this.#told?.(request);
-    this.#listeners?.tell(request);
-    if (request.forceAtMonotonic === undefined || !this.#keepsDeadlines) return;
+    this.#told(request);
+    if (request.forceAtMonotonic === undefined) return;
+    this.#forceTimer?.clear();
     this.#forceTimer = new MonotonicDeadline(request.forceAtMonotonic, () => this.#forced(request));
   }
 
@@ -106,7 +90,6 @@ export class HeldRevocation {
   stop(): void {
     this.#stopped = true;
     this.#forceTimer?.clear();
-    this.#listeners = undefined;
   }
 }
 

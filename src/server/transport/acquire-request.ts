@@ -18,7 +18,7 @@ import {
   type AcquireRequest as WireAcquireRequest,
   type AcquireStart,
 } from '../../gen/lockstream/v1/lockstream.js';
-import type { AcquireRequest, Lease, LockMode, LockTarget } from '../engine/index.js';
+import type { AcquireRequest, HeldLock, LockMode, LockTarget } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
 
 const MODES = new Map<WireLockMode, LockMode>([
@@ -191,7 +191,7 @@ function invalid(message: string): LockError {
 }
 
 /** `acquired` for a held lock: its token, and a multi-lock's token per lock. */
-export function acquiredMessage(lease: Lease): AcquireAcquired {
+export function acquiredMessage(lease: HeldLock): AcquireAcquired {
   return {
     fencingToken: lease.fencingToken,
     tokens: lease.tokens?.map(({ name, token }) => ({ name, fencingToken: token })) ?? [],

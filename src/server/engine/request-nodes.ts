@@ -1,0 +1,202 @@
+/*
+ * A lock request's nodes in the store: made (or adopted and read), then, once held, given a new
+ * value, replaced by a READ node (a downgrade) and deleted. Store work over the request's parts,
+ * each step decided by the request itself (LockRequest).
+ */
+import { randomUUID } from 'node:crypto';
+import type { LockError } from '../lock-error.js';
+import {
+  baseName,
+  parentPath,
+  type CoordinationStore,
+  type CreatedNode,
+  type OwnedNode,
+  type SequentialEntry,
+  type StoreSession,
+} from '../stores/store.js';
+import { nodeGone, nodeVanished } from './loss-reasons.js';
+import type { AcquireRequest, RequestTag } from './lock-request.js';
+import {
+  nodePrefix,
+  parseNodeName,
+  recordedValue,
+  requestRecords,
+  updateNodeRecord,
+  withValue,
+} from './lock-nodes.js';
+import { replaceWithReadNode } from './node-downgrade.js';
+import { plantedBug, RELEASED_EARLY_DELAY_MS } from '../planted-bugs.js';
+import { semaphoreShapeOf } from './request-validation.js';
+import { Part, type PartOwner } from './request-wait.js';
+
+/** The locks a request asks for: its own, or each of a multi-lock's. */
+function targetsOf(request: AcquireRequest): AcquireRequest[] {
+  return request.locks?.map((target) => ({ ...request, ...target, locks: undefined })) ?? [request];
+}
+
+/**
+ * The parts of a request about to create its nodes, and what the store is asked to create for
+ * each (kept apart: a waiter keeps its parts, not the nodes' records). `since`: when the request
+ * was made (epoch ms); `tag`: the resumable session it belongs to.
+ */
+export function newParts(
+  owner: PartOwner,
+  request: AcquireRequest,
+  since: number,
+  tag: RequestTag | undefined,
+): { parts: Part[]; entries: SequentialEntry[]; written: number[] } {
+  const { engine } = owner;
+  const data = requestRecords(request, {
+    server: engine.instanceId,
+    since: new Date(since).toISOString(),
+    tag,
+  });
+  const parts: Part[] = [];
+  const entries: SequentialEntry[] = [];
+  for (const [index, target] of targetsOf(request).entries()) {
+    const shape = semaphoreShapeOf(target);
+    const requestId = randomUUID();
+    // Known here before its node exists: a grant ahead that lists the node finds it local.
+    const wakeup = shape ? engine.semaphores.register(requestId) : undefined;
+    // Only a semaphore part keeps its request id (a string of a dozen joined pieces, as
+    // randomUUID makes it): nothing else needs it once the node's prefix is written.
+    const part = new Part(owner, index, target, wakeup, shape ? requestId : undefined);
+    parts.push(part);
+    entries.push({
+      dir: engine.lockPath(target.name),
+      prefix: nodePrefix(target.mode, requestId, shape),
+      data: data[index] ?? data[0]!,
+      follow: part.follow,
+    });
+  }
+  return { parts, entries, written: data.map((record) => record.byteLength) };
+}
+
+/** The parts of a request whose nodes exist already (see LockEngine.adopt), in its order. */
+export function adoptedParts(owner: PartOwner, request: AcquireRequest, nodes: readonly OwnedNode[]): Part[] {
+  const { semaphores } = owner.engine;
+  const targets = targetsOf(request);
+  return nodes.map((owned, i): Part => {
+    const target = targets[i]!;
+    const shape = semaphoreShapeOf(target);
+    const requestId = shape ? parseNodeName(baseName(owned.path))?.requestId : undefined;
+    const wakeup = requestId === undefined ? undefined : semaphores.register(requestId);
+    const part = new Part(owner, i, target, wakeup, requestId);
+    part.path = owned.path;
+    return part;
+  });
+}
+
+/**
+ * Reads adopted nodes as a create would have answered: each node's follow is armed first, then
+ * its queue listed (what the listing misses, the follow tells).
+ */
+export function readAdopted(
+  store: CoordinationStore,
+  parts: readonly Part[],
+  nodes: readonly OwnedNode[],
+): Promise<CreatedNode[]> {
+  const session = store.session;
+  return Promise.all(
+    nodes.map(async (owned, i): Promise<CreatedNode> => {
+      const followed = await store.watchNode(owned.path, parts[i]!.follow);
+      const siblings = await store.children(parentPath(owned.path));
+      return { path: owned.path, session, siblings, creationId: owned.creationId, followed };
+    }),
+  );
+}
+
+/**
+ * The store made (or read) the parts' nodes: each part takes its path and fencing token (from
+ * the create's answer, or the follow's first read). A node whose record differs from what was
+ * written (-1: nothing was) is news for its request (a revocation, perhaps). Throws LOCK_LOST if
+ * a node was already gone (`vanished`, if the request was told why).
+ */
+export function takeNodes(
+  parts: readonly Part[],
+  created: readonly CreatedNode[],
+  written: readonly number[],
+  vanished: LockError | undefined,
+): void {
+  for (const [i, part] of parts.entries()) {
+    const made = created[i]!;
+    part.path = made.path;
+    const node = made.followed;
+    if (!node) throw vanished ?? nodeVanished(part.request.name);
+    part.token = made.creationId ?? node.creationId;
+    if (node.data.byteLength !== (written[i] ?? written[0]!)) part.onData(node.data);
+  }
+}
+
+/** The request ended or gave up: its nodes are no longer followed. */
+export function unfollow(parts: readonly Part[]): void {
+  for (const part of parts) part.follow.stop();
+}
+
+/**
+ * Writes `value` into every part's node record (unless it is there already). `checkHeld`
+ * throws unless the request still holds; a node found gone is LOCK_LOST.
+ */
+export async function writeValue(
+  store: CoordinationStore,
+  parts: readonly Part[],
+  value: Uint8Array,
+  checkHeld: (otherwise?: LockError) => void,
+): Promise<void> {
+  const encoded = recordedValue(value);
+  await Promise.all(
+    parts.map(async (part) => {
+      checkHeld();
+      const record = await updateNodeRecord(store, part.path, (current) =>
+        current.value === encoded ? undefined : withValue(current, encoded),
+      );
+      // Gone: deleted by someone else or with the session (its follow reports the loss), or
+      // released meanwhile.
+      if (record === 'missing') checkHeld(nodeGone(part.request.name));
+    }),
+  );
+}
+
+/**
+ * Replaces a WRITE part's node by a READ node in the same place (see replaceWithReadNode): the
+ * part follows the new node from then on. Resolves false if the node is gone.
+ */
+export async function replaceWithRead(
+  owner: PartOwner,
+  part: Part,
+  session: StoreSession,
+  checkHeld: () => void,
+): Promise<boolean> {
+  const { store, replacement } = owner.engine;
+  const replaced = await replaceWithReadNode(store, replacement, part.path, part.token, session, {
+    checkHeld,
+    newFollow: () => part.newFollow(),
+    replacing: (on) => (part.replacing = on),
+  });
+  if (!replaced) return false;
+  part.follow.stop();
+  part.follow = replaced.follow;
+  part.path = replaced.path;
+  part.mode = 'read';
+  // A read hold's release frees no waiter the engine's shortcut knows of.
+  part.releasedTo = undefined;
+  return true;
+}
+
+/**
+ * Deletes the parts' nodes, a multi-lock's in one step (nobody sees part of the set released
+ * and part held); a holder of this server whose release frees its watchers is told first (see
+ * ReleasedHolders).
+ */
+export function deleteNodes(store: CoordinationStore, parts: readonly Part[]): Promise<void> {
+  for (const part of parts) part.releasedTo?.add(part.path);
+  const remove = (): Promise<void> =>
+    parts.length === 1 ? store.delete(parts[0]!.path) : store.delete(parts.map((part) => part.path));
+  return plantedBug === 'released-early' ? releasedEarly(remove) : remove();
+}
+
+/** The planted bug `released-early` (planted-bugs.ts): resolves now, deletes later. */
+function releasedEarly(remove: () => Promise<void>): Promise<void> {
+  setTimeout(() => void remove().catch(() => {}), RELEASED_EARLY_DELAY_MS);
+  return Promise.resolve();
+}
