@@ -22,6 +22,8 @@ export interface CapacityOptions {
    * stream.
    */
   readonly rpc: 'acquire' | 'session';
+  /** Another checkout's build to run as the server, and its lock tree (see startLockstreamServer). */
+  readonly build?: { readonly cli?: string; readonly root?: string };
 }
 
 export interface CapacityResult {
@@ -53,7 +55,7 @@ export async function runCapacity(
   overrides: Partial<CapacityOptions> = {},
 ): Promise<CapacityResult> {
   const options = { ...DEFAULTS, ...overrides };
-  const server = await startLockstreamServer(zookeeper.connectString);
+  const server = await startLockstreamServer(zookeeper.connectString, [], [], options.build);
   const clients = (count: number): LockClient[] =>
     Array.from(
       { length: count },

@@ -11,7 +11,11 @@
  * one round of the same build (U 0.98×, H 0.97×), so judge a change over several rounds.
  *
  *   npm run bench:side-by-side -- --base ../other-checkout [--workloads U,H,P] [--rpc session|acquire]
- *     [--rounds 2] [--cycles 2000] [--duration-ms 5000]
+ *     [--rounds 2] [--cycles 2000] [--duration-ms 5000] [--capacity]
+ *
+ * With `--capacity`, also the capacity run (bench/capacity.ts: 10,000 held + 10,000 waiting, the
+ * server's RSS) of each build, through one SDK session and over Acquire streams, A B B A, each
+ * on a fresh server of its own.
  *
  * Each server first runs every workload once, unrecorded (a fresh server keeps getting faster
  * for a while). Prints every run, then per workload each build's mean ops/s, p50 and server
@@ -21,6 +25,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startZooKeeper } from '../test/setup/zookeeper-process.js';
+import { runCapacity } from './capacity.js';
 import { lockstreamCpuMicros } from './measure.js';
 import { nodeScript, spawnLineProcess, startLockstreamServer, type LockstreamServer } from './processes.js';
 import type { WorkloadName, WorkloadResult } from './workloads.js';
@@ -33,6 +38,7 @@ const { values: flags } = parseArgs({
     rounds: { type: 'string', default: '2' },
     cycles: { type: 'string', default: '2000' },
     'duration-ms': { type: 'string', default: '5000' },
+    capacity: { type: 'boolean', default: false },
   },
 });
 
@@ -142,7 +148,23 @@ try {
     ];
     console.log(`${workload.padEnd(8)}  ${cells.join(' ')}`);
   }
+  if (flags.capacity) await capacities();
 } finally {
   await Promise.all([servers.A.stop(), servers.B.stop()]);
   await zookeeper.stop();
+}
+
+/** The capacity run of each build (its RSS with 10,000 held + 10,000 waiting), A B B A per RPC. */
+async function capacities(): Promise<void> {
+  const builds = { A: { cli: baseCli!, root: '/side-capacity-a' }, B: { root: '/side-capacity-b' } };
+  const mb = (bytes: number): string => (bytes / 2 ** 20).toFixed(0);
+  for (const rpc of ['session', 'acquire'] as const) {
+    for (const side of ['A', 'B', 'B', 'A'] as const) {
+      const result = await runCapacity(zookeeper, { rpc, build: builds[side] });
+      console.log(
+        `  capacity ${rpc} ${side}: ${result.held} held + ${result.waiting} waiting: RSS ${mb(result.rssIdleBytes)} MB idle, ` +
+          `${mb(result.rssHeldBytes)} MB held, ${mb(result.rssLoadedBytes)} MB with waiters`,
+      );
+    }
+  }
 }
