@@ -292,8 +292,8 @@ export class QueueWaits {
   }
 
   /**
-   * The holders of this engine released while waiters here watched them: a TurnWait reads it;
-   * a lease of this server whose release frees its watchers (see releaseFreesWatchers) adds its
+   * The holders of this engine released while waiters here watched them: a waiting part reads
+   * it (see request-wait.ts); a holder of this server whose release frees its watchers (see releaseFreesWatchers) adds its
    * node when released, and waiters here that watch that node then hold without listing again.
    */
   get released(): ReleasedHolders {

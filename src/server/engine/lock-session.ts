@@ -144,7 +144,7 @@ export class LockSession implements RequestSession {
    * Makes `listener` the session's stream, ending a grace period in progress; a stream
    * attached before is told it was `replaced`. The new stream is told where every request
    * stands, and of each one that ended while no stream was attached; resolves once it has been
-   * (a waiting request is counted again first: see QueuePlace).
+   * (a waiting request is counted again first: see LockRequest.report).
    */
   async attach(listener: RequestListener): Promise<void> {
     clearTimeout(this.#graceTimer);
