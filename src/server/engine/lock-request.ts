@@ -130,15 +130,13 @@ export interface RevokeRequest {
 }
 
 /**
- * How the maker of a request withdraws it: `withdraw(reason)`, once. An AbortSignal would do,
- * but every request needs one and few are ever withdrawn, and a signal is an EventTarget with
- * its own allocations per request; this is two fields and, while the request waits, a listener.
+ * How an in-process caller withdraws its request (see LockEngine.acquire): `withdraw(reason)`,
+ * once; the request then fails with that reason, its nodes deleted first.
  */
 export class Withdrawal {
   #withdrawn = false;
   #reason: unknown;
-  /** One listener as it is (a waiting request has one), an array for more. */
-  #listeners: ((reason: unknown) => void) | Array<(reason: unknown) => void> | undefined;
+  #listeners: Array<(reason: unknown) => void> = [];
 
   /** A withdrawal that follows `signal` (for callers that have one). */
   static following(signal: AbortSignal): Withdrawal {
@@ -158,34 +156,14 @@ export class Withdrawal {
 
   /** Calls `listener` once with the reason when withdrawn (at once if it is); returns an unsubscribe function. */
   onWithdrawn(listener: (reason: unknown) => void): () => void {
-    if (!this.listen(listener)) return () => {};
-    return () => this.unlisten(listener);
-  }
-
-  /**
-   * As onWithdrawn, for a listener that unsubscribes itself with `unlisten` (no function is made
-   * per subscription); false if it was withdrawn already and `listener` has been called.
-   */
-  listen(listener: (reason: unknown) => void): boolean {
     if (this.#withdrawn) {
       listener(this.#reason);
-      return false;
+      return () => {};
     }
-    const listeners = this.#listeners;
-    if (listeners === undefined) this.#listeners = listener;
-    else if (typeof listeners === 'function') this.#listeners = [listeners, listener];
-    else listeners.push(listener);
-    return true;
-  }
-
-  unlisten(listener: (reason: unknown) => void): void {
-    const listeners = this.#listeners;
-    if (listeners === listener) {
-      this.#listeners = undefined;
-    } else if (typeof listeners === 'object') {
-      const index = listeners.indexOf(listener);
-      if (index >= 0) listeners.splice(index, 1);
-    }
+    this.#listeners.push(listener);
+    return () => {
+      this.#listeners = this.#listeners.filter((each) => each !== listener);
+    };
   }
 
   withdraw(reason: unknown): void {
@@ -193,9 +171,8 @@ export class Withdrawal {
     this.#withdrawn = true;
     this.#reason = reason;
     const listeners = this.#listeners;
-    this.#listeners = undefined;
-    if (typeof listeners === 'function') listeners(reason);
-    else for (const listener of listeners ?? []) listener(reason);
+    this.#listeners = [];
+    for (const listener of listeners) listener(reason);
   }
 
   throwIfWithdrawn(): void {

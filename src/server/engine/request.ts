@@ -6,7 +6,6 @@
  */
 import { isLockError, LockError } from '../lock-error.js';
 import { withResolvers } from '../../common/deferred.js';
-import type { OwnedNode } from '../stores/store.js';
 import {
   cancelledHold,
   HANDED_OVER,
@@ -16,18 +15,12 @@ import {
   notAcquired,
   whenTold,
 } from './loss-reasons.js';
-import {
-  heldRequests,
-  type AcquireRequest,
-  type HeldLock,
-  type LockMode,
-  type RevokeRequest,
-} from './lock-request.js';
-import type { LetGo, RequestListener, RequestNews, RequestSession } from './request-news.js';
+import { heldRequests, type HeldLock, type LockMode, type RevokeRequest } from './lock-request.js';
+import type { LetGo, RequestListener, RequestNews } from './request-news.js';
 import { notDowngradable, valueSizeProblem } from './request-validation.js';
 import { deleteNodes, replaceWithRead, unfollow, writeValue } from './request-nodes.js';
 import { QueueingRequest, queued } from './request-queueing.js';
-import { recount, type Part, type RequestEngine } from './request-wait.js';
+import { recount, type Part } from './request-wait.js';
 import { HeldRevocation } from './revocation.js';
 
 /**
@@ -69,16 +62,6 @@ export class LockRequest extends QueueingRequest implements HeldLock {
   #refusal: LockError | undefined;
   /** The holder's requests (values, a downgrade), applied one after the other; a release waits for them. */
   #holderRequests: Promise<void> | undefined;
-
-  constructor(
-    engine: RequestEngine,
-    session: RequestSession,
-    id: number,
-    request: AcquireRequest,
-    adopted?: readonly OwnedNode[],
-  ) {
-    super(engine, session, id, request, adopted);
-  }
 
   /** Whether the request has ended, or the client asked it to. */
   get letGo(): boolean {
