@@ -311,16 +311,18 @@ if (first) {
     measured: `${fixed(first.rssHeldBytes / MB)} MB after holding them ${HOLD_MS} ms, ${fixed(first.rssFilledBytes / MB)} MB right after the last grant (idle ${fixed(rssIdleBytes / MB)} MB; ${fixed((first.rssHeldBytes - rssIdleBytes) / LOCKS / 1024, 1)} KiB per lock)`,
     met: first.rssHeldBytes / MB <= 400,
   });
+}
+for (const r of finished) {
   checks.push({
-    target: `RSS ${SETTLE_MS / 1000} s after the release within 100 MB of idle`,
-    measured: `${fixed(first.rssSettledBytes / MB)} MB (+${fixed((first.rssSettledBytes - rssIdleBytes) / MB)} MB)`,
-    met: first.rssSettledBytes - rssIdleBytes <= 100 * MB,
+    target: `round ${r.round}: RSS ${SETTLE_MS / 1000} s after the release within 100 MB of idle`,
+    measured: `${fixed(r.rssSettledBytes / MB)} MB (+${fixed((r.rssSettledBytes - rssIdleBytes) / MB)} MB)`,
+    met: r.rssSettledBytes - rssIdleBytes <= 100 * MB,
   });
 }
 for (const r of finished) {
-  const bound = 3 * r.probeIdle.p99 + 20;
+  const bound = 4 * r.probeIdle.p99;
   checks.push({
-    target: `round ${r.round}: probe p99 during the flood ≤ 3 × idle p99 + 20 ms (${fixed(bound, 1)} ms)`,
+    target: `round ${r.round}: probe p99 during the flood ≤ 4 × idle p99 (${fixed(bound, 1)} ms)`,
     measured: `${fixed(r.probeFlood.p99, 1)} ms (max ${fixed(r.probeFlood.max)} ms, ${r.probeFlood.cycles} cycles)`,
     met: r.probeFlood.p99 <= bound,
   });
@@ -388,3 +390,6 @@ const out =
 await mkdir(path.dirname(out), { recursive: true });
 await writeFile(out, `${JSON.stringify(report, null, 2)}\n`);
 console.log(`\nJSON: ${path.relative(process.cwd(), out)}`);
+// Done: a client's channel or the probe's pipes can keep the loop alive a while after the last
+// await, and nothing is left to wait for.
+process.exit(0);
