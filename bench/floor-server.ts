@@ -29,6 +29,8 @@ export async function serveFloor(
       error ? reject(error) : resolve(bound),
     ),
   );
+  // A SIGTERM (the benchmark's stop) exits normally, so that `--cpu-prof` writes its profile.
+  process.once('SIGTERM', () => process.exit(0));
   process.stdout.write(`${JSON.stringify({ event: 'listening', port })}\n`);
   for await (const line of createInterface({ input: process.stdin })) {
     if (line.trim() !== 'cpu') continue;

@@ -43,6 +43,8 @@ const { values: flags } = parseArgs({
     workloads: { type: 'string' },
     capacity: { type: 'boolean', default: true },
     'no-capacity': { type: 'boolean', default: false },
+    /** Options for the lock servers' Node, lockstream's and the floors' (e.g. `--cpu-prof --cpu-prof-dir=…`). */
+    'server-node-args': { type: 'string', default: '' },
     out: { type: 'string' },
   },
 });
@@ -84,6 +86,7 @@ const ALL_TARGETS: TargetId[] = [
   'lockstream-memory',
 ];
 const TARGETS = (flags.targets?.split(',') ?? ALL_TARGETS) as TargetId[];
+const SERVER_NODE_ARGS = flags['server-node-args'].split(' ').filter((arg) => arg !== '');
 
 const LABELS: Record<TargetId, string> = {
   naive: 'textbook recipe, in-process',
@@ -169,11 +172,10 @@ async function startTarget(
     case 'grpc-floor-acquire':
     case 'zk-floor':
     case 'zk-floor-acquire': {
-      const floor = spawnLineProcess(
-        ...(id.startsWith('zk-floor')
-          ? nodeScript('./zk-floor.ts', [zookeeper.connectString])
-          : nodeScript('./grpc-floor.ts', [])),
-      );
+      const [node, args] = id.startsWith('zk-floor')
+        ? nodeScript('./zk-floor.ts', [zookeeper.connectString])
+        : nodeScript('./grpc-floor.ts', []);
+      const floor = spawnLineProcess(node, [...SERVER_NODE_ARGS, ...args]);
       const { port } = (await floor.next('listening')) as { port: number };
       const client = id.endsWith('-acquire')
         ? ['--target', 'grpc', '--per-lock']
@@ -194,6 +196,7 @@ async function startTarget(
       const server = await startLockstreamServer(
         id === 'lockstream-memory' ? undefined : zookeeper.connectString,
         id === 'lockstream-zk-addon' ? ['--zookeeper-client', 'addon'] : [],
+        SERVER_NODE_ARGS,
       );
       const client =
         id === 'lockstream-zk-acquire' ? ['--target', 'grpc', '--per-lock'] : ['--target', 'sdk-shared'];
