@@ -11,7 +11,7 @@
  * one round of the same build (U 0.98×, H 0.97×), so judge a change over several rounds.
  *
  *   npm run bench:side-by-side -- --base ../other-checkout [--workloads U,H,P] [--rpc session|acquire]
- *     [--rounds 2] [--cycles 2000] [--duration-ms 5000] [--capacity]
+ *     [--rounds 2] [--cycles 2000] [--duration-ms 5000] [--capacity] [--server-node-args=...]
  *
  * With `--capacity`, also the capacity run (bench/capacity.ts: 10,000 held + 10,000 waiting, the
  * server's RSS) of each build, through one SDK session and over Acquire streams, A B B A, each
@@ -39,8 +39,11 @@ const { values: flags } = parseArgs({
     cycles: { type: 'string', default: '2000' },
     'duration-ms': { type: 'string', default: '5000' },
     capacity: { type: 'boolean', default: false },
+    'server-node-args': { type: 'string', default: '' },
   },
 });
+/** Options for both lock servers' Node (e.g. `--server-node-args=--cpu-prof`). */
+const SERVER_NODE_ARGS = flags['server-node-args'].split(' ').filter((arg) => arg !== '');
 
 const baseCli = flags.base === undefined ? undefined : resolve(flags.base, 'dist/cli.js');
 if (baseCli === undefined || !existsSync(baseCli)) {
@@ -105,8 +108,11 @@ const cell = (value: number, digits: number, width: number): string => value.toF
 
 const zookeeper = await startZooKeeper({ production: true });
 const servers = {
-  A: await startLockstreamServer(zookeeper.connectString, [], [], { cli: baseCli, root: '/side-a' }),
-  B: await startLockstreamServer(zookeeper.connectString, [], [], { root: '/side-b' }),
+  A: await startLockstreamServer(zookeeper.connectString, [], SERVER_NODE_ARGS, {
+    cli: baseCli,
+    root: '/side-a',
+  }),
+  B: await startLockstreamServer(zookeeper.connectString, [], SERVER_NODE_ARGS, { root: '/side-b' }),
 };
 try {
   console.log(`A: ${baseCli}\nB: this checkout\n${flags.rpc} RPC, ${ROUNDS} rounds of A B B A`);

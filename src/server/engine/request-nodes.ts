@@ -51,24 +51,24 @@ export function newParts(
     since: new Date(since).toISOString(),
     tag,
   });
-  const parts: Part[] = [];
-  const entries: SequentialEntry[] = [];
-  for (const [index, target] of targetsOf(request).entries()) {
+  const targets = targetsOf(request);
+  const ids = targets.map(() => randomUUID());
+  // Mapped, not pushed to: a request keeps `parts` while it lives, and a pushed-to empty array
+  // reserves room for seventeen.
+  const parts = targets.map((target, index) => {
     const shape = semaphoreShapeOf(target);
-    const requestId = randomUUID();
     // Known here before its node exists: a grant ahead that lists the node finds it local.
-    const wakeup = shape ? engine.semaphores.register(requestId) : undefined;
+    const wakeup = shape ? engine.semaphores.register(ids[index]!) : undefined;
     // Only a semaphore part keeps its request id (a string of a dozen joined pieces, as
     // randomUUID makes it): nothing else needs it once the node's prefix is written.
-    const part = new Part(owner, index, target, wakeup, shape ? requestId : undefined);
-    parts.push(part);
-    entries.push({
-      dir: engine.lockPath(target.name),
-      prefix: nodePrefix(target.mode, requestId, shape),
-      data: data[index] ?? data[0]!,
-      follow: part.follow,
-    });
-  }
+    return new Part(owner, index, target, wakeup, shape ? ids[index] : undefined);
+  });
+  const entries = parts.map((part, index) => ({
+    dir: engine.lockPath(part.request.name),
+    prefix: nodePrefix(part.request.mode, ids[index]!, semaphoreShapeOf(part.request)),
+    data: data[index] ?? data[0]!,
+    follow: part.follow,
+  }));
   return { parts, entries, written: data.map((record) => record.byteLength) };
 }
 
@@ -118,14 +118,14 @@ export function takeNodes(
   written: readonly number[],
   vanished: LockError | undefined,
 ): void {
-  for (const [i, part] of parts.entries()) {
+  parts.forEach((part, i) => {
     const made = created[i]!;
     part.path = made.path;
     const node = made.followed;
     if (!node) throw vanished ?? nodeVanished(part.request.name);
     part.token = made.creationId ?? node.creationId;
     if (node.data.byteLength !== (written[i] ?? written[0]!)) part.onData(node.data);
-  }
+  });
 }
 
 /** The request ended or gave up: its nodes are no longer followed. */

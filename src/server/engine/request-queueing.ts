@@ -274,8 +274,10 @@ export abstract class QueueingRequest implements PartOwner, SessionDependent, He
     this.phase = 'held';
     // What its nodes were seen with while it waited (a revocation, perhaps) is news now.
     const changed = this.#changedWhileQueued;
-    this.#changedWhileQueued = undefined;
-    for (const { part, data } of changed ?? []) this.nodeData(part, data);
+    if (changed) {
+      this.#changedWhileQueued = undefined;
+      for (const { part, data } of changed) this.nodeData(part, data);
+    }
     this.held();
   }
 

@@ -102,8 +102,8 @@ export class Part implements QueueListener, NodeWatchHandlers {
   cancelDeletion: (() => void) | undefined;
   /** Stops the step awaited now, for the rarer steps (a semaphore wake-up). */
   cancelStep: (() => void) | undefined;
-  /** What the store calls once the node awaited is deleted. */
-  readonly deleted = (error?: LockError): void => predecessorDeleted(this, error);
+  /** What the store calls once the node awaited is deleted: made for a part's first wait (most never wait). */
+  #deleted: ((error?: LockError) => void) | undefined;
 
   constructor(
     owner: PartOwner,
@@ -145,6 +145,10 @@ export class Part implements QueueListener, NodeWatchHandlers {
   /** NodeWatchHandlers: its node changed (or was read). */
   onData(data: Uint8Array): void {
     this.owner.nodeData(this, data);
+  }
+
+  get deleted(): (error?: LockError) => void {
+    return (this.#deleted ??= (error?: LockError): void => predecessorDeleted(this, error));
   }
 
   /** NodeWatchHandlers: its node was deleted (not the one a downgrade replaces). */
