@@ -190,9 +190,13 @@ export async function replaceWithRead(
  */
 export function deleteNodes(store: CoordinationStore, parts: readonly Part[]): Promise<void> {
   for (const part of parts) part.releasedTo?.add(part.path);
-  const remove = (): Promise<void> =>
-    parts.length === 1 ? store.delete(parts[0]!.path) : store.delete(parts.map((part) => part.path));
+  const remove = (): Promise<void> => deleteParts(store, parts);
   return plantedBug === 'released-early' ? releasedEarly(remove) : remove();
+}
+
+/** Deletes the parts' nodes: one node by itself, several in one step. */
+export function deleteParts(store: CoordinationStore, parts: readonly Part[]): Promise<void> {
+  return parts.length === 1 ? store.delete(parts[0]!.path) : store.delete(parts.map((part) => part.path));
 }
 
 /** The planted bug `released-early` (planted-bugs.ts): resolves now, deletes later. */

@@ -18,7 +18,7 @@ import {
 import { heldRequests, type HeldLock, type LockMode, type RevokeRequest } from './lock-request.js';
 import type { LetGo, RequestListener, RequestNews } from './request-news.js';
 import { notDowngradable, valueSizeProblem } from './request-validation.js';
-import { deleteNodes, replaceWithRead, unfollow, writeValue } from './request-nodes.js';
+import { deleteNodes, deleteParts, replaceWithRead, unfollow, writeValue } from './request-nodes.js';
 import { QueueingRequest, queued } from './request-queueing.js';
 import { recount, type Part } from './request-wait.js';
 import { HeldRevocation } from './revocation.js';
@@ -123,7 +123,7 @@ export class LockRequest extends QueueingRequest implements HeldLock {
 
   /** A part's node changed (or was read): once held, a revocation may be in it. */
   protected heldNodeData(part: Part, data: Uint8Array): void {
-    if (this.phase !== 'held' && !(this.phase === 'releasing' && !this.#deleting)) return;
+    if (!this.#watching) return;
     const revocation = (this.#revocation ??= new HeldRevocation(
       (revoke) => this.#forced(revoke),
       (revoke) => this.#revokeRequested(revoke),
@@ -157,6 +157,14 @@ export class LockRequest extends QueueingRequest implements HeldLock {
     if (this.phase === 'held') this.tell({ kind: 'confirmation', confirmed });
   }
 
+  /**
+   * Whether the hold still watches its nodes: while held, and while a release waits for the
+   * holder's requests before its delete (a loss or a deadline then still counts).
+   */
+  get #watching(): boolean {
+    return this.phase === 'held' || (this.phase === 'releasing' && !this.#deleting);
+  }
+
   /** The hold's watching ends: no more revocations, store session news or node news. */
   #stopHolding(): void {
     this.#revocation?.stop();
@@ -187,8 +195,8 @@ export class LockRequest extends QueueingRequest implements HeldLock {
    * release to report.
    */
   #lose(reason: LockError, gone: Part | 'all' | undefined): void {
+    if (!this.#watching) return;
     const holding = this.phase === 'held';
-    if (!holding && !(this.phase === 'releasing' && !this.#deleting)) return;
     this.#lossReason = this.request.locks
       ? new LockError('LOCK_LOST', `${reason.message} (one of locks ${this.request.name})`, { cause: reason })
       : reason;
@@ -201,11 +209,8 @@ export class LockRequest extends QueueingRequest implements HeldLock {
       told = this.#told;
     }
     if (left.length === 0) return;
-    const { store } = this.engine;
     void whenTold([told])
-      .then(() =>
-        left.length === 1 ? store.delete(left[0]!.path) : store.delete(left.map((part) => part.path)),
-      )
+      .then(() => deleteParts(this.engine.store, left))
       .catch(() => {});
   }
 
