@@ -128,7 +128,7 @@ export class LockEngine {
       const made = new LockRequest(this.requests, lease, 0, request, adopted);
       lease.request = made;
       lease.over = options.withdrawal.onWithdrawn((reason) => made.withdraw(reason));
-      made.start(ignore);
+      made.takeTurn(ignore);
       lease.granted.then(resolve, reject);
     });
   }

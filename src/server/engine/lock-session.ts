@@ -77,7 +77,7 @@ export class LockSession implements RequestSession {
   #only: LockRequest | undefined;
   #requests: Map<number, LockRequest> | undefined;
   /** This session's store work waiting for its turn. */
-  readonly #work = new WorkQueue();
+  readonly #work: WorkQueue;
   #listener: RequestListener | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
   #ended: Promise<void> | undefined;
@@ -94,6 +94,7 @@ export class LockSession implements RequestSession {
     this.resumeKey = options.resumeKey;
     this.graceMs = options.graceMs;
     this.callerName = options.callerName;
+    this.#work = new WorkQueue();
   }
 
   /** The attached stream, if any: told about every request. */
@@ -165,7 +166,7 @@ export class LockSession implements RequestSession {
     if (this.#ended) throw new Error('INVARIANT: acquire on an ended session');
     const queued = new LockRequest(this.#engine.requests, this, id, request);
     this.#add(queued);
-    this.#storeWork.run(this.#work, (done) => queued.start(done));
+    this.#storeWork.run(this.#work, (done) => queued.takeTurn(done));
   }
 
   /**
@@ -176,7 +177,7 @@ export class LockSession implements RequestSession {
     if (this.#ended) throw new Error('INVARIANT: adopt on an ended session');
     const adopted = new LockRequest(this.#engine.requests, this, id, request, nodes);
     this.#add(adopted);
-    this.#storeWork.run(this.#work, (done) => adopted.start(done));
+    this.#storeWork.run(this.#work, (done) => adopted.takeTurn(done));
   }
 
   /** What request `id`'s nodes record of this session: only where another instance could take it over. */
