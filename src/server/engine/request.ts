@@ -459,8 +459,6 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     void this.session.listener?.tell(this.id, this.request, news);
   }
 
-
-
   /** Made when first needed: most holds are never revoked. */
   #revocation: HeldRevocation | undefined;
   /** The part whose node carried the revocation the holder was told. */
