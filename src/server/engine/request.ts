@@ -90,11 +90,11 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   readonly id: number;
   readonly request: AcquireRequest;
   readonly engine: RequestEngine;
-  private readonly session: RequestSession;
-  private phase: RequestPhase = 'pending';
+  readonly #session: RequestSession;
+  #phase: RequestPhase = 'pending';
   #parts: readonly Part[] = [];
   /** The store session its nodes live in, once created; whether it is told of it (see SessionDependents). */
-  private storeSession: StoreSession | undefined;
+  #storeSession: StoreSession | undefined;
   #inStoreSession = false;
   /** The nodes of a request another instance made, until it is started (see LockEngine.adopt). */
   #adopted: readonly OwnedNode[] | undefined;
@@ -105,22 +105,48 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   #withdrawnBy: unknown;
   /** Why a node of it vanished while its nodes were being created. */
   #vanished: LockError | undefined;
-  private deadline: NodeJS.Timeout | undefined;
+  #deadline: NodeJS.Timeout | undefined;
   /** Stops waiting for the store session to be vouched for again, while the request does. */
   #cancelConfirmationWait: (() => void) | undefined;
   /** When its turn among the session's work came (epoch ms): its records say so. */
   #madeAt = 0;
   /** When the request was made, until it is granted; then when it was granted. */
-  private since: number;
+  #since: number;
   /** Which count of the session's accounting the request is in. */
-  private counted: 'waiting' | 'holding' | undefined = 'waiting';
+  #counted: 'waiting' | 'holding' | undefined = 'waiting';
   /** Frees the request's slot among the session's store work; dropped once called. */
   #workDone: (() => void) | undefined;
-  private ahead: number | undefined;
+  #ahead: number | undefined;
   /** Data its nodes were seen with while it queued: read once it holds (a revocation, perhaps). */
   #changedWhileQueued: Array<{ part: Part; data: Uint8Array }> | undefined;
   /** Resolves once a request not started yet has its first news; made only for a resume that waits for it. */
-  private firstNews: { promise: Promise<void>; resolve: () => void } | undefined;
+  #firstNews: { promise: Promise<void>; resolve: () => void } | undefined;
+
+  // The hold's.
+  /** Made when first needed: most holds are never revoked. */
+  #revocation: HeldRevocation | undefined;
+  /** The part whose node carried the revocation the holder was told. */
+  #revokedPart: Part | undefined;
+  /** Why the hold was lost, once it is. */
+  #lossReason: LockError | undefined;
+  /** Set once a release's delete is under way: a loss is then no longer news. */
+  #deleting = false;
+  /** How the client wants it to end, once it asked. */
+  #letGo: LetGo | undefined;
+  /** Granted after the client had withdrawn it: released without a word of the grant. */
+  #grantUntold = false;
+  /** Set once ended while no stream was attached: told to the next stream that attaches. */
+  #untoldEnd: RequestNews | undefined;
+  /** Resolves once the request has ended; made only for a session that waits for it. */
+  #done: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** Set when the request ended with a loss: resolves once the client has it. */
+  #told: void | Promise<void> = undefined;
+  /** The revocation request last told, and to which stream (see tellRevoke). */
+  #revokeTold: { readonly listener: RequestListener; readonly revoke: RevokeRequest } | undefined;
+  /** Why the server ended the request for something the client sent (a bad `set_value`). */
+  #refusal: LockError | undefined;
+  /** The holder's requests (values, a downgrade), applied one after the other; a release waits for them. */
+  #holderRequests: Promise<void> | undefined;
 
   constructor(
     engine: RequestEngine,
@@ -130,18 +156,18 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     adopted?: readonly OwnedNode[],
   ) {
     this.engine = engine;
-    this.session = session;
+    this.#session = session;
     this.id = id;
     this.request = request;
     this.#adopted = adopted;
     this.#fromAdoption = adopted !== undefined;
-    this.since = performance.now();
+    this.#since = performance.now();
     session.accounting.waiting(request.mode);
   }
 
   /** PartOwner: whether news of its parts' waits counts now. */
   get waiting(): boolean {
-    return this.phase === 'waiting';
+    return this.#phase === 'waiting';
   }
 
   get parts(): readonly Part[] {
@@ -154,7 +180,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    * work is over: it waits in the queue, holds, or has ended.
    */
   takeTurn(workDone: () => void): void {
-    if (this.phase !== 'pending') {
+    if (this.#phase !== 'pending') {
       workDone();
       return;
     }
@@ -162,7 +188,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     this.#madeAt = Date.now();
     const adopted = this.#adopted;
     this.#adopted = undefined;
-    this.phase = 'creating';
+    this.#phase = 'creating';
     try {
       if (!adopted) validateRequest(this.request);
     } catch (error) {
@@ -178,7 +204,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   private armDeadline(): void {
     const ms = this.request.waitTimeoutMs;
     if (ms === undefined || ms === 0) return;
-    this.deadline = setTimeout(() => {
+    this.#deadline = setTimeout(() => {
       const { request } = this;
       const what = request.locks ? `locks ${request.name} were` : `lock "${request.name}" was`;
       this.withdraw(new LockError('TIMEOUT', `${what} not acquired within ${ms} ms`));
@@ -187,7 +213,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   /** Creates the request's nodes (a multi-lock's in one transaction), once, and waits for their turn. */
   private queue(): void {
-    this.phase = 'creating';
+    this.#phase = 'creating';
     this.#parts = [];
     this.#vanished = undefined;
     try {
@@ -195,7 +221,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
         this,
         this.request,
         this.#madeAt,
-        this.session.tag(this.id),
+        this.#session.tag(this.id),
       );
       this.#parts = parts;
       this.engine.store.create(entries).then(
@@ -211,7 +237,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   private adopt(nodes: readonly OwnedNode[]): void {
     const { store } = this.engine;
     this.#parts = adoptedParts(this, this.request, nodes);
-    this.storeSession = store.session;
+    this.#storeSession = store.session;
     readAdopted(store, this.#parts, nodes).then(
       (created) =>
         this.created(
@@ -235,7 +261,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    */
   private created(created: readonly CreatedNode[], written: readonly number[]): void {
     const session = created[0]!.session;
-    this.storeSession = session;
+    this.#storeSession = session;
     if (!session.lost.aborted) {
       this.engine.dependents.add(session, this);
       this.#inStoreSession = true;
@@ -245,11 +271,11 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
       takeNodes(this.#parts, created, written, this.#vanished);
       positions = firstPositions(this, created);
     } catch (error) {
-      this.phase = 'waiting';
+      this.#phase = 'waiting';
       this.giveUp(error);
       return;
     }
-    this.phase = 'waiting';
+    this.#phase = 'waiting';
     if (positions.every((current) => current.kind === 'held') && session.confirmed) {
       this.#parts.forEach((part, i) => part.hasTurn(positions[i] as HeldPosition, created[i]!.siblings));
       this.decide();
@@ -274,9 +300,9 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    * was withdrawn, or a node of it vanished, meanwhile.
    */
   private decide(): void {
-    if (this.phase !== 'waiting' || this.#cancelConfirmationWait) return;
+    if (this.#phase !== 'waiting' || this.#cancelConfirmationWait) return;
     for (const part of this.#parts) if (part.turn === undefined) return;
-    const session = this.storeSession!;
+    const session = this.#storeSession!;
     if (this.#withdrawn || this.#vanished || session.lost.aborted) {
       this.giveUp(this.#withdrawn ? this.#withdrawnBy : (this.#vanished ?? (session.lost.reason as unknown)));
       return;
@@ -299,14 +325,14 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     this.stopWaiting();
     for (const part of this.#parts) handOut(part);
     forgetParts(this.#parts);
-    clearTimeout(this.deadline);
+    clearTimeout(this.#deadline);
     this.firstWorkDone();
     this.endWait();
     const now = performance.now();
-    this.session.accounting.granted(this.request.mode, now - this.since, heldRequests(this.request, this));
-    this.counted = 'holding';
-    this.since = now;
-    this.phase = 'held';
+    this.#session.accounting.granted(this.request.mode, now - this.#since, heldRequests(this.request, this));
+    this.#counted = 'holding';
+    this.#since = now;
+    this.#phase = 'held';
     // What its nodes were seen with while it waited (a revocation, perhaps) is news now.
     const changed = this.#changedWhileQueued;
     if (changed) {
@@ -330,12 +356,12 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    */
   giveUp(error: unknown): void {
     // From `creating` too: adopted nodes whose follow or listing failed.
-    if (this.phase !== 'waiting' && this.phase !== 'creating') return;
-    this.phase = 'withdrawing';
+    if (this.#phase !== 'waiting' && this.#phase !== 'creating') return;
+    this.#phase = 'withdrawing';
     this.stopWaiting();
     this.leaveStoreSession();
     const parts = this.#parts;
-    const session = this.storeSession!;
+    const session = this.#storeSession!;
     unfollow(parts);
     this.#changedWhileQueued = undefined;
     const after = (): void => {
@@ -368,12 +394,12 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   /** Ends the request without a lease, told after what is under way now. */
   private fail(reason: unknown): void {
-    this.phase = 'withdrawing';
-    clearTimeout(this.deadline);
+    this.#phase = 'withdrawing';
+    clearTimeout(this.#deadline);
     queueMicrotask(() => {
       this.firstWorkDone();
       this.endWait();
-      this.session.accounting.notGranted(this.request.mode, reason);
+      this.#session.accounting.notGranted(this.request.mode, reason);
       this.end({ kind: 'ended', error: reason });
     });
   }
@@ -384,14 +410,14 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    * one gives up now.
    */
   withdraw(reason: unknown): void {
-    if (this.#withdrawn || !queued(this.phase)) return;
+    if (this.#withdrawn || !queued(this.#phase)) return;
     this.#withdrawn = true;
     this.#withdrawnBy = reason;
-    if (this.phase === 'pending') {
+    if (this.#phase === 'pending') {
       this.endWait();
-      this.session.accounting.notGranted(this.request.mode, reason);
+      this.#session.accounting.notGranted(this.request.mode, reason);
       this.end({ kind: 'ended', error: reason });
-    } else if (this.phase === 'waiting') {
+    } else if (this.#phase === 'waiting') {
       this.giveUp(reason);
     }
   }
@@ -400,7 +426,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   placeChanged(): void {
     this.firstWorkDone();
     const ahead = aheadOf(this.#parts);
-    this.ahead = ahead;
+    this.#ahead = ahead;
     this.tell({ kind: 'waiting', ahead });
   }
 
@@ -409,34 +435,34 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     const workDone = this.#workDone;
     this.#workDone = undefined;
     workDone?.();
-    this.firstNews?.resolve();
-    this.firstNews = undefined;
+    this.#firstNews?.resolve();
+    this.#firstNews = undefined;
   }
 
   private endWait(): void {
-    if (this.counted !== 'waiting') return;
-    this.counted = undefined;
-    this.session.accounting.waitEnded(this.request.mode);
+    if (this.#counted !== 'waiting') return;
+    this.#counted = undefined;
+    this.#session.accounting.waitEnded(this.request.mode);
   }
 
   /** PartOwner: a part's node changed (or was read); kept until the request holds, then news of the hold. */
   nodeData(part: Part, data: Uint8Array): void {
-    if (this.phase === 'creating' || this.phase === 'waiting')
+    if (this.#phase === 'creating' || this.#phase === 'waiting')
       (this.#changedWhileQueued ??= []).push({ part, data });
     else this.heldNodeData(part, data);
   }
 
   /** PartOwner: a part's node was deleted: a wait ends, a hold is lost. */
   nodeDeleted(part: Part): void {
-    if (queued(this.phase)) this.nodeVanished(nodeVanished(part.request.name));
+    if (queued(this.#phase)) this.nodeVanished(nodeVanished(part.request.name));
     else this.heldNodeDeleted(part);
   }
 
   /** SessionDependent: the store session is lost, and with it every node of the request. */
   sessionLost(): void {
     this.#inStoreSession = false;
-    const reason = this.storeSession!.lost.reason as unknown;
-    if (queued(this.phase)) this.nodeVanished(reason as LockError);
+    const reason = this.#storeSession!.lost.reason as unknown;
+    if (queued(this.#phase)) this.nodeVanished(reason as LockError);
     else this.heldSessionLost(reason);
   }
 
@@ -445,52 +471,27 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   /** A node vanished before the request held: its wait ends (a create in flight learns why). */
   private nodeVanished(reason: LockError): void {
-    if (this.phase === 'waiting') this.giveUp(reason);
-    else if (this.phase === 'creating') this.#vanished ??= reason;
+    if (this.#phase === 'waiting') this.giveUp(reason);
+    else if (this.#phase === 'creating') this.#vanished ??= reason;
   }
 
   private leaveStoreSession(): void {
     if (!this.#inStoreSession) return;
     this.#inStoreSession = false;
-    this.engine.dependents.remove(this.storeSession!, this);
+    this.engine.dependents.remove(this.#storeSession!, this);
   }
 
   private tell(news: RequestNews): void {
-    void this.session.listener?.tell(this.id, this.request, news);
+    void this.#session.listener?.tell(this.id, this.request, news);
   }
-
-  /** Made when first needed: most holds are never revoked. */
-  #revocation: HeldRevocation | undefined;
-  /** The part whose node carried the revocation the holder was told. */
-  #revokedPart: Part | undefined;
-  /** Why the hold was lost, once it is. */
-  #lossReason: LockError | undefined;
-  /** Set once a release's delete is under way: a loss is then no longer news. */
-  #deleting = false;
-  /** How the client wants it to end, once it asked. */
-  #letGo: LetGo | undefined;
-  /** Granted after the client had withdrawn it: released without a word of the grant. */
-  #grantUntold = false;
-  /** Set once ended while no stream was attached: told to the next stream that attaches. */
-  #untoldEnd: RequestNews | undefined;
-  /** Resolves once the request has ended; made only for a session that waits for it. */
-  #done: { promise: Promise<void>; resolve: () => void } | undefined;
-  /** Set when the request ended with a loss: resolves once the client has it. */
-  #told: void | Promise<void> = undefined;
-  /** The revocation request last told, and to which stream (see #tellRevoke). */
-  #revokeTold: { readonly listener: RequestListener; readonly revoke: RevokeRequest } | undefined;
-  /** Why the server ended the request for something the client sent (a bad `set_value`). */
-  #refusal: LockError | undefined;
-  /** The holder's requests (values, a downgrade), applied one after the other; a release waits for them. */
-  #holderRequests: Promise<void> | undefined;
 
   /** Whether the request has ended, or the client asked it to. */
   get letGo(): boolean {
-    return this.phase === 'ended' || this.#letGo !== undefined;
+    return this.#phase === 'ended' || this.#letGo !== undefined;
   }
 
   get ended(): boolean {
-    return this.phase === 'ended';
+    return this.#phase === 'ended';
   }
 
   // HeldLock: what a grant tells of the held lock.
@@ -521,10 +522,10 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   }
 
   private endHold(outcome: 'released' | 'lost'): void {
-    if (this.counted !== 'holding') return;
-    this.counted = undefined;
-    const heldMs = performance.now() - this.since;
-    this.session.accounting.holdEnded(this.request.mode, outcome, heldMs, heldRequests(this.request, this));
+    if (this.#counted !== 'holding') return;
+    this.#counted = undefined;
+    const heldMs = performance.now() - this.#since;
+    this.#session.accounting.holdEnded(this.request.mode, outcome, heldMs, heldRequests(this.request, this));
   }
 
   /** The request holds now (see grant): the client is told, unless it let go meanwhile. */
@@ -536,8 +537,8 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
       this.releaseHold();
       return;
     }
-    const listener = this.session.listener;
-    if (listener && this.phase === 'held') this.tellHeld(listener);
+    const listener = this.#session.listener;
+    if (listener && this.#phase === 'held') this.tellHeld(listener);
   }
 
   // What the store tells of the hold (see nodeData).
@@ -556,7 +557,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   /** A part's node was deleted while held: the hold is lost. */
   private heldNodeDeleted(part: Part): void {
-    const session = this.storeSession!;
+    const session = this.#storeSession!;
     if (session.lost.aborted) {
       this.lose(lockLost(part.request.name, session.lost.reason), 'all');
       return;
@@ -575,7 +576,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   /** SessionDependent: the holder hears of the session's doubt. */
   confirmationChanged(confirmed: boolean): void {
-    if (this.phase === 'held') this.tell({ kind: 'confirmation', confirmed });
+    if (this.#phase === 'held') this.tell({ kind: 'confirmation', confirmed });
   }
 
   /**
@@ -583,7 +584,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    * holder's requests before its delete (a loss or a deadline then still counts).
    */
   private get watching(): boolean {
-    return this.phase === 'held' || (this.phase === 'releasing' && !this.#deleting);
+    return this.#phase === 'held' || (this.#phase === 'releasing' && !this.#deleting);
   }
 
   /** The hold's watching ends: no more revocations, store session news or node news. */
@@ -617,7 +618,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    */
   private lose(reason: LockError, gone: Part | 'all' | undefined): void {
     if (!this.watching) return;
-    const holding = this.phase === 'held';
+    const holding = this.#phase === 'held';
     this.#lossReason = this.request.locks
       ? new LockError('LOCK_LOST', `${reason.message} (one of locks ${this.request.name})`, { cause: reason })
       : reason;
@@ -640,21 +641,21 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     if (this.#untoldEnd) {
       const news = this.#untoldEnd;
       this.#untoldEnd = undefined;
-      this.session.forgetRequest(this);
+      this.#session.forgetRequest(this);
       void listener.tell(this.id, this.request, news);
       return;
     }
-    if (queued(this.phase) && this.ahead === undefined) {
+    if (queued(this.#phase) && this.#ahead === undefined) {
       // Not counted yet (it may wait for its turn among the session's work): wait for its first news.
-      await (this.firstNews ??= withResolvers()).promise;
+      await (this.#firstNews ??= withResolvers()).promise;
     }
-    if (queued(this.phase)) {
+    if (queued(this.#phase)) {
       const counted =
-        this.phase === 'waiting' && this.request.waitTimeoutMs !== 0 && (await recount(this.parts));
+        this.#phase === 'waiting' && this.request.waitTimeoutMs !== 0 && (await recount(this.parts));
       // Not counted: granted or ended meanwhile (told as it happened), or the store is out of reach.
-      if (!counted && queued(this.phase) && this.ahead !== undefined && this.session.isAttached(listener))
-        void listener.tell(this.id, this.request, { kind: 'waiting', ahead: this.ahead });
-    } else if (this.phase === 'held' || this.phase === 'releasing') {
+      if (!counted && queued(this.#phase) && this.#ahead !== undefined && this.#session.isAttached(listener))
+        void listener.tell(this.id, this.request, { kind: 'waiting', ahead: this.#ahead });
+    } else if (this.#phase === 'held' || this.#phase === 'releasing') {
       this.tellHeld(listener);
     }
   }
@@ -662,7 +663,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   /** Tells `listener` the request holds, and whether it is in doubt or asked back. */
   private tellHeld(listener: RequestListener): void {
     void listener.tell(this.id, this.request, { kind: 'granted', lease: this });
-    if (!this.storeSession!.confirmed)
+    if (!this.#storeSession!.confirmed)
       void listener.tell(this.id, this.request, { kind: 'confirmation', confirmed: false });
     const revoke = this.#revocation?.request;
     if (revoke) this.tellRevoke(listener, revoke);
@@ -670,8 +671,8 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   /** The holder is asked to release (again, when a deadline escalates the request). */
   private revokeRequested(revoke: RevokeRequest): void {
-    const listener = this.session.listener;
-    if (listener && this.phase === 'held') this.tellRevoke(listener, revoke);
+    const listener = this.#session.listener;
+    if (listener && this.#phase === 'held') this.tellRevoke(listener, revoke);
   }
 
   /**
@@ -689,9 +690,9 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   release(how: LetGo): void {
     if (this.#letGo) return;
     this.#letGo = how;
-    if (queued(this.phase))
-      this.withdraw(this.#refusal ?? notAcquired(this.request.name, how, this.session.streamNoun));
-    else if (this.phase === 'held') this.releaseHold();
+    if (queued(this.#phase))
+      this.withdraw(this.#refusal ?? notAcquired(this.request.name, how, this.#session.streamNoun));
+    else if (this.#phase === 'held') this.releaseHold();
   }
 
   /**
@@ -735,7 +736,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     }
     if (part.mode === 'read' && this.request.mode === 'write') return;
     if (part.mode !== 'write') throw notDowngradable(this.request.name, part.mode);
-    const replaced = await replaceWithRead(this, part, this.storeSession!, () => this.throwUnlessHeld());
+    const replaced = await replaceWithRead(this, part, this.#storeSession!, () => this.throwUnlessHeld());
     if (replaced) return;
     // The node is gone (deleted by a forced revocation, or with the session).
     this.lose(nodeGone(this.request.name), part);
@@ -744,7 +745,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   private throwUnlessHeld(otherwise?: LockError): void {
     if (this.#lossReason) throw this.#lossReason;
-    if (this.phase !== 'held' && this.phase !== 'releasing') {
+    if (this.#phase !== 'held' && this.#phase !== 'releasing') {
       throw new LockError('NOT_HELD', `lock "${this.request.name}" is not held: it was released`);
     }
     if (otherwise) throw otherwise;
@@ -757,16 +758,16 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    * (`early` says why that is refused) or refused, it ends the request.
    */
   private fromHolder(early: string, apply: () => Promise<void>, done: RequestNews): void {
-    if (this.#letGo || this.phase === 'ended') return;
-    if (queued(this.phase)) {
+    if (this.#letGo || this.#phase === 'ended') return;
+    if (queued(this.#phase)) {
       this.refuse(new LockError('NOT_HELD', `lock "${this.request.name}": ${early}`));
       return;
     }
-    if (this.phase !== 'held') return;
-    const sender = this.session.listener;
+    if (this.#phase !== 'held') return;
+    const sender = this.#session.listener;
     this.#holderRequests = (this.#holderRequests ?? Promise.resolve()).then(apply).then(
       () => {
-        if (sender && this.session.isAttached(sender)) void sender.tell(this.id, this.request, done);
+        if (sender && this.#session.isAttached(sender)) void sender.tell(this.id, this.request, done);
       },
       (error: unknown) => {
         // A lost lock ends the request through its loss; anything else ends it here.
@@ -782,7 +783,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   /** Part of a clean end of the session: resolves once this request has ended. */
   closeWithSession(): Promise<void> {
-    if (this.phase === 'ended') return Promise.resolve();
+    if (this.#phase === 'ended') return Promise.resolve();
     this.#done ??= withResolvers();
     this.release('close');
     return this.#done.promise;
@@ -794,37 +795,37 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    * stay for the taker, and a wait stops without deleting its node.
    */
   handOver(): void {
-    if (this.phase === 'ended') return;
+    if (this.#phase === 'ended') return;
     this.#untoldEnd = undefined;
     this.#letGo ??= 'cancel';
     this.endWait();
     this.endHold('released');
-    if (this.phase !== 'pending' && queued(this.phase)) {
+    if (this.#phase !== 'pending' && queued(this.#phase)) {
       this.withdraw(HANDED_OVER);
     } else {
       this.stopHolding();
-      this.phase = 'ended';
+      this.#phase = 'ended';
     }
-    this.session.forgetRequest(this);
+    this.#session.forgetRequest(this);
     this.#done?.resolve();
   }
 
   /** The session ends: withdraw or release without telling anyone. Never rejects. */
   async abandon(reason: LockError): Promise<void> {
     this.#untoldEnd = undefined;
-    if (this.phase === 'ended') return;
+    if (this.#phase === 'ended') return;
     this.#letGo ??= 'cancel';
-    if (queued(this.phase)) this.withdraw(reason);
+    if (queued(this.#phase)) this.withdraw(reason);
     else this.releaseHold();
     await this.closeWithSession();
   }
 
   /** Releases the hold: once the holder's requests sent before are done, its nodes are deleted. */
   private releaseHold(): void {
-    if (this.phase !== 'held') return;
-    this.phase = 'releasing';
+    if (this.#phase !== 'held') return;
+    this.#phase = 'releasing';
     const remove = (): Promise<void> =>
-      this.session.storeWork(() => {
+      this.#session.storeWork(() => {
         if (this.#lossReason) return Promise.reject(this.#lossReason);
         this.#deleting = true;
         this.stopHolding();
@@ -837,7 +838,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
         this.endHold('released');
         const how = this.#letGo;
         if (this.#grantUntold && how) {
-          const why = this.#refusal ?? notAcquired(this.request.name, how, this.session.streamNoun);
+          const why = this.#refusal ?? notAcquired(this.request.name, how, this.#session.streamNoun);
           this.end({ kind: 'ended', error: why });
         } else if (how === 'cancel') {
           this.end({ kind: 'ended', error: this.#refusal ?? cancelledHold(this.request.name) });
@@ -856,19 +857,19 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   /** The one end of a request: tells the attached stream, or keeps the news for the next one. */
   private end(news: RequestNews): void {
-    if (this.phase === 'ended') return;
-    this.phase = 'ended';
-    clearTimeout(this.deadline);
-    const listener = this.session.listener;
+    if (this.#phase === 'ended') return;
+    this.#phase = 'ended';
+    clearTimeout(this.#deadline);
+    const listener = this.#session.listener;
     if (listener) {
-      this.session.forgetRequest(this);
+      this.#session.forgetRequest(this);
       this.#told = listener.tell(this.id, this.request, news);
-    } else if (this.session.ended) {
-      this.session.forgetRequest(this);
+    } else if (this.#session.ended) {
+      this.#session.forgetRequest(this);
     } else {
       this.#untoldEnd = news;
     }
-    this.firstNews?.resolve();
+    this.#firstNews?.resolve();
     this.#done?.resolve();
   }
 }
