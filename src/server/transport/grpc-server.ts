@@ -10,8 +10,9 @@ import { unboundedController } from '../../common/abort.js';
 import type { LockEngine, LockInspector, LockSessions } from '../engine/index.js';
 import type { Metrics } from '../observability/metrics.js';
 import { LockError } from '../lock-error.js';
-import { createAcquireHandler } from './acquire-handler.js';
-import { createSessionHandler } from './session-handler.js';
+import { ACQUIRE_WIRE } from './acquire-wire.js';
+import { lockStreamHandler } from './lock-stream.js';
+import { sessionWire } from './session-wire.js';
 import { createUnaryHandlers } from './unary-handlers.js';
 import { addReflection } from './reflection.js';
 import { installCallDeadlines } from './call-deadline.js';
@@ -92,11 +93,8 @@ export class GrpcServer {
       streams: this.#streams,
     };
     const lockService: LockServiceServer = {
-      acquire: createAcquireHandler(streamOptions),
-      session: createSessionHandler({
-        ...streamOptions,
-        maxRequestsPerSession: options.maxRequestsPerSession,
-      }),
+      acquire: lockStreamHandler(ACQUIRE_WIRE, streamOptions),
+      session: lockStreamHandler(sessionWire(options.maxRequestsPerSession), streamOptions),
       ...createUnaryHandlers({ ...options, shutdown: this.#shutdown.signal }, options.logger),
     };
     this.#server.addService(requestSize.noting(LockServiceService, ['acquire', 'session']), lockService);

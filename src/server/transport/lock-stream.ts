@@ -1,6 +1,7 @@
 /*
- * One gRPC stream that carries a lock session, whichever RPC it is (LockStream): the lifecycle both
- * lock RPCs share, from admitting the caller to the call's status.
+ * One gRPC stream that carries a lock session, whichever RPC it is (LockStream), and the lock
+ * RPCs' handler: the lifecycle both lock RPCs share, from admitting the caller to the call's
+ * status.
  */
 import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings, Logger } from 'pino';
@@ -24,14 +25,31 @@ import { batchedByTurn } from './turn-batching.js';
 import {
   ONLY,
   violation,
+  type AcquireCommand,
   type LockStreamOptions,
   type SessionNews,
+  type StreamCommand,
   type Wire,
   type WireStream,
 } from './wire.js';
 
 /** Where a stream stands: before its session, open, half-closed and letting go, over. */
 type StreamState = WireStream<unknown, unknown>['state'];
+
+/**
+ * The handler of a lock RPC (Acquire or Session): each call is a LockStream, reading and
+ * writing the RPC's messages through `wire`.
+ */
+export function lockStreamHandler<Req, Res>(
+  wire: Wire<Req, Res>,
+  options: LockStreamOptions,
+): (call: ServerDuplexStream<Req, Res>) => void {
+  let lastCallId = 0;
+  return (call) => {
+    lastCallId += 1;
+    new LockStream(call, wire, options, lastCallId);
+  };
+}
 
 /**
  * One gRPC stream that carries a LockSession, whichever RPC it is (an Acquire stream carries a
@@ -107,9 +125,72 @@ export class LockStream<Req, Res>
   #onData(message: Req): void {
     if (this.#state !== 'opening' && this.#state !== 'open') return;
     try {
-      this.#wire.read(message, this);
+      this.#apply(this.#wire.read(message, this));
     } catch (error) {
       this.#fail(error);
+    }
+  }
+
+  /** Does what a client's message asks (its Wire read it into `command`); throwing ends the call. */
+  #apply(command: StreamCommand): void {
+    switch (command.kind) {
+      case 'open':
+        this.#open(command.graceMs, command.heartbeatIntervalMs);
+        return;
+      case 'resume':
+        this.#resume(command.resumeToken, command.heartbeatIntervalMs);
+        return;
+      case 'acquire':
+        this.#acquire(command);
+        return;
+      case 'refused':
+        void this.tell(command.id, undefined, { kind: 'ended', error: command.error });
+        return;
+      case 'release':
+        this.#session!.release(command.id);
+        return;
+      case 'cancel':
+        this.#session!.cancel(command.id);
+        return;
+      case 'set-value':
+        this.#session!.setValue(command.id, command.value, command.early);
+        return;
+      case 'downgrade':
+        this.#session!.downgrade(command.id, command.early);
+        return;
+      case 'heartbeat':
+        return;
+    }
+  }
+
+  /**
+   * Queues the request `command` carries once it is within the server's size limit and the
+   * caller may take its locks (and, on a Session stream, the session has room for it). An
+   * Acquire stream's `start` opens its session only then, and is refused by ending the call; a
+   * Session stream's `acquire` is refused alone, and the session goes on.
+   */
+  #acquire({ id, asked, message, what, opens, maxRequests }: AcquireCommand): void {
+    if (opens) {
+      this.options.requestSize.check(message, what);
+      const request = this.#admitted(asked);
+      // The stream's log lines name its request from now on (see Wire.logBindings).
+      this.loggedRequest = request;
+      this.#open(opens.graceMs, opens.heartbeatIntervalMs).acquire(id, request);
+      return;
+    }
+    const session = this.#session!;
+    try {
+      this.options.requestSize.check(message, what);
+      const request = this.#admitted(asked);
+      if (maxRequests !== undefined && session.size >= maxRequests) {
+        throw new LockError(
+          'RESOURCE_EXHAUSTED',
+          `lock "${asked.name}": this session has ${session.size} requests; the server allows ${maxRequests}`,
+        );
+      }
+      session.acquire(id, request);
+    } catch (error) {
+      void this.tell(id, undefined, { kind: 'ended', error });
     }
   }
 
@@ -201,7 +282,7 @@ export class LockStream<Req, Res>
    * Opens a session for this stream (SHUTTING_DOWN once the server is closing) and tells the
    * client so: `opened`, with its resume token if it has a grace.
    */
-  open(graceMs: number, heartbeatIntervalMs: number | undefined): LockSession {
+  #open(graceMs: number, heartbeatIntervalMs: number | undefined): LockSession {
     const session = this.options.sessions.open({
       kind: this.#wire.rpc,
       graceMs,
@@ -219,7 +300,7 @@ export class LockStream<Req, Res>
    * Resumes the session of `resumeToken` on this stream (see #opening): tells the client
    * `opened`, where every request stands, then `resumed`.
    */
-  resume(resumeToken: string, heartbeatIntervalMs: number | undefined): void {
+  #resume(resumeToken: string, heartbeatIntervalMs: number | undefined): void {
     this.#opening(
       this.options.sessions.resume(resumeToken, this.#wire.rpc, this.#caller?.name),
       (session) => {
@@ -474,7 +555,7 @@ export class LockStream<Req, Res>
   }
 
   /** The caller's request, checked against the access policy; a caller naming no owner is recorded as itself. */
-  admitted(asked: AcquireRequest): AcquireRequest {
+  #admitted(asked: AcquireRequest): AcquireRequest {
     const caller = this.#caller;
     for (const target of asked.locks ?? [asked]) caller?.checkAcquire(target.name, target.mode);
     return asked.owner === '' && caller?.name ? { ...asked, owner: caller.name } : asked;

@@ -1,13 +1,13 @@
 /*
  * A lock RPC's edge: what a LockStream needs of the RPC it carries (a Wire), in the Session
- * RPC's vocabulary, which the stream speaks.
+ * RPC's vocabulary, which the stream speaks: each message read into a StreamCommand, each piece
+ * of news written as the RPC's message.
  */
 import type { Bindings, Logger } from 'pino';
 import type { SessionResponse } from '../../gen/lockstream/v1/lockstream.js';
 import type { AcquireRequest, LockSession } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import type { RequestNews } from '../engine/index.js';
 import type { CallStatus } from './error-status.js';
 import type { LockSessions } from '../engine/index.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -30,7 +30,7 @@ export interface LockStreamOptions {
   readonly streams: OpenStreams;
 }
 
-/** What a Wire may do with the stream it reads for (a LockStream). */
+/** What a Wire sees of the stream it reads for (a LockStream): enough to check a message. */
 export interface WireStream<Req, Res> {
   readonly call: ServerDuplexStream<Req, Res>;
   readonly options: LockStreamOptions;
@@ -42,15 +42,45 @@ export interface WireStream<Req, Res> {
   loggedRequest: AcquireRequest | undefined;
   /** The session of an open stream; a protocol violation (naming `what` comes first) before it has one. */
   opened(what: string): LockSession;
-  /** Opens a session for the stream and tells the client so. */
-  open(graceMs: number, heartbeatIntervalMs: number | undefined): LockSession;
-  /** Resumes the session of `resumeToken` on the stream. */
-  resume(resumeToken: string, heartbeatIntervalMs: number | undefined): void;
-  /** The caller's request, checked against the access policy. */
-  admitted(asked: AcquireRequest): AcquireRequest;
-  /** Says request `id`'s news to the client. */
-  tell(id: number, request: AcquireRequest | undefined, news: RequestNews): void | Promise<void>;
 }
+
+/** An `acquire`, as the stream carries it out (see StreamCommand). */
+export interface AcquireCommand {
+  readonly kind: 'acquire';
+  /** The request's id in its session (an Acquire stream's is ONLY). */
+  readonly id: number;
+  /** What the client asked for, its fields checked; the caller's access is checked next. */
+  readonly asked: AcquireRequest;
+  /** The message that carried it, and what to call it, for the server's limit on its size. */
+  readonly message: object;
+  readonly what: string;
+  /** Set for an Acquire stream's `start`: the session it opens (a refusal then ends the call). */
+  readonly opens?: { readonly graceMs: number; readonly heartbeatIntervalMs: number | undefined };
+  /** Requests the session may have at once (a Session stream's). */
+  readonly maxRequests?: number;
+}
+
+/**
+ * What a client's message asks of its stream, in the Session RPC's terms, whichever RPC carried
+ * it: a Wire reads each message into one, and the stream carries it out (LockStream#apply).
+ * `refused`: an `acquire` whose fields are wrong, which ends that request alone.
+ */
+export type StreamCommand =
+  | { readonly kind: 'open'; readonly graceMs: number; readonly heartbeatIntervalMs: number | undefined }
+  | {
+      readonly kind: 'resume';
+      readonly resumeToken: string;
+      readonly heartbeatIntervalMs: number | undefined;
+    }
+  | AcquireCommand
+  | { readonly kind: 'refused'; readonly id: number; readonly error: unknown }
+  | { readonly kind: 'release' | 'cancel'; readonly id: number }
+  | { readonly kind: 'set-value'; readonly id: number; readonly value: Uint8Array; readonly early: string }
+  | { readonly kind: 'downgrade'; readonly id: number; readonly early: string }
+  | { readonly kind: 'heartbeat' };
+
+/** A heartbeat from the client: it asks nothing more of the stream. */
+export const HEARTBEAT_HEARD: StreamCommand = { kind: 'heartbeat' };
 
 /** What the session says to its client, in the Session RPC's words (a SessionResponse's kind). */
 export type SessionNews = NonNullable<SessionResponse['kind']>;
@@ -63,8 +93,11 @@ export type SessionNews = NonNullable<SessionResponse['kind']>;
 export interface Wire<Req, Res> {
   /** Which RPC: the kind of session it opens, and what the metrics count it as. */
   readonly rpc: 'acquire' | 'session';
-  /** A message from the client (the stream is opening or open); throwing ends the call. */
-  read(message: Req, stream: WireStream<Req, Res>): void;
+  /**
+   * What a message from the client asks of the stream (it is opening or open), in the Session
+   * RPC's terms; throwing (a protocol violation) ends the call.
+   */
+  read(message: Req, stream: WireStream<Req, Res>): StreamCommand;
   /**
    * The message that tells the client `news` about request `id` (0: the session); undefined
    * where this RPC has none (Acquire has no `resumed`, and `opened` only with a resume token).

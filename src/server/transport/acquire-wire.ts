@@ -1,78 +1,68 @@
 /*
- * The Acquire RPC's handler and its Wire: one lock request on a stream, as a session of one
- * request, its messages translated to and from the Session RPC's.
+ * The Acquire RPC's Wire: its messages translated to and from the Session RPC's (an Acquire
+ * stream is a session of one request).
  */
-import { status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
+import { status as grpcStatus } from '@grpc/grpc-js';
 import type { Bindings } from 'pino';
 import type { AcquireRequest as WireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
 import type { LockSession } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
 import { toStreamOpening } from './acquire-request.js';
 import type { CallStatus } from './error-status.js';
-import { LockStream } from './lock-stream.js';
 import {
+  HEARTBEAT_HEARD,
   ONLY,
   violation,
-  type LockStreamOptions,
   type SessionNews,
+  type StreamCommand,
   type Wire,
   type WireStream,
 } from './wire.js';
 
-type AcquireCall = ServerDuplexStream<WireRequest, AcquireResponse>;
 type AcquireStream = WireStream<WireRequest, AcquireResponse>;
 
-/**
- * The Acquire RPC: one lock request on a stream, as a session of one request. Read `start` (or
- * `resume`), report `queued` and `acquired`, and hold the lock for as long as the stream:
- * `release` or half-close deletes the node and ends the call with OK; shutdown deletes it too.
- * An abnormal end (cancel, broken connection, missed heartbeats) detaches the session, which
- * keeps the request for its resume grace (none by default: then it is released at once).
- */
-export function createAcquireHandler(options: LockStreamOptions): (call: AcquireCall) => void {
-  let lastCallId = 0;
-  return (call) => {
-    lastCallId += 1;
-    new LockStream(call, ACQUIRE_WIRE, options, lastCallId);
-  };
-}
+const RELEASE: StreamCommand = { kind: 'release', id: ONLY };
 
 /**
  * The Acquire RPC's messages at the edge of its stream, translated to and from the Session's:
  * `start` opens a session and acquires its request 1, `resume` resumes it, `release`,
  * `set_value` and `downgrade` are request 1's; the Session's news of request 1 go out as
- * Acquire messages of the same names, and its end is the call's, with its status.
+ * Acquire messages of the same names, and its end is the call's, with its status. So the lock
+ * is held for as long as the stream: `release` or half-close deletes the node and ends the call
+ * with OK; shutdown deletes it too. An abnormal end (cancel, broken connection, missed
+ * heartbeats) detaches the session, which keeps the request for its resume grace (none by
+ * default: then it is released at once).
  */
-const ACQUIRE_WIRE: Wire<WireRequest, AcquireResponse> = {
+export const ACQUIRE_WIRE: Wire<WireRequest, AcquireResponse> = {
   rpc: 'acquire',
   endsWithRequest: true,
   heartbeat: { kind: { $case: 'heartbeat', value: {} } },
   endedBeforeOpening: 'the stream ended before a `start` message',
   endedLine: 'ended',
 
-  read(message: WireRequest, stream: AcquireStream): void {
-    if (stream.state === 'opening') {
-      open(message, stream);
-      return;
-    }
-    const session = stream.opened('`start` or `resume`');
+  read(message: WireRequest, stream: AcquireStream): StreamCommand {
+    if (stream.state === 'opening') return opening(message, stream.call.getPeer());
+    stream.opened('`start` or `resume`');
     const kind = message.kind;
     switch (kind?.$case) {
       case 'release':
-        session.release(ONLY);
-        return;
+        return RELEASE;
       case 'setValue':
-        session.setValue(
-          ONLY,
-          kind.value.value,
-          'set_value was sent before `acquired`: only a holder publishes a value (send it in `start` to publish it from the start)',
-        );
-        return;
+        return {
+          kind: 'set-value',
+          id: ONLY,
+          value: kind.value.value,
+          early:
+            'set_value was sent before `acquired`: only a holder publishes a value (send it in `start` to publish it from the start)',
+        };
       case 'downgrade':
-        session.downgrade(ONLY, 'downgrade was sent before `acquired`: only a WRITE holder can downgrade');
-        return;
+        return {
+          kind: 'downgrade',
+          id: ONLY,
+          early: 'downgrade was sent before `acquired`: only a WRITE holder can downgrade',
+        };
       case 'heartbeat':
-        return;
+        return HEARTBEAT_HEARD;
       case 'start':
       case 'resume':
       case undefined:
@@ -126,15 +116,19 @@ const ACQUIRE_WIRE: Wire<WireRequest, AcquireResponse> = {
 };
 
 /** The first message: `start` opens a session and acquires its one request; `resume` resumes it. */
-function open(first: WireRequest, stream: AcquireStream): void {
-  const opening = toStreamOpening(first, stream.call.getPeer());
+function opening(first: WireRequest, peer: string): StreamCommand {
+  const opening = toStreamOpening(first, peer);
   if (opening.kind === 'resume') {
-    stream.resume(opening.resumeToken, opening.heartbeatIntervalMs);
-    return;
+    const { resumeToken, heartbeatIntervalMs } = opening;
+    return { kind: 'resume', resumeToken, heartbeatIntervalMs };
   }
-  stream.options.requestSize.check(first, '`start`');
-  const request = stream.admitted(opening.request);
-  // The stream's log lines name its request from now on (see logBindings).
-  stream.loggedRequest = request;
-  stream.open(opening.resumeGraceMs, opening.heartbeatIntervalMs).acquire(ONLY, request);
+  const { request, resumeGraceMs, heartbeatIntervalMs } = opening;
+  return {
+    kind: 'acquire',
+    id: ONLY,
+    asked: request,
+    message: first,
+    what: '`start`',
+    opens: { graceMs: resumeGraceMs, heartbeatIntervalMs },
+  };
 }

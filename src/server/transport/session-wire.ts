@@ -1,8 +1,9 @@
 /*
- * The Session RPC's handler and its Wire: many lock requests over one stream on one session, each
- * named by the client's request id.
+ * The Session RPC's Wire: its messages read into the stream's commands and its news written as
+ * they are (many lock requests over one stream on one session, each named by the client's
+ * request id).
  */
-import { status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
+import { status as grpcStatus } from '@grpc/grpc-js';
 import type { Bindings } from 'pino';
 import type {
   SessionAcquire,
@@ -15,35 +16,27 @@ import type { AcquireRequest, LockSession } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
 import { checkResumeToken, durationToMs, heartbeatInterval, toAcquireRequest } from './acquire-request.js';
 import type { CallStatus } from './error-status.js';
-import { LockStream } from './lock-stream.js';
-import { violation, type LockStreamOptions, type SessionNews, type Wire, type WireStream } from './wire.js';
+import {
+  HEARTBEAT_HEARD,
+  violation,
+  type SessionNews,
+  type StreamCommand,
+  type Wire,
+  type WireStream,
+} from './wire.js';
 
-type SessionCall = ServerDuplexStream<SessionRequest, SessionResponse>;
 type SessionStream = WireStream<SessionRequest, SessionResponse>;
-
-export interface SessionHandlerOptions extends LockStreamOptions {
-  /** Requests one session may have at once; more are refused with RESOURCE_EXHAUSTED. */
-  readonly maxRequestsPerSession: number;
-}
-
-/**
- * The Session RPC: many lock requests over one stream, each with the client's request id, on
- * one LockSession. The stream (LockStream) speaks this RPC's vocabulary already: its wire reads
- * the client's messages and writes the session's news as they are.
- */
-export function createSessionHandler(options: SessionHandlerOptions): (call: SessionCall) => void {
-  const wire = sessionWire(options.maxRequestsPerSession);
-  let lastCallId = 0;
-  return (call) => {
-    lastCallId += 1;
-    new LockStream(call, wire, options, lastCallId);
-  };
-}
 
 const OPEN_FIRST = '`open` or `resume`';
 
-/** The Session RPC's messages at the edge of its stream. */
-function sessionWire(maxRequests: number): Wire<SessionRequest, SessionResponse> {
+/**
+ * The Session RPC's messages at the edge of its stream: many lock requests over one stream on
+ * one LockSession, each named by the client's request id. The stream speaks this RPC's
+ * vocabulary already: its wire reads the client's messages and writes the session's news as
+ * they are. `maxRequests`: requests one session may have at once; more are refused with
+ * RESOURCE_EXHAUSTED.
+ */
+export function sessionWire(maxRequests: number): Wire<SessionRequest, SessionResponse> {
   return {
     rpc: 'session',
     endsWithRequest: false,
@@ -51,44 +44,42 @@ function sessionWire(maxRequests: number): Wire<SessionRequest, SessionResponse>
     endedBeforeOpening: 'the stream ended before an `open` message',
     endedLine: 'session call ended',
 
-    read(message: SessionRequest, stream: SessionStream): void {
+    read(message: SessionRequest, stream: SessionStream): StreamCommand {
       const kind = message.kind;
       switch (kind?.$case) {
         case 'open':
-          open(opening(stream), kind.value);
-          return;
+          notOpenYet(stream);
+          return open(kind.value);
         case 'resume':
-          resume(opening(stream), kind.value);
-          return;
+          notOpenYet(stream);
+          return resume(kind.value);
         case 'acquire':
-          acquire(stream, stream.opened(OPEN_FIRST), kind.value, message, maxRequests);
-          return;
+          return acquire(stream, kind.value, message, maxRequests);
         case 'release':
-          stream.opened(OPEN_FIRST).release(kind.value.requestId);
-          return;
+          stream.opened(OPEN_FIRST);
+          return { kind: 'release', id: kind.value.requestId };
         case 'cancel':
-          stream.opened(OPEN_FIRST).cancel(kind.value.requestId);
-          return;
+          stream.opened(OPEN_FIRST);
+          return { kind: 'cancel', id: kind.value.requestId };
         case 'setValue':
-          stream
-            .opened(OPEN_FIRST)
-            .setValue(
-              kind.value.requestId,
-              kind.value.value,
+          stream.opened(OPEN_FIRST);
+          return {
+            kind: 'set-value',
+            id: kind.value.requestId,
+            value: kind.value.value,
+            early:
               'set_value was sent before `acquired`: only a holder publishes a value (send it in `acquire` to publish it from the start)',
-            );
-          return;
+          };
         case 'downgrade':
-          stream
-            .opened(OPEN_FIRST)
-            .downgrade(
-              kind.value.requestId,
-              'downgrade was sent before `acquired`: only a WRITE holder can downgrade',
-            );
-          return;
+          stream.opened(OPEN_FIRST);
+          return {
+            kind: 'downgrade',
+            id: kind.value.requestId,
+            early: 'downgrade was sent before `acquired`: only a WRITE holder can downgrade',
+          };
         case 'heartbeat':
           stream.opened(OPEN_FIRST);
-          return;
+          return HEARTBEAT_HEARD;
         case undefined:
           throw violation(
             'a SessionRequest must set one of open, resume, acquire, release, cancel, heartbeat, set_value, downgrade',
@@ -122,30 +113,36 @@ function sessionWire(maxRequests: number): Wire<SessionRequest, SessionResponse>
   };
 }
 
-/** `stream`, if it has not opened its session yet; a protocol violation otherwise. */
-function opening(stream: SessionStream): SessionStream {
+/** A protocol violation unless `stream` has not opened its session yet. */
+function notOpenYet(stream: SessionStream): void {
   if (stream.state !== 'opening') throw violation('`open` or `resume` may be sent only once per stream');
-  return stream;
 }
 
-function open(stream: SessionStream, open: SessionOpen): void {
+function open(open: SessionOpen): StreamCommand {
   const graceMs = open.resumeGrace ? durationToMs(open.resumeGrace, 'resume_grace') : 0;
-  stream.open(graceMs, heartbeatInterval(open.heartbeatInterval));
+  return { kind: 'open', graceMs, heartbeatIntervalMs: heartbeatInterval(open.heartbeatInterval) };
 }
 
-function resume(stream: SessionStream, resume: SessionResume): void {
+function resume(resume: SessionResume): StreamCommand {
   checkResumeToken(resume.resumeToken, 'opened');
-  stream.resume(resume.resumeToken, heartbeatInterval(resume.heartbeatInterval));
+  return {
+    kind: 'resume',
+    resumeToken: resume.resumeToken,
+    heartbeatIntervalMs: heartbeatInterval(resume.heartbeatInterval),
+  };
 }
 
-/** Queues `acquire` (the value of `message`), or ends that request alone if it is refused. */
+/**
+ * An `acquire` (the value of `message`), its fields read and checked; refused (that request
+ * alone ends, the session goes on) when one is wrong.
+ */
 function acquire(
   stream: SessionStream,
-  session: LockSession,
   acquire: SessionAcquire,
   message: SessionRequest,
   maxRequests: number,
-): void {
+): StreamCommand {
+  const session = stream.opened(OPEN_FIRST);
   const id = acquire.requestId;
   if (id === 0) throw violation('`acquire` needs a request_id of 1 or more');
   if (session.has(id)) throw violation(`request_id ${id} is in use by a request that has not ended`);
@@ -165,19 +162,9 @@ function acquire(
       },
       stream.call.getPeer(),
     );
-    // After the fields' own checks, which say more precisely what is too large.
-    stream.options.requestSize.check(message, '`acquire`');
-    const request = stream.admitted(asked);
-    if (session.size >= maxRequests) {
-      throw new LockError(
-        'RESOURCE_EXHAUSTED',
-        `lock "${asked.name}": this session has ${session.size} requests; the server allows ${maxRequests}`,
-      );
-    }
-    session.acquire(id, request);
+    return { kind: 'acquire', id, asked, message, what: '`acquire`', maxRequests };
   } catch (error) {
-    // A bad request fails alone: the session goes on.
-    void stream.tell(id, undefined, { kind: 'ended', error });
+    return { kind: 'refused', id, error };
   }
 }
 
