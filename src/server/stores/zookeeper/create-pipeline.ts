@@ -2,7 +2,6 @@
  * step: the order of the tries, from the parents' barrier to the search after a lost reply (each
  * try itself is CreateTries'). */
 import { LockError } from '../../lock-error.js';
-import type { NodeFollow } from '../node-follow.js';
 import { joinPath } from '../node-paths.js';
 import type { CreatedNode, SequentialEntry, StoreStats } from '../store.js';
 import { CreateTries } from './create-tries.js';
@@ -65,14 +64,11 @@ export class CreatePipeline {
     this.#tries = new CreateTries(parts);
   }
 
-  async one(dir: string, prefix: string, data: Uint8Array, follow?: NodeFollow): Promise<CreatedNode> {
-    const [created] = await this.#create([{ dir, prefix, data, follow }], false);
-    return created!;
-  }
-
-  async all(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
-    if (!this.#keeper.link.multi) throw multiUnsupported('several nodes created in one step');
-    return this.#create(entries, true);
+  /** Creates `entries`' nodes: one by a plain create, several in one multi (all or none). */
+  async create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+    const atomic = entries.length !== 1;
+    if (atomic && !this.#keeper.link.multi) throw multiUnsupported('several nodes created in one step');
+    return this.#create(entries, atomic);
   }
 
   /**

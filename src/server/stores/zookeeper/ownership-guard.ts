@@ -32,6 +32,15 @@ export interface GuardedKeeper {
   fail(error: LockError): void;
 }
 
+/** A write fenced by the session's record (see OwnershipGuard.fence). */
+export interface FencedWrite {
+  readonly ops: readonly LinkOp[];
+  readonly record: OwnedRecord;
+  /** The session and link it goes out on. */
+  readonly session: ZooKeeperSession;
+  readonly link: ZooKeeperLink;
+}
+
 /**
  * Keeps the keeper's session its own while sessions are published (see SessionOwnership):
  * settles its ownership after every connect, fences every write with its record, and lets the
@@ -121,19 +130,26 @@ export class OwnershipGuard {
   }
 
   /**
-   * Sends `ops` on the current session as one multi behind a check of its record; a failed
-   * check means the session was taken over (see SessionKeeper.write).
+   * `ops` as the current session sends them: one multi behind a check of its record (see
+   * SessionKeeper.write); undefined while the session is not usable (not confirmed yet: as a
+   * lost connection, the caller waits for one and tries again).
    */
-  async write(ops: readonly LinkOp[]): Promise<LinkReply<LinkOpResult[]>> {
+  fence(ops: readonly LinkOp[]): FencedWrite | undefined {
     const keeper = this.#keeper;
     const session = keeper.session();
     const record = session.owned;
-    // Not confirmed (yet): as a lost connection, the caller waits for one and tries again.
-    if (!record || !keeper.usable()) return { rc: ErrorCode.connectionLoss, value: null };
-    const link = keeper.link();
-    const reply = await keeper.sendThroughLeader((current) =>
-      current.multi!(this.#ownership.fenced(record, ops)),
-    );
+    if (!record || !keeper.usable()) return undefined;
+    return { ops: this.#ownership.fenced(record, ops), record, session, link: keeper.link() };
+  }
+
+  /**
+   * The reply to a fenced write, as the reply to its ops alone; a failed check means the
+   * session was taken over: it is let go, and the write rejects with LOCK_LOST.
+   */
+  async unfenced(
+    reply: LinkReply<LinkOpResult[]>,
+    { record, session, link }: FencedWrite,
+  ): Promise<LinkReply<LinkOpResult[]>> {
     if (reply.failedOp === 0 && (reply.rc === ErrorCode.badVersion || reply.rc === ErrorCode.noNode)) {
       await (this.#noticing ??= this.#recheck(link, record, reply.rc === ErrorCode.noNode));
       if (session.letGo) throw session.letGo;

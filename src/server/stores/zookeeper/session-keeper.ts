@@ -180,9 +180,14 @@ export class SessionKeeper {
    */
   async write(ops: readonly LinkOp[], issuedIn: ZooKeeperSession): Promise<LinkReply<LinkOpResult[]>> {
     if (issuedIn.letGo) throw issuedIn.letGo;
-    if (!this.#guard) return this.sendThroughLeader((link) => plainWrite(link, ops));
-    return this.#guard.write(ops);
+    const guard = this.#guard;
+    if (!guard) return this.sendThroughLeader((link) => plainWrite(link, ops));
+    const fenced = guard.fence(ops);
+    if (!fenced) return { rc: ErrorCode.connectionLoss, value: null };
+    const reply = await this.sendThroughLeader((link) => link.multi!(fenced.ops));
+    return guard.unfenced(reply, fenced);
   }
+
   /**
    * Resolves when connected; rejects with UNAVAILABLE after `connectTimeoutMs` or on close, and
    * with its LOCK_LOST once `issuedIn` (the session a write was made for) is let go.

@@ -191,10 +191,8 @@ export class ZooKeeperStore implements StoreBackend {
     return this.#keeper.link.credentials;
   }
 
-  async create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
-    if (entries.length !== 1) return this.#creates.all(entries);
-    const { dir, prefix, data, follow } = entries[0]!;
-    return [await this.#creates.one(dir, prefix, data, follow)];
+  create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+    return this.#creates.create(entries);
   }
 
   replaceNode(
