@@ -22,6 +22,10 @@ const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 
  */
 export class Metrics {
   readonly registry = new Registry();
+  /** Observations of the histograms below not handed to them yet (see PendingObservations). */
+  readonly #pending = new PendingObservations();
+  /** Each histogram's collect: whatever is scraped has every observation made before. */
+  readonly #flushObservations = (): void => this.#pending.flush();
   /** Recent grants, releases and losses per lock, for the live page. */
   readonly activity = new LockActivity();
   readonly #requests = new Counter({
@@ -37,6 +41,7 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly #waitSeconds = new Histogram({
+    collect: this.#flushObservations,
     name: 'lockstream_wait_seconds',
     help: 'Time from request to grant',
     labelNames: ['mode'] as const,
@@ -44,6 +49,7 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly #holdSeconds = new Histogram({
+    collect: this.#flushObservations,
     name: 'lockstream_hold_seconds',
     help: 'Time from grant to the end of the holding stream',
     labelNames: ['mode'] as const,
@@ -79,6 +85,7 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly #storeOperationSeconds = new Histogram({
+    collect: this.#flushObservations,
     name: 'lockstream_store_operation_seconds',
     help: 'Latency of coordination store operations, by operation and result',
     labelNames: ['operation', 'result'] as const,
@@ -169,10 +176,14 @@ export class Metrics {
   readonly #holdsOf = children((mode: LockMode, outcome: HoldOutcome) =>
     this.#holds.labels({ mode, outcome }),
   );
-  readonly #waitSecondsOf = children((mode: LockMode) => this.#waitSeconds.labels({ mode }));
-  readonly #holdSecondsOf = children((mode: LockMode) => this.#holdSeconds.labels({ mode }));
+  readonly #waitSecondsOf = children((mode: LockMode) =>
+    this.#pending.observer(this.#waitSeconds.labels({ mode })),
+  );
+  readonly #holdSecondsOf = children((mode: LockMode) =>
+    this.#pending.observer(this.#holdSeconds.labels({ mode })),
+  );
   readonly #storeOperationOf = children((operation: string, result: string) =>
-    this.#storeOperationSeconds.labels({ operation, result }),
+    this.#pending.observer(this.#storeOperationSeconds.labels({ operation, result })),
   );
 
   storeOperation(operation: string, seconds: number, ok: boolean): void {
@@ -188,16 +199,68 @@ function notGrantedOutcome(error: unknown): NotGrantedOutcome {
   return 'failed';
 }
 
-/** Memoizes `make` by its (few, string) arguments: a metric's label children. */
+/**
+ * Memoizes `make` by its (few, string) arguments: a metric's label children, in a Map per
+ * argument (no key string is built per update).
+ */
 function children<A extends string[], T>(make: (...labels: A) => T): (...labels: A) => T {
-  const made = new Map<string, T>();
+  const made = new Map<string, unknown>();
   return (...labels) => {
-    const key = labels.join('\u0000');
-    let child = made.get(key);
+    let level = made;
+    const last = labels.length - 1;
+    for (let i = 0; i < last; i += 1) {
+      let next = level.get(labels[i]!) as Map<string, unknown> | undefined;
+      if (next === undefined) level.set(labels[i]!, (next = new Map()));
+      level = next;
+    }
+    let child = level.get(labels[last]!) as T | undefined;
     if (child === undefined) {
       child = make(...labels);
-      made.set(key, child);
+      level.set(labels[last]!, child);
     }
     return child;
   };
 }
+
+/** What a histogram's label child is observed through. */
+interface Observer {
+  observe(value: number): void;
+}
+
+/**
+ * Histogram observations kept in a buffer and handed to prom-client in batches: when the buffer
+ * fills, and before any histogram is read (each one's `collect`), so that a scrape sees every
+ * observation made before it, as if each had been observed at once. prom-client's observe
+ * looks the label set up by a hash string and each bucket by its bound turned into a string:
+ * between a server's other work (where those strings are not cached) it measured 8-18 µs per
+ * observation on the ZooKeeper reply's path to a grant, against 0.5 µs in a batch.
+ */
+class PendingObservations {
+  #observers: Observer[] = [];
+  #values: number[] = [];
+
+  /** An observer of `histogram` (a label child) that observes through this buffer. */
+  observer(histogram: Observer): Observer {
+    return { observe: (value) => this.#add(histogram, value) };
+  }
+
+  #add(histogram: Observer, value: number): void {
+    // prom-client refuses a value that is not a number where it is observed, as before.
+    if (!Number.isFinite(value)) return histogram.observe(value);
+    this.#observers.push(histogram);
+    this.#values.push(value);
+    if (this.#values.length >= PENDING_OBSERVATIONS_MAX) this.flush();
+  }
+
+  flush(): void {
+    const observers = this.#observers;
+    const values = this.#values;
+    if (values.length === 0) return;
+    this.#observers = [];
+    this.#values = [];
+    for (let i = 0; i < values.length; i += 1) observers[i]!.observe(values[i]!);
+  }
+}
+
+/** Observations buffered at most (a few hundred bytes; a scrape flushes them sooner). */
+const PENDING_OBSERVATIONS_MAX = 256;
