@@ -13,6 +13,9 @@
  * - zk-floor: a gRPC server that does one create and one delete per lock on ZooKeeper and
  *   nothing else (bench/zk-floor.ts; floor 3: what the design allows before lockstream's work),
  *   through the SDK's session; zk-floor-acquire: the same, an Acquire stream per lock;
+ *   zk-floor-fenced-acquire: that, with each create and delete in a multi behind a check of a
+ *   record the floor owns, as lockstream fences its writes so that sessions can move between
+ *   instances (what lockstream's failover costs ZooKeeper and the server, before its own work);
  * - lockstream-zk: `lockstream serve` on ZooKeeper through the SDK as one process uses it: one
  *   shared LockClient, every lock a request on its Session stream;
  * - lockstream-zk-acquire: the same server, a LockClient (connection) per client and an Acquire
@@ -67,6 +70,7 @@ type TargetId =
   | 'grpc-floor-acquire'
   | 'zk-floor'
   | 'zk-floor-acquire'
+  | 'zk-floor-fenced-acquire'
   | 'lockstream-zk'
   | 'lockstream-zk-addon'
   | 'lockstream-zk-acquire'
@@ -80,6 +84,7 @@ const ALL_TARGETS: TargetId[] = [
   'grpc-floor-acquire',
   'zk-floor',
   'zk-floor-acquire',
+  'zk-floor-fenced-acquire',
   'lockstream-zk',
   'lockstream-zk-addon',
   'lockstream-zk-acquire',
@@ -97,6 +102,8 @@ const LABELS: Record<TargetId, string> = {
   'grpc-floor-acquire': 'gRPC floor (grants at once), Acquire stream per lock',
   'zk-floor': 'ZooKeeper floor (a create and a delete, nothing else), SDK session',
   'zk-floor-acquire': 'ZooKeeper floor (a create and a delete, nothing else), Acquire stream per lock',
+  'zk-floor-fenced-acquire':
+    "ZooKeeper floor, each create and delete fenced as lockstream's (--fenced), Acquire stream per lock",
   'lockstream-zk': 'lockstream on ZooKeeper, SDK session (one LockClient)',
   'lockstream-zk-addon': 'lockstream on ZooKeeper through the zookeeper addon, SDK session',
   'lockstream-zk-acquire': 'lockstream on ZooKeeper, Acquire stream per lock',
@@ -171,9 +178,13 @@ async function startTarget(
     case 'grpc-floor':
     case 'grpc-floor-acquire':
     case 'zk-floor':
-    case 'zk-floor-acquire': {
+    case 'zk-floor-acquire':
+    case 'zk-floor-fenced-acquire': {
       const [node, args] = id.startsWith('zk-floor')
-        ? nodeScript('./zk-floor.ts', [zookeeper.connectString])
+        ? nodeScript('./zk-floor.ts', [
+            zookeeper.connectString,
+            ...(id === 'zk-floor-fenced-acquire' ? ['--fenced'] : []),
+          ])
         : nodeScript('./grpc-floor.ts', []);
       const floor = spawnLineProcess(node, [...SERVER_NODE_ARGS, ...args]);
       const { port } = (await floor.next('listening')) as { port: number };
