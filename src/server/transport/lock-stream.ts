@@ -170,18 +170,16 @@ export class LockStream<Req, Res>
    * Session stream's `acquire` is refused alone, and the session goes on.
    */
   #acquire({ id, asked, message, what, opens, maxRequests }: AcquireCommand): void {
-    if (opens) {
-      this.options.requestSize.check(message, what);
-      const request = this.#admitted(asked);
-      // The stream's log lines name its request from now on (see Wire.logBindings).
-      this.loggedRequest = request;
-      this.#open(opens.graceMs, opens.heartbeatIntervalMs).acquire(id, request);
-      return;
-    }
-    const session = this.#session!;
     try {
       this.options.requestSize.check(message, what);
       const request = this.#admitted(asked);
+      if (opens) {
+        // The stream's log lines name its request from now on (see Wire.logBindings).
+        this.loggedRequest = request;
+        this.#open(opens.graceMs, opens.heartbeatIntervalMs).acquire(id, request);
+        return;
+      }
+      const session = this.#session!;
       if (maxRequests !== undefined && session.size >= maxRequests) {
         throw new LockError(
           'RESOURCE_EXHAUSTED',
@@ -190,6 +188,8 @@ export class LockStream<Req, Res>
       }
       session.acquire(id, request);
     } catch (error) {
+      // An Acquire stream's `start` is refused by ending the call (see #onData).
+      if (opens) throw error;
       void this.tell(id, undefined, { kind: 'ended', error });
     }
   }
