@@ -26,6 +26,11 @@ export interface BackendUnderTest {
    * client: no multi), where a downgrade must be refused with UNIMPLEMENTED.
    */
   readonly replaces?: boolean;
+  /**
+   * True for a back end whose children watch is used up by each change it tells (ZooKeeper
+   * through the addon client: no persistent watch), so that arming it again is a listing too.
+   */
+  readonly rearmsChildrenWatch?: boolean;
 }
 
 export interface ConformanceContext {

@@ -269,9 +269,13 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
       expect(waiters.filter((w) => w.isAcquired)).toHaveLength(1);
       // Every other waiter is told it has one fewer ahead, from a listing of the queue by this
       // server (its one watch on the lock), not one per waiter: one, or two if a listing for the
-      // queue's last joiner was still due when the holder released.
+      // queue's last joiner was still due when the holder released; and where a children watch is
+      // used up by the change it tells, the listing that arms it again.
       for (let i = 1; i < 50; i += 1) expect(await waiters[i]!.queued(1)).toBe(i);
-      expect(ctx.server.store.stats.childrenListings - before.childrenListings).toBeLessThanOrEqual(2);
+      const rearm = backend.rearmsChildrenWatch ? 1 : 0;
+      expect(ctx.server.store.stats.childrenListings - before.childrenListings).toBeLessThanOrEqual(
+        2 + rearm,
+      );
 
       // A waiter leaving from the middle wakes only the one right behind it, and those behind
       // it are told their new places.

@@ -46,5 +46,6 @@ for (const client of ZOOKEEPER_CLIENTS) {
       ...(await watchesUnder(Number(connectString.split(':')[1]), rootPath)).keys(),
     ],
     replaces: client !== 'addon',
+    rearmsChildrenWatch: client === 'addon',
   });
 }
