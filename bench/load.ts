@@ -32,6 +32,7 @@ const { values } = parseArgs({
     zookeeper: { type: 'string' },
     workload: { type: 'string' },
     prefix: { type: 'string', default: 'bench' },
+    'resume-grace-ms': { type: 'string' },
     cycles: { type: 'string', default: '2000' },
     warmup: { type: 'string', default: '200' },
     clients: { type: 'string' },
@@ -64,6 +65,10 @@ function say(message: object): void {
 const stdin = createInterface({ input: process.stdin });
 const lines = stdin[Symbol.asyncIterator]();
 
+/** The SDK's resume grace, where the run sets one. */
+const resumeGrace =
+  values['resume-grace-ms'] === undefined ? {} : { resumeGraceMs: Number(values['resume-grace-ms']) };
+
 async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<void> }> {
   const count = clientCount(settings);
   switch (values.target) {
@@ -74,6 +79,7 @@ async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<v
           // Each client its own connection, as separate client processes would have.
           new LockClient(values.server ?? '', {
             streamPerLock: values['per-lock'],
+            ...resumeGrace,
             channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
           }),
       );
@@ -86,7 +92,7 @@ async function open(): Promise<{ sessions: LockSession[]; close: () => Promise<v
       return { sessions, close: async () => clients.forEach((client) => client.close()) };
     }
     case 'sdk-shared': {
-      const client = new LockClient(values.server ?? '');
+      const client = new LockClient(values.server ?? '', resumeGrace);
       const session: LockSession = {
         async acquire(name, mode) {
           const lock = await client.acquire(name, { mode });

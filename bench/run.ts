@@ -48,6 +48,8 @@ const { values: flags } = parseArgs({
     'no-capacity': { type: 'boolean', default: false },
     /** Options for the lock servers' Node, lockstream's and the floors' (e.g. `--cpu-prof --cpu-prof-dir=…`). */
     'server-node-args': { type: 'string', default: '' },
+    /** The SDK clients' resumeGraceMs (default the SDK's, 5 s): 0 asks for no resumable session. */
+    'resume-grace-ms': { type: 'string' },
     out: { type: 'string' },
   },
 });
@@ -60,6 +62,7 @@ const WORKLOADS = (flags.workloads?.split(',') ?? ['U', 'H', 'P', 'RW']) as Work
 const WORKLOAD_ARGS = SMOKE
   ? ['--cycles', '200', '--warmup', '20', '--duration-ms', '1000', '--warmup-ms', '200']
   : ['--cycles', '2000', '--warmup', '2000', '--duration-ms', '10000', '--warmup-ms', '1000'];
+if (flags['resume-grace-ms'] !== undefined) WORKLOAD_ARGS.push('--resume-grace-ms', flags['resume-grace-ms']);
 
 type TargetId =
   | 'naive'
