@@ -5,17 +5,30 @@ dead server)."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from lockstream.v1 import lockstream_pb2 as pb
-
-if TYPE_CHECKING:
-    from lockstream._stream import Stream
 
 HEARTBEAT = pb.SessionRequest(heartbeat=pb.AcquireHeartbeat())
 
 
-async def heartbeats(stream: Stream, interval: float) -> None:
+class Beating(Protocol):
+    """What heartbeats need of the stream they keep (a _stream.Stream): whether it is over, when
+    the server was last heard on it, its queue of messages to send, and a way to cut it."""
+
+    @property
+    def over(self) -> bool: ...
+
+    @property
+    def heard(self) -> float: ...
+
+    @property
+    def outbox(self) -> asyncio.Queue[pb.SessionRequest | None]: ...
+
+    def cut(self, reason: str) -> None: ...
+
+
+async def heartbeats(stream: Beating, interval: float) -> None:
     """A heartbeat every `interval` seconds (none for 0) until the stream is over; cuts the stream
     once the server has said nothing for three intervals."""
     if interval <= 0:
