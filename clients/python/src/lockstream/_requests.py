@@ -13,7 +13,7 @@ import grpc
 from lockstream._callbacks import call_safely
 from lockstream._checks import Mode
 from lockstream._lock import Lock
-from lockstream._resume import BREAKS
+from lockstream._stream import BREAKS
 from lockstream.errors import (
     ClientClosed,
     LockError,

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from lockstream._stream import BREAKS, Stream
 from lockstream.v1 import lockstream_pb2 as pb
 
 if TYPE_CHECKING:
     from lockstream._channels import Connections
     from lockstream._session import Session
-    from lockstream._stream import Stream
 
 logger = logging.getLogger("lockstream")
 
@@ -30,13 +30,6 @@ _RESUME_BACKOFF, _RESUME_BACKOFF_MAX = 0.1, 1.0
 #: over) must not eat the whole grace. (A new connection that gets no answer fails sooner by
 #: itself: see grpc.min_reconnect_backoff_ms in _channels.py, which is also gRPC's connect timeout.)
 _ATTEMPT_PATIENCE = 1.0
-# Ends of a stream that say it broke rather than what the server decided: worth a resume.
-BREAKS = frozenset({
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNKNOWN,
-})
 _REQUEST_STATE = "lockstream-request"
 
 

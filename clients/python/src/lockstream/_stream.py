@@ -1,5 +1,6 @@
 """One stream of a session (a lockstream.v1.LockService/Session call): the messages queued for
-it, and the tasks that write them, read what the server says and send heartbeats."""
+it, the tasks that write them, read what the server says and send heartbeats, and which of its
+ends count as breaks."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ from lockstream.v1 import lockstream_pb2 as pb
 logger = logging.getLogger("lockstream")
 
 SessionCall = grpc.aio.StreamStreamCall[pb.SessionRequest, pb.SessionResponse]
+
+# Ends of a stream that say it broke rather than what the server decided: worth a resume.
+BREAKS = frozenset({
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+})
 
 
 class Stream:
