@@ -7,16 +7,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 
+from lockstream._channels import Connections
+from lockstream._requests import Requests
 from lockstream._stream import BREAKS, Stream
 from lockstream.v1 import lockstream_pb2 as pb
-
-if TYPE_CHECKING:
-    from lockstream._channels import Connections
-    from lockstream._session import Session
 
 logger = logging.getLogger("lockstream")
 
@@ -33,12 +31,34 @@ _ATTEMPT_PATIENCE = 1.0
 _REQUEST_STATE = "lockstream-request"
 
 
+class Resumable(Protocol):
+    """What a Resume needs of its session (a _session.Session): whether the server opened it,
+    whether it ended or is being closed, its current stream, and opening a stream or ending it."""
+
+    @property
+    def opened(self) -> bool: ...
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def stream(self) -> Stream | None: ...
+
+    def open(self, resume_token: str | None) -> None: ...
+
+    def finish(self, code: grpc.StatusCode, details: str) -> None: ...
+
+
 class Resume:
     """What a session needs to outlive its stream: the resume token and grace the server gave,
     when the server was last heard from, and the resume under way (its attempts and timers)."""
 
-    def __init__(self, session: Session, connections: Connections) -> None:
+    def __init__(self, session: Resumable, requests: Requests, connections: Connections) -> None:
         self._session = session
+        self._requests = requests
         self._connections = connections
         self._loop = asyncio.get_running_loop()
         self._token = ""
@@ -79,13 +99,13 @@ class Resume:
         self._open_attempts += 1
         endpoint = self._connections.next_endpoint()
         logger.info("lockstream: could not open a session on %s (%s); trying %s", stream.endpoint, why, endpoint)
-        self._session.requests.unsend()
+        self._requests.unsend()
         try:
             self._session.open(None)
         except Exception as error:  # the channel was closed
             self._session.finish(grpc.StatusCode.UNAVAILABLE, f"the session could not be opened: {error}")
             return True
-        self._session.requests.send_waiting()
+        self._requests.send_waiting()
         return True
 
     def _resume(self, code: grpc.StatusCode, details: str) -> None:
@@ -103,7 +123,7 @@ class Resume:
             self.resuming = True
             self._attempts = 0
             self._cause = details or code.name
-            self._session.requests.doubt_held()
+            self._requests.doubt_held()
         # A resumed stream that broke again before `resumed` may have been heard from since.
         if self._give_up_timer is not None:
             self._give_up_timer.cancel()
@@ -129,7 +149,7 @@ class Resume:
         session = self._session
         if not self.resuming or session.ended or session.closing:
             return
-        session.requests.unreport()
+        self._requests.unreport()
         try:
             session.open(self._token)
         except Exception as error:  # the channel was closed
@@ -163,7 +183,7 @@ class Resume:
     def resumed(self) -> None:
         """The server took the resumed stream over: the resume is done (see Requests.resumed)."""
         self.stop()
-        self._session.requests.resumed()
+        self._requests.resumed()
 
     def stop(self) -> None:
         """No resume under way any more: stops the give-up timer and every attempt timer (the

@@ -35,7 +35,7 @@ class Session:
         self._loop = asyncio.get_running_loop()
         self.requests = Requests(self)
         self.stream: Stream | None = None
-        self._resume = Resume(self, connections)
+        self._resume = Resume(self, self.requests, connections)
         self._tasks: set[asyncio.Task[None]] = set()
         self.closing = False
         self.ended = False
