@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 
@@ -17,9 +17,41 @@ from lockstream._checks import Mode
 from lockstream.errors import ClientClosed, LockError, LockLost, NotHeld
 from lockstream.v1 import lockstream_pb2 as pb
 
-if TYPE_CHECKING:
-    from lockstream._requests import Request
-    from lockstream._session import Session
+
+class LockSession(Protocol):
+    """What a Lock needs of its session (a _session.Session): whether it is being closed, and
+    sending a message on it."""
+
+    @property
+    def closing(self) -> bool: ...
+
+    def send(self, message: pb.SessionRequest) -> bool: ...
+
+
+class LockRequest(Protocol):
+    """What a Lock needs of the request it was granted to (a _requests.Request): its id, name and
+    mode, whether it is held, when it ended, the set_value and downgrade messages awaiting an
+    answer, and starting its release."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def mode(self) -> Mode: ...
+
+    @property
+    def held(self) -> bool: ...
+
+    @property
+    def ended(self) -> asyncio.Event: ...
+
+    @property
+    def pending(self) -> list[tuple[str, pb.SessionRequest, asyncio.Future[None]]]: ...
+
+    def start_release(self) -> pb.SessionRequest: ...
 
 
 def note_loss(error: BaseException, lost: LockLost) -> None:
@@ -51,7 +83,7 @@ class Lock:
 
     __module__ = "lockstream.aio"  # its public home, for repr, help() and pickle
 
-    def __init__(self, session: Session, request: Request, acquired: pb.AcquireAcquired) -> None:
+    def __init__(self, session: LockSession, request: LockRequest, acquired: pb.AcquireAcquired) -> None:
         self._session = session
         self._request = request
         #: The lock's name (a multi-lock's names joined with "+").

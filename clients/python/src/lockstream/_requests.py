@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 
 from lockstream._callbacks import call_safely
 from lockstream._checks import Mode
-from lockstream._lock import Lock
+from lockstream._lock import Lock, LockSession
 from lockstream._stream import BREAKS
 from lockstream.errors import (
     ClientClosed,
@@ -26,9 +26,6 @@ from lockstream.errors import (
 )
 from lockstream.v1 import lockstream_pb2 as pb
 
-if TYPE_CHECKING:
-    from lockstream._session import Session
-
 #: How long past the wait timeout a request waits for the server's own verdict (seconds).
 _ANSWER_MARGIN = 5.0
 #: How long a cancelled or timed-out wait waits for the server to confirm it left the queue.
@@ -37,6 +34,17 @@ _WITHDRAW_PATIENCE = 5.0
 # Request states: waiting for a grant; given up while waiting (the caller is gone); held;
 # being released; over (its `ended` arrived, or the session ended).
 WAITING, CANCELLED, HELD, RELEASING, ENDED = "waiting", "cancelled", "held", "releasing", "ended"
+
+
+class RequestsSession(LockSession, Protocol):
+    """What the requests need of their session (a _session.Session): what their locks need, and
+    whether the session ended or is being resumed."""
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def resuming(self) -> bool: ...
 
 
 class SessionOver(Exception):
@@ -94,7 +102,7 @@ class Requests:
     """The requests of a session by id, and what becomes of them as the session goes on: granted,
     answered, withdrawn, sent again on a new stream, ended."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: RequestsSession) -> None:
         self._session = session
         self.by_id: dict[int, Request] = {}
         self._last_id = 0
