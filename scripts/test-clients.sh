@@ -30,7 +30,7 @@ bash scripts/check-go-install.sh
   "$REPO/.venv/bin/python" -m pip install --disable-pip-version-check -q --force-reinstall --no-deps dist/*.whl
   # The wheel's dependencies (grpcio, protobuf) are met by what .venv has.
   "$REPO/.venv/bin/python" -m pip check
-  "$REPO/.venv/bin/mypy" src/lockstream hatch_build.py
+  "$REPO/.venv/bin/mypy" src/lockstream hatch_build.py scripts/check_cycles.py
   cd tests
   "$REPO/.venv/bin/python" -m pytest -c ../pyproject.toml --rootdir .. -q
 )

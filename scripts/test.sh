@@ -26,7 +26,7 @@ export CI=true
 step "format";          npm run --silent format:check
 step "lint";            npm run --silent lint
 step "typecheck";       npm run --silent typecheck
-step "no import cycles in src/ and test/"; npm run --silent check:cycles
+step "no import cycles in src/ and test/ (madge), nor in the Python client's package"; npm run --silent check:cycles
 step "proto lint";      npm run --silent proto:lint
 step "generated code is up to date"; npm run --silent gen:check
 step "clients: Go (gofmt, vet, staticcheck, go test -race), Python (wheel, mypy --strict, pytest)"
