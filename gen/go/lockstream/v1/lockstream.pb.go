@@ -46,6 +46,10 @@ const (
 	// name is a semaphore or a lock, not both: a request that disagrees with the first request in
 	// the lock's queue (on the mode, or on the limit) fails with FAILED_PRECONDITION naming both.
 	LockMode_LOCK_MODE_SEMAPHORE LockMode = 4
+	// A candidate in an election (ElectionService.Campaign): exclusive, like MUTEX; its holder is
+	// the election's leader. Only Campaign queues candidates: Acquire and Session refuse this mode
+	// with INVALID_ARGUMENT. A name is an election or a lock, not both (see ElectionService).
+	LockMode_LOCK_MODE_CANDIDATE LockMode = 5
 )
 
 // Enum value maps for LockMode.
@@ -56,6 +60,7 @@ var (
 		2: "LOCK_MODE_READ",
 		3: "LOCK_MODE_WRITE",
 		4: "LOCK_MODE_SEMAPHORE",
+		5: "LOCK_MODE_CANDIDATE",
 	}
 	LockMode_value = map[string]int32{
 		"LOCK_MODE_UNSPECIFIED": 0,
@@ -63,6 +68,7 @@ var (
 		"LOCK_MODE_READ":        2,
 		"LOCK_MODE_WRITE":       3,
 		"LOCK_MODE_SEMAPHORE":   4,
+		"LOCK_MODE_CANDIDATE":   5,
 	}
 )
 
@@ -3374,13 +3380,14 @@ const file_lockstream_v1_lockstream_proto_rawDesc = "" +
 	"\x0eSessionResumed\"C\n" +
 	"\x13SessionRequestEnded\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*|\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*\x95\x01\n" +
 	"\bLockMode\x12\x19\n" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fLOCK_MODE_MUTEX\x10\x01\x12\x12\n" +
 	"\x0eLOCK_MODE_READ\x10\x02\x12\x13\n" +
 	"\x0fLOCK_MODE_WRITE\x10\x03\x12\x17\n" +
-	"\x13LOCK_MODE_SEMAPHORE\x10\x042\xca\x04\n" +
+	"\x13LOCK_MODE_SEMAPHORE\x10\x04\x12\x17\n" +
+	"\x13LOCK_MODE_CANDIDATE\x10\x052\xca\x04\n" +
 	"\vLockService\x12L\n" +
 	"\aAcquire\x12\x1d.lockstream.v1.AcquireRequest\x1a\x1e.lockstream.v1.AcquireResponse(\x010\x01\x12L\n" +
 	"\aSession\x12\x1d.lockstream.v1.SessionRequest\x1a\x1e.lockstream.v1.SessionResponse(\x010\x01\x12W\n" +

@@ -18,11 +18,13 @@ class LockMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LOCK_MODE_READ: _ClassVar[LockMode]
     LOCK_MODE_WRITE: _ClassVar[LockMode]
     LOCK_MODE_SEMAPHORE: _ClassVar[LockMode]
+    LOCK_MODE_CANDIDATE: _ClassVar[LockMode]
 LOCK_MODE_UNSPECIFIED: LockMode
 LOCK_MODE_MUTEX: LockMode
 LOCK_MODE_READ: LockMode
 LOCK_MODE_WRITE: LockMode
 LOCK_MODE_SEMAPHORE: LockMode
+LOCK_MODE_CANDIDATE: LockMode
 
 class WatchLockRequest(_message.Message):
     __slots__ = ("name",)

@@ -54,6 +54,12 @@ export enum LockMode {
    * the lock's queue (on the mode, or on the limit) fails with FAILED_PRECONDITION naming both.
    */
   SEMAPHORE = 4,
+  /**
+   * CANDIDATE - A candidate in an election (ElectionService.Campaign): exclusive, like MUTEX; its holder is
+   * the election's leader. Only Campaign queues candidates: Acquire and Session refuse this mode
+   * with INVALID_ARGUMENT. A name is an election or a lock, not both (see ElectionService).
+   */
+  CANDIDATE = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -74,6 +80,9 @@ export function lockModeFromJSON(object: any): LockMode {
     case 4:
     case "LOCK_MODE_SEMAPHORE":
       return LockMode.SEMAPHORE;
+    case 5:
+    case "LOCK_MODE_CANDIDATE":
+      return LockMode.CANDIDATE;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -93,6 +102,8 @@ export function lockModeToJSON(object: LockMode): string {
       return "LOCK_MODE_WRITE";
     case LockMode.SEMAPHORE:
       return "LOCK_MODE_SEMAPHORE";
+    case LockMode.CANDIDATE:
+      return "LOCK_MODE_CANDIDATE";
     case LockMode.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
