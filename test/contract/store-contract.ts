@@ -9,6 +9,7 @@ import {
   createSequential,
 } from '../../src/server/stores/store.js';
 import { scaled } from '../support/timing.js';
+import { describeRecordContract } from './record-contract.js';
 
 /** A store under test, and how to end its current session as an expiry would. */
 export interface StoreUnderTest {
@@ -85,6 +86,7 @@ export function describeStoreContract(
   makeStore: (root: string) => Promise<StoreUnderTest>,
 ): void {
   describe(`the ${name} coordination store`, () => {
+    describeRecordContract(makeStore);
     let store: StoreBackend;
     let expireSession: () => Promise<void>;
     let replaces = true;

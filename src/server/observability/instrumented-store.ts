@@ -8,7 +8,9 @@ import type {
   ListingOptions,
   NodeData,
   NodeFollow,
+  RecordOp,
   ReplacedNode,
+  TransactOutcome,
   SetDataOutcome,
   SessionTakeover,
   StoreBackend,
@@ -71,6 +73,14 @@ export class InstrumentedStore implements StoreBackend {
 
   setData(path: string, data: Uint8Array, version?: number): Promise<SetDataOutcome> {
     return this.#timed('setData', () => this.#store.setData(path, data, version));
+  }
+
+  transact(ops: readonly RecordOp[]): Promise<TransactOutcome> {
+    return this.#timed('multi', () => this.#store.transact(ops));
+  }
+
+  makeDirs(dir: string): Promise<void> {
+    return this.#store.makeDirs(dir);
   }
 
   /** One path is a delete; several, one multi. */

@@ -1,6 +1,6 @@
 /* The store port: what the lock engine needs of a coordination store (CoordinationStore), the
- * capabilities some stores add beside it (NodeReplacement, BulkListing, SessionTakeover), and
- * their data. */
+ * capabilities some stores add beside it (NodeReplacement, BulkListing, RecordTransactions,
+ * SessionTakeover), and their data. */
 import type { LockError } from '../lock-error.js';
 import type { NodeFollow } from './node-follow.js';
 
@@ -145,6 +145,43 @@ export interface NodeReplacement {
   ): Promise<ReplacedNode | 'missing' | 'conflict'>;
 }
 
+/**
+ * Persistent records written in one atomic step with checks of other nodes (ZooKeeper's multi):
+ * what an election's history needs, each write conditional on its leader's node. Where the
+ * store cannot (the ZooKeeper addon client has no multi), both reject with
+ * `LockError('UNSUPPORTED')`.
+ */
+export interface RecordTransactions {
+  /**
+   * Applies `ops` in order, all or none: 'done', or the first op that failed and why. After a
+   * lost reply the whole step is sent again, so a create in it may then fail 'exists' because
+   * the first try was applied: a caller that cannot tell its own record from another's reads it.
+   */
+  transact(ops: readonly RecordOp[]): Promise<TransactOutcome>;
+  /** Creates `dir` and its ancestors as persistent nodes, where missing (never removed by lockstream). */
+  makeDirs(dir: string): Promise<void>;
+}
+
+/** One step of a transaction (see RecordTransactions). */
+export type RecordOp =
+  /** Fails 'missing' unless the node exists, 'conflict' unless its data version is `version` (if given). */
+  | { readonly op: 'check'; readonly path: string; readonly version?: number }
+  /** A persistent node (its parent must exist: 'missing' otherwise); 'exists' if it does. */
+  | { readonly op: 'create'; readonly path: string; readonly data: Uint8Array }
+  /** New data, if the data version is still `version` (if given): 'missing', 'conflict'. */
+  | { readonly op: 'set'; readonly path: string; readonly data: Uint8Array; readonly version?: number }
+  /** Removes a node without children: 'missing' if it does not exist. */
+  | { readonly op: 'delete'; readonly path: string };
+
+export type TransactOutcome =
+  | { readonly kind: 'done' }
+  | {
+      readonly kind: 'failed';
+      /** The index in `ops` of the first op that failed; none was applied. */
+      readonly index: number;
+      readonly reason: 'missing' | 'conflict' | 'exists' | 'not-empty';
+    };
+
 /** Lists many parents at once: for inspection (ListLocks reads every lock parent). */
 export interface BulkListing {
   /**
@@ -160,7 +197,8 @@ export interface BulkListing {
  * metrics, tests, benchmarks) reads of it. The engine itself is written against
  * CoordinationStore and is handed the capabilities it uses.
  */
-export interface StoreBackend extends CoordinationStore, NodeReplacement, BulkListing, AsyncDisposable {
+export interface StoreBackend
+  extends CoordinationStore, NodeReplacement, BulkListing, RecordTransactions, AsyncDisposable {
   /** `memory` or `zookeeper`, for logs. */
   readonly kind: string;
   /** Operation counts since start, for tests that check the absence of a herd and for benchmarks. */

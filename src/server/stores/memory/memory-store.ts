@@ -1,13 +1,15 @@
 /* The embedded store: the store port's semantics, ZooKeeper's, kept in memory for one process. */
 import { LockError } from '../../lock-error.js';
 import type { NodeWatchHandlers, NodeFollow } from '../node-follow.js';
-import { baseName, joinPath, parentPath } from '../node-paths.js';
+import { ancestors, baseName, joinPath, parentPath } from '../node-paths.js';
 import {
   emptyStats,
   type CreatedNode,
   type ListingOptions,
   type NodeData,
+  type RecordOp,
   type ReplacedNode,
+  type TransactOutcome,
   type SequentialEntry,
   type SetDataOutcome,
   type StoreBackend,
@@ -19,6 +21,7 @@ import { SessionState } from '../session-state.js';
 
 interface MemoryNode {
   readonly creationId: bigint;
+  /** The session that owns the (ephemeral) node; 0 for a persistent record (RecordTransactions). */
   readonly sessionId: number;
   readonly data: Uint8Array;
   readonly version: number;
@@ -49,6 +52,8 @@ export class MemoryStore implements StoreBackend {
   readonly stats: StoreStats = emptyStats();
 
   readonly #parents = new Map<string, MemoryParent>();
+  /** Directories made persistent (makeDirs): they stay when their last child goes. */
+  readonly #dirs = new Set<string>();
   readonly #watchers = new Map<string, Set<() => void>>();
   readonly #nodeWatchers = new ListenerMap<NodeWatchHandlers>();
   readonly #childWatchers = new ListenerMap<() => void>();
@@ -214,6 +219,62 @@ export class MemoryStore implements StoreBackend {
     for (const path of paths) this.#remove(path);
   }
 
+  async transact(ops: readonly RecordOp[]): Promise<TransactOutcome> {
+    await this.#roundTrip();
+    // Every op is judged with the ones before it applied, then all are applied in one step.
+    const staged = new Map<string, MemoryNode | null>();
+    const current = (path: string): MemoryNode | undefined =>
+      staged.has(path) ? (staged.get(path) ?? undefined) : this.#node(path);
+    let creationId: bigint | undefined;
+    for (const [index, op] of ops.entries()) {
+      const node = current(op.path);
+      const failed = (reason: 'missing' | 'conflict' | 'exists' | 'not-empty'): TransactOutcome => ({
+        kind: 'failed',
+        index,
+        reason,
+      });
+      if (op.op === 'create') {
+        if (node) return failed('exists');
+        if (!this.#dirs.has(parentPath(op.path))) return failed('missing');
+        creationId ??= this.#lastCreationId + 1n;
+        staged.set(op.path, { creationId, sessionId: 0, data: Uint8Array.from(op.data), version: 0 });
+        continue;
+      }
+      if (!node) return failed('missing');
+      if (op.op === 'delete') {
+        if ((this.#parents.get(op.path)?.children.size ?? 0) > 0) return failed('not-empty');
+        staged.set(op.path, null);
+        continue;
+      }
+      if (op.version !== undefined && op.version !== node.version) return failed('conflict');
+      if (op.op === 'set') {
+        staged.set(op.path, { ...node, data: Uint8Array.from(op.data), version: node.version + 1 });
+      }
+    }
+    if (creationId !== undefined) this.#lastCreationId = creationId;
+    for (const [path, node] of staged) {
+      if (node === null) {
+        this.#remove(path);
+        continue;
+      }
+      const dir = parentPath(path);
+      const parent = this.#parents.get(dir)!;
+      const created = !parent.children.has(baseName(path));
+      parent.children.set(baseName(path), node);
+      if (created) this.#childrenChanged(dir);
+      else for (const handlers of this.#nodeWatchers.get(path)) handlers.onData(node.data);
+    }
+    return { kind: 'done' };
+  }
+
+  async makeDirs(dir: string): Promise<void> {
+    await this.#roundTrip();
+    for (const path of [...ancestors(dir), dir]) {
+      this.#dirs.add(path);
+      if (!this.#parents.has(path)) this.#parents.set(path, { nextSequence: 0, children: new Map() });
+    }
+  }
+
   async replaceNode(
     path: string,
     name: string,
@@ -287,7 +348,7 @@ export class MemoryStore implements StoreBackend {
     const parent = this.#parents.get(dir);
     if (!parent?.children.delete(baseName(path))) return;
     // Containers vanish once empty (ZooKeeper does it a little later; nothing may rely on when).
-    if (parent.children.size === 0) this.#parents.delete(dir);
+    if (parent.children.size === 0 && !this.#dirs.has(dir)) this.#parents.delete(dir);
     this.#childrenChanged(dir);
     const followers = this.#nodeWatchers.get(path);
     this.#nodeWatchers.delete(path);

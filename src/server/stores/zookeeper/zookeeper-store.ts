@@ -9,7 +9,9 @@ import {
   type ListingOptions,
   type NodeData,
   type ReplacedNode,
+  type RecordOp,
   type SequentialEntry,
+  type TransactOutcome,
   type SessionTakeover,
   type SetDataOutcome,
   type StoreBackend,
@@ -23,6 +25,7 @@ import { linkFactory } from './link-factory.js';
 import { LinkOperations } from './link-operations.js';
 import { NodeWatches } from './node-watches.js';
 import { ParentBarrier } from './parent-barrier.js';
+import { RecordWrites } from './record-transactions.js';
 import { SessionKeeper } from './session-keeper.js';
 import { SessionOwnership } from './session-ownership.js';
 import { chrootOf } from './chroot.js';
@@ -86,6 +89,7 @@ export class ZooKeeperStore implements StoreBackend {
   readonly #watches: NodeWatches;
   readonly #creates: CreatePipeline;
   readonly #reader: ChildrenReader;
+  readonly #records: RecordWrites;
   readonly #protection: TreeProtection;
   readonly #connectString: string;
   readonly #view: TreeView | undefined;
@@ -130,6 +134,7 @@ export class ZooKeeperStore implements StoreBackend {
     this.#ops = ops;
     this.#watches = watches;
     this.#treeWatch = view && new TreeWatch({ keeper, ops, watches, view, logger: options.logger });
+    this.#records = new RecordWrites(keeper, ops, this.#protection);
     this.#reader = new ChildrenReader({ keeper, ops, stats: this.stats, logger: options.logger });
     this.#creates = new CreatePipeline({
       keeper,
@@ -247,6 +252,14 @@ export class ZooKeeperStore implements StoreBackend {
 
   delete(paths: string | readonly string[]): Promise<void> {
     return typeof paths === 'string' ? this.#ops.delete(paths) : this.#ops.deleteAll(paths);
+  }
+
+  transact(ops: readonly RecordOp[]): Promise<TransactOutcome> {
+    return this.#records.transact(ops);
+  }
+
+  makeDirs(dir: string): Promise<void> {
+    return this.#records.makeDirs(dir);
   }
 
   watchNode(path: string, follow: NodeFollow): Promise<NodeData | null> {
