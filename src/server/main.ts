@@ -53,6 +53,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     return new LockEngine({
       store: timed,
       replacement: timed,
+      records: timed,
       rootPath: config.rootPath,
       logger: logger.child({ component: 'engine' }),
       instanceId,
@@ -74,6 +75,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     sessions,
     inspector,
     engine,
+    store: timedStore,
     metrics,
     logger: logger.child({ component: 'transport' }),
     keepaliveTimeMs: config.keepaliveTimeMs,

@@ -25,18 +25,19 @@ describe('grpcurl through server reflection', () => {
     await server?.kill('SIGTERM');
   });
 
-  it('lists the lock service, health checking and both reflection services', async () => {
+  it('lists the lock and election services, health checking and both reflection services', async () => {
     const services = (await grpcurl(['-plaintext', server.address, 'list'])).trim().split('\n');
     expect(services.sort()).toEqual([
       'grpc.health.v1.Health',
       'grpc.reflection.v1.ServerReflection',
       'grpc.reflection.v1alpha.ServerReflection',
+      'lockstream.v1.ElectionService',
       'lockstream.v1.LockService',
     ]);
   });
 
-  it('answers health checks for the server and for the lock service', async () => {
-    for (const service of ['', 'lockstream.v1.LockService']) {
+  it('answers health checks for the server and for the lock and election services', async () => {
+    for (const service of ['', 'lockstream.v1.LockService', 'lockstream.v1.ElectionService']) {
       const answer = await grpcurl([
         '-plaintext',
         '-d',
@@ -85,6 +86,49 @@ describe('grpcurl through server reflection', () => {
       expect((await waiter.release()).code).toBe(grpc.status.OK);
     } finally {
       session.kill();
+    }
+  });
+
+  it('campaigns, observes and asks for the leader by hand, as the README shows', async () => {
+    const observer = interactiveGrpcurl([
+      '-plaintext',
+      '-d',
+      '{"name":"grpcurl/election"}',
+      server.address,
+      'lockstream.v1.ElectionService/Observe',
+    ]);
+    const candidate = interactiveGrpcurl([
+      '-plaintext',
+      '-d',
+      '@',
+      server.address,
+      'lockstream.v1.ElectionService/Campaign',
+    ]);
+    try {
+      await observer.waitFor(/"vacant": \{\}/);
+      candidate.type({
+        start: { name: 'grpcurl/election', value: Buffer.from('10.0.0.7:8080').toString('base64') },
+      });
+      const [, term] = await candidate.waitFor(/"elected": \{\s*"term": "(\d+)"/);
+      await observer.waitFor(new RegExp(`"term": \\{\\s*"term": "${term}"`));
+      const leader = JSON.parse(
+        await grpcurl([
+          '-plaintext',
+          '-d',
+          '{"name":"grpcurl/election"}',
+          server.address,
+          'lockstream.v1.ElectionService/Leader',
+        ]),
+      ) as { leader: { term: string; value: string } };
+      expect(leader.leader.term).toBe(term);
+      expect(Buffer.from(leader.leader.value, 'base64').toString()).toBe('10.0.0.7:8080');
+      candidate.endInput();
+      await candidate.waitFor(/"resigned": \{\}/);
+      expect(await candidate.exited).toBe(0);
+      await observer.waitFor(new RegExp(`"vacant": \\{\\s*"afterTerm": "${term}"`));
+    } finally {
+      candidate.kill();
+      observer.kill();
     }
   });
 

@@ -13,6 +13,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LockClient, LockClientError, type LockMode } from '../../src/client/index.js';
 import { LockServiceClient } from '../../src/gen/lockstream/v1/lockstream.js';
+import { ElectionServiceClient } from '../../src/gen/lockstream/v1/election.js';
 import { ConfigError, loadConfig } from '../../src/server/config.js';
 import { sha256 } from '../../src/server/security/access-policy.js';
 import { exposureWarnings, startServer, type RunningServer } from '../../src/server/main.js';
@@ -24,6 +25,7 @@ const TOKENS = {
   billing: 'billing-token-7f3a9c',
   reporter: 'reporter-token-41d2e8',
   prometheus: 'prometheus-token-9e0b17',
+  elector: 'elector-token-5b81c0',
 } as const;
 
 const POLICY = `
@@ -51,6 +53,10 @@ callers:
   - name: prometheus
     token_sha256: ${sha256(TOKENS.prometheus).toString('hex')}
     http: true
+  - name: elector
+    token_sha256: ${sha256(TOKENS.elector).toString('hex')}
+    locks:
+      - { prefix: leaders/, modes: [candidate] }
 `;
 
 let pki: TestPki;
@@ -250,6 +256,89 @@ describe('an access policy with bearer tokens (--auth-file, over TLS)', () => {
     // The recorded owner of a request that names none is the caller's name in the policy.
     await using _unnamed = await as('billing').acquire('billing/unnamed', { owner: '' });
     expect((await as('billing').describe('billing/unnamed')).holders[0]?.owner).toBe('billing');
+  });
+});
+
+describe('elections under an access policy', () => {
+  it('let only a caller granted `candidate` campaign, proclaim and resign; one that may see the name observes and asks for the leader', async () => {
+    const server = await serve([...tlsArgs(), '--auth-file', policyFile]);
+    const client = new ElectionServiceClient(`127.0.0.1:${server.port}`, tls());
+    cleanups.push(() => client.close());
+    const as = (who: keyof typeof TOKENS | 'nobody'): Metadata => {
+      const metadata = new Metadata();
+      if (who !== 'nobody') metadata.set('authorization', `Bearer ${TOKENS[who]}`);
+      return metadata;
+    };
+    const unaryCode = (call: (done: (error: { code: number } | null) => void) => void): Promise<string> =>
+      new Promise((resolve) => call((error) => resolve(error ? (status[error.code] ?? '?') : 'OK')));
+    /** A Campaign's first message (its $case), or the status it ended with. */
+    const campaign = (who: keyof typeof TOKENS, name: string): Promise<{ first: string; term?: bigint }> =>
+      new Promise((resolve) => {
+        const call = client.campaign(as(who));
+        cleanups.push(() => call.cancel());
+        call.on('error', () => {});
+        call.once('data', (message: { kind?: { $case: string; value: { term?: bigint } } }) =>
+          resolve({
+            first: message.kind!.$case,
+            ...(message.kind?.value.term === undefined ? {} : { term: message.kind.value.term }),
+          }),
+        );
+        call.once('status', (s: StatusObject) => resolve({ first: status[s.code] ?? '?' }));
+        call.write({
+          kind: {
+            $case: 'start',
+            value: {
+              name,
+              value: Buffer.alloc(0),
+              owner: '',
+              waitTimeout: undefined,
+              resumeGrace: undefined,
+              heartbeatInterval: undefined,
+            },
+          },
+        });
+      });
+    const observeFirst = (who: keyof typeof TOKENS | 'nobody', name: string): Promise<string> =>
+      new Promise((resolve) => {
+        const call = client.observe({ name }, as(who));
+        call.on('error', () => {});
+        call.once('data', (message: { kind?: { $case: string } }) => {
+          resolve(message.kind!.$case);
+          call.cancel();
+        });
+        call.once('status', (s: StatusObject) => resolve(status[s.code] ?? '?'));
+      });
+
+    expect((await campaign('billing', 'leaders/db')).first).toBe('PERMISSION_DENIED');
+    expect((await campaign('elector', 'billing/db')).first).toBe('PERMISSION_DENIED');
+    const elected = await campaign('elector', 'leaders/db');
+    expect(elected.first).toBe('elected');
+    const term = elected.term!;
+    expect(await observeFirst('nobody', 'leaders/db')).toBe('UNAUTHENTICATED');
+    expect(await observeFirst('billing', 'leaders/db')).toBe('PERMISSION_DENIED');
+    expect(await observeFirst('elector', 'leaders/db')).toBe('term');
+    expect(await unaryCode((done) => client.leader({ name: 'leaders/db' }, as('billing'), done))).toBe(
+      'PERMISSION_DENIED',
+    );
+    expect(await unaryCode((done) => client.leader({ name: 'leaders/db' }, as('elector'), done))).toBe('OK');
+    for (const who of ['billing', 'reporter'] as const) {
+      expect(
+        await unaryCode((done) =>
+          client.proclaim({ name: 'leaders/db', term, value: Buffer.from('x') }, as(who), done),
+        ),
+      ).toBe('PERMISSION_DENIED');
+      expect(await unaryCode((done) => client.resign({ name: 'leaders/db', term }, as(who), done))).toBe(
+        'PERMISSION_DENIED',
+      );
+    }
+    expect(
+      await unaryCode((done) =>
+        client.proclaim({ name: 'leaders/db', term, value: Buffer.from('x') }, as('elector'), done),
+      ),
+    ).toBe('OK');
+    expect(await unaryCode((done) => client.resign({ name: 'leaders/db', term }, as('elector'), done))).toBe(
+      'OK',
+    );
   });
 });
 

@@ -28,3 +28,5 @@ export type {
   RevokeRequest,
 } from './lock-request.js';
 export type { LockMode } from './lock-request.js';
+export { ElectionHistory, type TermRecord } from './election-history.js';
+export { observeElection, type ElectionEvent } from './election-observer.js';

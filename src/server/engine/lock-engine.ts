@@ -5,10 +5,17 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { joinPath, type CoordinationStore, type NodeReplacement, type OwnedNode } from '../stores/store.js';
+import {
+  joinPath,
+  type CoordinationStore,
+  type NodeReplacement,
+  type OwnedNode,
+  type RecordTransactions,
+} from '../stores/store.js';
 import { LockRequest } from './request.js';
 import type { RequestEngine } from './request-wait.js';
 import { CallerLease } from './caller-lease.js';
+import { ElectionHistory, notLeader } from './election-history.js';
 import type { AcquireOptions, AcquireRequest, Lease } from './lock-request.js';
 import { encodeLockName, validateLockName } from './lock-nodes.js';
 import { QueueWaits } from './local-queue.js';
@@ -26,6 +33,8 @@ export interface LockEngineOptions {
   readonly store: CoordinationStore;
   /** How a WRITE hold's downgrade replaces its node; absent: a downgrade is UNSUPPORTED. */
   readonly replacement?: NodeReplacement | undefined;
+  /** How elections record their terms; absent: elections are UNSUPPORTED. */
+  readonly records?: RecordTransactions | undefined;
   /** Root path of lockstream's nodes in the store, e.g. `/lockstream`. */
   readonly rootPath: string;
   readonly logger: Logger;
@@ -48,6 +57,8 @@ export class LockEngine {
   readonly #revoker: Revoker;
   /** What every request of this engine (a LockRequest) works with. */
   readonly requests: RequestEngine;
+  /** The histories of elections (see ElectionHistory). */
+  readonly elections: ElectionHistory;
 
   constructor(options: LockEngineOptions) {
     const store = options.store;
@@ -55,11 +66,19 @@ export class LockEngine {
     this.#locksPath = locksPathOf(options.rootPath);
     this.#logger = options.logger;
     const semaphores = new SemaphoreWakeups(store, this.#logger);
+    const instanceId = options.instanceId ?? randomUUID();
+    this.elections = new ElectionHistory({
+      store,
+      records: options.records,
+      rootPath: options.rootPath,
+      instanceId,
+      logger: this.#logger,
+    });
     this.requests = {
       store,
       replacement: options.replacement,
       logger: this.#logger,
-      instanceId: options.instanceId ?? randomUUID(),
+      instanceId,
       semaphores,
       waits: new QueueWaits({
         store,
@@ -69,6 +88,7 @@ export class LockEngine {
       dependents: new SessionDependents(),
       lockPath: (name) => this.lockPath(name),
       withdraw: (path) => this.#withdraw(path),
+      elections: this.elections,
     };
     this.#revoker = new Revoker({
       store,
@@ -131,6 +151,19 @@ export class LockEngine {
       made.takeTurn(ignore);
       lease.granted.then(resolve, reject);
     });
+  }
+
+  /**
+   * Ends the term `term` of election `name`: its leader's node is told to go at once, as by a
+   * revocation whose deadline has passed (its instance tells the leader, then deletes the node).
+   * NOT_HELD (see notLeader) when `term` is not the current leader's.
+   */
+  async resign(name: string, term: bigint): Promise<void> {
+    validateLockName(name);
+    const leader = await this.elections.leader(name);
+    if (leader?.term !== term) throw notLeader(name, term);
+    const asked = await this.#revoker.revokeNode(name, leader.node, `term ${term} ended by Resign`, 0);
+    if (!asked) throw notLeader(name, term);
   }
 
   /**

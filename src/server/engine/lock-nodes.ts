@@ -62,6 +62,7 @@ function modePrefixLength(nodeName: string): number {
   if (first === 0x77 /* w */) return hasAt(nodeName, 'write-', 0) ? 6 : 0;
   if (first === 0x72 /* r */) return hasAt(nodeName, 'read-', 0) ? 5 : 0;
   if (first === 0x73 /* s */) return hasAt(nodeName, 'sem-', 0) ? semaphoreFieldsEnd(nodeName) : 0;
+  if (first === 0x63 /* c */) return hasAt(nodeName, 'candidate-', 0) ? 10 : 0;
   return 0;
 }
 
@@ -125,6 +126,7 @@ export function modeOf(nodeName: string): LockMode {
   const first = nodeName.charCodeAt(0);
   if (first === 0x6d /* m */) return 'mutex';
   if (first === 0x72 /* r */) return 'read';
+  if (first === 0x63 /* c */) return 'candidate';
   return first === 0x73 /* s */ ? 'semaphore' : 'write';
 }
 

@@ -42,12 +42,15 @@ export interface LockTarget {
  * store's session over can rebuild each of its lockstream sessions from their nodes and let
  * their clients resume there (see SessionAdoption).
  */
+/** The RPC that opened a session: an Acquire or Campaign stream is a session of one request. */
+export type SessionKind = 'acquire' | 'session' | 'campaign';
+
 export interface RequestTag {
   /** The session's resume key: a hash of its resume token (which is never stored). */
   readonly key: string;
   /** The request's id in its session. */
   readonly id: number;
-  readonly kind: 'acquire' | 'session';
+  readonly kind: SessionKind;
   /** The session's resume grace, ms. */
   readonly grace: number;
   /** The authenticated caller who opened the session: only it may resume it. */
@@ -199,7 +202,8 @@ export function heldRequests(request: AcquireRequest, lease: HeldLock): HeldRequ
  * `semaphore` is counted (see holds() in queue-position.ts) and shares its queue with
  * semaphore requests of the same limit only.
  */
-export type LockMode = 'mutex' | 'read' | 'write' | 'semaphore';
+/** The lock modes, and `candidate`: an election's (Campaign), exclusive like a mutex. */
+export type LockMode = 'mutex' | 'read' | 'write' | 'semaphore' | 'candidate';
 
 export function isExclusive(mode: LockMode): boolean {
   return mode !== 'read';

@@ -7,14 +7,14 @@ import { LockError } from '../lock-error.js';
 import type { LockEngine } from './lock-engine.js';
 import type { AcquireRequest } from './lock-request.js';
 import type { OwnedNode } from '../stores/store.js';
-import type { RequestTag } from './lock-request.js';
+import type { RequestTag, SessionKind } from './lock-request.js';
 import type { RequestAccounting, RequestListener } from './request-news.js';
 import type { RequestSession } from './request-news.js';
 import { LockRequest } from './request.js';
 import { WorkQueue, type StoreWorkScheduler } from './store-work-scheduler.js';
 
 /** Which RPC opened a session: an Acquire stream is a session of one request. */
-export type SessionKind = 'acquire' | 'session';
+export type { SessionKind } from './lock-request.js';
 
 /**
  * What happens to sessions across their streams, for metrics: a stream that broke left its
@@ -112,7 +112,7 @@ export class LockSession implements RequestSession {
 
   /** How messages name the stream that carries the session. */
   get streamNoun(): string {
-    return this.kind === 'acquire' ? 'stream' : 'session';
+    return this.kind === 'session' ? 'session' : 'stream';
   }
 
   /** Requests that have not ended (or whose end a detached session has not told yet). */

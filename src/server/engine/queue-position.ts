@@ -230,8 +230,8 @@ export function waiterPlaces(queue: readonly QueueNode[]): Map<number, number> {
 
 /**
  * Why a new request `me` cannot join a queue whose first request is `head`, or undefined if it
- * can: a name is a semaphore of one limit, or a lock (MUTEX, READ, WRITE), while requests for
- * it exist. Said once, when a request first lists its queue.
+ * can: a name is a semaphore of one limit, an election (its candidates), or a lock (MUTEX,
+ * READ, WRITE), while requests for it exist. Said once, when a request first lists its queue.
  */
 export function disagreement(head: string, me: string): string | undefined {
   const headMode = modeOf(head);
@@ -239,8 +239,15 @@ export function disagreement(head: string, me: string): string | undefined {
   const describe = (mode: LockMode, nodeName: string): string =>
     mode === 'semaphore'
       ? `a semaphore of limit ${semaphoreShape(nodeName).limit}`
-      : `${mode.toUpperCase()} mode`;
-  if (headMode !== 'semaphore' && myMode !== 'semaphore') return undefined;
-  if (headMode === myMode && semaphoreShape(head).limit === semaphoreShape(me).limit) return undefined;
+      : mode === 'candidate'
+        ? 'an election (its candidates campaign for it)'
+        : `${mode.toUpperCase()} mode`;
+  const special = (mode: LockMode): boolean => mode === 'semaphore' || mode === 'candidate';
+  if (!special(headMode) && !special(myMode)) return undefined;
+  if (
+    headMode === myMode &&
+    (myMode !== 'semaphore' || semaphoreShape(head).limit === semaphoreShape(me).limit)
+  )
+    return undefined;
   return `the request first in its queue uses it as ${describe(headMode, head)}; this request asks for ${describe(myMode, me)}`;
 }

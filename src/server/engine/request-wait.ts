@@ -5,6 +5,7 @@
  * this file only feeds it news.
  */
 import type { Logger } from 'pino';
+import type { ElectionHistory } from './election-history.js';
 import { LockError } from '../lock-error.js';
 import {
   AS_TOLD,
@@ -39,6 +40,8 @@ export interface RequestEngine {
   lockPath(name: string): string;
   /** Deletes a withdrawn request's node; never rejects. */
   withdraw(path: string): Promise<void>;
+  /** The histories of elections: a candidate's grant is recorded there before it is told. */
+  readonly elections: ElectionHistory;
 }
 
 /** What a part needs of its request (LockRequest), and tells it. */

@@ -135,6 +135,12 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   #letGo: LetGo | undefined;
   /** Granted after the client had withdrawn it: released without a word of the grant. */
   #grantUntold = false;
+  /**
+   * Whether its holder may be told it holds: at once for a lock; for a candidate once its term
+   * is recorded in the election's history (see recordTerm), so that no leader is ever told of a
+   * term that observers cannot see.
+   */
+  #tellable: boolean;
   /** Set once ended while no stream was attached: told to the next stream that attaches. */
   #untoldEnd: RequestNews | undefined;
   /** Resolves once the request has ended; made only for a session that waits for it. */
@@ -162,6 +168,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     this.#adopted = adopted;
     this.#fromAdoption = adopted !== undefined;
     this.#since = performance.now();
+    this.#tellable = request.mode !== 'candidate';
     session.accounting.waiting(request.mode);
   }
 
@@ -217,6 +224,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     this.#parts = [];
     this.#vanished = undefined;
     try {
+      if (this.request.mode === 'candidate') this.engine.elections.checkSupported();
       const { parts, entries, written } = newParts(
         this,
         this.request,
@@ -528,8 +536,15 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     this.#session.accounting.holdEnded(this.request.mode, outcome, heldMs, heldRequests(this.request, this));
   }
 
-  /** The request holds now (see grant): the client is told, unless it let go meanwhile. */
+  /**
+   * The request holds now (see grant): the client is told, unless it let go meanwhile; a
+   * candidate once its term is recorded.
+   */
   private held(): void {
+    if (!this.#tellable) {
+      this.recordTerm();
+      return;
+    }
     if (this.#letGo) {
       // Withdrawn in the same moment as it was granted: the client never hears of the grant,
       // and the request ends as a withdrawal does.
@@ -539,6 +554,33 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     }
     const listener = this.#session.listener;
     if (listener && this.#phase === 'held') this.tellHeld(listener);
+  }
+
+  /**
+   * A candidate's grant begins a term: recorded in the election's history (in one step with a
+   * check that its node is still there), then told. A node gone meanwhile ends the hold through
+   * its deletion, as a loss; a record that cannot be written loses the hold.
+   */
+  private recordTerm(): void {
+    const part = this.parts[0]!;
+    this.engine.elections.begin(this.request.name, part.token, part.path, this.request).then(
+      (recorded) => {
+        if (this.#phase !== 'held' || recorded === 'gone') return;
+        this.#tellable = true;
+        this.held();
+      },
+      (error: unknown) => {
+        if (this.#phase !== 'held') return;
+        const why = error instanceof LockError ? error.message : String(error);
+        this.lose(
+          new LockError(
+            'LOCK_LOST',
+            `election "${this.request.name}": its term could not be recorded: ${why}`,
+          ),
+          undefined,
+        );
+      },
+    );
   }
 
   // What the store tells of the hold (see nodeData).
@@ -576,7 +618,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
 
   /** SessionDependent: the holder hears of the session's doubt. */
   confirmationChanged(confirmed: boolean): void {
-    if (this.#phase === 'held') this.tell({ kind: 'confirmation', confirmed });
+    if (this.#phase === 'held' && this.#tellable) this.tell({ kind: 'confirmation', confirmed });
   }
 
   /**
@@ -655,7 +697,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
       // Not counted: granted or ended meanwhile (told as it happened), or the store is out of reach.
       if (!counted && queued(this.#phase) && this.#ahead !== undefined && this.#session.isAttached(listener))
         void listener.tell(this.id, this.request, { kind: 'waiting', ahead: this.#ahead });
-    } else if (this.#phase === 'held' || this.#phase === 'releasing') {
+    } else if ((this.#phase === 'held' || this.#phase === 'releasing') && this.#tellable) {
       this.tellHeld(listener);
     }
   }
@@ -672,7 +714,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   /** The holder is asked to release (again, when a deadline escalates the request). */
   private revokeRequested(revoke: RevokeRequest): void {
     const listener = this.#session.listener;
-    if (listener && this.#phase === 'held') this.tellRevoke(listener, revoke);
+    if (listener && this.#phase === 'held' && this.#tellable) this.tellRevoke(listener, revoke);
   }
 
   /**
@@ -692,7 +734,11 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     this.#letGo = how;
     if (queued(this.#phase))
       this.withdraw(this.#refusal ?? notAcquired(this.request.name, how, this.#session.streamNoun));
-    else if (this.#phase === 'held') this.releaseHold();
+    else if (this.#phase === 'held') {
+      // A candidate whose term is still being recorded never hears of it: it withdrew.
+      if (!this.#tellable) this.#grantUntold = true;
+      this.releaseHold();
+    }
   }
 
   /**

@@ -149,6 +149,22 @@ export function deadlineLeftMs(revoke: RecordedRevoke): number | undefined {
 const FORCE_BACKSTOP_MS = 2_000;
 
 /**
+ * A revocation request as recorded. The deadline is recorded as a duration, which the holder's
+ * instance measures from when it sees it by its monotonic clock; the wall clock times are for
+ * people (see HeldRevocation).
+ */
+function revokeRequest(reason: string, forceAfterMs: number | undefined): RecordedRevoke {
+  const now = Date.now();
+  return {
+    reason,
+    requestedAt: new Date(now).toISOString(),
+    ...(forceAfterMs === undefined
+      ? {}
+      : { forceAt: new Date(now + forceAfterMs).toISOString(), forceAfterMs }),
+  };
+}
+
+/**
  * RevokeLock (Curator's Revoker): the request is written into each holder's node, where the
  * holder's server, which follows the node, sees it and tells the holder.
  */
@@ -177,44 +193,51 @@ export class Revoker {
   async revoke(name: string, dir: string, reason: string, forceAfterMs: number | undefined): Promise<number> {
     const queue = queueOrder(await this.#store.children(dir));
     const holding = queue.slice(0, holders(queue).count).map((entry) => joinPath(dir, entry.nodeName));
-    // The deadline is recorded as a duration, which the holder's instance measures from when it
-    // sees it by its monotonic clock; the wall clock times are for people (see revocation.ts).
-    const now = Date.now();
-    const revoke = {
-      reason,
-      requestedAt: new Date(now).toISOString(),
-      ...(forceAfterMs === undefined
-        ? {}
-        : { forceAt: new Date(now + forceAfterMs).toISOString(), forceAfterMs }),
-    };
-    const asked = await Promise.all(
-      holding.map(async (listed) => {
-        // Asked before: the first request stands, but a deadline escalates a request without
-        // one, and a deadline stands once written (see revokeToRecord).
-        const ask = (path: string): Promise<NodeRecord | 'missing'> =>
-          updateNodeRecord(this.#store, path, (current) => {
-            const next = revokeToRecord(current.revoke, revoke);
-            return next === undefined ? undefined : { ...current, revoke: next };
-          });
-        let path = listed;
-        let record = await ask(path);
-        // Downgraded since the listing: its node was replaced by one in the same place.
-        const replacement = record === 'missing' ? await this.#replacementOf(path) : undefined;
-        if (replacement !== undefined) {
-          path = replacement;
-          record = await ask(path);
-        }
-        if (record === 'missing') return false;
-        const leftMs = deadlineLeftMs(record.revoke ?? revoke);
-        if (leftMs !== undefined) this.#backstop(path, leftMs);
-        return true;
-      }),
-    );
+    const revoke = revokeRequest(reason, forceAfterMs);
+    const asked = await Promise.all(holding.map((listed) => this.#ask(listed, revoke)));
     this.#logger.info(
       { lock: name, reason, holders: asked.filter(Boolean).length, forceAfterMs },
       'revocation requested',
     );
     return asked.filter(Boolean).length;
+  }
+
+  /**
+   * Asks the holder whose node is `path` alone to release, as `revoke` asks each (an election's
+   * Resign, naming its leader's term): false when the node is gone.
+   */
+  async revokeNode(
+    name: string,
+    path: string,
+    reason: string,
+    forceAfterMs: number | undefined,
+  ): Promise<boolean> {
+    const asked = await this.#ask(path, revokeRequest(reason, forceAfterMs));
+    this.#logger.info({ lock: name, node: path, reason, asked, forceAfterMs }, 'revocation requested');
+    return asked;
+  }
+
+  /** Writes the request into the holder's node (whose path was listed): false once it is gone. */
+  async #ask(listed: string, revoke: RecordedRevoke): Promise<boolean> {
+    // Asked before: the first request stands, but a deadline escalates a request without
+    // one, and a deadline stands once written (see revokeToRecord).
+    const ask = (path: string): Promise<NodeRecord | 'missing'> =>
+      updateNodeRecord(this.#store, path, (current) => {
+        const next = revokeToRecord(current.revoke, revoke);
+        return next === undefined ? undefined : { ...current, revoke: next };
+      });
+    let path = listed;
+    let record = await ask(path);
+    // Downgraded since the listing: its node was replaced by one in the same place.
+    const replacement = record === 'missing' ? await this.#replacementOf(path) : undefined;
+    if (replacement !== undefined) {
+      path = replacement;
+      record = await ask(path);
+    }
+    if (record === 'missing') return false;
+    const leftMs = deadlineLeftMs(record.revoke ?? revoke);
+    if (leftMs !== undefined) this.#backstop(path, leftMs);
+    return true;
   }
 
   /** The node that replaced `path` (a downgrade keeps the request id and sequence), if any. */

@@ -133,7 +133,7 @@ function validTag(tag: unknown): RequestTag | undefined {
   const { key, id, kind, grace } = tag as Partial<RequestTag>;
   if (typeof key !== 'string' || key === '') return undefined;
   if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0) return undefined;
-  if (kind !== 'acquire' && kind !== 'session') return undefined;
+  if (kind !== 'acquire' && kind !== 'session' && kind !== 'campaign') return undefined;
   if (typeof grace !== 'number' || !(grace > 0)) return undefined;
   return tag as RequestTag;
 }

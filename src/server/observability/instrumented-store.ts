@@ -75,6 +75,10 @@ export class InstrumentedStore implements StoreBackend {
     return this.#timed('setData', () => this.#store.setData(path, data, version));
   }
 
+  get transactions(): boolean {
+    return this.#store.transactions;
+  }
+
   transact(ops: readonly RecordOp[]): Promise<TransactOutcome> {
     return this.#timed('multi', () => this.#store.transact(ops));
   }

@@ -24,7 +24,7 @@ export interface Principal {
   readonly grants: readonly Grant[];
 }
 
-const MODES = ['mutex', 'read', 'write', 'semaphore'] as const;
+const MODES = ['mutex', 'read', 'write', 'semaphore', 'candidate'] as const;
 
 const callerSchema = z
   .strictObject({

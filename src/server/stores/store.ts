@@ -152,6 +152,8 @@ export interface NodeReplacement {
  * `LockError('UNSUPPORTED')`.
  */
 export interface RecordTransactions {
+  /** False where the store cannot write in one step (the addon): `transact` then rejects. */
+  readonly transactions: boolean;
   /**
    * Applies `ops` in order, all or none: 'done', or the first op that failed and why. After a
    * lost reply the whole step is sent again, so a create in it may then fail 'exists' because

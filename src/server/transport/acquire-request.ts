@@ -28,7 +28,11 @@ const MODES = new Map<WireLockMode, LockMode>([
   [WireLockMode.SEMAPHORE, 'semaphore'],
 ]);
 
-const WIRE_MODES = new Map<LockMode, WireLockMode>([...MODES].map(([wire, mode]) => [mode, wire]));
+/** Every engine mode on the wire: the lock modes, and an election's candidates (Campaign only). */
+const WIRE_MODES = new Map<LockMode, WireLockMode>([
+  ...[...MODES].map(([wire, mode]): [LockMode, WireLockMode] => [mode, wire]),
+  ['candidate', WireLockMode.CANDIDATE],
+]);
 
 /** An engine mode as the wire enum. */
 export function toWireMode(mode: LockMode | undefined): WireLockMode {
@@ -147,12 +151,14 @@ function toMode(wire: WireLockMode, field: string): LockMode {
   throw invalid(
     wire === WireLockMode.UNSPECIFIED
       ? `${field} is required: LOCK_MODE_MUTEX, LOCK_MODE_READ, LOCK_MODE_WRITE or LOCK_MODE_SEMAPHORE`
-      : `${field} ${wire} is not a known LockMode`,
+      : wire === WireLockMode.CANDIDATE
+        ? `${field} LOCK_MODE_CANDIDATE is an election's: candidates join with ElectionService.Campaign`
+        : `${field} ${wire} is not a known LockMode`,
   );
 }
 
 /** Checks a published value's size (`field`: where it came from). */
-function validateValue(field: string, value: Uint8Array): void {
+export function validateValue(field: string, value: Uint8Array): void {
   if (value.byteLength > VALUE_MAX_BYTES)
     throw invalid(`${field} is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`);
 }

@@ -6,6 +6,9 @@ import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from 'pino';
 import { LockServiceService, type LockServiceServer } from '../../gen/lockstream/v1/lockstream.js';
+import { ElectionServiceService } from '../../gen/lockstream/v1/election.js';
+import { createElectionHandlers } from './election-handlers.js';
+import type { CoordinationStore } from '../stores/store.js';
 import { unboundedController } from '../../common/abort.js';
 import type { LockEngine, LockInspector, LockSessions } from '../engine/index.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -25,8 +28,10 @@ export interface GrpcServerOptions {
   readonly sessions: LockSessions;
   /** Answers DescribeLock, ListLocks and CheckToken. */
   readonly inspector: LockInspector;
-  /** Carries out RevokeLock. */
+  /** Carries out RevokeLock, Resign and Proclaim, and keeps the elections' history. */
   readonly engine: LockEngine;
+  /** What Observe watches. */
+  readonly store: CoordinationStore;
   readonly metrics: Metrics;
   readonly logger: Logger;
   /**
@@ -49,6 +54,7 @@ export interface GrpcServerOptions {
 }
 
 const LOCK_SERVICE = 'lockstream.v1.LockService';
+const ELECTION_SERVICE = 'lockstream.v1.ElectionService';
 
 /** The gRPC face of lockstream: the lock service, health checking and server reflection (v1 and v1alpha). */
 export class GrpcServer {
@@ -62,7 +68,11 @@ export class GrpcServer {
    * grpc.health.v1, for probes and load balancers: SERVING while the coordination store can
    * vouch for its session (see `setServing`), NOT_SERVING from the start of shutdown on.
    */
-  readonly #health = new HealthImplementation({ '': 'SERVING', [LOCK_SERVICE]: 'SERVING' });
+  readonly #health = new HealthImplementation({
+    '': 'SERVING',
+    [LOCK_SERVICE]: 'SERVING',
+    [ELECTION_SERVICE]: 'SERVING',
+  });
 
   constructor(options: GrpcServerOptions) {
     this.#logger = options.logger;
@@ -98,6 +108,14 @@ export class GrpcServer {
       ...createUnaryHandlers({ ...options, shutdown: this.#shutdown.signal }, options.logger),
     };
     this.#server.addService(requestSize.noting(LockServiceService, ['acquire', 'session']), lockService);
+    this.#server.addService(
+      requestSize.noting(ElectionServiceService, ['campaign']),
+      createElectionHandlers(streamOptions, {
+        engine: options.engine,
+        store: options.store,
+        logger: options.logger,
+      }),
+    );
     this.#health.addToServer(this.#server);
     addReflection(this.#server);
   }
@@ -112,6 +130,7 @@ export class GrpcServer {
     const status = serving ? 'SERVING' : 'NOT_SERVING';
     this.#health.setStatus('', status);
     this.#health.setStatus(LOCK_SERVICE, status);
+    this.#health.setStatus(ELECTION_SERVICE, status);
   }
 
   /** Calls whose handler has not finished (a lock held or queued, or being released). */

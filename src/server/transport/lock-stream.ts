@@ -197,7 +197,7 @@ export class LockStream<Req, Res>
   /** Counts the stream open (`true`, once) and over (`false`, once) in the metrics. */
   #counted(open: boolean): void {
     const { metrics } = this.options;
-    if (this.#wire.rpc === 'acquire') {
+    if (this.#wire.rpc !== 'session') {
       if (open) metrics.streamOpened();
       else metrics.streamClosed();
     } else if (open) {

@@ -52,27 +52,12 @@ export function createUnaryHandlers(
       caller.checkSee(name);
       return toWireDescription(await inspector.describe(name));
     }),
-    watchLock: (call: ServerWritableStream<WatchLockRequest, WatchLockResponse>) => {
-      const stop = new AbortController();
-      call.once('cancelled', () => stop.abort());
-      const unlinkShutdown = onAbort(shutdown, () => {
-        stop.abort();
-        call.emit('error', { code: status.UNAVAILABLE, details: 'the lockstream server is shutting down' });
-      });
-      const watched = async (): Promise<void> => {
-        gate.admit(call).checkSee(call.request.name);
-        await inspector.watch(call.request.name, stop.signal, (state) =>
-          writeDrained(call, { state: toWireDescription(state) }, stop.signal),
-        );
-      };
-      watched()
-        .catch((error: unknown) => {
-          stop.abort();
-          if (!call.cancelled)
-            call.emit('error', toCallStatus(error, logger.child({ method: call.getPath() })));
-        })
-        .finally(unlinkShutdown);
-    },
+    watchLock: serverStream(logger, shutdown, async (call: WatchCall, signal) => {
+      gate.admit(call).checkSee(call.request.name);
+      await inspector.watch(call.request.name, signal, (state) =>
+        writeDrained(call, { state: toWireDescription(state) }, signal),
+      );
+    }),
     listLocks: unary(logger, gate, async (request, caller) => {
       const page = await inspector.list({ ...request, visible: (name) => caller.maySee(name) });
       return {
@@ -106,8 +91,37 @@ function toWireInfo(info: LockRequestInfo): WireLockRequestInfo {
   };
 }
 
+type WatchCall = ServerWritableStream<WatchLockRequest, WatchLockResponse>;
+
+/**
+ * A server-streaming handler from an async function that writes until `signal` aborts: when the
+ * client cancels, or the server shuts down (the call then ends with UNAVAILABLE). A failure
+ * becomes the call's status, as in Acquire.
+ */
+export function serverStream<Request, Response>(
+  logger: Logger,
+  shutdown: AbortSignal,
+  work: (call: ServerWritableStream<Request, Response>, signal: AbortSignal) => Promise<void>,
+): (call: ServerWritableStream<Request, Response>) => void {
+  return (call) => {
+    const stop = new AbortController();
+    call.once('cancelled', () => stop.abort());
+    const unlinkShutdown = onAbort(shutdown, () => {
+      stop.abort();
+      call.emit('error', { code: status.UNAVAILABLE, details: 'the lockstream server is shutting down' });
+    });
+    work(call, stop.signal)
+      .catch((error: unknown) => {
+        stop.abort();
+        if (!call.cancelled)
+          call.emit('error', toCallStatus(error, logger.child({ method: call.getPath() })));
+      })
+      .finally(unlinkShutdown);
+  };
+}
+
 /** A unary handler from an async function, for an admitted caller; failures become statuses as in Acquire. */
-function unary<Request, Response>(
+export function unary<Request, Response>(
   logger: Logger,
   gate: Gate,
   work: (request: Request, caller: Caller) => Promise<Response>,

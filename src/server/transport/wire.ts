@@ -5,7 +5,7 @@
  */
 import type { Bindings, Logger } from 'pino';
 import type { SessionResponse } from '../../gen/lockstream/v1/lockstream.js';
-import type { AcquireRequest, LockSession } from '../engine/index.js';
+import type { AcquireRequest, LockSession, SessionKind } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { CallStatus } from './error-status.js';
@@ -92,7 +92,7 @@ export type SessionNews = NonNullable<SessionResponse['kind']>;
  */
 export interface Wire<Req, Res> {
   /** Which RPC: the kind of session it opens, and what the metrics count it as. */
-  readonly rpc: 'acquire' | 'session';
+  readonly rpc: SessionKind;
   /**
    * What a message from the client asks of the stream (it is opening or open), in the Session
    * RPC's terms; throwing (a protocol violation) ends the call.

@@ -994,7 +994,7 @@ type ObserveResponse_HistoryGone struct {
 }
 
 type ObserveResponse_Skipped struct {
-	// The observer fell behind and messages were left out; the current state follows.
+	// The observer fell so far behind that terms it was not told left the history.
 	Skipped *ElectionSkipped `protobuf:"bytes,5,opt,name=skipped,proto3,oneof"`
 }
 
@@ -1229,11 +1229,12 @@ func (x *ElectionHistoryGone) GetFirstTerm() uint64 {
 	return 0
 }
 
-// ElectionSkipped says how many messages an observer that fell behind was not sent.
+// ElectionSkipped says that the terms after the last one sent and before `first_term` left the
+// history before this observer was sent them.
 type ElectionSkipped struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Messages left out.
-	Messages      uint32 `protobuf:"varint,1,opt,name=messages,proto3" json:"messages,omitempty"`
+	// The first term sent after the gap (0: none is recorded yet).
+	FirstTerm     uint64 `protobuf:"varint,1,opt,name=first_term,json=firstTerm,proto3" json:"first_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1268,9 +1269,9 @@ func (*ElectionSkipped) Descriptor() ([]byte, []int) {
 	return file_lockstream_v1_election_proto_rawDescGZIP(), []int{18}
 }
 
-func (x *ElectionSkipped) GetMessages() uint32 {
+func (x *ElectionSkipped) GetFirstTerm() uint64 {
 	if x != nil {
-		return x.Messages
+		return x.FirstTerm
 	}
 	return 0
 }
@@ -1631,9 +1632,10 @@ const file_lockstream_v1_election_proto_rawDesc = "" +
 	"after_term\x18\x01 \x01(\x04R\tafterTerm\"4\n" +
 	"\x13ElectionHistoryGone\x12\x1d\n" +
 	"\n" +
-	"first_term\x18\x01 \x01(\x04R\tfirstTerm\"-\n" +
-	"\x0fElectionSkipped\x12\x1a\n" +
-	"\bmessages\x18\x01 \x01(\rR\bmessages\"#\n" +
+	"first_term\x18\x01 \x01(\x04R\tfirstTerm\"0\n" +
+	"\x0fElectionSkipped\x12\x1d\n" +
+	"\n" +
+	"first_term\x18\x01 \x01(\x04R\tfirstTerm\"#\n" +
 	"\rLeaderRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"E\n" +
 	"\x0eLeaderResponse\x123\n" +

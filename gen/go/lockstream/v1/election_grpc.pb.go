@@ -49,7 +49,7 @@ const (
 //
 // Every term is recorded in the election's history before its leader hears `elected`: a term
 // nobody recorded was never told to anyone. Observe replays the history; it keeps the last 100
-// terms of each election (and every proclamation in them). Elections need a back end that
+// terms of each election, each with its latest proclaimed value. Elections need a back end that
 // writes several nodes in one step: the embedded store, or ZooKeeper through lockstream's own
 // client (UNIMPLEMENTED through `--zookeeper-client addon`).
 type ElectionServiceClient interface {
@@ -89,7 +89,8 @@ type ElectionServiceClient interface {
 	// `lockstream-request: ended` means the same as on Acquire.
 	Campaign(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CampaignRequest, CampaignResponse], error)
 	// Observe streams an election's terms to anyone, in order: each term with its leader's value
-	// when it begins, each value its leader proclaims, and `vacant` when the seat is seen empty.
+	// when it begins, the values its leader proclaims (several proclaimed between two looks at the
+	// history arrive as the last of them), and `vacant` when the seat is seen empty.
 	//
 	// Without `from_term` the stream starts with the current state: the current term (and its
 	// latest proclaimed value), or `vacant` when nobody leads, including for an election nobody
@@ -104,11 +105,13 @@ type ElectionServiceClient interface {
 	// instance saw it; a handover may be seen without one when the next term has begun by the
 	// time the end of the last is seen.
 	//
-	// An observer that does not read its stream falls behind: the server then stops queueing
-	// messages for it, and once it reads again sends `skipped` (how many messages it left out),
-	// followed by the current state, never a stalled stream. The stream lasts until the client
-	// cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name;
-	// UNAVAILABLE when the back end is unreachable; UNIMPLEMENTED as for Campaign.
+	// An observer that does not read its stream is sent no more than the stream's flow control
+	// lets through: the server keeps nothing for it meanwhile, and once it reads again it is sent
+	// the terms it has not been told, out of the history. One that fell so far behind that some of
+	// those left the history is sent `skipped`, naming the first term after the gap, and goes on
+	// from there. The stream lasts until the client cancels it or the server shuts down
+	// (UNAVAILABLE). INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is
+	// unreachable; UNIMPLEMENTED as for Campaign.
 	Observe(ctx context.Context, in *ObserveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObserveResponse], error)
 	// Leader says who leads an election now: its term, value and since when. NOT_FOUND when nobody
 	// leads (also for an election nobody has campaigned in). The answer comes from the back end,
@@ -223,7 +226,7 @@ func (c *electionServiceClient) Resign(ctx context.Context, in *ResignRequest, o
 //
 // Every term is recorded in the election's history before its leader hears `elected`: a term
 // nobody recorded was never told to anyone. Observe replays the history; it keeps the last 100
-// terms of each election (and every proclamation in them). Elections need a back end that
+// terms of each election, each with its latest proclaimed value. Elections need a back end that
 // writes several nodes in one step: the embedded store, or ZooKeeper through lockstream's own
 // client (UNIMPLEMENTED through `--zookeeper-client addon`).
 type ElectionServiceServer interface {
@@ -263,7 +266,8 @@ type ElectionServiceServer interface {
 	// `lockstream-request: ended` means the same as on Acquire.
 	Campaign(grpc.BidiStreamingServer[CampaignRequest, CampaignResponse]) error
 	// Observe streams an election's terms to anyone, in order: each term with its leader's value
-	// when it begins, each value its leader proclaims, and `vacant` when the seat is seen empty.
+	// when it begins, the values its leader proclaims (several proclaimed between two looks at the
+	// history arrive as the last of them), and `vacant` when the seat is seen empty.
 	//
 	// Without `from_term` the stream starts with the current state: the current term (and its
 	// latest proclaimed value), or `vacant` when nobody leads, including for an election nobody
@@ -278,11 +282,13 @@ type ElectionServiceServer interface {
 	// instance saw it; a handover may be seen without one when the next term has begun by the
 	// time the end of the last is seen.
 	//
-	// An observer that does not read its stream falls behind: the server then stops queueing
-	// messages for it, and once it reads again sends `skipped` (how many messages it left out),
-	// followed by the current state, never a stalled stream. The stream lasts until the client
-	// cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name;
-	// UNAVAILABLE when the back end is unreachable; UNIMPLEMENTED as for Campaign.
+	// An observer that does not read its stream is sent no more than the stream's flow control
+	// lets through: the server keeps nothing for it meanwhile, and once it reads again it is sent
+	// the terms it has not been told, out of the history. One that fell so far behind that some of
+	// those left the history is sent `skipped`, naming the first term after the gap, and goes on
+	// from there. The stream lasts until the client cancels it or the server shuts down
+	// (UNAVAILABLE). INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is
+	// unreachable; UNIMPLEMENTED as for Campaign.
 	Observe(*ObserveRequest, grpc.ServerStreamingServer[ObserveResponse]) error
 	// Leader says who leads an election now: its term, value and since when. NOT_FOUND when nobody
 	// leads (also for an election nobody has campaigned in). The answer comes from the back end,

@@ -161,10 +161,10 @@ class ElectionHistoryGone(_message.Message):
     def __init__(self, first_term: _Optional[int] = ...) -> None: ...
 
 class ElectionSkipped(_message.Message):
-    __slots__ = ("messages",)
-    MESSAGES_FIELD_NUMBER: _ClassVar[int]
-    messages: int
-    def __init__(self, messages: _Optional[int] = ...) -> None: ...
+    __slots__ = ("first_term",)
+    FIRST_TERM_FIELD_NUMBER: _ClassVar[int]
+    first_term: int
+    def __init__(self, first_term: _Optional[int] = ...) -> None: ...
 
 class LeaderRequest(_message.Message):
     __slots__ = ("name",)

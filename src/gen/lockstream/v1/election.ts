@@ -185,7 +185,7 @@ export interface ObserveResponse {
     /** The history does not reach back to `from_term`. */
     { $case: "historyGone"; value: ElectionHistoryGone }
     | //
-    /** The observer fell behind and messages were left out; the current state follows. */
+    /** The observer fell so far behind that terms it was not told left the history. */
     { $case: "skipped"; value: ElectionSkipped }
     | undefined;
 }
@@ -225,10 +225,13 @@ export interface ElectionHistoryGone {
   firstTerm: bigint;
 }
 
-/** ElectionSkipped says how many messages an observer that fell behind was not sent. */
+/**
+ * ElectionSkipped says that the terms after the last one sent and before `first_term` left the
+ * history before this observer was sent them.
+ */
 export interface ElectionSkipped {
-  /** Messages left out. */
-  messages: number;
+  /** The first term sent after the gap (0: none is recorded yet). */
+  firstTerm: bigint;
 }
 
 /** LeaderRequest names an election. */
@@ -2029,13 +2032,16 @@ export const ElectionHistoryGone: MessageFns<ElectionHistoryGone> = {
 };
 
 function createBaseElectionSkipped(): ElectionSkipped {
-  return { messages: 0 };
+  return { firstTerm: 0n };
 }
 
 export const ElectionSkipped: MessageFns<ElectionSkipped> = {
   encode(message: ElectionSkipped, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.messages !== 0) {
-      writer.uint32(8).uint32(message.messages);
+    if (message.firstTerm !== 0n) {
+      if (BigInt.asUintN(64, message.firstTerm) !== message.firstTerm) {
+        throw new globalThis.Error("value provided for field message.firstTerm of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.firstTerm);
     }
     return writer;
   },
@@ -2058,7 +2064,7 @@ export const ElectionSkipped: MessageFns<ElectionSkipped> = {
               break;
             }
 
-            message.messages = reader.uint32();
+            message.firstTerm = reader.uint64() as bigint;
             continue;
           }
         }
@@ -2074,13 +2080,19 @@ export const ElectionSkipped: MessageFns<ElectionSkipped> = {
   },
 
   fromJSON(object: any): ElectionSkipped {
-    return { messages: isSet(object.messages) ? globalThis.Number(object.messages) : 0 };
+    return {
+      firstTerm: isSet(object.firstTerm)
+        ? BigInt(object.firstTerm)
+        : isSet(object.first_term)
+        ? BigInt(object.first_term)
+        : 0n,
+    };
   },
 
   toJSON(message: ElectionSkipped): unknown {
     const obj: any = {};
-    if (message.messages !== 0) {
-      obj.messages = Math.round(message.messages);
+    if (message.firstTerm !== 0n) {
+      obj.firstTerm = message.firstTerm.toString();
     }
     return obj;
   },
@@ -2090,7 +2102,7 @@ export const ElectionSkipped: MessageFns<ElectionSkipped> = {
   },
   fromPartial(object: DeepPartial<ElectionSkipped>): ElectionSkipped {
     const message = createBaseElectionSkipped();
-    message.messages = object.messages ?? 0;
+    message.firstTerm = (object.firstTerm !== undefined && object.firstTerm !== null) ? BigInt(object.firstTerm) : 0n;
     return message;
   },
 };
@@ -2547,7 +2559,7 @@ export const ResignResponse: MessageFns<ResignResponse> = {
  *
  * Every term is recorded in the election's history before its leader hears `elected`: a term
  * nobody recorded was never told to anyone. Observe replays the history; it keeps the last 100
- * terms of each election (and every proclamation in them). Elections need a back end that
+ * terms of each election, each with its latest proclaimed value. Elections need a back end that
  * writes several nodes in one step: the embedded store, or ZooKeeper through lockstream's own
  * client (UNIMPLEMENTED through `--zookeeper-client addon`).
  */
@@ -2600,7 +2612,8 @@ export const ElectionServiceService = {
   },
   /**
    * Observe streams an election's terms to anyone, in order: each term with its leader's value
-   * when it begins, each value its leader proclaims, and `vacant` when the seat is seen empty.
+   * when it begins, the values its leader proclaims (several proclaimed between two looks at the
+   * history arrive as the last of them), and `vacant` when the seat is seen empty.
    *
    * Without `from_term` the stream starts with the current state: the current term (and its
    * latest proclaimed value), or `vacant` when nobody leads, including for an election nobody
@@ -2615,11 +2628,13 @@ export const ElectionServiceService = {
    * instance saw it; a handover may be seen without one when the next term has begun by the
    * time the end of the last is seen.
    *
-   * An observer that does not read its stream falls behind: the server then stops queueing
-   * messages for it, and once it reads again sends `skipped` (how many messages it left out),
-   * followed by the current state, never a stalled stream. The stream lasts until the client
-   * cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name;
-   * UNAVAILABLE when the back end is unreachable; UNIMPLEMENTED as for Campaign.
+   * An observer that does not read its stream is sent no more than the stream's flow control
+   * lets through: the server keeps nothing for it meanwhile, and once it reads again it is sent
+   * the terms it has not been told, out of the history. One that fell so far behind that some of
+   * those left the history is sent `skipped`, naming the first term after the gap, and goes on
+   * from there. The stream lasts until the client cancels it or the server shuts down
+   * (UNAVAILABLE). INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is
+   * unreachable; UNIMPLEMENTED as for Campaign.
    */
   observe: {
     path: "/lockstream.v1.ElectionService/Observe" as const,
@@ -2720,7 +2735,8 @@ export interface ElectionServiceServer extends UntypedServiceImplementation {
   campaign: handleBidiStreamingCall<CampaignRequest, CampaignResponse>;
   /**
    * Observe streams an election's terms to anyone, in order: each term with its leader's value
-   * when it begins, each value its leader proclaims, and `vacant` when the seat is seen empty.
+   * when it begins, the values its leader proclaims (several proclaimed between two looks at the
+   * history arrive as the last of them), and `vacant` when the seat is seen empty.
    *
    * Without `from_term` the stream starts with the current state: the current term (and its
    * latest proclaimed value), or `vacant` when nobody leads, including for an election nobody
@@ -2735,11 +2751,13 @@ export interface ElectionServiceServer extends UntypedServiceImplementation {
    * instance saw it; a handover may be seen without one when the next term has begun by the
    * time the end of the last is seen.
    *
-   * An observer that does not read its stream falls behind: the server then stops queueing
-   * messages for it, and once it reads again sends `skipped` (how many messages it left out),
-   * followed by the current state, never a stalled stream. The stream lasts until the client
-   * cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name;
-   * UNAVAILABLE when the back end is unreachable; UNIMPLEMENTED as for Campaign.
+   * An observer that does not read its stream is sent no more than the stream's flow control
+   * lets through: the server keeps nothing for it meanwhile, and once it reads again it is sent
+   * the terms it has not been told, out of the history. One that fell so far behind that some of
+   * those left the history is sent `skipped`, naming the first term after the gap, and goes on
+   * from there. The stream lasts until the client cancels it or the server shuts down
+   * (UNAVAILABLE). INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is
+   * unreachable; UNIMPLEMENTED as for Campaign.
    */
   observe: handleServerStreamingCall<ObserveRequest, ObserveResponse>;
   /**
@@ -2810,7 +2828,8 @@ export interface ElectionServiceClient extends Client {
   campaign(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<CampaignRequest, CampaignResponse>;
   /**
    * Observe streams an election's terms to anyone, in order: each term with its leader's value
-   * when it begins, each value its leader proclaims, and `vacant` when the seat is seen empty.
+   * when it begins, the values its leader proclaims (several proclaimed between two looks at the
+   * history arrive as the last of them), and `vacant` when the seat is seen empty.
    *
    * Without `from_term` the stream starts with the current state: the current term (and its
    * latest proclaimed value), or `vacant` when nobody leads, including for an election nobody
@@ -2825,11 +2844,13 @@ export interface ElectionServiceClient extends Client {
    * instance saw it; a handover may be seen without one when the next term has begun by the
    * time the end of the last is seen.
    *
-   * An observer that does not read its stream falls behind: the server then stops queueing
-   * messages for it, and once it reads again sends `skipped` (how many messages it left out),
-   * followed by the current state, never a stalled stream. The stream lasts until the client
-   * cancels it or the server shuts down (UNAVAILABLE). INVALID_ARGUMENT for a malformed name;
-   * UNAVAILABLE when the back end is unreachable; UNIMPLEMENTED as for Campaign.
+   * An observer that does not read its stream is sent no more than the stream's flow control
+   * lets through: the server keeps nothing for it meanwhile, and once it reads again it is sent
+   * the terms it has not been told, out of the history. One that fell so far behind that some of
+   * those left the history is sent `skipped`, naming the first term after the gap, and goes on
+   * from there. The stream lasts until the client cancels it or the server shuts down
+   * (UNAVAILABLE). INVALID_ARGUMENT for a malformed name; UNAVAILABLE when the back end is
+   * unreachable; UNIMPLEMENTED as for Campaign.
    */
   observe(request: ObserveRequest, options?: Partial<CallOptions>): ClientReadableStream<ObserveResponse>;
   observe(

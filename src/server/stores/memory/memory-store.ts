@@ -219,6 +219,8 @@ export class MemoryStore implements StoreBackend {
     for (const path of paths) this.#remove(path);
   }
 
+  readonly transactions = true;
+
   async transact(ops: readonly RecordOp[]): Promise<TransactOutcome> {
     await this.#roundTrip();
     // Every op is judged with the ones before it applied, then all are applied in one step.

@@ -34,6 +34,10 @@ export class RecordWrites {
     this.#protection = protection;
   }
 
+  get transactions(): boolean {
+    return this.#keeper.link.multi !== undefined;
+  }
+
   async transact(ops: readonly RecordOp[]): Promise<TransactOutcome> {
     if (!this.#keeper.link.multi) throw multiUnsupported('records written with checks in one step');
     // Sent again after each connection loss (see LinkOperations.write).

@@ -254,6 +254,10 @@ export class ZooKeeperStore implements StoreBackend {
     return typeof paths === 'string' ? this.#ops.delete(paths) : this.#ops.deleteAll(paths);
   }
 
+  get transactions(): boolean {
+    return this.#records.transactions;
+  }
+
   transact(ops: readonly RecordOp[]): Promise<TransactOutcome> {
     return this.#records.transact(ops);
   }
