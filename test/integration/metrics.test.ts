@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LockClient, LockTimeoutError } from '../../src/client/index.js';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
+import { ElectionCaller } from '../support/election-caller.js';
 import { deferred } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -131,6 +132,30 @@ describe.each([
     } finally {
       resuming.close();
       await proxy.close();
+    }
+  });
+
+  it('counts election terms this instance recorded, and times each handover', async () => {
+    const elections = new ElectionCaller(`127.0.0.1:${server.port}`);
+    try {
+      const name = `metered-election-${randomUUID()}`;
+      const before = await metrics();
+      const first = elections.campaign({ name });
+      await first.elected();
+      const second = elections.campaign({ name });
+      await second.next();
+      first.resign();
+      await second.elected();
+      second.resign();
+      await Promise.all([first.outcome, second.outcome]);
+      const after = await metrics();
+      const delta = (text: string, name: string): number =>
+        (sample(after, name) ?? 0) - (sample(text, name) ?? 0);
+      expect(delta(before, 'lockstream_election_terms_total')).toBe(2);
+      expect(delta(before, 'lockstream_election_handover_seconds_count')).toBe(2);
+      expect(sample(after, 'lockstream_holds_total', '{mode="candidate",outcome="released"}')).toBe(2);
+    } finally {
+      elections.close();
     }
   });
 

@@ -23,6 +23,7 @@ const noAccounting: RequestAccounting = {
   granted: () => {},
   holdEnded: () => {},
   notGranted: () => {},
+  termBegan: () => {},
 };
 
 /** A stream attached to a session, as the transport's would be: records each request's news. */

@@ -196,4 +196,5 @@ const UNCOUNTED: RequestAccounting = {
   granted: uncounted,
   holdEnded: uncounted,
   notGranted: uncounted,
+  termBegan: uncounted,
 };

@@ -139,16 +139,16 @@ export class ElectionHistory {
   }
 
   /**
-   * Records `term`, led by the request whose node is `node`: 'recorded' (now, or before: a
-   * grant told again, or adopted by another instance), or 'gone' when the node no longer exists
-   * (the term never began for anyone).
+   * Records `term`, led by the request whose node is `node`: 'recorded' now, 'recorded-before'
+   * (a grant told again, or adopted by another instance), or 'gone' when the node no longer
+   * exists (the term never began for anyone).
    */
   async begin(
     name: string,
     term: bigint,
     node: string,
     candidate: { readonly value?: Uint8Array | undefined; readonly owner?: string | undefined },
-  ): Promise<'recorded' | 'gone'> {
+  ): Promise<'recorded' | 'recorded-before' | 'gone'> {
     const records = this.#transactions;
     const dir = this.termsDir(name);
     await records.makeDirs(dir);
@@ -171,7 +171,7 @@ export class ElectionHistory {
       return 'recorded';
     }
     if (outcome.index === 0) return 'gone';
-    if (outcome.reason === 'exists') return 'recorded';
+    if (outcome.reason === 'exists') return 'recorded-before';
     throw new LockError(
       'UNAVAILABLE',
       `election "${name}": term ${term} could not be recorded (${outcome.reason})`,

@@ -57,6 +57,11 @@ export interface RequestAccounting {
   /** The end of a hold of `heldMs` that `granted` counted. */
   holdEnded(mode: LockMode, outcome: 'released' | 'lost', heldMs: number, held: readonly HeldRequest[]): void;
   notGranted(mode: LockMode, error: unknown): void;
+  /**
+   * A candidate's term recorded here, `handoverMs` after its grant was decided: the election's
+   * seat was empty at least that long (its predecessor's node was gone when it was decided).
+   */
+  termBegan(handoverMs: number): void;
 }
 
 /** What a request needs of the session it belongs to (LockSession). */

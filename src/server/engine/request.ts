@@ -563,8 +563,10 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
    */
   private recordTerm(): void {
     const part = this.parts[0]!;
+    const decidedAt = performance.now();
     this.engine.elections.begin(this.request.name, part.token, part.path, this.request).then(
       (recorded) => {
+        if (recorded === 'recorded') this.#session.accounting.termBegan(performance.now() - decidedAt);
         if (this.#phase !== 'held' || recorded === 'gone') return;
         this.#tellable = true;
         this.held();

@@ -68,6 +68,18 @@ export class Metrics {
     labelNames: ['mode'] as const,
     registers: [this.registry],
   });
+  readonly #terms = new Counter({
+    name: 'lockstream_election_terms_total',
+    help: "Election terms recorded by this instance (each term is recorded once, by its leader's instance)",
+    registers: [this.registry],
+  });
+  readonly #handoverSeconds = new Histogram({
+    collect: this.#flushObservations,
+    name: 'lockstream_election_handover_seconds',
+    help: "Time from a candidate's grant to its term recorded and told: the election's seat is empty meanwhile",
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
   readonly #streams = new Gauge({
     name: 'lockstream_acquire_streams',
     help: 'Open Acquire streams on this instance',
@@ -167,6 +179,11 @@ export class Metrics {
     this.#requestsOf(mode, notGrantedOutcome(error)).inc();
   }
 
+  termBegan(handoverMs: number): void {
+    this.#terms.inc();
+    this.#handover.observe(handoverMs / 1000);
+  }
+
   // Label children, looked up once per label values rather than hashed on every update.
   readonly #waitersOf = children((mode: LockMode) => this.#waiters.labels({ mode }));
   readonly #holdersOf = children((mode: LockMode) => this.#holders.labels({ mode }));
@@ -182,6 +199,7 @@ export class Metrics {
   readonly #holdSecondsOf = children((mode: LockMode) =>
     this.#pending.observer(this.#holdSeconds.labels({ mode })),
   );
+  readonly #handover = this.#pending.observer(this.#handoverSeconds);
   readonly #storeOperationOf = children((operation: string, result: string) =>
     this.#pending.observer(this.#storeOperationSeconds.labels({ operation, result })),
   );
