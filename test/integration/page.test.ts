@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LockClient } from '../../src/client/index.js';
 import { loadConfig } from '../../src/server/config.js';
 import { startServer, type RunningServer } from '../../src/server/main.js';
+import { ElectionCaller } from '../support/election-caller.js';
 import { deferred } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { scaled } from '../support/timing.js';
@@ -102,6 +103,38 @@ describe.each([
       path: new URL(`page-empty${onZooKeeper ? '-zookeeper' : ''}.png`, SCREENSHOTS).pathname,
     });
     await page.close();
+  });
+
+  it('shows an election: its leader and term, and its candidates', async () => {
+    const elections = new ElectionCaller(`127.0.0.1:${lockServer.port}`);
+    const name = `elect/${randomUUID()}`;
+    const leader = elections.campaign({ name, owner: 'primary-db', value: Buffer.from('10.0.0.7') });
+    const term = await leader.elected();
+    const next = elections.campaign({ name, owner: 'standby-db' });
+    await next.next();
+    const page = await browser.newPage();
+    try {
+      await page.goto(`http://127.0.0.1:${server.httpPort}/`);
+      await expect
+        .poll(() => page.locator('#locks tbody tr').allTextContents())
+        .toContain(`${name}11election`);
+      await page.click(`text=${name}`);
+      await expect
+        .poll(() => page.locator('.election').textContent())
+        .toBe(`Election: term ${term} led by primary-db, 1 more candidates`);
+      expect(await page.locator('#holders tbody tr').first().textContent()).toContain('leads');
+      expect(await page.locator('#waiters tbody tr').first().textContent()).toContain('standby-db');
+      leader.resign();
+      const nextTerm = await next.elected();
+      await expect
+        .poll(() => page.locator('.election').textContent())
+        .toBe(`Election: term ${nextTerm} led by standby-db, 0 more candidates`);
+      next.resign();
+      await Promise.all([leader.outcome, next.outcome]);
+    } finally {
+      await page.close();
+      elections.close();
+    }
   });
 
   it("shows a semaphore's limit, the weight in use and each request's weight", async () => {

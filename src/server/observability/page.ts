@@ -85,8 +85,10 @@ function showLocks() {
     const rows = page.locks.map((lock) => {
       const link = element('a', lock.name);
       link.href = '#/lock/' + encodeURIComponent(lock.name);
-      // A semaphore's mode says how much of it is in use.
-      return [link, lock.holders, lock.waiters, lock.limit > 0 ? 'semaphore ' + lock.usedWeight + '/' + lock.limit : lock.heldMode || '-'];
+      // A semaphore's mode says how much of it is in use; an election's holder is its leader.
+      const mode = lock.limit > 0 ? 'semaphore ' + lock.usedWeight + '/' + lock.limit
+        : lock.heldMode === 'candidate' ? 'election' : lock.heldMode || '-';
+      return [link, lock.holders, lock.waiters, mode];
     });
     view.appendChild(table(['lock', 'holders', 'waiters', 'mode'], rows, 'locks'));
   });
@@ -211,14 +213,22 @@ function showLock(name) {
     if (state.limit > 0) {
       view.appendChild(element('p', 'Semaphore: ' + state.usedWeight + ' of ' + state.limit + ' in use', 'capacity'));
     }
+    // An election: its holder leads, its token is the term, its waiters are the candidates.
+    const election = [...state.holders, ...state.waiters].some((r) => r.mode === 'candidate');
+    if (election) {
+      const leader = state.holders[0];
+      view.appendChild(element('p', leader
+        ? 'Election: term ' + leader.token + ' led by ' + (leader.owner || 'a candidate without owner') + ', ' + state.waiters.length + ' more candidates'
+        : 'Election: nobody leads', 'election'));
+    }
     const rows = (requests, label, holding) => requests.map((r, i) => [
       label(i), r.weight > 0 ? r.mode + '×' + r.weight : r.mode, r.owner || '-', r.token, r.valueText || '-',
       heldOrWaited(r, holding), r.instance || '-', r.peer || '-',
     ]);
     const headers = ['', 'mode', 'owner', 'token', 'value', 'for', 'instance', 'peer'];
-    view.appendChild(element('h2', 'Holders (' + state.holders.length + ')'));
-    view.appendChild(table(headers, rows(state.holders, () => 'holds', true), 'holders'));
-    view.appendChild(element('h2', 'Waiting (' + state.waiters.length + ')'));
+    view.appendChild(element('h2', (election ? 'Leader (' : 'Holders (') + state.holders.length + ')'));
+    view.appendChild(table(headers, rows(state.holders, () => (election ? 'leads' : 'holds'), true), 'holders'));
+    view.appendChild(element('h2', (election ? 'Candidates (' : 'Waiting (') + state.waiters.length + ')'));
     view.appendChild(table(headers, rows(state.waiters, (i) => '#' + (i + 1), false), 'waiters'));
 
     view.appendChild(element('h2', 'Recent activity on this instance (last 5 minutes)'));
