@@ -31,7 +31,8 @@ export const ACQUIRE_REQUEST_ID = 1;
  * `resumed` follows it. The call's status is the request's end, as a Session stream's status is
  * the end of all its requests.
  */
-export const acquireCall: CallCarrier = (grpc, listener) => new AcquireCall(grpc.acquire(), listener);
+export const acquireCall: CallCarrier = (clients, listener) =>
+  new AcquireCall(clients.locks.acquire(), listener);
 
 class AcquireCall extends CarriedCall<AcquireRequest, AcquireResponse> {
   /** The stream's `open`: what it asks for goes out in `start`. */

@@ -2,7 +2,14 @@
  * The servers a LockClient talks to: one gRPC channel each, made on first use, and which one is
  * current, moving on from one that failed.
  */
+import type { ElectionServiceClient } from '../gen/lockstream/v1/election.js';
 import type { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
+
+/** The gRPC clients of one endpoint, both on its one channel: one per lockstream service. */
+export interface EndpointClients {
+  readonly locks: LockServiceClient;
+  readonly elections: ElectionServiceClient;
+}
 
 /**
  * The servers a client can talk to, as its streams see them: endpoints numbered from 0, the
@@ -26,14 +33,14 @@ export interface EndpointRing {
  */
 export class Endpoints implements EndpointRing {
   readonly #addresses: readonly string[];
-  readonly #channels: Array<LockServiceClient | undefined>;
-  readonly #connect: (address: string) => LockServiceClient;
+  readonly #clients: Array<EndpointClients | undefined>;
+  readonly #connect: (address: string) => EndpointClients;
   #current = 0;
   #closed = false;
 
-  constructor(addresses: readonly string[], connect: (address: string) => LockServiceClient) {
+  constructor(addresses: readonly string[], connect: (address: string) => EndpointClients) {
     this.#addresses = addresses;
-    this.#channels = addresses.map(() => undefined);
+    this.#clients = addresses.map(() => undefined);
     this.#connect = connect;
   }
 
@@ -53,15 +60,15 @@ export class Endpoints implements EndpointRing {
     if (this.#current === index) this.#current = (index + 1) % this.#addresses.length;
   }
 
-  /** The gRPC client of endpoint `index`. Throws once closed: no channel is made after `close()`. */
-  grpc(index: number): LockServiceClient {
+  /** The gRPC clients of endpoint `index`. Throws once closed: no channel is made after `close()`. */
+  clients(index: number): EndpointClients {
     if (this.#closed) throw new Error('the LockClient was closed');
-    return (this.#channels[index] ??= this.#connect(this.#addresses[index]!));
+    return (this.#clients[index] ??= this.#connect(this.#addresses[index]!));
   }
 
-  /** Closes every channel made. */
+  /** Closes every channel made (the clients of an endpoint share its channel: closing one closes it). */
   close(): void {
     this.#closed = true;
-    for (const channel of this.#channels) channel?.close();
+    for (const clients of this.#clients) clients?.locks.close();
   }
 }

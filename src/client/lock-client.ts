@@ -2,6 +2,7 @@
  * The SDK's entry point, LockClient: what a caller does with locks, each call handed to the part
  * that does it (acquires to AcquireAttempts, inspection to LockInspector, streams to LockStreams).
  */
+import { ElectionServiceClient } from '../gen/lockstream/v1/election.js';
 import { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
 import { AcquireAttempts } from './acquire-attempts.js';
 import { lockRequest, multiLockRequest, type AcquireOptions, type LockRequest } from './acquire-options.js';
@@ -50,10 +51,16 @@ export class LockClient implements Disposable {
    */
   constructor(address: string | readonly string[], options: LockClientOptions = {}) {
     const { credentials, channelOptions } = connectionSettings(options);
-    this.#endpoints = new Endpoints(
-      endpointList(address),
-      (endpoint) => new LockServiceClient(endpoint, credentials, channelOptions),
-    );
+    this.#endpoints = new Endpoints(endpointList(address), (endpoint) => {
+      const locks = new LockServiceClient(endpoint, credentials, channelOptions);
+      // One channel per endpoint: the ElectionService's client rides the LockService's, with the
+      // same options (interceptors, such as the bearer token's, are each client's own).
+      const channelOverride = locks.getChannel();
+      return {
+        locks,
+        elections: new ElectionServiceClient(endpoint, credentials, { ...channelOptions, channelOverride }),
+      };
+    });
     const closed = (): boolean => this.#closed;
     this.#inspector = new LockInspector(this.#endpoints, closed);
     const unavailableRetries = options.unavailableRetries ?? 2;

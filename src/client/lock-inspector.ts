@@ -17,6 +17,7 @@ import type { Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError } from './errors.js';
 import type { LockMode } from './lock.js';
 import { checkLabel, checkLockName, checkMs } from './request-checks.js';
+import { unaryCall } from './unary-call.js';
 import { fromWireMode, toDuration } from './wire-values.js';
 
 /** One request in a lock's queue, as `describe` reports it. */
@@ -89,7 +90,7 @@ export class LockInspector {
     checkLockName(name);
     if (signal?.aborted) return;
     const endpoint = this.#endpoints.current;
-    const call = this.#endpoints.grpc(endpoint).watchLock({ name });
+    const call = this.#endpoints.clients(endpoint).locks.watchLock({ name });
     const unlink = signal ? onAbort(signal, () => call.cancel()) : undefined;
     try {
       for await (const response of call as AsyncIterable<WatchLockResponse>) {
@@ -140,29 +141,13 @@ export class LockInspector {
     return response.holdersAsked;
   }
 
-  async #unary<T>(
+  #unary<T>(
     name: string,
     call: (grpc: LockServiceClient, done: (error: ServiceError | null, value?: T) => void) => unknown,
   ): Promise<T> {
-    const endpoints = this.#endpoints;
-    for (let tried = 1; ; tried += 1) {
-      if (this.#closed()) throw new LockClientClosedError(name);
-      const endpoint = endpoints.current;
-      try {
-        return await new Promise<T>((resolve, reject) => {
-          call(endpoints.grpc(endpoint), (error, value) => (error ? reject(error) : resolve(value as T)));
-        });
-      } catch (error) {
-        const failure = error as ServiceError;
-        if (failure.code !== Status.UNAVAILABLE) {
-          throw new LockClientError(name, failure.code, failure.details, { cause: error });
-        }
-        endpoints.moveOn(endpoint);
-        if (tried >= endpoints.count) {
-          throw new LockClientError(name, failure.code, failure.details, { cause: error });
-        }
-      }
-    }
+    return unaryCall(this.#endpoints, { name, closed: this.#closed }, (clients, done) =>
+      call(clients.locks, done),
+    );
   }
 }
 

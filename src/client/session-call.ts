@@ -3,7 +3,8 @@
  * out, Session news in; here also the Session RPC's own call, which needs no translation.
  */
 import type { ClientDuplexStream, Metadata, status as Status } from '@grpc/grpc-js';
-import type { LockServiceClient, SessionRequest, SessionResponse } from '../gen/lockstream/v1/lockstream.js';
+import type { SessionRequest, SessionResponse } from '../gen/lockstream/v1/lockstream.js';
+import type { EndpointClients } from './endpoints.js';
 
 /** How a stream or a request ended: a gRPC status (the client's own, for a stream it gave up). */
 export interface EndStatus {
@@ -36,11 +37,12 @@ export interface LockCall {
   cancel(): void;
 }
 
-/** Starts a call on `grpc` that reports to `listener`: the RPC the streams are carried on. */
-export type CallCarrier = (grpc: LockServiceClient, listener: CallListener) => LockCall;
+/** Starts a call on an endpoint's `clients` that reports to `listener`: the RPC the streams are carried on. */
+export type CallCarrier = (clients: EndpointClients, listener: CallListener) => LockCall;
 
 /** The Session RPC: its messages are the SDK's own. */
-export const sessionCall: CallCarrier = (grpc, listener) => new SessionCall(grpc.session(), listener);
+export const sessionCall: CallCarrier = (clients, listener) =>
+  new SessionCall(clients.locks.session(), listener);
 
 /**
  * What every call does alike, whichever RPC it is: reports its status, and is closed once, by a

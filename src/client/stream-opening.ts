@@ -43,7 +43,7 @@ export class LockStreamOpening implements StreamOpening {
   }
 
   call(endpoint: number, listener: CallListener): LockCall {
-    return this.#carrier(this.endpoints.grpc(endpoint), listener);
+    return this.#carrier(this.endpoints.clients(endpoint), listener);
   }
 
   resume(resumeToken: string): SessionRequest {
