@@ -1,7 +1,8 @@
 /*
- * How a LockClient's acquire gets its lock: one attempt on the request's stream, bounded by the
- * caller's signal and by how long the server may take to answer, and attempts again after
- * UNAVAILABLE, on the next endpoint, within what is left of the wait.
+ * How a LockClient's acquire gets its lock (and a campaign its election): one attempt on the
+ * request's stream, bounded by the caller's signal and by how long the server may take to
+ * answer, and attempts again after UNAVAILABLE, on the next endpoint, within what is left of the
+ * wait.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { status as Status } from '@grpc/grpc-js';
@@ -10,7 +11,7 @@ import { WAIT_TIMEOUT_MAX_MS } from '../common/limits.js';
 import type { LockRequest } from './acquire-options.js';
 import type { EndpointRing } from './endpoints.js';
 import { LockClientClosedError, LockClientError, LockTimeoutError } from './errors.js';
-import type { Lock } from './lock.js';
+import type { LockHandle } from './lock-handle.js';
 import type { LockStreams } from './lock-streams.js';
 
 /** How long past `waitTimeout` the client waits for the server's own verdict before giving up. */
@@ -37,7 +38,21 @@ export class AcquireAttempts {
   }
 
   /** Waits for `request`'s lock (see LockClient.acquire). */
-  async acquire(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
+  acquire(request: LockRequest, signal: AbortSignal | undefined): Promise<LockHandle> {
+    return this.#wait(request, signal, (attempt) => this.#streams.carry(attempt));
+  }
+
+  /** Waits for `request`'s candidate to be elected (see LockClient.campaign). */
+  campaign(request: LockRequest, signal: AbortSignal | undefined): Promise<LockHandle> {
+    return this.#wait(request, signal, (attempt) => this.#streams.campaign(attempt));
+  }
+
+  /** Waits for `request`, each attempt on the stream `carry` puts it on. */
+  async #wait(
+    request: LockRequest,
+    signal: AbortSignal | undefined,
+    carry: (request: LockRequest) => LockHandle,
+  ): Promise<LockHandle> {
     signal?.throwIfAborted();
     if (this.#closed()) throw new LockClientClosedError(request.name);
     // By the monotonic clock: a step of this host's wall clock must not stretch or cut the wait.
@@ -51,7 +66,7 @@ export class AcquireAttempts {
           ? request
           : { ...request, waitTimeout: Math.max(0, deadline - performance.now()) };
       try {
-        return await this.#attempt(attemptRequest, signal);
+        return await this.#attempt(attemptRequest, signal, carry);
       } catch (error) {
         const retryable =
           error instanceof LockClientError &&
@@ -67,10 +82,14 @@ export class AcquireAttempts {
     }
   }
 
-  async #attempt(request: LockRequest, signal: AbortSignal | undefined): Promise<Lock> {
+  async #attempt(
+    request: LockRequest,
+    signal: AbortSignal | undefined,
+    carry: (request: LockRequest) => LockHandle,
+  ): Promise<LockHandle> {
     // Also checked here: the client may be closed while a retry waits.
     if (this.#closed()) throw new LockClientClosedError(request.name);
-    const stream = this.#streams.carry(request);
+    const stream = carry(request);
     // Through one listener per signal: a signal shared by thousands of waits stays O(1) per wait.
     const unlink =
       signal && !signal.aborted ? onAbort(signal, () => stream.cancel(signal.reason)) : undefined;
@@ -96,7 +115,7 @@ export class AcquireAttempts {
       await stream.granted();
     } catch (error) {
       // A server without the Session RPC: one Acquire stream per lock from now on.
-      if (this.#streams.withoutSession(stream, error)) return this.#attempt(request, signal);
+      if (this.#streams.withoutSession(stream, error)) return this.#attempt(request, signal, carry);
       throw error;
     } finally {
       unlink?.();

@@ -49,9 +49,13 @@ export interface AcquireOptions {
   readonly onRevokeRequested?: (request: RevokeRequest) => void;
 }
 
-/** A lock request as the SDK carries it, checked: what one `acquire` or `acquireAll` asks for. */
+/**
+ * A lock request as the SDK carries it, checked: what one `acquire` or `acquireAll` asks for, or
+ * one `campaign` (see campaign-options.ts).
+ */
 export interface LockRequest {
   readonly name: string;
+  /** A candidate's is `mutex` (one leader at a time): its RPC, Campaign, sends no mode. */
   readonly mode: LockMode;
   /** ms; absent: wait until cancelled; 0: try once. */
   readonly waitTimeout: number | undefined;
@@ -113,16 +117,12 @@ function requestOptions(name: string, options: AcquireOptions): LockRequest {
   if (waitTimeout !== undefined) checkMs(name, 'waitTimeout', waitTimeout);
   const owner = options.owner ?? '';
   checkLabel(name, 'owner', owner);
-  const value = options.value === undefined ? NO_VALUE : Buffer.from(options.value);
-  if (value.byteLength > VALUE_MAX_BYTES) {
-    throw invalidArgument(name, `value is ${value.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`);
-  }
   return {
     name,
     mode,
     waitTimeout,
     owner,
-    value,
+    value: options.value === undefined ? NO_VALUE : publishedValue(name, options.value),
     limit: limit ?? 0,
     weight,
     locks: undefined,
@@ -131,4 +131,13 @@ function requestOptions(name: string, options: AcquireOptions): LockRequest {
     onConfirmed: options.onConfirmed,
     onRevokeRequested: options.onRevokeRequested,
   };
+}
+
+/** A value to publish (a string as UTF-8), checked: at most VALUE_MAX_BYTES. */
+export function publishedValue(name: string, value: Uint8Array | string): Buffer {
+  const bytes = Buffer.from(value);
+  if (bytes.byteLength > VALUE_MAX_BYTES) {
+    throw invalidArgument(name, `value is ${bytes.byteLength} bytes; the limit is ${VALUE_MAX_BYTES}`);
+  }
+  return bytes;
 }

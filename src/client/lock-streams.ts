@@ -1,10 +1,11 @@
 /*
  * Which stream each lock request of a LockClient goes on: the client's one Session stream, or
  * an Acquire stream of its own (with `streamPerLock`, or once the server turned out to have no
- * Session RPC).
+ * Session RPC); and each candidate, on a Campaign stream of its own.
  */
 import { status as Status } from '@grpc/grpc-js';
 import { acquireCall } from './acquire-translator.js';
+import { campaignCall } from './campaign-translator.js';
 import type { LockRequest } from './acquire-options.js';
 import type { Endpoints } from './endpoints.js';
 import { LockClientError } from './errors.js';
@@ -16,11 +17,13 @@ import { LockStreamOpening, type StreamSettings } from './stream-opening.js';
 export class LockStreams {
   /** Streams of one lock each: the Acquire RPC, translated into the Session's terms. */
   readonly #perLock: LockStreamOpening;
+  /** Streams of one candidate each: the Campaign RPC, translated into the Session's terms. */
+  readonly #perCampaign: LockStreamOpening;
   /** The Session stream; undefined with `streamPerLock`. */
   readonly #shared: LockChannel | undefined;
   /** The Session stream every lock goes on; undefined with `streamPerLock` (or an older server). */
   #session: LockChannel | undefined;
-  /** The Acquire streams of one lock each, while their request lasts. */
+  /** The Acquire and Campaign streams of one request each, while their request lasts. */
   readonly #streams = new Set<LockChannel>();
 
   /**
@@ -29,6 +32,7 @@ export class LockStreams {
    */
   constructor(endpoints: Endpoints, settings: StreamSettings, sessionIdleMs: number | undefined) {
     this.#perLock = new LockStreamOpening(endpoints, settings, acquireCall);
+    this.#perCampaign = new LockStreamOpening(endpoints, settings, campaignCall);
     if (sessionIdleMs !== undefined) {
       this.#shared = new LockChannel(new LockStreamOpening(endpoints, settings, sessionCall), {
         idleMs: sessionIdleMs,
@@ -39,7 +43,15 @@ export class LockStreams {
 
   /** Queues `request` on its stream: the Session stream, else an Acquire stream of its own. */
   carry(request: LockRequest): LockHandle {
-    return this.#session ? this.#session.acquire(request) : this.#streamPerLock(request);
+    return this.#session ? this.#session.acquire(request) : this.#streamOfItsOwn(this.#perLock, request);
+  }
+
+  /**
+   * Queues `request` as a candidate, on a Campaign stream of its own: resumed after a break,
+   * kept alive and failed over as an Acquire stream is (the Session RPC carries no candidates).
+   */
+  campaign(request: LockRequest): LockHandle {
+    return this.#streamOfItsOwn(this.#perCampaign, request);
   }
 
   /**
@@ -61,9 +73,9 @@ export class LockStreams {
     for (const stream of [...this.#streams]) stream.close();
   }
 
-  /** `request` on an Acquire stream of its own. */
-  #streamPerLock(request: LockRequest): LockHandle {
-    const stream: LockChannel = new LockChannel(this.#perLock, {
+  /** `request` on a stream of its own, of `opening`'s RPC. */
+  #streamOfItsOwn(opening: LockStreamOpening, request: LockRequest): LockHandle {
+    const stream: LockChannel = new LockChannel(opening, {
       idleMs: 0,
       onEmpty: () => this.#streams.delete(stream),
     });
