@@ -60,6 +60,22 @@ export class LockLostError extends LockClientError {
 }
 
 /**
+ * The term named (by `proclaim`, `resign`, or a Leadership's `proclaim`) is not the current
+ * leader's: it ended, belongs to another election, or was never granted. Nothing changed. Its
+ * `code` is FAILED_PRECONDITION, as for any request about something the caller does not hold.
+ */
+export class NotLeaderError extends LockClientError {
+  override name = 'NotLeaderError';
+  /** The term that was named. */
+  readonly term: bigint;
+
+  constructor(electionName: string, term: bigint, details: string, options?: { cause?: unknown }) {
+    super(electionName, Status.FAILED_PRECONDITION, details, options);
+    this.term = term;
+  }
+}
+
+/**
  * The LockClient was closed: the call was made after `close()`, or the request was still
  * waiting for its lock when `close()` was called (it is withdrawn, nothing is left queued). Its
  * `code` is FAILED_PRECONDITION. A lock held when the client is closed is lost instead

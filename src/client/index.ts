@@ -1,6 +1,6 @@
 // The SDK's public door: everything a user of `lockstream/client` may import, and nothing else.
 /**
- * The lockstream client SDK: hold distributed locks on a lockstream server.
+ * The lockstream client SDK: hold distributed locks, and elect leaders, on a lockstream server.
  *
  * ```ts
  * import { LockClient } from 'lockstream/client';
@@ -16,11 +16,19 @@
 export {
   LockClient,
   type AcquireOptions,
+  type CampaignOptions,
   type LockClientOptions,
   type LockDescription,
   type LockPage,
   type LockRequestInfo,
 } from './lock-client.js';
 export type { Lock, LockMode, LockSpec, RevokeRequest } from './lock.js';
-export { LockClientClosedError, LockClientError, LockLostError, LockTimeoutError } from './errors.js';
+export type { ElectionEvent, ElectionLeader, Leadership } from './election.js';
+export {
+  LockClientClosedError,
+  LockClientError,
+  LockLostError,
+  LockTimeoutError,
+  NotLeaderError,
+} from './errors.js';
 export { status as Status } from '@grpc/grpc-js';

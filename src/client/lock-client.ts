@@ -1,14 +1,19 @@
 /*
- * The SDK's entry point, LockClient: what a caller does with locks, each call handed to the part
- * that does it (acquires to AcquireAttempts, inspection to LockInspector, streams to LockStreams).
+ * The SDK's entry point, LockClient: what a caller does with locks and elections, each call
+ * handed to the part that does it (acquires and campaigns to AcquireAttempts, inspection to
+ * LockInspector, the other election calls to ElectionCalls, streams to LockStreams).
  */
 import { ElectionServiceClient } from '../gen/lockstream/v1/election.js';
 import { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
 import { AcquireAttempts } from './acquire-attempts.js';
 import { lockRequest, multiLockRequest, type AcquireOptions, type LockRequest } from './acquire-options.js';
+import { candidateRequest, type CampaignOptions } from './campaign-options.js';
+import { ElectionCalls } from './election-calls.js';
+import type { ElectionEvent, ElectionLeader, Leadership } from './election.js';
 import { endpointList } from './endpoint-list.js';
 import { Endpoints } from './endpoints.js';
 import { LockTimeoutError } from './errors.js';
+import { LeadershipHandle } from './leadership-handle.js';
 import type { Lock, LockSpec } from './lock.js';
 import {
   connectionSettings,
@@ -20,13 +25,14 @@ import { LockInspector, type LockDescription, type LockPage } from './lock-inspe
 import { LockStreams } from './lock-streams.js';
 
 export type { AcquireOptions } from './acquire-options.js';
+export type { CampaignOptions } from './campaign-options.js';
 export type { LockDescription, LockPage, LockRequestInfo } from './lock-inspector.js';
 export type { LockClientOptions } from './lock-client-options.js';
 
 /**
  * A client for a lockstream server. One client holds one channel (one HTTP/2 connection) per
- * endpoint, over which any number of locks can be held at once; it talks to one endpoint at a
- * time. Close it when done (`using` works too).
+ * endpoint, over which any number of locks and elections can be held at once; it talks to one
+ * endpoint at a time. Close it when done (`using` works too).
  *
  * ```ts
  * const locks = new LockClient('127.0.0.1:50051');
@@ -37,6 +43,7 @@ export type { LockClientOptions } from './lock-client-options.js';
 export class LockClient implements Disposable {
   readonly #endpoints: Endpoints;
   readonly #inspector: LockInspector;
+  readonly #elections: ElectionCalls;
   readonly #streams: LockStreams;
   readonly #attempts: AcquireAttempts;
   #closed = false;
@@ -63,6 +70,7 @@ export class LockClient implements Disposable {
     });
     const closed = (): boolean => this.#closed;
     this.#inspector = new LockInspector(this.#endpoints, closed);
+    this.#elections = new ElectionCalls(this.#endpoints, closed);
     const unavailableRetries = options.unavailableRetries ?? 2;
     const settings = streamSettings(options);
     const sessionIdleMs =
@@ -180,9 +188,76 @@ export class LockClient implements Disposable {
   }
 
   /**
-   * Closes the channels. Locks still held over them are released by the server (their `lost`
-   * fires); acquires still waiting and later calls reject with `LockClientClosedError`
-   * (FAILED_PRECONDITION).
+   * Campaigns in election `name` with `value` (what observers and `leader()` show of this
+   * candidate once it leads, e.g. its address; a string as UTF-8, at most 1024 bytes), and
+   * resolves once it is elected, with its Leadership and term. Candidates are elected one at a
+   * time, in the order they joined.
+   *
+   * Each campaign has a Campaign stream of its own (whatever `streamPerLock` says), held as an
+   * Acquire stream holds a lock: resumed after a break within `resumeGraceMs` (the leadership is
+   * in doubt meanwhile, then confirmed with the same term), kept alive by heartbeats, and failed
+   * over between endpoints. Rejects as `acquire` does: `LockTimeoutError` when `waitTimeout`
+   * passes first, the signal's reason when `signal` aborts first, `LockClientError` otherwise
+   * (FAILED_PRECONDITION when `name` is a lock's, UNIMPLEMENTED from a server whose back end
+   * keeps no election history). After a rejection nothing is left queued.
+   */
+  campaign(name: string, value: Uint8Array | string, options: CampaignOptions = {}): Promise<Leadership> {
+    let request: LockRequest;
+    try {
+      request = candidateRequest(name, value, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#attempts
+      .campaign(request, options.signal)
+      .then((candidate) => new LeadershipHandle(candidate, this.#elections));
+  }
+
+  /**
+   * The events of election `name`, for `for await`: without `fromTerm`, its current state first
+   * (the current term, or `vacant`, also for an election nobody campaigned in), then every term
+   * in order as it begins, the values its leader proclaims, and `vacant` when nobody leads. With
+   * `fromTerm`, every term from that one on first (`history-gone` first if the history no longer
+   * reaches back so far), then live. An observer that fell so far behind that terms it was not
+   * told left the history is told `skipped`. It ends cleanly when `signal` aborts or the loop is
+   * left; it throws `LockClientError` if the stream fails (the server shuts down: UNAVAILABLE;
+   * observe again from the last term seen to miss nothing).
+   */
+  observe(
+    name: string,
+    options: { fromTerm?: bigint | undefined; signal?: AbortSignal | undefined } = {},
+  ): AsyncGenerator<ElectionEvent, void> {
+    return this.#elections.observe(name, options.fromTerm, options.signal);
+  }
+
+  /** Who leads election `name` now (every server on the back end says the same); undefined: nobody. */
+  leader(name: string): Promise<ElectionLeader | undefined> {
+    return this.#elections.leader(name);
+  }
+
+  /**
+   * Replaces the value of the leader of `name` whose term is `term` (from any client: the
+   * leader's own can use `leadership.proclaim`). Observers are told, and `leader()` shows it from
+   * the moment it resolves. Rejects with `NotLeaderError` (FAILED_PRECONDITION) when `term` is
+   * not the current leader's: nothing changed then.
+   */
+  proclaim(name: string, term: bigint, value: Uint8Array | string): Promise<void> {
+    return this.#elections.proclaim(name, term, value);
+  }
+
+  /**
+   * Ends the term `term` of election `name`, from any client: its leader is deposed (its `lost`
+   * aborts, with ABORTED) before the next candidate is elected. Rejects with `NotLeaderError`
+   * (FAILED_PRECONDITION) when `term` is not the current leader's: nothing changed then.
+   */
+  resign(name: string, term: bigint): Promise<void> {
+    return this.#elections.resign(name, term);
+  }
+
+  /**
+   * Closes the channels. Locks and leaderships still held over them are released by the server
+   * (their `lost` fires); acquires and campaigns still waiting and later calls reject with
+   * `LockClientClosedError` (FAILED_PRECONDITION).
    */
   close(): void {
     this.#closed = true;

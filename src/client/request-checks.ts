@@ -55,6 +55,17 @@ export function checkMs(lockName: string, option: string, value: number): void {
   }
 }
 
+/** The largest term (a uint64 on the wire). */
+const TERM_MAX = 2n ** 64n - 1n;
+
+/** A term (an election's fencing token): a bigint from 0 to 2^64 - 1. */
+export function checkTerm(electionName: string, field: string, value: unknown): asserts value is bigint {
+  if (typeof value !== 'bigint' || value < 0n || value > TERM_MAX) {
+    const shown = typeof value === 'bigint' ? `${value}n` : `${typeof value} ${String(value)}`;
+    throw invalidArgument(electionName, `${field} must be a bigint from 0n to 2n ** 64n - 1n, not ${shown}`);
+  }
+}
+
 /** A semaphore's limit and weight, or their absence in the lock modes (the server's rule). */
 export function checkSemaphore(
   lockName: string,
