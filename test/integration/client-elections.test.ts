@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   LockClient,
@@ -12,6 +15,7 @@ import {
   type LockClientOptions,
   type RevokeRequest,
 } from '../../src/client/index.js';
+import { sha256 } from '../../src/server/security/access-policy.js';
 import { deferred } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
@@ -46,6 +50,15 @@ async function queued(
     ]),
     leadership,
   };
+}
+
+/** Resolves with the reason `leadership` was lost, once it is. */
+function lossOf(leadership: Leadership): Promise<unknown> {
+  const { lost } = leadership;
+  return new Promise((resolve) => {
+    if (lost.aborted) resolve(lost.reason);
+    else lost.addEventListener('abort', () => resolve(lost.reason), { once: true });
+  });
 }
 
 /** The next event of `events`; fails if the stream ended. */
@@ -400,8 +413,7 @@ for (const store of ['embedded', 'zookeeper'] as const) {
         resumeGraceMs: 0,
       }).campaign(electionName(), 'idle');
       // The stream without heartbeats is cut after a second of silence...
-      await new Promise((resolve) => silent.lost.addEventListener('abort', resolve));
-      expect(silent.lost.reason).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
+      expect(await lossOf(silent)).toMatchObject({ name: 'LockLostError', code: Status.UNAVAILABLE });
       // ...while the one with heartbeats, as old, never was.
       expect(events).toEqual([]);
       expect(beating.lost.aborted).toBe(false);
@@ -436,3 +448,64 @@ for (const store of ['embedded', 'zookeeper'] as const) {
     });
   });
 }
+
+describe("the TypeScript client's elections under an access policy", () => {
+  const TOKENS = { elector: 'elector-token-0c51e2', outsider: 'outsider-token-77ad90' } as const;
+  let dir: string;
+  let server: ServerProcess;
+  const clients: LockClient[] = [];
+  const as = (who: keyof typeof TOKENS): LockClient => {
+    const client = new LockClient(server.address, {
+      token: TOKENS[who],
+      channelOptions: { 'grpc.use_local_subchannel_pool': 1 },
+    });
+    clients.push(client);
+    return client;
+  };
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'client-elections-'));
+    const policy = join(dir, 'access.yaml');
+    await writeFile(
+      policy,
+      `callers:
+  - name: elector
+    token_sha256: ${sha256(TOKENS.elector).toString('hex')}
+    locks:
+      - { prefix: leaders/, modes: [candidate] }
+  - name: outsider
+    token_sha256: ${sha256(TOKENS.outsider).toString('hex')}
+    locks:
+      - { prefix: other/, modes: [candidate] }
+`,
+    );
+    server = await startServerProcess(['--auth-file', policy]);
+  });
+  afterAll(async () => {
+    for (const client of clients.splice(0)) client.close();
+    await server?.kill('SIGTERM');
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("sends the client's bearer token on every election call, as on its lock calls", async () => {
+    const name = `leaders/${randomUUID()}`;
+    const elector = as('elector');
+    const leadership = await elector.campaign(name, 'v');
+    const events = elector.observe(name);
+    expect(await nextEvent(events)).toMatchObject({ kind: 'term', term: leadership.term });
+    await events.return();
+    expect((await elector.leader(name))?.term).toBe(leadership.term);
+    await leadership.proclaim('v2');
+
+    const outsider = as('outsider');
+    const denied = { code: Status.PERMISSION_DENIED };
+    await expect(outsider.campaign(name, 'me')).rejects.toMatchObject(denied);
+    await expect(outsider.leader(name)).rejects.toMatchObject(denied);
+    await expect(nextEvent(outsider.observe(name))).rejects.toMatchObject(denied);
+    await expect(outsider.proclaim(name, leadership.term, 'x')).rejects.toMatchObject(denied);
+    await expect(outsider.resign(name, leadership.term)).rejects.toMatchObject(denied);
+
+    await elector.resign(name, leadership.term);
+    expect(await lossOf(leadership)).toMatchObject({ name: 'LockLostError', code: Status.ABORTED });
+  });
+});
