@@ -1,12 +1,12 @@
 /*
- * The client subcommands that ask about locks (`ls`, `describe`, `watch`, `check`, `revoke`),
- * printing tables or JSON.
+ * The client subcommands that ask about locks and elections (`ls`, `describe`, `watch`,
+ * `observe`, `check`, `revoke`), printing tables or JSON.
  */
 import type { Command } from 'commander';
 import { toJson } from '../common/json.js';
 import { valueText } from '../common/value-text.js';
 import { addConnectionOptions, type ConnectionOptions } from './connection.js';
-import type { LockDescription, LockRequestInfo } from '../client/index.js';
+import type { ElectionEvent, LockDescription, LockRequestInfo } from '../client/index.js';
 import { durationArgument, EXIT, withClient } from './client-basics.js';
 
 /** `ls`, `describe`, `check` and `revoke`: readable tables by default, JSON with `--json`. */
@@ -73,6 +73,43 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
             const line = holdersLine(state);
             if (line !== last) process.stdout.write(`${new Date().toISOString()}  ${line}\n`);
             last = line;
+          }
+        } catch (error) {
+          if (!interrupted.signal.aborted) throw error;
+        } finally {
+          process.off('SIGINT', stop);
+          process.off('SIGTERM', stop);
+        }
+        return EXIT.ok;
+      });
+    });
+
+  addConnectionOptions(program.command('observe'), env)
+    .description(
+      "print an election's terms as they begin (term, leader's owner and value), the values its leaders proclaim, and when nobody leads, until interrupted",
+    )
+    .argument('<name>', 'the election')
+    .option('--from-term <term>', 'first replay every term from this one on, out of the history')
+    .option('--json', 'print every event as a JSON line')
+    .action(async (name: string, options: ConnectionOptions & { json?: boolean; fromTerm?: string }) => {
+      if (options.fromTerm !== undefined && !/^\d+$/.test(options.fromTerm))
+        program.error(`observe: --from-term ${JSON.stringify(options.fromTerm)} is not a whole number`);
+      const interrupted = new AbortController();
+      const stop = (): void => interrupted.abort();
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+      process.exitCode = await withClient(options, env, async (client) => {
+        try {
+          const events = client.observe(name, {
+            signal: interrupted.signal,
+            ...(options.fromTerm === undefined ? {} : { fromTerm: BigInt(options.fromTerm) }),
+          });
+          for await (const event of events) {
+            process.stdout.write(
+              options.json
+                ? `${toJson(electionEventJson(event))}\n`
+                : `${new Date().toISOString()}  ${electionLine(name, event)}\n`,
+            );
           }
         } catch (error) {
           if (!interrupted.signal.aborted) throw error;
@@ -196,4 +233,29 @@ export function table(header: string[], rows: string[][]): string {
       .join('  ')
       .trimEnd();
   return [line(header), ...rows.map(line)].join('\n') + '\n';
+}
+
+/** One observed election event as a line for people. */
+function electionLine(name: string, event: ElectionEvent): string {
+  const election = JSON.stringify(name);
+  switch (event.kind) {
+    case 'term':
+      return `${election}: term ${event.term} led by ${event.owner || 'a candidate without owner'}, value ${JSON.stringify(valueText(event.value))}`;
+    case 'proclaimed':
+      return `${election}: term ${event.term} proclaimed value ${JSON.stringify(valueText(event.value))}`;
+    case 'vacant':
+      return event.afterTerm === 0n
+        ? `${election}: nobody leads`
+        : `${election}: nobody leads (term ${event.afterTerm} is over)`;
+    case 'history-gone':
+      return `${election}: the history begins at term ${event.firstTerm}; earlier terms are gone`;
+    case 'skipped':
+      return `${election}: fell behind; terms before ${event.firstTerm} left the history unseen`;
+  }
+}
+
+/** One observed election event as JSON: values as base64 and, where they are text, as text. */
+function electionEventJson(event: ElectionEvent): Record<string, unknown> {
+  if (event.kind !== 'term' && event.kind !== 'proclaimed') return { ...event };
+  return { ...event, value: event.value.toString('base64'), valueText: valueText(event.value) };
 }

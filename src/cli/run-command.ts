@@ -1,12 +1,19 @@
 /*
- * `lockstream run` and `lockstream leader`: hold a lock while a command runs, stop the command if
- * the lock is lost or revoked, and exit with the command's code.
+ * `lockstream run` and `lockstream elect` (alias `leader`): hold a lock, or lead an election,
+ * while a command runs, stop the command if the lock or the leadership is lost or revoked, and
+ * exit with the command's code.
  */
 import { spawn } from 'node:child_process';
 import { hostname, userInfo } from 'node:os';
 import { constants } from 'node:os';
 import { Option, type Command } from 'commander';
-import { LockClientError, LockTimeoutError, type Lock, type LockMode } from '../client/index.js';
+import {
+  LockClientError,
+  LockTimeoutError,
+  type Leadership,
+  type Lock,
+  type LockMode,
+} from '../client/index.js';
 import { durationArgument, EXIT } from './client-basics.js';
 import {
   addConnectionOptions,
@@ -27,7 +34,15 @@ interface RunOptions extends ConnectionOptions {
   readonly value?: string;
   readonly killAfter: number;
   readonly resumeGrace: number;
+  /** Campaign in the election NAME instead of taking a lock (`elect`). */
+  readonly elect?: boolean;
 }
+
+/** What the command runs under: a lock, or an election's leadership seen as one. */
+type Held = Pick<
+  Lock,
+  'token' | 'tokens' | 'lost' | 'revokeRequested' | 'downgrade' | typeof Symbol.asyncDispose
+>;
 
 const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
 
@@ -64,20 +79,34 @@ export function addRunCommand(program: Command, env: Readonly<Record<string, str
     process.exitCode = await runLocked('run', name, command, options, env);
   });
 
-  // Leader election is the most common use of a lock: the leader holds it, and says where it is.
+  // Leader election: the most common use of a lock, as an election (ElectionService.Campaign).
   holdOptions(
-    addConnectionOptions(program.command('leader'), env)
+    addConnectionOptions(program.command('elect'), env)
+      .alias('leader')
       .description(
-        'run a command as the leader of a group: wait to be elected (to hold the lock NAME), publish ' +
-          '--value (where to reach the leader) for `lockstream watch` and `describe`, run the command while leading, ' +
-          "step down when it exits; the command is stopped if leadership is lost. Exits with the command's code",
+        'run a command as the leader of election NAME: campaign, wait to be elected, run the command ' +
+          'while leading (LOCKSTREAM_TERM is the term, its fencing token), resign when it exits; the ' +
+          "command is stopped if the leadership is lost. `lockstream observe` shows each term and --value. Exits with the command's code",
       )
-      .argument('<name>', 'the group (a lock name)')
+      .argument('<name>', 'the election')
       .argument('<command...>', 'the command and its arguments (after --)')
       .requiredOption('--value <text>', 'where to reach this leader, e.g. host:port'),
-  ).action(async (name: string, command: string[], options: Omit<RunOptions, 'mode'>) => {
-    process.exitCode = await runLocked('leader', name, command, { ...options, mode: 'mutex' }, env);
+  ).action(async (name: string, command: string[], options: Omit<RunOptions, 'mode'>, self: Command) => {
+    const label = self.parent?.args[0] === 'leader' ? 'leader' : 'elect';
+    process.exitCode = await runLocked(label, name, command, { ...options, elect: true }, env);
   });
+}
+
+/** A leadership as the command's hold: its term is its token; it cannot be downgraded. */
+function asHeld(name: string, leadership: Leadership): Held {
+  return {
+    token: leadership.term,
+    tokens: [{ name, token: leadership.term }],
+    lost: leadership.lost,
+    revokeRequested: leadership.resignRequested,
+    downgrade: () => Promise.reject(new Error('a leadership cannot be downgraded')),
+    [Symbol.asyncDispose]: () => leadership[Symbol.asyncDispose](),
+  };
 }
 
 /** What is wrong with `run`'s mode options together, or undefined. */
@@ -153,7 +182,7 @@ async function runLocked(
   const onWaitSignal = (signal: NodeJS.Signals): void => interrupted.abort(signal);
   for (const signal of FORWARDED_SIGNALS) process.on(signal, onWaitSignal);
   let stopCommand: (why: string) => void = () => {};
-  let lock: Lock;
+  let lock: Held;
   const mode = (options.mode ?? (options.limit === undefined ? 'mutex' : 'semaphore')) as LockMode;
   const shape = {
     mode,
@@ -182,13 +211,24 @@ async function runLocked(
       onConfirmed: () =>
         process.stderr.write(`lockstream ${label}: session resumed; lock "${name}" confirmed\n`),
     };
-    lock =
-      more.length === 0
-        ? await client.acquire(name, { ...shape, ...asked })
-        : await client.acquireAll(
-            [name, ...more].map((each) => ({ name: each, ...shape })),
-            asked,
-          );
+    if (options.elect) {
+      const { onRevokeRequested, value: _value, ...campaigning } = asked;
+      lock = asHeld(
+        name,
+        await client.campaign(name, options.value ?? '', {
+          ...campaigning,
+          onResignRequested: onRevokeRequested,
+        }),
+      );
+    } else {
+      lock =
+        more.length === 0
+          ? await client.acquire(name, { ...shape, ...asked })
+          : await client.acquireAll(
+              [name, ...more].map((each) => ({ name: each, ...shape })),
+              asked,
+            );
+    }
   } catch (error) {
     client.close();
     if (interrupted.signal.aborted) return 128 + signalNumber(interrupted.signal.reason as NodeJS.Signals);
@@ -230,6 +270,8 @@ async function runLocked(
       ...process.env,
       LOCKSTREAM_LOCK_NAME: name,
       LOCKSTREAM_FENCING_TOKEN: lock.token.toString(),
+      // The term, for a leader (`elect`): the same number as its fencing token.
+      ...(options.elect ? { LOCKSTREAM_ELECTION: name, LOCKSTREAM_TERM: lock.token.toString() } : {}),
       // Every lock's token, for a multi-lock (--and): {"name": "token", …}.
       LOCKSTREAM_FENCING_TOKENS: JSON.stringify(
         Object.fromEntries(lock.tokens.map(({ name: each, token }) => [each, token.toString()])),

@@ -24,6 +24,7 @@ export {
 } from './lock-client.js';
 export type { Lock, LockMode, LockSpec, RevokeRequest } from './lock.js';
 export type { ElectionEvent, ElectionLeader, Leadership } from './election.js';
+export type { DescribedMode } from './wire-values.js';
 export {
   LockClientClosedError,
   LockClientError,

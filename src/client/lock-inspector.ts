@@ -15,14 +15,14 @@ import type {
 } from '../gen/lockstream/v1/lockstream.js';
 import type { Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError } from './errors.js';
-import type { LockMode } from './lock.js';
 import { checkLabel, checkLockName, checkMs } from './request-checks.js';
 import { unaryCall } from './unary-call.js';
-import { fromWireMode, toDuration } from './wire-values.js';
+import { fromWireMode, toDuration, type DescribedMode } from './wire-values.js';
 
 /** One request in a lock's queue, as `describe` reports it. */
 export interface LockRequestInfo {
-  readonly mode: LockMode | undefined;
+  /** `candidate` for an election's (see `campaign`). */
+  readonly mode: DescribedMode | undefined;
   readonly owner: string;
   /** The request's fencing token (a waiter's, once granted). */
   readonly token: bigint;
@@ -51,7 +51,7 @@ export interface LockPage {
     readonly name: string;
     readonly holders: number;
     readonly waiters: number;
-    readonly heldMode: LockMode | undefined;
+    readonly heldMode: DescribedMode | undefined;
     /** A semaphore's limit and the part of it in use; both 0 for a lock. */
     readonly limit: number;
     readonly usedWeight: number;

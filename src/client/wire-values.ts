@@ -16,9 +16,12 @@ const MODES_FROM_WIRE = new Map(
   (Object.entries(WIRE_MODES) as Array<[LockMode, WireLockMode]>).map(([mode, wire]) => [wire, mode]),
 );
 
+/** How a request in a queue is described: a lock mode, or an election's candidate (Campaign). */
+export type DescribedMode = LockMode | 'candidate';
+
 /** A mode from the wire; undefined for one this client does not know. */
-export function fromWireMode(mode: WireLockMode): LockMode | undefined {
-  return MODES_FROM_WIRE.get(mode);
+export function fromWireMode(mode: WireLockMode): DescribedMode | undefined {
+  return mode === WireLockMode.CANDIDATE ? 'candidate' : MODES_FROM_WIRE.get(mode);
 }
 
 /** Milliseconds as a protobuf Duration. */

@@ -177,7 +177,8 @@ describe('the lockstream command as a client', () => {
     // describe shows the value too, as text and (for scripts) as base64 and text.
     const described = lockstream(['describe', 'cli/group'], env);
     expect(await described.exited).toBe(0);
-    expect(described.stdout).toMatch(/holds\s+mutex\s+node-1\s+\d+\s+10\.0\.0\.1:8080\s+\d{4}-/);
+    // `leader` is `elect`: its group is an election, whose leader holds as a candidate.
+    expect(described.stdout).toMatch(/holds\s+candidate\s+node-1\s+\d+\s+10\.0\.0\.1:8080\s+\d{4}-/);
     const describedJson = lockstream(['describe', 'cli/group', '--json'], env);
     expect(await describedJson.exited).toBe(0);
     expect(JSON.parse(describedJson.stdout)).toMatchObject({
@@ -227,6 +228,46 @@ describe('the lockstream command as a client', () => {
     const noValue = lockstream(['leader', 'cli/group', '--', 'true'], env);
     expect(await noValue.exited).not.toBe(0);
     expect(noValue.stderr).toMatch(/--value/);
+  });
+
+  it('elect runs the command while leading, with the term in LOCKSTREAM_TERM; observe prints each term and the vacancies', async () => {
+    const name = `cli/election-${randomUUID()}`;
+    const observe = lockstream(['observe', name], env);
+    await observe.line(/: nobody leads\n/);
+    const leader = lockstream(
+      [
+        'elect',
+        name,
+        '--value',
+        '10.0.0.9:7000',
+        '--owner',
+        'node-9',
+        '--',
+        'sh',
+        '-c',
+        'echo "term=$LOCKSTREAM_TERM"; sleep 30',
+      ],
+      env,
+    );
+    const [, term] = await leader.line(/^term=(\d+)$/m);
+    await observe.line(new RegExp(`: term ${term} led by node-9, value "10\\.0\\.0\\.9:7000"\\n`));
+    expect((await client.leader(name))?.term).toBe(BigInt(term!));
+    leader.child.kill('SIGTERM');
+    expect(await leader.exited).toBe(143);
+    await observe.line(new RegExp(`: nobody leads \\(term ${term} is over\\)\\n`));
+    observe.child.kill('SIGINT');
+    expect(await observe.exited).toBe(0);
+
+    const replay = lockstream(['observe', name, '--from-term', term!, '--json'], env);
+    const [line] = await replay.line(/^\{.*"kind":"term".*\}$/m);
+    expect(JSON.parse(line)).toMatchObject({
+      kind: 'term',
+      term,
+      owner: 'node-9',
+      valueText: '10.0.0.9:7000',
+    });
+    replay.child.kill('SIGINT');
+    await replay.exited;
   });
 
   it('run holds the lock while the command runs, passes name and token, and exits with its code', async () => {
@@ -596,9 +637,21 @@ describe('lockstream --help', () => {
   it('lists every command, and serve --help every flag with its environment variable', async () => {
     const top = lockstream(['--help']);
     expect(await top.exited).toBe(0);
-    for (const command of ['serve', 'ls', 'describe', 'watch', 'check', 'revoke', 'run', 'leader']) {
+    for (const command of [
+      'serve',
+      'ls',
+      'describe',
+      'watch',
+      'observe',
+      'check',
+      'revoke',
+      'run',
+      'elect',
+    ]) {
       expect(top.stdout).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
     }
+    // `leader` is another name of `elect`.
+    expect(top.stdout).toMatch(/^ {2}elect\|leader\b/m);
     const serve = lockstream(['serve', '--help']);
     expect(await serve.exited).toBe(0);
     const flat = serve.stdout.replace(/\s+/g, ' ');
@@ -608,7 +661,7 @@ describe('lockstream --help', () => {
     }
     // Durations are shown as they are written, never as milliseconds.
     expect(flat).toContain('(default: "10s")');
-    for (const command of ['run', 'leader']) {
+    for (const command of ['run', 'elect', 'leader']) {
       const help = lockstream([command, '--help']);
       expect(await help.exited).toBe(0);
       const text = help.stdout.replace(/\s+/g, ' ');
