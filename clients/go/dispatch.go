@@ -23,7 +23,6 @@ func (s *session) handle(message *pb.SessionResponse) {
 	case *pb.SessionResponse_Opened:
 		s.resumeToken = kind.Opened.GetResumeToken()
 		s.resumeGrace = kind.Opened.GetResumeGrace().AsDuration()
-		s.opened = true
 		after = append(after, s.heartbeats.poke)
 		return
 	case *pb.SessionResponse_Heartbeat, *pb.SessionResponse_Resumed:

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
 	"google.golang.org/grpc/codes"
 )
 
@@ -51,24 +50,58 @@ func (h *heartbeats) poke() {
 	}
 }
 
-// beat sends one on stream every interval until the stream ends, so that the server hears from
-// a quiet client (and idle-timeout proxies leave the stream alone). The watchdog listens for
-// the server's.
-func (h *heartbeats) beat(stream sessionStream, send func(sessionStream, *pb.SessionRequest) error) {
+// beat calls send every interval until done is closed (the stream ends), so that the server
+// hears from a quiet client (and idle-timeout proxies leave the stream alone). The watchdog
+// listens for the server's.
+func (h *heartbeats) beat(done <-chan struct{}, send func() error) {
 	if h.interval <= 0 {
 		return
 	}
 	ticker := time.NewTicker(h.interval)
 	defer ticker.Stop()
-	heartbeat := &pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.AcquireHeartbeat{}}}
 	for {
 		select {
-		case <-stream.Context().Done():
+		case <-done:
 			return
 		case <-ticker.C:
 		}
-		_ = send(stream, heartbeat)
+		_ = send()
 	}
+}
+
+// silenceRule is what the rules of silence say of a stream now.
+type silenceRule int
+
+const (
+	silenceOK      silenceRule = iota
+	silenceSuspect             // the stream is silent: in doubt, replace it
+	silenceLost                // silent for nearly the grace: the server may free what it keeps
+)
+
+// judge applies the two rules of silence now: lost once the server has been silent for a tenth
+// of the grace (counted from the last word) short of the grace (grace 0: not told one, or none);
+// suspect once the current stream, taken into use at since (streaming: there is one), has been
+// silent for two heartbeat intervals. Without heartbeats a quiet stream says nothing about the
+// path: the loss rule applies only while resuming. silent is the silence that broke a rule;
+// next, when to judge again.
+func (h *heartbeats) judge(grace time.Duration, resuming, streaming bool, since time.Duration) (rule silenceRule, silent, next time.Duration) {
+	now, heard := h.now(), h.lastHeard()
+	next = time.Hour
+	if grace > 0 && (h.interval > 0 || resuming) {
+		lossAfter, silent := grace-grace/10, now-heard
+		if silent >= lossAfter {
+			return silenceLost, silent, next
+		}
+		next = lossAfter - silent
+	}
+	if h.interval > 0 && streaming {
+		suspectAfter, silent := h.suspectAfter(), now-max(heard, since)
+		if silent >= suspectAfter {
+			return silenceSuspect, silent, next
+		}
+		next = min(next, suspectAfter-silent)
+	}
+	return silenceOK, 0, next
 }
 
 // watch applies the two rules of silence until the session ends: held locks are in doubt, and
@@ -90,36 +123,21 @@ func (s *session) watch() {
 
 // check applies the rules of silence now, and says when to check again.
 func (s *session) check() time.Duration {
-	interval := s.heartbeats.interval
-	now, heard := s.heartbeats.now(), s.heartbeats.lastHeard()
 	s.mu.Lock()
-	stream, since, opened, grace, resuming, ended := s.stream, s.streamSince, s.opened, s.resumeGrace, s.resuming, s.ended
+	stream, since, grace, resuming, ended := s.stream, s.streamSince, s.resumeGrace, s.resuming, s.ended
 	s.mu.Unlock()
-	next := time.Hour
 	if ended {
-		return next
+		return time.Hour
 	}
-	// Without heartbeats a quiet stream says nothing about the path: the rule applies once it broke.
-	if opened && grace > 0 && (interval > 0 || resuming) {
-		lossAfter := grace - grace/10
-		silent := now - heard
-		if silent >= lossAfter {
-			s.finish(&Error{Code: codes.Unavailable, Message: fmt.Sprintf(
-				"no message from the server for %s; it may free the locks once its resume grace (%s) is over",
-				silent.Round(time.Millisecond), grace), kind: ErrUnavailable})
-			return next
-		}
-		next = lossAfter - silent
-	}
-	if interval > 0 && stream != nil {
-		suspectAfter := s.heartbeats.suspectAfter()
-		silent := now - max(heard, since)
-		if silent >= suspectAfter {
-			s.cut(stream, &Error{Code: codes.Unavailable, Message: fmt.Sprintf(
-				"no message from the server for %s (%d heartbeat intervals)", silent.Round(time.Millisecond), suspectAfterIntervals)})
-		} else {
-			next = min(next, suspectAfter-silent)
-		}
+	rule, silent, next := s.heartbeats.judge(grace, resuming, stream != nil, since)
+	switch rule {
+	case silenceLost:
+		s.finish(&Error{Code: codes.Unavailable, Message: fmt.Sprintf(
+			"no message from the server for %s; it may free the locks once its resume grace (%s) is over",
+			silent.Round(time.Millisecond), grace), kind: ErrUnavailable})
+	case silenceSuspect:
+		s.cut(stream, &Error{Code: codes.Unavailable, Message: fmt.Sprintf(
+			"no message from the server for %s (%d heartbeat intervals)", silent.Round(time.Millisecond), suspectAfterIntervals)})
 	}
 	return next
 }

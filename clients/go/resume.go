@@ -11,21 +11,16 @@ import (
 
 	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
-// resumeLimit is how long an endpoint is given to take the session over: a third of what is
-// left of the grace (at least minAttempt), at most maxAttempt. No limit with a single endpoint:
-// a new attempt would go over the same connection, and there is nowhere else to go.
+// resumeLimit is how long an endpoint is given to take the session over (see resumeAttempt).
 func (s *session) resumeLimit() time.Duration {
-	if s.endpoints.count() == 1 {
-		return 0
-	}
 	s.mu.Lock()
 	grace := s.resumeGrace
 	s.mu.Unlock()
-	left := grace - grace/10 - (s.heartbeats.now() - s.heartbeats.lastHeard())
-	return min(maxAttempt, max(left/3, minAttempt))
+	return resumeAttempt(s.endpoints.count(), grace, s.heartbeats.now()-s.heartbeats.lastHeard())
 }
 
 // broken: the stream ended. Resumes the session on a new stream when the server may still
@@ -45,7 +40,7 @@ func (s *session) broken(stream sessionStream, err error) {
 	if err == io.EOF {
 		err = nil
 	}
-	if closing || token == "" || grace <= 0 || cut == nil && final(err, stream) {
+	if closing || token == "" || grace <= 0 || cut == nil && final(err, stream.Trailer()) {
 		s.mu.Unlock()
 		s.finish(endCause(err, cut))
 		return
@@ -71,9 +66,9 @@ func endCause(err error, cut *Error) *Error {
 	return transportError("", "the session ended", err)
 }
 
-// final: the call ended so that the server keeps nothing of the session to resume.
-func final(err error, stream sessionStream) bool {
-	if err == nil || slices.Contains(stream.Trailer().Get("lockstream-request"), "ended") {
+// final: the call ended (with trailer) so that the server keeps nothing of it to resume.
+func final(err error, trailer metadata.MD) bool {
+	if err == nil || slices.Contains(trailer.Get("lockstream-request"), "ended") {
 		return true
 	}
 	switch status.Code(err) {

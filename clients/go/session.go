@@ -48,7 +48,6 @@ type session struct {
 	requests     requestTable
 	resumeToken  string
 	resumeGrace  time.Duration // the server's, from `opened`
-	opened       bool
 	resuming     bool
 	inDoubt      bool // the path to the server is broken or silent
 	closing      bool

@@ -95,14 +95,30 @@ const (
 	minAttempt = 100 * time.Millisecond
 )
 
-// openLimit is how long an endpoint is given to answer an open: maxAttempt when there is another
-// endpoint to try; with a single endpoint, two heartbeat intervals, the silence after which a
-// stream is given up (without heartbeats, gRPC's connection attempt and keepalive).
-func (s *session) openLimit() time.Duration {
-	if s.endpoints.count() > 1 {
+// openLimit is how long an endpoint is given to answer an open: see openAttempt.
+func (s *session) openLimit() time.Duration { return openAttempt(s.endpoints.count(), s.heartbeats) }
+
+// openAttempt is how long an endpoint is given to answer the first message of a stream:
+// maxAttempt when there is another endpoint to try; with a single endpoint, two heartbeat
+// intervals, the silence after which a stream is given up (without heartbeats, gRPC's
+// connection attempt and keepalive).
+func openAttempt(endpoints int, h *heartbeats) time.Duration {
+	if endpoints > 1 {
 		return maxAttempt
 	}
-	return s.heartbeats.suspectAfter()
+	return h.suspectAfter()
+}
+
+// resumeAttempt is how long an endpoint is given to take a stream over, silent since the server
+// was last heard from: a third of what is left of the grace (at least minAttempt), at most
+// maxAttempt. No limit with a single endpoint: a new attempt would go over the same connection,
+// and there is nowhere else to go.
+func resumeAttempt(endpoints int, grace, silent time.Duration) time.Duration {
+	if endpoints == 1 {
+		return 0
+	}
+	left := grace - grace/10 - silent
+	return min(maxAttempt, max(left/3, minAttempt))
 }
 
 func durationOrNil(d time.Duration) *durationpb.Duration {
@@ -115,20 +131,10 @@ func durationOrNil(d time.Duration) *durationpb.Duration {
 // errNoAnswer cancels an attempt on an endpoint that did not answer within its limit.
 var errNoAnswer = status.Error(codes.Unavailable, "no answer")
 
-// startStream opens a Session stream on endpoint i and sends its first message. With a limit,
-// the stream is cancelled unless answered (which stops the clock) is called within it;
-// answered says false if it came too late.
+// startStream opens a Session stream on endpoint i and sends its first message, within an
+// attempt of limit (see attempt).
 func (s *session) startStream(i int, first *pb.SessionRequest, limit time.Duration) (stream sessionStream, cancel context.CancelFunc, answered func() bool, err error) {
-	ctx, cancelCause := context.WithCancelCause(s.ctx)
-	cancel = func() { cancelCause(nil) }
-	answered = func() bool { return true }
-	if limit > 0 {
-		clock := time.AfterFunc(limit, func() {
-			cancelCause(status.Errorf(codes.Unavailable, "no answer within %s", limit.Round(time.Millisecond)))
-		})
-		cancel = func() { clock.Stop(); cancelCause(nil) }
-		answered = clock.Stop
-	}
+	ctx, cancel, answered := attempt(s.ctx, limit)
 	stream, err = s.endpoints.rpcs[i].Session(ctx)
 	if err == nil {
 		err = stream.Send(first)
@@ -142,6 +148,23 @@ func (s *session) startStream(i int, first *pb.SessionRequest, limit time.Durati
 		return nil, nil, nil, err
 	}
 	return stream, cancel, answered, nil
+}
+
+// attempt is the context of one attempt on an endpoint, a stream's. With a limit, it is
+// cancelled (its cause UNAVAILABLE) unless answered, which stops the clock, is called within
+// it; answered says false if it came too late.
+func attempt(parent context.Context, limit time.Duration) (ctx context.Context, cancel context.CancelFunc, answered func() bool) {
+	ctx, cancelCause := context.WithCancelCause(parent)
+	cancel = func() { cancelCause(nil) }
+	answered = func() bool { return true }
+	if limit > 0 {
+		clock := time.AfterFunc(limit, func() {
+			cancelCause(status.Errorf(codes.Unavailable, "no answer within %s", limit.Round(time.Millisecond)))
+		})
+		cancel = func() { clock.Stop(); cancelCause(nil) }
+		answered = clock.Stop
+	}
+	return ctx, cancel, answered
 }
 
 // attemptError is err, or why the attempt's context was cancelled if its clock did it.
@@ -172,7 +195,8 @@ func (s *session) use(stream sessionStream, cancel context.CancelFunc, endpoint 
 			lock.setDoubt(pathDoubt, false)
 		}
 	}
-	go s.heartbeats.beat(stream, s.sendOn)
+	heartbeat := &pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.AcquireHeartbeat{}}}
+	go s.heartbeats.beat(stream.Context().Done(), func() error { return s.sendOn(stream, heartbeat) })
 	go s.read(stream)
 	s.heartbeats.poke()
 	return true
