@@ -26,11 +26,12 @@ type Client struct {
 	options    clientOptions
 	optionsErr error // New's options were invalid: every call returns it
 
-	mu      sync.Mutex
-	session *session
-	closed  bool
-	done    chan struct{} // closed when the current session ends (see Done)
-	doneErr error
+	mu         sync.Mutex
+	session    *session
+	candidates map[*candidate]struct{} // each Campaign's, until its candidacy is over
+	closed     bool
+	done       chan struct{} // closed when the current session ends (see Done)
+	doneErr    error
 }
 
 // Dial makes a Client for the server at target: "host:port", or a gRPC target URI
@@ -156,10 +157,11 @@ func (c *Client) Err() error {
 	return c.doneErr
 }
 
-// Close releases every lock of the client, ends its session and closes the connections Dial
-// (or DialEndpoints) made. Waiting Lock calls return an error matching ErrClosed at once, and so
-// does every call after Close. Close waits a little (at most 5s) for the server to confirm the
-// releases.
+// Close releases every lock of the client, resigns every leadership and withdraws every
+// candidate of its elections, ends its session and closes the connections Dial (or
+// DialEndpoints) made. Waiting Lock and Campaign calls return an error matching ErrClosed, and
+// so does every call after Close. Close waits a little (at most 5s) for the server to confirm
+// the releases.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -168,11 +170,15 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	s := c.session
+	candidates := c.candidatesNow()
 	c.endDone(closedError(""))
 	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() { closeCandidates(candidates); close(done) }()
 	if s != nil {
 		s.close()
 	}
+	<-done
 	var failed error
 	for _, conn := range c.conns {
 		if err := conn.Close(); err != nil && failed == nil {

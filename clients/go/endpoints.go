@@ -19,13 +19,18 @@ type endpoints struct {
 	addresses []string // as given, for messages; "" for a connection the caller passed to New
 	conns     []grpc.ClientConnInterface
 	rpcs      []pb.LockServiceClient
+	elections []pb.ElectionServiceClient
 	current   atomic.Int32
 }
 
 func newEndpoints(addresses []string, conns []grpc.ClientConnInterface) *endpoints {
-	e := &endpoints{addresses: addresses, conns: conns, rpcs: make([]pb.LockServiceClient, len(conns))}
+	e := &endpoints{
+		addresses: addresses, conns: conns,
+		rpcs: make([]pb.LockServiceClient, len(conns)), elections: make([]pb.ElectionServiceClient, len(conns)),
+	}
 	for i, conn := range conns {
 		e.rpcs[i] = pb.NewLockServiceClient(conn)
+		e.elections[i] = pb.NewElectionServiceClient(conn)
 	}
 	return e
 }
@@ -41,6 +46,9 @@ func (e *endpoints) moveOn(from int) int {
 	e.current.Store(int32(next))
 	return next
 }
+
+// electionRPC is the ElectionService's stub on the current endpoint.
+func (e *endpoints) electionRPC() pb.ElectionServiceClient { return e.elections[e.now()] }
 
 // name is how messages name endpoint i.
 func (e *endpoints) name(i int) string {

@@ -1,5 +1,5 @@
 // Errors: the kinds of failure, the *Error every call returns, and how its message names the
-// lock once.
+// lock (or election) once.
 
 package lockstream
 
@@ -47,6 +47,13 @@ var (
 	ErrClosed = errors.New("lockstream: client closed")
 	// ErrNotHeld: the lock was released or lost before the call.
 	ErrNotHeld = errors.New("lockstream: lock not held")
+	// ErrNoLeader: nobody leads the election (Election.Leader), as etcd's
+	// concurrency.ErrElectionNoLeader; also for an election nobody has campaigned in.
+	ErrNoLeader = errors.New("lockstream: election has no leader")
+	// ErrNotLeader: the term named is not the current leader's (it ended, or was never granted),
+	// so nothing was done (Election.Proclaim, Election.Resign), as etcd's
+	// concurrency.ErrElectionNotLeader; or the Leadership resigned already.
+	ErrNotLeader = errors.New("lockstream: not the leader")
 	// ErrFailed: anything else the server refused (FAILED_PRECONDITION, RESOURCE_EXHAUSTED,
 	// INTERNAL, ...); Code says which.
 	ErrFailed = errors.New("lockstream: request failed")
@@ -57,8 +64,8 @@ var (
 // and errors.Unwrap gives the underlying error if there is one (a context's error, a transport
 // failure).
 type Error struct {
-	// Lock is the lock's name (a multi-lock's names joined with "+"); empty for an error about
-	// the client or its session.
+	// Lock is the lock's name (a multi-lock's names joined with "+"), or the election's for an
+	// error of an Election; empty for an error about the client or its session.
 	Lock string
 	// Code is the gRPC status code of the failure (the server's, or the one the client maps a
 	// local failure to, e.g. INVALID_ARGUMENT).
@@ -66,12 +73,14 @@ type Error struct {
 	// Message says what happened, without the lock's name (Error puts it in front).
 	Message string
 
-	kind  error
-	cause error
+	kind     error
+	cause    error
+	election bool // Lock names an election
 }
 
-// Error reads "lockstream: lock "NAME" MESSAGE": the name once, quoted with control
-// characters escaped, and cut short when it is long.
+// Error reads "lockstream: lock "NAME" MESSAGE" (an election's: "lockstream: election "NAME"
+// MESSAGE"): the name once, quoted with control characters escaped, and cut short when it is
+// long.
 func (e *Error) Error() string {
 	message := printable(e.Message, messageShown)
 	if e.Lock == "" {
@@ -81,7 +90,11 @@ func (e *Error) Error() string {
 	if startsWithVerb(message) {
 		joint = " "
 	}
-	return "lockstream: lock " + quoteName(e.Lock) + joint + message
+	noun := "lock "
+	if e.election {
+		noun = "election "
+	}
+	return "lockstream: " + noun + quoteName(e.Lock) + joint + message
 }
 
 // Is matches the error's kind.
@@ -168,16 +181,26 @@ func lossOf(lock string, err *Error) *Error {
 // withoutName takes the server's mention of the lock out of message: the leading `lock "NAME"`
 // (or `locks "A", "B"` for a multi-lock), and "the lock" for any later one.
 func withoutName(message, serverName string) string {
-	for _, prefix := range []string{`lock "` + serverName + `"`, `locks ` + serverName + ` `, `lock ` + serverName} {
+	return withoutNameAs(message, serverName, "the lock")
+}
+
+// withoutNameAs is withoutName, naming the lock as later mentions in the message do ("the
+// lock", or "the election", for which a leading `election "NAME"` goes too).
+func withoutNameAs(message, serverName, as string) string {
+	prefixes := []string{`lock "` + serverName + `"`, `locks ` + serverName + ` `, `lock ` + serverName}
+	if as == "the election" {
+		prefixes = append([]string{`election "` + serverName + `"`}, prefixes...)
+	}
+	for _, prefix := range prefixes {
 		if rest, ok := strings.CutPrefix(message, prefix); ok {
 			message = strings.TrimPrefix(strings.TrimPrefix(rest, ":"), " ")
 			break
 		}
 	}
 	if serverName != "" {
-		message = strings.ReplaceAll(message, `"`+serverName+`"`, "the lock")
+		message = strings.ReplaceAll(message, `"`+serverName+`"`, as)
 		if quoted := jsonQuote(serverName); quoted != `"`+serverName+`"` {
-			message = strings.ReplaceAll(message, quoted, "the lock")
+			message = strings.ReplaceAll(message, quoted, as)
 		}
 	}
 	return message

@@ -1,0 +1,362 @@
+// A candidate: one Campaign stream and its successors after a resume, from `start` until the
+// call ends; what the server says on it, stepping down, and how the candidacy (and with it a
+// leadership) ends.
+
+package lockstream
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// campaignStream is one Campaign call: the candidate's requests, the server's responses.
+type campaignStream = grpc.BidiStreamingClient[pb.CampaignRequest, pb.CampaignResponse]
+
+// candidate is one Campaign call of Election.Campaign and the calls that resume it: a session
+// of one request, as the server keeps it. Its clock is the session's (see session): heard is
+// when the server last spoke; the candidate (and a leadership) is given up a tenth of the grace
+// before the grace, counted from heard, is over, so a leader cut off from the server hears it
+// has lost before another candidate can be elected.
+type candidate struct {
+	election   *Election
+	endpoints  *endpoints
+	start      *pb.CampaignStart
+	onQueued   func(ahead int)
+	onEnd      func(*candidate) // tells the client the candidacy is over
+	heartbeats *heartbeats
+	// The messages the candidate sends besides its first.
+	resign, heartbeat *pb.CampaignRequest
+
+	// Ends with the candidacy: every stream's context derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// The Leadership's context: cancelled at a resign request or at the end.
+	leadCtx    context.Context
+	leadCancel context.CancelCauseFunc
+	elected    chan struct{} // closed at the first `elected`
+	revoke     chan struct{} // closed at the first `resign_requested`
+	done       chan struct{} // closed when the candidacy is over; err says how
+
+	sendMu sync.Mutex // a gRPC stream's Send is not safe for concurrent use
+
+	mu           sync.Mutex
+	stream       campaignStream // nil while the candidate connects or resumes
+	streamCancel context.CancelFunc
+	endpoint     int           // where the current (or last) stream is
+	streamSince  time.Duration // when the current stream was taken into use (heartbeats.now)
+	cutCause     *Error        // why the client cut the current stream, if it did
+	resumeToken  string        // from `resumable`
+	resumeGrace  time.Duration // the server's, from `resumable`
+	term         uint64        // once elected
+	resigning    bool          // `resign` asked for (sent on every stream taken into use)
+	closing      bool          // the Client is closing
+	resuming     bool
+	serverDoubt  bool // the server said `in_doubt`
+	pathDoubt    bool // the path to the server is broken or silent
+	ended        bool
+	err          error // how it ended, once done is closed: nil when it resigned as asked
+}
+
+// newCandidate makes the candidate of a Campaign call; connect starts it.
+func newCandidate(e *Election, options clientOptions, value []byte, campaign campaignOptions) *candidate {
+	h := newHeartbeats(options.heartbeat())
+	start := &pb.CampaignStart{
+		Name: e.name, Value: value, Owner: campaign.owner, HeartbeatInterval: durationOrNil(h.interval),
+	}
+	if campaign.waitTimeout != nil {
+		start.WaitTimeout = durationpb.New(*campaign.waitTimeout)
+	}
+	if options.resumeGrace > 0 {
+		start.ResumeGrace = durationpb.New(options.resumeGrace)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	leadCtx, leadCancel := context.WithCancelCause(context.Background())
+	return &candidate{
+		election: e, endpoints: e.client.endpoints, start: start, onQueued: campaign.onQueued,
+		onEnd: e.client.discharge, heartbeats: h,
+		resign:    &pb.CampaignRequest{Kind: &pb.CampaignRequest_Resign{Resign: &pb.CampaignResign{}}},
+		heartbeat: &pb.CampaignRequest{Kind: &pb.CampaignRequest_Heartbeat{Heartbeat: &pb.CampaignHeartbeat{}}},
+		ctx:       ctx, cancel: cancel, leadCtx: leadCtx, leadCancel: leadCancel,
+		elected: make(chan struct{}), revoke: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// connect opens the Campaign call on the current endpoint, or on the next ones in turn while
+// an endpoint cannot be reached (or does not answer in time): once round the list, after which
+// the candidacy ends (ErrUnavailable).
+func (c *candidate) connect() {
+	message := &pb.CampaignRequest{Kind: &pb.CampaignRequest_Start{Start: c.start}}
+	n := c.endpoints.count()
+	var failures []string
+	var last error
+	for i, tried := c.endpoints.now(), 0; tried < n; i, tried = c.endpoints.moveOn(i), tried+1 {
+		stream, cancel, err := c.open(i, message)
+		if err == nil {
+			if !c.use(stream, cancel, i) {
+				cancel()
+			}
+			return
+		}
+		if c.ctx.Err() != nil {
+			return // over meanwhile
+		}
+		// The server's verdict (refused, or ended at once: wait_timeout 0): that is the answer.
+		if status.Code(err) != codes.Unavailable {
+			c.finish(c.endOf(err, nil))
+			return
+		}
+		failures = append(failures, c.endpoints.name(i)+": "+status.Convert(err).Message())
+		last = err
+	}
+	why := c.election.transportError("could not reach the server", last)
+	if n > 1 {
+		why.Message = "could not reach the server at any endpoint: " + strings.Join(failures, "; ")
+	}
+	c.finish(why)
+}
+
+// open starts a Campaign call on endpoint i with its first message, and reads the server's
+// first answer, within the attempt's limit (see openAttempt).
+func (c *candidate) open(i int, message *pb.CampaignRequest) (campaignStream, context.CancelFunc, error) {
+	ctx, cancel, answered := attempt(c.ctx, openAttempt(c.endpoints.count(), c.heartbeats))
+	stream, first, err := c.call(ctx, i, message)
+	if err == nil && !answered() {
+		err = errNoAnswer
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, attemptError(ctx, err)
+	}
+	c.heartbeats.hear()
+	c.handle(first)
+	return stream, cancel, nil
+}
+
+// call starts a Campaign call on endpoint i, sends message and reads the first answer. The
+// stream is nil unless the error (if any) is the call's end, with its trailer.
+func (c *candidate) call(ctx context.Context, i int, message *pb.CampaignRequest) (campaignStream, *pb.CampaignResponse, error) {
+	stream, err := c.endpoints.elections[i].Campaign(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	// io.EOF: the call ended already; Recv says how.
+	if err := stream.Send(message); err != nil && err != io.EOF {
+		return nil, nil, err
+	}
+	first, err := stream.Recv()
+	return stream, first, err
+}
+
+// use makes stream the candidate's and starts reading it and beating on it; false if the
+// candidacy ended meanwhile. A `resign` asked for meanwhile goes on it.
+func (c *candidate) use(stream campaignStream, cancel context.CancelFunc, endpoint int) bool {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return false
+	}
+	c.stream, c.streamCancel, c.streamSince, c.endpoint = stream, cancel, c.heartbeats.now(), endpoint
+	c.resuming, c.pathDoubt = false, false
+	resigning := c.resigning
+	c.mu.Unlock()
+	go c.heartbeats.beat(stream.Context().Done(), func() error { return c.sendOn(stream, c.heartbeat) })
+	go c.read(stream)
+	if resigning {
+		_ = c.sendOn(stream, c.resign)
+	}
+	c.heartbeats.poke()
+	return true
+}
+
+// sendOn sends on stream, one sender at a time. A message lost with a breaking stream is
+// accounted for by the resume (see use).
+func (c *candidate) sendOn(stream campaignStream, message *pb.CampaignRequest) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return stream.Send(message)
+}
+
+// read applies each message from the server as it comes, until the call ends (see broken).
+func (c *candidate) read(stream campaignStream) {
+	for {
+		message, err := stream.Recv()
+		if err != nil {
+			c.broken(stream, err)
+			return
+		}
+		c.heartbeats.hear()
+		c.handle(message)
+	}
+}
+
+// handle applies one message from the server.
+func (c *candidate) handle(message *pb.CampaignResponse) {
+	var after func() // a callback, run once mu is released
+	c.mu.Lock()
+	switch kind := message.GetKind().(type) {
+	case *pb.CampaignResponse_Resumable:
+		c.resumeToken = kind.Resumable.GetResumeToken()
+		c.resumeGrace = kind.Resumable.GetResumeGrace().AsDuration()
+		after = c.heartbeats.poke
+	case *pb.CampaignResponse_Queued:
+		if onQueued := c.onQueued; onQueued != nil {
+			ahead := int(kind.Queued.GetAhead())
+			after = func() { onQueued(ahead) }
+		}
+	case *pb.CampaignResponse_Elected:
+		// Told again after a resume, with the same term.
+		if c.term == 0 {
+			c.term = kind.Elected.GetTerm()
+			close(c.elected)
+		}
+	case *pb.CampaignResponse_InDoubt:
+		c.serverDoubt = true
+	case *pb.CampaignResponse_Confirmed:
+		c.serverDoubt = false
+	case *pb.CampaignResponse_ResignRequested:
+		select {
+		case <-c.revoke:
+		default:
+			close(c.revoke)
+			reason := kind.ResignRequested.GetReason()
+			c.leadCancel(&Error{Lock: c.election.name, Code: codes.Aborted, Message: "resign requested: " + reason, kind: ErrRevoked, election: true})
+		}
+	}
+	// `heartbeat` is heard, and `resigned` comes right before the call's OK.
+	c.mu.Unlock()
+	if after != nil {
+		after()
+	}
+}
+
+// stepDown asks for `resign` (a leader steps down, a waiting candidate withdraws): sent now on
+// the current stream, and again on every stream taken into use after it.
+func (c *candidate) stepDown() {
+	c.mu.Lock()
+	if c.ended || c.resigning {
+		c.mu.Unlock()
+		return
+	}
+	c.resigning = true
+	stream := c.stream
+	c.mu.Unlock()
+	if stream != nil {
+		_ = c.sendOn(stream, c.resign)
+	}
+}
+
+// broken: the call ended. Resumes the candidate on a new call when the server may still keep
+// it, else ends the candidacy.
+func (c *candidate) broken(stream campaignStream, err error) {
+	c.mu.Lock()
+	if c.ended || c.stream != stream {
+		c.mu.Unlock()
+		return
+	}
+	c.stream = nil
+	c.streamCancel()
+	cut := c.cutCause
+	c.cutCause = nil
+	if err == io.EOF {
+		err = nil
+	}
+	if c.resumeToken == "" || c.resumeGrace <= 0 || cut == nil && final(err, stream.Trailer()) {
+		c.mu.Unlock()
+		c.finish(c.endOf(err, cut))
+		return
+	}
+	c.resuming, c.pathDoubt = true, true
+	c.mu.Unlock()
+	c.heartbeats.poke()
+	go c.resume()
+}
+
+// endOf says how a call that is not resumed ended: nil when it ended as the candidate asked
+// (`resign`: OK as leader, CANCELLED while queued).
+func (c *candidate) endOf(err error, cut *Error) *Error {
+	if cut != nil {
+		return cut
+	}
+	c.mu.Lock()
+	resigning := c.resigning
+	c.mu.Unlock()
+	code := status.Code(err)
+	switch {
+	case resigning && (err == nil || code == codes.Canceled):
+		return nil
+	case err == nil:
+		return &Error{Lock: c.election.name, Code: codes.Unavailable, Message: "the server ended the campaign", kind: ErrUnavailable, election: true}
+	case code == codes.Unavailable || code == codes.Unknown || code == codes.Canceled:
+		return c.election.transportError("the campaign ended", err)
+	}
+	return c.election.serverError(code, status.Convert(err).Message())
+}
+
+// finish ends the candidacy, with why (nil: resigned as asked): a leader's term is lost then
+// (ErrLost), unless it resigned; a Client's Close makes it ErrClosed.
+func (c *candidate) finish(why *Error) {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.ended = true
+	switch {
+	case c.closing:
+		c.err = c.election.closed()
+	case why == nil:
+	case c.term != 0:
+		message := fmt.Sprintf("term %d was lost: %s", c.term, why.Message)
+		if strings.HasPrefix(why.Message, "was ") {
+			message = fmt.Sprintf("term %d %s", c.term, why.Message)
+		}
+		c.err = &Error{Lock: c.election.name, Code: why.Code, Message: message, kind: ErrLost, cause: why.cause, election: true}
+	default:
+		c.err = why
+	}
+	err := c.err
+	c.mu.Unlock()
+	if err == nil {
+		err = c.election.notLeader("it resigned")
+	}
+	c.leadCancel(err) // before Done: a leader that sees Done sees its context ended
+	close(c.done)
+	c.cancel()
+	c.onEnd(c)
+}
+
+// failure is how a candidacy that was not elected ended (once done is closed).
+func (c *candidate) failure() error {
+	if c.err != nil {
+		return c.err
+	}
+	return &Error{Lock: c.election.name, Code: codes.Unavailable, Message: "the campaign ended before the candidate was elected", kind: ErrUnavailable, election: true}
+}
+
+// close is the Client's Close: the candidate resigns (withdraws) and the candidacy ends, after
+// the server confirms or at most 5s; its error matches ErrClosed.
+func (c *candidate) close() {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	c.mu.Unlock()
+	c.stepDown()
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+	}
+	c.finish(nil)
+}
