@@ -95,9 +95,9 @@ func (e *Election) Campaign(ctx context.Context, value []byte, opts ...CampaignO
 		return nil, cand.failure()
 	case <-ctx.Done():
 		// Withdraw (or step down, had it been elected meanwhile) before returning.
-		cand.stepDown()
-		<-cand.done
-		return nil, e.contextError(ctx.Err())
+		err := e.contextError(ctx.Err())
+		cand.withdraw(err)
+		return nil, err
 	}
 }
 

@@ -255,6 +255,22 @@ func (c *candidate) stepDown() {
 	}
 }
 
+// withdraw is Campaign's when its context ends first: the candidate resigns, and the server's
+// answer ends the candidacy. One still connecting (no answer yet on its first call) is given up
+// at once with why, so that an endpoint that does not answer cannot keep Campaign waiting: the
+// server, if it heard the candidate, sees its call cancelled.
+func (c *candidate) withdraw(why *Error) {
+	c.mu.Lock()
+	connecting := c.stream == nil && !c.resuming
+	c.mu.Unlock()
+	if connecting {
+		c.finish(why)
+		return
+	}
+	c.stepDown()
+	<-c.done
+}
+
 // broken: the call ended. Resumes the candidate on a new call when the server may still keep
 // it, else ends the candidacy.
 func (c *candidate) broken(stream campaignStream, err error) {

@@ -5,6 +5,7 @@
 package lockstream_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -113,4 +114,27 @@ func TestPartitionedLeaderIsDoneBeforeTheNextIsElected(t *testing.T) {
 		t.Errorf("the next term %d is not after %d", successor.Term(), leadership.Term())
 	}
 	_ = successor.Resign(ctx)
+}
+
+// A Campaign whose endpoint never answers (and no heartbeats to notice it) returns when its
+// context ends, not when gRPC's keepalive gives the connection up (13 s).
+func TestCampaignOnAFrozenEndpointEndsWithItsContext(t *testing.T) {
+	p := startProxy(t, shared.address)
+	p.freeze()
+	client := dial(t, p.address(), lockstream.WithHeartbeatInterval(0))
+	ctx, cancel := context.WithTimeout(testContext(t), 200*time.Millisecond)
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() {
+		_, err := client.Election(lockName(t)).Campaign(ctx, nil)
+		returned <- err
+	}()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, lockstream.ErrTimeout) {
+			t.Fatalf("Campaign: %v, want ErrTimeout", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Campaign did not return when its context ended")
+	}
 }

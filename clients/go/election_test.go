@@ -11,12 +11,15 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	lockstream "github.com/lockstream/lockstream/clients/go"
 	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 )
 
 func campaign(t *testing.T, e *lockstream.Election, value string, opts ...lockstream.CampaignOption) *lockstream.Leadership {
@@ -156,22 +159,28 @@ func TestNextCandidateIsElectedAfterTheLeaderResigns(t *testing.T) {
 	}
 }
 
-// Resign through another client deposes the leader: its Done is closed (ErrLost) before the
-// next candidate's Campaign returns, and the stale term is refused from then on.
+// Resign through another client deposes the leader, which hears the end of its stream before
+// the next candidate's Campaign returns: the two candidates share the client's connection, so
+// the end (a trailer, noted by the connection's reader as it arrives) comes before the next
+// candidate's `elected` exactly when the server sent it first. Done is closed then, with the
+// server's verdict (ErrLost, ABORTED by Resign: not a silence running out), and the stale term
+// is refused from then on. (Done itself is closed by the leader's own goroutine, which the
+// scheduler may run a fraction of a millisecond after the next candidate's.)
 func TestResignByAnotherClientDeposesTheLeaderFirst(t *testing.T) {
 	ctx, name := testContext(t), lockName(t)
-	leadership := campaign(t, dial(t, shared.address).Election(name), "deposed")
-	nextOutcome := campaignInBackground(t, dial(t, shared.address).Election(name), "next")
+	ends := &campaignEnds{}
+	candidates := dial(t, shared.address, lockstream.WithDialOptions(grpc.WithStatsHandler(ends)))
+	leadership := campaign(t, candidates.Election(name), "deposed")
+	nextOutcome := campaignInBackground(t, candidates.Election(name), "next")
 	operator := dial(t, shared.address).Election(name)
 	if err := operator.Resign(ctx, leadership.Term()); err != nil {
 		t.Fatal(err)
 	}
 	successor := elected(t, nextOutcome)
-	select {
-	case <-leadership.Done():
-	default:
-		t.Fatal("the next candidate was elected before the deposed leader was Done")
+	if ended := ends.count.Load(); ended != 1 {
+		t.Fatalf("%d Campaign streams had ended when the next candidate's Campaign returned, want the deposed leader's", ended)
 	}
+	await(t, leadership.Done(), "the deposed leader's Done")
 	if err := leadership.Err(); !errors.Is(err, lockstream.ErrLost) || codeOf(err) != codes.Aborted || !strings.Contains(err.Error(), "Resign") {
 		t.Fatalf("Err of the deposed leader: %v, want ErrLost (ABORTED, by Resign)", err)
 	}
@@ -189,6 +198,26 @@ func TestResignByAnotherClientDeposesTheLeaderFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// campaignEnds counts the Campaign streams whose end (trailer) the connection's reader has
+// received: a stats.Handler, called on the reader's goroutine before it reads any later frame.
+type campaignEnds struct{ count atomic.Int32 }
+
+type methodKey struct{}
+
+func (h *campaignEnds) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, methodKey{}, info.FullMethodName)
+}
+
+func (h *campaignEnds) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ended := s.(*stats.InTrailer); ended && ctx.Value(methodKey{}) == pb.ElectionService_Campaign_FullMethodName {
+		h.count.Add(1)
+	}
+}
+
+func (h *campaignEnds) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (h *campaignEnds) HandleConn(context.Context, stats.ConnStats) {}
 
 func codeOf(err error) codes.Code {
 	var failure *lockstream.Error
