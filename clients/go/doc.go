@@ -21,11 +21,39 @@
 //
 // # Errors
 //
-// Every error is an *Error: the lock's name, the gRPC code, and a message that names the lock
-// once. It matches exactly one kind with errors.Is (ErrInvalidArgument, ErrLocked, ErrTimeout,
-// ErrCanceled, ErrLost, ErrRevoked, ErrPermissionDenied, ErrUnavailable, ErrClosed, ErrNotHeld,
-// ErrFailed). A request the server would refuse is found before it is sent (ErrInvalidArgument),
-// so it fails alone: the client's other locks are not touched.
+// Every error is an *Error: the lock's (or election's) name, the gRPC code, and a message that
+// names it once. It matches exactly one kind with errors.Is (ErrInvalidArgument, ErrLocked,
+// ErrTimeout, ErrCanceled, ErrLost, ErrRevoked, ErrPermissionDenied, ErrUnavailable, ErrClosed,
+// ErrNotHeld, ErrNoLeader, ErrNotLeader, ErrFailed). A request the server would refuse is found
+// before it is sent (ErrInvalidArgument), so it fails alone: the client's other locks are not
+// touched.
+//
+// # Elections
+//
+// Client.Election gives an election of the server's ElectionService, shaped like etcd's
+// concurrency.Election: candidates Campaign and lead one at a time, in the order they joined,
+// and the term (the leader's fencing token) grows with every leader.
+//
+//	election := client.Election("scheduler")
+//	leadership, err := election.Campaign(ctx, []byte("10.0.0.7:8080")) // waits until elected
+//	if err != nil { return err }
+//	defer leadership.Resign(context.Background())
+//	return schedule(leadership.Context(), leadership.Term()) // ends if the term is lost
+//
+// Leadership.Done is closed when the term is over, and Err says why: ErrLost when it was lost
+// or taken away (Election.Resign naming the term, through any instance; a revocation's deadline;
+// a path to the server silent for nearly the resume grace), nil after Leadership.Resign. A
+// deposed leader is Done before the next candidate is elected. Observe sends every term in
+// order on a channel (EventTerm, EventProclaimed, EventVacant; EventHistoryGone and EventSkipped
+// for gaps; FromTerm replays the history), closed when its context ends, after an EventFailed
+// whose Err says why when the stream fails. Leader answers ErrNoLeader when nobody leads;
+// Proclaim and Resign name a term, and answer ErrNotLeader when it is not the current one.
+//
+// Each candidate has a Campaign stream of its own (not the Session stream of the client's
+// locks), with the client's endpoints, credentials, heartbeats and resume grace: a broken or
+// silent stream is resumed, on the next endpoint in turn, with the same term, and the
+// leadership is given up a tenth of the grace before the grace (counted from the last message
+// heard) is over, as a lock is. Close resigns every leadership and withdraws every candidate.
 //
 // # Sessions, partitions and the resume grace
 //

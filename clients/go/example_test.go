@@ -1,5 +1,5 @@
 // Examples for the package's documentation: take a lock and work under it; TryLock's answer
-// when the lock is held.
+// when the lock is held; lead an election, and observe one.
 
 package lockstream_test
 
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	lockstream "github.com/lockstream/lockstream/clients/go"
 )
@@ -46,4 +47,76 @@ func ExampleClient_TryLock() {
 		fmt.Println("rebuilding the cache")
 	}
 	// Output: rebuilding the cache
+}
+
+func ExampleElection() {
+	client, err := lockstream.Dial(shared.address)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	election := client.Election("examples/scheduler")
+	// Waits until this candidate leads; others campaigning meanwhile are elected after it.
+	leadership, err := election.Campaign(ctx, []byte("10.0.0.7:8080"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Work under leadership.Context(): it ends if the term is lost (leadership.Done()). Hand
+	// leadership.Term() to storage: it grows with every leader, as a fencing token.
+	leader, err := election.Leader(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leading:", leader.Term == leadership.Term(), string(leader.Value))
+	if err := leadership.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, err = election.Leader(ctx)
+	fmt.Println("after resigning, nobody leads:", errors.Is(err, lockstream.ErrNoLeader))
+	// Output:
+	// leading: true 10.0.0.7:8080
+	// after resigning, nobody leads: true
+}
+
+func ExampleElection_Observe() {
+	client, err := lockstream.Dial(shared.address)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	election := client.Election("examples/observed")
+	events := election.Observe(ctx) // the current state first, then every term in order
+	campaign := func() {
+		leadership, err := election.Campaign(ctx, []byte("10.0.0.8:8080"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		_ = leadership.Proclaim(ctx, []byte("10.0.0.8:9090"))
+		_ = leadership.Resign(ctx)
+	}
+	for event := range events {
+		switch event.Kind {
+		case lockstream.EventVacant:
+			fmt.Println("nobody leads")
+			if event.AfterTerm != 0 {
+				stop() // the leader has come and gone: the channel is closed next
+				continue
+			}
+			go campaign()
+		case lockstream.EventTerm:
+			fmt.Println("a leader, at", string(event.Value))
+		case lockstream.EventProclaimed:
+			fmt.Println("the leader moved to", string(event.Value))
+		case lockstream.EventFailed:
+			log.Fatal(event.Err())
+		}
+	}
+	// Output:
+	// nobody leads
+	// a leader, at 10.0.0.8:8080
+	// the leader moved to 10.0.0.8:9090
+	// nobody leads
 }
