@@ -5,16 +5,15 @@ dead server)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from lockstream.v1 import lockstream_pb2 as pb
-
-HEARTBEAT = pb.SessionRequest(heartbeat=pb.AcquireHeartbeat())
+Message = TypeVar("Message")
 
 
-class Beating(Protocol):
+class Beating(Protocol[Message]):
     """What heartbeats need of the stream they keep (a _stream.Stream): whether it is over, when
-    the server was last heard on it, its queue of messages to send, and a way to cut it."""
+    the server was last heard on it, its queue of messages to send, its heartbeat message, and a
+    way to cut it."""
 
     @property
     def over(self) -> bool: ...
@@ -23,12 +22,15 @@ class Beating(Protocol):
     def heard(self) -> float: ...
 
     @property
-    def outbox(self) -> asyncio.Queue[pb.SessionRequest | None]: ...
+    def outbox(self) -> asyncio.Queue[Message | None]: ...
+
+    @property
+    def heartbeat(self) -> Message: ...
 
     def cut(self, reason: str) -> None: ...
 
 
-async def heartbeats(stream: Beating, interval: float) -> None:
+async def heartbeats(stream: Beating[Message], interval: float) -> None:
     """A heartbeat every `interval` seconds (none for 0) until the stream is over; cuts the stream
     once the server has said nothing for three intervals."""
     if interval <= 0:
@@ -45,5 +47,5 @@ async def heartbeats(stream: Beating, interval: float) -> None:
             stream.cut(f"nothing heard from the server for {now - stream.heard:.1f} s, 3 heartbeat intervals")
             return
         if now >= next_beat:
-            stream.outbox.put_nowait(HEARTBEAT)
+            stream.outbox.put_nowait(stream.heartbeat)
             next_beat = now + interval

@@ -1,6 +1,7 @@
 """Keeping a session through broken streams: taking it over on a new stream with its resume token,
 on the next endpoint in turn, until one takes it or the resume grace is over; and opening it on the
-next endpoint when the first one refuses."""
+next endpoint when the first one refuses. (A Campaign stream is the session of one candidate: it
+is kept the same way.)"""
 
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ from typing import Any, Protocol
 import grpc
 
 from lockstream._channels import Connections
-from lockstream._requests import Requests
 from lockstream._stream import BREAKS, Stream
-from lockstream.v1 import lockstream_pb2 as pb
 
 logger = logging.getLogger("lockstream")
 
@@ -31,6 +30,21 @@ _ATTEMPT_PATIENCE = 1.0
 _REQUEST_STATE = "lockstream-request"
 
 
+class Carried(Protocol):
+    """What a resume does to what its session carries (a _requests.Requests, or a campaign's
+    candidate): see Requests for what each means."""
+
+    def doubt_held(self) -> None: ...
+
+    def unreport(self) -> None: ...
+
+    def unsend(self) -> None: ...
+
+    def send_waiting(self) -> None: ...
+
+    def resumed(self) -> None: ...
+
+
 class Resumable(Protocol):
     """What a Resume needs of its session (a _session.Session): whether the server opened it,
     whether it ended or is being closed, its current stream, and opening a stream or ending it."""
@@ -45,7 +59,7 @@ class Resumable(Protocol):
     def closing(self) -> bool: ...
 
     @property
-    def stream(self) -> Stream | None: ...
+    def stream(self) -> Stream[Any, Any] | None: ...
 
     def open(self, resume_token: str | None) -> None: ...
 
@@ -56,7 +70,7 @@ class Resume:
     """What a session needs to outlive its stream: the resume token and grace the server gave,
     when the server was last heard from, and the resume under way (its attempts and timers)."""
 
-    def __init__(self, session: Resumable, requests: Requests, connections: Connections) -> None:
+    def __init__(self, session: Resumable, requests: Carried, connections: Connections) -> None:
         self._session = session
         self._requests = requests
         self._connections = connections
@@ -75,12 +89,12 @@ class Resume:
         self._open_attempts = 1
         self._timers: list[asyncio.TimerHandle] = []
 
-    def opened(self, message: pb.SessionOpened) -> None:
-        """The server opened the session: its resume token and grace."""
-        self._token = message.resume_token
-        self._grace = message.resume_grace.ToNanoseconds() / 1e9
+    def opened(self, token: str, grace: float) -> None:
+        """The server opened the session: its resume token and grace (seconds)."""
+        self._token = token
+        self._grace = grace
 
-    def after_break(self, stream: Stream, code: grpc.StatusCode, details: str, trailers: Any) -> bool:
+    def after_break(self, stream: Stream[Any, Any], code: grpc.StatusCode, details: str, trailers: Any) -> bool:
         """The session's stream ended with `code`: resumes the session, or opens it on the next
         endpoint. False when neither is to be tried: the session ends."""
         over = any(key == _REQUEST_STATE and "ended" in str(value) for key, value in (trailers or ()))
@@ -90,7 +104,7 @@ class Resume:
         return bool(code in BREAKS and not self._session.opened and not stream.answered
                     and self._open_elsewhere(stream, details or code.name))
 
-    def _open_elsewhere(self, stream: Stream, why: str) -> bool:
+    def _open_elsewhere(self, stream: Stream[Any, Any], why: str) -> bool:
         """The stream that was to open the session broke before the server said a word (the
         endpoint refused or dropped the connection): opens the session on the next endpoint, with
         the requests made meanwhile. False once every endpoint was tried."""
@@ -155,13 +169,13 @@ class Resume:
         except Exception as error:  # the channel was closed
             session.finish(grpc.StatusCode.UNAVAILABLE, f"the session could not be resumed: {error}")
 
-    def watch_attempt(self, stream: Stream) -> None:
+    def watch_attempt(self, stream: Stream[Any, Any]) -> None:
         """Cuts the resume attempt on `stream` if its endpoint says nothing within a third of what
         is left of the grace (at most _ATTEMPT_PATIENCE): the next attempt goes to the next one."""
         patience = min(_ATTEMPT_PATIENCE, max(0.0, self._give_up_at - self._loop.time()) / 3)
         stream.attempt_timer = self._loop.call_later(patience, self._unanswered, stream, patience)
 
-    def _unanswered(self, stream: Stream, patience: float) -> None:
+    def _unanswered(self, stream: Stream[Any, Any], patience: float) -> None:
         """A resume attempt heard nothing from its endpoint in time: cut it (the next attempt
         goes to the next endpoint)."""
         if stream is self._session.stream and not stream.over and not stream.answered:

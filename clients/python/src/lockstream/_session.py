@@ -19,6 +19,7 @@ from lockstream.v1 import lockstream_pb2 as pb
 
 #: How long close() waits for the server to confirm that every lock was released.
 _CLOSE_PATIENCE = 5.0
+_HEARTBEAT = pb.SessionRequest(heartbeat=pb.AcquireHeartbeat())
 
 
 class Session:
@@ -34,7 +35,7 @@ class Session:
         self._on_over = on_over
         self._loop = asyncio.get_running_loop()
         self.requests = Requests(self)
-        self.stream: Stream | None = None
+        self.stream: Stream[pb.SessionRequest, pb.SessionResponse] | None = None
         self._resume = Resume(self, self.requests, connections)
         self._tasks: set[asyncio.Task[None]] = set()
         self.closing = False
@@ -51,7 +52,8 @@ class Session:
 
     def open(self, resume_token: str | None) -> None:
         """Opens a stream that starts with `open` (or `resume`, while resuming)."""
-        stream = Stream(self._connections.session_call(), self._loop.time(), self._connections.endpoint)
+        stream = Stream(self._connections.session_call(), self._loop.time(), self._connections.endpoint,
+                        _HEARTBEAT, pb.SessionResponse)
         if resume_token is None:
             opening = pb.SessionOpen()
             if self._resume_grace > 0:
@@ -84,7 +86,8 @@ class Session:
         stream.outbox.put_nowait(message)
         return True
 
-    def _on_message(self, stream: Stream, message: pb.SessionResponse) -> None:
+    def _on_message(self, stream: Stream[pb.SessionRequest, pb.SessionResponse],
+                    message: pb.SessionResponse) -> None:
         if stream is not self.stream:
             return
         self._resume.heard = stream.heard
@@ -92,13 +95,15 @@ class Session:
         if message.request_id == 0:
             if kind == "opened":
                 self.opened = True
-                self._resume.opened(message.opened)
+                self._resume.opened(message.opened.resume_token,
+                                    message.opened.resume_grace.ToNanoseconds() / 1e9)
             elif kind == "resumed":
                 self._resume.resumed()
             return  # heartbeat, or what a newer server says about the session
         self.requests.dispatch(message, kind)
 
-    def _broken(self, stream: Stream, code: grpc.StatusCode, details: str, trailers: Any) -> None:
+    def _broken(self, stream: Stream[pb.SessionRequest, pb.SessionResponse], code: grpc.StatusCode,
+                details: str, trailers: Any) -> None:
         """The stream ended with `code`: resume the session on a new one, or end it."""
         if stream.over or self.stream is not stream:
             return

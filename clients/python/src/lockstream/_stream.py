@@ -1,23 +1,25 @@
-"""One stream of a session (a lockstream.v1.LockService/Session call): the messages queued for
-it, the tasks that write them, read what the server says and send heartbeats, and which of its
-ends count as breaks."""
+"""One stream of a session (a lockstream.v1.LockService/Session call, or an ElectionService/Campaign
+call, the session of one candidate): the messages queued for it, the tasks that write them, read
+what the server says and send heartbeats, and which of its ends count as breaks."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
 
 from lockstream._heartbeat import heartbeats
+from lockstream.v1 import election_pb2 as epb
 from lockstream.v1 import lockstream_pb2 as pb
 
 logger = logging.getLogger("lockstream")
 
 SessionCall = grpc.aio.StreamStreamCall[pb.SessionRequest, pb.SessionResponse]
+CampaignCall = grpc.aio.StreamStreamCall[epb.CampaignRequest, epb.CampaignResponse]
 
 # Ends of a stream that say it broke rather than what the server decided: worth a resume.
 BREAKS = frozenset({
@@ -27,15 +29,22 @@ BREAKS = frozenset({
     grpc.StatusCode.UNKNOWN,
 })
 
+Request = TypeVar("Request", pb.SessionRequest, epb.CampaignRequest)
+Response = TypeVar("Response", pb.SessionResponse, epb.CampaignResponse)
 
-class Stream:
-    """One Session call and the tasks serving it."""
 
-    def __init__(self, call: SessionCall, now: float, endpoint: str) -> None:
-        self.call = call
+class Stream(Generic[Request, Response]):
+    """One call and the tasks serving it: `heartbeat` is the message it sends as a heartbeat,
+    `response` the type of what the server sends."""
+
+    def __init__(self, call: grpc.aio.StreamStreamCall[Request, Response], now: float, endpoint: str,
+                 heartbeat: Request, response: type[Response]) -> None:
+        self.call: grpc.aio.StreamStreamCall[Request, Response] = call
         self.endpoint = endpoint
+        self.heartbeat: Request = heartbeat
+        self._response: type[Response] = response
         # None: half-close.
-        self.outbox: asyncio.Queue[pb.SessionRequest | None] = asyncio.Queue()
+        self.outbox: asyncio.Queue[Request | None] = asyncio.Queue()
         self.heard = now
         #: Whether the server said anything on it yet.
         self.answered = False
@@ -46,8 +55,9 @@ class Stream:
         self.attempt_timer: asyncio.TimerHandle | None = None
 
     def start(self, spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]],
-              on_message: Callable[[Stream, pb.SessionResponse], None],
-              on_end: Callable[[Stream, grpc.StatusCode, str, Any], None], heartbeat_interval: float) -> None:
+              on_message: Callable[[Stream[Request, Response], Response], None],
+              on_end: Callable[[Stream[Request, Response], grpc.StatusCode, str, Any], None],
+              heartbeat_interval: float) -> None:
         """Starts writing the outbox, reading what the server says (each message to `on_message`;
         how the call ended to `on_end`) and, for an interval over 0, heartbeats."""
         self.tasks = [spawn(self._write()), spawn(self._read(on_message, on_end)),
@@ -82,8 +92,8 @@ class Stream:
             except Exception:
                 return  # the call is over: _read reports how
 
-    async def _read(self, on_message: Callable[[Stream, pb.SessionResponse], None],
-                    on_end: Callable[[Stream, grpc.StatusCode, str, Any], None]) -> None:
+    async def _read(self, on_message: Callable[[Stream[Request, Response], Response], None],
+                    on_end: Callable[[Stream[Request, Response], grpc.StatusCode, str, Any], None]) -> None:
         loop = asyncio.get_running_loop()
         call = self.call
         code, details, trailers = grpc.StatusCode.OK, "", None
@@ -97,7 +107,7 @@ class Stream:
                     self.answered = True
                     if self.attempt_timer is not None:
                         self.attempt_timer.cancel()
-                if isinstance(message, pb.SessionResponse):
+                if isinstance(message, self._response):
                     try:
                         on_message(self, message)
                     except Exception:
