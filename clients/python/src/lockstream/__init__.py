@@ -6,13 +6,28 @@
         with client.lock("reports/daily", mode="write", timeout=30) as lock:
             write_report(fencing_token=lock.token)  # lock.lost is set if the lock is lost
 
-`lockstream.aio` is the same on asyncio. The generated protobuf and gRPC modules are
-`lockstream.v1.lockstream_pb2` and `lockstream.v1.lockstream_pb2_grpc`.
+`lockstream.aio` is the same on asyncio, and has elections (Client.campaign, observe, leader,
+proclaim, resign). The generated protobuf and gRPC modules are
+`lockstream.v1.lockstream_pb2` and `lockstream.v1.lockstream_pb2_grpc` (locks), and
+`lockstream.v1.election_pb2` and `lockstream.v1.election_pb2_grpc` (elections).
 """
 
 from lockstream import aio
 from lockstream._sync import Client, Lock
-from lockstream.aio import VALUE_MAX_BYTES, LockDescription, LockRequestInfo, Mode, RevokeRequest, Target
+from lockstream.aio import (
+    VALUE_MAX_BYTES,
+    ElectionEvent,
+    HistoryGone,
+    LockDescription,
+    LockRequestInfo,
+    Mode,
+    Proclaimed,
+    RevokeRequest,
+    Skipped,
+    Target,
+    Term,
+    Vacant,
+)
 from lockstream.errors import (
     ClientClosed,
     InvalidArgument,
@@ -27,6 +42,8 @@ __all__ = [
     "VALUE_MAX_BYTES",
     "Client",
     "ClientClosed",
+    "ElectionEvent",
+    "HistoryGone",
     "InvalidArgument",
     "Lock",
     "LockDescription",
@@ -37,7 +54,11 @@ __all__ = [
     "Mode",
     "NotHeld",
     "PermissionDenied",
+    "Proclaimed",
     "RevokeRequest",
+    "Skipped",
     "Target",
+    "Term",
+    "Vacant",
     "aio",
 ]

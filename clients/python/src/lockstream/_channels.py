@@ -1,6 +1,6 @@
 """The client's connections: its endpoints and the one requests go to now, a gRPC channel to each,
-and the calls made on them (Session streams, and unary calls that move on to the next endpoint
-while one is unavailable)."""
+and the calls made on them (Session and Campaign streams, Observe calls, and unary calls that move
+on to the next endpoint while one is unavailable)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from lockstream._stream import SessionCall
+from lockstream._stream import CampaignCall, SessionCall
 from lockstream.errors import ClientClosed, error_for
+from lockstream.v1 import election_pb2 as epb
 from lockstream.v1 import lockstream_pb2 as pb
 
-_SERVICE = "/lockstream.v1.LockService/"
+LOCKS = "/lockstream.v1.LockService/"
+ELECTIONS = "/lockstream.v1.ElectionService/"
+
+ObserveCall = grpc.aio.UnaryStreamCall[epb.ObserveRequest, epb.ObserveResponse]
 
 
 def cancelling() -> bool:
@@ -79,21 +83,41 @@ class Connections:
     def session_call(self) -> SessionCall:
         """A new Session call on the current endpoint."""
         method = self.channel_to(self.endpoint).stream_stream(
-            _SERVICE + "Session",
+            LOCKS + "Session",
             request_serializer=pb.SessionRequest.SerializeToString,
             response_deserializer=pb.SessionResponse.FromString,
         )
         call: SessionCall = method(metadata=self._metadata)  # type: ignore[assignment]
         return call
 
-    async def unary(self, method: str, name: str, request: Any, response_type: Any) -> Any:
-        """Calls a unary method on the current endpoint, and on the next ones in turn while they
-        answer UNAVAILABLE (it needs no session); its failures as LockError (ClientClosed once
-        the client is closed)."""
+    def campaign_call(self) -> CampaignCall:
+        """A new Campaign call on the current endpoint."""
+        method = self.channel_to(self.endpoint).stream_stream(
+            ELECTIONS + "Campaign",
+            request_serializer=epb.CampaignRequest.SerializeToString,
+            response_deserializer=epb.CampaignResponse.FromString,
+        )
+        call: CampaignCall = method(metadata=self._metadata)  # type: ignore[assignment]
+        return call
+
+    def observe_call(self, endpoint: str, request: epb.ObserveRequest) -> ObserveCall:
+        """A new Observe call on `endpoint`."""
+        method = self.channel_to(endpoint).unary_stream(
+            ELECTIONS + "Observe",
+            request_serializer=epb.ObserveRequest.SerializeToString,
+            response_deserializer=epb.ObserveResponse.FromString,
+        )
+        call: ObserveCall = method(request, metadata=self._metadata)  # type: ignore[assignment]
+        return call
+
+    async def unary(self, method: str, name: str, request: Any, response_type: Any, service: str = LOCKS) -> Any:
+        """Calls a unary method of `service` on the current endpoint, and on the next ones in turn
+        while they answer UNAVAILABLE (it needs no session); its failures as LockError
+        (ClientClosed once the client is closed)."""
         count = len(self.endpoints)
         for offset in range(count):
             call = self.channel_to(self.endpoints[(self.current + offset) % count]).unary_unary(
-                _SERVICE + method,
+                service + method,
                 request_serializer=type(request).SerializeToString,
                 response_deserializer=response_type.FromString,
             )

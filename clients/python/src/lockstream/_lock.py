@@ -54,12 +54,12 @@ class LockRequest(Protocol):
     def start_release(self) -> pb.SessionRequest: ...
 
 
-def note_loss(error: BaseException, lost: LockLost) -> None:
-    """Says on the exception that leaves a lock's block that the lock was lost as well (a note
-    in its traceback, Python 3.11 and later): the block's own exception is the one raised."""
+def note_loss(error: BaseException, lost: LockLost, what: str = "the lock") -> None:
+    """Says on the exception that leaves a lock's block that the lock (`what`) was lost as well (a
+    note in its traceback, Python 3.11 and later): the block's own exception is the one raised."""
     add_note = getattr(error, "add_note", None)
     if error is not lost and add_note is not None:
-        add_note(f"lockstream: the lock was lost while the block ran: {lost}")
+        add_note(f"lockstream: {what} was lost while the block ran: {lost}")
 
 
 @dataclass(frozen=True)

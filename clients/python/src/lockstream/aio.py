@@ -1,8 +1,11 @@
-"""The asyncio client's public API: Client, the Lock it returns, and their options.
+"""The asyncio client's public API: Client, the Lock and Leadership it returns, an election's
+events, and their options.
 
     async with lockstream.aio.Client("127.0.0.1:50051", owner="billing") as client:
         async with client.lock("billing/invoice-42", mode="write", timeout=5) as lock:
             await charge(fencing_token=lock.token)
+        async with client.campaign("billing/leader", b"10.0.0.7:8080") as leadership:
+            await lead(fencing_token=leadership.term)
 
 All locks of a Client are requests on one Session stream (lockstream.v1.LockService/Session),
 opened on the first acquire. The stream carries heartbeats in both directions; when it breaks,
@@ -10,6 +13,9 @@ the client takes the session over on a new stream with its resume token, within 
 grace (on the next endpoint, for a client given several), and the locks stay held with the same
 tokens (`lock.in_doubt` is true meanwhile). When that fails, or when the server ends a held lock,
 the lock is lost: `lock.lost` is set and the callbacks given to `lock.on_lost` are called.
+
+Each campaign is a Campaign stream of its own (lockstream.v1.ElectionService/Campaign), with the
+same heartbeats, resume and loss as a lock's; `observe` is an Observe call of its own.
 """
 
 from __future__ import annotations
@@ -28,7 +34,12 @@ from lockstream._callbacks import call_safely as _call_safely
 from lockstream._channels import Connections as _Connections
 from lockstream._checks import VALUE_MAX_BYTES, Mode
 from lockstream._description import LockDescription, LockRequestInfo, description
+from lockstream._election import ElectionEvent, HistoryGone, Proclaimed, Skipped, Term, Vacant
+from lockstream._elections import CampaignContext as _CampaignContext
+from lockstream._elections import Elections as _Elections
+from lockstream._leadership import Leadership
 from lockstream._lock import Lock, RevokeRequest
+from lockstream._observe import Observation
 from lockstream._requests import SessionOver as _SessionOver
 from lockstream._session import Session as _Session
 from lockstream._stream import SessionCall
@@ -47,7 +58,9 @@ from lockstream.v1 import lockstream_pb2 as pb
 # What the Client stands on, one job a module: _session (a session's life from open to end),
 # _stream (one Session call), _heartbeat, _requests (the request table and what the server says
 # of each request), _resume (resume and failover across endpoints), _channels (endpoints, channels
-# and unary calls), _lock (a held lock). The errors above, SessionCall and logger are importable
+# and unary calls), _lock (a held lock); for elections, _elections (campaigns, observations and
+# calls of a client), _campaign (one candidate's stream), _leadership (a won election), _observe,
+# _election_calls and _election (events). The errors above, SessionCall and logger are importable
 # from here as well.
 
 logger = logging.getLogger("lockstream")
@@ -142,6 +155,8 @@ class Client:
         self._connections = _Connections(
             endpoints, credentials, _checks.check_channel_options(channel_options), headers)
         self._session: _Session | None = None
+        self._elections = _Elections(self._connections, self._options.resume_grace,
+                                     self._options.heartbeat_interval, self._options.unavailable_retries)
         self._done = asyncio.Event()
         #: Told True when `done` is set, False when a new `done` replaces it (on the event loop):
         #: how the blocking client mirrors it.
@@ -319,12 +334,60 @@ class Client:
             "CheckToken", name, pb.CheckTokenRequest(name=name, fencing_token=token), pb.CheckTokenResponse)
         return response.held
 
+    def campaign(self, name: str, value: bytes | str = b"", *, owner: str | None = None,
+                 timeout: float | None = None,
+                 on_queued: Callable[[int], object] | None = None) -> _CampaignContext:
+        """Campaigns in the election `name` with `value` (what observers and `leader()` see of this
+        leader, e.g. its address; a str as UTF-8, at most 1024 bytes): `async with
+        client.campaign(name, value) as leadership:` enters the block once elected and resigns
+        when it leaves (the next candidate is then elected); `leadership = await
+        client.campaign(...)` works too (then `await leadership.resign()`).
+
+        Candidates are elected in the order they joined, each on a Campaign stream of its own.
+        `leadership.term` is the leader's fencing token; `leadership.lost` is set if the
+        leadership is lost (deposed by `resign(name, term)` from anywhere, or its stream broke and
+        could not be resumed), as a Lock's. `timeout`: seconds to wait to be elected, then
+        LockTimeout; 0 leads now or not at all; None waits as long as it takes. `on_queued(ahead)`:
+        called while it waits. Cancelling the wait withdraws the candidate. A name is an election
+        or a lock, not both (LockError FAILED_PRECONDITION)."""
+        return self._elections.campaign(name, value, self._options.owner if owner is None else owner,
+                                        timeout, on_queued)
+
+    def observe(self, name: str, *, from_term: int | None = None) -> Observation:
+        """The election's events, in order: `async for event in client.observe(name):` yields a
+        Term as each term begins (first the current one, or Vacant when nobody leads), Proclaimed
+        for each new value of its leader, Vacant when the seat is seen empty. With `from_term`, it
+        first replays every term from that one on (HistoryGone first when the history no longer
+        reaches back so far). Skipped says terms were missed by an observer that read too slowly.
+        It lasts until closed (`async with client.observe(name) as events:`, or `aclose()`); a
+        server that goes away ends it with LockError (UNAVAILABLE): observe again with
+        `from_term` set to the last term seen to go on from there."""
+        return self._elections.observe(name, from_term)
+
+    async def leader(self, name: str) -> Term | None:
+        """Who leads the election now (Leader): its Term (with its latest value), or None when
+        nobody does."""
+        return await self._elections.leader(name)
+
+    async def proclaim(self, name: str, term: int, value: bytes | str) -> None:
+        """Replaces the value of the election's leader, naming its term (Proclaim): observers are
+        told it. Raises NotHeld when `term` is not the current leader's (nothing changes)."""
+        await self._elections.proclaim(name, term, value)
+
+    async def resign(self, name: str, term: int) -> None:
+        """Ends the term `term` of the election, from any client (Resign): its leader's
+        `leadership.lost` is set before the next candidate is elected. Raises NotHeld when `term`
+        is not the current leader's."""
+        await self._elections.resign(name, term)
+
     async def close(self) -> None:
-        """Releases every lock of the client, withdraws its waiting requests (they raise
-        ClientClosed) and closes its channel. Idempotent."""
+        """Releases every lock of the client, resigns its leaderships, withdraws its waiting
+        requests and candidates (they raise ClientClosed), ends its observations and closes its
+        channel. Idempotent."""
         if self._connections.closed:
             return
         self._connections.closed = True
+        await self._elections.close()
         session, self._session = self._session, None
         if session is not None:
             await session.close()
@@ -360,5 +423,6 @@ class _LockContext:
             await self._lock.__aexit__(kind, error, traceback)
 
 
-__all__ = ["Client", "Lock", "LockDescription", "LockRequestInfo", "Mode", "RevokeRequest", "Target",
-           "VALUE_MAX_BYTES"]
+__all__ = ["Client", "ElectionEvent", "HistoryGone", "Leadership", "Lock", "LockDescription", "LockRequestInfo",
+           "Mode", "Observation", "Proclaimed", "RevokeRequest", "Skipped", "Target", "Term", "VALUE_MAX_BYTES",
+           "Vacant"]

@@ -1,0 +1,131 @@
+"""The asyncio client's elections on its connections: campaigns (checked, started, tried again while
+the server is unavailable before an election, and held for a block), observations, the unary calls,
+and closing them all with the client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Generator
+from typing import Any
+
+import grpc
+
+from lockstream import _checks, _election_calls
+from lockstream._campaign import Campaign
+from lockstream._channels import Connections
+from lockstream._election import Term
+from lockstream._leadership import Leadership
+from lockstream._observe import Observation
+from lockstream._wire import duration
+from lockstream.errors import ClientClosed, LockError
+from lockstream.v1 import election_pb2 as epb
+
+_RETRY_BACKOFF = 0.1
+
+
+class Elections:
+    """A Client's campaigns and observations, and the options they are made with (the client's)."""
+
+    def __init__(self, connections: Connections, resume_grace: float, heartbeat_interval: float,
+                 unavailable_retries: int) -> None:
+        self._connections = connections
+        self._resume_grace = resume_grace
+        self._heartbeat_interval = heartbeat_interval
+        self._unavailable_retries = unavailable_retries
+        self._campaigns: set[Campaign] = set()
+        self._observations: set[Observation] = set()
+
+    def campaign(self, name: str, value: object, owner: str, timeout: object,
+                 on_queued: Callable[[int], object] | None) -> CampaignContext:
+        """Checks what the campaign asks for now (InvalidArgument before anything is sent)."""
+        name = _checks.check_name(name)
+        start = _start(name, _checks.check_value(name, value), _checks.check_owner(name, owner),
+                       self._resume_grace, self._heartbeat_interval)
+        wait = None if timeout is None else _checks.check_seconds(name, "timeout", timeout)
+        return CampaignContext(self._elect(start, wait, on_queued))
+
+    async def _elect(self, start: epb.CampaignStart, timeout: float | None,
+                     on_queued: Callable[[int], object] | None) -> Leadership:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        attempt = 0
+        while True:
+            # A retry waits only for what is left of the first attempt's wait.
+            left = timeout if deadline is None or timeout == 0 else max(0.0, deadline - loop.time())
+            attempt_start = epb.CampaignStart()
+            attempt_start.CopyFrom(start)
+            if left is not None:
+                attempt_start.wait_timeout.CopyFrom(duration(left))
+            if self._connections.closed:
+                raise ClientClosed(start.name)
+            campaign = Campaign(self._connections, attempt_start, self._heartbeat_interval, on_queued,
+                                self._campaigns.discard)
+            self._campaigns.add(campaign)
+            try:
+                return await campaign.elect(left)
+            except LockError as error:
+                retry = (error.code == grpc.StatusCode.UNAVAILABLE and not self._connections.closed
+                         and attempt < self._unavailable_retries
+                         and (deadline is None or timeout == 0 or loop.time() < deadline))
+                if not retry:
+                    raise
+            await asyncio.sleep(_RETRY_BACKOFF * 2 ** attempt)
+            attempt += 1
+
+    def observe(self, name: str, from_term: int | None) -> Observation:
+        name = _checks.check_name(name)
+        if from_term is not None:
+            from_term = _checks.check_token(name, from_term)
+        return Observation(self._connections, name, from_term, self._observations.add,
+                           self._observations.discard)
+
+    async def leader(self, name: str) -> Term | None:
+        return await _election_calls.leader(self._connections, _checks.check_name(name))
+
+    async def proclaim(self, name: str, term: int, value: object) -> None:
+        name = _checks.check_name(name)
+        term = _checks.check_token(name, term)
+        await _election_calls.proclaim(self._connections, name, term, _checks.check_value(name, value))
+
+    async def resign(self, name: str, term: int) -> None:
+        name = _checks.check_name(name)
+        await _election_calls.resign(self._connections, name, _checks.check_token(name, term))
+
+    async def close(self) -> None:
+        """The client is being closed: every observation ends, every candidate is withdrawn and
+        every leader resigns (the connections are closed after)."""
+        for observation in list(self._observations):
+            observation.close_now()
+        await asyncio.gather(*(campaign.close() for campaign in list(self._campaigns)))
+
+
+def _start(name: str, value: bytes, owner: str, resume_grace: float,
+           heartbeat_interval: float) -> epb.CampaignStart:
+    start = epb.CampaignStart(name=name, value=value, owner=owner)
+    if resume_grace > 0:
+        start.resume_grace.CopyFrom(duration(resume_grace))
+    if heartbeat_interval > 0:
+        start.heartbeat_interval.CopyFrom(duration(heartbeat_interval))
+    return start
+
+
+class CampaignContext:
+    """What Client.campaign returns: awaitable (the Leadership, once elected), and an async
+    context manager that enters its block once elected and resigns when it leaves."""
+
+    def __init__(self, electing: Any) -> None:
+        self._electing = electing
+        self._leadership: Leadership | None = None
+
+    def __await__(self) -> Generator[Any, None, Leadership]:
+        leadership: Leadership = yield from self._electing.__await__()
+        return leadership
+
+    async def __aenter__(self) -> Leadership:
+        self._leadership = await self._electing
+        return self._leadership
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        traceback: object) -> None:
+        if self._leadership is not None:
+            await self._leadership.__aexit__(kind, error, traceback)
