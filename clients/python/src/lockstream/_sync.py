@@ -16,6 +16,7 @@ import grpc
 from lockstream import aio
 from lockstream._callbacks import call_safely
 from lockstream._lock import note_loss
+from lockstream._sync_elections import Events, Leadership
 from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout
 
 T = TypeVar("T")
@@ -298,7 +299,8 @@ class Client:
             for task in tasks:
                 if not task.done():
                     task.cancel()
-                elif not task.cancelled() and task.exception() is None and isinstance(task.result(), Lock):
+                elif (not task.cancelled() and task.exception() is None
+                      and isinstance(task.result(), (Lock, Leadership))):
                     self._loop.create_task(task.result()._give_back())
 
         with contextlib.suppress(RuntimeError):  # the loop is closed: close() settles the call
@@ -388,10 +390,40 @@ class Client:
         """Whether `token` is held for the lock right now (CheckToken)."""
         return self._run(lambda: self._client.check_token(name, token))
 
+    def campaign(self, name: str, value: bytes | str = b"", *, owner: str | None = None,
+                 timeout: float | None = None, on_queued: Callable[[int], object] | None = None) -> Leadership:
+        """Blocks until elected and returns the Leadership: `with client.campaign(name, value) as
+        leadership:` leads for the block and resigns when it leaves (see aio.Client.campaign).
+        `leadership.lost` (a threading.Event) is set if it is lost."""
+
+        async def elect() -> Leadership:
+            return Leadership(self, await self._client.campaign(
+                name, value, owner=owner, timeout=timeout, on_queued=self._dispatching(on_queued)))
+
+        return self._run(elect)
+
+    def observe(self, name: str, *, from_term: int | None = None) -> Events:
+        """The election's events, in order: `for event in client.observe(name):` (see
+        aio.Client.observe); `with client.observe(name) as events:` ends it with the block."""
+        return Events(self, self._client.observe(name, from_term=from_term))
+
+    def leader(self, name: str) -> aio.Term | None:
+        """Who leads the election now: its Term, or None when nobody does."""
+        return self._run(lambda: self._client.leader(name))
+
+    def proclaim(self, name: str, term: int, value: bytes | str) -> None:
+        """Replaces the value of the leader of `term`; NotHeld when it is not the current term."""
+        self._run(lambda: self._client.proclaim(name, term, value))
+
+    def resign(self, name: str, term: int) -> None:
+        """Ends the term `term` of the election; NotHeld when it is not the current term."""
+        self._run(lambda: self._client.resign(name, term))
+
     def close(self) -> None:
-        """Releases every lock of the client, fails its waiting calls at once (ClientClosed),
-        closes its channel and stops its thread. Idempotent. Every later call raises
-        ClientClosed, except `release()` and leaving a `with` block of a lock it released."""
+        """Releases every lock of the client, resigns its leaderships, fails its waiting calls at
+        once (ClientClosed), ends its observations, closes its channel and stops its thread.
+        Idempotent. Every later call raises ClientClosed, except `release()` (`resign()`) and
+        leaving a `with` block of a lock it released (a leadership it resigned)."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("a lockstream.Client cannot be closed from its own event loop thread")
         with self._guard:
@@ -435,7 +467,7 @@ class Client:
         self.close()
 
 
-__all__ = ["Client", "Lock"]
+__all__ = ["Client", "Events", "Leadership", "Lock"]
 
 
 def _result_interruptibly(result: concurrent.futures.Future[T]) -> T:
