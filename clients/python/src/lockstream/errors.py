@@ -83,7 +83,8 @@ class ClientClosed(LockError):
 
 
 class NotHeld(LockError):
-    """The lock was released (or has not been granted) before the call."""
+    """The lock was released (or has not been granted) before the call; for an election, the term
+    named (proclaim, resign) is not the current leader's, or the leadership is over."""
 
     def __init__(self, lock: str, message: str = "the lock is not held") -> None:
         super().__init__(lock, grpc.StatusCode.FAILED_PRECONDITION, message)
