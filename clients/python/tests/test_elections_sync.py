@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 import lockstream
-from conftest import PATIENCE, Calls, Server, join, queued_behind, start_thread
+from conftest import PATIENCE, Calls, Server, eventually, join, queued_behind, start_thread
 
 
 def test_campaign_leads_for_its_block_and_a_second_candidate_follows(server: Server, name: str) -> None:
@@ -92,6 +92,7 @@ def test_closing_the_client_ends_its_leadership_and_observation(server: Server, 
                 failures.append(error)
 
         reader: threading.Thread = start_thread(read_on)
+        assert eventually(lambda: events._observation._reading is not None)  # it waits for the server
         client.close()
         join(reader)
         assert len(failures) == 1 and isinstance(failures[0], lockstream.ClientClosed)
