@@ -38,16 +38,19 @@ CampaignStream = Stream[epb.CampaignRequest, epb.CampaignResponse]
 
 class Campaign:
     """One candidate and its Campaign stream, and the streams that resume it. `start` is its first
-    message (with the client's resume grace and heartbeat interval in it); `on_over(campaign)`
-    is called once it is over."""
+    message (with the client's resume grace and heartbeat interval in it); `on_elected(campaign)`
+    is called when it is elected, before its caller hears of it, and `on_over(campaign)` once it
+    is over."""
 
     def __init__(self, connections: Connections, start: epb.CampaignStart, heartbeat_interval: float,
-                 on_queued: Callable[[int], object] | None, on_over: Callable[[Campaign], None]) -> None:
+                 on_queued: Callable[[int], object] | None, on_elected: Callable[[Campaign], None],
+                 on_over: Callable[[Campaign], None]) -> None:
         self._connections = connections
         self.name = start.name
         self._start = start
         self._heartbeat_interval = heartbeat_interval
         self._on_queued = on_queued
+        self._on_elected = on_elected
         self._on_over = on_over
         self._loop = asyncio.get_running_loop()
         self.state = WAITING
@@ -74,7 +77,18 @@ class Campaign:
 
     @property
     def leading(self) -> bool:
-        return self.state == LEADING
+        return self.state == LEADING and (self.leadership is None or self.leadership.error is None)
+
+    def deposed(self, term: int) -> None:
+        """Another candidate of the client was elected in this election with `term`: the server
+        elects nobody before the last leader's term is over, so this leadership (of an older
+        term) is lost, whether or not its stream's end has been read yet (gRPC may hand another
+        stream's message over first). A resignation under way is not a loss: it went through."""
+        leadership = self.leadership
+        if self.state == LEADING and leadership is not None and leadership.term < term:
+            leadership._lose(LockLost(self.name, grpc.StatusCode.ABORTED,
+                                      f'election "{self.name}": term {leadership.term} is over: '
+                                      f"term {term} was elected"))
 
     def open(self, resume_token: str | None) -> None:
         """Opens a Campaign stream that starts with `start` (or `resume`, while resuming)."""
@@ -216,6 +230,7 @@ class Campaign:
             if self.state == WAITING:
                 self.state = LEADING
                 self.leadership = Leadership(self, message.elected.term)
+                self._on_elected(self)
                 self.decided.set()
             elif leadership is not None:
                 leadership._doubt(False)  # a resumed stream's report: still leading, same term

@@ -59,7 +59,7 @@ class Elections:
             if self._connections.closed:
                 raise ClientClosed(start.name)
             campaign = Campaign(self._connections, attempt_start, self._heartbeat_interval, on_queued,
-                                self._campaigns.discard)
+                                self._elected, self._campaigns.discard)
             self._campaigns.add(campaign)
             try:
                 return await campaign.elect(left)
@@ -71,6 +71,14 @@ class Elections:
                     raise
             await asyncio.sleep(_RETRY_BACKOFF * 2 ** attempt)
             attempt += 1
+
+    def _elected(self, campaign: Campaign) -> None:
+        """A campaign of the client was elected: any other of its campaigns that led the same
+        election before is deposed (see Campaign.deposed)."""
+        assert campaign.leadership is not None
+        for other in list(self._campaigns):
+            if other is not campaign and other.name == campaign.name:
+                other.deposed(campaign.leadership.term)
 
     def observe(self, name: str, from_term: int | None) -> Observation:
         name = _checks.check_name(name)
