@@ -57,6 +57,9 @@ type Result struct {
 	Anomalies       []Anomaly      `json:"anomalies"`
 	Disagreements   []string       `json:"disagreements"`
 	CheckTime       float64        `json:"check_seconds"`
+	// Elections (election.go); Undecided: what could not be judged (exit 2 unless anomalies).
+	Elections []ElectionFigures `json:"elections,omitempty"`
+	Undecided []string          `json:"undecided,omitempty"`
 
 	illegal map[string]bool // locks Porcupine found not linearizable
 }
@@ -159,6 +162,9 @@ func Check(h *History, timeout time.Duration) *Result {
 	}
 	r.PorcupineTime = time.Since(pstart).Seconds()
 	r.Anomalies = append(r.Anomalies, direct...)
+	elections, figures, undecided := CheckElections(h)
+	r.Anomalies = append(r.Anomalies, elections...)
+	r.Elections, r.Undecided = figures, undecided
 	sort.SliceStable(r.Anomalies, func(i, j int) bool {
 		if r.Anomalies[i].Lock != r.Anomalies[j].Lock {
 			return r.Anomalies[i].Lock < r.Anomalies[j].Lock
@@ -177,13 +183,13 @@ func clientIDs(h *History) map[string]int {
 	return ids
 }
 
-// ExitCode is 1 when anomalies were found, else 2 when Porcupine timed out (unknown is not
-// success), else 0.
+// ExitCode is 1 when anomalies were found, else 2 when Porcupine timed out or an election had
+// no reference (unknown is not success), else 0.
 func (r *Result) ExitCode() int {
 	switch {
 	case len(r.Anomalies) > 0:
 		return 1
-	case r.TimedOut:
+	case r.TimedOut || len(r.Undecided) > 0:
 		return 2
 	}
 	return 0
@@ -226,9 +232,17 @@ func (r *Result) WriteText(w io.Writer) {
 	if r.Stray > 0 {
 		fmt.Fprintf(w, "events that applied to no believed hold (ignored): %d\n", r.Stray)
 	}
+	for _, e := range r.Elections {
+		for _, line := range e.Lines() {
+			fmt.Fprintln(w, line)
+		}
+	}
 	fmt.Fprintf(w, "porcupine: %s (%.3f s); check took %.3f s\n", r.Porcupine, r.PorcupineTime, r.CheckTime)
 	if r.TimedOut {
 		fmt.Fprintln(w, "PORCUPINE TIMED OUT: linearizability is unknown, which is not success")
+	}
+	for _, u := range r.Undecided {
+		fmt.Fprintln(w, "UNDECIDED "+u)
 	}
 	for _, d := range r.Disagreements {
 		fmt.Fprintln(w, "DISAGREEMENT "+d)

@@ -27,6 +27,16 @@ type Event struct {
 	HasTok bool
 	Held   bool // a check's answer (ok only)
 	Error  string
+
+	// Elections (election.go): the term a term/proclaimed event, a proclaim or a resign names; a
+	// vacant's after_term; a history_gone's or skipped's first_term; an observe's from_term.
+	Term      uint64
+	HasTerm   bool
+	FromTerm  uint64
+	HasFrom   bool
+	Reference bool   // an observe that replays the election's whole history (the reference)
+	Stale     bool   // a proclaim or resign the client believes names a term that is over
+	Code      string // a proclaim's or resign's status code name, on its completion
 }
 
 // InputError is a history or nemesis file the checker cannot read: exit 2.
@@ -55,6 +65,14 @@ type rawEvent struct {
 	Token  json.RawMessage `json:"token"`
 	Held   json.RawMessage `json:"held"`
 	Error  *string         `json:"error"`
+
+	Term      json.RawMessage `json:"term"`
+	AfterTerm json.RawMessage `json:"after_term"`
+	FirstTerm json.RawMessage `json:"first_term"`
+	FromTerm  json.RawMessage `json:"from_term"`
+	Reference json.RawMessage `json:"reference"`
+	Stale     json.RawMessage `json:"stale"`
+	Code      *string         `json:"code"`
 }
 
 // readLines calls fn for every non-blank line, numbered from 1. A history line has no length
@@ -108,11 +126,28 @@ func present(raw json.RawMessage) bool {
 }
 
 var validF = map[string]map[string]bool{
-	"invoke": {"acquire": true, "release": true, "check": true},
-	"ok":     {"acquire": true, "release": true, "check": true},
-	"fail":   {"acquire": true, "release": true, "check": true},
-	"info":   {"acquire": true, "release": true, "check": true},
-	"event":  {"in_doubt": true, "confirmed": true, "lost": true},
+	"invoke": {"acquire": true, "release": true, "check": true, "observe": true, "proclaim": true, "resign": true},
+	"ok":     {"acquire": true, "release": true, "check": true, "observe": true, "proclaim": true, "resign": true},
+	"fail":   {"acquire": true, "release": true, "check": true, "observe": true, "proclaim": true, "resign": true},
+	"info":   {"acquire": true, "release": true, "check": true, "observe": true, "proclaim": true, "resign": true},
+	"event": {"in_doubt": true, "confirmed": true, "lost": true,
+		"term": true, "proclaimed": true, "vacant": true, "history_gone": true, "skipped": true},
+}
+
+// observeEvents are what an Observe stream tells, each with the term field it needs.
+var observeEvents = map[string]string{
+	"term": "term", "proclaimed": "term", "vacant": "after_term", "history_gone": "first_term", "skipped": "first_term",
+}
+
+// parseBool reads an optional JSON boolean.
+func parseBool(raw json.RawMessage, name string) (bool, error) {
+	switch string(bytes.TrimSpace(raw)) {
+	case "", "null", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, fmt.Errorf(`%q must be true or false, not %s`, name, bytes.TrimSpace(raw))
 }
 
 // parseEvent validates one line on its own; pairing comes later.
@@ -216,7 +251,53 @@ func parseEvent(n int, line []byte) (Event, error) {
 	if raw.Error != nil {
 		e.Error = *raw.Error
 	}
-	return e, nil
+	return e, parseElection(&e, &raw)
+}
+
+// parseElection reads the fields of the elections' lines (README: "Elections").
+func parseElection(e *Event, raw *rawEvent) error {
+	var err error
+	if field, ok := observeEvents[e.F]; ok {
+		if !e.HasOp {
+			return fmt.Errorf(`%s event without "op" (the observe it was told on)`, e.F)
+		}
+		value := map[string]json.RawMessage{"term": raw.Term, "after_term": raw.AfterTerm, "first_term": raw.FirstTerm}[field]
+		if !present(value) {
+			return fmt.Errorf(`%s event without %q`, e.F, field)
+		}
+		if e.Term, err = parseToken(value); err != nil {
+			return fmt.Errorf(`%q: %v`, field, err)
+		}
+		e.HasTerm = true
+	}
+	if (e.F == "proclaim" || e.F == "resign") && present(raw.Term) {
+		if e.Term, err = parseToken(raw.Term); err != nil {
+			return fmt.Errorf(`"term": %v`, err)
+		}
+		e.HasTerm = true
+	}
+	if (e.F == "proclaim" || e.F == "resign") && e.Type == "invoke" && !e.HasTerm {
+		return fmt.Errorf(`%s invoke without "term"`, e.F)
+	}
+	if e.F == "observe" && present(raw.FromTerm) {
+		if e.FromTerm, err = parseToken(raw.FromTerm); err != nil {
+			return fmt.Errorf(`"from_term": %v`, err)
+		}
+		if e.FromTerm == 0 {
+			return fmt.Errorf(`"from_term" must be at least 1`)
+		}
+		e.HasFrom = true
+	}
+	if e.Reference, err = parseBool(raw.Reference, "reference"); err != nil {
+		return err
+	}
+	if e.Stale, err = parseBool(raw.Stale, "stale"); err != nil {
+		return err
+	}
+	if raw.Code != nil {
+		e.Code = *raw.Code
+	}
+	return nil
 }
 
 // ParseHistory reads a whole history. Any line that does not parse is an *InputError

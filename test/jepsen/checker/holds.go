@@ -95,6 +95,9 @@ type History struct {
 	Operations int // every invoke plus every event
 	Stray      int // events and releases that applied to no believed hold
 	Options    Options
+	// Elections: Observe streams and Proclaim/Resign calls (election.go), in time order.
+	Streams   []*ObserveStream
+	TermCalls []*TermCall
 }
 
 type pairedOp struct {
@@ -191,6 +194,9 @@ func BuildHistory(events []Event, name string, opt Options) (*History, error) {
 	}
 	for _, e := range order {
 		locks[e.Lock], clients[e.Client] = true, true
+		if electionF[e.F] {
+			continue // buildElections, below
+		}
 		if e.F == "check" {
 			if e.Type == "invoke" {
 				if p := ops[key(e)]; p.done == nil {
@@ -295,6 +301,9 @@ func BuildHistory(events []Event, name string, opt Options) (*History, error) {
 			st.hold.Reason = EndHeld
 			st.hold = nil
 		}
+	}
+	if err := buildElections(h, order, ops, key, fail); err != nil {
+		return nil, err
 	}
 	for l := range locks {
 		h.Locks = append(h.Locks, l)
