@@ -233,6 +233,28 @@ for (const store of ['embedded', 'zookeeper'] as const) {
       replay.cancel();
     });
 
+    it('Observe from the term after a proclaimed one tells nothing of that term, then or later', async () => {
+      const name = `e-${randomUUID()}`;
+      const leader = campaign(name, 'a');
+      const term = await leader.elected();
+      await elections.proclaim(name, term, 'a2');
+      // From the next term: terms and proclamations from there on only.
+      const observer = elections.observe(name, term + 1n);
+      await elections.proclaim(name, term, 'a3');
+      leader.resign();
+      await leader.outcome;
+      const next = campaign(name, 'b');
+      const nextTerm = await next.elected();
+      // The seat may be seen empty after `term` first (a vacancy names the term before).
+      let event = await observer.next();
+      if (event.$case === 'vacant') {
+        expect(event.value.afterTerm).toBe(term);
+        event = await observer.next();
+      }
+      expect(event).toMatchObject({ $case: 'term', value: { term: nextTerm, value: Buffer.from('b') } });
+      observer.cancel();
+    });
+
     it('Observe says when the history no longer reaches back to from_term', async () => {
       const name = `e-${randomUUID()}`;
       const terms: bigint[] = [];

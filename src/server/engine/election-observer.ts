@@ -107,8 +107,10 @@ async function start(
     return { term: last ?? 0n, proclamations: read?.record.proclamations ?? 0, vacant: true };
   }
   if (prunedThrough < fromTerm) {
-    // Replayed by the first look as new terms: everything before `fromTerm` counts as told.
-    return { term: fromTerm - 1n, proclamations: 0, vacant: false };
+    // Replayed by the first look as new terms: everything before `fromTerm` counts as told. The
+    // term before `fromTerm` (if it is one) is not the stream's: none of its proclamations are
+    // told, then or later.
+    return { term: fromTerm - 1n, proclamations: Number.POSITIVE_INFINITY, vacant: false };
   }
   await tell({ kind: 'history-gone', firstTerm: terms.find((term) => term > prunedThrough) ?? 0n });
   return { term: prunedThrough, proclamations: 0, vacant: false };
