@@ -11,11 +11,19 @@
  *   cut off from its leader gives by itself, as proof that the leader heard the session, and its
  *   heartbeat is a read (the defect of SessionHealth before it counted only replies that passed
  *   through the leader).
+ * - `elected-early`: a candidate is told `elected` as soon as it is granted, and its term is
+ *   recorded in the election's history ELECTED_EARLY_DELAY_MS later (the record's check that
+ *   the leader's node exists still holds, so a leader that resigned meanwhile is never
+ *   recorded): a term told to its leader that observers never see.
+ * - `observer-skips`: Observe with `from_term` starts after that term instead of at it (read as
+ *   exclusive, an off-by-one): an observer that resumes from the last term it was told is never
+ *   told that term when it is a recorded one.
  */
-export const PLANTED_BUGS = ['released-early', 'follower-reads'] as const;
+export const PLANTED_BUGS = ['released-early', 'follower-reads', 'elected-early', 'observer-skips'] as const;
 export type PlantedBug = (typeof PLANTED_BUGS)[number];
 
 export const RELEASED_EARLY_DELAY_MS = 300;
+export const ELECTED_EARLY_DELAY_MS = 300;
 
 function fromEnvironment(): PlantedBug | undefined {
   const value = process.env['LOCKSTREAM_PLANTED_BUG'];

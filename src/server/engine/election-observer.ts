@@ -2,6 +2,7 @@
  * One observer of an election (observeElection): its history replayed from a term, or its
  * current state, then every term as it is recorded, every proclamation, and the seat seen empty.
  */
+import { plantedBug } from '../planted-bugs.js';
 import { NodeFollow, type CoordinationStore } from '../stores/store.js';
 import type { ElectionHistory, TermRecord } from './election-history.js';
 import { validateLockName } from './lock-nodes.js';
@@ -107,10 +108,12 @@ async function start(
     return { term: last ?? 0n, proclamations: read?.record.proclamations ?? 0, vacant: true };
   }
   if (prunedThrough < fromTerm) {
-    // Replayed by the first look as new terms: everything before `fromTerm` counts as told. The
-    // term before `fromTerm` (if it is one) is not the stream's: none of its proclamations are
-    // told, then or later.
-    return { term: fromTerm - 1n, proclamations: Number.POSITIVE_INFINITY, vacant: false };
+    // Replayed by the first look as new terms: everything before `fromTerm` counts as told
+    // (with the planted bug observer-skips, planted-bugs.ts, `fromTerm` too). The term before
+    // `fromTerm` (if it is one) is not the stream's: none of its proclamations are told, then
+    // or later.
+    const before = plantedBug === 'observer-skips' ? fromTerm : fromTerm - 1n;
+    return { term: before, proclamations: Number.POSITIVE_INFINITY, vacant: false };
   }
   await tell({ kind: 'history-gone', firstTerm: terms.find((term) => term > prunedThrough) ?? 0n });
   return { term: prunedThrough, proclamations: 0, vacant: false };
