@@ -9,6 +9,8 @@
  *   recorder-main.ts --client c1 --servers A[,B...] --locks L1[,L2...] [--mode write]
  *     [--limit N] [--hold-ms MIN[-MAX]] [--pause-ms MIN[-MAX]] [--wait-timeout-ms N]
  *     [--count N] [--time-ms N] [--no-check] [--ignore-lost]
+ *     [--role lock|candidate|observer|reference] [--grace-ms N] [--quick P] [--stale P]
+ *     [--observe-ms MIN[-MAX]]
  *
  * It loops until `--time-ms` has passed, `--count` holds were taken, or stdin closes: it picks
  * a lock, acquires it, asks the server whether its token is held (CheckToken, recorded as a
@@ -17,9 +19,17 @@
  * out. `--ignore-lost` is a planted bug: told its lock is lost, the client holds on to the end
  * of its hold time and only then records the loss (see test/jepsen/README.md).
  * CLOCK_MONOTONIC is the machine's: every process's times compare.
+ *
+ * `--role` other than `lock` (the default) makes it a client of an election instead, the first
+ * of `--locks` (client/election-roles.ts): a `candidate` (campaigns, with a resume grace of
+ * `--grace-ms` half the time, leads for `--hold-ms`, a moment only with probability `--quick`,
+ * resigns), an `observer` (Observe streams), or the `reference` (the whole history, once);
+ * candidates and observers now and then proclaim or resign a term that is over (probability
+ * `--stale` per chance); an observer cancels each stream after `--observe-ms` to start another.
  */
 import { parseArgs } from 'node:util';
 import { LockClient, type Lock, type LockMode } from '../../../src/client/index.js';
+import { runCandidate, runObserver, runReference } from './election-roles.js';
 
 const { values } = parseArgs({
   options: {
@@ -35,6 +45,11 @@ const { values } = parseArgs({
     'time-ms': { type: 'string' },
     'no-check': { type: 'boolean', default: false },
     'ignore-lost': { type: 'boolean', default: false },
+    role: { type: 'string', default: 'lock' },
+    'grace-ms': { type: 'string', default: '3000' },
+    quick: { type: 'string', default: '0.2' },
+    stale: { type: 'string', default: '0.3' },
+    'observe-ms': { type: 'string', default: '5000-20000' },
   },
 });
 
@@ -100,6 +115,42 @@ function nap(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener('abort', done, { once: true });
     wake = done;
   });
+}
+
+const role = values.role;
+if (role !== 'lock') {
+  const roles = { candidate: runCandidate, observer: runObserver, reference: runReference } as const;
+  const run = roles[role as keyof typeof roles];
+  if (!run) throw new Error(`--role ${role}: expected lock, candidate, observer or reference`);
+  await run({
+    client,
+    servers: required('servers').split(','),
+    election: locks[0]!,
+    holdMs,
+    pauseMs,
+    waitTimeoutMs: waitTimeout,
+    graceMs: Number(values['grace-ms']),
+    quick: Number(values.quick),
+    stale: Number(values.stale),
+    observeMs: range(values['observe-ms']),
+    deadline,
+    stopped: stop.signal,
+    record,
+    nextOp: () => (ops += 1),
+    nap: (ms, signal) =>
+      new Promise((resolve) => {
+        const signals = [stop.signal, ...(signal ? [signal] : [])];
+        const done = (): void => {
+          clearTimeout(timer);
+          for (const s of signals) s.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.max(0, Math.min(ms, deadline - performance.now())));
+        for (const s of signals) s.addEventListener('abort', done, { once: true });
+        if (signals.some((s) => s.aborted)) done();
+      }),
+  });
+  process.exit(0);
 }
 
 const lockClient = new LockClient(required('servers').split(','));

@@ -17,13 +17,33 @@ export interface HistoryEvent {
   readonly client: string;
   readonly op: number;
   readonly type: 'invoke' | 'ok' | 'fail' | 'info' | 'event';
-  readonly f: 'acquire' | 'release' | 'check' | 'in_doubt' | 'confirmed' | 'lost';
+  readonly f:
+    | 'acquire'
+    | 'release'
+    | 'check'
+    | 'in_doubt'
+    | 'confirmed'
+    | 'lost'
+    // Elections (checker README: "Elections").
+    | 'observe'
+    | 'proclaim'
+    | 'resign'
+    | 'term'
+    | 'proclaimed'
+    | 'vacant'
+    | 'history_gone'
+    | 'skipped';
   readonly lock: string;
   readonly mode?: string;
   readonly token?: string;
   /** A check's answer: whether the token held the lock. */
   readonly held?: boolean;
   readonly error?: string;
+  /** Elections: the term a term event, proclaim or resign names. */
+  readonly term?: string;
+  readonly reference?: boolean;
+  /** A candidate's `elected` (acquire ok): the instance it was elected through. */
+  readonly server?: string;
 }
 
 export interface RecorderOptions {
@@ -43,6 +63,13 @@ export interface RecorderOptions {
   readonly ignoreLost?: boolean;
   /** Further environment for the client process. */
   readonly env?: Readonly<Record<string, string>>;
+  /** lock (the default), or an election's candidate, observer or reference (election-roles.ts). */
+  readonly role?: 'lock' | 'candidate' | 'observer' | 'reference';
+  readonly graceMs?: number;
+  readonly quick?: number;
+  readonly stale?: number;
+  /** An observer's stream lifetime, `min-max` ms. */
+  readonly observeMs?: string;
 }
 
 export class Recorder {
@@ -91,6 +118,11 @@ export class Recorder {
       ...(options.timeMs === undefined ? [] : ['--time-ms', String(options.timeMs)]),
       ...(options.noCheck ? ['--no-check'] : []),
       ...(options.ignoreLost ? ['--ignore-lost'] : []),
+      ...(options.role === undefined ? [] : ['--role', options.role]),
+      ...(options.graceMs === undefined ? [] : ['--grace-ms', String(options.graceMs)]),
+      ...(options.quick === undefined ? [] : ['--quick', String(options.quick)]),
+      ...(options.stale === undefined ? [] : ['--stale', String(options.stale)]),
+      ...(options.observeMs === undefined ? [] : ['--observe-ms', options.observeMs]),
     ];
     const child = network.spawn(host, process.execPath, args, {
       stdio: ['pipe', 'pipe', 'pipe'],
