@@ -37,20 +37,36 @@ export function buildChecker(): Promise<void> {
   return built;
 }
 
+/** How to run the checker: more options (e.g. `--doubt-ends-hold`), and the report's name. */
+export interface CheckOptions {
+  readonly args?: readonly string[];
+  /** The report is `<report>.html` in the directory (default `report`). */
+  readonly report?: string;
+}
+
 /** Checks `history`; the files (history, nemesis, report.html) are written to `dir`. */
 export async function check(
   dir: string,
   history: readonly object[],
   nemesis: readonly NemesisEvent[] = [],
+  options: CheckOptions = {},
 ): Promise<Verdict> {
   await buildChecker();
   await mkdir(dir, { recursive: true });
   const historyFile = path.join(dir, 'history.jsonl');
   const nemesisFile = path.join(dir, 'nemesis.jsonl');
-  const report = path.join(dir, 'report.html');
+  const report = path.join(dir, `${options.report ?? 'report'}.html`);
   await writeFile(historyFile, history.map((event) => JSON.stringify(event)).join('\n') + '\n');
   await writeFile(nemesisFile, nemesis.map((event) => JSON.stringify(event)).join('\n') + '\n');
-  const args = ['--history', historyFile, '--nemesis', nemesisFile, '--report', report];
+  const args = [
+    '--history',
+    historyFile,
+    '--nemesis',
+    nemesisFile,
+    '--report',
+    report,
+    ...(options.args ?? []),
+  ];
   let stdout: string;
   let exitCode = 0;
   try {

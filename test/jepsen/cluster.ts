@@ -32,8 +32,29 @@ export const SESSION_TIMEOUT_MS = 4_000;
 /** Every instance listens on this port of its own host, and comes back on it after a kill. */
 export const LOCKSTREAM_PORT = 50051;
 
-export type PlantedBug = 'released-early' | 'follower-reads' | 'ignore-lost';
-export const PLANTED_BUGS: readonly PlantedBug[] = ['released-early', 'follower-reads', 'ignore-lost'];
+export type PlantedBug =
+  'released-early' | 'follower-reads' | 'ignore-lost' | 'elected-early' | 'observer-skips';
+export const PLANTED_BUGS: readonly PlantedBug[] = [
+  'released-early',
+  'follower-reads',
+  'ignore-lost',
+  'elected-early',
+  'observer-skips',
+];
+/** Planted in the server (LOCKSTREAM_PLANTED_BUG, src/server/planted-bugs.ts); the others in a client. */
+const SERVER_BUGS: ReadonlySet<PlantedBug> = new Set([
+  'released-early',
+  'follower-reads',
+  'elected-early',
+  'observer-skips',
+]);
+/** The planted bugs of elections: they need the elections workload. */
+export const ELECTION_BUGS: ReadonlySet<PlantedBug> = new Set(['elected-early', 'observer-skips']);
+
+/** What the clients do: take locks, or campaign for and observe an election. */
+export type Workload = 'locks' | 'elections';
+/** The election of the elections workload. */
+export const ELECTION = 'e0';
 
 export interface Instance {
   readonly name: string;
@@ -59,8 +80,13 @@ export interface ClientSlot {
   recorder: Recorder;
   /** Every recorder that ran on this host (a killed client comes back under a new name). */
   readonly generations: Recorder[];
-  /** Events the harness adds: a killed client stops believing it holds anything when it dies. */
+  /**
+   * Events the harness adds: a killed client stops believing it holds anything when it dies, a
+   * paused one when it is stopped.
+   */
   readonly added: HistoryEvent[];
+  /** When a nemesis stopped it (SIGSTOP), until it is continued. */
+  pausedAt: number | undefined;
   /** The client's delay proxy (when the run delays links): it reaches the instances through it. */
   readonly proxy: ChildProcess | undefined;
   killing: boolean;
@@ -68,7 +94,14 @@ export interface ClientSlot {
 }
 
 export interface ClusterOptions {
+  /** Lock clients (workload locks). */
   readonly clients: number;
+  readonly workload?: Workload | undefined;
+  /** Workload elections: candidates c1.. and observers o1.. of the election ELECTION. */
+  readonly candidates?: number | undefined;
+  readonly observers?: number | undefined;
+  /** Candidates' options (workload elections); the defaults are recorder-main's. */
+  readonly election?: ElectionRoleOptions | undefined;
   /** Plain mutex locks (m0, m1, ...). */
   readonly locks: number;
   readonly plant: PlantedBug | undefined;
@@ -80,6 +113,19 @@ export interface ClusterOptions {
   readonly membership: boolean;
   readonly random: () => number;
   readonly log: (line: string) => void;
+}
+
+/** How candidates campaign and lead (recorder-main.ts's options of the same names). */
+export interface ElectionRoleOptions {
+  /** How long a leader leads (default 200-2500 ms), unless a quick term (a moment). */
+  readonly holdMs?: string;
+  /** Between a candidate's campaigns (default 100-1000 ms). */
+  readonly pauseMs?: string;
+  readonly graceMs?: number;
+  readonly quick?: number;
+  readonly stale?: number;
+  /** How long an observer keeps a stream before starting another (recorder default 5000-20000 ms). */
+  readonly observeMs?: string;
 }
 
 function now(): number {
@@ -134,7 +180,14 @@ export class Cluster {
       await Promise.all(placements.map(([name, members]) => started.#startInstance(name, members)));
       // Started at once, pushed as they came up: s1 first again.
       cluster.instances.sort((a, b) => a.name.localeCompare(b.name));
-      for (let i = 0; i < options.clients; i += 1) await cluster.#startClient(i);
+      if (options.workload === 'elections') {
+        for (let i = 0; i < (options.candidates ?? 5); i += 1)
+          await cluster.#startElectionClient('candidate', i);
+        for (let i = 0; i < (options.observers ?? 3); i += 1)
+          await cluster.#startElectionClient('observer', i);
+      } else {
+        for (let i = 0; i < options.clients; i += 1) await cluster.#startClient(i);
+      }
       return cluster;
     } catch (error) {
       if (cluster) await cluster.stop();
@@ -184,7 +237,7 @@ export class Cluster {
   ): Promise<ServerProcess> {
     const plant = this.#options.plant;
     const env: Record<string, string> = { ...(clock?.env ?? {}) };
-    if (plant === 'released-early' || plant === 'follower-reads') env['LOCKSTREAM_PLANTED_BUG'] = plant;
+    if (plant !== undefined && SERVER_BUGS.has(plant)) env['LOCKSTREAM_PLANTED_BUG'] = plant;
     return serveOnHost(this.network, host, {
       members,
       sessionTimeoutMs: SESSION_TIMEOUT_MS,
@@ -231,10 +284,7 @@ export class Cluster {
     const host = await this.network.addHost(name);
     const first = Math.floor(i / 3) % this.instances.length;
     const proxy = this.#options.delays ? await this.#startProxy(host) : undefined;
-    const servers = this.instances.map((_, k) => {
-      const index = (first + k) % this.instances.length;
-      return proxy ? `127.0.0.1:${DELAY_PROXY_PORT + index}` : this.instances[index]!.address;
-    });
+    const servers = this.#servers(first, proxy);
     const plant = this.#options.plant;
     const mutexes = Array.from({ length: Math.max(1, this.#options.locks) }, (_, k) => `m${k}`);
     const role: Omit<RecorderOptions, 'client' | 'servers'> =
@@ -259,6 +309,15 @@ export class Cluster {
             ignoreLost: plant === 'ignore-lost' && i === 0,
           }
         : { ...role, servers, pauseMs: '20-300', waitTimeoutMs: 10_000 };
+    this.#addClient(name, host, options, proxy);
+  }
+
+  #addClient(
+    name: string,
+    host: Host,
+    options: Omit<RecorderOptions, 'client'>,
+    proxy: ChildProcess | undefined,
+  ): void {
     const recorder = Recorder.start(this.network, host, { client: name, ...options });
     const slot: ClientSlot = {
       name,
@@ -267,12 +326,108 @@ export class Cluster {
       recorder,
       generations: [recorder],
       added: [],
+      pausedAt: undefined,
       proxy,
       killing: false,
       crashes: [],
     };
     this.#watchClient(slot, recorder);
     this.clients.push(slot);
+  }
+
+  /** The servers a client on `host` reaches, starting at instance `first`, through its proxy if any. */
+  #servers(first: number, proxy: ChildProcess | undefined): string[] {
+    return this.instances.map((_, k) => {
+      const index = (first + k) % this.instances.length;
+      return proxy ? `127.0.0.1:${DELAY_PROXY_PORT + index}` : this.instances[index]!.address;
+    });
+  }
+
+  /**
+   * Election client i of its role: candidate `c<i+1>` or observer `o<i+1>`, on a host of its
+   * own, its instance list starting at instance i mod 3 (each instance serves both roles).
+   */
+  async #startElectionClient(role: 'candidate' | 'observer', i: number): Promise<void> {
+    const name = `${role === 'candidate' ? 'c' : 'o'}${i + 1}`;
+    const host = await this.network.addHost(name);
+    const proxy = this.#options.delays ? await this.#startProxy(host) : undefined;
+    const election = this.#options.election ?? {};
+    this.#addClient(
+      name,
+      host,
+      {
+        role,
+        locks: [ELECTION],
+        servers: this.#servers(i % this.instances.length, proxy),
+        waitTimeoutMs: 30_000,
+        holdMs: election.holdMs ?? '200-2500',
+        pauseMs: election.pauseMs ?? '100-1000',
+        ...(election.graceMs === undefined ? {} : { graceMs: election.graceMs }),
+        ...(election.quick === undefined ? {} : { quick: election.quick }),
+        ...(election.stale === undefined ? {} : { stale: election.stale }),
+        ...(election.observeMs === undefined ? {} : { observeMs: election.observeMs }),
+      },
+      proxy,
+    );
+  }
+
+  /**
+   * The election's whole history as the server recorded it: an Observe from term 1 through a
+   * random instance, by a `reference` recorder on the first client's host, read until vacant and
+   * quiet (client/election-roles.ts). Its lines join the history (history()) as the checker's
+   * reference. Call once every client has stopped.
+   */
+  async recordReference(random: () => number): Promise<void> {
+    const first = Math.floor(random() * this.instances.length);
+    const slot = this.clients[0]!;
+    const recorder = Recorder.start(this.network, slot.host, {
+      client: 'reference',
+      role: 'reference',
+      locks: [ELECTION],
+      servers: this.#servers(first, slot.proxy),
+    });
+    this.#reference = recorder;
+    const timer = setTimeout(() => void recorder.kill('SIGKILL'), 90_000);
+    await recorder.finished();
+    clearTimeout(timer);
+    if (recorder.exitCode !== 0)
+      throw new Error(`the reference exited (${recorder.exitCode}): ${recorder.stderr.slice(-2000)}`);
+  }
+
+  #reference: Recorder | undefined;
+
+  /**
+   * SIGSTOPs a client. Whatever it believed it held (led) ends when it stopped, as for a killed
+   * client: a stopped process acts on nothing, and a candidate that wakes gives up what it led
+   * (it notices the freeze: client/election-roles.ts). The `lost` events are added at
+   * resumeClient, once everything it wrote before it stopped has been read.
+   */
+  async pauseClient(slot: ClientSlot): Promise<string> {
+    await slot.recorder.kill('SIGSTOP');
+    // After the stop has surely taken effect: nothing it records is later than this.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    slot.pausedAt = now();
+    return `${slot.recorder.client} paused (SIGSTOP)`;
+  }
+
+  /** SIGCONTs a client paused by pauseClient; what it held ends at the pause (see there). */
+  async resumeClient(slot: ClientSlot): Promise<void> {
+    const pausedAt = slot.pausedAt;
+    if (pausedAt === undefined) return;
+    const recorder = slot.recorder;
+    for (const lock of believedHolds(recorder.history.filter((event) => event.t <= pausedAt))) {
+      slot.added.push({
+        t: pausedAt,
+        client: recorder.client,
+        op: 1_000_000 + slot.added.length,
+        type: 'event',
+        f: 'lost',
+        lock,
+        error: 'paused (SIGSTOP) by the nemesis: a stopped process acts on nothing',
+      });
+    }
+    slot.pausedAt = undefined;
+    await recorder.kill('SIGCONT');
   }
 
   /** Starts a delay proxy on `host` with a port per instance; resolves once it listens. */
@@ -340,9 +495,36 @@ export class Cluster {
     return client;
   }
 
-  /** Every client's history, with the events the harness added. */
+  get workload(): Workload {
+    return this.#options.workload ?? 'locks';
+  }
+
+  /** The client that believes it leads the election now (holds ELECTION), if any. */
+  leader(): ClientSlot | undefined {
+    return this.clients.find(
+      (slot) => slot.pausedAt === undefined && believedHolds(slot.recorder.history).includes(ELECTION),
+    );
+  }
+
+  /** The instance the leader was elected through (its `elected` line names it), if anyone leads. */
+  leaderInstance(): Instance | undefined {
+    const leader = this.leader();
+    const elected = [...(leader?.recorder.history ?? [])]
+      .reverse()
+      .find((e) => e.f === 'acquire' && e.type === 'ok');
+    const server = elected?.server;
+    if (server === undefined) return undefined;
+    const proxied = /^127\.0\.0\.1:(\d+)$/.exec(server);
+    if (proxied) return this.instances[Number(proxied[1]) - DELAY_PROXY_PORT];
+    return this.instances.find((instance) => instance.address === server);
+  }
+
+  /** Every client's history, with the events the harness added, and the reference if recorded. */
   history(): HistoryEvent[] {
-    return this.clients.flatMap((slot) => [...slot.generations.flatMap((r) => r.history), ...slot.added]);
+    return [
+      ...this.clients.flatMap((slot) => [...slot.generations.flatMap((r) => r.history), ...slot.added]),
+      ...(this.#reference?.history ?? []),
+    ];
   }
 
   crashes(): string[] {
@@ -352,6 +534,7 @@ export class Cluster {
   /** Stops the clients (each releases what it holds and exits). */
   async stopClients(): Promise<void> {
     this.#clientsStopping = true;
+    for (const slot of this.clients) if (slot.pausedAt !== undefined) await this.resumeClient(slot);
     await Promise.all(this.clients.map((slot) => slot.recorder.stop()));
   }
 
@@ -375,6 +558,7 @@ export class Cluster {
       const text = slot.generations.map((r) => `== ${r.client}\n${r.stderr}`).join('\n');
       await writeFile(path.join(dir, `${slot.name}.stderr.txt`), text);
     }
+    if (this.#reference) await writeFile(path.join(dir, 'reference.stderr.txt'), this.#reference.stderr);
   }
 
   /** Stops everything and removes the network. Idempotent. */
@@ -382,6 +566,7 @@ export class Cluster {
     if (this.#stopping) return;
     this.#stopping = true;
     await Promise.all(this.clients.map((slot) => slot.recorder.kill('SIGKILL').catch(() => {})));
+    await this.#reference?.kill('SIGKILL').catch(() => {});
     for (const slot of this.clients) slot.proxy?.kill('SIGKILL');
     await Promise.all(this.instances.map((instance) => instance.server.kill('SIGKILL').catch(() => {})));
     await this.ensemble.stop().catch(() => {});

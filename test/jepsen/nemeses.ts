@@ -40,7 +40,19 @@ export const NEMESES = [
   'clock',
   'membership',
 ] as const;
-export type NemesisName = (typeof NEMESES)[number];
+/** Nemeses that only a run asks for by name (not in `all` of the locks workload). */
+export const OTHER_NEMESES = ['pause-client'] as const;
+export type NemesisName = (typeof NEMESES)[number] | (typeof OTHER_NEMESES)[number];
+/** `all` of the elections workload: the faults of candidates, observers and their instances. */
+export const ELECTION_NEMESES: readonly NemesisName[] = [
+  'partition-instance-zk',
+  'partition-client',
+  'clock',
+  'kill-instance',
+  'pause-instance',
+  'kill-client',
+  'pause-client',
+];
 
 function pick<T>(random: () => number, items: readonly T[]): T {
   const item = items[Math.floor(random() * items.length)];
@@ -76,8 +88,26 @@ function partition(
   };
 }
 
+/**
+ * The instance a fault at one instance aims at: the focus if there is one; in the elections
+ * workload the leader's instance half the time (when someone leads); else any.
+ */
 function instanceFor(ctx: NemesisContext): Instance {
-  return ctx.focus ?? pick(ctx.random, ctx.cluster.instances);
+  if (ctx.focus) return ctx.focus;
+  if (ctx.cluster.workload === 'elections' && ctx.random() < 0.5) {
+    const instance = ctx.cluster.leaderInstance();
+    if (instance) return instance;
+  }
+  return pick(ctx.random, ctx.cluster.instances);
+}
+
+/** The client a fault at one client aims at: in the elections workload the leader half the time. */
+function clientFor(ctx: NemesisContext): ClientSlot {
+  if (ctx.cluster.workload === 'elections' && ctx.random() < 0.5) {
+    const leader = ctx.cluster.leader();
+    if (leader) return leader;
+  }
+  return pick(ctx.random, ctx.cluster.clients);
 }
 
 export function makeNemesis(name: NemesisName): Nemesis {
@@ -136,8 +166,9 @@ export function makeNemesis(name: NemesisName): Nemesis {
         };
       });
     case 'partition-client':
-      return partition(name, ({ cluster, random }) => {
-        const client = pick(random, cluster.clients);
+      return partition(name, (ctx) => {
+        const { cluster, random } = ctx;
+        const client = clientFor(ctx);
         const all = random() < 0.5;
         const instances = all ? cluster.instances : [pick(random, cluster.instances)];
         return Promise.resolve({
@@ -212,13 +243,26 @@ export function makeNemesis(name: NemesisName): Nemesis {
       let slot: ClientSlot | undefined;
       return {
         name,
-        start: async ({ cluster, random }) => {
-          slot = pick(random, cluster.clients);
-          return cluster.killClient(slot);
+        start: async (ctx) => {
+          slot = clientFor(ctx);
+          return ctx.cluster.killClient(slot);
         },
         stop: ({ cluster, log }) => {
           if (slot) log(`${slot.name} restarted as ${cluster.restartClient(slot)}`);
           return Promise.resolve();
+        },
+      };
+    }
+    case 'pause-client': {
+      let slot: ClientSlot | undefined;
+      return {
+        name,
+        start: async (ctx) => {
+          slot = clientFor(ctx);
+          return ctx.cluster.pauseClient(slot);
+        },
+        stop: async ({ cluster }) => {
+          if (slot) await cluster.resumeClient(slot);
         },
       };
     }
@@ -283,10 +327,11 @@ export function makeNemesis(name: NemesisName): Nemesis {
       let stepped: Instance | undefined;
       return {
         name,
-        start: async ({ cluster, random }) => {
-          const instances = cluster.instances.filter((i) => i.clock !== undefined);
-          if (instances.length === 0) throw new Error('the instances were started without a fake clock');
-          stepped = pick(random, instances);
+        start: async (ctx) => {
+          const { cluster, random } = ctx;
+          if (cluster.instances.some((i) => i.clock === undefined))
+            throw new Error('the instances were started without a fake clock');
+          stepped = instanceFor(ctx);
           const clock = stepped.clock!;
           const sign = random() < 0.5 ? '+' : '-';
           if (random() < 0.5) {

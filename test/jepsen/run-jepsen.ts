@@ -3,13 +3,20 @@
  * cluster (cluster.ts), lets the clients take locks while a schedule of faults (nemeses.ts)
  * alternates with heal periods, heals everything, stops the clients, and has the independent
  * checker (test/jepsen/checker) judge the history they recorded.
+ *
+ * The elections workload (`workload: 'elections'`; jepsen-elections.test.ts) runs candidates
+ * and observers of one election instead (client/election-roles.ts), then replays the election's
+ * whole history as the checker's reference, and judges with the leaders' loss rule
+ * (`--doubt-ends-hold`: a leader believes it leads from `elected` until told in_doubt or lost),
+ * and again with the strict rule as a second opinion (report-strict.html).
  */
 import { appendFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mulberry32 } from '../support/random.js';
 import { check, type NemesisEvent, type Verdict } from './checker-run.js';
-import { Cluster, type PlantedBug } from './cluster.js';
+import { Cluster, ELECTION, type ElectionRoleOptions, type PlantedBug, type Workload } from './cluster.js';
+import type { HistoryEvent } from './client/recorder.js';
 import { makeNemesis, type NemesisName } from './nemeses.js';
 import { describeNemesisFigures, nemesisFigures } from './nemesis-figures.js';
 
@@ -24,6 +31,15 @@ export interface JepsenOptions {
   readonly clients: number;
   /** Plain mutex locks. */
   readonly locks: number;
+  /** locks (the default) or elections (candidates and observers of one election). */
+  readonly workload?: Workload;
+  /** Elections: how many candidates (default 5) and observers (default 3). */
+  readonly candidates?: number;
+  readonly observers?: number;
+  /** Elections: how candidates lead (hold times, quick terms, grace, stale calls). */
+  readonly election?: ElectionRoleOptions;
+  /** Elections: fewer terms in the history than this make the run meaningless. Default max(10, timeS / 4). */
+  readonly minTerms?: number;
   /** How long a fault lasts, and a heal period between faults: [min, max] ms. */
   readonly faultMs?: readonly [number, number];
   readonly healMs?: readonly [number, number];
@@ -42,6 +58,11 @@ export interface JepsenResult {
   readonly grants: number;
   /** Checks answered (CheckToken). */
   readonly checks: number;
+  /** Elections: terms in the election's history (the reference), and whether it was pruned. */
+  readonly terms?: number | undefined;
+  readonly pruned?: boolean | undefined;
+  /** Elections: the strict loss rule's verdict, a second opinion (in_doubt does not end a term). */
+  readonly strict?: Verdict | undefined;
   /** How many times each nemesis was applied. */
   readonly applied: Readonly<Record<string, number>>;
   /** Why the run proves nothing, if it does not (too few grants, a crash, a nemesis never run). */
@@ -72,13 +93,21 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     options.log?.(stamped);
     void appendFile(runLog, `${stamped}\n`).catch(() => {});
   };
+  const elections = options.workload === 'elections';
+  const who = elections
+    ? `election ${ELECTION}: ${options.candidates ?? 5} candidates, ${options.observers ?? 3} observers`
+    : `${options.clients} clients`;
   log(
     `seed ${options.seed}, ${options.timeS} s, nemeses: ${options.nemeses.join(', ') || 'none'}` +
-      `${options.plant ? `, planted bug: ${options.plant}` : ''}, ${options.clients} clients; out: ${options.out}`,
+      `${options.plant ? `, planted bug: ${options.plant}` : ''}, ${who}; out: ${options.out}`,
   );
 
   const cluster = await Cluster.start({
     clients: options.clients,
+    workload: options.workload,
+    candidates: options.candidates,
+    observers: options.observers,
+    election: options.election,
     locks: options.locks,
     plant: options.plant,
     clocks: options.nemeses.includes('clock'),
@@ -106,7 +135,9 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     // Each nemesis once in a shuffled round, then the next round: every one comes up early.
     let round: NemesisName[] = [];
     for (;;) {
-      await sleep(Math.min(between(healMs), Math.max(0, deadline - performance.now())));
+      // Without nemeses, the whole time is one heal period.
+      const healFor = options.nemeses.length === 0 ? Infinity : between(healMs);
+      await sleep(Math.min(healFor, Math.max(0, deadline - performance.now())));
       if (options.nemeses.length === 0 || performance.now() + faultMs[0] > deadline) break;
       if (round.length === 0) round = shuffle([...options.nemeses], random);
       const name = round.shift()!;
@@ -138,6 +169,12 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     await healEverything(cluster, log);
     await sleep(SETTLE_MS);
     await cluster.stopClients();
+    if (elections) {
+      log("replaying the election's history (the reference)");
+      await cluster
+        .recordReference(random)
+        .catch((error: unknown) => problems.push(`no reference history: ${String(error)}`));
+    }
     await cluster.writeLogs(path.join(options.out, 'logs'));
   } finally {
     await cluster.stop();
@@ -147,11 +184,33 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
   const grants = history.filter((e) => e.f === 'acquire' && e.type === 'ok').length;
   const checks = history.filter((e) => e.f === 'check' && e.type === 'ok').length;
   log(`${history.length} history lines, ${grants} grants, ${checks} checks answered; checking`);
-  const verdict = await check(options.out, history, schedule);
+  // Elections: a leader believes it leads until told in_doubt or lost (the leaders' loss rule);
+  // the strict rule (in_doubt does not end it, as lockstream promises locks) as a second opinion.
+  const verdict = await check(
+    options.out,
+    history,
+    schedule,
+    elections ? { args: ['--doubt-ends-hold'] } : {},
+  );
+  const strict = elections
+    ? await check(options.out, history, schedule, { report: 'report-strict' })
+    : undefined;
   for (const line of describeNemesisFigures(nemesisFigures(history, schedule))) log(line);
 
-  const minGrants = options.minGrants ?? Math.max(10, Math.round(options.timeS / 2));
-  if (grants < minGrants) problems.push(`only ${grants} grants (at least ${minGrants} wanted)`);
+  let terms: number | undefined;
+  let pruned: boolean | undefined;
+  if (elections) {
+    ({ terms, pruned } = referenceTerms(history));
+    log(
+      `election ${ELECTION}: ${terms} terms in the history${pruned ? ' (pruned: the first left it)' : ''}, ` +
+        `${grants} told elected; strict loss rule: ${strict?.anomalies} anomalies`,
+    );
+    const minTerms = options.minTerms ?? Math.max(10, Math.round(options.timeS / 4));
+    if (terms < minTerms) problems.push(`only ${terms} terms (at least ${minTerms} wanted)`);
+  } else {
+    const minGrants = options.minGrants ?? Math.max(10, Math.round(options.timeS / 2));
+    if (grants < minGrants) problems.push(`only ${grants} grants (at least ${minGrants} wanted)`);
+  }
   problems.push(...cluster.crashes().map((crash) => `crashed: ${crash}`));
   if (verdict.exitCode === 2 || Number.isNaN(verdict.anomalies))
     problems.push(`the checker could not decide (exit ${verdict.exitCode})`);
@@ -166,6 +225,7 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     verdict,
     grants,
     checks,
+    ...(elections ? { terms, pruned, strict } : {}),
     applied,
     problems,
     exitCode,
@@ -173,9 +233,21 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
   };
 }
 
+/** The reference's terms (the election's history): how many, and whether it said history_gone. */
+function referenceTerms(history: readonly HistoryEvent[]): { terms: number; pruned: boolean } {
+  const reference = history.filter((e) => e.client === 'reference');
+  const stream = reference.find((e) => e.f === 'observe' && e.type === 'invoke' && e.reference)?.op;
+  const told = reference.filter((e) => e.op === stream && e.type === 'event');
+  return {
+    terms: told.filter((e) => e.f === 'term').length,
+    pruned: told.some((e) => e.f === 'history_gone'),
+  };
+}
+
 /** Heals every cut and loss rule; resumes paused members, restarts killed ones. */
 async function healEverything(cluster: Cluster, log: (line: string) => void): Promise<void> {
   await cluster.network.healAll();
+  for (const slot of cluster.clients) if (slot.pausedAt !== undefined) await cluster.resumeClient(slot);
   for (const member of cluster.ensemble.members) {
     if (member.paused) member.resume();
     if (member.pid === null) await member.restart();

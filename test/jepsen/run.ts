@@ -1,6 +1,8 @@
 /**
  * npm run jepsen -- [--time <s>] [--nemesis <list>|all] [--plant <bug>] [--seed <n>]
  *   [--out <dir>] [--clients <n>] [--locks <n>] [--fault-s <min>-<max>] [--heal-s <min>-<max>]
+ *   [--workload locks|elections] [--elections] [--candidates <n>] [--observers <n>]
+ *   [--hold-ms <min>-<max>] [--quick <p>] [--grace-ms <n>] [--observe-ms <min>-<max>] [--min-terms <n>]
  *
  * One partition-suite run (run-jepsen.ts; test/jepsen/README.md). Exits 0 when the checker found
  * no anomaly (with --plant: when it caught the planted bug), 1 when it found anomalies (with
@@ -9,8 +11,8 @@
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { PLANTED_BUGS, type PlantedBug } from './cluster.js';
-import { NEMESES, type NemesisName } from './nemeses.js';
+import { ELECTION_BUGS, PLANTED_BUGS, type PlantedBug } from './cluster.js';
+import { ELECTION_NEMESES, NEMESES, OTHER_NEMESES, type NemesisName } from './nemeses.js';
 import { runJepsen } from './run-jepsen.js';
 
 const { values } = parseArgs({
@@ -24,6 +26,15 @@ const { values } = parseArgs({
     locks: { type: 'string', default: '2' },
     'fault-s': { type: 'string', default: '5-10' },
     'heal-s': { type: 'string', default: '5-10' },
+    workload: { type: 'string', default: 'locks' },
+    elections: { type: 'boolean', default: false },
+    candidates: { type: 'string', default: '5' },
+    observers: { type: 'string', default: '3' },
+    'hold-ms': { type: 'string' },
+    quick: { type: 'string' },
+    'grace-ms': { type: 'string' },
+    'min-terms': { type: 'string' },
+    'observe-ms': { type: 'string' },
   },
 });
 
@@ -32,19 +43,26 @@ function fail(message: string): never {
   process.exit(2);
 }
 
+const workload = values.elections ? 'elections' : values.workload;
+if (workload !== 'locks' && workload !== 'elections')
+  fail(`--workload ${workload}: expected locks or elections`);
+const elections = workload === 'elections';
+const named: readonly string[] = [...NEMESES, ...OTHER_NEMESES];
 const nemeses: NemesisName[] =
   values.nemesis === 'all'
-    ? [...NEMESES]
+    ? [...(elections ? ELECTION_NEMESES : NEMESES)]
     : values.nemesis === 'none' || values.nemesis === ''
       ? []
       : values.nemesis.split(',').map((name) => {
-          if (!(NEMESES as readonly string[]).includes(name))
-            fail(`--nemesis ${name}: expected a list of ${NEMESES.join(', ')}, or all, or none`);
+          if (!named.includes(name))
+            fail(`--nemesis ${name}: expected a list of ${named.join(', ')}, or all, or none`);
           return name as NemesisName;
         });
 const plant = values.plant;
 if (plant !== undefined && !(PLANTED_BUGS as readonly string[]).includes(plant))
   fail(`--plant ${plant}: expected one of ${PLANTED_BUGS.join(', ')}`);
+if (plant !== undefined && ELECTION_BUGS.has(plant as PlantedBug) !== elections)
+  fail(`--plant ${plant}: ${elections ? 'not a bug of elections' : 'needs --workload elections'}`);
 const number = (name: string, text: string, low: number): number => {
   const value = Number(text);
   if (!Number.isInteger(value) || value < low) fail(`--${name} ${text}: expected an integer ≥ ${low}`);
@@ -68,6 +86,16 @@ const result = await runJepsen({
   locks: number('locks', values.locks, 1),
   faultMs: seconds('fault-s', values['fault-s']),
   healMs: seconds('heal-s', values['heal-s']),
+  workload,
+  candidates: number('candidates', values.candidates, 1),
+  observers: number('observers', values.observers, 1),
+  election: {
+    ...(values['hold-ms'] === undefined ? {} : { holdMs: values['hold-ms'] }),
+    ...(values.quick === undefined ? {} : { quick: Number(values.quick) }),
+    ...(values['grace-ms'] === undefined ? {} : { graceMs: number('grace-ms', values['grace-ms'], 0) }),
+    ...(values['observe-ms'] === undefined ? {} : { observeMs: values['observe-ms'] }),
+  },
+  ...(values['min-terms'] === undefined ? {} : { minTerms: number('min-terms', values['min-terms'], 0) }),
   log: (line) => console.log(line),
 });
 
@@ -82,6 +110,11 @@ console.log(
 );
 console.log('');
 console.log(`grants: ${result.grants}, checks answered: ${result.checks}`);
+if (elections)
+  console.log(
+    `terms in the history: ${result.terms}${result.pruned ? ' (pruned)' : ''}; ` +
+      `strict loss rule (second opinion): ${result.strict?.anomalies} anomalies (${result.strict?.report})`,
+  );
 console.log(
   `nemeses applied: ${Object.entries(result.applied)
     .map(([name, count]) => `${name} ×${count}`)
