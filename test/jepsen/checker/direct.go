@@ -9,7 +9,7 @@ import (
 // An Anomaly is one distinct violation found on one lock.
 type Anomaly struct {
 	Lock    string `json:"lock"`
-	Kind    string `json:"kind"` // overlap | semaphore | token | check | porcupine
+	Kind    string `json:"kind"` // overlap | semaphore | token | check | porcupine | observer | elected | stale
 	T       int64  `json:"t"`    // when it happened (the offending grant, or the check's answer)
 	Message string `json:"message"`
 	Holds   []int  `json:"holds,omitempty"`  // Hold.IDs involved
@@ -17,6 +17,8 @@ type Anomaly struct {
 	// The span of the conflict, for the report's red highlight (overlap and semaphore).
 	From int64 `json:"from_t,omitempty"`
 	To   int64 `json:"to_t,omitempty"`
+	// Elections: the client whose line it is (observer and stale: the report's anchor lane).
+	Client string `json:"client,omitempty"`
 }
 
 // secs formats a monotonic time as seconds since the first event of the history.

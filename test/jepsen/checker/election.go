@@ -263,8 +263,8 @@ func CheckElections(h *History) (out []Anomaly, figures []ElectionFigures, undec
 func checkElection(h *History, name string) ([]Anomaly, ElectionFigures) {
 	f := ElectionFigures{Election: name}
 	var out []Anomaly
-	add := func(kind string, t int64, holds []int, format string, a ...any) {
-		out = append(out, Anomaly{Lock: name, Kind: kind, T: t, Holds: holds,
+	add := func(kind string, t int64, client string, holds []int, format string, a ...any) {
+		out = append(out, Anomaly{Lock: name, Kind: kind, T: t, Holds: holds, Client: client,
 			Message: fmt.Sprintf("election %s: ", name) + fmt.Sprintf(format, a...)})
 	}
 	var streams []*ObserveStream
@@ -325,7 +325,7 @@ func checkElection(h *History, name string) ([]Anomaly, ElectionFigures) {
 		}
 		f.ElectedChecked++
 		if !ref.has(hd.Token) {
-			add("elected", hd.Grant, []int{hd.ID}, "%s was told elected with term %d at %s, but the election's history "+
+			add("elected", hd.Grant, hd.Client, []int{hd.ID}, "%s was told elected with term %d at %s, but the election's history "+
 				"(%s) has no term %d: a term told to its leader was never recorded", hd.Client, hd.Token, h.secs(hd.Grant),
 				ref.describe(), hd.Token)
 		}
@@ -351,13 +351,13 @@ func checkElection(h *History, name string) ([]Anomaly, ElectionFigures) {
 		switch {
 		case c.Outcome == "ok":
 			f.StaleAccepted++
-			add("stale", c.Done, nil, "%s was accepted (ok at %s), though term %d was over by %s (%s): "+
+			add("stale", c.Done, c.Client, nil, "%s was accepted (ok at %s), though term %d was over by %s (%s): "+
 				"only the current term may proclaim or resign", what, h.secs(c.Done), c.Term, h.secs(at), why)
 		case c.Outcome == "fail" && c.Code == "FAILED_PRECONDITION":
 			f.StaleRefused++
 		case c.Outcome == "fail":
 			f.StaleWrongCode++
-			add("stale", c.Done, nil, "%s was refused with %s (%s), not FAILED_PRECONDITION, though term %d was over by %s (%s)",
+			add("stale", c.Done, c.Client, nil, "%s was refused with %s (%s), not FAILED_PRECONDITION, though term %d was over by %s (%s)",
 				what, orNone(c.Code), c.Error, c.Term, h.secs(at), why)
 		default:
 			f.StaleUnknown++
@@ -413,7 +413,7 @@ func overAt(h *History, name string, streams []*ObserveStream, t uint64) (int64,
 }
 
 // checkStream judges one Observe stream's sequence, against the reference when there is one.
-func checkStream(h *History, s *ObserveStream, ref *reference, add func(string, int64, []int, string, ...any)) {
+func checkStream(h *History, s *ObserveStream, ref *reference, add func(string, int64, string, []int, string, ...any)) {
 	where := func(ev Told) string {
 		from := "the current state"
 		if s.HasFrom {
@@ -443,15 +443,15 @@ func checkStream(h *History, s *ObserveStream, ref *reference, add func(string, 
 		case "history_gone", "skipped":
 			switch {
 			case ev.Kind == "history_gone" && (i != 0 || !s.HasFrom):
-				add("observer", ev.T, nil, "%s: history_gone comes only first, on a stream with a from_term", where(ev))
+				add("observer", ev.T, s.Client, nil, "%s: history_gone comes only first, on a stream with a from_term", where(ev))
 			case ev.Kind == "skipped" && !known:
-				add("observer", ev.T, nil, "%s before any term: skipped follows the terms it was told", where(ev))
+				add("observer", ev.T, s.Client, nil, "%s before any term: skipped follows the terms it was told", where(ev))
 			case ref != nil && ref.exact && !ref.pruned:
-				add("observer", ev.T, nil, "%s, but the history was never pruned (the reference replay from term 1 "+
+				add("observer", ev.T, s.Client, nil, "%s, but the history was never pruned (the reference replay from term 1 "+
 					"said no history_gone): no term can have left it", where(ev))
 			case ref != nil:
 				if still := ref.between(c, ev.Term); len(still) > 0 {
-					add("observer", ev.T, nil, "%s, but the terms after %d and before %d did not all leave the history: "+
+					add("observer", ev.T, s.Client, nil, "%s, but the terms after %d and before %d did not all leave the history: "+
 						"it still has %s", where(ev), c, ev.Term, terms(still))
 				}
 			}
@@ -463,17 +463,17 @@ func checkStream(h *History, s *ObserveStream, ref *reference, add func(string, 
 			t := ev.Term
 			switch {
 			case expecting && t != expect:
-				add("observer", ev.T, nil, "%s, but the %s before it named term %d as the next", where(ev), s.Told[i-1].Kind, expect)
+				add("observer", ev.T, s.Client, nil, "%s, but the %s before it named term %d as the next", where(ev), s.Told[i-1].Kind, expect)
 			case known && t <= c:
-				add("observer", ev.T, nil, "%s after %s: terms must strictly increase", where(ev), last())
+				add("observer", ev.T, s.Client, nil, "%s after %s: terms must strictly increase", where(ev), last())
 			case known && !expecting && ref != nil:
 				if missing := ref.between(c, t); len(missing) > 0 {
-					add("observer", ev.T, nil, "%s right after %s, but the history has %s between them: "+
+					add("observer", ev.T, s.Client, nil, "%s right after %s, but the history has %s between them: "+
 						"the observer was not told every term", where(ev), last(), terms(missing))
 				}
 			}
 			if ref != nil && ref.inRange(t) && !ref.has(t) {
-				add("observer", ev.T, nil, "%s, but the election's history (%s) has no term %d", where(ev), ref.describe(), t)
+				add("observer", ev.T, s.Client, nil, "%s, but the election's history (%s) has no term %d", where(ev), ref.describe(), t)
 			}
 			c, known, expecting, toldTerm = t, true, false, true
 		case "vacant":
@@ -482,16 +482,16 @@ func checkStream(h *History, s *ObserveStream, ref *reference, add func(string, 
 			case !known:
 				// The current state of a stream without from_term: nobody leads after term x.
 				if ref != nil && x != 0 && ref.inRange(x) && !ref.has(x) {
-					add("observer", ev.T, nil, "%s, but the election's history (%s) has no term %d", where(ev), ref.describe(), x)
+					add("observer", ev.T, s.Client, nil, "%s, but the election's history (%s) has no term %d", where(ev), ref.describe(), x)
 				}
 				c, known = x, true
 			case expecting || x != c:
-				add("observer", ev.T, nil, "%s after %s: a vacancy comes after the term it names and before any later one",
+				add("observer", ev.T, s.Client, nil, "%s after %s: a vacancy comes after the term it names and before any later one",
 					where(ev), last())
 			}
 		case "proclaimed":
 			if !known || !toldTerm || ev.Term != c {
-				add("observer", ev.T, nil, "%s after %s: a proclamation comes after its term and before any later one",
+				add("observer", ev.T, s.Client, nil, "%s after %s: a proclamation comes after its term and before any later one",
 					where(ev), last())
 			}
 		}

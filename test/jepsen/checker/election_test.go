@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Elections by hand: terms are holds of the election's name (write, token = term); observers'
@@ -366,5 +369,163 @@ func TestElectionCLI(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output\n%s\nwant %q", out, want)
 		}
+	}
+}
+
+// generatedElection: n terms led in turn by 5 candidates (every other term quick, some handed
+// over without a vacancy, grants during the previous release's flight, unary resigns ending
+// info), 4 observers whose streams restart every few terms (from the last term told, the one
+// after, or the current state), stale calls after each term, and the reference.
+func generatedElection(n int) *hist {
+	b := &hist{}
+	type stream struct {
+		op   int
+		from uint64
+	}
+	observers := []string{"o1", "o2", "o3", "o4"}
+	streams := map[string]*stream{}
+	open := func(o string, at float64, from uint64) {
+		streams[o] = &stream{op: b.observe(o, "e", at, from, false), from: from}
+	}
+	for i, o := range observers {
+		open(o, 0.001*float64(i), 0)
+	}
+	first := true
+	at := 1.0
+	term := uint64(4294967300)
+	var last uint64
+	for i := 0; i < n; i++ {
+		term += uint64(1 + i%3)
+		c := fmt.Sprintf("c%d", 1+i%5)
+		grant := at + 0.003
+		b.acquire(c, "e", "write", at-0.5, grant, term)
+		hold := 0.3
+		if i%2 == 1 {
+			hold = 0.01
+		}
+		stop := grant + hold
+		if i%4 == 0 {
+			b.release(c, "e", stop, stop+0.004, "ok")
+			b.termCall(c, "e", "resign", term, true, stop+0.01, stop+0.011, "fail", "FAILED_PRECONDITION")
+		} else {
+			b.release(c, "e", stop, stop+0.02, "info")
+		}
+		for k, o := range observers {
+			s := streams[o]
+			t := grant + 0.001 + 0.0001*float64(k)
+			if first && s.from == 0 {
+				b.told(o, "e", s.op, t-0.0005, "v0")
+			}
+			b.told(o, "e", s.op, t, fmt.Sprint(term))
+			if last != 0 && k == i%4 {
+				b.termCall(o, "e", "proclaim", last, true, t+0.0001, t+0.0002, "fail", "FAILED_PRECONDITION")
+			}
+			if i%3 == 0 {
+				b.told(o, "e", s.op, stop+0.001, fmt.Sprintf("v%d", term))
+			}
+			// Restart the stream now and then.
+			if (i+k)%7 == 6 {
+				b.endObserve(o, "e", s.op, stop+0.002, "ok")
+				switch (i + k) % 3 {
+				case 0:
+					open(o, stop+0.0021, term)
+					b.told(o, "e", streams[o].op, stop+0.0022, fmt.Sprint(term))
+					if i%3 == 0 {
+						b.told(o, "e", streams[o].op, stop+0.0023, fmt.Sprintf("v%d", term))
+					}
+				case 1:
+					open(o, stop+0.0021, term+1)
+					if i%3 == 0 {
+						b.told(o, "e", streams[o].op, stop+0.0023, fmt.Sprintf("v%d", term))
+					}
+				default:
+					open(o, stop+0.0021, 0)
+					if i%3 == 0 {
+						b.told(o, "e", streams[o].op, stop+0.0023, fmt.Sprintf("v%d", term))
+					} else {
+						// Still led by term's leader as the stream starts (its release in flight).
+						b.told(o, "e", streams[o].op, stop+0.0023, fmt.Sprint(term))
+					}
+				}
+			}
+		}
+		first = false
+		last = term
+		at = stop + 0.005
+	}
+	ref := b.observe("ref", "e", at+1, 1, true)
+	var all []string
+	t := uint64(4294967300)
+	for i := 0; i < n; i++ {
+		t += uint64(1 + i%3)
+		all = append(all, fmt.Sprint(t))
+	}
+	b.told("ref", "e", ref, at+1.1, append(all, fmt.Sprintf("v%d", t))...)
+	return b
+}
+
+func TestElectionGeneratedPassesAndPlantsAreCaught(t *testing.T) {
+	b := generatedElection(90)
+	start := time.Now()
+	_, r := b.check(t)
+	took := time.Since(start)
+	expect(t, r, "e", true, 0)
+	f := electionFigures(t, r)
+	t.Logf("90 terms, 5 candidates, 4 observers: %d operations, %d streams, %d terms told, %d stale calls refused; checked in %.3f s",
+		r.Operations, f.Streams, f.TermsTold, f.StaleRefused, took.Seconds())
+	if f.HistoryTerms != 90 || f.Elected != 90 || f.Streams < 40 || f.StaleProven < 100 || f.StaleRefused != f.StaleProven {
+		t.Errorf("figures %+v", f)
+	}
+
+	// One term event left out of one stream: caught once, naming the term left out.
+	lines := strings.Split(strings.TrimSpace(b.text()), "\n")
+	cut, seen, term := -1, 0, ""
+	for i, l := range lines {
+		if strings.Contains(l, `"client": "o3"`) && strings.Contains(l, `"f": "term"`) {
+			if seen++; seen == 40 {
+				cut, term = i, l[strings.Index(l, `"term": "`)+9:]
+				term = term[:strings.Index(term, `"`)]
+				break
+			}
+		}
+	}
+	if cut < 0 {
+		t.Fatal("o3 was told fewer than 40 terms")
+	}
+	skipped := strings.Join(append(append([]string{}, lines[:cut]...), lines[cut+1:]...), "\n") + "\n"
+	_, r = checkText(t, skipped)
+	expect(t, r, "e", true, 1)
+	if m := messages(r); len(m) != 1 || !strings.Contains(m[0], "but the history has "+term+" between them: the observer was not told every term") {
+		t.Errorf("anomalies %v", m)
+	}
+
+	// One leader's resignation asked only after the next leader was told elected: two leaders
+	// at once (its release invoke, and completion, moved 5 ms past the next grant).
+	h, _ := b.check(t)
+	holds := append([]*Hold(nil), h.Holds...)
+	sort.Slice(holds, func(i, j int) bool { return holds[i].Grant < holds[j].Grant })
+	late, next := holds[30], holds[31]
+	moved := append([]string(nil), lines...)
+	shift := func(n int, to int64) {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(moved[n]), &ev); err != nil {
+			t.Fatal(err)
+		}
+		moved[n] = strings.Replace(moved[n], fmt.Sprintf(`"t": %d`, int64(ev["t"].(float64))), fmt.Sprintf(`"t": %d`, to), 1)
+	}
+	invoke := moved[late.StopLine-1]
+	op := invoke[strings.Index(invoke, `"op": `)+6:]
+	op = op[:strings.Index(op, ",")]
+	shift(late.StopLine-1, next.Grant+ns(0.005))
+	for n, l := range moved {
+		if n != late.StopLine-1 && strings.Contains(l, `"client": "`+late.Client+`", "op": `+op+`,`) {
+			shift(n, next.Grant+ns(0.006))
+		}
+	}
+	_, r = checkText(t, strings.Join(moved, "\n")+"\n")
+	expect(t, r, "e", false, 1)
+	want := fmt.Sprintf("lock e: %s held write (token %d) until", late.Client, late.Token)
+	if m := messages(r); len(m) != 1 || !strings.HasPrefix(m[0], want) || !strings.Contains(m[0], fmt.Sprintf("but %s was granted write (token %d)", next.Client, next.Token)) {
+		t.Errorf("anomalies %v, want %q...", m, want)
 	}
 }

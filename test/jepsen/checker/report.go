@@ -213,6 +213,20 @@ func (tl *timeline) lock(b *bytes.Buffer, lock string, r *Result, bs []band, hig
 			addLane(c.Client)
 		}
 	}
+	var streams []*ObserveStream // elections: observers' lanes
+	for _, st := range h.Streams {
+		if st.Lock == lock {
+			streams = append(streams, st)
+			addLane(st.Client)
+		}
+	}
+	var calls []*TermCall
+	for _, c := range h.TermCalls {
+		if c.Lock == lock {
+			calls = append(calls, c)
+			addLane(c.Client)
+		}
+	}
 	sort.Strings(names)
 	for i, c := range names {
 		lanes[c] = i
@@ -286,6 +300,12 @@ func (tl *timeline) lock(b *bytes.Buffer, lock string, r *Result, bs []band, hig
 				i, tl.x(c.Done), y(c.Client)+laneH/2, esc(a.Message))
 		}
 	}
+	for i, a := range r.Anomalies { // election anomalies of an observer's or a caller's line
+		if _, ok := lanes[a.Client]; a.Lock == lock && len(a.Holds) == 0 && len(a.Checks) == 0 && a.Client != "" && ok {
+			fmt.Fprintf(b, `<circle id="an%d" cx="%.1f" cy="%.0f" r="7" fill="rgba(220,30,40,.25)" stroke="#d00" stroke-width="2"><title>%s</title></circle>`,
+				i, tl.x(a.T), y(a.Client)+laneH/2, esc(a.Message))
+		}
+	}
 	for i, a := range r.Anomalies { // token anomalies: an anchor at the later grant
 		if a.Lock == lock && a.To <= a.From && len(a.Holds) > 0 && len(a.Checks) == 0 {
 			hd := byID[a.Holds[len(a.Holds)-1]]
@@ -307,6 +327,37 @@ func (tl *timeline) lock(b *bytes.Buffer, lock string, r *Result, bs []band, hig
 		}
 		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="1.5"><title>%s %s %s: asked %s, %s %s</title></line>`+"\n",
 			x, x, yy+8, yy+laneH-1, col, esc(a.Client), esc(a.Mode), what, esc(h.secs(a.Invoke)), esc(a.Outcome), esc(h.secs(a.Done)+" "+a.Error))
+	}
+	for _, st := range streams { // an Observe stream: a thin line, a tick per term, a "v" per vacancy
+		yy := y(st.Client) + laneH/2
+		end := st.Done
+		if st.Outcome == "open" {
+			end = h.TMax
+		}
+		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#9ab"><title>%s observe %d (%s): %s to %s, %s</title></line>`+"\n",
+			tl.x(st.Invoke), tl.x(end), yy, yy, esc(st.Client), st.Op, esc(fromText(st)), esc(h.secs(st.Invoke)), esc(h.secs(end)), esc(st.Outcome))
+		for _, ev := range st.Told {
+			x := tl.x(ev.T)
+			switch ev.Kind {
+			case "term":
+				fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#1f5fa8" stroke-width="1.5"><title>%s told term %d at %s</title></line>`,
+					x, x, yy-6, yy+6, esc(st.Client), ev.Term, esc(h.secs(ev.T)))
+			case "vacant":
+				fmt.Fprintf(b, `<text x="%.1f" y="%.0f" fill="#777" text-anchor="middle">v<title>%s told vacant after term %d at %s</title></text>`,
+					x, yy+4, esc(st.Client), ev.Term, esc(h.secs(ev.T)))
+			default:
+				fmt.Fprintf(b, `<circle cx="%.1f" cy="%.0f" r="2" fill="#888"><title>%s told %s</title></circle>`, x, yy, esc(st.Client), esc(tellText(ev)))
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, c := range calls { // a proclaim or resign: a small square at its answer
+		fill := map[string]string{"ok": "#111", "fail": "#fff"}[c.Outcome]
+		if fill == "" {
+			fill = "#bbb"
+		}
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.0f" width="5" height="5" fill="%s" stroke="#111"><title>%s %s of term %d: asked %s, %s %s %s</title></rect>`+"\n",
+			tl.x(c.Done)-2.5, y(c.Client)+laneH/2-2.5, fill, esc(c.Client), esc(c.F), c.Term, esc(h.secs(c.Invoke)), esc(c.Outcome), esc(c.Code), esc(h.secs(c.Done)))
 	}
 	for _, c := range checks { // a dot at the answer, a thin line back to the ask
 		x0, x1, yy := tl.x(c.Invoke), tl.x(c.Done), y(c.Client)+laneH/2
@@ -394,4 +445,14 @@ func (tl *timeline) hold(b *bytes.Buffer, hd *Hold, y float64, conflict bool) {
 		fmt.Fprintf(b, `<path d="M%.1f %.0fl6 5l-6 5z" fill="#111"/>`, x1, y+3)
 	}
 	b.WriteString("</g>\n")
+}
+
+func fromText(st *ObserveStream) string {
+	switch {
+	case st.Reference:
+		return fmt.Sprintf("the reference, from term %d", st.FromTerm)
+	case st.HasFrom:
+		return fmt.Sprintf("from term %d", st.FromTerm)
+	}
+	return "the current state"
 }
