@@ -126,6 +126,12 @@ export interface ElectionRoleOptions {
   readonly stale?: number;
   /** How long an observer keeps a stream before starting another (recorder default 5000-20000 ms). */
   readonly observeMs?: string;
+  /**
+   * The instances (by name) whose campaigns ask for the grace; the others' do not. Unset: half
+   * of all campaigns at random. Keeping the two apart per instance avoids the known takeover
+   * bug (README: "Elections"), which needs both kinds in one instance's ZooKeeper session.
+   */
+  readonly graceInstances?: readonly string[];
 }
 
 function now(): number {
@@ -352,14 +358,21 @@ export class Cluster {
     const host = await this.network.addHost(name);
     const proxy = this.#options.delays ? await this.#startProxy(host) : undefined;
     const election = this.#options.election ?? {};
+    const servers = this.#servers(i % this.instances.length, proxy);
+    const graceServers = election.graceInstances?.map((instance) => {
+      const index = this.instances.findIndex((candidate) => candidate.name === instance);
+      if (index < 0) throw new Error(`graceInstances: no instance ${instance}`);
+      return proxy ? `127.0.0.1:${DELAY_PROXY_PORT + index}` : this.instances[index]!.address;
+    });
     this.#addClient(
       name,
       host,
       {
         role,
         locks: [ELECTION],
-        servers: this.#servers(i % this.instances.length, proxy),
+        servers,
         waitTimeoutMs: 30_000,
+        ...(graceServers === undefined ? {} : { graceServers }),
         holdMs: election.holdMs ?? '200-2500',
         pauseMs: election.pauseMs ?? '100-1000',
         ...(election.graceMs === undefined ? {} : { graceMs: election.graceMs }),

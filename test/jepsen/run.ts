@@ -3,6 +3,7 @@
  *   [--out <dir>] [--clients <n>] [--locks <n>] [--fault-s <min>-<max>] [--heal-s <min>-<max>]
  *   [--workload locks|elections] [--elections] [--candidates <n>] [--observers <n>]
  *   [--hold-ms <min>-<max>] [--quick <p>] [--grace-ms <n>] [--observe-ms <min>-<max>] [--min-terms <n>]
+ *   [--grace-on s1,s3]
  *
  * One partition-suite run (run-jepsen.ts; test/jepsen/README.md). Exits 0 when the checker found
  * no anomaly (with --plant: when it caught the planted bug), 1 when it found anomalies (with
@@ -35,6 +36,7 @@ const { values } = parseArgs({
     'grace-ms': { type: 'string' },
     'min-terms': { type: 'string' },
     'observe-ms': { type: 'string' },
+    'grace-on': { type: 'string' },
   },
 });
 
@@ -94,6 +96,7 @@ const result = await runJepsen({
     ...(values.quick === undefined ? {} : { quick: Number(values.quick) }),
     ...(values['grace-ms'] === undefined ? {} : { graceMs: number('grace-ms', values['grace-ms'], 0) }),
     ...(values['observe-ms'] === undefined ? {} : { observeMs: values['observe-ms'] }),
+    ...(values['grace-on'] === undefined ? {} : { graceInstances: values['grace-on'].split(',') }),
   },
   ...(values['min-terms'] === undefined ? {} : { minTerms: number('min-terms', values['min-terms'], 0) }),
   log: (line) => console.log(line),

@@ -10,7 +10,7 @@
  *     [--limit N] [--hold-ms MIN[-MAX]] [--pause-ms MIN[-MAX]] [--wait-timeout-ms N]
  *     [--count N] [--time-ms N] [--no-check] [--ignore-lost]
  *     [--role lock|candidate|observer|reference] [--grace-ms N] [--quick P] [--stale P]
- *     [--observe-ms MIN[-MAX]]
+ *     [--observe-ms MIN[-MAX]] [--grace-servers A[,B...]]
  *
  * It loops until `--time-ms` has passed, `--count` holds were taken, or stdin closes: it picks
  * a lock, acquires it, asks the server whether its token is held (CheckToken, recorded as a
@@ -23,7 +23,8 @@
  * `--role` other than `lock` (the default) makes it a client of an election instead, the first
  * of `--locks` (client/election-roles.ts): a `candidate` (campaigns, with a resume grace of
  * `--grace-ms` half the time, leads for `--hold-ms`, a moment only with probability `--quick`,
- * resigns), an `observer` (Observe streams), or the `reference` (the whole history, once);
+ * resigns; with `--grace-servers`, the campaigns that start on those servers ask for the grace
+ * and the others do not), an `observer` (Observe streams), or the `reference` (the whole history, once);
  * candidates and observers now and then proclaim or resign a term that is over (probability
  * `--stale` per chance); an observer cancels each stream after `--observe-ms` to start another.
  */
@@ -50,6 +51,7 @@ const { values } = parseArgs({
     quick: { type: 'string', default: '0.2' },
     stale: { type: 'string', default: '0.3' },
     'observe-ms': { type: 'string', default: '5000-20000' },
+    'grace-servers': { type: 'string' },
   },
 });
 
@@ -130,6 +132,7 @@ if (role !== 'lock') {
     pauseMs,
     waitTimeoutMs: waitTimeout,
     graceMs: Number(values['grace-ms']),
+    graceServers: values['grace-servers']?.split(','),
     quick: Number(values.quick),
     stale: Number(values.stale),
     observeMs: range(values['observe-ms']),

@@ -70,6 +70,8 @@ export interface RecorderOptions {
   readonly stale?: number;
   /** An observer's stream lifetime, `min-max` ms. */
   readonly observeMs?: string;
+  /** Candidates: the campaigns that start on these servers ask for the grace, the others not. */
+  readonly graceServers?: readonly string[];
 }
 
 export class Recorder {
@@ -123,6 +125,7 @@ export class Recorder {
       ...(options.quick === undefined ? [] : ['--quick', String(options.quick)]),
       ...(options.stale === undefined ? [] : ['--stale', String(options.stale)]),
       ...(options.observeMs === undefined ? [] : ['--observe-ms', options.observeMs]),
+      ...(options.graceServers === undefined ? [] : ['--grace-servers', options.graceServers.join(',')]),
     ];
     const child = network.spawn(host, process.execPath, args, {
       stdio: ['pipe', 'pipe', 'pipe'],
