@@ -3,7 +3,8 @@
  * client of lockstream's ElectionService through the generated gRPC client, recording what it
  * asked and what it was told as history lines of test/jepsen/checker (README there: "Elections").
  *
- * - **candidate**: campaigns (with a resume grace or without, at random), and once elected
+ * - **candidate**: campaigns through a random instance (with a resume grace or without, at
+ *   random or by instance: `--grace-servers`; a broken stream resumes on the next), and once elected
  *   leads for a random time (sometimes only a moment), maybe proclaiming a value, then resigns
  *   by its stream's `resign` or by the unary Resign naming its term (even odds). A term is
  *   recorded as a hold of the election's name (acquire `ok` with the term as token); it
@@ -647,6 +648,8 @@ export async function runCandidate(ctx: RoleContext): Promise<void> {
   ctx.stopped.addEventListener('abort', onStop);
   try {
     while (!ctx.stopped.aborted && performance.now() < ctx.deadline) {
+      // Each campaign through any instance: leaders, and both kinds of campaign, on all of them.
+      endpoints.current = Math.floor(Math.random() * endpoints.servers.length);
       const server = endpoints.servers[endpoints.current]!;
       const asks = ctx.graceServers ? ctx.graceServers.includes(server) : Math.random() < 0.5;
       const grace = asks ? ctx.graceMs : 0;
