@@ -198,14 +198,21 @@ export class ElectionHistory {
     return { terms, prunedThrough };
   }
 
-  /** A term's record, with its data version; undefined when it is not (or no longer) recorded. */
-  async read(name: string, term: bigint): Promise<{ record: TermRecord; version: number } | undefined> {
-    const read = await this.#store.nodeData(joinPath(this.termsDir(name), termName(term)));
+  /**
+   * A term's record, with its data version and its fields as stored; undefined when it is not
+   * (or no longer) recorded.
+   */
+  async read(
+    name: string,
+    term: bigint,
+  ): Promise<{ record: TermRecord; version: number; stored: StoredTerm } | undefined> {
+    const read = await this.#store.nodeData(this.termPath(name, term));
     if (!read) return undefined;
     const stored = parseNodeRecord(read.data) as Partial<StoredTerm>;
     if (typeof stored.node !== 'string') return undefined;
     return {
       version: read.version,
+      stored: stored as StoredTerm,
       record: {
         term,
         node: stored.node,
@@ -240,13 +247,13 @@ export class ElectionHistory {
    */
   async proclaim(name: string, term: bigint, value: Uint8Array): Promise<void> {
     const records = this.#transactions;
-    const path = joinPath(this.termsDir(name), termName(term));
+    const path = this.termPath(name, term);
     for (let attempt = 1; attempt <= PROCLAIM_TRIES; attempt += 1) {
       const read = await this.read(name, term);
       if (!read) throw notLeader(name, term);
       const node = await this.#store.nodeData(read.record.node);
       if (!node) throw notLeader(name, term);
-      const stored = parseNodeRecord((await this.#store.nodeData(path))?.data ?? EMPTY) as StoredTerm;
+      const { stored } = read;
       const nodeRecord = parseNodeRecord(node.data);
       const encoded = toBase64(value);
       const outcome = await records.transact([
@@ -274,14 +281,14 @@ export class ElectionHistory {
     const through = dropped.at(-1)!;
     if (through <= prunedThrough) return;
     const marker = this.#prunedPath(name);
-    const exists = (await this.#store.nodeData(marker)) !== null;
+    // The marker exists once something was pruned (it is written with the first pruning).
     const outcome = await this.#transactions.transact([
-      exists
+      prunedThrough > 0n
         ? { op: 'set', path: marker, data: encode({ through: through.toString() }) }
         : { op: 'create', path: marker, data: encode({ through: through.toString() }) },
       ...dropped.map((term) => ({
         op: 'delete' as const,
-        path: joinPath(this.termsDir(name), termName(term)),
+        path: this.termPath(name, term),
       })),
     ]);
     // Another instance pruned meanwhile: its step stands, and the next term prunes again.
