@@ -4,7 +4,7 @@ import type { CampaignResponse } from '../../src/gen/lockstream/v1/election.js';
 import { describe, expect, inject, it } from 'vitest';
 import { ElectionCaller } from '../support/election-caller.js';
 import { faultFixture } from '../support/fault-fixture.js';
-import { seconds } from '../support/lock-caller.js';
+import { LockCaller, seconds } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { scaled } from '../support/timing.js';
 
@@ -13,30 +13,39 @@ const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 /** The leader's heartbeats: its client takes a server silent for 3 of them as gone. */
 const HEARTBEAT_S = 1;
 
+/** ZooKeeper's session timeout, asked by both instances (its default server allows 4 s and up). */
+const SESSION_TIMEOUT_S = 6;
+
 /*
- * KNOWN BUG (found by the elections partition run, test/jepsen/README.md "Elections"): when an
- * instance is paused (SIGSTOP, a long GC), a client of its with a resume grace resumes on another
- * instance, which takes the paused instance's ZooKeeper session over, and releases at once every
- * request of that session that had no grace (LockSessions#adopt: "their streams ended with their
- * instance"). They did not: the paused instance still has their streams open and has told them
- * nothing. So a leader without a grace on the paused instance is deposed, and the next candidate
- * elected, within milliseconds of the resume, before the leader can know (its stream is only
- * silent; it notices after its heartbeat silence, about a heartbeat interval or more later):
- * two leaders at once, against "a leader that is deposed hears it before any other candidate is
- * elected". The same holds for a lock held without a grace. This test asserts the promise and is
- * marked `fails` while the bug stands: once the server keeps such requests until their clients
- * must have noticed (e.g. the session timeout after the takeover, as if nobody had taken the
- * session: ZooKeeper would have expired it then), it passes, and `.fails` must go.
+ * Found by the elections partition run (test/jepsen/README.md "Elections"): when an instance is
+ * paused (SIGSTOP, a long GC), a client of its with a resume grace resumes on another instance,
+ * which takes the paused instance's ZooKeeper session over. The requests in that session without
+ * a grace cannot be resumed, but their streams have not ended: the paused instance still has
+ * them open and has told their clients nothing. Released at once (as they were), a leader without
+ * a grace there was deposed, and the next candidate elected, within milliseconds, before it could
+ * know: two leaders at once, against "a leader that is deposed hears it before any other candidate
+ * is elected". The taker keeps them until their clients must have noticed: four heartbeat
+ * intervals after the takeover (a client takes a server silent for three as gone), or, for a
+ * stream without heartbeats, the session timeout, as long as ZooKeeper would have kept them had
+ * nobody taken the session (LockSessions#keepUnresumable).
  */
-describe('an election on an instance paused and taken over by a resume', () => {
+describe('requests without a grace on an instance paused and taken over by a resume', () => {
   const fixture = faultFixture();
 
-  it.fails(
-    'does not elect anyone else while its leader without a grace has been told nothing (KNOWN BUG: the takeover releases it at once)',
+  it(
+    'elects nobody else while its leader without a grace has been told nothing: only after the woken instance told it, four of its heartbeats after the takeover',
     async () => {
       const root = `/election-takeover-${randomUUID()}`;
-      const paused = await fixture.serve(['--zookeeper', connectString, '--root', root]);
-      const other = await fixture.serve(['--zookeeper', connectString, '--root', root]);
+      const args = [
+        '--zookeeper',
+        connectString,
+        '--root',
+        root,
+        '--session-timeout',
+        `${SESSION_TIMEOUT_S}s`,
+      ];
+      const paused = await fixture.serve(args);
+      const other = await fixture.serve(args);
       const viaPaused = new ElectionCaller(paused.address);
       const viaOther = new ElectionCaller(other.address);
       fixture.later(() => viaPaused.close());
@@ -59,8 +68,10 @@ describe('an election on an instance paused and taken over by a resume', () => {
 
       process.kill(paused.pid, 'SIGSTOP');
       const pausedAt = performance.now();
+      const leaderEnded = leader.outcome.then(() => performance.now() - pausedAt);
+      let continued = false;
       fixture.later(() => {
-        process.kill(paused.pid, 'SIGCONT');
+        if (!continued) process.kill(paused.pid, 'SIGCONT');
       });
       // The next candidate's client notices the break and resumes on the other instance.
       next.cancel();
@@ -75,17 +86,77 @@ describe('an election on an instance paused and taken over by a resume', () => {
       resumed.write({
         kind: {
           $case: 'resume',
-          value: { resumeToken: resumable.value.resumeToken, heartbeatInterval: seconds(HEARTBEAT_S) },
+          value: { resumeToken: resumable.value.resumeToken, heartbeatInterval: undefined },
         },
       });
       // Less than the leader's client needs to take its silent server as gone (3 heartbeats).
-      const electedAfterMs = await Promise.race([elected, delay(2_000 * HEARTBEAT_S).then(() => undefined)]);
+      const electedEarly = await Promise.race([elected, delay(2_000 * HEARTBEAT_S).then(() => undefined)]);
       const told = leader.messages.all.slice(heardBefore).map((message) => message.kind?.$case);
       expect(
-        electedAfterMs,
-        `the next candidate was elected ${Math.round(electedAfterMs ?? 0)} ms after the leader's instance paused, ` +
+        electedEarly,
+        `the next candidate was elected ${Math.round(electedEarly ?? 0)} ms after the leader's instance paused, ` +
           `while the leader had been told ${JSON.stringify(told)} and its stream was still open`,
       ).toBeUndefined();
+
+      // Woken, the paused instance finds its session taken and ends the leader's stream; the
+      // next candidate is elected only after that, four of the leader's heartbeats after the takeover.
+      process.kill(paused.pid, 'SIGCONT');
+      continued = true;
+      const [endedAfterMs, electedAfterMs] = await Promise.all([leaderEnded, elected]);
+      expect(endedAfterMs).toBeLessThan(electedAfterMs);
+      expect(electedAfterMs).toBeGreaterThanOrEqual(4 * HEARTBEAT_S * 1_000);
+      expect(electedAfterMs).toBeLessThan(SESSION_TIMEOUT_S * 1_000);
+    },
+    scaled(60_000),
+  );
+  it(
+    'keeps a lock held without a grace or heartbeats for the session timeout: nobody else acquires it before its woken instance told its holder',
+    async () => {
+      const root = `/lock-takeover-${randomUUID()}`;
+      const args = [
+        '--zookeeper',
+        connectString,
+        '--root',
+        root,
+        '--session-timeout',
+        `${SESSION_TIMEOUT_S}s`,
+      ];
+      const paused = await fixture.serve(args);
+      const other = await fixture.serve(args);
+      const viaPaused = new LockCaller(paused.address);
+      const viaOther = new LockCaller(other.address);
+      fixture.later(() => viaPaused.close());
+      fixture.later(() => viaOther.close());
+      const name = `l-${randomUUID()}`;
+
+      const holder = viaPaused.open({ name });
+      await holder.acquired();
+      const next = viaPaused.open({ name, resumeGrace: seconds(10) });
+      const { token } = await next.resumable();
+      await next.queued();
+
+      process.kill(paused.pid, 'SIGSTOP');
+      const pausedAt = performance.now();
+      let continued = false;
+      fixture.later(() => {
+        if (!continued) process.kill(paused.pid, 'SIGCONT');
+      });
+      const holderEnded = holder.outcome.then(() => performance.now() - pausedAt);
+      next.cancel();
+      const resumed = viaOther.resume(token);
+      fixture.later(() => resumed.cancel());
+      const acquired = resumed.acquired().then(() => performance.now() - pausedAt);
+      const acquiredEarly = await Promise.race([acquired, delay(2_000).then(() => undefined)]);
+      expect(
+        acquiredEarly,
+        'acquired while its holder without a grace had been told nothing',
+      ).toBeUndefined();
+
+      process.kill(paused.pid, 'SIGCONT');
+      continued = true;
+      const [endedAfterMs, acquiredAfterMs] = await Promise.all([holderEnded, acquired]);
+      expect(endedAfterMs).toBeLessThan(acquiredAfterMs);
+      expect(acquiredAfterMs).toBeGreaterThanOrEqual(SESSION_TIMEOUT_S * 1_000);
     },
     scaled(60_000),
   );

@@ -54,9 +54,6 @@ describe('the partition suite, elections (npm run jepsen -- --elections, short m
         healMs: [3_500, 5_000],
         requireEveryNemesis: true,
         minTerms: 30,
-        // Campaigns through s1 and s3 ask for a grace, through s2 not: both kinds, but never in one
-        // instance's ZooKeeper session, which a known bug needs (test/faults/election-takeover.test.ts).
-        election: { graceInstances: ['s1', 's3'] },
       });
       expect(result.problems).toEqual([]);
       for (const name of nemeses) expect(result.applied[name], name).toBeGreaterThanOrEqual(1);

@@ -39,10 +39,18 @@ export async function fakeClock(offset = '+0'): Promise<FakeClock> {
   const file = join(dir, 'offset');
   let current = offset;
   // Written beside the file and renamed over it: a process reading it never sees it half written.
-  const write = async (text: string): Promise<void> => {
+  // One write at a time, in the order asked (a strobe's step and the undo that ends it may
+  // overlap): the last step asked is the one left in the file.
+  let writing = Promise.resolve();
+  const write = (text: string): Promise<void> => {
     const next = `${file}.next`;
-    await writeFile(next, `${text}\n`);
-    await rename(next, file);
+    writing = writing
+      .catch(() => undefined)
+      .then(async () => {
+        await writeFile(next, `${text}\n`);
+        await rename(next, file);
+      });
+    return writing;
   };
   await write(offset);
   return {

@@ -246,6 +246,13 @@ export interface NodeRecord {
   granted?: boolean;
   /** Where the request belongs, for an instance that takes its session over (see RequestTag). */
   session?: RequestTag;
+  /**
+   * In a request of a session that cannot be resumed (no `session`), the heartbeat interval of
+   * its stream, ms, if it has heartbeats: its client takes a server silent for three of them as
+   * gone, so an instance that takes the store session over knows how long the request may still
+   * be held by a client that has been told nothing (see LockSessions#keepUnresumable).
+   */
+  heartbeat?: number;
 }
 
 export function parseNodeRecord(data: Uint8Array): NodeRecord {
@@ -271,7 +278,12 @@ export function recordedToken(record: NodeRecord, creationId: bigint): bigint {
  */
 export function requestRecords(
   request: AcquireRequest,
-  made: { readonly server: string; readonly since: string; readonly tag: RequestTag | undefined },
+  made: {
+    readonly server: string;
+    readonly since: string;
+    readonly tag: RequestTag | undefined;
+    readonly heartbeatMs?: number | undefined;
+  },
 ): Buffer[] {
   const record: NodeRecord = {
     owner: request.owner ?? '',
@@ -282,7 +294,10 @@ export function requestRecords(
   const value = recordedValue(request.value);
   if (value !== undefined) record.value = value;
   const { tag } = made;
-  if (tag === undefined) return [encodeNodeRecord(record)];
+  if (tag === undefined) {
+    if (made.heartbeatMs) record.heartbeat = made.heartbeatMs;
+    return [encodeNodeRecord(record)];
+  }
   const waitMs = request.waitTimeoutMs;
   const session: RequestTag = waitMs ? { ...tag, until: Date.parse(made.since) + waitMs, wait: waitMs } : tag;
   if (!request.locks) return [encodeNodeRecord({ ...record, session })];

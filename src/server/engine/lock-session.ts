@@ -39,6 +39,8 @@ export interface LockSessionOptions {
   /** The resume token's hash (see resumeKey), written in the session's nodes; set when resumable. */
   readonly resumeKey: string | undefined;
   readonly graceMs: number;
+  /** The heartbeat interval of its stream, if it has heartbeats (see RequestSession.heartbeatMs). */
+  readonly heartbeatMs?: number | undefined;
   /** Who opened the session (the caller's name); only the same caller may resume it. */
   readonly callerName: string | undefined;
   /** Called once when the session has ended for good (its token is then forgotten). */
@@ -62,6 +64,7 @@ export class LockSession implements RequestSession {
   resumeToken: string | undefined;
   readonly resumeKey: string | undefined;
   readonly graceMs: number;
+  readonly heartbeatMs: number | undefined;
   readonly callerName: string | undefined;
   // The options' parts, not the options object: it has a dozen fields, a session needs six.
   readonly #engine: LockEngine;
@@ -93,6 +96,7 @@ export class LockSession implements RequestSession {
     this.resumeToken = options.resumeToken;
     this.resumeKey = options.resumeKey;
     this.graceMs = options.graceMs;
+    this.heartbeatMs = options.heartbeatMs;
     this.callerName = options.callerName;
     this.#work = new WorkQueue();
   }

@@ -4,8 +4,9 @@
  */
 import type { Logger } from 'pino';
 import { isLockError, LockError } from '../lock-error.js';
-import type { SessionTakeover, StoreBackend } from '../stores/store.js';
+import type { OwnedNode, SessionTakeover, StoreBackend } from '../stores/store.js';
 import type { LockEngine } from './lock-engine.js';
+import { parseNodeRecord } from './lock-nodes.js';
 import { LockSession, type SessionEvents, type SessionKind } from './lock-session.js';
 import type { RequestAccounting } from './request-news.js';
 import { checkedClaim, plainToken, provenToken, tokenIssuer } from './resume-token.js';
@@ -52,6 +53,11 @@ interface EngineSessions {
   readonly taken?: StoreBackend;
   /** The name it was published under (its key in #taken). */
   readonly name?: string;
+  /**
+   * Set while requests found in the taken session without a grace are kept (see
+   * #keepUnresumable): the store session stays open until they are released.
+   */
+  keeping?: NodeJS.Timeout | undefined;
 }
 
 /**
@@ -100,6 +106,7 @@ export class LockSessions {
   open(options: {
     kind: SessionKind;
     graceMs: number;
+    heartbeatMs?: number | undefined;
     callerName: string | undefined;
     accounting: RequestAccounting;
     logger: Logger;
@@ -123,6 +130,7 @@ export class LockSessions {
     options: {
       kind: SessionKind;
       graceMs: number;
+      heartbeatMs?: number | undefined;
       callerName: string | undefined;
       accounting: RequestAccounting;
       logger: Logger;
@@ -142,7 +150,7 @@ export class LockSessions {
       forget: () => {
         group.sessions.delete(session);
         if (key !== undefined && this.#resumable.get(key) === session) this.#resumable.delete(key);
-        if (group.taken && group.sessions.size === 0 && !this.#handingOver) this.#release(group);
+        if (group.taken && !this.#handingOver) this.#releaseIfIdle(group);
       },
     });
     group.sessions.add(session);
@@ -242,15 +250,8 @@ export class LockSessions {
     const engine = takeover.engineFor(taken.store);
     const group: EngineSessions = { engine, sessions: new Set(), taken: taken.store, name };
     const { sessions, untagged } = sessionsOfNodes(taken.nodes, engine.locksPath);
-    // Requests no one can resume (their sessions had no grace): their streams ended with their instance.
-    if (untagged.length > 0) {
-      await taken.store.delete(untagged.map((node) => node.path)).catch((error: unknown) => {
-        this.#logger.warn(
-          { err: error, session: name },
-          'could not release the requests of unresumable streams',
-        );
-      });
-    }
+    const keptMs = untagged.length > 0 ? keepUnresumableMs(untagged, taken.expiresAfterMs) : 0;
+    if (untagged.length > 0) this.#keepUnresumable(group, untagged, keptMs);
     let requests = 0;
     for (const found of sessions) {
       const session = this.#newSession(group, {
@@ -273,15 +274,46 @@ export class LockSessions {
         session: name,
         sessions: sessions.length,
         requests,
-        released: untagged.length,
+        unresumable: untagged.length,
+        keptMs,
         tookMs: Math.round((performance.now() - startedAt) * 10) / 10,
       },
       'took over the store session of another lockstream instance',
     );
     taken.store.takeover?.onTakenOver((by) => this.#handOver(group, `taken over by ${by}`));
     this.#takenGroups.add(group);
-    if (group.sessions.size === 0) this.#release(group);
+    this.#releaseIfIdle(group);
     return group;
+  }
+
+  /**
+   * Keeps the requests of a taken session that had no grace (nobody can resume them) for
+   * `keepMs` after the takeover (see keepUnresumableMs), then releases them. Their streams need
+   * not have ended: the instance the session was taken from may be paused (SIGSTOP, a long GC, a
+   * stopped VM) rather than gone, their holders told nothing, and they stop holding only once
+   * their clients must have noticed.
+   */
+  #keepUnresumable(group: EngineSessions, nodes: readonly { path: string }[], keepMs: number): void {
+    const paths = nodes.map((node) => node.path);
+    group.keeping = setTimeout(() => {
+      void group.taken
+        ?.delete(paths)
+        .catch((error: unknown) => {
+          this.#logger.warn(
+            { err: error, session: group.name },
+            'could not release the requests of unresumable streams',
+          );
+        })
+        .finally(() => {
+          group.keeping = undefined;
+          if (!this.#handingOver && !this.#closed) this.#releaseIfIdle(group);
+        });
+    }, keepMs);
+  }
+
+  /** Releases a taken-over store session once none of its sessions is left, nor a request it keeps. */
+  #releaseIfIdle(group: EngineSessions): void {
+    if (group.sessions.size === 0 && group.keeping === undefined) this.#release(group);
   }
 
   /** A taken-over store session none of whose lockstream sessions is left: it ends, and its nodes with it. */
@@ -295,7 +327,11 @@ export class LockSessions {
   /** The store session under `group` moved to another instance: so does every session on it. */
   #handOver(group: EngineSessions, why: string): void {
     this.#logger.warn({ sessions: group.sessions.size }, `store session ${why}: its sessions move with it`);
+    // The requests kept go with the session: whoever took it keeps them in turn.
+    clearTimeout(group.keeping);
+    group.keeping = undefined;
     for (const session of [...group.sessions]) session.handOver();
+    if (group.taken) this.#releaseIfIdle(group);
   }
 
   *#groups(): Iterable<EngineSessions> {
@@ -330,7 +366,22 @@ export class LockSessions {
     this.#closed = true;
     const reason = new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
     await Promise.all([...this.#allSessions()].map((session) => session.end(reason)));
+    // A store session that keeps requests without a grace is let go, not closed: ZooKeeper
+    // expires it, and they go then, no sooner than if this instance had stayed.
+    await Promise.all(
+      [...this.#takenGroups]
+        .filter((group) => group.keeping !== undefined)
+        .map((group) => this.#letGo(group)),
+    );
     this.#logger.debug('sessions ended');
+  }
+
+  async #letGo(group: EngineSessions): Promise<void> {
+    clearTimeout(group.keeping);
+    group.keeping = undefined;
+    this.#takenGroups.delete(group);
+    if (group.name !== undefined) this.#taken.delete(group.name);
+    await group.taken?.takeover?.handOver();
   }
 
   /**
@@ -346,8 +397,11 @@ export class LockSessions {
     this.#handingOver = true;
     const reason = new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
     const ending: Array<Promise<void>> = [];
-    const leaving: Array<{ store: StoreBackend; graceMs: number }> = [];
+    const leaving: Array<{ store: StoreBackend; graceMs: number; keeps: boolean }> = [];
     for (const group of [...this.#groups()]) {
+      const keeps = group.keeping !== undefined;
+      clearTimeout(group.keeping);
+      group.keeping = undefined;
       let graceMs = 0;
       for (const session of [...group.sessions]) {
         if (session.resumeKey === undefined) {
@@ -357,25 +411,33 @@ export class LockSessions {
           session.handOver();
         }
       }
-      leaving.push({ store: group.taken ?? own, graceMs });
+      leaving.push({ store: group.taken ?? own, graceMs, keeps });
     }
     await Promise.all(ending);
     this.#logger.info(
       { stores: leaving.length },
       'sessions handed over; waiting for other instances to take them',
     );
-    const outcomes = await Promise.all(leaving.map(({ store, graceMs }) => leaveForTakers(store, graceMs)));
+    const outcomes = await Promise.all(
+      leaving.map(({ store, graceMs, keeps }) => leaveForTakers(store, graceMs, keeps)),
+    );
     this.#logger.info({ outcomes }, 'store sessions taken over or, past their grace, closed');
   }
 }
 
 /**
  * Keeps `store`'s session (and every lock in it) for another instance to take over, for at
- * most `graceMs`; then hands it over (taken) or closes it (not taken: its nodes go).
+ * most `graceMs`; then hands it over (taken) or closes it (not taken: its nodes go). A session
+ * that `keeps` requests without a grace (see LockSessions#keepUnresumable) is never closed:
+ * not taken, it is let go, and expires.
  */
-async function leaveForTakers(store: StoreBackend, graceMs: number): Promise<'taken' | 'closed'> {
+async function leaveForTakers(
+  store: StoreBackend,
+  graceMs: number,
+  keeps: boolean,
+): Promise<'taken' | 'closed' | 'left to expire'> {
   const takeover = store.takeover;
-  if (!takeover || graceMs === 0) {
+  if (!takeover || (graceMs === 0 && !keeps)) {
     await store.close();
     return 'closed';
   }
@@ -389,13 +451,36 @@ async function leaveForTakers(store: StoreBackend, graceMs: number): Promise<'ta
       resolve(true);
     });
   });
-  if (!taken) {
+  if (!taken && !keeps) {
     await store.close();
     return 'closed';
   }
   await takeover.handOver();
-  return 'taken';
+  return taken ? 'taken' : 'left to expire';
 }
+
+/**
+ * How long after a takeover the requests found without a grace are kept: until each one's
+ * client must have noticed its instance silent, or, had it no heartbeats, as long as the back
+ * end would have kept them had nobody taken the session (its timeout). Counted from the
+ * takeover, which is no earlier than when their instance was last heard (a little longer than
+ * needed, never shorter). A client with heartbeats takes a server silent for three intervals as
+ * gone (see NodeRecord.heartbeat); a fourth is the margin for its timers and the last message's
+ * way. Never longer than the back end's timeout: ZooKeeper would have freed them by then.
+ */
+export function keepUnresumableMs(nodes: readonly OwnedNode[], expiresAfterMs: number): number {
+  let keepMs = 0;
+  for (const node of nodes) {
+    const heartbeat = parseNodeRecord(node.data).heartbeat;
+    const noticedAfterMs =
+      typeof heartbeat === 'number' && heartbeat > 0 ? HEARTBEATS_TO_NOTICE * heartbeat : expiresAfterMs;
+    keepMs = Math.max(keepMs, Math.min(noticedAfterMs, expiresAfterMs));
+  }
+  return keepMs;
+}
+
+/** Three silent heartbeat intervals, and one more for margin (see keepUnresumableMs). */
+const HEARTBEATS_TO_NOTICE = 4;
 
 const UNKNOWN_RESUME_TOKEN =
   'resume token is unknown: its request was released or withdrawn (clean end, or its resume grace passed), or the server restarted';

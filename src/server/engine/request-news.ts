@@ -79,6 +79,11 @@ export interface RequestSession {
   forgetRequest(request: { readonly id: number }): void;
   /** What request `id`'s nodes record of the session, when it can be resumed elsewhere. */
   tag(id: number): RequestTag | undefined;
+  /**
+   * The heartbeat interval of the session's stream, if it has heartbeats (recorded in the nodes
+   * of a session that cannot be resumed: see NodeRecord.heartbeat).
+   */
+  readonly heartbeatMs?: number | undefined;
 }
 
 /** How the client let a request go: `release`, `cancel`, or its session closing cleanly. */

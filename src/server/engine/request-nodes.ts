@@ -37,19 +37,21 @@ function targetsOf(request: AcquireRequest): AcquireRequest[] {
 /**
  * The parts of a request about to create its nodes, and what the store is asked to create for
  * each (kept apart: a waiter keeps its parts, not the nodes' records). `since`: when the request
- * was made (epoch ms); `tag`: the resumable session it belongs to.
+ * was made (epoch ms); `session`: the resumable session it belongs to (`tag`), or how often
+ * the stream of one that cannot be resumed has heartbeats.
  */
 export function newParts(
   owner: PartOwner,
   request: AcquireRequest,
   since: number,
-  tag: RequestTag | undefined,
+  session: { readonly tag: RequestTag | undefined; readonly heartbeatMs?: number | undefined },
 ): { parts: Part[]; entries: SequentialEntry[]; written: number[] } {
   const { engine } = owner;
   const data = requestRecords(request, {
     server: engine.instanceId,
     since: new Date(since).toISOString(),
-    tag,
+    tag: session.tag,
+    heartbeatMs: session.heartbeatMs,
   });
   const targets = targetsOf(request);
   const ids = targets.map(() => randomUUID());

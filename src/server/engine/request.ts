@@ -226,12 +226,10 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     this.#vanished = undefined;
     try {
       if (this.request.mode === 'candidate') this.engine.elections.checkSupported();
-      const { parts, entries, written } = newParts(
-        this,
-        this.request,
-        this.#madeAt,
-        this.#session.tag(this.id),
-      );
+      const { parts, entries, written } = newParts(this, this.request, this.#madeAt, {
+        tag: this.#session.tag(this.id),
+        heartbeatMs: this.#session.heartbeatMs,
+      });
       this.#parts = parts;
       this.engine.store.create(entries).then(
         (created) => this.created(created, written),

@@ -287,6 +287,12 @@ export interface TakenSession {
   readonly store: StoreBackend;
   /** Every node the session owns, as read after the takeover (no write of the previous owner follows). */
   readonly nodes: readonly OwnedNode[];
+  /**
+   * How long the back end keeps a session it hears nothing from (ZooKeeper's session timeout):
+   * had nobody taken this one over, its nodes would have gone at the latest that long after
+   * its previous owner was last heard, which is no later than the takeover.
+   */
+  readonly expiresAfterMs: number;
 }
 
 export interface OwnedNode extends NodeData {

@@ -286,6 +286,7 @@ export class LockStream<Req, Res>
     const session = this.options.sessions.open({
       kind: this.#wire.rpc,
       graceMs,
+      heartbeatMs: heartbeatIntervalMs,
       callerName: this.#caller?.name,
       accounting: this.options.metrics,
       logger: this.logger,

@@ -153,7 +153,11 @@ class LockServiceServicer:
         Heartbeats: with `heartbeat_interval` set, the server sends `heartbeat` at that interval
         and expects the client to send `heartbeat` (or anything) at least as often. Traffic in both
         directions keeps idle-timeout proxies from cutting the stream, and a server that hears
-        nothing from the client for three intervals treats the stream as ended abnormally.
+        nothing from the client for three intervals treats the stream as ended abnormally. A client
+        should do the same: a server silent for three intervals may be paused (a long GC, SIGSTOP)
+        while another instance takes its ZooKeeper session over; a lock held there without a
+        `resume_grace` is kept for four intervals after that takeover (without heartbeats, for the
+        ZooKeeper session timeout), and may be granted to another caller after that.
 
         A call deadline (`grpc-timeout`: any value gRPC allows, 1 ns to 99,999,999 hours) ends the
         call with DEADLINE_EXCEEDED, never before it has passed; for a request that is queued or

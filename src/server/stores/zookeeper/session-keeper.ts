@@ -143,6 +143,12 @@ export class SessionKeeper {
     return this.#guard?.onTakenOver(listener) ?? (() => {});
   }
 
+  /** The session timeout ZooKeeper granted the current link, or the one asked for before it has. */
+  get timeoutMs(): number {
+    const negotiated = this.#link.negotiatedTimeoutMs;
+    return negotiated > 0 ? negotiated : this.#options.sessionTimeoutMs;
+  }
+
   /** The link of the current session. */
   get link(): ZooKeeperLink {
     return this.#link;

@@ -87,7 +87,8 @@ export class ZooKeeperTakeover implements SessionTakeover {
       throw error;
     }
     try {
-      return { store: taken, nodes: await takeover.#ownedNodes(path) };
+      const nodes = await takeover.#ownedNodes(path);
+      return { store: taken, nodes, expiresAfterMs: takeover.#keeper.timeoutMs };
     } catch (error) {
       // Claimed: leave the session alive for another try rather than end it with its nodes.
       await takeover.handOver();
