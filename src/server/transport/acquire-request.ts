@@ -15,7 +15,6 @@ import type { Duration } from '../../gen/google/protobuf/duration.js';
 import {
   LockMode as WireLockMode,
   type AcquireAcquired,
-  type AcquireRequest as WireAcquireRequest,
   type AcquireStart,
 } from '../../gen/lockstream/v1/lockstream.js';
 import type { AcquireRequest, HeldLock, LockMode, LockTarget } from '../engine/index.js';
@@ -42,54 +41,42 @@ export function toWireMode(mode: LockMode | undefined): WireLockMode {
 const CONTROL_CHARACTER = /\p{Cc}/u;
 
 /** Checks a resume token's size before it is looked up. */
-export function checkResumeToken(resumeToken: string, issuedIn: 'resumable' | 'opened' = 'resumable'): void {
+function checkResumeToken(resumeToken: string, issuedIn: 'resumable' | 'opened' = 'resumable'): void {
   const bytes = Buffer.byteLength(resumeToken, 'utf8');
   if (bytes === 0 || bytes > RESUME_TOKEN_MAX_BYTES) {
     throw invalid(`resume_token is ${bytes} bytes; expected the token from a \`${issuedIn}\` message`);
   }
 }
 
-/** How a stream opens: a new request, or taking over one whose stream ended abnormally. */
-export type StreamOpening =
-  | {
-      readonly kind: 'start';
-      readonly request: AcquireRequest;
-      /** 0: none asked for. */
-      readonly resumeGraceMs: number;
-      readonly heartbeatIntervalMs: number | undefined;
-    }
-  | {
-      readonly kind: 'resume';
-      readonly resumeToken: string;
-      readonly heartbeatIntervalMs: number | undefined;
-    };
+/**
+ * What a first message that opens a session (Acquire's and Campaign's `start`, Session's `open`)
+ * asks of it: its resume grace (0: none asked for) and heartbeat interval, in ms.
+ */
+export function sessionAsked(asked: {
+  readonly resumeGrace?: Duration | undefined;
+  readonly heartbeatInterval?: Duration | undefined;
+}): { readonly graceMs: number; readonly heartbeatIntervalMs: number | undefined } {
+  return {
+    graceMs: asked.resumeGrace ? durationToMs(asked.resumeGrace, 'resume_grace') : 0,
+    heartbeatIntervalMs: heartbeatInterval(asked.heartbeatInterval),
+  };
+}
 
-/** Reads the stream's first message (`null`: the client half-closed first), or says precisely what is wrong. */
-export function toStreamOpening(first: WireAcquireRequest | null, peer: string): StreamOpening {
-  switch (first?.kind?.$case) {
-    case 'start': {
-      const start = first.kind.value;
-      return {
-        kind: 'start',
-        request: toAcquireRequest(start, peer),
-        resumeGraceMs: start.resumeGrace ? durationToMs(start.resumeGrace, 'resume_grace') : 0,
-        heartbeatIntervalMs: heartbeatInterval(start.heartbeatInterval),
-      };
-    }
-    case 'resume': {
-      const { resumeToken, heartbeatInterval: interval } = first.kind.value;
-      checkResumeToken(resumeToken);
-      return { kind: 'resume', resumeToken, heartbeatIntervalMs: heartbeatInterval(interval) };
-    }
-    case 'release':
-    case 'heartbeat':
-    case 'setValue':
-    case 'downgrade':
-    case undefined:
-      throw invalid(
-        first ? 'the first message must be `start` or `resume`' : 'the stream ended before a `start` message',
-      );
-  }
+/** A `resume` first message, the same on every RPC: its token's size checked, its heartbeat interval read. */
+export function resumeAsked(
+  resume: { readonly resumeToken: string; readonly heartbeatInterval?: Duration | undefined },
+  issuedIn: 'resumable' | 'opened' = 'resumable',
+): {
+  readonly kind: 'resume';
+  readonly resumeToken: string;
+  readonly heartbeatIntervalMs: number | undefined;
+} {
+  checkResumeToken(resume.resumeToken, issuedIn);
+  return {
+    kind: 'resume',
+    resumeToken: resume.resumeToken,
+    heartbeatIntervalMs: heartbeatInterval(resume.heartbeatInterval),
+  };
 }
 
 /** A heartbeat_interval in ms (undefined: none asked for), or says precisely what is wrong. */

@@ -7,7 +7,7 @@ import type { Bindings } from 'pino';
 import type { AcquireRequest as WireRequest, AcquireResponse } from '../../gen/lockstream/v1/lockstream.js';
 import type { LockSession } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
-import { toStreamOpening } from './acquire-request.js';
+import { resumeAsked, sessionAsked, toAcquireRequest } from './acquire-request.js';
 import type { CallStatus } from './error-status.js';
 import {
   HEARTBEAT_HEARD,
@@ -116,19 +116,28 @@ export const ACQUIRE_WIRE: Wire<WireRequest, AcquireResponse> = {
 };
 
 /** The first message: `start` opens a session and acquires its one request; `resume` resumes it. */
-function opening(first: WireRequest, peer: string): StreamCommand {
-  const opening = toStreamOpening(first, peer);
-  if (opening.kind === 'resume') {
-    const { resumeToken, heartbeatIntervalMs } = opening;
-    return { kind: 'resume', resumeToken, heartbeatIntervalMs };
+function opening(first: WireRequest | null, peer: string): StreamCommand {
+  switch (first?.kind?.$case) {
+    case 'start': {
+      const start = first.kind.value;
+      return {
+        kind: 'acquire',
+        id: ONLY,
+        asked: toAcquireRequest(start, peer),
+        message: first,
+        what: '`start`',
+        opens: sessionAsked(start),
+      };
+    }
+    case 'resume':
+      return resumeAsked(first.kind.value);
+    case 'release':
+    case 'heartbeat':
+    case 'setValue':
+    case 'downgrade':
+    case undefined:
+      throw violation(
+        first ? 'the first message must be `start` or `resume`' : 'the stream ended before a `start` message',
+      );
   }
-  const { request, resumeGraceMs, heartbeatIntervalMs } = opening;
-  return {
-    kind: 'acquire',
-    id: ONLY,
-    asked: request,
-    message: first,
-    what: '`start`',
-    opens: { graceMs: resumeGraceMs, heartbeatIntervalMs },
-  };
 }

@@ -7,13 +7,7 @@ import type { Bindings } from 'pino';
 import type { CampaignRequest, CampaignResponse, CampaignStart } from '../../gen/lockstream/v1/election.js';
 import type { AcquireRequest, LockSession } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
-import {
-  checkResumeToken,
-  durationToMs,
-  heartbeatInterval,
-  validateLabel,
-  validateValue,
-} from './acquire-request.js';
+import { durationToMs, resumeAsked, sessionAsked, validateLabel, validateValue } from './acquire-request.js';
 import type { CallStatus } from './error-status.js';
 import {
   HEARTBEAT_HEARD,
@@ -129,17 +123,11 @@ function opening(first: CampaignRequest, peer: string): StreamCommand {
         asked: toCandidate(start, peer),
         message: first,
         what: '`start`',
-        opens: {
-          graceMs: start.resumeGrace ? durationToMs(start.resumeGrace, 'resume_grace') : 0,
-          heartbeatIntervalMs: heartbeatInterval(start.heartbeatInterval),
-        },
+        opens: sessionAsked(start),
       };
     }
-    case 'resume': {
-      const { resumeToken, heartbeatInterval: interval } = first.kind.value;
-      checkResumeToken(resumeToken);
-      return { kind: 'resume', resumeToken, heartbeatIntervalMs: heartbeatInterval(interval) };
-    }
+    case 'resume':
+      return resumeAsked(first.kind.value);
     case 'resign':
     case 'heartbeat':
     case undefined:

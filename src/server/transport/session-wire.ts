@@ -14,7 +14,7 @@ import type {
 } from '../../gen/lockstream/v1/lockstream.js';
 import type { AcquireRequest, LockSession } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
-import { checkResumeToken, durationToMs, heartbeatInterval, toAcquireRequest } from './acquire-request.js';
+import { resumeAsked, sessionAsked, toAcquireRequest } from './acquire-request.js';
 import type { CallStatus } from './error-status.js';
 import {
   HEARTBEAT_HEARD,
@@ -119,17 +119,11 @@ function notOpenYet(stream: SessionStream): void {
 }
 
 function open(open: SessionOpen): StreamCommand {
-  const graceMs = open.resumeGrace ? durationToMs(open.resumeGrace, 'resume_grace') : 0;
-  return { kind: 'open', graceMs, heartbeatIntervalMs: heartbeatInterval(open.heartbeatInterval) };
+  return { kind: 'open', ...sessionAsked(open) };
 }
 
 function resume(resume: SessionResume): StreamCommand {
-  checkResumeToken(resume.resumeToken, 'opened');
-  return {
-    kind: 'resume',
-    resumeToken: resume.resumeToken,
-    heartbeatIntervalMs: heartbeatInterval(resume.heartbeatInterval),
-  };
+  return resumeAsked(resume, 'opened');
 }
 
 /**
