@@ -15,6 +15,8 @@ type campaignOptions struct {
 	owner       string
 	waitTimeout *time.Duration
 	onQueued    func(ahead int)
+	onInDoubt   func()
+	onConfirmed func()
 }
 
 // CampaignOption configures one Campaign call.
@@ -37,6 +39,19 @@ func WithCampaignWaitTimeout(d time.Duration) CampaignOption {
 // of it (the leader included), each time the number changes. It must not block.
 func WithOnCampaignQueued(f func(ahead int)) CampaignOption {
 	return func(o *campaignOptions) { o.onQueued = f }
+}
+
+// WithOnCampaignInDoubt is called when the leadership becomes in doubt (see
+// Leadership.InDoubt), WithOnCampaignConfirmed when it is confirmed again, as WithOnInDoubt and
+// WithOnConfirmed are for a lock. Called one at a time, in order, only while it leads (neither
+// once its term is over); they must not block.
+func WithOnCampaignInDoubt(f func()) CampaignOption {
+	return func(o *campaignOptions) { o.onInDoubt = f }
+}
+
+// WithOnCampaignConfirmed: see WithOnCampaignInDoubt.
+func WithOnCampaignConfirmed(f func()) CampaignOption {
+	return func(o *campaignOptions) { o.onConfirmed = f }
 }
 
 func (o *campaignOptions) check(value []byte) string {
@@ -149,7 +164,8 @@ func (l *Leadership) ResignRequested() <-chan struct{} { return l.c.revoke }
 // InDoubt reports whether the leadership cannot be vouched for right now: the server's contact
 // with its back end is interrupted (nobody else is elected meanwhile), or this client has not
 // heard from the server for two heartbeat intervals or its stream broke (the candidate is being
-// resumed; it is confirmed again, or lost, within the resume grace).
+// resumed; it is confirmed again, or lost, within the resume grace). WithOnCampaignInDoubt and
+// WithOnCampaignConfirmed tell the changes.
 func (l *Leadership) InDoubt() bool {
 	l.c.mu.Lock()
 	defer l.c.mu.Unlock()

@@ -28,12 +28,14 @@ type campaignStream = grpc.BidiStreamingClient[pb.CampaignRequest, pb.CampaignRe
 // before the grace, counted from heard, is over, so a leader cut off from the server hears it
 // has lost before another candidate can be elected.
 type candidate struct {
-	election   *Election
-	endpoints  *endpoints
-	start      *pb.CampaignStart
-	onQueued   func(ahead int)
-	onEnd      func(*candidate) // tells the client the candidacy is over
-	heartbeats *heartbeats
+	election    *Election
+	endpoints   *endpoints
+	start       *pb.CampaignStart
+	onQueued    func(ahead int)
+	onInDoubt   func()           // WithOnCampaignInDoubt, told by tellDoubt
+	onConfirmed func()           // WithOnCampaignConfirmed, told by tellDoubt
+	onEnd       func(*candidate) // tells the client the candidacy is over
+	heartbeats  *heartbeats
 	// The messages the candidate sends besides its first.
 	resign, heartbeat *pb.CampaignRequest
 
@@ -48,6 +50,9 @@ type candidate struct {
 	done       chan struct{} // closed when the candidacy is over; err says how
 
 	sendMu sync.Mutex // a gRPC stream's Send is not safe for concurrent use
+
+	doubtMu   sync.Mutex // one tellDoubt at a time, so that they are told in order
+	toldDoubt bool       // what tellDoubt last told: in doubt (true) or confirmed
 
 	mu           sync.Mutex
 	stream       campaignStream // nil while the candidate connects or resumes
@@ -83,6 +88,7 @@ func newCandidate(e *Election, options clientOptions, value []byte, campaign cam
 	leadCtx, leadCancel := context.WithCancelCause(context.Background())
 	return &candidate{
 		election: e, endpoints: e.client.endpoints, start: start, onQueued: campaign.onQueued,
+		onInDoubt: campaign.onInDoubt, onConfirmed: campaign.onConfirmed,
 		onEnd: e.client.discharge, heartbeats: h,
 		resign:    &pb.CampaignRequest{Kind: &pb.CampaignRequest_Resign{Resign: &pb.CampaignResign{}}},
 		heartbeat: &pb.CampaignRequest{Kind: &pb.CampaignRequest_Heartbeat{Heartbeat: &pb.CampaignHeartbeat{}}},
@@ -169,6 +175,7 @@ func (c *candidate) use(stream campaignStream, cancel context.CancelFunc, endpoi
 	c.resuming, c.pathDoubt = false, false
 	resigning := c.resigning
 	c.mu.Unlock()
+	c.tellDoubt()
 	go c.heartbeats.beat(stream.Context().Done(), func() error { return c.sendOn(stream, c.heartbeat) })
 	go c.read(stream)
 	if resigning {
@@ -237,6 +244,32 @@ func (c *candidate) handle(message *pb.CampaignResponse) {
 	if after != nil {
 		after()
 	}
+	c.tellDoubt()
+}
+
+// tellDoubt tells WithOnCampaignInDoubt or WithOnCampaignConfirmed if the leadership's doubt
+// (serverDoubt or pathDoubt) is no longer what it last told; nothing before it is elected or
+// once it is over. Called after each change of either, without mu: it reads the state then, so
+// what it tells alternates and ends with the state as it is, whatever order the goroutines
+// that changed it call it in (a doubt over before it is told is not told).
+func (c *candidate) tellDoubt() {
+	if c.onInDoubt == nil && c.onConfirmed == nil {
+		return
+	}
+	c.doubtMu.Lock()
+	defer c.doubtMu.Unlock()
+	c.mu.Lock()
+	doubt, leading := c.serverDoubt || c.pathDoubt, c.term != 0 && !c.ended
+	c.mu.Unlock()
+	if !leading || doubt == c.toldDoubt {
+		return
+	}
+	c.toldDoubt = doubt
+	if doubt && c.onInDoubt != nil {
+		c.onInDoubt()
+	} else if !doubt && c.onConfirmed != nil {
+		c.onConfirmed()
+	}
 }
 
 // stepDown asks for `resign` (a leader steps down, a waiting candidate withdraws): sent now on
@@ -293,6 +326,7 @@ func (c *candidate) broken(stream campaignStream, err error) {
 	}
 	c.resuming, c.pathDoubt = true, true
 	c.mu.Unlock()
+	c.tellDoubt()
 	c.heartbeats.poke()
 	go c.resume()
 }

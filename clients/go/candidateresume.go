@@ -153,5 +153,6 @@ func (c *candidate) cut(stream campaignStream, why *Error) {
 	c.pathDoubt = true
 	cancel := c.streamCancel
 	c.mu.Unlock()
+	c.tellDoubt()
 	cancel()
 }

@@ -7,6 +7,8 @@ package lockstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,7 +70,20 @@ func TestLeadershipFailsOverToTheNextEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	leadership := campaign(t, client.Election(name), "failing over")
+	var told []string
+	var toldMu sync.Mutex
+	tell := func(what string) func() {
+		return func() {
+			toldMu.Lock()
+			defer toldMu.Unlock()
+			told = append(told, what)
+		}
+	}
+	leadership, err := client.Election(name).Campaign(ctx, []byte("failing over"),
+		lockstream.WithOnCampaignInDoubt(tell("in doubt")), lockstream.WithOnCampaignConfirmed(tell("confirmed")))
+	if err != nil {
+		t.Fatal(err)
+	}
 	first.stop()
 	asked, err := dial(t, shared.address).RPC().RevokeLock(ctx, &pb.RevokeLockRequest{Name: name, Reason: "after the failover"})
 	if err != nil || asked.GetHoldersAsked() != 1 {
@@ -80,6 +95,13 @@ func TestLeadershipFailsOverToTheNextEndpoint(t *testing.T) {
 	}
 	if leader, err := client.Election(name).Leader(ctx); !errors.Is(err, lockstream.ErrNoLeader) {
 		t.Fatalf("Leader after the resign: %+v, %v", leader, err)
+	}
+	// In doubt from the break until the resume on the next endpoint, which the request to step
+	// down came through: told once each, in order.
+	toldMu.Lock()
+	defer toldMu.Unlock()
+	if fmt.Sprint(told) != "[in doubt confirmed]" {
+		t.Fatalf("told %q, want in doubt, then confirmed", told)
 	}
 }
 
