@@ -172,9 +172,13 @@ func (l *Leadership) InDoubt() bool {
 	return l.c.serverDoubt || l.c.pathDoubt
 }
 
-// Proclaim replaces the leader's value (Election.Proclaim with this term): an error matching
-// ErrNotLeader once the term is over.
+// Proclaim replaces the leader's value (Election.Proclaim with this term). Once the term was
+// lost it returns the loss (Err: ErrLost, or ErrClosed), as Resign does, with nothing sent; once
+// the term is over otherwise (it resigned), an error matching ErrNotLeader.
 func (l *Leadership) Proclaim(ctx context.Context, value []byte) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
 	return l.c.election.Proclaim(ctx, l.Term(), value)
 }
 

@@ -194,6 +194,9 @@ func TestResignByAnotherClientDeposesTheLeaderFirst(t *testing.T) {
 	if err := leadership.Resign(ctx); !errors.Is(err, lockstream.ErrLost) {
 		t.Fatalf("Resign of a deposed leader: %v, want its loss", err)
 	}
+	if err := leadership.Proclaim(ctx, []byte("late")); !errors.Is(err, lockstream.ErrLost) {
+		t.Fatalf("Proclaim of a deposed leader: %v, want its loss", err)
+	}
 	if err := successor.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -323,8 +326,13 @@ func TestStaleTermsAreRefused(t *testing.T) {
 	leadership := campaign(t, e, "current")
 	term := leadership.Term()
 	for _, stale := range []uint64{term - 1, term + 1, 0} {
-		if err := e.Proclaim(ctx, stale, []byte("stale")); !errors.Is(err, lockstream.ErrNotLeader) || codeOf(err) != codes.FailedPrecondition {
+		err := e.Proclaim(ctx, stale, []byte("stale"))
+		if !errors.Is(err, lockstream.ErrNotLeader) || codeOf(err) != codes.FailedPrecondition {
 			t.Fatalf("Proclaim with term %d: %v, want ErrNotLeader", stale, err)
+		}
+		// The name once, and the server's later mention of it as "the election".
+		if want := fmt.Sprintf("lockstream: election %q: term %d is not the current leader's in the election: it ended, or was never granted there", name, stale); err.Error() != want {
+			t.Fatalf("message %q, want %q", err.Error(), want)
 		}
 		if err := e.Resign(ctx, stale); !errors.Is(err, lockstream.ErrNotLeader) {
 			t.Fatalf("Resign with term %d: %v, want ErrNotLeader", stale, err)

@@ -198,8 +198,15 @@ func withoutNameAs(message, serverName, as string) string {
 		}
 	}
 	if serverName != "" {
-		message = strings.ReplaceAll(message, `"`+serverName+`"`, as)
-		if quoted := jsonQuote(serverName); quoted != `"`+serverName+`"` {
+		quotes := []string{`"` + serverName + `"`}
+		if quoted := jsonQuote(serverName); quoted != quotes[0] {
+			quotes = append(quotes, quoted)
+		}
+		for _, quoted := range quotes {
+			if as == "the election" {
+				// `in election "NAME"` reads "in the election", not "in election the election".
+				message = strings.ReplaceAll(message, "election "+quoted, as)
+			}
 			message = strings.ReplaceAll(message, quoted, as)
 		}
 	}
