@@ -190,6 +190,41 @@ export class Driver {
     );
   }
 
+  /**
+   * Sends `command` and resolves with the first observation about its `id` after it whose event
+   * is one of `answers` or `error`.
+   */
+  async ask(command: Command & { readonly id: string }, answers: readonly string[]): Promise<Received> {
+    const from = this.observations.length;
+    this.send(command);
+    return this.next(
+      (o) => 'id' in o && o.id === command.id && (answers.includes(o.event) || o.event === 'error'),
+      `the answer to ${command.op} ${command.id}`,
+      from,
+    );
+  }
+
+  /** The term candidate `id` was elected with, once it is (it must not fail). */
+  async elected(id: string): Promise<string> {
+    const outcome = await this.next(
+      (o) => 'id' in o && o.id === id && (o.event === 'elected' || o.event === 'error'),
+      `the election of ${id}`,
+    );
+    if (outcome.event !== 'elected') {
+      throw new Error(`${this.language}: ${id} was not elected: ${JSON.stringify(outcome)}`);
+    }
+    return outcome.term;
+  }
+
+  /** What observer `id` was told so far, in order. */
+  observedBy(id: string): Array<{ what: string; term: string; value?: string }> {
+    return this.observations.flatMap((o) =>
+      o.event === 'observed' && o.id === id
+        ? [{ what: o.what, term: o.term, ...(o.value === undefined ? {} : { value: o.value }) }]
+        : [],
+    );
+  }
+
   /** Every observation about request `id`, in order, by event name. */
   eventsOf(id: string): string[] {
     return this.observations.filter((o) => 'id' in o && o.id === id).map((o) => o.event);

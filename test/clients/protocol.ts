@@ -13,6 +13,10 @@ export type ErrorKind =
   | 'lost'
   | 'unavailable'
   | 'cancelled'
+  /**
+   * What the call names is not held: a lock released already, or a term that is not the current
+   * leader's (TypeScript NotLeaderError, Go ErrNotHeld and ErrNotLeader, Python NotHeld).
+   */
   | 'not-held'
   | 'permission-denied'
   | 'resource-exhausted'
@@ -21,6 +25,9 @@ export type ErrorKind =
   /** A failure outside the client's own error hierarchy (a raw transport or language error). */
   | 'foreign'
   | 'other';
+
+/** What an observer was told: ElectionService Observe's kinds. */
+export type ObservedKind = 'term' | 'proclaimed' | 'vacant' | 'history-gone' | 'skipped';
 
 /** Client options a `connect` may set, in the client's own units; the rest are its defaults. */
 export interface ClientOptions {
@@ -52,7 +59,27 @@ export type Command =
   | { readonly op: 'cancel'; readonly id: string }
   | { readonly op: 'release'; readonly id: string }
   | { readonly op: 'scope'; readonly id: string; readonly name: string }
-  | { readonly op: 'close' };
+  | { readonly op: 'close' }
+  /**
+   * Elections. `campaign` waits to be elected (`cancel` gives the wait up); `resign` and
+   * `proclaim` act through the leadership `id` campaigned for.
+   */
+  | { readonly op: 'campaign'; readonly id: string; readonly name: string; readonly value: string }
+  | { readonly op: 'resign'; readonly id: string }
+  | { readonly op: 'proclaim'; readonly id: string; readonly value: string }
+  /** The unary calls of any client: who leads, and proclaim or resign naming a term (decimal). */
+  | { readonly op: 'leader'; readonly id: string; readonly name: string }
+  | {
+      readonly op: 'proclaim-term';
+      readonly id: string;
+      readonly name: string;
+      readonly term: string;
+      readonly value: string;
+    }
+  | { readonly op: 'resign-term'; readonly id: string; readonly name: string; readonly term: string }
+  /** Observes an election (from `fromTerm`, decimal, inclusive) until `stop-observe`. */
+  | { readonly op: 'observe'; readonly id: string; readonly name: string; readonly fromTerm?: string }
+  | { readonly op: 'stop-observe'; readonly id: string };
 
 /** What a failure looked like in the client: the common kind, and the client's own words. */
 export interface Failure {
@@ -88,6 +115,31 @@ export type Observation =
   | { readonly event: 'released'; readonly id: string }
   /** Leaving a scope; `error` is what leaving it raised or rejected with (null: nothing). */
   | { readonly event: 'scope-exited'; readonly id: string; readonly error: Failure | null }
+  /** A candidate was elected; `term` is decimal (the leader's fencing token). */
+  | { readonly event: 'elected'; readonly id: string; readonly term: string }
+  /** The leadership's `resign`, or a `resign-term`, was confirmed. */
+  | { readonly event: 'resigned'; readonly id: string }
+  /** A `proclaim` (through the leadership) or `proclaim-term` was confirmed. */
+  | { readonly event: 'proclaimed'; readonly id: string }
+  /** Who leads, as `leader` answered. */
+  | { readonly event: 'leader'; readonly id: string; readonly term: string; readonly value: string }
+  /** `leader` answered that nobody leads: a value in TypeScript and Python, ErrNoLeader in Go. */
+  | { readonly event: 'no-leader'; readonly id: string }
+  /**
+   * One event of observer `id`, in the order its client yielded them: `what` it was; `term` is
+   * the term (a term's, a proclamation's), the last term seen to end (`vacant`), or the first
+   * term still there (`history-gone`, `skipped`); `value`, as UTF-8, for `term` and `proclaimed`.
+   * (`what`, not `kind`: an observation with a `kind` is a failure.)
+   */
+  | {
+      readonly event: 'observed';
+      readonly id: string;
+      readonly what: ObservedKind;
+      readonly term: string;
+      readonly value?: string;
+    }
+  /** Observer `id` ended: `stop-observe` (null), or the stream failed. */
+  | { readonly event: 'observe-ended'; readonly id: string; readonly error: Failure | null }
   /** A command failed; `id` names the request ('' for connect and close). */
   | ({ readonly event: 'error'; readonly id: string } & Failure);
 

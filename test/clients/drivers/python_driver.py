@@ -66,11 +66,26 @@ def say_failure(event: str, id: str, error: BaseException) -> None:
     say(event, id=id, **failure(error))
 
 
+def observed(event: lockstream.aio.ElectionEvent) -> dict[str, Any]:
+    """An election event as the protocol's `observed` says it."""
+    if isinstance(event, lockstream.aio.Term):
+        return {"what": "term", "term": str(event.term), "value": event.value.decode()}
+    if isinstance(event, lockstream.aio.Proclaimed):
+        return {"what": "proclaimed", "term": str(event.term), "value": event.value.decode()}
+    if isinstance(event, lockstream.aio.Vacant):
+        return {"what": "vacant", "term": str(event.after_term)}
+    if isinstance(event, lockstream.aio.HistoryGone):
+        return {"what": "history-gone", "term": str(event.first_term)}
+    return {"what": "skipped", "term": str(event.first_term)}
+
+
 class Driver:
     def __init__(self) -> None:
         self.client: lockstream.aio.Client | None = None
         self.locks: dict[str, lockstream.aio.Lock] = {}
         self.waits: dict[str, asyncio.Task[None]] = {}
+        self.leaderships: dict[str, lockstream.aio.Leadership] = {}
+        self.observers: dict[str, lockstream.aio.Observation] = {}
 
     @property
     def connected(self) -> lockstream.aio.Client:
@@ -160,11 +175,82 @@ class Driver:
             say("released", id=id)
         elif op == "scope":
             await self.scope(id, command["name"])
+        elif op in ("campaign", "resign", "proclaim", "leader", "proclaim-term", "resign-term", "observe",
+                    "stop-observe"):
+            await self.elections(op, id, command)
         elif op == "close":
             await self.connected.close()
             say("closed")
         else:
             raise ValueError(f"unknown command {op!r}")
+
+    async def elections(self, op: str, id: str, command: dict[str, Any]) -> None:
+        if op == "campaign":
+            # A task is how an asyncio caller gives up a wait: it is cancelled.
+            task = asyncio.current_task()
+            assert task is not None
+            self.waits[id] = task
+            try:
+                leadership = await self.connected.campaign(
+                    command["name"], command["value"], on_queued=lambda ahead: say("queued", id=id, ahead=ahead))
+            except BaseException as error:
+                say_failure("error", id, error)
+                return
+            finally:
+                self.waits.pop(id, None)
+            self.leaderships[id] = leadership
+            say("elected", id=id, term=str(leadership.term))
+            leadership.on_in_doubt(lambda doubt: say("in-doubt" if doubt else "confirmed", id=id))
+            leadership.on_lost(lambda error: say_failure("lost", id, error))
+        elif op in ("resign", "proclaim"):
+            leadership = self.leaderships[id]
+            try:
+                if op == "resign":
+                    await leadership.resign()
+                else:
+                    await leadership.proclaim(command["value"])
+            except Exception as error:
+                say_failure("error", id, error)
+                return
+            say("resigned" if op == "resign" else "proclaimed", id=id)
+        elif op == "leader":
+            try:
+                leader = await self.connected.leader(command["name"])
+            except Exception as error:
+                say_failure("error", id, error)
+                return
+            if leader is None:
+                say("no-leader", id=id)
+            else:
+                say("leader", id=id, term=str(leader.term), value=leader.value.decode())
+        elif op in ("proclaim-term", "resign-term"):
+            try:
+                if op == "proclaim-term":
+                    await self.connected.proclaim(command["name"], int(command["term"]), command["value"])
+                else:
+                    await self.connected.resign(command["name"], int(command["term"]))
+            except Exception as error:
+                say_failure("error", id, error)
+                return
+            say("proclaimed" if op == "proclaim-term" else "resigned", id=id)
+        elif op == "observe":
+            from_term = int(command["fromTerm"]) if "fromTerm" in command else None
+            try:
+                # Closing the observation (aclose) ends the loop cleanly.
+                observation = self.connected.observe(command["name"], from_term=from_term)
+                self.observers[id] = observation
+                async for event in observation:
+                    say("observed", id=id, **observed(event))
+            except Exception as error:
+                say("observe-ended", id=id, error=failure(error))
+                return
+            finally:
+                self.observers.pop(id, None)
+            say("observe-ended", id=id, error=None)
+        elif op == "stop-observe":
+            observer = self.observers.get(id)
+            if observer is not None:
+                await observer.aclose()
 
     async def scope(self, id: str, name: str) -> None:
         """`async with client.lock(...)`: the body waits for the loss, then leaves normally."""

@@ -7,9 +7,19 @@ import {
   LockClientError,
   LockLostError,
   LockTimeoutError,
+  NotLeaderError,
+  type ElectionEvent,
+  type Leadership,
   type Lock,
 } from '../../../src/client/index.js';
-import { kindOfStatus, STATUS_NAMES, type Command, type Failure, type Observation } from '../protocol.js';
+import {
+  kindOfStatus,
+  STATUS_NAMES,
+  type Command,
+  type Failure,
+  type Observation,
+  type ObservedKind,
+} from '../protocol.js';
 
 /** A lone surrogate: a JavaScript string that is no Unicode text, so has no UTF-8 encoding. */
 const ILL_FORMED = '\udcff';
@@ -29,7 +39,9 @@ function failure(error: unknown): Failure {
           ? 'timeout'
           : error instanceof LockClientClosedError
             ? 'closed'
-            : kindOfStatus(code);
+            : error instanceof NotLeaderError
+              ? 'not-held'
+              : kindOfStatus(code);
     return { kind, code, class: error.name, message: error.message };
   }
   if (error instanceof Error && error.name === 'AbortError') {
@@ -47,6 +59,8 @@ function failure(error: unknown): Failure {
 let client: LockClient | undefined;
 const locks = new Map<string, Lock>();
 const waits = new Map<string, AbortController>();
+const leaderships = new Map<string, Leadership>();
+const observers = new Map<string, AbortController>();
 
 function connected(): LockClient {
   if (!client) throw new Error('INVARIANT: a command before connect');
@@ -72,6 +86,20 @@ function holderCallbacks(id: string): {
     onRevokeRequested: ({ reason, forceAt }) =>
       say({ event: 'revoke-requested', id, reason, forceAt: forceAt?.getTime() ?? null }),
   };
+}
+
+/** An election event as the protocol's `observed` says it. */
+function observed(event: ElectionEvent): { what: ObservedKind; term: string; value?: string } {
+  switch (event.kind) {
+    case 'term':
+    case 'proclaimed':
+      return { what: event.kind, term: event.term.toString(), value: event.value.toString() };
+    case 'vacant':
+      return { what: event.kind, term: event.afterTerm.toString() };
+    case 'history-gone':
+    case 'skipped':
+      return { what: event.kind, term: event.firstTerm.toString() };
+  }
 }
 
 async function perform(command: Command): Promise<void> {
@@ -176,6 +204,100 @@ async function perform(command: Command): Promise<void> {
       }
       return;
     }
+    case 'campaign': {
+      const { id } = command;
+      const wait = new AbortController();
+      waits.set(id, wait);
+      try {
+        const leadership = await connected().campaign(command.name, command.value, {
+          signal: wait.signal,
+          onQueued: (ahead) => say({ event: 'queued', id, ahead }),
+          onInDoubt: () => say({ event: 'in-doubt', id }),
+          onConfirmed: () => say({ event: 'confirmed', id }),
+        });
+        leaderships.set(id, leadership);
+        say({ event: 'elected', id, term: leadership.term.toString() });
+        const { lost } = leadership;
+        if (lost.aborted) say({ event: 'lost', id, ...failure(lost.reason) });
+        else lost.addEventListener('abort', () => say({ event: 'lost', id, ...failure(lost.reason) }));
+      } catch (error) {
+        say({ event: 'error', id, ...failure(error) });
+      } finally {
+        waits.delete(id);
+      }
+      return;
+    }
+    case 'resign':
+    case 'proclaim': {
+      const { id } = command;
+      const leadership = leaderships.get(id);
+      if (!leadership) throw new Error(`INVARIANT: ${command.op} of ${id}, which was not elected`);
+      try {
+        if (command.op === 'resign') {
+          await leadership.resign();
+          say({ event: 'resigned', id });
+        } else {
+          await leadership.proclaim(command.value);
+          say({ event: 'proclaimed', id });
+        }
+      } catch (error) {
+        say({ event: 'error', id, ...failure(error) });
+      }
+      return;
+    }
+    case 'leader': {
+      const { id } = command;
+      try {
+        const leader = await connected().leader(command.name);
+        say(
+          leader === undefined
+            ? { event: 'no-leader', id }
+            : { event: 'leader', id, term: leader.term.toString(), value: leader.value.toString() },
+        );
+      } catch (error) {
+        say({ event: 'error', id, ...failure(error) });
+      }
+      return;
+    }
+    case 'proclaim-term':
+    case 'resign-term': {
+      const { id } = command;
+      const term = BigInt(command.term);
+      try {
+        if (command.op === 'proclaim-term') {
+          await connected().proclaim(command.name, term, command.value);
+          say({ event: 'proclaimed', id });
+        } else {
+          await connected().resign(command.name, term);
+          say({ event: 'resigned', id });
+        }
+      } catch (error) {
+        say({ event: 'error', id, ...failure(error) });
+      }
+      return;
+    }
+    case 'observe': {
+      const { id } = command;
+      // AbortSignal ends an observer cleanly.
+      const stop = new AbortController();
+      observers.set(id, stop);
+      try {
+        const events = connected().observe(command.name, {
+          signal: stop.signal,
+          ...(command.fromTerm === undefined ? {} : { fromTerm: BigInt(command.fromTerm) }),
+        });
+        for await (const event of events) say({ event: 'observed', id, ...observed(event) });
+        say({ event: 'observe-ended', id, error: null });
+      } catch (error) {
+        say({ event: 'observe-ended', id, error: failure(error) });
+      } finally {
+        observers.delete(id);
+      }
+      return;
+    }
+    case 'stop-observe':
+      observers.get(command.id)?.abort();
+      return;
     case 'close':
       connected().close();
       say({ event: 'closed' });
