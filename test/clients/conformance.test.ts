@@ -511,4 +511,308 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
     },
     scaled(60_000),
   );
+
+  /*
+   * Elections: the driver campaigns, resigns and proclaims through its leaderships, asks who
+   * leads, proclaims and resigns naming a term, and observes; the second party is `other`.
+   */
+
+  /** What an observer must have been told: each event as `what`, term and value. */
+  type Told = { what: string; term: string; value?: string };
+  const vacant = (term: bigint | string): Told => ({ what: 'vacant', term: term.toString() });
+  const termOf = (term: bigint | string, value: string): Told => ({
+    what: 'term',
+    term: term.toString(),
+    value,
+  });
+  const proclaimed = (term: bigint | string, value: string): Told => ({
+    what: 'proclaimed',
+    term: term.toString(),
+    value,
+  });
+
+  /**
+   * `told` with or without the `vacant` between two terms: a handover may be seen without one
+   * (ElectionService.Observe), when the next term has begun by the time the end of the last is.
+   */
+  function withOrWithoutVacant(before: Told[], endedTerm: bigint, after: Told[]): Told[][] {
+    return [
+      [...before, ...after],
+      [...before, vacant(endedTerm), ...after],
+    ];
+  }
+
+  /** Starts observer `id` of `name` through the driver and resolves with its first event. */
+  async function observing(driver: Driver, id: string, name: string, fromTerm?: bigint): Promise<Received> {
+    driver.send({
+      op: 'observe',
+      id,
+      name,
+      ...(fromTerm === undefined ? {} : { fromTerm: fromTerm.toString() }),
+    });
+    return driver.next((o) => o.event === 'observed' && o.id === id, `the first event of observer ${id}`);
+  }
+
+  /** Resolves once observer `id` of the driver has been told `event`. */
+  function told(driver: Driver, id: string, event: Told): Promise<Received> {
+    return driver.next(
+      (o) =>
+        o.event === 'observed' &&
+        o.id === id &&
+        o.what === event.what &&
+        o.term === event.term &&
+        (event.value === undefined || o.value === event.value),
+      `${JSON.stringify(event)} told to observer ${id}`,
+    );
+  }
+
+  /** Stops observer `id` of the driver and resolves with how it ended (cleanly: error null). */
+  async function stopObserving(driver: Driver, id: string): Promise<Received> {
+    return driver.ask({ op: 'stop-observe', id }, ['observe-ended']);
+  }
+
+  it(
+    'election, handover: the first candidate is elected with a term, the second waits behind it and is elected with a larger term when the first resigns; an observer is told vacant, both terms in order with their values, and vacant when the last resigns',
+    async ({ expect, onTestFinished }) => {
+      const driver = await driverFor(server.address, onTestFinished);
+      const name = lockName('election-handover');
+      // An election nobody has campaigned in yet is vacant (after term 0), not an error.
+      expect(await observing(driver, 'watch', name), driver.transcript('watch')).toMatchObject(vacant(0n));
+
+      driver.send({ op: 'campaign', id: 'first', name, value: 'a' });
+      const first = BigInt(await driver.elected('first'));
+      driver.send({ op: 'campaign', id: 'second', name, value: 'b' });
+      const queued = await driver.next((o) => o.event === 'queued' && o.id === 'second', 'second queued');
+      expect(queued.event === 'queued' && queued.ahead).toBe(1);
+      expect((await driver.ask({ op: 'resign', id: 'first' }, ['resigned'])).event).toBe('resigned');
+      const second = BigInt(await driver.elected('second'));
+      expect(second).toBeGreaterThan(first);
+      expect((await driver.ask({ op: 'resign', id: 'second' }, ['resigned'])).event).toBe('resigned');
+
+      await told(driver, 'watch', vacant(second));
+      expect(await stopObserving(driver, 'watch'), driver.transcript('watch')).toMatchObject({ error: null });
+      expect(
+        withOrWithoutVacant([vacant(0n), termOf(first, 'a')], first, [termOf(second, 'b'), vacant(second)]),
+        driver.transcript('watch'),
+      ).toContainEqual(driver.observedBy('watch'));
+      expect(driver.eventsOf('first')).toEqual(['elected', 'resigned']);
+      expect(driver.eventsOf('second').filter((event) => event !== 'queued')).toEqual([
+        'elected',
+        'resigned',
+      ]);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    "election, proclaim and the calls naming a term: a value proclaimed through the leadership reaches the driver's observer, another client's and leader(); proclaim and resign naming a stale term are refused (not-held, FAILED_PRECONDITION) and change nothing; resign naming the current term deposes its leader; leader() of an election nobody leads answers no-leader",
+    async ({ expect, onTestFinished }) => {
+      const driver = await driverFor(server.address, onTestFinished);
+      const name = lockName('election-proclaim');
+      expect(
+        (await driver.ask({ op: 'leader', id: 'nobody-yet', name }, ['leader', 'no-leader'])).event,
+      ).toBe('no-leader');
+      await observing(driver, 'watch', name);
+      const stop = new AbortController();
+      onTestFinished(() => stop.abort());
+      const theirs = other.observe(name, { signal: stop.signal });
+      expect((await theirs.next()).value).toEqual({ kind: 'vacant', afterTerm: 0n });
+
+      driver.send({ op: 'campaign', id: 'lead', name, value: 'v1' });
+      const term = BigInt(await driver.elected('lead'));
+      expect((await driver.ask({ op: 'proclaim', id: 'lead', value: 'v2' }, ['proclaimed'])).event).toBe(
+        'proclaimed',
+      );
+      await told(driver, 'watch', proclaimed(term, 'v2'));
+      expect([(await theirs.next()).value, (await theirs.next()).value]).toMatchObject([
+        { kind: 'term', term, value: Buffer.from('v1') },
+        { kind: 'proclaimed', term, value: Buffer.from('v2') },
+      ]);
+      expect(await driver.ask({ op: 'leader', id: 'who', name }, ['leader', 'no-leader'])).toMatchObject({
+        event: 'leader',
+        term: term.toString(),
+        value: 'v2',
+      });
+      expect((await driver.ask({ op: 'resign', id: 'lead' }, ['resigned'])).event).toBe('resigned');
+
+      // The driver's term is over; another client leads.
+      const next = await other.campaign(name, 'w1');
+      onTestFinished(() => next.resign().catch(() => {}));
+      const refusals = [
+        { op: 'proclaim-term', id: 'stale-proclaim', name, term: term.toString(), value: 'stale' },
+        { op: 'resign-term', id: 'stale-resign', name, term: term.toString() },
+        // Through the leadership that resigned: its term is stale too.
+        { op: 'proclaim', id: 'lead', value: 'late' },
+      ] as const;
+      for (const command of refusals) {
+        const refused = await driver.ask(command, ['proclaimed', 'resigned']);
+        expect(
+          { ...failureOf(refused), code: 'code' in refused && refused.code },
+          `${command.op} ${command.id}:\n${driver.transcript(command.id)}`,
+        ).toEqual({ event: 'error', kind: 'not-held', code: 'FAILED_PRECONDITION' });
+      }
+      expect(await driver.ask({ op: 'leader', id: 'who-next', name }, ['leader', 'no-leader'])).toMatchObject(
+        {
+          event: 'leader',
+          term: next.term.toString(),
+          value: 'w1',
+        },
+      );
+      expect(next.lost.aborted).toBe(false);
+
+      // Naming the current term: its leader is deposed.
+      expect(
+        (
+          await driver.ask({ op: 'resign-term', id: 'depose', name, term: next.term.toString() }, [
+            'resigned',
+          ])
+        ).event,
+        driver.transcript('depose'),
+      ).toBe('resigned');
+      if (!next.lost.aborted) {
+        await new Promise((resolve) => next.lost.addEventListener('abort', resolve, { once: true }));
+      }
+      expect(
+        (await driver.ask({ op: 'leader', id: 'nobody-now', name }, ['leader', 'no-leader'])).event,
+      ).toBe('no-leader');
+      await told(driver, 'watch', vacant(next.term));
+      expect(
+        withOrWithoutVacant([vacant(0n), termOf(term, 'v1'), proclaimed(term, 'v2')], term, [
+          termOf(next.term, 'w1'),
+          vacant(next.term),
+        ]),
+      ).toContainEqual(driver.observedBy('watch'));
+      expect(driver.eventsOf('lead')).toEqual(['elected', 'proclaimed', 'resigned', 'error']);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'election, deposed by a forced revocation: a leader whose term is taken away (revoke with a deadline) is told lost (ABORTED) as soon as the server hands it the end, which the server does before it elects the next candidate; then its proclaim and resign fail with the loss',
+    async ({ expect, onTestFinished }) => {
+      const driver = await driverFor(server.address, onTestFinished);
+      const name = lockName('election-revoked');
+      driver.send({ op: 'campaign', id: 'lead', name, value: 'deposed' });
+      const term = BigInt(await driver.elected('lead'));
+      const queued = deferred<number>();
+      const next = other.campaign(name, 'next', { onQueued: queued.resolve });
+      expect(await queued.promise).toBe(1);
+
+      expect(await other.revoke(name, { reason: 'conformance', forceAfter: 100 })).toBe(1);
+      const lost = await driver.next((o) => o.event === 'lost' && o.id === 'lead', 'the loss of lead');
+      const nextLeader = await next;
+      onTestFinished(() => nextLeader.resign().catch(() => {}));
+      expect(nextLeader.term).toBeGreaterThan(term);
+      expect(
+        { told: doubtAndLoss(driver, 'lead'), lost: failureOf(lost), code: 'code' in lost && lost.code },
+        driver.transcript('lead'),
+      ).toEqual({ told: ['lost'], lost: { event: 'lost', kind: 'lost' }, code: 'ABORTED' });
+      // On one clock (README "Time"): the server's line for the end of the leader's call (logged
+      // as it hands the ABORTED status to the leader's connection), its line for the next
+      // election (logged as `elected` is sent), and the driver's `at` for the loss. The server
+      // elects the next candidate once it has handed the end over, not once the leader has read
+      // it: the leader reads it in flight, as often after the next election is logged as before,
+      // so that order is not what is checked (README "Time").
+      const ended = await server.logged(
+        (line) =>
+          line['msg'] === 'campaign ended' && line['election'] === name && line['status'] === 'ABORTED',
+      );
+      const elected = await server.logged(
+        (line) =>
+          line['msg'] === 'granted' && line['election'] === name && line['token'] === String(nextLeader.term),
+      );
+      const [endedAt, electedAt] = [ended['time'] as number, elected['time'] as number];
+      const timeline = `the end handed over at ${endedAt}, the next leader elected at ${electedAt}, the loss told at ${lost.at}:\n${driver.transcript('lead')}`;
+      expect(electedAt, timeline).toBeGreaterThanOrEqual(endedAt);
+      // The client tells the loss as soon as it arrives (not at its own timers' next look).
+      expect(lost.at - endedAt, timeline).toBeGreaterThanOrEqual(0);
+      expect(lost.at - endedAt, timeline).toBeLessThan(1_000);
+
+      // A lost leadership's proclaim and resign fail with its loss.
+      for (const command of [
+        { op: 'proclaim', id: 'lead', value: 'too late' },
+        { op: 'resign', id: 'lead' },
+      ] as const) {
+        const refused = await driver.ask(command, ['proclaimed', 'resigned']);
+        expect(failureOf(refused), `${command.op}:\n${driver.transcript('lead')}`).toEqual({
+          event: 'error',
+          kind: 'lost',
+        });
+      }
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'election, failover: a leader whose first endpoint freezes resumes through the second within the grace: in doubt, then confirmed with the same term, never lost, and nobody else is elected meanwhile (default options)',
+    async ({ expect, onTestFinished }) => {
+      const [first, second] = await twoEndpoints(onTestFinished);
+      const driver = await driverFor([first!.address, second!.address], onTestFinished);
+      const name = lockName('election-failover');
+      driver.send({ op: 'campaign', id: 'lead', name, value: 'v' });
+      const term = BigInt(await driver.elected('lead'));
+      const queued = deferred<number>();
+      const next = other.campaign(name, 'next', { onQueued: queued.resolve });
+      expect(await queued.promise).toBe(1);
+      let nextElected = false;
+      void next.then(() => (nextElected = true));
+
+      first!.freeze();
+      const confirmed = await driver.next(
+        (o) => ['confirmed', 'lost'].includes(o.event) && 'id' in o && o.id === 'lead',
+        'the confirmation of lead',
+      );
+      expect(
+        { told: doubtAndLoss(driver, 'lead'), confirmed: confirmed.event },
+        driver.transcript('lead'),
+      ).toEqual({ told: ['in-doubt', 'confirmed'], confirmed: 'confirmed' });
+      expect(nextElected).toBe(false);
+      expect((await other.leader(name))?.term).toBe(term);
+      // Only the resumed stream (through the second endpoint) can resign the term.
+      expect(
+        (await driver.ask({ op: 'resign', id: 'lead' }, ['resigned'])).event,
+        driver.transcript('lead'),
+      ).toBe('resigned');
+      const nextLeader = await next;
+      onTestFinished(() => nextLeader.resign().catch(() => {}));
+      expect(nextLeader.term).toBeGreaterThan(term);
+      expect(driver.eventsOf('lead')).toEqual(['elected', 'in-doubt', 'confirmed', 'resigned']);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'election, observe from a term: an observer from term t is told t first (inclusive) with its proclamations, then every later term in order and the current state, then goes on live',
+    async ({ expect, onTestFinished }) => {
+      const driver = await driverFor(server.address, onTestFinished);
+      const name = lockName('election-from-term');
+      const terms: bigint[] = [];
+      for (const value of ['c0', 'c1', 'c2']) {
+        const leadership = await other.campaign(name, value);
+        terms.push(leadership.term);
+        if (value === 'c1') await leadership.proclaim('c1 again');
+        await leadership.resign();
+      }
+      const [, t1, t2] = terms as [bigint, bigint, bigint];
+
+      expect(await observing(driver, 'replay', name, t1), driver.transcript('replay')).toMatchObject(
+        termOf(t1, 'c1'),
+      );
+      await told(driver, 'replay', vacant(t2));
+      const live = await other.campaign(name, 'c3');
+      onTestFinished(() => live.resign().catch(() => {}));
+      await told(driver, 'replay', termOf(live.term, 'c3'));
+      expect(await stopObserving(driver, 'replay'), driver.transcript('replay')).toMatchObject({
+        error: null,
+      });
+      expect(driver.observedBy('replay')).toEqual([
+        termOf(t1, 'c1'),
+        proclaimed(t1, 'c1 again'),
+        termOf(t2, 'c2'),
+        vacant(t2),
+        termOf(live.term, 'c3'),
+      ]);
+    },
+    scaled(60_000),
+  );
 });
