@@ -66,8 +66,10 @@ type ElectionServiceClient interface {
 	//     holder (contact with the back end lost, and back), and `resign_requested` when someone
 	//     asks it to step down (RevokeLock on the election's name). A leader that is deposed (its
 	//     term ends by Resign through any instance, a revocation's deadline, or the loss of the
-	//     back end's session) hears it before any other candidate is elected: the call ends with
-	//     ABORTED.
+	//     back end's session) is told before any other candidate is elected: the server ends its
+	//     call with ABORTED before the next term begins. The client reads that end a network
+	//     delay later (and, across instances, possibly after the next leader's `elected`): what
+	//     a deposed leader does in between is what the term, as a fencing token, guards.
 	//  5. The leader resigns by sending `resign` or half-closing the stream: the server ends its
 	//     term, sends `resigned` and ends the call with OK, and the next candidate is elected.
 	//     Sent while still queued, `resign` withdraws the candidate (CANCELLED).
@@ -243,8 +245,10 @@ type ElectionServiceServer interface {
 	//     holder (contact with the back end lost, and back), and `resign_requested` when someone
 	//     asks it to step down (RevokeLock on the election's name). A leader that is deposed (its
 	//     term ends by Resign through any instance, a revocation's deadline, or the loss of the
-	//     back end's session) hears it before any other candidate is elected: the call ends with
-	//     ABORTED.
+	//     back end's session) is told before any other candidate is elected: the server ends its
+	//     call with ABORTED before the next term begins. The client reads that end a network
+	//     delay later (and, across instances, possibly after the next leader's `elected`): what
+	//     a deposed leader does in between is what the term, as a fencing token, guards.
 	//  5. The leader resigns by sending `resign` or half-closing the stream: the server ends its
 	//     term, sends `resigned` and ends the call with OK, and the next candidate is elected.
 	//     Sent while still queued, `resign` withdraws the candidate (CANCELLED).
