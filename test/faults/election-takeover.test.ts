@@ -32,24 +32,22 @@ const SESSION_TIMEOUT_S = 6;
 describe('requests without a grace on an instance paused and taken over by a resume', () => {
   const fixture = faultFixture();
 
+  /** Two instances on one new root, the first to be paused, both asking for SESSION_TIMEOUT_S. */
+  const pausableAndOther = async () => {
+    const args = ['--zookeeper', connectString, '--root', `/takeover-${randomUUID()}`];
+    args.push('--session-timeout', `${SESSION_TIMEOUT_S}s`);
+    return { paused: await fixture.serve(args), other: await fixture.serve(args) };
+  };
+
   it(
     'elects nobody else while its leader without a grace has been told nothing: only after the woken instance told it, four of its heartbeats after the takeover',
     async () => {
-      const root = `/election-takeover-${randomUUID()}`;
-      const args = [
-        '--zookeeper',
-        connectString,
-        '--root',
-        root,
-        '--session-timeout',
-        `${SESSION_TIMEOUT_S}s`,
-      ];
-      const paused = await fixture.serve(args);
-      const other = await fixture.serve(args);
-      const viaPaused = new ElectionCaller(paused.address);
-      const viaOther = new ElectionCaller(other.address);
-      fixture.later(() => viaPaused.close());
-      fixture.later(() => viaOther.close());
+      const { paused, other } = await pausableAndOther();
+      const [viaPaused, viaOther] = [paused, other].map((server) => {
+        const caller = new ElectionCaller(server.address);
+        fixture.later(() => caller.close());
+        return caller;
+      }) as [ElectionCaller, ElectionCaller];
       const name = `e-${randomUUID()}`;
 
       // The leader, on the instance to be paused, without a grace.
@@ -112,21 +110,12 @@ describe('requests without a grace on an instance paused and taken over by a res
   it(
     'keeps a lock held without a grace or heartbeats for the session timeout: nobody else acquires it before its woken instance told its holder',
     async () => {
-      const root = `/lock-takeover-${randomUUID()}`;
-      const args = [
-        '--zookeeper',
-        connectString,
-        '--root',
-        root,
-        '--session-timeout',
-        `${SESSION_TIMEOUT_S}s`,
-      ];
-      const paused = await fixture.serve(args);
-      const other = await fixture.serve(args);
-      const viaPaused = new LockCaller(paused.address);
-      const viaOther = new LockCaller(other.address);
-      fixture.later(() => viaPaused.close());
-      fixture.later(() => viaOther.close());
+      const { paused, other } = await pausableAndOther();
+      const [viaPaused, viaOther] = [paused, other].map((server) => {
+        const caller = new LockCaller(server.address);
+        fixture.later(() => caller.close());
+        return caller;
+      }) as [LockCaller, LockCaller];
       const name = `l-${randomUUID()}`;
 
       const holder = viaPaused.open({ name });
