@@ -3,7 +3,6 @@
  * answers in the SDK's terms.
  */
 import { status as Status, type ServiceError } from '@grpc/grpc-js';
-import { onAbort } from '../common/abort.js';
 import type {
   ElectionServiceClient,
   ElectionTerm,
@@ -17,7 +16,7 @@ import type { ElectionEvent, ElectionLeader } from './election.js';
 import type { Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError, NotLeaderError } from './errors.js';
 import { checkLockName, checkTerm } from './request-checks.js';
-import { unaryCall } from './unary-call.js';
+import { serverStream, unaryCall } from './unary-call.js';
 
 /**
  * The ElectionService's calls about an election rather than of a candidate: observe, leader,
@@ -43,25 +42,14 @@ export class ElectionCalls {
     if (this.#closed()) throw new LockClientClosedError(name);
     checkLockName(name);
     if (fromTerm !== undefined) checkTerm(name, 'fromTerm', fromTerm);
-    if (signal?.aborted) return;
-    const endpoint = this.#endpoints.current;
-    const call = this.#endpoints.clients(endpoint).elections.observe({ name, fromTerm });
-    const unlink = signal ? onAbort(signal, () => call.cancel()) : undefined;
-    try {
-      for await (const response of call as AsyncIterable<ObserveResponse>) {
-        const event = fromWireEvent(response.kind);
-        if (event) yield event;
-      }
-    } catch (error) {
-      const failure = error as ServiceError;
-      if (signal?.aborted && failure.code === Status.CANCELLED) return;
-      // The caller observes again (from the last term it saw): on the next endpoint.
-      if (failure.code === Status.UNAVAILABLE) this.#endpoints.moveOn(endpoint);
-      throw new LockClientError(name, failure.code, failure.details, { cause: error });
-    } finally {
-      unlink?.();
-      call.cancel();
-    }
+    // After UNAVAILABLE the caller observes again (from the last term it saw): on the next endpoint.
+    yield* serverStream(
+      this.#endpoints,
+      name,
+      signal,
+      (clients) => clients.elections.observe({ name, fromTerm }),
+      (response: ObserveResponse) => fromWireEvent(response.kind),
+    );
   }
 
   async leader(name: string): Promise<ElectionLeader | undefined> {

@@ -2,8 +2,7 @@
  * The calls about locks rather than of a holder (describe, watch, list, check a token, revoke),
  * and their answers in the SDK's terms.
  */
-import { status as Status, type ServiceError } from '@grpc/grpc-js';
-import { onAbort } from '../common/abort.js';
+import type { ServiceError } from '@grpc/grpc-js';
 import type {
   CheckTokenResponse,
   DescribeLockResponse,
@@ -14,9 +13,9 @@ import type {
   WatchLockResponse,
 } from '../gen/lockstream/v1/lockstream.js';
 import type { Endpoints } from './endpoints.js';
-import { LockClientClosedError, LockClientError } from './errors.js';
+import { LockClientClosedError } from './errors.js';
 import { checkLabel, checkLockName, checkMs } from './request-checks.js';
-import { unaryCall } from './unary-call.js';
+import { serverStream, unaryCall } from './unary-call.js';
 import { fromWireMode, toDuration, type DescribedMode } from './wire-values.js';
 
 /** One request in a lock's queue, as `describe` reports it. */
@@ -88,24 +87,14 @@ export class LockInspector {
   async *watch(name: string, signal: AbortSignal | undefined): AsyncGenerator<LockDescription, void> {
     if (this.#closed()) throw new LockClientClosedError(name);
     checkLockName(name);
-    if (signal?.aborted) return;
-    const endpoint = this.#endpoints.current;
-    const call = this.#endpoints.clients(endpoint).locks.watchLock({ name });
-    const unlink = signal ? onAbort(signal, () => call.cancel()) : undefined;
-    try {
-      for await (const response of call as AsyncIterable<WatchLockResponse>) {
-        if (response.state) yield fromWireDescription(response.state);
-      }
-    } catch (error) {
-      const failure = error as ServiceError;
-      if (signal?.aborted && failure.code === Status.CANCELLED) return;
-      // The caller watches again: on the next endpoint.
-      if (failure.code === Status.UNAVAILABLE) this.#endpoints.moveOn(endpoint);
-      throw new LockClientError(name, failure.code, failure.details, { cause: error });
-    } finally {
-      unlink?.();
-      call.cancel();
-    }
+    // After UNAVAILABLE the caller watches again: on the next endpoint.
+    yield* serverStream(
+      this.#endpoints,
+      name,
+      signal,
+      (clients) => clients.locks.watchLock({ name }),
+      (response: WatchLockResponse) => (response.state ? fromWireDescription(response.state) : undefined),
+    );
   }
 
   async list(options: { prefix?: string; pageSize?: number; pageToken?: string }): Promise<LockPage> {

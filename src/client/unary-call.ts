@@ -1,8 +1,10 @@
 /*
  * A unary call of a LockClient: to the current endpoint, tried on the next one after
- * UNAVAILABLE, and its failure as a LockClientError.
+ * UNAVAILABLE, and its failure as a LockClientError; and a server stream (WatchLock, Observe)
+ * read as an async generator.
  */
-import { status as Status, type ServiceError } from '@grpc/grpc-js';
+import { status as Status, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
+import { onAbort } from '../common/abort.js';
 import type { EndpointClients, Endpoints } from './endpoints.js';
 import { LockClientClosedError, LockClientError } from './errors.js';
 
@@ -43,5 +45,38 @@ export async function unaryCall<T>(
       endpoints.moveOn(endpoint);
       if (tried >= endpoints.count) throw failure(refusal);
     }
+  }
+}
+
+/**
+ * Reads the server stream `open` makes on the current endpoint's clients, yielding what `read`
+ * makes of each message (undefined: nothing). Ends when the server ends it, or quietly when
+ * `signal` aborts; a failure throws as a LockClientError naming `name`, and UNAVAILABLE moves
+ * the client on to the next endpoint first, for the caller to open the stream again there.
+ */
+export async function* serverStream<M, T>(
+  endpoints: Endpoints,
+  name: string,
+  signal: AbortSignal | undefined,
+  open: (clients: EndpointClients) => ClientReadableStream<M>,
+  read: (message: M) => T | undefined,
+): AsyncGenerator<T, void> {
+  if (signal?.aborted) return;
+  const endpoint = endpoints.current;
+  const call = open(endpoints.clients(endpoint));
+  const unlink = signal ? onAbort(signal, () => call.cancel()) : undefined;
+  try {
+    for await (const message of call as AsyncIterable<M>) {
+      const value = read(message);
+      if (value !== undefined) yield value;
+    }
+  } catch (error) {
+    const failure = error as ServiceError;
+    if (signal?.aborted && failure.code === Status.CANCELLED) return;
+    if (failure.code === Status.UNAVAILABLE) endpoints.moveOn(endpoint);
+    throw new LockClientError(name, failure.code, failure.details, { cause: error });
+  } finally {
+    unlink?.();
+    call.cancel();
   }
 }
