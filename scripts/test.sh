@@ -5,7 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's title, and how long the one before it took (bash's SECONDS since the start).
+last=$SECONDS
+step() {
+  printf '\n== (%ss; %ss in all) %s\n' "$((SECONDS - last))" "$SECONDS" "$*"
+  last=$SECONDS
+}
+trap 'printf "\n== (%ss; %ss in all) done\n" "$((SECONDS - last))" "$SECONDS"' EXIT
 
 step "system dependencies (ZooKeeper, Java, grpcurl)"
 bash scripts/install-test-deps.sh
@@ -34,7 +40,8 @@ bash scripts/test-clients.sh
 step "the partition suite's checker (Go: gofmt, vet, go test)"
 bash test/jepsen/checker/check.sh
 step "tests (unit, conformance on both back ends, ZooKeeper integration, grpcurl, client SDK, the three languages together, the client conformance suite against TypeScript, Go and Python)"
-npx vitest run
+# Each test file's duration goes to .tmp/vitest-report.json too (what to look at when CI grows slow).
+npx vitest run --reporter=default --reporter=json --outputFile.json=.tmp/vitest-report.json
 step "benchmark smoke (every workload against every target, briefly; figures are not checked)"
 npm run --silent bench:smoke -- --out .tmp/bench-smoke.json
 step "package: npm pack, install into an empty project, type-check and run the client there"
