@@ -58,14 +58,10 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
     .argument('<name>', 'the lock')
     .option('--json', 'print every state of the lock (holders and waiters) as a JSON line')
     .action(async (name: string, options: ConnectionOptions & { json?: boolean }) => {
-      const interrupted = new AbortController();
-      const stop = (): void => interrupted.abort();
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-      process.exitCode = await withClient(options, env, async (client) => {
-        let last: string | undefined;
-        try {
-          for await (const state of client.watch(name, { signal: interrupted.signal })) {
+      process.exitCode = await withClient(options, env, (client) =>
+        untilInterrupted(async (signal) => {
+          let last: string | undefined;
+          for await (const state of client.watch(name, { signal })) {
             if (options.json) {
               process.stdout.write(`${toJson(descriptionJson(state))}\n`);
               continue;
@@ -74,14 +70,8 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
             if (line !== last) process.stdout.write(`${new Date().toISOString()}  ${line}\n`);
             last = line;
           }
-        } catch (error) {
-          if (!interrupted.signal.aborted) throw error;
-        } finally {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
-        }
-        return EXIT.ok;
-      });
+        }),
+      );
     });
 
   addConnectionOptions(program.command('observe'), env)
@@ -94,14 +84,10 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
     .action(async (name: string, options: ConnectionOptions & { json?: boolean; fromTerm?: string }) => {
       if (options.fromTerm !== undefined && !/^\d+$/.test(options.fromTerm))
         program.error(`observe: --from-term ${JSON.stringify(options.fromTerm)} is not a whole number`);
-      const interrupted = new AbortController();
-      const stop = (): void => interrupted.abort();
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-      process.exitCode = await withClient(options, env, async (client) => {
-        try {
+      process.exitCode = await withClient(options, env, (client) =>
+        untilInterrupted(async (signal) => {
           const events = client.observe(name, {
-            signal: interrupted.signal,
+            signal,
             ...(options.fromTerm === undefined ? {} : { fromTerm: BigInt(options.fromTerm) }),
           });
           for await (const event of events) {
@@ -111,14 +97,8 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
                 : `${new Date().toISOString()}  ${electionLine(name, event)}\n`,
             );
           }
-        } catch (error) {
-          if (!interrupted.signal.aborted) throw error;
-        } finally {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
-        }
-        return EXIT.ok;
-      });
+        }),
+      );
     });
 
   addConnectionOptions(program.command('check'), env)
@@ -166,6 +146,26 @@ export function addClientCommands(program: Command, env: Readonly<Record<string,
 }
 
 /** A description as JSON, values in base64 (as grpcurl prints bytes) and as text (see valueText). */
+/**
+ * Runs `follow` (a stream the command prints) until it ends or SIGINT or SIGTERM aborts its
+ * signal; an interrupted stream is a normal end (exit 0), any other failure is thrown.
+ */
+async function untilInterrupted(follow: (signal: AbortSignal) => Promise<void>): Promise<number> {
+  const interrupted = new AbortController();
+  const stop = (): void => interrupted.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    await follow(interrupted.signal);
+  } catch (error) {
+    if (!interrupted.signal.aborted) throw error;
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+  return EXIT.ok;
+}
+
 function descriptionJson(description: LockDescription): unknown {
   const request = (info: LockRequestInfo): unknown => ({
     ...info,
