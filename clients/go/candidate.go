@@ -28,48 +28,33 @@ type campaignStream = grpc.BidiStreamingClient[pb.CampaignRequest, pb.CampaignRe
 // before the grace, counted from heard, is over, so a leader cut off from the server hears it
 // has lost before another candidate can be elected.
 type candidate struct {
+	// The Campaign calls; mu guards the fields below too.
+	link[pb.CampaignRequest, pb.CampaignResponse]
 	election    *Election
-	endpoints   *endpoints
-	start       *pb.CampaignStart
 	onQueued    func(ahead int)
 	onInDoubt   func()           // WithOnCampaignInDoubt, told by tellDoubt
 	onConfirmed func()           // WithOnCampaignConfirmed, told by tellDoubt
 	onEnd       func(*candidate) // tells the client the candidacy is over
-	heartbeats  *heartbeats
-	// The messages the candidate sends besides its first.
-	resign, heartbeat *pb.CampaignRequest
+	resign      *pb.CampaignRequest
 
-	// Ends with the candidacy: every stream's context derives from it.
-	ctx    context.Context
-	cancel context.CancelFunc
 	// The Leadership's context: cancelled at a resign request or at the end.
 	leadCtx    context.Context
 	leadCancel context.CancelCauseFunc
 	elected    chan struct{} // closed at the first `elected`
 	revoke     chan struct{} // closed at the first `resign_requested`
-	done       chan struct{} // closed when the candidacy is over; err says how
-
-	sendMu sync.Mutex // a gRPC stream's Send is not safe for concurrent use
 
 	doubtMu   sync.Mutex // one tellDoubt at a time, so that they are told in order
 	toldDoubt bool       // what tellDoubt last told: in doubt (true) or confirmed
 
-	mu           sync.Mutex
-	stream       campaignStream // nil while the candidate connects or resumes
-	streamCancel context.CancelFunc
-	endpoint     int           // where the current (or last) stream is
-	streamSince  time.Duration // when the current stream was taken into use (heartbeats.now)
-	cutCause     *Error        // why the client cut the current stream, if it did
-	resumeToken  string        // from `resumable`
-	resumeGrace  time.Duration // the server's, from `resumable`
-	term         uint64        // once elected
-	resigning    bool          // `resign` asked for (sent on every stream taken into use)
-	closing      bool          // the Client is closing
-	resuming     bool
-	serverDoubt  bool // the server said `in_doubt`
-	pathDoubt    bool // the path to the server is broken or silent
-	ended        bool
-	err          error // how it ended, once done is closed: nil when it resigned as asked
+	cutCause    *Error        // why the client cut the current stream, if it did
+	resumeToken string        // from `resumable`
+	resumeGrace time.Duration // the server's, from `resumable`
+	term        uint64        // once elected
+	resigning   bool          // `resign` asked for (sent on every stream taken into use)
+	closing     bool          // the Client is closing
+	serverDoubt bool          // the server said `in_doubt`
+	pathDoubt   bool          // the path to the server is broken or silent
+	err         error         // how it ended, once done is closed: nil when it resigned as asked
 }
 
 // newCandidate makes the candidate of a Campaign call; connect starts it.
@@ -84,126 +69,45 @@ func newCandidate(e *Election, options clientOptions, value []byte, campaign cam
 	if options.resumeGrace > 0 {
 		start.ResumeGrace = durationpb.New(options.resumeGrace)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	leadCtx, leadCancel := context.WithCancelCause(context.Background())
-	return &candidate{
-		election: e, endpoints: e.client.endpoints, start: start, onQueued: campaign.onQueued,
-		onInDoubt: campaign.onInDoubt, onConfirmed: campaign.onConfirmed,
-		onEnd: e.client.discharge, heartbeats: h,
-		resign:    &pb.CampaignRequest{Kind: &pb.CampaignRequest_Resign{Resign: &pb.CampaignResign{}}},
-		heartbeat: &pb.CampaignRequest{Kind: &pb.CampaignRequest_Heartbeat{Heartbeat: &pb.CampaignHeartbeat{}}},
-		ctx:       ctx, cancel: cancel, leadCtx: leadCtx, leadCancel: leadCancel,
-		elected: make(chan struct{}), revoke: make(chan struct{}), done: make(chan struct{}),
+	c := &candidate{
+		election: e, onQueued: campaign.onQueued, onInDoubt: campaign.onInDoubt, onConfirmed: campaign.onConfirmed,
+		onEnd:   e.client.discharge,
+		resign:  &pb.CampaignRequest{Kind: &pb.CampaignRequest_Resign{Resign: &pb.CampaignResign{}}},
+		leadCtx: leadCtx, leadCancel: leadCancel, elected: make(chan struct{}), revoke: make(chan struct{}),
 	}
+	c.init(c, e.client.endpoints, h, &pb.CampaignRequest{Kind: &pb.CampaignRequest_Start{Start: start}},
+		&pb.CampaignRequest{Kind: &pb.CampaignRequest_Heartbeat{Heartbeat: &pb.CampaignHeartbeat{}}})
+	return c
 }
 
-// connect opens the Campaign call on the current endpoint, or on the next ones in turn while
-// an endpoint cannot be reached (or does not answer in time): once round the list, after which
-// the candidacy ends (ErrUnavailable).
-func (c *candidate) connect() {
-	message := &pb.CampaignRequest{Kind: &pb.CampaignRequest_Start{Start: c.start}}
-	n := c.endpoints.count()
-	var failures []string
-	var last error
-	for i, tried := c.endpoints.now(), 0; tried < n; i, tried = c.endpoints.moveOn(i), tried+1 {
-		stream, cancel, err := c.open(i, message)
-		if err == nil {
-			if !c.use(stream, cancel, i) {
-				cancel()
-			}
-			return
-		}
-		if c.ctx.Err() != nil {
-			return // over meanwhile
-		}
-		// The server's verdict (refused, or ended at once: wait_timeout 0): that is the answer.
-		if status.Code(err) != codes.Unavailable {
-			c.finish(c.endOf(err, nil))
-			return
-		}
-		failures = append(failures, c.endpoints.name(i)+": "+status.Convert(err).Message())
-		last = err
-	}
-	why := c.election.transportError("could not reach the server", last)
-	if n > 1 {
-		why.Message = "could not reach the server at any endpoint: " + strings.Join(failures, "; ")
-	}
-	c.finish(why)
+// dial starts a Campaign call on endpoint i.
+func (c *candidate) dial(ctx context.Context, i int) (campaignStream, error) {
+	return c.endpoints.elections[i].Campaign(ctx)
 }
 
-// open starts a Campaign call on endpoint i with its first message, and reads the server's
-// first answer, within the attempt's limit (see openAttempt).
-func (c *candidate) open(i int, message *pb.CampaignRequest) (campaignStream, context.CancelFunc, error) {
-	ctx, cancel, answered := attempt(c.ctx, openAttempt(c.endpoints.count(), c.heartbeats))
-	stream, first, err := c.call(ctx, i, message)
-	if err == nil && !answered() {
-		err = errNoAnswer
-	}
-	if err != nil {
-		cancel()
-		return nil, nil, attemptError(ctx, err)
-	}
-	c.heartbeats.hear()
-	c.handle(first)
-	return stream, cancel, nil
+// unreachable: only UNAVAILABLE (the endpoint could not be reached, or did not answer in time)
+// sends the candidate on to the next endpoint; anything else is the server's verdict (refused,
+// or ended at once: wait_timeout 0, DEADLINE_EXCEEDED).
+func (c *candidate) unreachable(err error) bool { return status.Code(err) == codes.Unavailable }
+
+// transportError is a failure of the path to the server, in the election.
+func (c *candidate) transportError(what string, err error) *Error {
+	return c.election.transportError(what, err)
 }
 
-// call starts a Campaign call on endpoint i, sends message and reads the first answer. The
-// stream is nil unless the error (if any) is the call's end, with its trailer.
-func (c *candidate) call(ctx context.Context, i int, message *pb.CampaignRequest) (campaignStream, *pb.CampaignResponse, error) {
-	stream, err := c.endpoints.elections[i].Campaign(ctx)
-	if err != nil {
-		return nil, nil, err
+// taken: a `resign` asked for meanwhile goes on the new stream.
+func (c *candidate) taken(stream campaignStream) func() {
+	if !c.resigning {
+		return nil
 	}
-	// io.EOF: the call ended already; Recv says how.
-	if err := stream.Send(message); err != nil && err != io.EOF {
-		return nil, nil, err
-	}
-	first, err := stream.Recv()
-	return stream, first, err
+	return func() { _ = c.sendOn(stream, c.resign) }
 }
 
-// use makes stream the candidate's and starts reading it and beating on it; false if the
-// candidacy ended meanwhile. A `resign` asked for meanwhile goes on it.
-func (c *candidate) use(stream campaignStream, cancel context.CancelFunc, endpoint int) bool {
-	c.mu.Lock()
-	if c.ended {
-		c.mu.Unlock()
-		return false
-	}
-	c.stream, c.streamCancel, c.streamSince, c.endpoint = stream, cancel, c.heartbeats.now(), endpoint
-	c.resuming, c.pathDoubt = false, false
-	resigning := c.resigning
-	c.mu.Unlock()
-	c.tellDoubt()
-	go c.heartbeats.beat(stream.Context().Done(), func() error { return c.sendOn(stream, c.heartbeat) })
-	go c.read(stream)
-	if resigning {
-		_ = c.sendOn(stream, c.resign)
-	}
-	c.heartbeats.poke()
-	return true
-}
-
-// sendOn sends on stream, one sender at a time. A message lost with a breaking stream is
-// accounted for by the resume (see use).
-func (c *candidate) sendOn(stream campaignStream, message *pb.CampaignRequest) error {
-	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
-	return stream.Send(message)
-}
-
-// read applies each message from the server as it comes, until the call ends (see broken).
-func (c *candidate) read(stream campaignStream) {
-	for {
-		message, err := stream.Recv()
-		if err != nil {
-			c.broken(stream, err)
-			return
-		}
-		c.heartbeats.hear()
-		c.handle(message)
-	}
+// doubtPath: the path to the server is broken or silent, or sound again; tellDoubt tells it.
+func (c *candidate) doubtPath(doubt bool) func() {
+	c.pathDoubt = doubt
+	return c.tellDoubt
 }
 
 // handle applies one message from the server.

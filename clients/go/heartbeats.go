@@ -152,10 +152,10 @@ func (s *session) cut(stream sessionStream, why *Error) {
 	}
 	s.cutCause = why
 	cancel := s.streamCancel
-	locks := s.doubt()
+	inDoubt := s.doubtPath(true)
 	s.mu.Unlock()
-	for _, lock := range locks {
-		lock.setDoubt(pathDoubt, true)
+	if inDoubt != nil {
+		inDoubt()
 	}
 	cancel()
 }

@@ -42,28 +42,33 @@ func (s *session) broken(stream sessionStream, err error) {
 	}
 	if closing || token == "" || grace <= 0 || cut == nil && final(err, stream.Trailer()) {
 		s.mu.Unlock()
-		s.finish(endCause(err, cut))
+		s.finish(s.endOf(err, cut))
 		return
 	}
 	s.resuming = true
-	locks := s.doubt()
+	inDoubt := s.doubtPath(true)
 	s.mu.Unlock()
-	for _, lock := range locks {
-		lock.setDoubt(pathDoubt, true)
+	if inDoubt != nil {
+		inDoubt()
 	}
 	s.heartbeats.poke()
 	go s.resume()
 }
 
-// endCause says why a stream that is not resumed ended.
-func endCause(err error, cut *Error) *Error {
+// endOf says why a stream that is not resumed ended.
+func (s *session) endOf(err error, cut *Error) *Error {
 	switch {
 	case cut != nil:
 		return cut
 	case err == nil:
 		return &Error{Code: codes.Unavailable, Message: "the server ended the session", kind: ErrUnavailable}
 	}
-	return transportError("", "the session ended", err)
+	return s.transportError("the session ended", err)
+}
+
+// transportError is a failure of the path to the server: the session's, no lock's.
+func (s *session) transportError(what string, err error) *Error {
+	return transportError("", what, err)
 }
 
 // final: the call ended (with trailer) so that the server keeps nothing of it to resume.

@@ -4,12 +4,11 @@
 package lockstream
 
 import (
-	"context"
 	"errors"
-	"sync"
 	"time"
 
 	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // errSessionOver: the session ended before the request could be queued on it; Lock takes the
@@ -25,44 +24,31 @@ var errSessionOver = errors.New("lockstream: session over")
 // the grace, counted from heard, is over, whatever it is doing then: resuming, waiting for a
 // connection, or nothing at all on a stream that went silent.
 type session struct {
-	endpoints *endpoints
-	options   clientOptions
-	onEnd     func(*session, error) // tells the client the session ended, and why
-	// Ends with the session: every stream's context derives from it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	// Closed when the session is over; nothing is held or queued for it any more.
-	done chan struct{}
-	// The server's heartbeats and the client's, and when the server was last heard from.
-	heartbeats *heartbeats
+	// The Session calls; mu guards the fields below too.
+	link[pb.SessionRequest, pb.SessionResponse]
+	options clientOptions
+	onEnd   func(*session, error) // tells the client the session ended, and why
 
-	sendMu sync.Mutex // a gRPC stream's Send is not safe for concurrent use
-
-	mu           sync.Mutex
-	stream       sessionStream // nil while the session connects or resumes
-	streamCancel context.CancelFunc
-	endpoint     int           // where the current (or last) stream is
-	streamSince  time.Duration // when the current stream was taken into use (heartbeats.now)
-	cutCause     *Error        // why the client cut the current stream, if it did
-	ready        chan struct{} // closed while `stream` is usable
-	requests     requestTable
-	resumeToken  string
-	resumeGrace  time.Duration // the server's, from `opened`
-	resuming     bool
-	inDoubt      bool // the path to the server is broken or silent
-	closing      bool
-	ended        bool
+	cutCause    *Error        // why the client cut the current stream, if it did
+	ready       chan struct{} // closed while `stream` is usable
+	requests    requestTable
+	resumeToken string
+	resumeGrace time.Duration // the server's, from `opened`
+	inDoubt     bool          // the path to the server is broken or silent
+	closing     bool
 }
 
 // startSession makes a session and connects it in the background: requests wait for the
 // stream with their own contexts.
 func startSession(endpoints *endpoints, options clientOptions, onEnd func(*session, error)) *session {
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &session{
-		endpoints: endpoints, options: options, onEnd: onEnd, ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), heartbeats: newHeartbeats(options.heartbeat()), ready: make(chan struct{}),
-		requests: newRequestTable(),
+	s := &session{options: options, onEnd: onEnd, ready: make(chan struct{}), requests: newRequestTable()}
+	h := newHeartbeats(options.heartbeat())
+	open := &pb.SessionOpen{HeartbeatInterval: durationOrNil(h.interval)}
+	if options.resumeGrace > 0 {
+		open.ResumeGrace = durationpb.New(options.resumeGrace)
 	}
+	s.init(s, endpoints, h, &pb.SessionRequest{Kind: &pb.SessionRequest_Open{Open: open}},
+		&pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.AcquireHeartbeat{}}})
 	go s.connect()
 	go s.watch()
 	return s
@@ -75,13 +61,19 @@ func (s *session) over() bool {
 	return s.ended
 }
 
-// doubt marks the path in doubt; the held locks to tell. Called with mu held.
-func (s *session) doubt() []*Lock {
-	if s.inDoubt {
+// doubtPath marks the path to the server in doubt, or sound again: the held locks are in doubt,
+// or confirmed (the server has just told where they stand). Called with mu held.
+func (s *session) doubtPath(doubt bool) func() {
+	if s.inDoubt == doubt {
 		return nil
 	}
-	s.inDoubt = true
-	return s.requests.held()
+	s.inDoubt = doubt
+	locks := s.requests.held()
+	return func() {
+		for _, lock := range locks {
+			lock.setDoubt(pathDoubt, doubt)
+		}
+	}
 }
 
 // finish ends the session: every request ends with why (held locks lost, unless let go).

@@ -1,5 +1,5 @@
-// The session's stream: opening it on an endpoint (going round the list), taking it into use,
-// sending on it and reading from it.
+// A link's stream (the session's, a candidate's): opening it on an endpoint (going round the
+// list), taking it into use, sending on it and reading from it; and the session's sends.
 
 package lockstream
 
@@ -19,72 +19,68 @@ import (
 // sessionStream is one Session call: the client's SessionRequests, the server's SessionResponses.
 type sessionStream = grpc.BidiStreamingClient[pb.SessionRequest, pb.SessionResponse]
 
-// connect opens the session on the current endpoint, or on the next ones in turn if it cannot
-// reach it: once round the list, after which the session ends (ErrUnavailable).
-func (s *session) connect() {
-	open := &pb.SessionOpen{HeartbeatInterval: durationOrNil(s.heartbeats.interval)}
-	if s.options.resumeGrace > 0 {
-		open.ResumeGrace = durationpb.New(s.options.resumeGrace)
-	}
-	message := &pb.SessionRequest{Kind: &pb.SessionRequest_Open{Open: open}}
-	n := s.endpoints.count()
+// connect opens the link's first call on the current endpoint, or on the next ones in turn
+// while an endpoint cannot be reached (or does not answer in time): once round the list, after
+// which the owner ends (ErrUnavailable). Any other failure is the server's answer, and ends it.
+func (l *link[Req, Resp]) connect() {
+	n := l.endpoints.count()
 	var failures []string
 	var last error
-	for i, tried := s.endpoints.now(), 0; tried < n; i, tried = s.endpoints.moveOn(i), tried+1 {
-		stream, cancel, err := s.open(i, message)
+	for i, tried := l.endpoints.now(), 0; tried < n; i, tried = l.endpoints.moveOn(i), tried+1 {
+		stream, cancel, err := l.open(i)
 		if err == nil {
-			if !s.use(stream, cancel, i) {
+			if !l.use(stream, cancel, i) {
 				cancel()
 			}
 			return
 		}
-		if s.ctx.Err() != nil {
-			return // closed meanwhile
+		if l.ctx.Err() != nil {
+			return // over meanwhile
 		}
-		if !unreachable(err) {
-			s.finish(transportError("", "the session ended", err))
+		if !l.owner.unreachable(err) {
+			l.owner.finish(l.owner.endOf(err, nil))
 			return
 		}
-		failures = append(failures, s.endpoints.name(i)+": "+status.Convert(err).Message())
+		failures = append(failures, l.endpoints.name(i)+": "+status.Convert(err).Message())
 		last = err
 	}
-	if n == 1 {
-		s.finish(transportError("", "could not reach the server", last))
-		return
+	why := l.owner.transportError("could not reach the server", last)
+	if n > 1 {
+		why.Message = "could not reach the server at any endpoint: " + strings.Join(failures, "; ")
 	}
-	s.finish(&Error{Code: codes.Unavailable, kind: ErrUnavailable, cause: last,
-		Message: "could not reach the server at any endpoint: " + strings.Join(failures, "; ")})
+	l.owner.finish(why)
 }
 
-// open opens the session on endpoint i: a stream whose first message from the server
-// (`opened`) has come.
-func (s *session) open(i int, message *pb.SessionRequest) (sessionStream, context.CancelFunc, error) {
-	stream, cancel, answered, err := s.startStream(i, message, s.openLimit())
-	if err != nil {
-		return nil, nil, err
-	}
-	first, err := stream.Recv()
+// open starts the first call on endpoint i, and reads the server's first answer, within the
+// attempt's limit (see openAttempt).
+func (l *link[Req, Resp]) open(i int) (grpc.BidiStreamingClient[Req, Resp], context.CancelFunc, error) {
+	ctx, cancel, answered := attempt(l.ctx, openAttempt(l.endpoints.count(), l.heartbeats))
+	stream, first, err := l.call(ctx, i, l.first)
 	if err == nil && !answered() {
 		err = errNoAnswer
 	}
 	if err != nil {
-		err = attemptError(stream.Context(), err)
 		cancel()
-		return nil, nil, err
+		return nil, nil, attemptError(ctx, err)
 	}
-	s.heartbeats.hear()
-	s.handle(first)
+	l.heartbeats.hear()
+	l.owner.handle(first)
 	return stream, cancel, nil
 }
 
-// unreachable: an attempt on an endpoint failed because it could not be reached or did not
-// answer in time, so that the next endpoint may do better.
-func unreachable(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return true
+// call starts a call on endpoint i, sends message and reads the first answer. The stream is nil
+// unless the error (if any) is the call's end, with its trailer.
+func (l *link[Req, Resp]) call(ctx context.Context, i int, message *Req) (grpc.BidiStreamingClient[Req, Resp], *Resp, error) {
+	stream, err := l.owner.dial(ctx, i)
+	if err != nil {
+		return nil, nil, err
 	}
-	return false
+	// io.EOF: the call ended already; Recv says how.
+	if err := stream.Send(message); err != nil && err != io.EOF {
+		return nil, nil, err
+	}
+	first, err := stream.Recv()
+	return stream, first, err
 }
 
 // The time each attempt on an endpoint is given to answer, when there is another to try: long
@@ -94,9 +90,6 @@ const (
 	maxAttempt = time.Second
 	minAttempt = 100 * time.Millisecond
 )
-
-// openLimit is how long an endpoint is given to answer an open: see openAttempt.
-func (s *session) openLimit() time.Duration { return openAttempt(s.endpoints.count(), s.heartbeats) }
 
 // openAttempt is how long an endpoint is given to answer the first message of a stream:
 // maxAttempt when there is another endpoint to try; with a single endpoint, two heartbeat
@@ -175,31 +168,71 @@ func attemptError(ctx context.Context, err error) error {
 	return err
 }
 
-// use makes `stream` the session's stream and starts reading it; false if the session ended
-// meanwhile. Held locks are confirmed: the server has just told where they stand.
-func (s *session) use(stream sessionStream, cancel context.CancelFunc, endpoint int) bool {
-	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
+// use makes stream the link's and starts reading it and beating on it; false if the owner
+// ended meanwhile. The path to the server is sound again (doubtPath).
+func (l *link[Req, Resp]) use(stream grpc.BidiStreamingClient[Req, Resp], cancel context.CancelFunc, endpoint int) bool {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
 		return false
 	}
-	s.stream, s.streamCancel, s.streamSince, s.endpoint = stream, cancel, s.heartbeats.now(), endpoint
-	s.resuming = false
-	close(s.ready)
-	confirmed := s.inDoubt
-	s.inDoubt = false
-	locks := s.requests.held()
-	s.mu.Unlock()
-	if confirmed {
-		for _, lock := range locks {
-			lock.setDoubt(pathDoubt, false)
-		}
+	l.stream, l.streamCancel, l.streamSince, l.endpoint = stream, cancel, l.heartbeats.now(), endpoint
+	l.resuming = false
+	confirmed := l.owner.doubtPath(false)
+	then := l.owner.taken(stream)
+	l.mu.Unlock()
+	if confirmed != nil {
+		confirmed()
 	}
-	heartbeat := &pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.AcquireHeartbeat{}}}
-	go s.heartbeats.beat(stream.Context().Done(), func() error { return s.sendOn(stream, heartbeat) })
-	go s.read(stream)
-	s.heartbeats.poke()
+	go l.heartbeats.beat(stream.Context().Done(), func() error { return l.sendOn(stream, l.heartbeat) })
+	go l.read(stream)
+	if then != nil {
+		then()
+	}
+	l.heartbeats.poke()
 	return true
+}
+
+// sendOn sends on stream, one sender at a time: a gRPC stream's Send is not safe for
+// concurrent use.
+func (l *link[Req, Resp]) sendOn(stream grpc.BidiStreamingClient[Req, Resp], message *Req) error {
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	return stream.Send(message)
+}
+
+// read applies each message from the server as it comes, until the call ends (see broken).
+func (l *link[Req, Resp]) read(stream grpc.BidiStreamingClient[Req, Resp]) {
+	for {
+		message, err := stream.Recv()
+		if err != nil {
+			l.owner.broken(stream, err)
+			return
+		}
+		l.heartbeats.hear()
+		l.owner.handle(message)
+	}
+}
+
+// dial starts a Session call on endpoint i.
+func (s *session) dial(ctx context.Context, i int) (sessionStream, error) {
+	return s.endpoints.rpcs[i].Session(ctx)
+}
+
+// unreachable: an attempt on an endpoint failed because it could not be reached or did not
+// answer in time, so that the next endpoint may do better.
+func (s *session) unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// taken: requests waiting for a stream go to this one (see sendFor).
+func (s *session) taken(sessionStream) func() {
+	close(s.ready)
+	return nil
 }
 
 // send sends on the current stream, waiting while the session connects or resumes. A message
@@ -238,26 +271,5 @@ func (s *session) sendFor(ctx context.Context, message *pb.SessionRequest, acqui
 			return err
 		}
 		return nil
-	}
-}
-
-// sendOn sends on stream, one sender at a time: a gRPC stream's Send is not safe for
-// concurrent use.
-func (s *session) sendOn(stream sessionStream, message *pb.SessionRequest) error {
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	return stream.Send(message)
-}
-
-// read applies each message from the server as it comes, until the stream ends (see broken).
-func (s *session) read(stream sessionStream) {
-	for {
-		message, err := stream.Recv()
-		if err != nil {
-			s.broken(stream, err)
-			return
-		}
-		s.heartbeats.hear()
-		s.handle(message)
 	}
 }
