@@ -7,7 +7,6 @@ package lockstream
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -46,15 +45,12 @@ type candidate struct {
 	doubtMu   sync.Mutex // one tellDoubt at a time, so that they are told in order
 	toldDoubt bool       // what tellDoubt last told: in doubt (true) or confirmed
 
-	cutCause    *Error        // why the client cut the current stream, if it did
-	resumeToken string        // from `resumable`
-	resumeGrace time.Duration // the server's, from `resumable`
-	term        uint64        // once elected
-	resigning   bool          // `resign` asked for (sent on every stream taken into use)
-	closing     bool          // the Client is closing
-	serverDoubt bool          // the server said `in_doubt`
-	pathDoubt   bool          // the path to the server is broken or silent
-	err         error         // how it ended, once done is closed: nil when it resigned as asked
+	term        uint64 // once elected
+	resigning   bool   // `resign` asked for (sent on every stream taken into use)
+	closing     bool   // the Client is closing
+	serverDoubt bool   // the server said `in_doubt`
+	pathDoubt   bool   // the path to the server is broken or silent
+	err         error  // how it ended, once done is closed: nil when it resigned as asked
 }
 
 // newCandidate makes the candidate of a Campaign call; connect starts it.
@@ -208,32 +204,9 @@ func (c *candidate) withdraw(why *Error) {
 	<-c.done
 }
 
-// broken: the call ended. Resumes the candidate on a new call when the server may still keep
-// it, else ends the candidacy.
-func (c *candidate) broken(stream campaignStream, err error) {
-	c.mu.Lock()
-	if c.ended || c.stream != stream {
-		c.mu.Unlock()
-		return
-	}
-	c.stream = nil
-	c.streamCancel()
-	cut := c.cutCause
-	c.cutCause = nil
-	if err == io.EOF {
-		err = nil
-	}
-	if c.resumeToken == "" || c.resumeGrace <= 0 || cut == nil && final(err, stream.Trailer()) {
-		c.mu.Unlock()
-		c.finish(c.endOf(err, cut))
-		return
-	}
-	c.resuming, c.pathDoubt = true, true
-	c.mu.Unlock()
-	c.tellDoubt()
-	c.heartbeats.poke()
-	go c.resume()
-}
+// dropped: the stream is gone; the candidate is resumed (even while the Client closes: its
+// `resign` goes on the next stream).
+func (c *candidate) dropped() bool { return true }
 
 // endOf says how a call that is not resumed ended: nil when it ended as the candidate asked
 // (`resign`: OK as leader, CANCELLED while queued).

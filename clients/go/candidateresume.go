@@ -5,7 +5,6 @@
 package lockstream
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -15,93 +14,48 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// resume takes the candidate over on new calls, each on the endpoint after the last one tried
-// (with a single endpoint, that one again), until one succeeds or an instance gives its verdict
-// (NOT_FOUND: it keeps no such candidate). The watchdog ends the candidacy when the grace is
-// over, which stops this too.
-func (c *candidate) resume() {
-	c.mu.Lock()
-	from := c.endpoint
-	message := &pb.CampaignRequest{Kind: &pb.CampaignRequest_Resume{Resume: &pb.CampaignResume{
+// resumeWith is the message that resumes the candidate.
+func (c *candidate) resumeWith() *pb.CampaignRequest {
+	return &pb.CampaignRequest{Kind: &pb.CampaignRequest_Resume{Resume: &pb.CampaignResume{
 		ResumeToken: c.resumeToken, HeartbeatInterval: durationOrNil(c.heartbeats.interval),
 	}}}
-	c.mu.Unlock()
-	n := c.endpoints.count()
-	backoff := 50 * time.Millisecond
-	for tried := 1; c.ctx.Err() == nil; tried++ {
-		i := c.endpoints.moveOn(from)
-		stream, cancel, trailer, err := c.takeOver(i, message)
-		if err == nil {
-			if !c.use(stream, cancel, i) {
-				cancel()
-			}
-			return
-		}
-		if final(err, trailer) {
-			c.finish(c.verdict(i, err, trailer))
-			return
-		}
-		from = i
-		// Back off once every endpoint has failed in turn.
-		if tried%n != 0 {
-			continue
-		}
-		select {
-		case <-time.After(backoff):
-		case <-c.ctx.Done():
-		}
-		backoff = min(2*backoff, time.Second)
-	}
 }
 
-// takeOver resumes the candidate on endpoint i: a call whose server has told where the
-// candidate stands again (`queued` or `elected`) within the attempt's limit (see
-// resumeAttempt). On failure, the call's trailer, for its verdict.
-func (c *candidate) takeOver(i int, message *pb.CampaignRequest) (campaignStream, context.CancelFunc, metadata.MD, error) {
-	c.mu.Lock()
-	grace := c.resumeGrace
-	c.mu.Unlock()
-	limit := resumeAttempt(c.endpoints.count(), grace, c.heartbeats.now()-c.heartbeats.lastHeard())
-	ctx, cancel, answered := attempt(c.ctx, limit)
-	stream, response, err := c.call(ctx, i, message)
-	for ; err == nil; response, err = stream.Recv() {
-		c.heartbeats.hear()
-		c.handle(response)
-		switch response.GetKind().(type) {
-		case *pb.CampaignResponse_Queued, *pb.CampaignResponse_Elected:
-			if answered() {
-				return stream, cancel, nil, nil
-			}
-			cancel()
-			return nil, nil, nil, attemptError(ctx, errNoAnswer)
-		}
+// resumed: the server has told where the candidate stands again, `queued` or `elected`.
+func (c *candidate) resumed(message *pb.CampaignResponse) bool {
+	switch message.GetKind().(type) {
+	case *pb.CampaignResponse_Queued, *pb.CampaignResponse_Elected:
+		return true
 	}
-	var trailer metadata.MD
-	if stream != nil {
-		trailer = stream.Trailer()
-	}
-	cancel()
-	return nil, nil, trailer, attemptError(ctx, err)
+	return false
 }
 
-// verdict is the end of a candidate an instance would not resume: NOT_FOUND (it keeps no such
-// candidate) ends it as resigned if it had asked to resign (that `resign` may have ended it, as
-// a loss would have: it is over either way), else as unavailable; any other, as the server says.
-func (c *candidate) verdict(i int, err error, trailer metadata.MD) *Error {
+// settle: nothing is left out; a `resign` asked for meanwhile goes on the stream once it is
+// taken into use (see taken).
+func (c *candidate) settle(campaignStream) error { return nil }
+
+// refused: an instance's verdict (the call ended so that the server keeps nothing of it to
+// resume: see final) ends the candidate. NOT_FOUND (it keeps no such candidate) ends it as
+// resigned if it had asked to resign (that `resign` may have ended it, as a loss would have: it
+// is over either way), else as unavailable; any other, as the server says.
+func (c *candidate) refused(i int, err error, trailer metadata.MD) (*Error, bool) {
+	if !final(err, trailer) {
+		return nil, false
+	}
 	if status.Code(err) != codes.NotFound {
-		return c.endOf(err, nil)
+		return c.endOf(err, nil), true
 	}
 	c.mu.Lock()
 	resigning := c.resigning
 	c.mu.Unlock()
 	if resigning {
-		return nil
+		return nil, true
 	}
 	message := "the server no longer keeps the candidate (its resume grace is over, or it restarted)"
 	if c.endpoints.count() > 1 {
 		message = fmt.Sprintf("the server at %s does not keep the candidate: %s", c.endpoints.name(i), status.Convert(err).Message())
 	}
-	return &Error{Lock: c.election.name, Code: codes.Unavailable, Message: message, kind: ErrUnavailable, cause: err, election: true}
+	return &Error{Lock: c.election.name, Code: codes.Unavailable, Message: message, kind: ErrUnavailable, cause: err, election: true}, true
 }
 
 // watch applies the rules of silence (heartbeats.judge) until the candidacy ends.

@@ -1,7 +1,7 @@
 // Links: what the session's Session stream and a candidate's Campaign stream have in common.
 // Each is one call to the server and the calls that resume it, on the client's endpoints, with
 // the client's heartbeats and rules of silence. A link keeps the current call, and the code that
-// opens, reads and sends on it (stream.go); its owner says what the server's messages mean and
+// opens, reads and sends on it (stream.go) and resumes it (resume.go); its owner says what the server's messages mean and
 // how the whole ends.
 
 package lockstream
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // link is one kind of call to the server (Req the client's messages, Resp the server's) and
@@ -37,6 +38,9 @@ type link[Req, Resp any] struct {
 	streamCancel context.CancelFunc
 	endpoint     int           // where the current (or last) stream is
 	streamSince  time.Duration // when the current stream was taken into use (heartbeats.now)
+	cutCause     *Error        // why the client cut the current stream, if it did
+	resumeToken  string        // the server's, to resume with (set by the owner's handle)
+	resumeGrace  time.Duration // the server's (likewise)
 	resuming     bool
 	ended        bool // set by the owner's finish
 }
@@ -61,10 +65,19 @@ type linkOwner[Req, Resp any] interface {
 	endOf(err error, cut *Error) *Error
 	// transportError is a failure of the path to the server, what happened and err's message.
 	transportError(what string, err error) *Error
+	// dropped: the current stream is gone (mu held); whether the owner would be resumed.
+	dropped() bool
+	// resumeWith is the message that starts a call to resume the link (mu held).
+	resumeWith() *Req
+	// resumed: message is the last of the server's report on a resumed call (handled already).
+	resumed(message *Resp) bool
+	// settle: what the report left out, once it is read, before stream is taken into use.
+	settle(stream grpc.BidiStreamingClient[Req, Resp]) error
+	// refused: an endpoint's err (and trailer, if the call ended) to a resume is final, and
+	// the owner ends with why.
+	refused(i int, err error, trailer metadata.MD) (why *Error, final bool)
 	// finish ends the owner with why: it sets ended, closes done and cancels ctx.
 	finish(why *Error)
-	// broken: stream ended with err (io.EOF: OK).
-	broken(stream grpc.BidiStreamingClient[Req, Resp], err error)
 }
 
 // init makes l the link of owner, which opens its first call with first and beats with

@@ -29,13 +29,10 @@ type session struct {
 	options clientOptions
 	onEnd   func(*session, error) // tells the client the session ended, and why
 
-	cutCause    *Error        // why the client cut the current stream, if it did
-	ready       chan struct{} // closed while `stream` is usable
-	requests    requestTable
-	resumeToken string
-	resumeGrace time.Duration // the server's, from `opened`
-	inDoubt     bool          // the path to the server is broken or silent
-	closing     bool
+	ready    chan struct{} // closed while `stream` is usable
+	requests requestTable
+	inDoubt  bool // the path to the server is broken or silent
+	closing  bool
 }
 
 // startSession makes a session and connects it in the background: requests wait for the

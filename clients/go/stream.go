@@ -124,25 +124,6 @@ func durationOrNil(d time.Duration) *durationpb.Duration {
 // errNoAnswer cancels an attempt on an endpoint that did not answer within its limit.
 var errNoAnswer = status.Error(codes.Unavailable, "no answer")
 
-// startStream opens a Session stream on endpoint i and sends its first message, within an
-// attempt of limit (see attempt).
-func (s *session) startStream(i int, first *pb.SessionRequest, limit time.Duration) (stream sessionStream, cancel context.CancelFunc, answered func() bool, err error) {
-	ctx, cancel, answered := attempt(s.ctx, limit)
-	stream, err = s.endpoints.rpcs[i].Session(ctx)
-	if err == nil {
-		err = stream.Send(first)
-		if err == io.EOF {
-			_, err = stream.Recv()
-		}
-	}
-	if err != nil {
-		err = attemptError(ctx, err)
-		cancel()
-		return nil, nil, nil, err
-	}
-	return stream, cancel, answered, nil
-}
-
 // attempt is the context of one attempt on an endpoint, a stream's. With a limit, it is
 // cancelled (its cause UNAVAILABLE) unless answered, which stops the clock, is called within
 // it; answered says false if it came too late.
@@ -206,7 +187,7 @@ func (l *link[Req, Resp]) read(stream grpc.BidiStreamingClient[Req, Resp]) {
 	for {
 		message, err := stream.Recv()
 		if err != nil {
-			l.owner.broken(stream, err)
+			l.broken(stream, err)
 			return
 		}
 		l.heartbeats.hear()
