@@ -73,7 +73,7 @@ func newCandidate(e *Election, options clientOptions, value []byte, campaign cam
 		leadCtx: leadCtx, leadCancel: leadCancel, elected: make(chan struct{}), revoke: make(chan struct{}),
 	}
 	c.init(c, e.client.endpoints, h, &pb.CampaignRequest{Kind: &pb.CampaignRequest_Start{Start: start}},
-		&pb.CampaignRequest{Kind: &pb.CampaignRequest_Heartbeat{Heartbeat: &pb.CampaignHeartbeat{}}})
+		&pb.CampaignRequest{Kind: &pb.CampaignRequest_Heartbeat{Heartbeat: &pb.CampaignHeartbeat{}}}, "elect another candidate")
 	return c
 }
 

@@ -1,12 +1,10 @@
-// A candidate's resume and failover, and its watchdog: taking the candidate over on a new
-// Campaign call, on the next endpoint in turn, after its call breaks or falls silent; the rules
-// of silence that cut a silent call and give the candidacy up before the server's grace is over.
+// A candidate's resume (the link's, see resume.go): the message that takes it over on a new
+// Campaign call, when the server's report on it is over, and which answers end the candidate.
 
 package lockstream
 
 import (
 	"fmt"
-	"time"
 
 	pb "github.com/lockstream/lockstream/gen/go/lockstream/v1"
 	"google.golang.org/grpc/codes"
@@ -56,57 +54,4 @@ func (c *candidate) refused(i int, err error, trailer metadata.MD) (*Error, bool
 		message = fmt.Sprintf("the server at %s does not keep the candidate: %s", c.endpoints.name(i), status.Convert(err).Message())
 	}
 	return &Error{Lock: c.election.name, Code: codes.Unavailable, Message: message, kind: ErrUnavailable, cause: err, election: true}, true
-}
-
-// watch applies the rules of silence (heartbeats.judge) until the candidacy ends.
-func (c *candidate) watch() {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		timer.Reset(c.check())
-		select {
-		case <-c.done:
-			return
-		case <-timer.C:
-		case <-c.heartbeats.wake:
-		}
-	}
-}
-
-// check applies the rules of silence now, and says when to check again: a silent call is cut
-// (and resumed), and a server silent for 0.9 x the grace ends the candidacy.
-func (c *candidate) check() time.Duration {
-	c.mu.Lock()
-	stream, since, grace, resuming, ended := c.stream, c.streamSince, c.resumeGrace, c.resuming, c.ended
-	c.mu.Unlock()
-	if ended {
-		return time.Hour
-	}
-	rule, silent, next := c.heartbeats.judge(grace, resuming, stream != nil, since)
-	switch rule {
-	case silenceLost:
-		c.finish(&Error{Lock: c.election.name, Code: codes.Unavailable, kind: ErrUnavailable, election: true, Message: fmt.Sprintf(
-			"no message from the server for %s; it may elect another candidate once its resume grace (%s) is over",
-			silent.Round(time.Millisecond), grace)})
-	case silenceSuspect:
-		c.cut(stream, &Error{Lock: c.election.name, Code: codes.Unavailable, kind: ErrUnavailable, election: true, Message: fmt.Sprintf(
-			"no message from the server for %s (%d heartbeat intervals)", silent.Round(time.Millisecond), suspectAfterIntervals)})
-	}
-	return next
-}
-
-// cut ends a call the server has gone silent on: the leadership is in doubt at once, and the
-// candidate is resumed on a new call (see broken) or, without a grace, given up.
-func (c *candidate) cut(stream campaignStream, why *Error) {
-	c.mu.Lock()
-	if c.stream != stream {
-		c.mu.Unlock()
-		return
-	}
-	c.cutCause = why
-	c.pathDoubt = true
-	cancel := c.streamCancel
-	c.mu.Unlock()
-	c.tellDoubt()
-	cancel()
 }

@@ -1,4 +1,4 @@
-// Heartbeats: the client's, sent on an idle stream, and the watchdog on the server's, which
+// Heartbeats: the client's, sent on an idle stream, and a link's watchdog on the server's, which
 // applies the two rules of silence (in doubt and a new stream, then lost).
 
 package lockstream
@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc"
 )
 
 // Held locks are in doubt, and the stream is replaced, after this many heartbeat intervals
@@ -104,56 +104,57 @@ func (h *heartbeats) judge(grace time.Duration, resuming, streaming bool, since 
 	return silenceOK, 0, next
 }
 
-// watch applies the two rules of silence until the session ends: held locks are in doubt, and
-// the stream is replaced, after two heartbeat intervals without a word from the server; they
-// are lost a tenth of the resume grace before the grace, counted from the last word, is over.
-func (s *session) watch() {
+// watch applies the two rules of silence until the link's owner ends: the path is in doubt,
+// and the stream is replaced, after two heartbeat intervals without a word from the server; the
+// owner ends (its locks or leadership lost) a tenth of the resume grace before the grace,
+// counted from the last word, is over.
+func (l *link[Req, Resp]) watch() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		timer.Reset(s.check())
+		timer.Reset(l.check())
 		select {
-		case <-s.done:
+		case <-l.done:
 			return
 		case <-timer.C:
-		case <-s.heartbeats.wake:
+		case <-l.heartbeats.wake:
 		}
 	}
 }
 
 // check applies the rules of silence now, and says when to check again.
-func (s *session) check() time.Duration {
-	s.mu.Lock()
-	stream, since, grace, resuming, ended := s.stream, s.streamSince, s.resumeGrace, s.resuming, s.ended
-	s.mu.Unlock()
+func (l *link[Req, Resp]) check() time.Duration {
+	l.mu.Lock()
+	stream, since, grace, resuming, ended := l.stream, l.streamSince, l.resumeGrace, l.resuming, l.ended
+	l.mu.Unlock()
 	if ended {
 		return time.Hour
 	}
-	rule, silent, next := s.heartbeats.judge(grace, resuming, stream != nil, since)
+	rule, silent, next := l.heartbeats.judge(grace, resuming, stream != nil, since)
 	switch rule {
 	case silenceLost:
-		s.finish(&Error{Code: codes.Unavailable, Message: fmt.Sprintf(
-			"no message from the server for %s; it may free the locks once its resume grace (%s) is over",
-			silent.Round(time.Millisecond), grace), kind: ErrUnavailable})
+		l.owner.finish(l.owner.transportError(fmt.Sprintf(
+			"no message from the server for %s; it may %s once its resume grace (%s) is over",
+			silent.Round(time.Millisecond), l.stake, grace), nil))
 	case silenceSuspect:
-		s.cut(stream, &Error{Code: codes.Unavailable, Message: fmt.Sprintf(
-			"no message from the server for %s (%d heartbeat intervals)", silent.Round(time.Millisecond), suspectAfterIntervals)})
+		l.cut(stream, l.owner.transportError(fmt.Sprintf(
+			"no message from the server for %s (%d heartbeat intervals)", silent.Round(time.Millisecond), suspectAfterIntervals), nil))
 	}
 	return next
 }
 
-// cut ends a stream the server has gone silent on: held locks are in doubt at once, and the
-// session is resumed on a new stream (see broken).
-func (s *session) cut(stream sessionStream, why *Error) {
-	s.mu.Lock()
-	if s.stream != stream {
-		s.mu.Unlock()
+// cut ends a stream the server has gone silent on: the path is in doubt at once, and the link
+// is resumed on a new stream (see broken) or, if it cannot be, its owner ends.
+func (l *link[Req, Resp]) cut(stream grpc.BidiStreamingClient[Req, Resp], why *Error) {
+	l.mu.Lock()
+	if l.stream != stream {
+		l.mu.Unlock()
 		return
 	}
-	s.cutCause = why
-	cancel := s.streamCancel
-	inDoubt := s.doubtPath(true)
-	s.mu.Unlock()
+	l.cutCause = why
+	inDoubt := l.owner.doubtPath(true)
+	cancel := l.streamCancel
+	l.mu.Unlock()
 	if inDoubt != nil {
 		inDoubt()
 	}

@@ -1,8 +1,8 @@
 // Links: what the session's Session stream and a candidate's Campaign stream have in common.
 // Each is one call to the server and the calls that resume it, on the client's endpoints, with
 // the client's heartbeats and rules of silence. A link keeps the current call, and the code that
-// opens, reads and sends on it (stream.go) and resumes it (resume.go); its owner says what the server's messages mean and
-// how the whole ends.
+// opens, reads and sends on it (stream.go), resumes it (resume.go) and watches its silence
+// (heartbeats.go); its owner says what the server's messages mean and how the whole ends.
 
 package lockstream
 
@@ -24,6 +24,8 @@ type link[Req, Resp any] struct {
 	heartbeats *heartbeats
 	// The message that opens the first call, and the one the client beats with on every call.
 	first, heartbeat *Req
+	// What the server may do once the resume grace is over, for messages: "free the locks".
+	stake string
 	// Ends with the owner: every call's context derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -51,39 +53,41 @@ type link[Req, Resp any] struct {
 type linkOwner[Req, Resp any] interface {
 	// dial starts a call on endpoint i, under ctx.
 	dial(ctx context.Context, i int) (grpc.BidiStreamingClient[Req, Resp], error)
-	// handle applies one message from the server.
-	handle(message *Resp)
-	// taken: stream is the link's now (mu held); the func is called once stream is read.
-	taken(stream grpc.BidiStreamingClient[Req, Resp]) func()
-	// doubtPath: the path to the server is broken or silent (doubt), or sound again (mu held).
-	doubtPath(doubt bool) func()
 	// unreachable: a call could not be opened on an endpoint for a reason the next endpoint may
 	// not share (err is not the server's answer).
 	unreachable(err error) bool
-	// endOf is how a call that is not resumed ended: err is its end (nil: OK), cut why the
-	// client cut it, if it did.
-	endOf(err error, cut *Error) *Error
-	// transportError is a failure of the path to the server, what happened and err's message.
-	transportError(what string, err error) *Error
+	// handle applies one message from the server.
+	handle(message *Resp)
+	// taken: stream is the link's now (mu held); the func is called once the link reads it.
+	taken(stream grpc.BidiStreamingClient[Req, Resp]) func()
+	// doubtPath: the path to the server is broken or silent (doubt), or sound again (mu held).
+	doubtPath(doubt bool) func()
+
 	// dropped: the current stream is gone (mu held); whether the owner would be resumed.
 	dropped() bool
 	// resumeWith is the message that starts a call to resume the link (mu held).
 	resumeWith() *Req
-	// resumed: message is the last of the server's report on a resumed call (handled already).
+	// resumed: message, handled already, ends the server's report on a resumed call.
 	resumed(message *Resp) bool
 	// settle: what the report left out, once it is read, before stream is taken into use.
 	settle(stream grpc.BidiStreamingClient[Req, Resp]) error
-	// refused: an endpoint's err (and trailer, if the call ended) to a resume is final, and
-	// the owner ends with why.
+	// refused: an endpoint's err (with the call's trailer, if it ended) to a resume is final,
+	// and the owner ends with why.
 	refused(i int, err error, trailer metadata.MD) (why *Error, final bool)
+
+	// endOf is how a call that is not resumed ended: err is its end (nil: OK), cut why the
+	// client cut it, if it did.
+	endOf(err error, cut *Error) *Error
+	// transportError is a failure of the path to the server: what happened, and err's message.
+	transportError(what string, err error) *Error
 	// finish ends the owner with why: it sets ended, closes done and cancels ctx.
 	finish(why *Error)
 }
 
 // init makes l the link of owner, which opens its first call with first and beats with
-// heartbeat.
-func (l *link[Req, Resp]) init(owner linkOwner[Req, Resp], endpoints *endpoints, heartbeats *heartbeats, first, heartbeat *Req) {
-	l.owner, l.endpoints, l.heartbeats, l.first, l.heartbeat = owner, endpoints, heartbeats, first, heartbeat
+// heartbeat; stake is what the server may do once the grace is over.
+func (l *link[Req, Resp]) init(owner linkOwner[Req, Resp], endpoints *endpoints, heartbeats *heartbeats, first, heartbeat *Req, stake string) {
+	l.owner, l.endpoints, l.heartbeats, l.first, l.heartbeat, l.stake = owner, endpoints, heartbeats, first, heartbeat, stake
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.done = make(chan struct{})
 }

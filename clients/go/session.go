@@ -45,7 +45,7 @@ func startSession(endpoints *endpoints, options clientOptions, onEnd func(*sessi
 		open.ResumeGrace = durationpb.New(options.resumeGrace)
 	}
 	s.init(s, endpoints, h, &pb.SessionRequest{Kind: &pb.SessionRequest_Open{Open: open}},
-		&pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.AcquireHeartbeat{}}})
+		&pb.SessionRequest{Kind: &pb.SessionRequest_Heartbeat{Heartbeat: &pb.AcquireHeartbeat{}}}, "free the locks")
 	go s.connect()
 	go s.watch()
 	return s
