@@ -13,7 +13,7 @@ import (
 
 // endpoints are the servers a Client talks to, one at a time: requests go to the current one,
 // and when its session stream breaks, or a resume on it fails, the session moves to the next one
-// in turn (see session.resume). One gRPC connection each, so that the client, not gRPC's load
+// in turn (see link.resume). One gRPC connection each, so that the client, not gRPC's load
 // balancing, chooses where the session goes.
 type endpoints struct {
 	addresses []string // as given, for messages; "" for a connection the caller passed to New

@@ -217,7 +217,7 @@ func (s *session) taken(sessionStream) func() {
 }
 
 // send sends on the current stream, waiting while the session connects or resumes. A message
-// lost with a breaking stream is accounted for by the resume (see takeOver).
+// lost with a breaking stream is accounted for by the resume (see settle).
 func (s *session) send(ctx context.Context, message *pb.SessionRequest) error {
 	return s.sendFor(ctx, message, nil)
 }
