@@ -4,8 +4,11 @@ go 1.26.0
 
 replace github.com/lockstream/lockstream/gen/go => ../../gen/go
 
+replace github.com/lockstream/lockstream/clients/go => ../../clients/go
+
 require (
-	github.com/lockstream/lockstream/gen/go v0.0.0-00010101000000-000000000000
+	github.com/lockstream/lockstream/clients/go v0.1.0
+	github.com/lockstream/lockstream/gen/go v0.1.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

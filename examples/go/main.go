@@ -9,7 +9,8 @@
 // "error: <CODE>: <details>" on stderr, and exits 1.
 //
 // With --session and one --name per lock, it takes several locks over one Session stream
-// instead (see session.go).
+// instead (see session.go); with --election it campaigns in the election --name with the Go
+// client instead (see election.go).
 //
 // Credentials, as in the other examples: --ca ca.crt for TLS (with --cert and --key for a server
 // that wants a client certificate), and a bearer token in LOCKSTREAM_TOKEN.
@@ -72,6 +73,9 @@ func main() {
 	flag.Parse()
 	if len(sessionNames) == 0 {
 		*name = "examples/report"
+		if *electionMode {
+			*name = "examples/scheduler"
+		}
 		sessionNames = names{*name}
 	}
 	if _, ok := modes[*mode]; !ok {
@@ -90,6 +94,9 @@ func run() error {
 	transport, err := transportCredentials()
 	if err != nil {
 		return err
+	}
+	if *electionMode {
+		return runElection(transport)
 	}
 	conn, err := grpc.NewClient(*address, grpc.WithTransportCredentials(transport))
 	if err != nil {

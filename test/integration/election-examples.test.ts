@@ -1,0 +1,188 @@
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { LockClient, type ElectionEvent } from '../../src/client/index.js';
+import { InteractiveProcess } from '../support/interactive-process.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { scaled } from '../support/timing.js';
+
+/**
+ * The election example of each client (examples/typescript/election.ts, examples/go with
+ * --election, examples/python/election.py): two copies of one on the same election at once, and
+ * an observer through the SDK. Also keeps the README's election snippets the examples' own.
+ */
+
+const repo = fileURLToPath(new URL('../../', import.meta.url));
+const GO_EXAMPLE = join(repo, '.tmp/bin/lockstream-example-go');
+const PYTHON = join(repo, '.venv/bin/python');
+
+type Language = 'go' | 'python' | 'typescript';
+
+/** Where each example's README excerpt is (the README's Python programs are its own: see scripts/check-python-install.sh). */
+const sources: Record<'go' | 'typescript', { file: string; section: string; fence: string }> = {
+  typescript: { file: 'examples/typescript/election.ts', section: 'From TypeScript', fence: 'ts' },
+  go: { file: 'examples/go/election.go', section: 'From Go', fence: 'go' },
+};
+
+function example(language: Language, args: string[]): InteractiveProcess {
+  const commands = {
+    go: [GO_EXAMPLE, '--election'],
+    python: [PYTHON, join(repo, 'examples/python/election.py')],
+    typescript: [process.execPath, '--import', 'tsx', join(repo, 'examples/typescript/election.ts')],
+  } as const;
+  const [command, ...prefix] = commands[language];
+  return new InteractiveProcess(command, [...prefix, ...args], { cwd: repo });
+}
+
+/** The lines between `[readme:elections]` and `[/readme:elections]` in `file`, dedented. */
+function excerpt(file: string): string {
+  const lines = readFileSync(join(repo, file), 'utf8').split('\n');
+  const start = lines.findIndex((line) => line.trim() === '// [readme:elections]');
+  const end = lines.findIndex((line) => line.trim() === '// [/readme:elections]');
+  expect(start, `${file} marks its README excerpt`).toBeGreaterThanOrEqual(0);
+  expect(end).toBeGreaterThan(start + 1);
+  const body = lines.slice(start + 1, end);
+  const indent = Math.min(...body.filter((line) => line.trim()).map((line) => /^\s*/.exec(line)![0].length));
+  return body.map((line) => line.slice(indent)).join('\n');
+}
+
+/** The bodies of the README's code blocks fenced as `fence` in the section `## heading`. */
+function readmeBlocks(heading: string, fence: string): string[] {
+  const readme = readFileSync(join(repo, 'README.md'), 'utf8');
+  const from = readme.indexOf(`\n## ${heading}\n`);
+  expect(from, `README.md has a section "## ${heading}"`).toBeGreaterThanOrEqual(0);
+  const next = readme.indexOf('\n## ', from + 1);
+  const section = readme.slice(from, next === -1 ? undefined : next);
+  return [...section.matchAll(new RegExp(`^\`\`\`${fence}\\n([\\s\\S]*?)^\`\`\`$`, 'gm'))].map((m) => m[1]!);
+}
+
+describe('the election examples', () => {
+  let server: ServerProcess;
+  let client: LockClient;
+
+  beforeAll(async () => {
+    // Built from the source under test, as scripts/install-test-deps.sh does (go caches the build).
+    await promisify(execFile)('go', ['build', '-o', GO_EXAMPLE, './'], {
+      cwd: join(repo, 'examples/go'),
+      env: { ...process.env, GOFLAGS: '-mod=readonly -buildvcs=false' },
+    });
+    if (!existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/install-test-deps.sh`);
+    await promisify(execFile)(PYTHON, ['-c', 'import lockstream']).catch((error: unknown) => {
+      throw new Error(`the lockstream Python package is not installed in .venv: ${String(error)}`);
+    });
+    server = await startServerProcess([]);
+    client = new LockClient(server.address);
+  }, scaled(180_000));
+
+  afterAll(async () => {
+    client?.close();
+    await server?.kill('SIGTERM');
+  });
+
+  it.each(['typescript', 'go', 'python'] as const)(
+    'two copies of the %s example lead one after the other, with growing terms, as an observer sees',
+    async (language) => {
+      const name = `examples/election-${language}`;
+      const observer = new AbortController();
+      const events: ElectionEvent[] = [];
+      const observing = (async () => {
+        for await (const event of client.observe(name, { signal: observer.signal })) events.push(event);
+      })();
+      const candidates = ['a', 'b'].map((who) => ({
+        who,
+        process: example(language, [
+          '--address',
+          server.address,
+          '--name',
+          name,
+          '--owner',
+          `owner-${who}`,
+          '--value',
+          `value-${who}`,
+          '--proclaim',
+          `proclaimed-${who}`,
+          '--lead-until-eof',
+        ]),
+      }));
+      try {
+        // Exactly one is elected first; the other waits behind it.
+        const elected = /^elected term=(\d+)$/m;
+        const firstIndex = await Promise.race(
+          candidates.map(({ process }, index) => process.waitFor(elected).then(() => index)),
+        );
+        const first = candidates[firstIndex]!;
+        const second = candidates[1 - firstIndex]!;
+        const firstTerm = BigInt((await first.process.waitFor(elected))[1]!);
+        await first.process.waitFor(/^proclaimed$/m);
+        await first.process.waitFor(
+          new RegExp(`^leader term=${firstTerm} value=proclaimed-${first.who}$`, 'm'),
+        );
+        await second.process.waitFor(/^queued ahead=1$/m);
+        expect(second.process.stdout).not.toMatch(elected);
+
+        // The first resigns; only then is the second elected, with a larger term.
+        first.process.endInput();
+        await first.process.waitFor(/^resigned$/m);
+        expect(await first.process.exited).toBe(0);
+        const secondTerm = BigInt((await second.process.waitFor(elected))[1]!);
+        expect(secondTerm).toBeGreaterThan(firstTerm);
+        await second.process.waitFor(
+          new RegExp(`^leader term=${secondTerm} value=proclaimed-${second.who}$`, 'm'),
+        );
+        second.process.endInput();
+        await second.process.waitFor(/^resigned$/m);
+        expect(await second.process.exited).toBe(0);
+        for (const { process } of candidates) {
+          expect(process.stdout).toMatch(
+            /^(queued ahead=\d+\n)*elected term=\d+\nproclaimed\nleader .*\nresigned\n$/,
+          );
+          expect(process.stderr).toBe('');
+        }
+
+        // The observer saw both terms, in order, each with its candidate's values.
+        await vi.waitFor(() => expect(events.at(-1)).toEqual({ kind: 'vacant', afterTerm: secondTerm }), {
+          timeout: scaled(10_000),
+        });
+        // A term's event may already carry its proclaimed value (the observer reads the term
+        // from the history after the proclamation): then no `proclaimed` follows for it.
+        const terms = events.flatMap((event) => (event.kind === 'term' ? [event] : []));
+        expect(terms.map((term) => [term.term, term.owner])).toEqual([
+          [firstTerm, `owner-${first.who}`],
+          [secondTerm, `owner-${second.who}`],
+        ]);
+        for (const [term, who] of [
+          [firstTerm, first.who],
+          [secondTerm, second.who],
+        ] as const) {
+          const values = events.flatMap((event) =>
+            (event.kind === 'term' || event.kind === 'proclaimed') && event.term === term
+              ? [event.value.toString()]
+              : [],
+          );
+          expect([[`value-${who}`, `proclaimed-${who}`], [`proclaimed-${who}`]]).toContainEqual(values);
+        }
+      } finally {
+        for (const { process } of candidates) process.kill();
+        observer.abort();
+        await observing;
+      }
+    },
+    scaled(60_000),
+  );
+
+  it.each(['typescript', 'go'] as const)(
+    "README.md's %s section shows the example's marked excerpt verbatim",
+    (language) => {
+      const { file, section, fence } = sources[language];
+      const snippet = excerpt(file);
+      const blocks = readmeBlocks(section, fence);
+      expect(
+        blocks.some((block) => block.includes(snippet)),
+        `a \`\`\`${fence} block of "## ${section}" holds ${file}'s [readme:elections] excerpt`,
+      ).toBe(true);
+    },
+  );
+});
