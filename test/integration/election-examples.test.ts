@@ -173,6 +173,25 @@ describe('the election examples', () => {
     scaled(60_000),
   );
 
+  it.each(['typescript', 'go', 'python'] as const)(
+    'the %s example prints `lost` when its term is ended from outside, and exits 1 with ABORTED',
+    async (language) => {
+      const name = `examples/election-lost-${language}`;
+      const leader = example(language, ['--address', server.address, '--name', name, '--lead-until-eof']);
+      try {
+        const [, term] = await leader.waitFor(/^leader term=(\d+) value=10\.0\.0\.7:9443$/m);
+        await client.resign(name, BigInt(term!));
+        expect(await leader.exited).toBe(1);
+        expect(leader.stdout).toMatch(/^lost$/m);
+        expect(leader.stdout).not.toMatch(/resigned/);
+        expect(leader.stderr).toMatch(/^error: ABORTED: /m);
+      } finally {
+        leader.kill();
+      }
+    },
+    scaled(30_000),
+  );
+
   it.each(['typescript', 'go'] as const)(
     "README.md's %s section shows the example's marked excerpt verbatim",
     (language) => {
