@@ -27,7 +27,7 @@ const SESSION_TIMEOUT_S = 6;
  * is elected". The taker keeps them until their clients must have noticed: four heartbeat
  * intervals after the takeover (a client takes a server silent for three as gone), or, for a
  * stream without heartbeats, the session timeout, as long as ZooKeeper would have kept them had
- * nobody taken the session (LockSessions#keepUnresumable).
+ * nobody taken the session (StoreTakeovers#keepUnresumable).
  */
 describe('requests without a grace on an instance paused and taken over by a resume', () => {
   const fixture = faultFixture();

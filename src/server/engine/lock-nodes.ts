@@ -250,7 +250,7 @@ export interface NodeRecord {
    * In a request of a session that cannot be resumed (no `session`), the heartbeat interval of
    * its stream, ms, if it has heartbeats: its client takes a server silent for three of them as
    * gone, so an instance that takes the store session over knows how long the request may still
-   * be held by a client that has been told nothing (see LockSessions#keepUnresumable).
+   * be held by a client that has been told nothing (see StoreTakeovers#keepUnresumable).
    */
   heartbeat?: number;
 }

@@ -1,16 +1,16 @@
 /*
- * Every lockstream session of this server (LockSessions): opened, resumed by token, ended at
- * shutdown; and the store sessions taken over from other instances, or left for them to take.
+ * Every lockstream session of this server (LockSessions): opened, resumed by token (on a store
+ * session taken over from another instance if the token says so: see StoreTakeovers), ended
+ * at shutdown or left in their store sessions for other instances to take.
  */
 import type { Logger } from 'pino';
-import { isLockError, LockError } from '../lock-error.js';
-import type { OwnedNode, SessionTakeover, StoreBackend } from '../stores/store.js';
+import { LockError } from '../lock-error.js';
+import type { StoreBackend } from '../stores/store.js';
 import type { LockEngine } from './lock-engine.js';
-import { parseNodeRecord } from './lock-nodes.js';
 import { LockSession, type SessionEvents, type SessionKind } from './lock-session.js';
 import type { RequestAccounting } from './request-news.js';
-import { checkedClaim, plainToken, provenToken, tokenIssuer } from './resume-token.js';
-import { resumeKey, sessionsOfNodes } from './session-adoption.js';
+import { plainToken, provenToken, resumeKey, tokenIssuer } from './resume-token.js';
+import { StoreTakeovers, type EngineSessions, type TakeoverOptions } from './session-adoption.js';
 import { StoreWorkScheduler } from './store-work-scheduler.js';
 
 /**
@@ -35,29 +35,7 @@ export interface LockSessionsOptions {
    * it, a token another instance issued makes this one take that instance's session over, and
    * `engineFor` makes the engine that runs on a taken one.
    */
-  readonly takeover?:
-    | {
-        readonly sessions: SessionTakeover;
-        readonly engineFor: (store: StoreBackend) => LockEngine;
-        /** Counts the requests of sessions taken over (their streams are not attached yet). */
-        readonly accounting: RequestAccounting;
-      }
-    | undefined;
-}
-
-/** The sessions that run on one engine (this server's own store session, or one taken over). */
-interface EngineSessions {
-  readonly engine: LockEngine;
-  readonly sessions: Set<LockSession>;
-  /** The taken-over store session's own store, closed once its last session has ended. */
-  readonly taken?: StoreBackend;
-  /** The name it was published under (its key in #taken). */
-  readonly name?: string;
-  /**
-   * Set while requests found in the taken session without a grace are kept (see
-   * #keepUnresumable): the store session stays open until they are released.
-   */
-  keeping?: NodeJS.Timeout | undefined;
+  readonly takeover?: TakeoverOptions | undefined;
 }
 
 /**
@@ -73,10 +51,8 @@ export class LockSessions {
   readonly #takeover: LockSessionsOptions['takeover'];
   readonly #resumable = new Map<string, LockSession>();
   readonly #own: EngineSessions;
-  /** Store sessions taken over, by the name they were published under. */
-  readonly #taken = new Map<string, Promise<EngineSessions | undefined>>();
-  /** Those of #taken whose takeover is done, until they are released. */
-  readonly #takenGroups = new Set<EngineSessions>();
+  /** The store sessions taken over from other instances (where sessions can move). */
+  readonly #takeovers: StoreTakeovers | undefined;
   readonly #storeWork = new StoreWorkScheduler(STORE_WORK_IN_FLIGHT);
   #closed = false;
   /** Set while stopping by handing every session over: nothing is released then. */
@@ -89,7 +65,24 @@ export class LockSessions {
     this.#maxResumeGraceMs = options.maxResumeGraceMs;
     this.#events = options.events;
     this.#takeover = options.takeover;
-    options.takeover?.sessions.onTakenOver((by) => this.#handOver(this.#own, `taken over by ${by}`));
+    this.#takeovers =
+      options.takeover &&
+      new StoreTakeovers(
+        options.takeover,
+        {
+          newSession: (group, found) => this.#newSession(group, found),
+          closed: () => this.#closed,
+          handingOver: () => this.#handingOver,
+        },
+        { logger: this.#logger, events: this.#events, maxResumeGraceMs: this.#maxResumeGraceMs },
+      );
+    options.takeover?.sessions.onTakenOver((by) => {
+      this.#logger.warn(
+        { sessions: this.#own.sessions.size },
+        `store session taken over by ${by}: its sessions move with it`,
+      );
+      for (const session of [...this.#own.sessions]) session.handOver();
+    });
   }
 
   /** Requests kept apart from a stream: those of every session not ended yet. */
@@ -150,7 +143,7 @@ export class LockSessions {
       forget: () => {
         group.sessions.delete(session);
         if (key !== undefined && this.#resumable.get(key) === session) this.#resumable.delete(key);
-        if (group.taken && !this.#handingOver) this.#releaseIfIdle(group);
+        if (group.taken && !this.#handingOver) this.#takeovers?.releaseIfIdle(group);
       },
     });
     group.sessions.add(session);
@@ -172,7 +165,10 @@ export class LockSessions {
     const key = resumeKey(token);
     if (!this.#resumable.has(key)) {
       const name = tokenIssuer(token);
-      if (await this.#mayTakeOver(name, token, kind, callerName)) await this.#takeOver(name);
+      const takeovers = this.#takeovers;
+      if (takeovers && (await takeovers.mayTakeOver(name, token, kind, callerName))) {
+        await takeovers.takeOver(name);
+      }
     }
     const session = this.#resumable.get(key);
     if (session && session.kind === kind && session.callerName === callerName) {
@@ -183,160 +179,9 @@ export class LockSessions {
     throw this.#unknownToken(token);
   }
 
-  /**
-   * Whether a resume of `token` (as `kind`, by `callerName`) may take the store session
-   * published as `name` over: its proof checks out against that session's record, as the
-   * session itself would check the token. A takeover under way or done is joined unchecked:
-   * joining it changes nothing.
-   */
-  async #mayTakeOver(
-    name: string,
-    token: string,
-    kind: SessionKind,
-    callerName: string | undefined,
-  ): Promise<boolean> {
-    const takeover = this.#takeover;
-    if (!takeover || name === '' || name === takeover.sessions.publishedAs || this.#closed) return false;
-    if (this.#taken.has(name)) return true;
-    const checked = checkedClaim(token, kind, callerName);
-    return checked !== undefined && (await takeover.sessions.vouched(name, checked.claim, checked.proof));
-  }
-
-  /**
-   * Takes the store session published as `name` over, once (concurrent resumes share it). A
-   * takeover that fails (another instance took the session first, or ZooKeeper is out of reach)
-   * leaves the session alive where it is: UNAVAILABLE, to be resumed again, never NOT_FOUND.
-   */
-  async #takeOver(name: string): Promise<void> {
-    await this.#taking(name).catch((error: unknown) => {
-      if (!(error instanceof LockError) || error.code === 'SHUTTING_DOWN') throw error;
-      throw new LockError(
-        'UNAVAILABLE',
-        `could not take over the store session "${name}" of another lockstream instance (${error.message}); it may live on there or on an instance that took it over first: resume it again, on any instance`,
-        { cause: error },
-      );
-    });
-  }
-
-  async #taking(name: string): Promise<void> {
-    const takeover = this.#takeover;
-    if (!takeover || name === '' || name === takeover.sessions.publishedAs || this.#closed) return;
-    let taking = this.#taken.get(name);
-    if (!taking) {
-      taking = this.#adopt(name, takeover);
-      this.#taken.set(name, taking);
-      // A name whose session was not there (or could not be taken) may be tried again later.
-      void taking.then(
-        (group) => {
-          if (!group) this.#taken.delete(name);
-        },
-        () => this.#taken.delete(name),
-      );
-    }
-    await taking;
-  }
-
-  async #adopt(
-    name: string,
-    takeover: NonNullable<LockSessionsOptions['takeover']>,
-  ): Promise<EngineSessions | undefined> {
-    const startedAt = performance.now();
-    const taken = await takeover.sessions.takeOver(name).catch((error: unknown) => {
-      // A token whose first part names no session (a made-up one) is one nobody has.
-      if (isLockError(error, 'INVALID_ARGUMENT')) return undefined;
-      throw error;
-    });
-    if (!taken) return undefined;
-    const engine = takeover.engineFor(taken.store);
-    const group: EngineSessions = { engine, sessions: new Set(), taken: taken.store, name };
-    const { sessions, untagged } = sessionsOfNodes(taken.nodes, engine.locksPath);
-    const keptMs = untagged.length > 0 ? keepUnresumableMs(untagged, taken.expiresAfterMs) : 0;
-    if (untagged.length > 0) this.#keepUnresumable(group, untagged, keptMs);
-    let requests = 0;
-    for (const found of sessions) {
-      const session = this.#newSession(group, {
-        kind: found.kind,
-        graceMs: Math.min(found.graceMs, this.#maxResumeGraceMs),
-        callerName: found.callerName,
-        accounting: takeover.accounting,
-        logger: this.#logger.child({ takenFrom: name }),
-        resumeToken: undefined,
-        resumeKey: found.key,
-      });
-      for (const { id, request, nodes } of found.requests) session.adopt(id, request, nodes);
-      requests += found.requests.length;
-      this.#events?.('taken-over', found.kind);
-      // Kept for its grace, as if its stream had just broken: its client resumes it, or it ends.
-      session.detach();
-    }
-    this.#logger.info(
-      {
-        session: name,
-        sessions: sessions.length,
-        requests,
-        unresumable: untagged.length,
-        keptMs,
-        tookMs: Math.round((performance.now() - startedAt) * 10) / 10,
-      },
-      'took over the store session of another lockstream instance',
-    );
-    taken.store.takeover?.onTakenOver((by) => this.#handOver(group, `taken over by ${by}`));
-    this.#takenGroups.add(group);
-    this.#releaseIfIdle(group);
-    return group;
-  }
-
-  /**
-   * Keeps the requests of a taken session that had no grace (nobody can resume them) for
-   * `keepMs` after the takeover (see keepUnresumableMs), then releases them. Their streams need
-   * not have ended: the instance the session was taken from may be paused (SIGSTOP, a long GC, a
-   * stopped VM) rather than gone, their holders told nothing, and they stop holding only once
-   * their clients must have noticed.
-   */
-  #keepUnresumable(group: EngineSessions, nodes: readonly { path: string }[], keepMs: number): void {
-    const paths = nodes.map((node) => node.path);
-    group.keeping = setTimeout(() => {
-      void group.taken
-        ?.delete(paths)
-        .catch((error: unknown) => {
-          this.#logger.warn(
-            { err: error, session: group.name },
-            'could not release the requests of unresumable streams',
-          );
-        })
-        .finally(() => {
-          group.keeping = undefined;
-          if (!this.#handingOver && !this.#closed) this.#releaseIfIdle(group);
-        });
-    }, keepMs);
-  }
-
-  /** Releases a taken-over store session once none of its sessions is left, nor a request it keeps. */
-  #releaseIfIdle(group: EngineSessions): void {
-    if (group.sessions.size === 0 && group.keeping === undefined) this.#release(group);
-  }
-
-  /** A taken-over store session none of whose lockstream sessions is left: it ends, and its nodes with it. */
-  #release(group: EngineSessions): void {
-    this.#takenGroups.delete(group);
-    // Its entry in #taken is its own: a name is taken over again only once its entry is gone.
-    if (group.name !== undefined) this.#taken.delete(group.name);
-    void group.taken?.close();
-  }
-
-  /** The store session under `group` moved to another instance: so does every session on it. */
-  #handOver(group: EngineSessions, why: string): void {
-    this.#logger.warn({ sessions: group.sessions.size }, `store session ${why}: its sessions move with it`);
-    // The requests kept go with the session: whoever took it keeps them in turn.
-    clearTimeout(group.keeping);
-    group.keeping = undefined;
-    for (const session of [...group.sessions]) session.handOver();
-    if (group.taken) this.#releaseIfIdle(group);
-  }
-
   *#groups(): Iterable<EngineSessions> {
     yield this.#own;
-    yield* this.#takenGroups;
+    if (this.#takeovers) yield* this.#takeovers.groups;
   }
 
   *#allSessions(): Iterable<LockSession> {
@@ -366,22 +211,8 @@ export class LockSessions {
     this.#closed = true;
     const reason = new LockError('SHUTTING_DOWN', 'the lockstream server is shutting down');
     await Promise.all([...this.#allSessions()].map((session) => session.end(reason)));
-    // A store session that keeps requests without a grace is let go, not closed: ZooKeeper
-    // expires it, and they go then, no sooner than if this instance had stayed.
-    await Promise.all(
-      [...this.#takenGroups]
-        .filter((group) => group.keeping !== undefined)
-        .map((group) => this.#letGo(group)),
-    );
+    await this.#takeovers?.letGoKept();
     this.#logger.debug('sessions ended');
-  }
-
-  async #letGo(group: EngineSessions): Promise<void> {
-    clearTimeout(group.keeping);
-    group.keeping = undefined;
-    this.#takenGroups.delete(group);
-    if (group.name !== undefined) this.#taken.delete(group.name);
-    await group.taken?.takeover?.handOver();
   }
 
   /**
@@ -399,9 +230,7 @@ export class LockSessions {
     const ending: Array<Promise<void>> = [];
     const leaving: Array<{ store: StoreBackend; graceMs: number; keeps: boolean }> = [];
     for (const group of [...this.#groups()]) {
-      const keeps = group.keeping !== undefined;
-      clearTimeout(group.keeping);
-      group.keeping = undefined;
+      const keeps = this.#takeovers?.stopKeeping(group) ?? false;
       let graceMs = 0;
       for (const session of [...group.sessions]) {
         if (session.resumeKey === undefined) {
@@ -428,7 +257,7 @@ export class LockSessions {
 /**
  * Keeps `store`'s session (and every lock in it) for another instance to take over, for at
  * most `graceMs`; then hands it over (taken) or closes it (not taken: its nodes go). A session
- * that `keeps` requests without a grace (see LockSessions#keepUnresumable) is never closed:
+ * that `keeps` requests without a grace (see StoreTakeovers#keepUnresumable) is never closed:
  * not taken, it is let go, and expires.
  */
 async function leaveForTakers(
@@ -458,29 +287,6 @@ async function leaveForTakers(
   await takeover.handOver();
   return taken ? 'taken' : 'left to expire';
 }
-
-/**
- * How long after a takeover the requests found without a grace are kept: until each one's
- * client must have noticed its instance silent, or, had it no heartbeats, as long as the back
- * end would have kept them had nobody taken the session (its timeout). Counted from the
- * takeover, which is no earlier than when their instance was last heard (a little longer than
- * needed, never shorter). A client with heartbeats takes a server silent for three intervals as
- * gone (see NodeRecord.heartbeat); a fourth is the margin for its timers and the last message's
- * way. Never longer than the back end's timeout: ZooKeeper would have freed them by then.
- */
-export function keepUnresumableMs(nodes: readonly OwnedNode[], expiresAfterMs: number): number {
-  let keepMs = 0;
-  for (const node of nodes) {
-    const heartbeat = parseNodeRecord(node.data).heartbeat;
-    const noticedAfterMs =
-      typeof heartbeat === 'number' && heartbeat > 0 ? HEARTBEATS_TO_NOTICE * heartbeat : expiresAfterMs;
-    keepMs = Math.max(keepMs, Math.min(noticedAfterMs, expiresAfterMs));
-  }
-  return keepMs;
-}
-
-/** Three silent heartbeat intervals, and one more for margin (see keepUnresumableMs). */
-const HEARTBEATS_TO_NOTICE = 4;
 
 const UNKNOWN_RESUME_TOKEN =
   'resume token is unknown: its request was released or withdrawn (clean end, or its resume grace passed), or the server restarted';

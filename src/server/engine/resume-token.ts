@@ -8,7 +8,7 @@
  * what the token was issued for, which any instance checks against the store session's record
  * before it takes anything over (see checkedClaim).
  */
-import { randomFillSync } from 'node:crypto';
+import crypto, { randomFillSync } from 'node:crypto';
 import type { SessionKind } from './lock-session.js';
 
 /** The part of `token` before its first dot: the instance or store session that issued it. */
@@ -78,3 +78,17 @@ function randomToken(bytes: number): string {
   poolOffset += bytes;
   return token;
 }
+
+/** A resume token's key: what nodes and the registry keep instead of the token itself. */
+export function resumeKey(token: string): string {
+  return sha256(token).slice(0, 24);
+}
+
+/**
+ * SHA-256 as base64url: the one-shot `crypto.hash` (Node 20.12 and later; a third of a Hash
+ * object's cost, one per session opened), else a Hash object.
+ */
+const sha256: (text: string) => string =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', text, 'base64url')
+    : (text) => crypto.createHash('sha256').update(text).digest('base64url');
