@@ -179,7 +179,7 @@ class Campaign:
             self.state = CANCELLED
             self.send(_RESIGN)
         elif self.state == LEADING and self.leadership is not None:
-            self.leadership._start_resign()
+            self.leadership._start_letting_go()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.done.wait(), _PATIENCE)
         self.finish(grpc.StatusCode.CANCELLED, "withdrawn")
@@ -196,7 +196,7 @@ class Campaign:
             self.decided.set()
             self.send(_RESIGN)
         elif self.state == LEADING and self.leadership is not None:
-            self.leadership._start_resign()
+            self.leadership._start_letting_go()
         stream = self.stream
         if stream is not None and not stream.over and not self._resume.resuming:
             with contextlib.suppress(asyncio.TimeoutError):
@@ -243,7 +243,7 @@ class Campaign:
                 leadership._doubt(False)
         elif kind == "resign_requested":
             if leadership is not None and self.state == LEADING:
-                leadership._resign_requested(message.resign_requested)
+                leadership._asked_back(message.resign_requested)
         # `resigned` is followed by the call's end (OK); `heartbeat` says only that it is alive.
 
     def _broken(self, stream: CampaignStream, code: grpc.StatusCode, details: str, trailers: Any) -> None:

@@ -150,7 +150,7 @@ class Requests:
             elif not self._session.resuming:
                 self.end(request, grpc.StatusCode.CANCELLED, "withdrawn before it was sent")
         elif request.state == HELD and request.lock is not None:
-            request.lock._start_release()
+            request.lock._start_letting_go()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(request.ended.wait(), _WITHDRAW_PATIENCE)
 
@@ -164,7 +164,7 @@ class Requests:
                 request.decided.set()
                 self._session.send(request.cancel_message())
             elif request.state == HELD and request.lock is not None:
-                request.lock._start_release()
+                request.lock._start_letting_go()
 
     # -- what the server says ------------------------------------------------------------------
 
@@ -195,7 +195,7 @@ class Requests:
                 lock._doubt(False)
         elif kind == "revoke_requested":
             if lock is not None and state == HELD:
-                lock._revoke(message.revoke_requested)
+                lock._asked_back(message.revoke_requested)
         elif kind in ("value_set", "downgraded"):
             for index, (answer, _, done) in enumerate(request.pending):
                 if answer == kind:

@@ -15,7 +15,7 @@ import grpc
 
 from lockstream import aio
 from lockstream._callbacks import call_safely
-from lockstream._lock import note_loss
+from lockstream._held import note_loss
 from lockstream._sync_elections import Events, Leadership
 from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from lockstream import aio
-from lockstream._lock import note_loss
+from lockstream._held import note_loss
 from lockstream.errors import ClientClosed, LockError, LockLost
 
 T = TypeVar("T")

@@ -38,7 +38,8 @@ from lockstream._election import ElectionEvent, HistoryGone, Proclaimed, Skipped
 from lockstream._elections import CampaignContext as _CampaignContext
 from lockstream._elections import Elections as _Elections
 from lockstream._leadership import Leadership
-from lockstream._lock import Lock, RevokeRequest
+from lockstream._held import RevokeRequest
+from lockstream._lock import Lock
 from lockstream._observe import Observation
 from lockstream._requests import SessionOver as _SessionOver
 from lockstream._session import Session as _Session
@@ -58,10 +59,10 @@ from lockstream.v1 import lockstream_pb2 as pb
 # What the Client stands on, one job a module: _session (a session's life from open to end),
 # _stream (one Session call), _heartbeat, _requests (the request table and what the server says
 # of each request), _resume (resume and failover across endpoints), _channels (endpoints, channels
-# and unary calls), _lock (a held lock); for elections, _elections (campaigns, observations and
-# calls of a client), _campaign (one candidate's stream), _leadership (a won election), _observe,
-# _election_calls and _election (events). The errors above, SessionCall and logger are importable
-# from here as well.
+# and unary calls), _lock (a held lock), _held (what a held lock and a leadership share); for
+# elections, _elections (campaigns, observations and calls of a client), _campaign (one
+# candidate's stream), _leadership (a won election), _observe, _election_calls and _election
+# (events). The errors above, SessionCall and logger are importable from here as well.
 
 logger = logging.getLogger("lockstream")
 
