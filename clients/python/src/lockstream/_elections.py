@@ -5,8 +5,7 @@ and closing them all with the client."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator
-from typing import Any
+from collections.abc import Callable
 
 import grpc
 
@@ -14,6 +13,7 @@ from lockstream import _checks, _election_calls
 from lockstream._campaign import Campaign
 from lockstream._channels import Connections
 from lockstream._election import Term
+from lockstream._held import Holding
 from lockstream._leadership import Leadership
 from lockstream._observe import Observation
 from lockstream._wire import duration
@@ -36,13 +36,13 @@ class Elections:
         self._observations: set[Observation] = set()
 
     def campaign(self, name: str, value: object, owner: str, timeout: object,
-                 on_queued: Callable[[int], object] | None) -> CampaignContext:
+                 on_queued: Callable[[int], object] | None) -> Holding[Leadership]:
         """Checks what the campaign asks for now (InvalidArgument before anything is sent)."""
         name = _checks.check_name(name)
         start = _start(name, _checks.check_value(name, value), _checks.check_owner(name, owner),
                        self._resume_grace, self._heartbeat_interval)
         wait = None if timeout is None else _checks.check_seconds(name, "timeout", timeout)
-        return CampaignContext(self._elect(start, wait, on_queued))
+        return Holding(self._elect(start, wait, on_queued))
 
     async def _elect(self, start: epb.CampaignStart, timeout: float | None,
                      on_queued: Callable[[int], object] | None) -> Leadership:
@@ -115,25 +115,3 @@ def _start(name: str, value: bytes, owner: str, resume_grace: float,
     if heartbeat_interval > 0:
         start.heartbeat_interval.CopyFrom(duration(heartbeat_interval))
     return start
-
-
-class CampaignContext:
-    """What Client.campaign returns: awaitable (the Leadership, once elected), and an async
-    context manager that enters its block once elected and resigns when it leaves."""
-
-    def __init__(self, electing: Any) -> None:
-        self._electing = electing
-        self._leadership: Leadership | None = None
-
-    def __await__(self) -> Generator[Any, None, Leadership]:
-        leadership: Leadership = yield from self._electing.__await__()
-        return leadership
-
-    async def __aenter__(self) -> Leadership:
-        self._leadership = await self._electing
-        return self._leadership
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        traceback: object) -> None:
-        if self._leadership is not None:
-            await self._leadership.__aexit__(kind, error, traceback)

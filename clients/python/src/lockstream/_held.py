@@ -1,14 +1,14 @@
 """What a held Lock and a Leadership share: whether it is in doubt or lost, the requests to give it
 back, letting it go (release, resign) and what is left to do once it went (raise LockLost, or note
-the loss on the block's own exception)."""
+the loss on the block's own exception), and holding it for a block."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from lockstream._callbacks import call_safely
 from lockstream.errors import ClientClosed, LockLost, NotHeld
@@ -187,3 +187,26 @@ class Held:
                 raise
             note_loss(error, lost, self._WHAT)
 
+
+
+class Holding(Generic[H]):
+    """What Client.lock and Client.campaign return: awaitable (the Lock, or the Leadership once
+    elected), and an async context manager that holds it for its block and lets it go (release,
+    resign) when the block leaves."""
+
+    def __init__(self, granting: Coroutine[Any, Any, H]) -> None:
+        self._granting = granting
+        self._held: H | None = None
+
+    def __await__(self) -> Generator[Any, None, H]:
+        held: H = yield from self._granting.__await__()
+        return held
+
+    async def __aenter__(self) -> H:
+        self._held = await self._granting
+        return self._held
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        traceback: object) -> None:
+        if self._held is not None:
+            await self._held.__aexit__(kind, error, traceback)

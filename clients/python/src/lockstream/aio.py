@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +35,9 @@ from lockstream._channels import Connections as _Connections
 from lockstream._checks import VALUE_MAX_BYTES, Mode
 from lockstream._description import LockDescription, LockRequestInfo, description
 from lockstream._election import ElectionEvent, HistoryGone, Proclaimed, Skipped, Term, Vacant
-from lockstream._elections import CampaignContext as _CampaignContext
 from lockstream._elections import Elections as _Elections
 from lockstream._leadership import Leadership
+from lockstream._held import Holding as _Holding
 from lockstream._held import RevokeRequest
 from lockstream._lock import Lock
 from lockstream._observe import Observation
@@ -272,11 +272,11 @@ class Client:
 
     def lock(self, name: str, *, mode: Mode = "mutex", timeout: float | None = None,
              owner: str | None = None, value: bytes | str = b"", limit: int = 0,
-             weight: int | None = None, on_queued: Callable[[int], object] | None = None) -> _LockContext:
+             weight: int | None = None, on_queued: Callable[[int], object] | None = None) -> _Holding[Lock]:
         """`async with client.lock(name, mode="write", timeout=5) as lock:` holds the lock for
         the block (see `acquire`); `lock = await client.lock(...)` works too."""
-        return _LockContext(self.acquire(name, mode=mode, timeout=timeout, owner=owner, value=value,
-                                         limit=limit, weight=weight, on_queued=on_queued))
+        return _Holding(self.acquire(name, mode=mode, timeout=timeout, owner=owner, value=value,
+                                     limit=limit, weight=weight, on_queued=on_queued))
 
     async def try_lock(self, name: str, *, mode: Mode = "mutex", owner: str | None = None,
                        value: bytes | str = b"", limit: int = 0, weight: int | None = None) -> Lock | None:
@@ -313,10 +313,10 @@ class Client:
 
     def lock_all(self, targets: Sequence[str | Target], *, timeout: float | None = None,
                  owner: str | None = None, value: bytes | str = b"",
-                 on_queued: Callable[[int], object] | None = None) -> _LockContext:
+                 on_queued: Callable[[int], object] | None = None) -> _Holding[Lock]:
         """`async with client.lock_all([...]) as lock:` holds every lock of the set for the block."""
-        return _LockContext(self.acquire_all(targets, timeout=timeout, owner=owner, value=value,
-                                             on_queued=on_queued))
+        return _Holding(self.acquire_all(targets, timeout=timeout, owner=owner, value=value,
+                                         on_queued=on_queued))
 
     async def describe(self, name: str) -> LockDescription:
         """Who holds the lock and who waits for it, first in line first (DescribeLock), across
@@ -337,7 +337,7 @@ class Client:
 
     def campaign(self, name: str, value: bytes | str = b"", *, owner: str | None = None,
                  timeout: float | None = None,
-                 on_queued: Callable[[int], object] | None = None) -> _CampaignContext:
+                 on_queued: Callable[[int], object] | None = None) -> _Holding[Leadership]:
         """Campaigns in the election `name` with `value` (what observers and `leader()` see of this
         leader, e.g. its address; a str as UTF-8, at most 1024 bytes): `async with
         client.campaign(name, value) as leadership:` enters the block once elected and resigns
@@ -400,28 +400,6 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-class _LockContext:
-    """What Client.lock returns: awaitable (the Lock), and an async context manager that holds
-    the lock for its block."""
-
-    def __init__(self, acquiring: Any) -> None:
-        self._acquiring = acquiring
-        self._lock: Lock | None = None
-
-    def __await__(self) -> Generator[Any, None, Lock]:
-        lock: Lock = yield from self._acquiring.__await__()
-        return lock
-
-    async def __aenter__(self) -> Lock:
-        self._lock = await self._acquiring
-        return self._lock
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        traceback: object) -> None:
-        if self._lock is not None:
-            await self._lock.__aexit__(kind, error, traceback)
 
 
 __all__ = ["Client", "ElectionEvent", "HistoryGone", "Leadership", "Lock", "LockDescription", "LockRequestInfo",
