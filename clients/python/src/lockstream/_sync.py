@@ -15,9 +15,9 @@ import grpc
 
 from lockstream import aio
 from lockstream._callbacks import call_safely
-from lockstream._held import note_loss
 from lockstream._sync_elections import Events, Leadership
-from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout
+from lockstream._sync_held import SyncHeld
+from lockstream.errors import ClientClosed, LockTimeout
 
 T = TypeVar("T")
 #: How long an interrupted call waits for its cancellation to run, and close() for its thread.
@@ -28,7 +28,7 @@ _CANCEL_PATIENCE = 10.0
 _SIGNAL_SLICE = 0.1
 
 
-class Lock:
+class Lock(SyncHeld[aio.Lock]):
     """A held lock, from the moment `Client.lock` returns until `release()` or its loss.
 
     `token` is its fencing token: larger for every later holder of the lock. Pass it to what the
@@ -38,144 +38,55 @@ class Lock:
     """
 
     def __init__(self, client: Client, lock: aio.Lock) -> None:
-        # Made on the client's event loop thread (see Client._wrap): no event can be missed.
-        self._client = client
-        self._lock = lock
-        #: The lock's name (a multi-lock's names joined with "+").
-        self.name: str = lock.name
+        super().__init__(client, lock)
         #: The fencing token (for a multi-lock: its first lock's).
         self.token: int = lock.token
         #: A multi-lock's token for each of its locks, by name; empty for a single lock.
         self.tokens: dict[str, int] = dict(lock.tokens)
-        #: Set when the lock is lost (not when it is released).
-        self.lost = threading.Event()
         #: Set when someone asked the holder to release the lock (see `revoke_reason`).
-        self.revoke_requested = threading.Event()
-        self._guard = threading.Lock()
-        self._on_lost: list[Callable[[LockLost], object]] = []
-        self._on_revoke: list[Callable[[aio.RevokeRequest], object]] = []
-        self._revoke: aio.RevokeRequest | None = None
-        lock.on_lost(self._lost)
-        lock.on_revoke_requested(self._revoked)
+        self.revoke_requested: threading.Event = self._asked_event
 
     def __repr__(self) -> str:
-        return repr(self._lock).replace("lockstream.aio.Lock", "lockstream.Lock")
-
-    # On the loop thread: mirror the asyncio events, and call the callbacks on another thread, so
-    # that a callback may use the client (release, close) without blocking its event loop.
-    def _lost(self, error: LockLost) -> None:
-        with self._guard:
-            self.lost.set()
-            callbacks, self._on_lost = self._on_lost, []
-        for callback in callbacks:
-            self._client._dispatch(callback, error)
-
-    def _revoked(self, request: aio.RevokeRequest) -> None:
-        with self._guard:
-            self._revoke = request
-            self.revoke_requested.set()
-            callbacks = list(self._on_revoke)
-        for callback in callbacks:
-            self._client._dispatch(callback, request)
-
-    def on_in_doubt(self, callback: Callable[[bool], object]) -> None:
-        """Calls `callback(True)` when the lock falls in doubt (see `in_doubt`) and
-        `callback(False)` when it is confirmed held again, on the client's callback thread."""
-        self._client._run_soon(lambda: self._lock.on_in_doubt(
-            lambda doubt: self._client._dispatch(callback, doubt)))
-
-    def on_lost(self, callback: Callable[[LockLost], object]) -> None:
-        """Calls `callback(error)` when the lock is lost (at once if it was). Callbacks run on the
-        client's callback thread, one at a time in the order of the events: they may release locks
-        or close the client, and should not block for long."""
-        with self._guard:
-            if not self.lost.is_set():
-                self._on_lost.append(callback)
-                return
-        assert self._lock.error is not None
-        callback(self._lock.error)
+        return repr(self._held).replace("lockstream.aio.Lock", "lockstream.Lock")
 
     def on_revoke_requested(self, callback: Callable[[aio.RevokeRequest], object]) -> None:
         """Calls `callback(request)` when someone asks for the lock back (at once if they did),
         on the client's callback thread; `request.reason` says why, `request.force_at` by when.
         A cooperative request (`force_at` None) may be followed by one that adds a deadline:
         the callback is called again."""
-        with self._guard:
-            told = self._revoke
-            if told is None or told.force_at is None:
-                self._on_revoke.append(callback)
-        if told is not None:
-            callback(told)
-
-    @property
-    def error(self) -> LockLost | None:
-        """Why the lock was lost, once `lost` is set."""
-        return self._lock.error
+        self._on_asked_back(callback)
 
     @property
     def mode(self) -> aio.Mode:
         """How the lock is held: as asked, or "read" once a write lock was downgraded."""
-        return self._lock.mode
+        return self._held.mode
 
     @property
     def held(self) -> bool:
         """Whether the lock is still held: neither released nor lost."""
-        return self._lock.held
-
-    @property
-    def in_doubt(self) -> bool:
-        """True while nobody can vouch for the lock (its stream is being resumed, or the server
-        lost its coordination back end): pause writes to what it protects; `lost` may follow."""
-        return self._lock.in_doubt
+        return self._held.held
 
     @property
     def revoke_reason(self) -> str:
         """Why the lock was asked back, once `revoke_requested` is set."""
-        return self._lock.revoke_reason
+        return self._held.revoke_reason
 
     def release(self) -> None:
         """Releases the lock and waits for the server to confirm. Idempotent (closing the client
         releases it too). Raises LockLost if the lock was lost first: the work done under it may
         not have been exclusive."""
-        try:
-            self._client._run(self._lock.release)
-        except ClientClosed:
-            if self._lock.error is not None:
-                raise self._lock.error from None
-            # Released by closing the client.
-
-    async def _give_back(self) -> None:
-        """Releases a lock granted to a call whose caller was interrupted."""
-        with contextlib.suppress(LockError):
-            await self._lock.release()
+        self._let_go()
 
     def set_value(self, value: bytes | str) -> None:
         """Publishes `value` with the lock (a str as UTF-8; at most 1024 bytes; empty clears it):
         what DescribeLock and WatchLock show for this holder. Returns once it is published."""
-        self._client._run(lambda: self._lock.set_value(value))
+        self._client._run(lambda: self._held.set_value(value))
 
     def downgrade(self) -> None:
         """Turns a write lock into a read lock in one step (same token, nobody granted in
         between; readers queued only behind it are granted). LockError (FAILED_PRECONDITION) for
         any other mode, and the lock stays held."""
-        self._client._run(self._lock.downgrade)
-
-    def __enter__(self) -> Lock:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: object) -> None:
-        """Releases the lock. If the block finished but the lock was lost while it ran, raises
-        LockLost: the work was not protected all along. If the block raised, that propagates,
-        with a note that says the lock was lost too."""
-        try:
-            self._client._run(lambda: self._lock.__aexit__(kind, error, traceback))
-        except ClientClosed:
-            lost = self._lock.error
-            if lost is not None:
-                if error is None:
-                    raise lost from None
-                note_loss(error, lost)
-            # Otherwise released by closing the client.
+        self._client._run(self._held.downgrade)
 
 
 class Client:
@@ -300,7 +211,7 @@ class Client:
                 if not task.done():
                     task.cancel()
                 elif (not task.cancelled() and task.exception() is None
-                      and isinstance(task.result(), (Lock, Leadership))):
+                      and isinstance(task.result(), SyncHeld)):
                     self._loop.create_task(task.result()._give_back())
 
         with contextlib.suppress(RuntimeError):  # the loop is closed: close() settles the call
