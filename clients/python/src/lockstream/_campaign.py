@@ -1,14 +1,13 @@
 """One candidate of an election on a Campaign stream of its own (lockstream.v1.ElectionService/
 Campaign: the session of one candidate), from `start` to its end: what the server says of it, its
 Leadership once elected, its withdrawal or resignation, and its resume on a new stream (on the next
-endpoint) when one breaks, as a Session is resumed (_resume)."""
+endpoint) when one breaks, as a Session is resumed (_stream_session, _resume)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 import grpc
 
@@ -16,8 +15,8 @@ from lockstream import _election_calls
 from lockstream._callbacks import call_safely
 from lockstream._channels import Connections
 from lockstream._leadership import Leadership
-from lockstream._resume import Resume
-from lockstream._stream import BREAKS, Stream
+from lockstream._stream import BREAKS
+from lockstream._stream_session import StreamSession
 from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout, error_for, lost_error
 from lockstream.v1 import election_pb2 as epb
 
@@ -33,10 +32,8 @@ _RESIGN = epb.CampaignRequest(resign=epb.CampaignResign())
 # resigning; over (its call ended, or the client was closed).
 WAITING, CANCELLED, LEADING, RESIGNING, ENDED = "waiting", "cancelled", "leading", "resigning", "ended"
 
-CampaignStream = Stream[epb.CampaignRequest, epb.CampaignResponse]
 
-
-class Campaign:
+class Campaign(StreamSession[epb.CampaignRequest, epb.CampaignResponse]):
     """One candidate and its Campaign stream, and the streams that resume it. `start` is its first
     message (with the client's resume grace and heartbeat interval in it); `on_elected(campaign)`
     is called when it is elected, before its caller hears of it, and `on_over(campaign)` once it
@@ -45,14 +42,13 @@ class Campaign:
     def __init__(self, connections: Connections, start: epb.CampaignStart, heartbeat_interval: float,
                  on_queued: Callable[[int], object] | None, on_elected: Callable[[Campaign], None],
                  on_over: Callable[[Campaign], None]) -> None:
-        self._connections = connections
+        super().__init__(connections, heartbeat_interval, connections.campaign_call, _HEARTBEAT,
+                         epb.CampaignResponse, self)
         self.name = start.name
         self._start = start
-        self._heartbeat_interval = heartbeat_interval
         self._on_queued = on_queued
         self._on_elected = on_elected
         self._on_over = on_over
-        self._loop = asyncio.get_running_loop()
         self.state = WAITING
         self.leadership: Leadership | None = None
         #: Why it ended before it was elected.
@@ -61,15 +57,9 @@ class Campaign:
         self.decided = asyncio.Event()
         #: Set once it is over.
         self.done = asyncio.Event()
-        self.closing = False
-        #: Whether the server said anything about the candidate yet (it may have queued it).
-        self.opened = False
-        self.stream: CampaignStream | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._resume = Resume(self, self, connections)
         self.open(None)
 
-    # -- what _resume and the Leadership need of it ------------------------------------------------
+    # -- what its StreamSession, _resume and the Leadership need of it --------------------------------
 
     @property
     def ended(self) -> bool:
@@ -90,36 +80,13 @@ class Campaign:
                                       f'election "{self.name}": term {leadership.term} is over: '
                                       f"term {term} was elected"))
 
-    def open(self, resume_token: str | None) -> None:
-        """Opens a Campaign stream that starts with `start` (or `resume`, while resuming)."""
-        if self.ended:
-            return
-        stream = Stream(self._connections.campaign_call(), self._loop.time(), self._connections.endpoint,
-                        _HEARTBEAT, epb.CampaignResponse)
+    def _first(self, resume_token: str | None) -> epb.CampaignRequest:
         if resume_token is None:
-            stream.outbox.put_nowait(epb.CampaignRequest(start=self._start))
-        else:
-            resume = epb.CampaignResume(resume_token=resume_token)
-            if self._start.HasField("heartbeat_interval"):
-                resume.heartbeat_interval.CopyFrom(self._start.heartbeat_interval)
-            stream.outbox.put_nowait(epb.CampaignRequest(resume=resume))
-            self._resume.watch_attempt(stream)
-        self.stream = stream
-        stream.start(self._spawn, self._on_message, self._broken, self._heartbeat_interval)
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = self._loop.create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    def send(self, message: epb.CampaignRequest) -> bool:
-        """Queues `message` on the current stream; nothing while resuming (see `resumed`)."""
-        stream = self.stream
-        if stream is None or stream.over or self._resume.resuming:
-            return False
-        stream.outbox.put_nowait(message)
-        return True
+            return epb.CampaignRequest(start=self._start)
+        resume = epb.CampaignResume(resume_token=resume_token)
+        if self._start.HasField("heartbeat_interval"):
+            resume.heartbeat_interval.CopyFrom(self._start.heartbeat_interval)
+        return epb.CampaignRequest(resume=resume)
 
     def start_resign(self) -> None:
         """The leader steps down from now on (see Leadership.resign)."""
@@ -197,30 +164,22 @@ class Campaign:
             self.send(_RESIGN)
         elif self.state == LEADING and self.leadership is not None:
             self.leadership._start_letting_go()
-        stream = self.stream
-        if stream is not None and not stream.over and not self._resume.resuming:
+        if self._usable_stream() is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.done.wait(), _PATIENCE)
         self.finish(grpc.StatusCode.CANCELLED, "the client was closed")
-        current = asyncio.current_task()
-        tasks = [task for task in self._tasks if task is not current]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._end_tasks()
 
     # -- what the server says ----------------------------------------------------------------------
 
-    def _on_message(self, stream: CampaignStream, message: epb.CampaignResponse) -> None:
-        if stream is not self.stream:
-            return
-        self._resume.heard = stream.heard
+    def _told(self, message: epb.CampaignResponse) -> None:
         self.opened = True
         kind = message.WhichOneof("kind")
         if kind == "resumable":
             grace = message.resumable.resume_grace.ToNanoseconds() / 1e9
             self._resume.opened(message.resumable.resume_token, grace)
             return
-        if kind in ("queued", "elected") and self._resume.resuming:
+        if kind in ("queued", "elected") and self.resuming:
             self._resume.resumed()  # the server took the candidate over: where it stands follows
         leadership = self.leadership
         if kind == "queued":
@@ -246,24 +205,10 @@ class Campaign:
                 leadership._asked_back(message.resign_requested)
         # `resigned` is followed by the call's end (OK); `heartbeat` says only that it is alive.
 
-    def _broken(self, stream: CampaignStream, code: grpc.StatusCode, details: str, trailers: Any) -> None:
-        """The stream ended with `code`: resume the candidate on a new one, or end it."""
-        if stream.over or self.stream is not stream:
-            return
-        stream.retire()
-        self.stream = None
-        if self.ended:
-            return
-        if self.closing:
-            self.finish(code, details)
-            return
-        if self._resume.after_break(stream, code, details, trailers):
-            return
-        if self._resume.resuming:
-            details = f"the candidate could not be resumed: {details or code.name}"
-            if code == grpc.StatusCode.NOT_FOUND and self.state in (RESIGNING, CANCELLED):
-                code = grpc.StatusCode.OK  # the server no longer has what it was asked to end
-        self.finish(code, details)
+    def _not_resumed(self, code: grpc.StatusCode, why: str) -> tuple[grpc.StatusCode, str]:
+        if code == grpc.StatusCode.NOT_FOUND and self.state in (RESIGNING, CANCELLED):
+            code = grpc.StatusCode.OK  # the server no longer has what it was asked to end
+        return code, f"the candidate could not be resumed: {why}"
 
     def finish(self, code: grpc.StatusCode, details: str) -> None:
         """The candidate is over with `code`, as it stood: a waiter fails, a leader is lost
@@ -271,10 +216,7 @@ class Campaign:
         if self.ended:
             return
         was, self.state = self.state, ENDED
-        self._resume.stop()
-        if self.stream is not None:
-            self.stream.retire()
-            self.stream = None
+        self._drop_stream()
         why = details or code.name
         if was in (WAITING, CANCELLED) and self.failure is None:
             if self.closing:
