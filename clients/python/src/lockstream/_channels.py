@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from lockstream._stream import CampaignCall, SessionCall
+from lockstream._stream import CampaignCall, Request, Response, SessionCall
 from lockstream.errors import ClientClosed, error_for
 from lockstream.v1 import election_pb2 as epb
 from lockstream.v1 import lockstream_pb2 as pb
@@ -82,22 +82,22 @@ class Connections:
 
     def session_call(self) -> SessionCall:
         """A new Session call on the current endpoint."""
-        method = self.channel_to(self.endpoint).stream_stream(
-            LOCKS + "Session",
-            request_serializer=pb.SessionRequest.SerializeToString,
-            response_deserializer=pb.SessionResponse.FromString,
-        )
-        call: SessionCall = method(metadata=self._metadata)  # type: ignore[assignment]
-        return call
+        return self._stream_call(LOCKS + "Session", pb.SessionRequest, pb.SessionResponse)
 
     def campaign_call(self) -> CampaignCall:
         """A new Campaign call on the current endpoint."""
-        method = self.channel_to(self.endpoint).stream_stream(
-            ELECTIONS + "Campaign",
-            request_serializer=epb.CampaignRequest.SerializeToString,
-            response_deserializer=epb.CampaignResponse.FromString,
+        return self._stream_call(ELECTIONS + "Campaign", epb.CampaignRequest, epb.CampaignResponse)
+
+    def _stream_call(self, method: str, request: type[Request],
+                     response: type[Response]) -> grpc.aio.StreamStreamCall[Request, Response]:
+        """A new call of the bidirectional streaming `method` on the current endpoint."""
+        calls = self.channel_to(self.endpoint).stream_stream(
+            method,
+            request_serializer=request.SerializeToString,
+            response_deserializer=response.FromString,
         )
-        call: CampaignCall = method(metadata=self._metadata)  # type: ignore[assignment]
+        call: grpc.aio.StreamStreamCall[Request, Response] = calls(  # type: ignore[assignment]
+            metadata=self._metadata)
         return call
 
     def observe_call(self, endpoint: str, request: epb.ObserveRequest) -> ObserveCall:
