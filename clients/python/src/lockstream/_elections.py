@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import grpc
-
 from lockstream import _checks, _election_calls
 from lockstream._campaign import Campaign
 from lockstream._channels import Connections
@@ -16,11 +14,10 @@ from lockstream._election import Term
 from lockstream._held import Holding
 from lockstream._leadership import Leadership
 from lockstream._observe import Observation
+from lockstream._retry import retrying
 from lockstream._wire import duration
-from lockstream.errors import ClientClosed, LockError
+from lockstream.errors import ClientClosed
 from lockstream.v1 import election_pb2 as epb
-
-_RETRY_BACKOFF = 0.1
 
 
 class Elections:
@@ -46,31 +43,16 @@ class Elections:
 
     async def _elect(self, start: epb.CampaignStart, timeout: float | None,
                      on_queued: Callable[[int], object] | None) -> Leadership:
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        attempt = 0
-        while True:
-            # A retry waits only for what is left of the first attempt's wait.
-            left = timeout if deadline is None or timeout == 0 else max(0.0, deadline - loop.time())
-            attempt_start = epb.CampaignStart()
-            attempt_start.CopyFrom(start)
-            if left is not None:
-                attempt_start.wait_timeout.CopyFrom(duration(left))
+        async def attempt(attempt_start: epb.CampaignStart, left: float | None) -> Leadership:
             if self._connections.closed:
                 raise ClientClosed(start.name)
             campaign = Campaign(self._connections, attempt_start, self._heartbeat_interval, on_queued,
                                 self._elected, self._campaigns.discard)
             self._campaigns.add(campaign)
-            try:
-                return await campaign.elect(left)
-            except LockError as error:
-                retry = (error.code == grpc.StatusCode.UNAVAILABLE and not self._connections.closed
-                         and attempt < self._unavailable_retries
-                         and (deadline is None or timeout == 0 or loop.time() < deadline))
-                if not retry:
-                    raise
-            await asyncio.sleep(_RETRY_BACKOFF * 2 ** attempt)
-            attempt += 1
+            return await campaign.elect(left)
+
+        return await retrying(start, timeout, self._unavailable_retries, lambda: self._connections.closed,
+                              attempt)
 
     def _elected(self, campaign: Campaign) -> None:
         """A campaign of the client was elected: any other of its campaigns that led the same

@@ -13,6 +13,7 @@ import grpc
 from lockstream._callbacks import call_safely
 from lockstream._checks import Mode
 from lockstream._lock import Lock, LockSession
+from lockstream._retry import StartOver
 from lockstream._stream import BREAKS
 from lockstream.errors import (
     ClientClosed,
@@ -47,7 +48,7 @@ class RequestsSession(LockSession, Protocol):
     def resuming(self) -> bool: ...
 
 
-class SessionOver(Exception):
+class SessionOver(StartOver):
     """The session ended before a request could be queued on it: take the next one."""
 
 

@@ -36,16 +36,15 @@ from lockstream._checks import VALUE_MAX_BYTES, Mode
 from lockstream._description import LockDescription, LockRequestInfo, description
 from lockstream._election import ElectionEvent, HistoryGone, Proclaimed, Skipped, Term, Vacant
 from lockstream._elections import Elections as _Elections
-from lockstream._leadership import Leadership
 from lockstream._held import Holding as _Holding
 from lockstream._held import RevokeRequest
+from lockstream._leadership import Leadership
 from lockstream._lock import Lock
 from lockstream._observe import Observation
-from lockstream._requests import SessionOver as _SessionOver
+from lockstream._retry import retrying as _retrying
 from lockstream._session import Session as _Session
 from lockstream._stream import SessionCall
 from lockstream._wire import MODES as _MODES
-from lockstream._wire import duration as _duration
 from lockstream.errors import (
     ClientClosed,
     InvalidArgument,
@@ -56,17 +55,16 @@ from lockstream.errors import (
 )
 from lockstream.v1 import lockstream_pb2 as pb
 
-# What the Client stands on, one job a module: _session (a session's life from open to end),
-# _stream (one Session call), _heartbeat, _requests (the request table and what the server says
-# of each request), _resume (resume and failover across endpoints), _channels (endpoints, channels
-# and unary calls), _lock (a held lock), _held (what a held lock and a leadership share); for
-# elections, _elections (campaigns, observations and calls of a client), _campaign (one
-# candidate's stream), _leadership (a won election), _observe, _election_calls and _election
-# (events). The errors above, SessionCall and logger are importable from here as well.
+# What the Client stands on, one job a module: _session (a session's life from open to end), _stream
+# (one Session call), _heartbeat, _requests (the request table and what the server says of each
+# request), _resume (resume and failover across endpoints), _stream_session (what a session and a
+# campaign share), _channels (endpoints, channels and unary calls), _retry (an acquire or a campaign
+# tried again while the server is unavailable), _lock (a held lock), _held (what a held lock and a
+# leadership share); for elections, _elections (campaigns, observations and calls of a client),
+# _campaign (one candidate's stream), _leadership (a won election), _observe, _election_calls and
+# _election (events). The errors above, SessionCall and logger are importable from here as well.
 
 logger = logging.getLogger("lockstream")
-
-_RETRY_BACKOFF = 0.1
 
 #: Metadata for every call: (key, value) pairs; bytes values for keys that end in "-bin".
 Metadata = Sequence[tuple[str, str | bytes]]
@@ -243,32 +241,15 @@ class Client:
 
     async def _acquire(self, name: str, mode: Mode, message: pb.SessionAcquire, timeout: float | None,
                        on_queued: Callable[[int], object] | None) -> Lock:
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        attempt = 0
-        while True:
-            # A retry waits only for what is left of the first attempt's wait.
-            left = timeout if deadline is None or timeout == 0 else max(0.0, deadline - loop.time())
-            attempt_message = pb.SessionAcquire()
-            attempt_message.CopyFrom(message)
-            if left is not None:
-                attempt_message.wait_timeout.CopyFrom(_duration(left))
+        async def attempt(attempt_message: pb.SessionAcquire, left: float | None) -> Lock:
             try:
                 session = self._current_session()
                 return await session.requests.acquire(name, mode, attempt_message, left, on_queued)
-            except _SessionOver:
-                await asyncio.sleep(0)
-                continue
             except ClientClosed:
                 raise ClientClosed(name) from None
-            except LockError as error:
-                retry = (error.code == grpc.StatusCode.UNAVAILABLE and not self._connections.closed
-                         and attempt < self._options.unavailable_retries
-                         and (deadline is None or timeout == 0 or loop.time() < deadline))
-                if not retry:
-                    raise
-            await asyncio.sleep(_RETRY_BACKOFF * 2 ** attempt)
-            attempt += 1
+
+        return await _retrying(message, timeout, self._options.unavailable_retries,
+                               lambda: self._connections.closed, attempt)
 
     def lock(self, name: str, *, mode: Mode = "mutex", timeout: float | None = None,
              owner: str | None = None, value: bytes | str = b"", limit: int = 0,
