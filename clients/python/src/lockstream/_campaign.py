@@ -14,14 +14,13 @@ import grpc
 from lockstream import _election_calls
 from lockstream._callbacks import call_safely
 from lockstream._channels import Connections
+from lockstream._grant import verdict
 from lockstream._leadership import Leadership
 from lockstream._stream import BREAKS
 from lockstream._stream_session import StreamSession
-from lockstream.errors import ClientClosed, LockError, LockLost, LockTimeout, error_for, lost_error
+from lockstream.errors import ClientClosed, LockError, LockLost, error_for, lost_error
 from lockstream.v1 import election_pb2 as epb
 
-#: How long past the wait timeout a candidate waits for the server's own verdict (seconds).
-_ANSWER_MARGIN = 5.0
 #: How long a withdrawal, and a campaign's part of closing the client, wait for the server.
 _PATIENCE = 5.0
 
@@ -123,17 +122,7 @@ class Campaign(StreamSession[epb.CampaignRequest, epb.CampaignResponse]):
     async def elect(self, timeout: float | None) -> Leadership:
         """Waits until the candidate is elected and returns its Leadership; withdraws it when the
         wait is cancelled, interrupted or timed out."""
-        # The server decides the wait timeout; this bounds the wait for its verdict.
-        bound = None if timeout is None else timeout + _ANSWER_MARGIN
-        try:
-            await asyncio.wait_for(self.decided.wait(), bound)
-        except asyncio.TimeoutError:
-            await self._withdraw()
-            raise LockTimeout(self.name, grpc.StatusCode.DEADLINE_EXCEEDED,
-                              f"no answer from the server within {bound:g} s") from None
-        except BaseException:
-            await self._withdraw()
-            raise
+        await verdict(self.name, self.decided, timeout, self._withdraw)
         if self.leadership is not None:
             return self.leadership
         assert self.failure is not None

@@ -14,7 +14,7 @@ from lockstream._election import Term
 from lockstream._held import Holding
 from lockstream._leadership import Leadership
 from lockstream._observe import Observation
-from lockstream._retry import retrying
+from lockstream._grant import retrying
 from lockstream._wire import duration
 from lockstream.errors import ClientClosed
 from lockstream.v1 import election_pb2 as epb

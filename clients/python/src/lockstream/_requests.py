@@ -13,13 +13,12 @@ import grpc
 from lockstream._callbacks import call_safely
 from lockstream._checks import Mode
 from lockstream._lock import Lock, LockSession
-from lockstream._retry import StartOver
+from lockstream._grant import StartOver, verdict
 from lockstream._stream import BREAKS
 from lockstream.errors import (
     ClientClosed,
     LockError,
     LockLost,
-    LockTimeout,
     NotHeld,
     error_for,
     lost_error,
@@ -27,8 +26,6 @@ from lockstream.errors import (
 )
 from lockstream.v1 import lockstream_pb2 as pb
 
-#: How long past the wait timeout a request waits for the server's own verdict (seconds).
-_ANSWER_MARGIN = 5.0
 #: How long a cancelled or timed-out wait waits for the server to confirm it left the queue.
 _WITHDRAW_PATIENCE = 5.0
 
@@ -124,19 +121,7 @@ class Requests:
         request = Request(self._new_id(), name, mode, message, timeout, on_queued)
         self.by_id[request.id] = request
         request.sent = session.send(request.acquire_message())
-        # The server decides the wait timeout; this bounds the wait for its verdict.
-        bound = None if timeout is None else timeout + _ANSWER_MARGIN
-        try:
-            await asyncio.wait_for(request.decided.wait(), bound)
-        except asyncio.TimeoutError:
-            await self._withdraw(request)
-            raise LockTimeout(name, grpc.StatusCode.DEADLINE_EXCEEDED,
-                              f"no answer from the server within {bound:g} s") from None
-        except BaseException:
-            # Cancelled or interrupted while waiting: leave the queue (or give back a grant that
-            # crossed the cancel) before going on.
-            await self._withdraw(request)
-            raise
+        await verdict(name, request.decided, timeout, lambda: self._withdraw(request))
         if request.lock is not None:
             return request.lock
         assert request.failure is not None

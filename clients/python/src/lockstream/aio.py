@@ -41,7 +41,7 @@ from lockstream._held import RevokeRequest
 from lockstream._leadership import Leadership
 from lockstream._lock import Lock
 from lockstream._observe import Observation
-from lockstream._retry import retrying as _retrying
+from lockstream._grant import retrying as _retrying
 from lockstream._session import Session as _Session
 from lockstream._stream import SessionCall
 from lockstream._wire import MODES as _MODES
@@ -58,8 +58,8 @@ from lockstream.v1 import lockstream_pb2 as pb
 # What the Client stands on, one job a module: _session (a session's life from open to end), _stream
 # (one Session call), _heartbeat, _requests (the request table and what the server says of each
 # request), _resume (resume and failover across endpoints), _stream_session (what a session and a
-# campaign share), _channels (endpoints, channels and unary calls), _retry (an acquire or a campaign
-# tried again while the server is unavailable), _lock (a held lock), _held (what a held lock and a
+# campaign share), _channels (endpoints, channels and unary calls), _grant (waiting for a grant, and
+# asking again while the server is unavailable), _lock (a held lock), _held (what a held lock and a
 # leadership share); for elections, _elections (campaigns, observations and calls of a client),
 # _campaign (one candidate's stream), _leadership (a won election), _observe, _election_calls and
 # _election (events). The errors above, SessionCall and logger are importable from here as well.

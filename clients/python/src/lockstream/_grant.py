@@ -1,7 +1,8 @@
-"""Asking for a grant (an acquire, a campaign) again while the server answers UNAVAILABLE before it
-granted anything: each attempt waits only for what is left of the first one's wait, after a
-backoff that doubles, a given number of times at most. Never after a grant: a lost lock or
-leadership is reported, not retaken."""
+"""Waiting for a grant (an acquire, a campaign): the wait for the server's verdict, bounded past the
+wait timeout the server was given, and withdrawn when it is given up; and asking again while the
+server answers UNAVAILABLE before it granted anything: each attempt waits only for what is left of
+the first one's wait, after a backoff that doubles, a given number of times at most. Never after a
+grant: a lost lock or leadership is reported, not retaken."""
 
 from __future__ import annotations
 
@@ -12,15 +13,36 @@ from typing import TypeVar
 import grpc
 
 from lockstream._wire import duration
-from lockstream.errors import LockError
+from lockstream.errors import LockError, LockTimeout
 from lockstream.v1 import election_pb2 as epb
 from lockstream.v1 import lockstream_pb2 as pb
 
+#: How long past the wait timeout a request or a candidate waits for the server's own verdict
+#: (seconds).
+_ANSWER_MARGIN = 5.0
 _RETRY_BACKOFF = 0.1
 
 #: What an attempt sends: an acquire, or a campaign's start (each with its wait timeout).
 Asking = TypeVar("Asking", pb.SessionAcquire, epb.CampaignStart)
 T = TypeVar("T")
+
+
+async def verdict(name: str, decided: asyncio.Event, timeout: float | None,
+                  withdraw: Callable[[], Awaitable[None]]) -> None:
+    """Waits until `decided` is set: granted (or elected), or failed. The server decides the wait
+    timeout; this bounds the wait for its verdict, and raises LockTimeout past it. A wait that
+    times out, is cancelled or is interrupted is withdrawn first (`withdraw()`: a waiting request
+    leaves the queue, a grant that crossed the cancel is given back)."""
+    bound = None if timeout is None else timeout + _ANSWER_MARGIN
+    try:
+        await asyncio.wait_for(decided.wait(), bound)
+    except asyncio.TimeoutError:
+        await withdraw()
+        raise LockTimeout(name, grpc.StatusCode.DEADLINE_EXCEEDED,
+                          f"no answer from the server within {bound:g} s") from None
+    except BaseException:
+        await withdraw()
+        raise
 
 
 class StartOver(Exception):
