@@ -58,7 +58,7 @@ class Campaign(StreamSession[epb.CampaignRequest, epb.CampaignResponse]):
         self.done = asyncio.Event()
         self.open(None)
 
-    # -- what its StreamSession, _resume and the Leadership need of it --------------------------------
+    # -- what its StreamSession, _resume and the Leadership need of it -----------------------------
 
     @property
     def ended(self) -> bool:

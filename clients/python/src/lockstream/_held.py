@@ -64,7 +64,7 @@ class Held:
         self._on_asked: list[Callable[[RevokeRequest], object]] = []
         self._on_doubt: list[Callable[[bool], object]] = []
 
-    # -- what each kind answers from what it stands on -------------------------------------------
+    # -- what each kind answers from what it stands on ---------------------------------------------
 
     def _holds(self) -> bool:
         """Whether it is still held: neither let go (nor being let go) nor lost."""
@@ -82,7 +82,7 @@ class Held:
         """Asks the server to let it go."""
         raise NotImplementedError
 
-    # -- what they share -------------------------------------------------------------------------
+    # -- what they share ---------------------------------------------------------------------------
 
     @property
     def in_doubt(self) -> bool:

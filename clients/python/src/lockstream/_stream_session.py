@@ -41,7 +41,7 @@ class StreamSession(Generic[Request, Response]):
         self.opened = False
         self._resume = Resume(self, carried, connections)
 
-    # -- what each kind says --------------------------------------------------------------------------
+    # -- what each kind says -----------------------------------------------------------------------
 
     @property
     def ended(self) -> bool:
@@ -64,7 +64,7 @@ class StreamSession(Generic[Request, Response]):
         """How the session ends when its stream broke with `code` while it was being resumed."""
         return code, f"the session could not be resumed: {why}"
 
-    # -- what they share ------------------------------------------------------------------------------
+    # -- what they share ---------------------------------------------------------------------------
 
     @property
     def resuming(self) -> bool:
