@@ -40,6 +40,20 @@ class MemorySession extends SessionState {
 }
 
 /**
+ * Where the embedded store starts counting creation ids: the wall clock at its start, in
+ * microseconds (about 1.8 × 10^15 in 2026, well inside 2^53 and uint64). Creation ids are the
+ * fencing tokens of the locks granted on it, and it writes nothing to disk, so this is what
+ * makes tokens grow across a restart of the process (after SIGTERM or kill -9 alike, with the
+ * same command line): a restarted store starts above every id the previous one issued as long
+ * as that one issued fewer than a million a second over its life (from its start to the
+ * restart; the store makes a few tens of thousands a second at most), and the wall clock was
+ * not stepped back across the restart by more than that margin.
+ */
+export function clockStartingId(nowMs: number = Date.now()): bigint {
+  return BigInt(Math.floor(nowMs)) * 1000n;
+}
+
+/**
  * The embedded store: the same semantics as ZooKeeper for one process, kept in memory.
  * Not a second lock implementation: it only keeps sequential ephemeral nodes and deletion
  * watches; the engine runs the recipe on it exactly as on ZooKeeper.
@@ -57,7 +71,8 @@ export class MemoryStore implements StoreBackend {
   readonly #watchers = new Map<string, Set<() => void>>();
   readonly #nodeWatchers = new ListenerMap<NodeWatchHandlers>();
   readonly #childWatchers = new ListenerMap<() => void>();
-  #lastCreationId = 0n;
+  /** Counted from the wall clock at the store's start (see clockStartingId), one more per step. */
+  #lastCreationId = clockStartingId();
   #session = new MemorySession(1);
   #closed = false;
 
