@@ -100,6 +100,13 @@ interface Real {
 
 type Failure = 'kill' | 'pause';
 
+/**
+ * The ZooKeeper session timeout of the instances on ZooKeeper: the least ZooKeeper grants by
+ * default, so that requests without a grace found in a session taken over (kept that long:
+ * see Fail) are released well within ANSWER_BOUND_MS.
+ */
+const SESSION_TIMEOUT_S = 4;
+
 async function within<T>(promise: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
@@ -421,7 +428,9 @@ class Restart implements fc.AsyncCommand<LockModel, Real> {
  * The serving instance dies (SIGKILL) or pauses (SIGSTOP), and every client fails over to
  * another instance at once: each attached request with a resume grace is resumed there, on the
  * same client, and keeps its lock with its token, or its place; the others end UNAVAILABLE and
- * are released by the instance that takes the failed one's ZooKeeper session over. A paused
+ * are released by the instance that takes the failed one's ZooKeeper session over, once their
+ * clients must have noticed (these streams have no heartbeats: the session timeout after the
+ * takeover, SESSION_TIMEOUT_S, within the bound every answer is awaited for). A paused
  * instance is then woken up: once it has seen its session taken over, nothing it did may
  * change what any client was told (the model is checked again).
  */
@@ -647,7 +656,11 @@ for (const store of ['embedded', 'zookeeper'] as const) {
     describe(`the lock model against a server on the ${store} store, over ${rpc}`, () => {
       const root = `/model-${randomUUID()}`;
       const startInstance = (): Promise<ServerProcess> =>
-        startServerProcess(store === 'embedded' ? [] : ['--zookeeper', connectString, '--root', root]);
+        startServerProcess(
+          store === 'embedded'
+            ? []
+            : ['--zookeeper', connectString, '--root', root, '--session-timeout', `${SESSION_TIMEOUT_S}s`],
+        );
       let server: ServerProcess;
       /** The next restart's instance, started ahead; and the instances stopped, which linger until taken over. */
       let spare: Promise<ServerProcess> | undefined;

@@ -166,14 +166,18 @@ export class LockModel {
    * client fails over to another instance at once: every stream ends with UNAVAILABLE; each
    * attached request with a resume grace is resumed on the next instance (which takes the
    * failed one's ZooKeeper session over) and keeps its lock or its place; a detached one stays
-   * detached, as it stands; the others end as after a dropped connection (the taker releases
-   * them). Returns the requests resumed, in order.
+   * detached, as it stands; the others end as after a dropped connection, but the taker keeps
+   * them until their clients must have noticed, so the resumed requests are told where they
+   * stand with those still in the queue; then it releases them. Returns the requests resumed,
+   * in order.
    */
   failInstance(): number[] {
     this.restarts += 1;
-    const failingOver = this.attached.filter((request) => request.resumable).map((request) => request.id);
-    for (const request of this.attached) this.drop(request.id);
+    const attached = this.attached;
+    const failingOver = attached.filter((request) => request.resumable).map((request) => request.id);
+    for (const id of failingOver) this.drop(id);
     for (const id of failingOver) this.resume(id);
+    for (const request of attached) if (!request.resumable) this.drop(request.id);
     return failingOver;
   }
 
