@@ -326,7 +326,7 @@ describe('the lockstream command as a client', () => {
   it(
     'run --limit N holds one of N slots: two runs hold at once, a third waits for one of them to end',
     async () => {
-      const hold = ['sh', '-c', 'echo "token=$LOCKSTREAM_FENCING_TOKEN"; sleep 30'];
+      const hold = ['sh', '-c', 'echo "token=$LOCKSTREAM_FENCING_TOKEN"; exec sleep 30'];
       const runs = [1, 2].map(() => lockstream(['run', 'cli/slots', '--limit', '2', '--', ...hold], env));
       const tokens = await Promise.all(runs.map(async (run) => (await run.line(/token=(\d+)/))[1]));
       const watch = client.watch('cli/slots');
