@@ -372,14 +372,8 @@ class Candidacy {
           process.stderr.write(`resumed with term ${term}, not ${this.#term}\n`);
           this.#lose(`resumed with another term (${term}, not ${this.#term})`);
           return;
-        } else if (this.#doubted && this.leading) {
-          this.#doubted = false;
-          this.#ctx.record({
-            op: this.#ctx.nextOp(),
-            type: 'event',
-            f: 'confirmed',
-            lock: this.#ctx.election,
-          });
+        } else {
+          this.#setDoubt(false);
         }
         if (resumed) this.#sendResign();
         return;
@@ -388,26 +382,10 @@ class Candidacy {
         if (resumed && this.#resign) this.#sendResign();
         return;
       case 'inDoubt':
-        if (this.leading && !this.#doubted) {
-          this.#doubted = true;
-          this.#ctx.record({
-            op: this.#ctx.nextOp(),
-            type: 'event',
-            f: 'in_doubt',
-            lock: this.#ctx.election,
-          });
-        }
+        this.#setDoubt(true);
         return;
       case 'confirmed':
-        if (this.leading && this.#doubted) {
-          this.#doubted = false;
-          this.#ctx.record({
-            op: this.#ctx.nextOp(),
-            type: 'event',
-            f: 'confirmed',
-            lock: this.#ctx.election,
-          });
-        }
+        this.#setDoubt(false);
         return;
       case 'heartbeat':
       case 'resigned': // the status follows
@@ -459,16 +437,7 @@ class Candidacy {
       else this.#end({ how: 'abandoned' }, `the stream broke (${why}), without a resume grace`, 'info');
       return;
     }
-    if (this.leading && !this.#doubted) {
-      this.#doubted = true;
-      this.#ctx.record({
-        op: this.#ctx.nextOp(),
-        type: 'event',
-        f: 'in_doubt',
-        lock: this.#ctx.election,
-        error: why,
-      });
-    }
+    this.#setDoubt(true, why);
     if (!this.#resuming) {
       // The server counts the grace from when it noticed the break, no earlier than when it sent
       // the last message heard here: given up a margin sooner.
@@ -494,6 +463,19 @@ class Candidacy {
       watchdog.awake();
       if (this.#resuming === resuming && !this.#ended) this.#open(this.#token);
     }, backoff);
+  }
+
+  /** While it leads, records each change of doubt once: `in_doubt` (with `why`), or `confirmed`. */
+  #setDoubt(doubted: boolean, why?: string): void {
+    if (!this.leading || this.#doubted === doubted) return;
+    this.#doubted = doubted;
+    this.#ctx.record({
+      op: this.#ctx.nextOp(),
+      type: 'event',
+      f: doubted ? 'in_doubt' : 'confirmed',
+      lock: this.#ctx.election,
+      ...(why === undefined ? {} : { error: why }),
+    });
   }
 
   #giveUp(why: string): void {
