@@ -37,4 +37,16 @@ const (
 
 	// maxResumeTokenBytes is the longest resume token the server looks up (at least 1 byte); clients only send back the tokens it gave them, so only the server checks it. [bytes]
 	maxResumeTokenBytes = 256
+
+	// MaxRecordKeyBytes is the longest key of a guarded record (PutRecord, GetRecord, DeleteRecord), in bytes of UTF-8 (a key has at least one byte, and the same characters as a lock name). [bytes]
+	MaxRecordKeyBytes = 256
+
+	// MaxRecordValueBytes is the largest value of a guarded record (PutRecord.value). [bytes]
+	MaxRecordValueBytes = 65_536
+
+	// maxRecordRequestIDBytes is the longest request id of a guarded record's write (PutRecord.request_id), which makes sending it again safe; clients make their own, so only the server checks it. [bytes]
+	maxRecordRequestIDBytes = 64
+
+	// MaxRecordsPerLock is the most guarded records one lock may have; a PutRecord of a new key beyond it is refused with RESOURCE_EXHAUSTED (checked by the server alone). [count]
+	MaxRecordsPerLock = 1000
 )

@@ -4,11 +4,13 @@
  */
 import type { ElectionServiceClient } from '../gen/lockstream/v1/election.js';
 import type { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
+import type { RecordServiceClient } from '../gen/lockstream/v1/records.js';
 
-/** The gRPC clients of one endpoint, both on its one channel: one per lockstream service. */
+/** The gRPC clients of one endpoint, all on its one channel: one per lockstream service. */
 export interface EndpointClients {
   readonly locks: LockServiceClient;
   readonly elections: ElectionServiceClient;
+  readonly records: RecordServiceClient;
 }
 
 /**

@@ -76,6 +76,30 @@ export class NotLeaderError extends LockClientError {
 }
 
 /**
+ * A guarded record's write (put, delete) named a fencing token that is not a current holder's
+ * for the lock: its hold ended (released, lost, revoked), it is another lock's, never granted,
+ * or a READ hold's. Nothing was written. Its `code` is FAILED_PRECONDITION.
+ */
+export class TokenNotHeldError extends LockClientError {
+  override name = 'TokenNotHeldError';
+  /** The token that was named. */
+  readonly token: bigint;
+
+  constructor(lockName: string, token: bigint, details: string, options?: { cause?: unknown }) {
+    super(lockName, Status.FAILED_PRECONDITION, details, options);
+    this.token = token;
+  }
+}
+
+/**
+ * A guarded record's write conditioned on a revision (`expectedRevision`) found the record at
+ * another: someone wrote it since it was read. Nothing was written. Its `code` is ABORTED.
+ */
+export class RevisionConflictError extends LockClientError {
+  override name = 'RevisionConflictError';
+}
+
+/**
  * The LockClient was closed: the call was made after `close()`, or the request was still
  * waiting for its lock when `close()` was called (it is withdrawn, nothing is left queued). Its
  * `code` is FAILED_PRECONDITION. A lock held when the client is closed is lost instead

@@ -17,10 +17,13 @@ export {
   LockClient,
   type AcquireOptions,
   type CampaignOptions,
+  type GuardedRecord,
+  type HolderRecords,
   type LockClientOptions,
   type LockDescription,
   type LockPage,
   type LockRequestInfo,
+  type RecordWriteOptions,
 } from './lock-client.js';
 export type { Lock, LockMode, LockSpec, RevokeRequest } from './lock.js';
 export type { ElectionEvent, ElectionLeader, Leadership } from './election.js';
@@ -31,5 +34,7 @@ export {
   LockLostError,
   LockTimeoutError,
   NotLeaderError,
+  RevisionConflictError,
+  TokenNotHeldError,
 } from './errors.js';
 export { status as Status } from '@grpc/grpc-js';

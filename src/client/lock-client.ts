@@ -5,6 +5,7 @@
  */
 import { ElectionServiceClient } from '../gen/lockstream/v1/election.js';
 import { LockServiceClient } from '../gen/lockstream/v1/lockstream.js';
+import { RecordServiceClient } from '../gen/lockstream/v1/records.js';
 import { AcquireAttempts } from './acquire-attempts.js';
 import { lockRequest, multiLockRequest, type AcquireOptions, type LockRequest } from './acquire-options.js';
 import { candidateRequest, type CampaignOptions } from './campaign-options.js';
@@ -23,9 +24,11 @@ import {
 } from './lock-client-options.js';
 import { LockInspector, type LockDescription, type LockPage } from './lock-inspector.js';
 import { LockStreams } from './lock-streams.js';
+import { HolderRecords, RecordCalls, type GuardedRecord } from './record-calls.js';
 
 export type { AcquireOptions } from './acquire-options.js';
 export type { CampaignOptions } from './campaign-options.js';
+export type { GuardedRecord, HolderRecords, RecordWriteOptions } from './record-calls.js';
 export type { LockDescription, LockPage, LockRequestInfo } from './lock-inspector.js';
 export type { LockClientOptions } from './lock-client-options.js';
 
@@ -44,6 +47,7 @@ export class LockClient implements Disposable {
   readonly #endpoints: Endpoints;
   readonly #inspector: LockInspector;
   readonly #elections: ElectionCalls;
+  readonly #records: RecordCalls;
   readonly #streams: LockStreams;
   readonly #attempts: AcquireAttempts;
   #closed = false;
@@ -60,17 +64,19 @@ export class LockClient implements Disposable {
     const { credentials, channelOptions } = connectionSettings(options);
     this.#endpoints = new Endpoints(endpointList(address), (endpoint) => {
       const locks = new LockServiceClient(endpoint, credentials, channelOptions);
-      // One channel per endpoint: the ElectionService's client rides the LockService's, with the
+      // One channel per endpoint: the other services' clients ride the LockService's, with the
       // same options (interceptors, such as the bearer token's, are each client's own).
       const channelOverride = locks.getChannel();
       return {
         locks,
         elections: new ElectionServiceClient(endpoint, credentials, { ...channelOptions, channelOverride }),
+        records: new RecordServiceClient(endpoint, credentials, { ...channelOptions, channelOverride }),
       };
     });
     const closed = (): boolean => this.#closed;
     this.#inspector = new LockInspector(this.#endpoints, closed);
     this.#elections = new ElectionCalls(this.#endpoints, closed);
+    this.#records = new RecordCalls(this.#endpoints, closed);
     const unavailableRetries = options.unavailableRetries ?? 2;
     const settings = streamSettings(options);
     const sessionIdleMs =
@@ -174,6 +180,28 @@ export class LockClient implements Disposable {
   /** Whether `token` is held for `name` right now: for resources that check their callers. */
   checkToken(name: string, token: bigint): Promise<boolean> {
     return this.#inspector.checkToken(name, token);
+  }
+
+  /**
+   * The guarded records of lock `name` as the holder whose fencing token is `token` writes them
+   * (a Lock's `token`; a Leadership's `term`): small values under the lock's name that outlive
+   * their writer, which only a current holder can write. Throws LockClientError
+   * (INVALID_ARGUMENT) for a malformed name or token.
+   *
+   * ```ts
+   * await using lock = await locks.acquire('jobs/nightly-export');
+   * const records = locks.records(lock.name, lock.token);
+   * const done = await records.get('last-batch');
+   * await records.put('last-batch', String(Number(done ? Buffer.from(done.value) : 0) + 1));
+   * ```
+   */
+  records(name: string, token: bigint): HolderRecords {
+    return new HolderRecords(this.#records, name, token);
+  }
+
+  /** The guarded record `key` of lock `name` (anyone who may see the lock reads it); undefined: none. */
+  getRecord(name: string, key: string): Promise<GuardedRecord | undefined> {
+    return this.#records.get(name, key);
   }
 
   /**

@@ -29,3 +29,15 @@ export const HEARTBEAT_INTERVAL_MAX_MS = 600_000;
 
 /** The longest resume token the server looks up (at least 1 byte); clients only send back the tokens it gave them, so only the server checks it. [bytes] */
 export const RESUME_TOKEN_MAX_BYTES = 256;
+
+/** The longest key of a guarded record (PutRecord, GetRecord, DeleteRecord), in bytes of UTF-8 (a key has at least one byte, and the same characters as a lock name). [bytes] */
+export const RECORD_KEY_MAX_BYTES = 256;
+
+/** The largest value of a guarded record (PutRecord.value). [bytes] */
+export const RECORD_VALUE_MAX_BYTES = 65_536;
+
+/** The longest request id of a guarded record's write (PutRecord.request_id), which makes sending it again safe; clients make their own, so only the server checks it. [bytes] */
+export const RECORD_REQUEST_ID_MAX_BYTES = 64;
+
+/** The most guarded records one lock may have; a PutRecord of a new key beyond it is refused with RESOURCE_EXHAUSTED (checked by the server alone). [count] */
+export const RECORDS_PER_LOCK_MAX = 1000;

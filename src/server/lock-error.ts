@@ -18,6 +18,8 @@ export type LockErrorCode =
   | 'RESOURCE_EXHAUSTED'
   /** The request disagrees with the requests queued for its lock (a semaphore's limit, or lock against semaphore). */
   | 'MISMATCHED_REQUEST'
+  /** A write conditioned on a record's revision found another (see RecordService). */
+  | 'REVISION_MISMATCH'
   /** The back end (or the client it runs on) cannot do what was asked. */
   | 'UNSUPPORTED';
 

@@ -11,11 +11,12 @@ import { LockEngine, LockInspector, LockSessions, locksPathOf } from './engine/i
 import { keepHeapNearLive, MemoryReclaimer } from './memory-reclaimer.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { StoreBackend } from './stores/store.js';
+import type { RequestTimer } from './stores/zookeeper/session-keeper.js';
 import { ZooKeeperStore } from './stores/zookeeper/zookeeper-store.js';
 import { HttpServer } from './observability/http-server.js';
-import { InstrumentedStore } from './observability/instrumented-store.js';
 import { Metrics } from './observability/metrics.js';
 import { GrpcServer } from './transport/grpc-server.js';
+import { GuardedRecords } from './records/guarded-records.js';
 import { loadSecurity, type Security } from './security/security.js';
 import { plantedBug } from './planted-bugs.js';
 
@@ -40,27 +41,28 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   // Files first: a bad certificate or access policy is reported before anything connects.
   const security = await loadSecurity(config);
   const instanceId = randomUUID();
+  // Made before the store, which tells it each request's round trip; scraped only once it is open.
+  const metrics = new Metrics({
+    backend: config.backend,
+    confirmed: () => store.session.confirmed,
+  });
   const store = await openStore(
     config,
     security.zookeeperDigest,
     instanceId,
     logger.child({ component: 'store' }),
+    (operation, seconds, answered) => metrics.storeOperation(operation, seconds, answered),
   );
-  const metrics = new Metrics({ store });
-  // Engines see a store whose operations are timed; tests see the store itself.
-  const engineFor = (on: StoreBackend): LockEngine => {
-    const timed = new InstrumentedStore(on, metrics);
-    return new LockEngine({
-      store: timed,
-      replacement: timed,
-      records: timed,
+  const engineFor = (on: StoreBackend): LockEngine =>
+    new LockEngine({
+      store: on,
+      replacement: on,
+      records: on,
       rootPath: config.rootPath,
       logger: logger.child({ component: 'engine' }),
       instanceId,
       maxWaitersPerLock: config.maxWaitersPerLock,
     });
-  };
-  const timedStore = new InstrumentedStore(store, metrics);
   const engine = engineFor(store);
   const sessions = new LockSessions({
     engine,
@@ -70,12 +72,14 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     events: (event, kind) => metrics.sessionEvent(event, kind),
     takeover: store.takeover && { sessions: store.takeover, engineFor, accounting: metrics },
   });
-  const inspector = new LockInspector({ store: timedStore, listing: timedStore, engine });
+  const inspector = new LockInspector({ store, listing: store, engine });
+  const records = new GuardedRecords({ store, records: store, inspector, rootPath: config.rootPath });
   const server = new GrpcServer({
     sessions,
     inspector,
     engine,
-    store: timedStore,
+    store,
+    records,
     metrics,
     logger: logger.child({ component: 'transport' }),
     keepaliveTimeMs: config.keepaliveTimeMs,
@@ -197,6 +201,7 @@ async function openStore(
   digest: string | undefined,
   instanceId: string,
   logger: Logger,
+  timeRequest: RequestTimer,
 ): Promise<StoreBackend> {
   if (config.backend === 'memory') {
     logger.warn(
@@ -215,6 +220,7 @@ async function openStore(
     connectTimeoutMs: config.connectTimeoutMs,
     client: config.zookeeperClient,
     logger,
+    timeRequest,
     // Published for other instances to take over (the addon has no multi to fence with).
     ...(config.zookeeperClient === 'protocol'
       ? { publish: { root: config.rootPath, owner: instanceId } }

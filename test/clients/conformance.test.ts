@@ -5,6 +5,7 @@ import { deferred } from '../support/lock-caller.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { Driver, prepareDrivers, type ClientLanguage, type Received } from './harness.js';
+import type { Command } from './protocol.js';
 import { scaled } from '../support/timing.js';
 
 /**
@@ -812,6 +813,124 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
         vacant(t2),
         termOf(live.term, 'c3'),
       ]);
+    },
+    scaled(60_000),
+  );
+
+  /** What a record command answered, without its stamp. */
+  function answered(observation: Received): Record<string, unknown> {
+    const { at: _at, arrivedAt: _arrivedAt, id: _id, ...rest } = observation as Received & { id?: string };
+    return 'kind' in rest ? { event: rest.event, kind: rest.kind, code: rest.code } : rest;
+  }
+
+  it(
+    'records, written by a holder: put answers revision 1 and on, get reads value and revision, update adds to the value read, a write at another revision than expected is refused (conflict, ABORTED), delete removes it; another client reads what it wrote',
+    async ({ expect, onTestFinished }) => {
+      const driver = await driverFor(server.address, onTestFinished);
+      const name = lockName('records');
+      driver.send({ op: 'acquire', id: 'held', name });
+      const token = await driver.acquired('held');
+      const ask = async (command: Command & { id: string }): Promise<Record<string, unknown>> =>
+        answered(await driver.ask(command, ['record-written', 'record', 'record-deleted']));
+      const key = 'offset';
+
+      expect(await ask({ op: 'get-record', id: 'none', name, key })).toEqual({
+        event: 'record',
+        found: false,
+        value: '',
+        revision: '0',
+      });
+      expect(await ask({ op: 'put-record', id: 'first', name, key, value: '5', token })).toEqual({
+        event: 'record-written',
+        revision: '1',
+        value: '5',
+      });
+      expect(await ask({ op: 'update-record', id: 'add', name, key, token, add: 3 })).toEqual({
+        event: 'record-written',
+        revision: '2',
+        value: '8',
+      });
+      expect(await ask({ op: 'get-record', id: 'read', name, key })).toEqual({
+        event: 'record',
+        found: true,
+        value: '8',
+        revision: '2',
+      });
+      const theirs = await other.getRecord(name, key);
+      expect([Buffer.from(theirs?.value ?? []).toString(), theirs?.revision]).toEqual(['8', 2n]);
+      expect(
+        await ask({
+          op: 'put-record',
+          id: 'stale-revision',
+          name,
+          key,
+          value: 'x',
+          token,
+          expectedRevision: '1',
+        }),
+      ).toEqual({ event: 'error', kind: 'conflict', code: 'ABORTED' });
+      expect(
+        await ask({
+          op: 'put-record',
+          id: 'at-revision',
+          name,
+          key,
+          value: '9',
+          token,
+          expectedRevision: '2',
+        }),
+      ).toEqual({ event: 'record-written', revision: '3', value: '9' });
+      expect(
+        await ask({ op: 'delete-record', id: 'delete', name, key, token, expectedRevision: '3' }),
+      ).toEqual({ event: 'record-deleted', deleted: true });
+      expect(await ask({ op: 'delete-record', id: 'again', name, key, token })).toEqual({
+        event: 'record-deleted',
+        deleted: false,
+      });
+      expect(await ask({ op: 'get-record', id: 'gone', name, key })).toEqual({
+        event: 'record',
+        found: false,
+        value: '',
+        revision: '0',
+      });
+      expect(await driver.release('held')).toMatchObject({ event: 'released' });
+    },
+    scaled(60_000),
+  );
+
+  it(
+    "records, a stale token: once the driver's lock is released and another client holds it, every write with the old token (put, update, delete) is refused (not-held, FAILED_PRECONDITION) and changes nothing; the new holder writes on",
+    async ({ expect, onTestFinished }) => {
+      const driver = await driverFor(server.address, onTestFinished);
+      const name = lockName('records-stale');
+      driver.send({ op: 'acquire', id: 'held', name });
+      const token = await driver.acquired('held');
+      const key = 'checkpoint';
+      expect(
+        answered(
+          await driver.ask({ op: 'put-record', id: 'mine', name, key, value: '1', token }, [
+            'record-written',
+          ]),
+        ),
+      ).toEqual({ event: 'record-written', revision: '1', value: '1' });
+      expect(await driver.release('held')).toMatchObject({ event: 'released' });
+      const next = await other.acquire(name);
+      onTestFinished(() => next.release());
+
+      const stale = [
+        { op: 'put-record', id: 'late-put', name, key, value: 'late', token },
+        { op: 'update-record', id: 'late-update', name, key, token, add: 1 },
+        { op: 'delete-record', id: 'late-delete', name, key, token },
+      ] as const;
+      for (const command of stale) {
+        expect(
+          answered(await driver.ask(command, ['record-written', 'record-deleted'])),
+          `${command.op}:\n${driver.transcript(command.id)}`,
+        ).toEqual({ event: 'error', kind: 'not-held', code: 'FAILED_PRECONDITION' });
+      }
+      const kept = await other.getRecord(name, key);
+      expect([Buffer.from(kept?.value ?? []).toString(), kept?.revision]).toEqual(['1', 1n]);
+      expect(await other.records(name, next.token).put(key, '2', { expectedRevision: 1n })).toBe(2n);
     },
     scaled(60_000),
   );

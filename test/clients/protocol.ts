@@ -22,6 +22,8 @@ export type ErrorKind =
   | 'resource-exhausted'
   | 'failed-precondition'
   | 'not-found'
+  /** A guarded record's write found the record at another revision than expected (ABORTED). */
+  | 'conflict'
   /** A failure outside the client's own error hierarchy (a raw transport or language error). */
   | 'foreign'
   | 'other';
@@ -79,7 +81,38 @@ export type Command =
   | { readonly op: 'resign-term'; readonly id: string; readonly name: string; readonly term: string }
   /** Observes an election (from `fromTerm`, decimal, inclusive) until `stop-observe`. */
   | { readonly op: 'observe'; readonly id: string; readonly name: string; readonly fromTerm?: string }
-  | { readonly op: 'stop-observe'; readonly id: string };
+  | { readonly op: 'stop-observe'; readonly id: string }
+  /**
+   * Guarded records, written as the holder of `token` (decimal: a lock's token or a term).
+   * `expectedRevision` (decimal) conditions the write; `update-record` reads the record as a
+   * decimal number (none: 0), adds `add` and writes it back with the client's read-modify-write.
+   */
+  | {
+      readonly op: 'put-record';
+      readonly id: string;
+      readonly name: string;
+      readonly key: string;
+      readonly value: string;
+      readonly token: string;
+      readonly expectedRevision?: string;
+    }
+  | { readonly op: 'get-record'; readonly id: string; readonly name: string; readonly key: string }
+  | {
+      readonly op: 'delete-record';
+      readonly id: string;
+      readonly name: string;
+      readonly key: string;
+      readonly token: string;
+      readonly expectedRevision?: string;
+    }
+  | {
+      readonly op: 'update-record';
+      readonly id: string;
+      readonly name: string;
+      readonly key: string;
+      readonly token: string;
+      readonly add: number;
+    };
 
 /** What a failure looked like in the client: the common kind, and the client's own words. */
 export interface Failure {
@@ -140,6 +173,23 @@ export type Observation =
     }
   /** Observer `id` ended: `stop-observe` (null), or the stream failed. */
   | { readonly event: 'observe-ended'; readonly id: string; readonly error: Failure | null }
+  /** A record write (`put-record`, `update-record`) was made: the record's new revision, and its value. */
+  | {
+      readonly event: 'record-written';
+      readonly id: string;
+      readonly revision: string;
+      readonly value: string;
+    }
+  /** `get-record` answered: the value as UTF-8 and revision, or found false (value '', revision '0'). */
+  | {
+      readonly event: 'record';
+      readonly id: string;
+      readonly found: boolean;
+      readonly value: string;
+      readonly revision: string;
+    }
+  /** `delete-record` was done: whether there was a record. */
+  | { readonly event: 'record-deleted'; readonly id: string; readonly deleted: boolean }
   /** A command failed; `id` names the request ('' for connect and close). */
   | ({ readonly event: 'error'; readonly id: string } & Failure);
 

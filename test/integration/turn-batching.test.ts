@@ -2,8 +2,7 @@ import http2 from 'node:http2';
 import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { StreamWriter } from '../../src/server/transport/stream-writer.js';
-import { batchedByTurn } from '../../src/server/transport/turn-batching.js';
+import { StreamWriter, batchedByTurn } from '../../src/server/transport/stream-writer.js';
 
 /**
  * A real grpc-js server and a bare HTTP/2 client that sees the DATA frames as they arrive:

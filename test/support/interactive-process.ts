@@ -71,6 +71,11 @@ export class InteractiveProcess {
     this.#child.kill('SIGKILL');
   }
 
+  /** Sends `signal` (SIGSTOP pauses the process, SIGCONT wakes it). */
+  signal(signal: NodeJS.Signals): void {
+    this.#child.kill(signal);
+  }
+
   /**
    * Resolves with the first match of `pattern` in stdout (from offset `from`); rejects if the
    * process exits first.

@@ -43,6 +43,7 @@ describe('toCallStatus', () => {
     ['PERMISSION_DENIED', status.PERMISSION_DENIED],
     ['UNSUPPORTED', status.UNIMPLEMENTED],
     ['MISMATCHED_REQUEST', status.FAILED_PRECONDITION],
+    ['REVISION_MISMATCH', status.ABORTED],
   ];
 
   it.each(documented)(
@@ -76,6 +77,7 @@ describe('toCallStatus', () => {
       PERMISSION_DENIED: true,
       UNSUPPORTED: true,
       MISMATCHED_REQUEST: true,
+      REVISION_MISMATCH: true,
     };
     expect(documented.map(([code]) => code).sort()).toEqual(Object.keys(codes).sort());
   });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { WritableCall } from '../../src/server/transport/stream-writer.js';
-import { batchedByTurn } from '../../src/server/transport/turn-batching.js';
+import { batchedByTurn } from '../../src/server/transport/stream-writer.js';
 
 /**
  * batchedByTurn without a socket. What it does to a real grpc-js call (one DATA frame per turn,

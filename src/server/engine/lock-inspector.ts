@@ -193,6 +193,15 @@ export class LockInspector {
    * held" an hour early after a step of +1 h, to a holder still within the deadline it was told.
    */
   async isHeld(name: string, token: bigint): Promise<boolean> {
+    return (await this.holderOf(name, token)) !== undefined;
+  }
+
+  /**
+   * The node of the request that holds `name` with fencing token `token` right now, and its
+   * mode; undefined if none does. While that node exists, its request holds the lock: a holder
+   * leaves the queue only by its node's deletion (a downgrade replaces it with another).
+   */
+  async holderOf(name: string, token: bigint): Promise<{ path: string; mode: LockMode } | undefined> {
     validateLockName(name);
     const dir = this.#engine.lockPath(name);
     const queue = queueOrder(await this.#store.children(dir));
@@ -200,9 +209,12 @@ export class LockInspector {
     const nodes = await Promise.all(
       holding.map((entry) => this.#store.nodeData(joinPath(dir, entry.nodeName))),
     );
-    return nodes.some(
+    const index = nodes.findIndex(
       (node) => node !== null && recordedToken(parseNodeRecord(node.data), node.creationId) === token,
     );
+    if (index === -1) return undefined;
+    const entry = holding[index]!;
+    return { path: joinPath(dir, entry.nodeName), mode: entry.mode };
   }
 
   /**

@@ -1,11 +1,10 @@
 /*
  * lockstream's Prometheus metrics (Metrics): requests, waits, holds, streams, sessions and the
- * store's operations, counted and timed; grants and ends also go to the live page's LockActivity.
+ * store's requests to ZooKeeper, counted and timed; grants and ends also go to the live page's LockActivity.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { isLockError } from '../lock-error.js';
 import type { HeldRequest, LockMode, SessionEvent, SessionKind } from '../engine/index.js';
-import type { StoreBackend } from '../stores/store.js';
 import { LockActivity } from './lock-activity.js';
 
 /** How a wait ended without a grant. */
@@ -18,7 +17,7 @@ const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 
 /**
  * lockstream's Prometheus metrics, in a registry of its own (several servers can share one
  * process in tests). Counters by mode and outcome, wait and hold histograms, current holders,
- * waiters and streams of this instance, the store's session state and operation latency.
+ * waiters and streams of this instance, the store's session state and its requests' round trips.
  */
 export class Metrics {
   readonly registry = new Registry();
@@ -99,22 +98,23 @@ export class Metrics {
   readonly #storeOperationSeconds = new Histogram({
     collect: this.#flushObservations,
     name: 'lockstream_store_operation_seconds',
-    help: 'Latency of coordination store operations, by operation and result',
+    help: 'Round trip of each ZooKeeper request, by operation and result (ok: answered; error: its connection or session was lost)',
     labelNames: ['operation', 'result'] as const,
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
     registers: [this.registry],
   });
 
-  constructor(options: { store: Pick<StoreBackend, 'kind' | 'session'> }) {
+  /** `backend` names the store (`memory`, `zookeeper`); `confirmed` is its session's state now. */
+  constructor(options: { readonly backend: string; readonly confirmed: () => boolean }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'lockstream_' });
-    const store = options.store;
+    const { backend, confirmed } = options;
     new Gauge({
       name: 'lockstream_store_session_confirmed',
       help: '1 while the coordination store vouches for the session (connected, heard from recently), else 0',
       labelNames: ['backend'] as const,
       registers: [this.registry],
       collect() {
-        this.set({ backend: store.kind }, store.session.confirmed ? 1 : 0);
+        this.set({ backend }, confirmed() ? 1 : 0);
       },
     });
   }
@@ -204,8 +204,9 @@ export class Metrics {
     this.#pending.observer(this.#storeOperationSeconds.labels({ operation, result })),
   );
 
-  storeOperation(operation: string, seconds: number, ok: boolean): void {
-    this.#storeOperationOf(operation, ok ? 'ok' : 'error').observe(seconds);
+  /** One ZooKeeper request's round trip (see RequestTimer). */
+  storeOperation(operation: string, seconds: number, answered: boolean): void {
+    this.#storeOperationOf(operation, answered ? 'ok' : 'error').observe(seconds);
   }
 }
 

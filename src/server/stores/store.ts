@@ -112,11 +112,6 @@ export interface CoordinationStore {
 export interface ListingOptions {
   /** As told by the store's watch, where it tells every change of the parent. */
   readonly asTold?: boolean;
-  /**
-   * With `asTold`: where the store must ask after all, it asks through this function (by
-   * default its own listing): a wrapper passes its own, to see the request.
-   */
-  readonly ask?: (dir: string) => Promise<string[]>;
 }
 
 /** A waiter's listing: as told by the store's watch (see CoordinationStore.children). */
@@ -172,8 +167,8 @@ export type RecordOp =
   | { readonly op: 'create'; readonly path: string; readonly data: Uint8Array }
   /** New data, if the data version is still `version` (if given): 'missing', 'conflict'. */
   | { readonly op: 'set'; readonly path: string; readonly data: Uint8Array; readonly version?: number }
-  /** Removes a node without children: 'missing' if it does not exist. */
-  | { readonly op: 'delete'; readonly path: string };
+  /** Removes a node without children, if its data version is still `version` (if given): 'missing', 'conflict'. */
+  | { readonly op: 'delete'; readonly path: string; readonly version?: number };
 
 export type TransactOutcome =
   | { readonly kind: 'done' }
@@ -182,6 +177,11 @@ export type TransactOutcome =
       /** The index in `ops` of the first op that failed; none was applied. */
       readonly index: number;
       readonly reason: 'missing' | 'conflict' | 'exists' | 'not-empty';
+      /**
+       * Set when the transaction was sent again after a lost reply: the first try may have been
+       * applied, and this failure be the second try's (a create's 'exists', a check's 'conflict').
+       */
+      readonly afterLostReply?: true;
     };
 
 /** Lists many parents at once: for inspection (ListLocks reads every lock parent). */

@@ -7,7 +7,10 @@ import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from 'pino';
 import { LockServiceService, type LockServiceServer } from '../../gen/lockstream/v1/lockstream.js';
 import { ElectionServiceService } from '../../gen/lockstream/v1/election.js';
+import { RecordServiceService } from '../../gen/lockstream/v1/records.js';
 import { createElectionHandlers } from './election-handlers.js';
+import { createRecordHandlers } from './record-handlers.js';
+import type { GuardedRecords } from '../records/guarded-records.js';
 import type { CoordinationStore } from '../stores/store.js';
 import { unboundedController } from '../../common/abort.js';
 import type { LockEngine, LockInspector, LockSessions } from '../engine/index.js';
@@ -32,6 +35,8 @@ export interface GrpcServerOptions {
   readonly engine: LockEngine;
   /** What Observe watches. */
   readonly store: CoordinationStore;
+  /** Answers PutRecord, GetRecord and DeleteRecord. */
+  readonly records: GuardedRecords;
   readonly metrics: Metrics;
   readonly logger: Logger;
   /**
@@ -55,6 +60,7 @@ export interface GrpcServerOptions {
 
 const LOCK_SERVICE = 'lockstream.v1.LockService';
 const ELECTION_SERVICE = 'lockstream.v1.ElectionService';
+const RECORD_SERVICE = 'lockstream.v1.RecordService';
 
 /** The gRPC face of lockstream: the lock service, health checking and server reflection (v1 and v1alpha). */
 export class GrpcServer {
@@ -72,6 +78,7 @@ export class GrpcServer {
     '': 'SERVING',
     [LOCK_SERVICE]: 'SERVING',
     [ELECTION_SERVICE]: 'SERVING',
+    [RECORD_SERVICE]: 'SERVING',
   });
 
   constructor(options: GrpcServerOptions) {
@@ -116,6 +123,10 @@ export class GrpcServer {
         logger: options.logger,
       }),
     );
+    this.#server.addService(
+      RecordServiceService,
+      createRecordHandlers(options.records, { gate: options.gate, logger: options.logger }),
+    );
     this.#health.addToServer(this.#server);
     addReflection(this.#server);
   }
@@ -131,6 +142,7 @@ export class GrpcServer {
     this.#health.setStatus('', status);
     this.#health.setStatus(LOCK_SERVICE, status);
     this.#health.setStatus(ELECTION_SERVICE, status);
+    this.#health.setStatus(RECORD_SERVICE, status);
   }
 
   /** Calls whose handler has not finished (a lock held or queued, or being released). */

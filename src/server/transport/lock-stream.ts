@@ -20,8 +20,7 @@ import { acquiredMessage, msToDuration } from './acquire-request.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
 import type { OpenStream } from './open-streams.js';
 import { startHeartbeat, type HeartbeatStream, type StreamHeartbeat } from './stream-heartbeat.js';
-import { StreamWriter } from './stream-writer.js';
-import { batchedByTurn } from './turn-batching.js';
+import { StreamWriter, batchedByTurn } from './stream-writer.js';
 import {
   ONLY,
   violation,

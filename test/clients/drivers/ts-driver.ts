@@ -8,6 +8,8 @@ import {
   LockLostError,
   LockTimeoutError,
   NotLeaderError,
+  RevisionConflictError,
+  TokenNotHeldError,
   type ElectionEvent,
   type Leadership,
   type Lock,
@@ -39,9 +41,11 @@ function failure(error: unknown): Failure {
           ? 'timeout'
           : error instanceof LockClientClosedError
             ? 'closed'
-            : error instanceof NotLeaderError
+            : error instanceof NotLeaderError || error instanceof TokenNotHeldError
               ? 'not-held'
-              : kindOfStatus(code);
+              : error instanceof RevisionConflictError
+                ? 'conflict'
+                : kindOfStatus(code);
     return { kind, code, class: error.name, message: error.message };
   }
   if (error instanceof Error && error.name === 'AbortError') {
@@ -298,6 +302,50 @@ async function perform(command: Command): Promise<void> {
     case 'stop-observe':
       observers.get(command.id)?.abort();
       return;
+    case 'put-record':
+    case 'update-record':
+    case 'delete-record':
+    case 'get-record': {
+      const { id } = command;
+      try {
+        if (command.op === 'get-record') {
+          const record = await connected().getRecord(command.name, command.key);
+          say({
+            event: 'record',
+            id,
+            found: record !== undefined,
+            value: Buffer.from(record?.value ?? []).toString(),
+            revision: (record?.revision ?? 0n).toString(),
+          });
+          return;
+        }
+        const records = connected().records(command.name, BigInt(command.token));
+        const expected =
+          'expectedRevision' in command && command.expectedRevision !== undefined
+            ? { expectedRevision: BigInt(command.expectedRevision) }
+            : {};
+        if (command.op === 'delete-record') {
+          say({ event: 'record-deleted', id, deleted: await records.delete(command.key, expected) });
+        } else if (command.op === 'put-record') {
+          const revision = await records.put(command.key, command.value, expected);
+          say({ event: 'record-written', id, revision: revision.toString(), value: command.value });
+        } else {
+          const { add } = command;
+          const written = await records.update(command.key, (current) =>
+            String(Number(Buffer.from(current?.value ?? '0').toString()) + add),
+          );
+          say({
+            event: 'record-written',
+            id,
+            revision: written.revision.toString(),
+            value: Buffer.from(written.value).toString(),
+          });
+        }
+      } catch (error) {
+        say({ event: 'error', id, ...failure(error) });
+      }
+      return;
+    }
     case 'close':
       connected().close();
       say({ event: 'closed' });

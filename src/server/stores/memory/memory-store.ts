@@ -120,8 +120,7 @@ export class MemoryStore implements StoreBackend {
   }
 
   /** `asTold` is a listing here: the store has no watch that tells it more cheaply. */
-  async children(dir: string, options?: ListingOptions): Promise<string[]> {
-    if (options?.asTold && options.ask) return options.ask(dir);
+  async children(dir: string, _options?: ListingOptions): Promise<string[]> {
     await this.#roundTrip();
     this.stats.childrenListings += 1;
     return this.#childrenOf(dir);
@@ -258,12 +257,12 @@ export class MemoryStore implements StoreBackend {
         continue;
       }
       if (!node) return failed('missing');
+      if (op.version !== undefined && op.version !== node.version) return failed('conflict');
       if (op.op === 'delete') {
         if ((this.#parents.get(op.path)?.children.size ?? 0) > 0) return failed('not-empty');
         staged.set(op.path, null);
         continue;
       }
-      if (op.version !== undefined && op.version !== node.version) return failed('conflict');
       if (op.op === 'set') {
         staged.set(op.path, { ...node, data: Uint8Array.from(op.data), version: node.version + 1 });
       }

@@ -70,7 +70,7 @@ export class ChildrenReader {
       if (!this.#serverMultiReads || !this.#keeper.link.multiGetChildren) return undefined;
       await this.#keeper.whenConnected('multiRead');
       if (!this.#serverMultiReads) return undefined;
-      const reply = await this.#keeper.send((link) => link.multiGetChildren!(dirs));
+      const reply = await this.#keeper.send('multiRead', (link) => link.multiGetChildren!(dirs));
       if (isConnectionLoss(reply.rc) && attempt < MAX_ATTEMPTS) continue;
       if (reply.rc === ErrorCode.unimplemented) {
         this.#noMultiRead();

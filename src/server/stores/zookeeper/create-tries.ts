@@ -87,7 +87,9 @@ export class CreateTries {
     const view = this.#view;
     const tickets = entries.map(({ dir }) => view?.listing(dir));
     const creating = this.#send(ops, session);
-    const listings = entries.map(({ dir }) => this.#keeper.send((link) => link.getChildren(dir, false)));
+    const listings = entries.map(({ dir }) =>
+      this.#keeper.send('getChildren', (link) => link.getChildren(dir, false)),
+    );
     const guesses = entries.map(({ dir, prefix, follow }) => follow && this.#guesses.next(dir, prefix));
     const guessed = entries.map(({ follow }, i) => {
       const guess = guesses[i];

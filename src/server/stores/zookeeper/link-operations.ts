@@ -29,7 +29,7 @@ export class LinkOperations {
   ): Promise<LinkReply<T>> {
     for (let attempt = 1; ; attempt += 1) {
       await this.#keeper.whenConnected(what);
-      const reply = await this.#keeper.send(request);
+      const reply = await this.#keeper.send(what, request);
       if (!isConnectionLoss(reply.rc) || attempt === MAX_ATTEMPTS) return reply;
     }
   }
@@ -113,7 +113,7 @@ export class LinkOperations {
   async createParent(path: string, mode: NodeMode, acl: readonly Acl[] | undefined): Promise<void> {
     for (let attempt = 1; ; attempt += 1) {
       await this.#keeper.whenConnected('create');
-      const created = await this.#keeper.send((link) => link.create(path, EMPTY, mode, acl));
+      const created = await this.#keeper.send('create', (link) => link.create(path, EMPTY, mode, acl));
       if (isConnectionLoss(created.rc) && attempt < MAX_ATTEMPTS) continue;
       if (created.rc === ErrorCode.ok || created.rc === ErrorCode.nodeExists) return;
       throw createFailure(path, created.rc);

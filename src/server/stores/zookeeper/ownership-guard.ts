@@ -21,9 +21,12 @@ export interface GuardedKeeper {
   /** Whether requests may go out: connected, and the record settled. */
   usable(): boolean;
   closed(): boolean;
-  send<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>>;
+  send<T>(operation: string, request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>>;
   /** Sends a write or a sync, whose reply shows that ZooKeeper's leader heard the session. */
-  sendThroughLeader<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>>;
+  sendThroughLeader<T>(
+    operation: string,
+    request: (link: ZooKeeperLink) => Promise<LinkReply<T>>,
+  ): Promise<LinkReply<T>>;
   /** The session's ownership is settled: it is usable. */
   ready(link: ZooKeeperLink): void;
   /** Ends the current session: another instance owns it, or its record is gone. */
@@ -172,12 +175,12 @@ export class OwnershipGuard {
    */
   async heartbeat(link: ZooKeeperLink): Promise<void> {
     const record = this.#keeper.session().owned;
-    const synced = this.#keeper.sendThroughLeader((current) => current.sync('/'));
+    const synced = this.#keeper.sendThroughLeader('sync', (current) => current.sync('/'));
     if (!record) {
       await synced;
       return;
     }
-    const read = this.#keeper.send((current) => current.getData(record.path, false));
+    const read = this.#keeper.send('getData', (current) => current.getData(record.path, false));
     const [, reply] = await Promise.all([synced, read]);
     const gone = reply.rc === ErrorCode.noNode;
     const moved = gone || (reply.rc === ErrorCode.ok && reply.value?.version !== record.version);

@@ -5,7 +5,7 @@ import type { LinkOperations } from './link-operations.js';
 import { ErrorCode } from './protocol/records.js';
 import type { SessionKeeper } from './session-keeper.js';
 import type { TreeProtection } from './tree-protection.js';
-import { multiUnsupported, unavailable } from './zookeeper-failures.js';
+import { MAX_ATTEMPTS, isConnectionLoss, multiUnsupported, unavailable } from './zookeeper-failures.js';
 import type { LinkOp } from './zookeeper-link.js';
 
 /** What a failed op's code says, in the store's words; undefined for a code that is a fault. */
@@ -40,15 +40,23 @@ export class RecordWrites {
 
   async transact(ops: readonly RecordOp[]): Promise<TransactOutcome> {
     if (!this.#keeper.link.multi) throw multiUnsupported('records written with checks in one step');
-    // Sent again after each connection loss (see LinkOperations.write).
-    const reply = await this.#ops.write(
-      'multi',
-      ops.map((op) => this.#linkOp(op)),
-    );
-    if (reply.rc === ErrorCode.ok) return { kind: 'done' };
-    const reason = REASONS.get(reply.rc);
-    if (reason === undefined) throw unavailable('multi', reply.rc);
-    return { kind: 'failed', index: reply.failedOp ?? 0, reason };
+    const linkOps = ops.map((op) => this.#linkOp(op));
+    const issuedIn = this.#keeper.session;
+    // Sent again after each connection loss, as LinkOperations.write does, noting that it was.
+    let lostReply = false;
+    for (let attempt = 1; ; attempt += 1) {
+      await this.#keeper.whenConnected('multi', issuedIn);
+      const reply = await this.#keeper.write(linkOps, issuedIn);
+      if (isConnectionLoss(reply.rc) && attempt < MAX_ATTEMPTS) {
+        lostReply = true;
+        continue;
+      }
+      if (reply.rc === ErrorCode.ok) return { kind: 'done' };
+      const reason = REASONS.get(reply.rc);
+      if (reason === undefined) throw unavailable('multi', reply.rc);
+      const failed = { kind: 'failed', index: reply.failedOp ?? 0, reason } as const;
+      return lostReply ? { ...failed, afterLostReply: true } : failed;
+    }
   }
 
   async makeDirs(dir: string): Promise<void> {
@@ -75,7 +83,7 @@ export class RecordWrites {
       case 'set':
         return { op: 'setData', path: op.path, data: op.data, version: op.version ?? -1 };
       case 'delete':
-        return { op: 'delete', path: op.path, version: -1 };
+        return { op: 'delete', path: op.path, version: op.version ?? -1 };
     }
   }
 }

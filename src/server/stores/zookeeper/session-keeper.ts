@@ -34,7 +34,16 @@ export interface SessionKeeperOptions {
    */
   readonly attach?:
     { readonly claim: SessionClaim; readonly id: bigint; readonly password: Uint8Array } | undefined;
+  /** Told of every request sent, once answered (see RequestTimer). */
+  readonly timeRequest?: RequestTimer | undefined;
 }
+
+/**
+ * Told each ZooKeeper request's round trip: its operation (`create`, `multi`, `getChildren`,
+ * `sync`, ...), the seconds from sending it to its reply, and whether it had one (false on a
+ * lost connection or session).
+ */
+export type RequestTimer = (operation: string, seconds: number, answered: boolean) => void;
 
 /** What the keeper tells the store. */
 export interface SessionKeeperEvents {
@@ -99,14 +108,14 @@ export class SessionKeeper {
       session: () => this.#session,
       usable: () => this.#connected,
       closed: () => this.#closed,
-      send: (request) => this.send(request),
-      sendThroughLeader: (request) => this.sendThroughLeader(request),
+      send: (operation, request) => this.send(operation, request),
+      sendThroughLeader: (operation, request) => this.sendThroughLeader(operation, request),
       heartbeat: (link) =>
         plantedBug === 'follower-reads'
-          ? this.send((current) => current.exists('/', false))
+          ? this.send('exists', (current) => current.exists('/', false))
           : this.#guard
             ? this.#guard.heartbeat(link)
-            : this.sendThroughLeader((current) => current.sync('/')),
+            : this.sendThroughLeader('sync', (current) => current.sync('/')),
       giveUp: (why) => this.#endSession(why, 'givenUp'),
       moveOn: () => this.#link.moveOn?.(),
       ready: (link) => this.#ready(link),
@@ -158,10 +167,14 @@ export class SessionKeeper {
     return this.#session;
   }
 
-  /** Sends one request on the current link. */
-  async send<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>> {
-    if (plantedBug === 'follower-reads') return this.sendThroughLeader(request);
-    return request(this.#link);
+  /** Sends one request on the current link; `operation` names it for the request timer. */
+  async send<T>(
+    operation: string,
+    request: (link: ZooKeeperLink) => Promise<LinkReply<T>>,
+  ): Promise<LinkReply<T>> {
+    if (plantedBug === 'follower-reads') return this.sendThroughLeader(operation, request);
+    if (!this.#options.timeRequest) return request(this.#link);
+    return this.#timed(operation, performance.now(), request(this.#link));
   }
 
   /**
@@ -169,13 +182,28 @@ export class SessionKeeper {
    * reply shows the leader was reachable after it was sent (see SessionHealth). A reply to a
    * read shows nothing of the kind, and must go through `send`.
    */
-  async sendThroughLeader<T>(request: (link: ZooKeeperLink) => Promise<LinkReply<T>>): Promise<LinkReply<T>> {
+  async sendThroughLeader<T>(
+    operation: string,
+    request: (link: ZooKeeperLink) => Promise<LinkReply<T>>,
+  ): Promise<LinkReply<T>> {
     const link = this.#link;
     const sentAt = performance.now();
-    const reply = await request(link);
-    if (!isConnectionLoss(reply.rc) && reply.rc !== ErrorCode.sessionExpired)
-      this.#health.leaderReached(link, sentAt);
+    const reply = await this.#timed(operation, sentAt, request(link));
+    if (answered(reply.rc)) this.#health.leaderReached(link, sentAt);
     return reply;
+  }
+
+  /** `replying`'s reply, its round trip told to the request timer, if any. */
+  async #timed<T>(operation: string, sentAt: number, replying: Promise<LinkReply<T>>): Promise<LinkReply<T>> {
+    const timer = this.#options.timeRequest;
+    if (!timer) return replying;
+    let reply: LinkReply<T> | undefined;
+    try {
+      reply = await replying;
+      return reply;
+    } finally {
+      timer(operation, (performance.now() - sentAt) / 1000, reply !== undefined && answered(reply.rc));
+    }
   }
 
   /**
@@ -187,10 +215,13 @@ export class SessionKeeper {
   async write(ops: readonly LinkOp[], issuedIn: ZooKeeperSession): Promise<LinkReply<LinkOpResult[]>> {
     if (issuedIn.letGo) throw issuedIn.letGo;
     const guard = this.#guard;
-    if (!guard) return this.sendThroughLeader((link) => plainWrite(link, ops));
+    if (!guard) {
+      const operation = ops.length === 1 ? ops[0]!.op : 'multi';
+      return this.sendThroughLeader(operation, (link) => plainWrite(link, ops));
+    }
     const fenced = guard.fence(ops);
     if (!fenced) return { rc: ErrorCode.connectionLoss, value: null };
-    const reply = await this.sendThroughLeader((link) => link.multi!(fenced.ops));
+    const reply = await this.sendThroughLeader('multi', (link) => link.multi!(fenced.ops));
     return guard.unfenced(reply, fenced);
   }
 
@@ -365,7 +396,7 @@ export class SessionKeeper {
       return;
     }
     this.#heldEvents ??= [];
-    void this.sendThroughLeader((current) => current.sync('/')).then((reply) => {
+    void this.sendThroughLeader('sync', (current) => current.sync('/')).then((reply) => {
       // Otherwise the connection was lost: the next connect tries again.
       if (reply.rc === ErrorCode.ok && this.#link === link && !this.#closed) this.#settle(link);
     });
@@ -440,4 +471,9 @@ export class SessionKeeper {
     // Writes made for a session let go stop waiting for the next one.
     if (old.session.letGo) this.#wakeWaiters();
   }
+}
+
+/** Whether `rc` is ZooKeeper's answer, not a lost connection or session. */
+function answered(rc: number): boolean {
+  return !isConnectionLoss(rc) && rc !== ErrorCode.sessionExpired;
 }

@@ -26,7 +26,7 @@ import { LinkOperations } from './link-operations.js';
 import { NodeWatches } from './node-watches.js';
 import { ParentBarrier } from './parent-barrier.js';
 import { RecordWrites } from './record-transactions.js';
-import { SessionKeeper } from './session-keeper.js';
+import { SessionKeeper, type RequestTimer } from './session-keeper.js';
 import { SessionOwnership } from './session-ownership.js';
 import { chrootOf } from './chroot.js';
 import { TreeProtection, checkChroot } from './tree-protection.js';
@@ -69,6 +69,8 @@ export interface ZooKeeperStoreOptions {
    * Without it, or on ZooKeeper 3.5, each create lists its parent and each node is watched.
    */
   readonly locksPath?: string;
+  /** Told every ZooKeeper request's round trip, the metrics' store operations (see RequestTimer). */
+  readonly timeRequest?: RequestTimer;
 }
 
 /**
@@ -221,7 +223,7 @@ export class ZooKeeperStore implements StoreBackend {
 
   children(dir: string, options?: ListingOptions): Promise<string[]> {
     if (!options?.asTold) return this.#ops.children(dir);
-    const list = options.ask ?? ((asked: string) => this.#ops.children(asked));
+    const list = (asked: string): Promise<string[]> => this.#ops.children(asked);
     const view = this.#view;
     if (!view?.inStep(dir)) return list(dir);
     // Read when the turn comes, the newest the view can tell; out of step by then (a gap): asked.
