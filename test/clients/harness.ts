@@ -156,7 +156,7 @@ export class Driver {
     }
   }
 
-  /** How request `id` was answered: acquired, not-acquired, unsupported or an error. */
+  /** How request `id` was answered: acquired, not-acquired, a record written, unsupported or an error. */
   outcome(id: string): Promise<Received> {
     return this.next(
       (o) =>
@@ -164,6 +164,7 @@ export class Driver {
         o.id === id &&
         (o.event === 'acquired' ||
           o.event === 'not-acquired' ||
+          o.event === 'record-written' ||
           o.event === 'unsupported' ||
           o.event === 'error'),
       `the outcome of ${id}`,

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockMode, type AcquireStart, type LockTarget } from '../../src/gen/lockstream/v1/lockstream.js';
 import { readLimits } from '../../scripts/gen-limits.js';
 import { LockCaller, type RequestStream } from '../support/lock-caller.js';
+import { RecordCaller } from '../support/record-caller.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { Driver, prepareDrivers, type ClientLanguage, type Received } from './harness.js';
@@ -28,6 +29,7 @@ const CLIENTS: readonly ClientLanguage[] = ['typescript', 'go', 'python'];
 const LIMITS = new Map(readLimits().map((limit) => [limit.name, limit.value]));
 
 type RequestCommand = Extract<Command, { op: 'acquire' } | { op: 'acquire-all' }>;
+type RecordCommand = Extract<Command, { op: 'put-record' }>;
 type Shape = Pick<AcquireStart, 'name' | 'mode'> & Partial<AcquireStart>;
 
 /** One way a limit shows: what is asked with a value `n`, by a client and on the wire. */
@@ -52,9 +54,23 @@ type Boundary = {
       readonly start: (n: number, name: string) => Shape;
     }
   | {
-      /** Only the server checks it: clients send back what it gave them. */
+      /**
+       * A guarded record's write, by the holder of `token` (decimal) of lock `name`: checked by
+       * clients and the server alike (`put`: the key and value the server is sent).
+       */
+      readonly kind: 'record';
+      readonly command: (n: number, name: string, token: string, id: string) => RecordCommand;
+      readonly put: (n: number) => { readonly key: string; readonly value: Buffer };
+    }
+  | {
+      /**
+       * Only the server checks it (clients send back what it gave them, or make their own):
+       * `answer` is the status name the server ends the call with, OK if it does not.
+       */
       readonly kind: 'server';
-      readonly call: (caller: LockCaller, n: number) => RequestStream;
+      readonly answer: (server: ServerProcess, n: number) => Promise<string>;
+      /** What the server answers at the limit, and one past it. */
+      readonly answers: { readonly at: string; readonly past: string };
     }
 );
 
@@ -159,9 +175,86 @@ const BOUNDARIES: readonly Boundary[] = [
     bound: 'max',
     what: (n) => `a resume token of ${n} bytes`,
     kind: 'server',
-    call: (caller, n) => caller.resume('t'.repeat(n)),
+    // An unknown token at the limit is looked up (NOT_FOUND); one past it is not.
+    answer: async (server, n) => {
+      const caller = new LockCaller(server.address);
+      try {
+        return grpc.status[(await caller.resume('t'.repeat(n)).outcome).code] ?? 'UNKNOWN';
+      } finally {
+        caller.close();
+      }
+    },
+    answers: { at: 'NOT_FOUND', past: 'INVALID_ARGUMENT' },
+  },
+  {
+    limit: 'RECORD_KEY_MAX_BYTES',
+    bound: 'max',
+    what: (n) => `a record key of ${n} bytes`,
+    kind: 'record',
+    command: (n, name, token, id) => ({ op: 'put-record', id, name, key: 'k'.repeat(n), value: 'v', token }),
+    put: (n) => ({ key: 'k'.repeat(n), value: Buffer.from('v') }),
+  },
+  {
+    limit: 'RECORD_VALUE_MAX_BYTES',
+    bound: 'max',
+    what: (n) => `a record value of ${n} bytes`,
+    kind: 'record',
+    command: (n, name, token, id) => ({ op: 'put-record', id, name, key: 'k', value: 'v'.repeat(n), token }),
+    put: (n) => ({ key: 'k', value: Buffer.alloc(n, 'v') }),
+  },
+  {
+    limit: 'RECORD_REQUEST_ID_MAX_BYTES',
+    bound: 'max',
+    what: (n) => `a record request id of ${n} bytes`,
+    kind: 'server',
+    answer: (server, n) =>
+      asHolder(server, (records, name, token) =>
+        records.put(name, 'k', 'v', token, undefined, 'i'.repeat(n)),
+      ),
+    answers: { at: 'OK', past: 'INVALID_ARGUMENT' },
+  },
+  {
+    limit: 'RECORDS_PER_LOCK_MAX',
+    bound: 'max',
+    what: (n) => `record number ${n} of a lock`,
+    kind: 'server',
+    // The n-th record of one lock: the ones before it are written first.
+    answer: (server, n) =>
+      asHolder(server, async (records, name, token) => {
+        for (let i = 1; i < n; i += 100) {
+          const batch = Array.from({ length: Math.min(100, n - i) }, (_, j) => `k${i + j}`);
+          await Promise.all(batch.map((key) => records.put(name, key, '', token)));
+        }
+        return records.put(name, `k${n}`, '', token);
+      }),
+    answers: { at: 'OK', past: 'RESOURCE_EXHAUSTED' },
   },
 ];
+
+/**
+ * What the server answers `write`, made as the holder of a fresh mutex: OK, or the status name
+ * of its refusal.
+ */
+async function asHolder(
+  server: ServerProcess,
+  write: (records: RecordCaller, name: string, token: bigint) => Promise<unknown>,
+): Promise<string> {
+  const locks = new LockCaller(server.address);
+  const records = new RecordCaller(server.address);
+  const name = lockName('server-records');
+  const held = locks.open(mutex(name));
+  try {
+    const token = await held.acquired();
+    return await write(records, name, token).then(
+      () => 'OK',
+      (error: grpc.ServiceError) => grpc.status[error.code] ?? 'UNKNOWN',
+    );
+  } finally {
+    held.cancel();
+    locks.close();
+    records.close();
+  }
+}
 
 /** The boundary's two values: at the limit, and one past it. */
 function values(boundary: Boundary): { at: number; past: number } {
@@ -183,15 +276,15 @@ function expected(
   const at: Record<string, string> = {};
   const past: Record<string, string> = {};
   for (const boundary of boundaries) {
-    at[label(boundary, values(boundary).at)] = 'acquired';
+    at[label(boundary, values(boundary).at)] = 'accepted';
     past[label(boundary, values(boundary).past)] = refused;
   }
   return { at, past };
 }
 
-/** How a client answered a request: acquired, or its failure's kind and words. */
+/** How a client answered a request: accepted (acquired, written), or its failure's kind and words. */
 function answer(outcome: Received): string {
-  if (outcome.event === 'acquired') return 'acquired';
+  if (outcome.event === 'acquired' || outcome.event === 'record-written') return 'accepted';
   return 'kind' in outcome ? `${outcome.kind}: ${outcome.message}` : outcome.event;
 }
 
@@ -222,7 +315,7 @@ describe('the server', () => {
     await server?.kill('SIGTERM');
   });
 
-  /** How the server answered: acquired, or the status of the call's end. */
+  /** How the server answered: accepted (acquired), or the status of the call's end. */
   async function served(stream: RequestStream): Promise<string> {
     const outcome = await Promise.race([
       stream.acquired().then(() => undefined),
@@ -230,7 +323,7 @@ describe('the server', () => {
     ]);
     if (outcome !== undefined) return outcome;
     await stream.release();
-    return 'acquired';
+    return 'accepted';
   }
 
   it(
@@ -244,7 +337,13 @@ describe('the server', () => {
           ['at', at],
           ['past', past],
         ] as const) {
-          const answered = await served(caller.open(boundary.start(n, lockName('server'))));
+          const answered =
+            boundary.kind === 'record'
+              ? await asHolder(server, (records, name, token) => {
+                  const { key, value } = boundary.put(n);
+                  return records.put(name, key, value, token);
+                }).then((code) => (code === 'OK' ? 'accepted' : code))
+              : await served(caller.open(boundary.start(n, lockName('server'))));
           results[which][label(boundary, n)] = answered.startsWith('INVALID_ARGUMENT')
             ? 'INVALID_ARGUMENT'
             : answered;
@@ -255,17 +354,18 @@ describe('the server', () => {
     scaled(60_000),
   );
 
-  it('looks up a resume token at its limit (an unknown one: NOT_FOUND) and refuses one past it with INVALID_ARGUMENT', async () => {
+  it('answers each limit only it checks as the table says: a resume token looked up (NOT_FOUND) at its limit, a record request id and the last record of a lock taken, and each one past refused', async () => {
+    const results = { at: {} as Record<string, string>, past: {} as Record<string, string> };
+    const wanted = { at: {} as Record<string, string>, past: {} as Record<string, string> };
     for (const boundary of BOUNDARIES) {
       if (boundary.kind !== 'server') continue;
-      const { at, past } = values(boundary);
-      expect(grpc.status[(await boundary.call(caller, at).outcome).code], label(boundary, at)).toBe(
-        'NOT_FOUND',
-      );
-      expect(grpc.status[(await boundary.call(caller, past).outcome).code], label(boundary, past)).toBe(
-        'INVALID_ARGUMENT',
-      );
+      for (const which of ['at', 'past'] as const) {
+        const n = values(boundary)[which];
+        results[which][label(boundary, n)] = await boundary.answer(server, n);
+        wanted[which][label(boundary, n)] = boundary.answers[which];
+      }
     }
+    expect(results).toEqual(wanted);
   });
 });
 
@@ -287,12 +387,20 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
       onTestFinished(() => proxy.close());
       const driver = await Driver.start(language, proxy.address);
       onTestFinished(() => driver.stop());
-      const asked = BOUNDARIES.flatMap((b) => (b.kind === 'request' ? [b] : []));
+      const asked = BOUNDARIES.flatMap((b) => (b.kind === 'request' || b.kind === 'record' ? [b] : []));
       const results = { at: {} as Record<string, string>, past: {} as Record<string, string> };
+      // Records are written as the holder of a lock the driver holds throughout.
+      const holding = lockName(language);
+      driver.send({ op: 'acquire', id: 'records-holder', name: holding });
+      const token = await driver.acquired('records-holder');
+      const command = (boundary: (typeof asked)[number], n: number, id: string): Command =>
+        boundary.kind === 'record'
+          ? boundary.command(n, holding, token, id)
+          : boundary.command(n, lockName(language), id);
 
       const atLimit = asked.map((boundary, i) => {
         const id = `at-${i}`;
-        driver.send(boundary.command(values(boundary).at, lockName(language), id));
+        driver.send(command(boundary, values(boundary).at, id));
         return { boundary, id };
       });
       for (const { boundary, id } of atLimit) {
@@ -305,7 +413,7 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
       proxy.freeze();
       const pastLimit = asked.map((boundary, i) => {
         const id = `past-${i}`;
-        driver.send(boundary.command(values(boundary).past, lockName(language), id));
+        driver.send(command(boundary, values(boundary).past, id));
         return { boundary, id };
       });
       const unanswered = new Promise<undefined>((resolve) => setTimeout(resolve, scaled(3_000), undefined));
