@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LockClient, type ElectionEvent } from '../../src/client/index.js';
 import { InteractiveProcess } from '../support/interactive-process.js';
+import { excerpt, readmeBlocks } from '../support/readme-excerpts.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { scaled } from '../support/timing.js';
 
@@ -35,28 +36,6 @@ function example(language: Language, args: string[]): InteractiveProcess {
   } as const;
   const [command, ...prefix] = commands[language];
   return new InteractiveProcess(command, [...prefix, ...args], { cwd: repo });
-}
-
-/** The lines between `[readme:elections]` and `[/readme:elections]` in `file`, dedented. */
-function excerpt(file: string): string {
-  const lines = readFileSync(join(repo, file), 'utf8').split('\n');
-  const start = lines.findIndex((line) => line.trim() === '// [readme:elections]');
-  const end = lines.findIndex((line) => line.trim() === '// [/readme:elections]');
-  expect(start, `${file} marks its README excerpt`).toBeGreaterThanOrEqual(0);
-  expect(end).toBeGreaterThan(start + 1);
-  const body = lines.slice(start + 1, end);
-  const indent = Math.min(...body.filter((line) => line.trim()).map((line) => /^\s*/.exec(line)![0].length));
-  return body.map((line) => line.slice(indent)).join('\n');
-}
-
-/** The bodies of the README's code blocks fenced as `fence` in the section `## heading`. */
-function readmeBlocks(heading: string, fence: string): string[] {
-  const readme = readFileSync(join(repo, 'README.md'), 'utf8');
-  const from = readme.indexOf(`\n## ${heading}\n`);
-  expect(from, `README.md has a section "## ${heading}"`).toBeGreaterThanOrEqual(0);
-  const next = readme.indexOf('\n## ', from + 1);
-  const section = readme.slice(from, next === -1 ? undefined : next);
-  return [...section.matchAll(new RegExp(`^\`\`\`${fence}\\n([\\s\\S]*?)^\`\`\`$`, 'gm'))].map((m) => m[1]!);
 }
 
 describe('the election examples', () => {
@@ -196,7 +175,7 @@ describe('the election examples', () => {
     "README.md's %s section shows the example's marked excerpt verbatim",
     (language) => {
       const { file, section, fence } = sources[language];
-      const snippet = excerpt(file);
+      const snippet = excerpt(file, 'elections');
       const blocks = readmeBlocks(section, fence);
       expect(
         blocks.some((block) => block.includes(snippet)),
