@@ -96,6 +96,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
       : new HttpServer({
           metrics,
           inspector,
+          records,
           logger: logger.child({ component: 'http' }),
           admits: security.admitsHttp,
         });

@@ -25,7 +25,7 @@ describe('grpcurl through server reflection', () => {
     await server?.kill('SIGTERM');
   });
 
-  it('lists the lock and election services, health checking and both reflection services', async () => {
+  it('lists the lock, election and record services, health checking and both reflection services', async () => {
     const services = (await grpcurl(['-plaintext', server.address, 'list'])).trim().split('\n');
     expect(services.sort()).toEqual([
       'grpc.health.v1.Health',
@@ -33,11 +33,17 @@ describe('grpcurl through server reflection', () => {
       'grpc.reflection.v1alpha.ServerReflection',
       'lockstream.v1.ElectionService',
       'lockstream.v1.LockService',
+      'lockstream.v1.RecordService',
     ]);
   });
 
-  it('answers health checks for the server and for the lock and election services', async () => {
-    for (const service of ['', 'lockstream.v1.LockService', 'lockstream.v1.ElectionService']) {
+  it('answers health checks for the server and for the lock, election and record services', async () => {
+    for (const service of [
+      '',
+      'lockstream.v1.LockService',
+      'lockstream.v1.ElectionService',
+      'lockstream.v1.RecordService',
+    ]) {
       const answer = await grpcurl([
         '-plaintext',
         '-d',
@@ -129,6 +135,55 @@ describe('grpcurl through server reflection', () => {
     } finally {
       candidate.kill();
       observer.kill();
+    }
+  });
+
+  it("writes a guarded record by hand with a held lock's token, as the README shows; a stale token is refused", async () => {
+    const holder = interactiveGrpcurl([
+      '-plaintext',
+      '-d',
+      '@',
+      server.address,
+      'lockstream.v1.LockService/Acquire',
+    ]);
+    const put = (token: string): Promise<string> =>
+      grpcurl([
+        '-plaintext',
+        '-d',
+        JSON.stringify({
+          name: 'grpcurl/job',
+          key: 'checkpoint',
+          value: Buffer.from('batch 7').toString('base64'),
+          fencingToken: token,
+        }),
+        server.address,
+        'lockstream.v1.RecordService/PutRecord',
+      ]);
+    try {
+      holder.type({ start: { name: 'grpcurl/job', mode: 'LOCK_MODE_MUTEX' } });
+      const [, token] = await holder.waitFor(/"fencingToken": "(\d+)"/);
+      expect(JSON.parse(await put(token!))).toEqual({ revision: '1' });
+      const read = JSON.parse(
+        await grpcurl([
+          '-plaintext',
+          '-d',
+          '{"name":"grpcurl/job","key":"checkpoint"}',
+          server.address,
+          'lockstream.v1.RecordService/GetRecord',
+        ]),
+      ) as { found: boolean; value: string; revision: string };
+      expect({ ...read, value: Buffer.from(read.value, 'base64').toString() }).toEqual({
+        found: true,
+        value: 'batch 7',
+        revision: '1',
+      });
+      holder.endInput();
+      expect(await holder.exited).toBe(0);
+      await expect(put(token!)).rejects.toThrow(
+        /Code: FailedPrecondition[\s\S]*does not hold lock "grpcurl\/job"/,
+      );
+    } finally {
+      holder.kill();
     }
   });
 

@@ -137,6 +137,45 @@ describe.each([
     }
   });
 
+  it("shows a lock's guarded records, and a holder's write without a change of the queue, as JSON too", async () => {
+    const name = `records/${randomUUID()}`;
+    const lock = await client.acquire(name, { owner: 'exporter' });
+    const records = client.records(name, lock.token);
+    await records.put('checkpoint', 'batch 41');
+    await records.put('offset', Buffer.from([0xff, 0x00]));
+    const page = await browser.newPage();
+    try {
+      await page.goto(`http://127.0.0.1:${server.httpPort}/#/lock/${encodeURIComponent(name)}`);
+      await expect
+        .poll(() => page.locator('#records tbody tr').allTextContents())
+        .toEqual(['checkpoint18 Bbatch 41', 'offset22 Bbase64:/wA=']);
+      // Written while held: the queue does not change, the page reads the records again.
+      await records.put('checkpoint', 'batch 42');
+      await expect
+        .poll(() => page.locator('#records tbody tr').first().textContent(), { timeout: scaled(10_000) })
+        .toBe('checkpoint38 Bbatch 42');
+      const json = (await (
+        await fetch(`http://127.0.0.1:${server.httpPort}/api/locks/${encodeURIComponent(name)}/records`)
+      ).json()) as unknown;
+      expect(json).toEqual({
+        name,
+        records: [
+          {
+            key: 'checkpoint',
+            revision: '3',
+            bytes: 8,
+            value: Buffer.from('batch 42').toString('base64'),
+            valueText: 'batch 42',
+          },
+          { key: 'offset', revision: '2', bytes: 2, value: '/wA=', valueText: expect.any(String) },
+        ],
+      });
+    } finally {
+      await page.close();
+      await lock.release();
+    }
+  });
+
   it("shows a semaphore's limit, the weight in use and each request's weight", async () => {
     const big = await client.acquire('render/farm', { limit: 4, weight: 3, owner: 'big-job' });
     const queued = deferred();

@@ -30,4 +30,4 @@ export type {
 export type { LockMode } from './lock-request.js';
 export { ElectionHistory, type TermRecord } from './election-history.js';
 export { observeElection, type ElectionEvent } from './election-observer.js';
-export { encodeLockName, validateLockName } from './lock-nodes.js';
+export { decodeLockName, encodeLockName, validateLockName } from './lock-nodes.js';

@@ -10,6 +10,7 @@ import { valueText } from '../../common/value-text.js';
 import { toJson } from '../../common/json.js';
 import { isLockError } from '../lock-error.js';
 import type { LockDescription, LockInspector, LockSummary } from '../engine/index.js';
+import type { GuardedRecords } from '../records/guarded-records.js';
 import type { Metrics } from './metrics.js';
 import type { LockActivityReport } from './lock-activity.js';
 import { PAGE_HTML } from './page.js';
@@ -19,13 +20,14 @@ const OVERVIEW_INTERVAL_MS = 500;
 
 /**
  * The HTTP side of an instance, for operators, read-only: Prometheus metrics on `/metrics`, the
- * live page on `/`, and its JSON (`/api/locks`, `/api/locks/<name>`) and event streams
+ * live page on `/`, and its JSON (`/api/locks`, `/api/locks/<name>`, `/api/locks/<name>/records`) and event streams
  * (`/api/events`, `/api/locks/<name>/events`). Bound to loopback unless configured otherwise.
  */
 export class HttpServer {
   readonly #server: Server;
   readonly #metrics: Metrics;
   readonly #inspector: LockInspector;
+  readonly #records: GuardedRecords;
   readonly #logger: Logger;
   readonly #closing = new AbortController();
 
@@ -35,12 +37,14 @@ export class HttpServer {
   constructor(options: {
     metrics: Metrics;
     inspector: LockInspector;
+    records: GuardedRecords;
     logger: Logger;
     admits?: ((authorization: string | undefined) => boolean) | undefined;
   }) {
     this.#admits = options.admits;
     this.#metrics = options.metrics;
     this.#inspector = options.inspector;
+    this.#records = options.records;
     this.#logger = options.logger;
     this.#server = createServer((request, response) => {
       this.#route(request, response).catch((error: unknown) => this.#fail(response, error));
@@ -99,10 +103,11 @@ export class HttpServer {
       this.#streamOverview(request, response);
       return;
     }
-    const lock = /^\/api\/locks\/([^/]+)(\/events)?$/.exec(path);
+    const lock = /^\/api\/locks\/([^/]+)(\/events|\/records)?$/.exec(path);
     if (lock) {
       const name = decodeURIComponent(lock[1] ?? '');
-      if (lock[2]) this.#streamLock(name, request, response);
+      if (lock[2] === '/events') this.#streamLock(name, request, response);
+      else if (lock[2] === '/records') sendJson(response, await this.#recordsJson(name));
       else
         sendJson(
           response,
@@ -111,6 +116,21 @@ export class HttpServer {
       return;
     }
     response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+  }
+
+  /** A lock's guarded records, each value as base64 and as text for people (see valueText). */
+  async #recordsJson(name: string): Promise<Record<string, unknown>> {
+    const records = await this.#records.list(name);
+    return {
+      name,
+      records: records.map(({ key, value, revision }) => ({
+        key,
+        revision: revision.toString(),
+        bytes: value.byteLength,
+        value: Buffer.from(value).toString('base64'),
+        valueText: valueText(value),
+      })),
+    };
   }
 
   /** Every lock, and what happened to this instance's sessions since it started. */

@@ -201,6 +201,21 @@ function eventText(e) {
   return e.kind;
 }
 
+// A lock's guarded records, read again every 2 s while they are shown: a holder's write
+// changes no queue, so the lock's events do not tell it.
+let recordsTimer;
+function showRecords(name, box) {
+  clearTimeout(recordsTimer);
+  fetch('api/locks/' + encodeURIComponent(name) + '/records').then((r) => r.json()).then((body) => {
+    if (!box.isConnected) return;
+    const rows = (body.records || []).map((r) => [r.key, r.revision, r.bytes + ' B', r.valueText || '-']);
+    box.replaceChildren(element('h2', 'Records (' + rows.length + ')'), rows.length > 0
+      ? table(['key', 'revision', 'size', 'value'], rows, 'records')
+      : element('p', 'No guarded records.', 'muted'));
+    recordsTimer = setTimeout(() => showRecords(name, box), 2000);
+  }, () => {});
+}
+
 let current;
 function showLock(name) {
   title.textContent = '/ ' + name;
@@ -230,6 +245,9 @@ function showLock(name) {
     view.appendChild(table(headers, rows(state.holders, () => (election ? 'leads' : 'holds'), true), 'holders'));
     view.appendChild(element('h2', (election ? 'Candidates (' : 'Waiting (') + state.waiters.length + ')'));
     view.appendChild(table(headers, rows(state.waiters, (i) => '#' + (i + 1), false), 'waiters'));
+    const records = element('div');
+    view.appendChild(records);
+    showRecords(name, records);
 
     view.appendChild(element('h2', 'Recent activity on this instance (last 5 minutes)'));
     const waits = state.activity.waits;

@@ -9,7 +9,13 @@ import {
   RECORD_VALUE_MAX_BYTES,
   RECORDS_PER_LOCK_MAX,
 } from '../../common/limits.js';
-import { encodeLockName, validateLockName, type LockInspector, type LockMode } from '../engine/index.js';
+import {
+  decodeLockName,
+  encodeLockName,
+  validateLockName,
+  type LockInspector,
+  type LockMode,
+} from '../engine/index.js';
 import { LockError } from '../lock-error.js';
 import {
   joinPath,
@@ -70,6 +76,20 @@ export class GuardedRecords {
     this.#records = options.records;
     this.#inspector = options.inspector;
     this.#root = joinPath(options.rootPath, 'records');
+  }
+
+  /** Every record of lock `name`, by key (for the live page): at most RECORDS_PER_LOCK_MAX. */
+  async list(name: string): Promise<Array<StoredRecord & { readonly key: string }>> {
+    validateLockName(name);
+    const dir = joinPath(this.#root, encodeLockName(name));
+    const keys = (await this.#store.children(dir)).filter((child) => child !== COUNTER).sort();
+    const nodes = await Promise.all(keys.map((key) => this.#store.nodeData(joinPath(dir, key))));
+    return keys.flatMap((key, i) => {
+      const node = nodes[i];
+      if (!node) return [];
+      const { value, revision } = decodeRecord(node.data, joinPath(dir, key));
+      return [{ key: decodeLockName(key), value, revision }];
+    });
   }
 
   /** The record `key` of lock `name`, or undefined when there is none. */
