@@ -24,9 +24,9 @@
 // Every error is an *Error: the lock's (or election's) name, the gRPC code, and a message that
 // names it once. It matches exactly one kind with errors.Is (ErrInvalidArgument, ErrLocked,
 // ErrTimeout, ErrCanceled, ErrLost, ErrRevoked, ErrPermissionDenied, ErrUnavailable, ErrClosed,
-// ErrNotHeld, ErrNoLeader, ErrNotLeader, ErrFailed). A request the server would refuse is found
-// before it is sent (ErrInvalidArgument), so it fails alone: the client's other locks are not
-// touched.
+// ErrNotHeld, ErrRevisionConflict, ErrNoLeader, ErrNotLeader, ErrFailed). A request the server
+// would refuse is found before it is sent (ErrInvalidArgument), so it fails alone: the client's
+// other locks are not touched.
 //
 // # Elections
 //
@@ -54,6 +54,28 @@
 // silent stream is resumed, on the next endpoint in turn, with the same term, and the
 // leadership is given up a tenth of the grace before the grace (counted from the last message
 // heard) is over, as a lock is. Close resigns every leadership and withdraws every candidate.
+//
+// # Guarded records
+//
+// A lock's guarded records are small keyed values under its name (a checkpoint, an offset, a
+// configuration) that only a current holder writes, and that outlive it. Client.Records binds
+// them to a holder's fencing token (a Lock's Token, a Leadership's Term); the server checks the
+// token in the same step as the write, so a holder that has lost the lock writes nothing, even
+// before it has heard of the loss (ErrNotHeld). Every write gives the lock's records the next
+// revision; WithExpectedRevision conditions a write on the revision read (ErrRevisionConflict
+// otherwise), and Update is the read-modify-write built on it:
+//
+//	records := client.Records(lock.Name(), lock.Token())
+//	next, err := records.Update(ctx, "offset", func(current []byte, found bool) []byte {
+//		offset, _ := strconv.Atoi(string(current)) // 0 when not found
+//		return []byte(strconv.Itoa(offset + batch))
+//	})
+//
+// Client.GetRecord reads a record as anyone who may see the lock. Keys follow the rule of lock
+// names, to MaxRecordKeyBytes; values are at most MaxRecordValueBytes; both are checked before
+// sending (ErrInvalidArgument). A call that ends UNAVAILABLE is tried on the next endpoint; a Put
+// carries a request id that makes it at most once, and one refused after such a try is
+// ErrUnavailable (its outcome unknown) rather than the refusal.
 //
 // # Sessions, partitions and the resume grace
 //

@@ -20,6 +20,7 @@ type endpoints struct {
 	conns     []grpc.ClientConnInterface
 	rpcs      []pb.LockServiceClient
 	elections []pb.ElectionServiceClient
+	records   []pb.RecordServiceClient
 	current   atomic.Int32
 }
 
@@ -27,10 +28,13 @@ func newEndpoints(addresses []string, conns []grpc.ClientConnInterface) *endpoin
 	e := &endpoints{
 		addresses: addresses, conns: conns,
 		rpcs: make([]pb.LockServiceClient, len(conns)), elections: make([]pb.ElectionServiceClient, len(conns)),
+		records: make([]pb.RecordServiceClient, len(conns)),
 	}
+	// Every service's stub rides the endpoint's one connection.
 	for i, conn := range conns {
 		e.rpcs[i] = pb.NewLockServiceClient(conn)
 		e.elections[i] = pb.NewElectionServiceClient(conn)
+		e.records[i] = pb.NewRecordServiceClient(conn)
 	}
 	return e
 }

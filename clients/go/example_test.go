@@ -1,5 +1,5 @@
 // Examples for the package's documentation: take a lock and work under it; TryLock's answer
-// when the lock is held; lead an election, and observe one.
+// when the lock is held; lead an election, and observe one; a holder's guarded records.
 
 package lockstream_test
 
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strconv"
 	"time"
 
 	lockstream "github.com/lockstream/lockstream/clients/go"
@@ -119,4 +120,47 @@ func ExampleElection_Observe() {
 	// a leader, at 10.0.0.8:8080
 	// the leader moved to 10.0.0.8:9090
 	// nobody leads
+}
+
+func ExampleHolderRecords_Update() {
+	client, err := lockstream.Dial(shared.address)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	lock, err := client.Lock(ctx, "examples/nightly-export")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(ctx)
+	// The lock's records, written as this holder: once it has lost the lock, every write is
+	// refused (ErrNotHeld), even before it has heard of the loss.
+	records := client.Records(lock.Name(), lock.Token())
+	for _, batch := range []int{100, 250} {
+		// Read the offset where the last holder stopped, move it on, write it back; read and
+		// move it again if someone wrote it in between.
+		next, err := records.Update(ctx, "offset", func(current []byte, found bool) []byte {
+			offset, _ := strconv.Atoi(string(current)) // 0 when not found
+			return []byte(strconv.Itoa(offset + batch))
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("exported up to", string(next.Value))
+	}
+	// Records outlive their writer's hold: anyone who may see the lock reads them.
+	record, found, err := client.GetRecord(ctx, "examples/nightly-export", "offset")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("the next holder starts at", string(record.Value), found)
+	// The export is done: the next one starts from the beginning.
+	if _, err := records.Delete(ctx, "offset"); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// exported up to 100
+	// exported up to 350
+	// the next holder starts at 350 true
 }

@@ -28,20 +28,39 @@ const (
 // checkName says what is wrong with a lock name, or "" (the server's rules, lock-name.ts: 1 to
 // MaxNameBytes of UTF-8, no control character, no U+FFFD).
 func checkName(name string) string {
-	switch {
-	case name == "":
-		return "invalid lock name: name is empty"
-	case len(name) > MaxNameBytes:
-		return fmt.Sprintf("invalid lock name: name is %d bytes of UTF-8; the limit is %d", len(name), MaxNameBytes)
+	return checkText("invalid lock name", "name", name, MaxNameBytes)
+}
+
+// checkRecordKey says what is wrong with a guarded record's key, or "": a lock name's rule, to
+// MaxRecordKeyBytes.
+func checkRecordKey(key string) string {
+	return checkText("invalid record key", "key", key, MaxRecordKeyBytes)
+}
+
+// checkRecordValue says what is wrong with a guarded record's value, or "".
+func checkRecordValue(value []byte) string {
+	if len(value) > MaxRecordValueBytes {
+		return fmt.Sprintf("record value is %d bytes; the limit is %d", len(value), MaxRecordValueBytes)
 	}
-	for i, r := range name {
+	return ""
+}
+
+// checkText applies a lock name's rule to text (what it is: "name", "key"), at most maxBytes.
+func checkText(rule, what, text string, maxBytes int) string {
+	switch {
+	case text == "":
+		return fmt.Sprintf("%s: %s is empty", rule, what)
+	case len(text) > maxBytes:
+		return fmt.Sprintf("%s: %s is %d bytes of UTF-8; the limit is %d", rule, what, len(text), maxBytes)
+	}
+	for i, r := range text {
 		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(name[i:], "\uFFFD"):
-			return fmt.Sprintf("invalid lock name: name is not valid UTF-8 (byte %d)", i)
+		case r == utf8.RuneError && !strings.HasPrefix(text[i:], "\uFFFD"):
+			return fmt.Sprintf("%s: %s is not valid UTF-8 (byte %d)", rule, what, i)
 		case r == utf8.RuneError:
-			return fmt.Sprintf("invalid lock name: name contains U+FFFD at byte %d", i)
+			return fmt.Sprintf("%s: %s contains U+FFFD at byte %d", rule, what, i)
 		case unicode.IsControl(r):
-			return fmt.Sprintf("invalid lock name: name contains control character U+%04X at byte %d", r, i)
+			return fmt.Sprintf("%s: %s contains control character U+%04X at byte %d", rule, what, r, i)
 		}
 	}
 	return ""
