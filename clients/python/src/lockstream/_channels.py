@@ -1,23 +1,28 @@
 """The client's connections: its endpoints and the one requests go to now, a gRPC channel to each,
-and the calls made on them (Session and Campaign streams, Observe calls, and unary calls that move
-on to the next endpoint while one is unavailable)."""
+and the calls made on them (Session and Campaign streams, Observe calls, and unary calls of every
+service that move on to the next endpoint while one is unavailable)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
 import grpc.aio
 
 from lockstream._stream import CampaignCall, Request, Response, SessionCall
-from lockstream.errors import ClientClosed, error_for
+from lockstream.errors import ClientClosed, LockError, error_for
 from lockstream.v1 import election_pb2 as epb
 from lockstream.v1 import lockstream_pb2 as pb
 
 LOCKS = "/lockstream.v1.LockService/"
 ELECTIONS = "/lockstream.v1.ElectionService/"
+RECORDS = "/lockstream.v1.RecordService/"
+
+#: The error for a unary call's refusal: its code, its details, and whether an earlier try of the
+#: call ended UNAVAILABLE (on another endpoint).
+Refusal = Callable[[grpc.StatusCode, str, bool], LockError]
 
 ObserveCall = grpc.aio.UnaryStreamCall[epb.ObserveRequest, epb.ObserveResponse]
 
@@ -110,10 +115,11 @@ class Connections:
         call: ObserveCall = method(request, metadata=self._metadata)  # type: ignore[assignment]
         return call
 
-    async def unary(self, method: str, name: str, request: Any, response_type: Any, service: str = LOCKS) -> Any:
+    async def unary(self, method: str, name: str, request: Any, response_type: Any, service: str = LOCKS,
+                    refused: Refusal | None = None) -> Any:
         """Calls a unary method of `service` on the current endpoint, and on the next ones in turn
-        while they answer UNAVAILABLE (it needs no session); its failures as LockError
-        (ClientClosed once the client is closed)."""
+        while they answer UNAVAILABLE (it needs no session), once each; its failures as LockError
+        (ClientClosed once the client is closed), made by `refused` if given, else error_for."""
         count = len(self.endpoints)
         for offset in range(count):
             call = self.channel_to(self.endpoints[(self.current + offset) % count]).unary_unary(
@@ -128,6 +134,9 @@ class Connections:
                     raise ClientClosed(name) from None
                 if error.code() == grpc.StatusCode.UNAVAILABLE and offset + 1 < count:
                     continue
+                if refused is not None:
+                    # Only UNAVAILABLE moves on: every try before this one ended UNAVAILABLE.
+                    raise refused(error.code(), error.details() or "", offset > 0) from None
                 raise error_for(name, error.code(), error.details() or "") from None
             except asyncio.CancelledError:
                 if self.closed and not cancelling():

@@ -20,6 +20,8 @@ from lockstream._limits import (
     MULTI_LOCK_MAX as MULTI_LOCK_MAX,
     MULTI_LOCK_MIN as MULTI_LOCK_MIN,
     OWNER_MAX_BYTES as OWNER_MAX_BYTES,
+    RECORD_KEY_MAX_BYTES as RECORD_KEY_MAX_BYTES,
+    RECORD_VALUE_MAX_BYTES as RECORD_VALUE_MAX_BYTES,
     SEMAPHORE_LIMIT_MAX as SEMAPHORE_LIMIT_MAX,
     VALUE_MAX_BYTES as VALUE_MAX_BYTES,
     WAIT_TIMEOUT_MAX_MS,
@@ -50,20 +52,38 @@ def _forbidden(text: str) -> tuple[int, str] | None:
     return None
 
 
+def _text_problem(what: str, text: str, max_bytes: int) -> str | None:
+    """What is wrong with a lock name or a record key (`what`), or None: 1 to `max_bytes` of UTF-8
+    without a character _forbidden refuses (the server's rule, in its words)."""
+    bad = _forbidden(text)
+    if bad is not None:
+        return f"{what} contains {bad[1]} at index {bad[0]}"
+    size = len(text.encode())
+    if size == 0:
+        return f"{what} is empty"
+    if size > max_bytes:
+        return f"{what} is {size} bytes of UTF-8; the limit is {max_bytes}"
+    return None
+
+
 def check_name(name: object) -> str:
     """A lock name: a str of 1 to LOCK_NAME_MAX_BYTES of UTF-8 without control characters."""
     if not isinstance(name, str):
         raise InvalidArgument("", f"a lock name must be a str, not {type(name).__name__}")
-    bad = _forbidden(name)
-    if bad is not None:
-        raise InvalidArgument(name, f"invalid lock name: name contains {bad[1]} at index {bad[0]}")
-    size = len(name.encode())
-    if size == 0:
-        raise InvalidArgument(name, "invalid lock name: name is empty")
-    if size > LOCK_NAME_MAX_BYTES:
-        raise InvalidArgument(
-            name, f"invalid lock name: name is {size} bytes of UTF-8; the limit is {LOCK_NAME_MAX_BYTES}")
+    problem = _text_problem("name", name, LOCK_NAME_MAX_BYTES)
+    if problem is not None:
+        raise InvalidArgument(name, f"invalid lock name: {problem}")
     return name
+
+
+def check_record_key(name: str, key: object) -> str:
+    """A guarded record's key: a lock name's rule, to RECORD_KEY_MAX_BYTES of UTF-8."""
+    if not isinstance(key, str):
+        raise InvalidArgument(name, f"a record key must be a str, not {type(key).__name__}")
+    problem = _text_problem("key", key, RECORD_KEY_MAX_BYTES)
+    if problem is not None:
+        raise InvalidArgument(name, f"invalid record key: {problem}")
+    return key
 
 
 def check_owner(name: str, owner: object) -> str:
@@ -81,17 +101,27 @@ def check_owner(name: str, owner: object) -> str:
 
 def check_value(name: str, value: object) -> bytes:
     """A published value: bytes (or a str, sent as UTF-8) of at most VALUE_MAX_BYTES."""
+    return _bytes(name, "value", value, VALUE_MAX_BYTES)
+
+
+def check_record_value(name: str, value: object) -> bytes:
+    """A guarded record's value: bytes (or a str, sent as UTF-8) of at most RECORD_VALUE_MAX_BYTES."""
+    return _bytes(name, "record value", value, RECORD_VALUE_MAX_BYTES)
+
+
+def _bytes(name: str, what: str, value: object, maximum: int) -> bytes:
+    """`value` as bytes (a str as UTF-8), at most `maximum` of them."""
     if isinstance(value, str):
         bad = _forbidden(value)
         if bad is not None and bad[1].startswith("lone surrogate"):
-            raise InvalidArgument(name, f"value contains {bad[1]} at index {bad[0]}: not UTF-8")
+            raise InvalidArgument(name, f"{what} contains {bad[1]} at index {bad[0]}: not UTF-8")
         data = value.encode()
     elif isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
     else:
-        raise InvalidArgument(name, f"value must be bytes or a str, not {type(value).__name__}")
-    if len(data) > VALUE_MAX_BYTES:
-        raise InvalidArgument(name, f"value is {len(data)} bytes; the limit is {VALUE_MAX_BYTES}")
+        raise InvalidArgument(name, f"{what} must be bytes or a str, not {type(value).__name__}")
+    if len(data) > maximum:
+        raise InvalidArgument(name, f"{what} is {len(data)} bytes; the limit is {maximum}")
     return data
 
 
@@ -142,8 +172,9 @@ def check_semaphore(name: str, mode: Mode, limit: object, weight: object) -> tup
     return checked_limit, checked_weight
 
 
-def check_token(name: str, token: object) -> int:
-    return check_count(name, "token", token, 0, _UINT64_MAX)
+def check_token(name: str, token: object, option: str = "token") -> int:
+    """A fencing token, a term or a revision: a uint64."""
+    return check_count(name, option, token, 0, _UINT64_MAX)
 
 
 # Schemes gRPC resolves itself ("dns:///name:port", "unix:/path", ...): what follows is theirs

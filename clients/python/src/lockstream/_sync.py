@@ -17,6 +17,7 @@ from lockstream import aio
 from lockstream._callbacks import call_safely
 from lockstream._sync_elections import Events, Leadership
 from lockstream._sync_held import SyncHeld
+from lockstream._sync_records import HolderRecords
 from lockstream.errors import ClientClosed, LockTimeout
 
 T = TypeVar("T")
@@ -301,6 +302,16 @@ class Client:
         """Whether `token` is held for the lock right now (CheckToken)."""
         return self._run(lambda: self._client.check_token(name, token))
 
+    def records(self, name: str, token: int) -> HolderRecords:
+        """The guarded records of lock `name` as the holder of `token` (`lock.token`, or
+        `leadership.term`) writes them: `get`, `put`, `delete`, `update` (see
+        aio.Client.records). A write commits only while `token` holds the lock, else NotHeld."""
+        return HolderRecords(self, self._client.records(name, token))
+
+    def get_record(self, name: str, key: str) -> aio.Record | None:
+        """The guarded record `key` of lock `name` (`value`, `revision`), or None when there is none."""
+        return self._run(lambda: self._client.get_record(name, key))
+
     def campaign(self, name: str, value: bytes | str = b"", *, owner: str | None = None,
                  timeout: float | None = None, on_queued: Callable[[int], object] | None = None) -> Leadership:
         """Blocks until elected and returns the Leadership: `with client.campaign(name, value) as
@@ -378,7 +389,7 @@ class Client:
         self.close()
 
 
-__all__ = ["Client", "Events", "Leadership", "Lock"]
+__all__ = ["Client", "Events", "HolderRecords", "Leadership", "Lock"]
 
 
 def _result_interruptibly(result: concurrent.futures.Future[T]) -> T:

@@ -1,5 +1,5 @@
 """The asyncio client's public API: Client, the Lock and Leadership it returns, an election's
-events, and their options.
+events, guarded records, and their options.
 
     async with lockstream.aio.Client("127.0.0.1:50051", owner="billing") as client:
         async with client.lock("billing/invoice-42", mode="write", timeout=5) as lock:
@@ -15,7 +15,8 @@ tokens (`lock.in_doubt` is true meanwhile). When that fails, or when the server 
 the lock is lost: `lock.lost` is set and the callbacks given to `lock.on_lost` are called.
 
 Each campaign is a Campaign stream of its own (lockstream.v1.ElectionService/Campaign), with the
-same heartbeats, resume and loss as a lock's; `observe` is an Observe call of its own.
+same heartbeats, resume and loss as a lock's; `observe` is an Observe call of its own. Guarded
+records (lockstream.v1.RecordService) are unary calls on the same channels.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import grpc.aio
 from lockstream import _checks
 from lockstream._callbacks import call_safely as _call_safely
 from lockstream._channels import Connections as _Connections
-from lockstream._checks import VALUE_MAX_BYTES, Mode
+from lockstream._checks import RECORD_KEY_MAX_BYTES, RECORD_VALUE_MAX_BYTES, VALUE_MAX_BYTES, Mode
 from lockstream._description import LockDescription, LockRequestInfo, description
 from lockstream._election import ElectionEvent, HistoryGone, Proclaimed, Skipped, Term, Vacant
 from lockstream._elections import Elections as _Elections
@@ -42,6 +43,8 @@ from lockstream._leadership import Leadership
 from lockstream._lock import Lock
 from lockstream._observe import Observation
 from lockstream._grant import retrying as _retrying
+from lockstream._records import Change, HolderRecords, Record
+from lockstream._records import get_record as _get_record
 from lockstream._session import Session as _Session
 from lockstream._stream import SessionCall
 from lockstream._wire import MODES as _MODES
@@ -52,6 +55,7 @@ from lockstream.errors import (
     LockLost,
     LockTimeout,
     NotHeld,
+    RevisionConflict,
 )
 from lockstream.v1 import lockstream_pb2 as pb
 
@@ -62,7 +66,8 @@ from lockstream.v1 import lockstream_pb2 as pb
 # asking again while the server is unavailable), _lock (a held lock), _held (what a held lock and a
 # leadership share); for elections, _elections (campaigns, observations and calls of a client),
 # _campaign (one candidate's stream), _leadership (a won election), _observe, _election_calls and
-# _election (events). The errors above, SessionCall and logger are importable from here as well.
+# _election (events); _records (guarded records). The errors above, SessionCall and logger are
+# importable from here as well.
 
 logger = logging.getLogger("lockstream")
 
@@ -316,6 +321,21 @@ class Client:
             "CheckToken", name, pb.CheckTokenRequest(name=name, fencing_token=token), pb.CheckTokenResponse)
         return response.held
 
+    def records(self, name: str, token: int) -> HolderRecords:
+        """The guarded records of lock `name` as the holder of `token` (`lock.token`, or an
+        election's `leadership.term`) writes them: `get(key)`, `put(key, value,
+        expected_revision=None)`, `delete(key, expected_revision=None)` and `update(key, change)`
+        (see HolderRecords). A write commits only while `token` holds the lock, exclusively (not
+        "read"), else NotHeld; at another revision than `expected_revision`, RevisionConflict.
+        Records stay until deleted, whoever holds the lock. A key follows a lock name's rule, to
+        256 bytes of UTF-8; a value is at most 65536 bytes (InvalidArgument before sending)."""
+        return HolderRecords(self._connections, name, token)
+
+    async def get_record(self, name: str, key: str) -> Record | None:
+        """The guarded record `key` of lock `name` (its `value` and `revision`), or None when there
+        is none; anyone may read it, holder or not."""
+        return await _get_record(self._connections, name, key)
+
     def campaign(self, name: str, value: bytes | str = b"", *, owner: str | None = None,
                  timeout: float | None = None,
                  on_queued: Callable[[int], object] | None = None) -> _Holding[Leadership]:
@@ -383,6 +403,7 @@ class Client:
         await self.close()
 
 
-__all__ = ["Client", "ElectionEvent", "HistoryGone", "Leadership", "Lock", "LockDescription", "LockRequestInfo",
-           "Mode", "Observation", "Proclaimed", "RevokeRequest", "Skipped", "Target", "Term", "VALUE_MAX_BYTES",
+__all__ = ["Change", "Client", "ElectionEvent", "HistoryGone", "HolderRecords", "Leadership", "Lock",
+           "LockDescription", "LockRequestInfo", "Mode", "Observation", "Proclaimed", "RECORD_KEY_MAX_BYTES",
+           "RECORD_VALUE_MAX_BYTES", "Record", "RevokeRequest", "Skipped", "Target", "Term", "VALUE_MAX_BYTES",
            "Vacant"]

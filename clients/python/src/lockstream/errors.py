@@ -1,4 +1,5 @@
-"""What can go wrong with a lock, as exceptions carrying the gRPC status the server gave."""
+"""What can go wrong with a lock (or an election, or a guarded record), as exceptions carrying the
+gRPC status the server gave."""
 
 from __future__ import annotations
 
@@ -84,10 +85,19 @@ class ClientClosed(LockError):
 
 class NotHeld(LockError):
     """The lock was released (or has not been granted) before the call; for an election, the term
-    named (proclaim, resign) is not the current leader's, or the leadership is over."""
+    named (proclaim, resign) is not the current leader's, or the leadership is over; for a guarded
+    record's write, the fencing token named is not a current holder's (nothing was written)."""
 
     def __init__(self, lock: str, message: str = "the lock is not held") -> None:
         super().__init__(lock, grpc.StatusCode.FAILED_PRECONDITION, message)
+
+
+class RevisionConflict(LockError):
+    """A guarded record's write conditioned on a revision (`expected_revision`) found the record at
+    another: someone wrote it since it was read (ABORTED). Nothing was written."""
+
+    def __init__(self, lock: str, message: str) -> None:
+        super().__init__(lock, grpc.StatusCode.ABORTED, message)
 
 
 def error_for(lock: str, code: int | grpc.StatusCode, message: str) -> LockError:
@@ -119,6 +129,7 @@ __all__ = [
     "LockTimeout",
     "NotHeld",
     "PermissionDenied",
+    "RevisionConflict",
     "error_for",
     "lost_error",
     "printable",
