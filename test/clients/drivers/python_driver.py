@@ -37,6 +37,7 @@ _KIND_OF_CLASS: list[tuple[type[BaseException], str]] = [
     (lockstream.LockTimeout, "timeout"),
     (lockstream.LockLost, "lost"),
     (lockstream.NotHeld, "not-held"),
+    (lockstream.RevisionConflict, "conflict"),
     (lockstream.PermissionDenied, "permission-denied"),
 ]
 
@@ -178,6 +179,11 @@ class Driver:
         elif op in ("campaign", "resign", "proclaim", "leader", "proclaim-term", "resign-term", "observe",
                     "stop-observe"):
             await self.elections(op, id, command)
+        elif op in ("put-record", "get-record", "delete-record", "update-record"):
+            try:
+                await self.records(op, id, command)
+            except Exception as error:
+                say_failure("error", id, error)
         elif op == "close":
             await self.connected.close()
             say("closed")
@@ -251,6 +257,27 @@ class Driver:
             observer = self.observers.get(id)
             if observer is not None:
                 await observer.aclose()
+
+    async def records(self, op: str, id: str, command: dict[str, Any]) -> None:
+        """Guarded records: read by anyone, written as the holder of the command's token."""
+        if op == "get-record":
+            record = await self.connected.get_record(command["name"], command["key"])
+            say("record", id=id, found=record is not None, value="" if record is None else record.value.decode(),
+                revision="0" if record is None else str(record.revision))
+            return
+        records = self.connected.records(command["name"], int(command["token"]))
+        expected = int(command["expectedRevision"]) if "expectedRevision" in command else None
+        if op == "put-record":
+            revision = await records.put(command["key"], command["value"], expected_revision=expected)
+            say("record-written", id=id, revision=str(revision), value=command["value"])
+        elif op == "delete-record":
+            say("record-deleted", id=id, deleted=await records.delete(command["key"], expected_revision=expected))
+        else:
+            # The value read as a decimal number (none, or empty: 0), plus `add`.
+            add = int(command["add"])
+            written = await records.update(
+                command["key"], lambda current: str(int((current or b"").decode() or "0") + add))
+            say("record-written", id=id, revision=str(written.revision), value=written.value.decode())
 
     async def scope(self, id: str, name: str) -> None:
         """`async with client.lock(...)`: the body waits for the loss, then leaves normally."""
