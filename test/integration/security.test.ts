@@ -342,6 +342,31 @@ describe('elections under an access policy', () => {
   });
 });
 
+describe('guarded records under an access policy', () => {
+  it("let a caller write a lock's records only as a holder it may be, and read them only where it may see the lock", async () => {
+    const server = await serve([...tlsArgs(), '--auth-file', policyFile]);
+    const billing = lockClient(server, tls(), TOKENS.billing);
+    const reporter = lockClient(server, tls(), TOKENS.reporter);
+    const elector = lockClient(server, tls(), TOKENS.elector);
+    const lock = await billing.acquire('billing/ledger');
+    cleanups.push(() => lock.release().catch(() => {}));
+    expect(await billing.records(lock.name, lock.token).put('total', '120')).toBe(1n);
+    // reporter may see billing/ (it may read-lock it): it reads the record.
+    const read = await reporter.getRecord('billing/ledger', 'total');
+    expect(Buffer.from(read?.value ?? []).toString()).toBe('120');
+    // With billing's token in hand it still may not write: it may not hold billing/ as a mutex.
+    expect(await outcome(reporter.records(lock.name, lock.token).put('total', '0'))).toBe(
+      'PERMISSION_DENIED',
+    );
+    // elector may not even see billing/.
+    expect(await outcome(elector.getRecord('billing/ledger', 'total'))).toBe('PERMISSION_DENIED');
+    expect(await outcome(elector.records(lock.name, lock.token).put('total', '0'))).toBe('PERMISSION_DENIED');
+    expect(Buffer.from((await billing.getRecord('billing/ledger', 'total'))?.value ?? []).toString()).toBe(
+      '120',
+    );
+  });
+});
+
 describe('resume tokens under an access policy', () => {
   it('resume a request only for a caller that may take its lock; anyone else learns nothing', async () => {
     const server = await serve([...tlsArgs(), '--auth-file', policyFile, '--max-resume-grace', '10s']);
