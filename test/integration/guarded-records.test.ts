@@ -252,3 +252,43 @@ for (const store of ['embedded', 'zookeeper'] as const) {
     });
   });
 }
+
+describe('guarded records on ZooKeeper through the addon client', () => {
+  let server: ServerProcess;
+  let locks: LockCaller;
+  let records: RecordCaller;
+
+  beforeAll(async () => {
+    server = await startServerProcess([
+      '--zookeeper',
+      connectString,
+      '--zookeeper-client',
+      'addon',
+      '--root',
+      `/records-addon-${randomUUID()}`,
+    ]);
+    locks = new LockCaller(server.address);
+    records = new RecordCaller(server.address);
+  });
+  afterAll(async () => {
+    locks?.close();
+    records?.close();
+    await server?.kill('SIGTERM');
+  });
+
+  it('are refused with UNIMPLEMENTED, naming what is missing', async () => {
+    const name = `r-${randomUUID()}`;
+    const holder = locks.open({ name, mode: LockMode.MUTEX });
+    const token = await holder.acquired();
+    for (const call of [
+      records.put(name, 'k', 'v', token),
+      records.get(name, 'k'),
+      records.delete(name, 'k', token),
+    ]) {
+      const refused = await refusalOf(call);
+      expect(refused.code).toBe(status.UNIMPLEMENTED);
+      expect(refused.details).toMatch(/--zookeeper-client protocol/);
+    }
+    holder.cancel();
+  });
+});

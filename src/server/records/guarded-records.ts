@@ -81,6 +81,8 @@ export class GuardedRecords {
   /** Every record of lock `name`, by key (for the live page): at most RECORDS_PER_LOCK_MAX. */
   async list(name: string): Promise<Array<StoredRecord & { readonly key: string }>> {
     validateLockName(name);
+    // A back end without transactions has no records (nor can it be given any).
+    if (!this.#records?.transactions) return [];
     const dir = joinPath(this.#root, encodeLockName(name));
     const keys = (await this.#store.children(dir)).filter((child) => child !== COUNTER).sort();
     const nodes = await Promise.all(keys.map((key) => this.#store.nodeData(joinPath(dir, key))));
@@ -95,6 +97,7 @@ export class GuardedRecords {
   /** The record `key` of lock `name`, or undefined when there is none. */
   async get(name: string, key: string): Promise<StoredRecord | undefined> {
     const path = this.#path(name, key);
+    void this.#transactions;
     const node = await this.#store.nodeData(path);
     return node === null ? undefined : decodeRecord(node.data, path);
   }
