@@ -46,6 +46,8 @@ const LOSS_FRACTION = 1 / 2;
 export interface WatchedKeeper {
   /** The link of the current session. */
   link(): ZooKeeperLink;
+  /** The session timeout ZooKeeper granted, or the one asked for before it has answered. */
+  timeoutMs(): number;
   session(): ZooKeeperSession;
   /** Whether requests may go out: connected, and (with ownership) the record settled. */
   usable(): boolean;
@@ -65,7 +67,6 @@ export interface WatchedKeeper {
 export class SessionHealth {
   readonly #keeper: WatchedKeeper;
   /** The session timeout asked for, until ZooKeeper has granted one. */
-  readonly #requestedTimeoutMs: number;
   readonly #logger: Logger;
   /** performance.now() at the send of the newest request whose reply passed the leader. */
   #lastConfirmedAt = 0;
@@ -78,9 +79,8 @@ export class SessionHealth {
   /** Until when a give-up is put off after this process was stopped (see above); 0 if not. */
   #putOffUntil = 0;
 
-  constructor(keeper: WatchedKeeper, requestedTimeoutMs: number, logger: Logger) {
+  constructor(keeper: WatchedKeeper, logger: Logger) {
     this.#keeper = keeper;
-    this.#requestedTimeoutMs = requestedTimeoutMs;
     this.#logger = logger;
   }
 
@@ -90,7 +90,7 @@ export class SessionHealth {
     this.#heartbeat = setInterval(() => {
       if (this.#keeper.link() !== link || !this.#keeper.usable()) return;
       void this.#keeper.heartbeat(link);
-    }, this.#sessionTimeoutMs() * HEARTBEAT_FRACTION);
+    }, this.#keeper.timeoutMs() * HEARTBEAT_FRACTION);
     this.#heartbeat.unref();
   }
 
@@ -124,7 +124,7 @@ export class SessionHealth {
   assess(watchdogLateMs = 0): void {
     const session = this.#keeper.session();
     if (this.#keeper.closed() || !session.established) return;
-    const timeoutMs = this.#sessionTimeoutMs();
+    const timeoutMs = this.#keeper.timeoutMs();
     const now = performance.now();
     const silentMs = now - this.#lastConfirmedAt;
     if (silentMs >= timeoutMs * LOSS_FRACTION) {
@@ -190,12 +190,6 @@ export class SessionHealth {
 
   /** How long a request may go unanswered before the session is in doubt. */
   get doubtAfterMs(): number {
-    return this.#sessionTimeoutMs() * DOUBT_FRACTION;
-  }
-
-  /** The session timeout ZooKeeper granted, or the one asked for before it has answered. */
-  #sessionTimeoutMs(): number {
-    const negotiated = this.#keeper.link().negotiatedTimeoutMs;
-    return negotiated > 0 ? negotiated : this.#requestedTimeoutMs;
+    return this.#keeper.timeoutMs() * DOUBT_FRACTION;
   }
 }

@@ -105,6 +105,7 @@ export class SessionKeeper {
     if (options.attach && !options.ownership) throw new Error('INVARIANT: attaching needs ownership');
     const keeper: WatchedKeeper & GuardedKeeper = {
       link: () => this.#link,
+      timeoutMs: () => this.timeoutMs,
       session: () => this.#session,
       usable: () => this.#connected,
       closed: () => this.#closed,
@@ -125,7 +126,7 @@ export class SessionKeeper {
         this.#endSession(error.message, 'failed');
       },
     };
-    this.#health = new SessionHealth(keeper, options.sessionTimeoutMs, this.#logger);
+    this.#health = new SessionHealth(keeper, this.#logger);
     this.#guard =
       options.ownership &&
       new OwnershipGuard({
