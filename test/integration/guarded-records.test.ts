@@ -12,6 +12,7 @@ import { LockCaller, LockMode, type RequestStream } from '../support/lock-caller
 import { RecordCaller, refusalOf } from '../support/record-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 /*
  * The RecordService's promises (proto/lockstream/v1/records.proto), against a server in its own
@@ -290,5 +291,45 @@ describe('guarded records on ZooKeeper through the addon client', () => {
       expect(refused.details).toMatch(/--zookeeper-client protocol/);
     }
     holder.cancel();
+  });
+});
+
+describe('guarded records while ZooKeeper cannot be reached', () => {
+  let proxy: TcpProxy;
+  let server: ServerProcess;
+  let records: RecordCaller;
+
+  beforeAll(async () => {
+    proxy = await TcpProxy.start(connectString);
+    server = await startServerProcess([
+      '--zookeeper',
+      proxy.address,
+      '--connect-timeout',
+      '1s',
+      '--root',
+      `/records-unreachable-${randomUUID()}`,
+    ]);
+    records = new RecordCaller(server.address);
+  });
+  afterAll(async () => {
+    records?.close();
+    await server?.kill('SIGKILL');
+    await proxy?.close();
+  });
+
+  it('answer UNAVAILABLE, reads and writes alike', async () => {
+    const name = `r-${randomUUID()}`;
+    const locks = new LockCaller(server.address);
+    const holder = locks.open({ name, mode: LockMode.MUTEX });
+    const token = await holder.acquired();
+    expect(await records.put(name, 'k', 'v', token)).toBe(1n);
+    // Every connection cut, and none accepted: the store cannot reach ZooKeeper.
+    await proxy.close();
+    for (const call of [records.put(name, 'k', 'w', token), records.get(name, 'k')]) {
+      const refused = await refusalOf(call);
+      expect(refused.code, refused.details).toBe(status.UNAVAILABLE);
+    }
+    holder.cancel();
+    locks.close();
   });
 });
