@@ -9,6 +9,7 @@ import {
 } from '../../src/common/limits.js';
 import { ElectionCaller } from '../support/election-caller.js';
 import { LockCaller, LockMode, type RequestStream } from '../support/lock-caller.js';
+import { RawZooKeeper } from '../support/raw-zookeeper.js';
 import { RecordCaller, refusalOf } from '../support/record-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
@@ -38,9 +39,10 @@ for (const store of ['embedded', 'zookeeper'] as const) {
       return stream.acquired();
     };
 
+    const root = `/records-${randomUUID()}`;
     beforeAll(async () => {
       server = await startServerProcess(
-        store === 'embedded' ? [] : ['--zookeeper', connectString, '--root', `/records-${randomUUID()}`],
+        store === 'embedded' ? [] : ['--zookeeper', connectString, '--root', root],
       );
       locks = new LockCaller(server.address);
       records = new RecordCaller(server.address);
@@ -147,6 +149,46 @@ for (const store of ['embedded', 'zookeeper'] as const) {
         elections.close();
       }
     });
+
+    if (store === 'zookeeper') {
+      it("keeps each record as one persistent node under <root>/records/<lock>/, beside the lock's counter, and they stay when nobody holds the lock", async () => {
+        const name = `r-${randomUUID()}`;
+        const holder = locks.open({ name, mode: LockMode.MUTEX });
+        const token = await holder.acquired();
+        await records.put(name, 'a', 'x', token);
+        await records.put(name, 'b', 'y', token);
+        holder.sendRelease();
+        await holder.outcome;
+        const raw = await RawZooKeeper.connect(connectString);
+        try {
+          const listed = await raw.children(`${root}/records/${name}`);
+          expect(listed.value?.sort()).toEqual(['.revision', 'a', 'b']);
+          // Its value, the write's id (16 bytes when the writer gave none) and 10 bytes.
+          expect((await raw.getData(`${root}/records/${name}/a`)).value?.byteLength).toBe(1 + 10 + 16);
+        } finally {
+          raw.close();
+        }
+      });
+    } else {
+      it('loses every record when the embedded store stops, as it loses its locks: a restart with the same command line has none', async () => {
+        const name = `r-${randomUUID()}`;
+        const first = await startServerProcess([]);
+        const [firstLocks, firstRecords] = [new LockCaller(first.address), new RecordCaller(first.address)];
+        const holder = firstLocks.open({ name, mode: LockMode.MUTEX });
+        expect(await firstRecords.put(name, 'k', 'v', await holder.acquired())).toBe(1n);
+        firstLocks.close();
+        firstRecords.close();
+        await first.kill('SIGTERM');
+        const again = await startServerProcess([]);
+        const againRecords = new RecordCaller(again.address);
+        try {
+          expect((await againRecords.get(name, 'k')).found).toBe(false);
+        } finally {
+          againRecords.close();
+          await again.kill('SIGTERM');
+        }
+      });
+    }
 
     it('commits a write with expected_revision only at that revision (0: only a new record), else ABORTED with nothing written', async () => {
       const name = `r-${randomUUID()}`;
