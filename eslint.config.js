@@ -140,6 +140,34 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // lockstream/fencing stands on its own: grpc-js and node: only. Not the server, the client or
+    // generated code; and `pg` never, not even its types, so the published declarations work for
+    // users who have no PostgreSQL (the adapter takes the caller's client, typed structurally).
+    files: ['src/fencing/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            NATIVE_ADDON,
+            { name: 'pg', message: "lockstream/fencing/postgres takes the caller's client: no import of pg" },
+          ],
+          patterns: [
+            {
+              group: ['**/server/**', '**/client/**', '**/common/**'],
+              message: 'src/fencing imports nothing of lockstream',
+            },
+            { group: ['**/gen/**'], message: 'src/fencing uses no generated code' },
+            {
+              group: ['pg/*', '@types/pg'],
+              message: "lockstream/fencing/postgres takes the caller's client: no import of pg",
+            },
+          ],
+        },
+      ],
+    },
+  },
   ...boundary(
     ['src/common/**/*.ts', 'src/server/lock-error.ts'],
     ['engine', 'stores', 'transport', 'observability', 'security'],
