@@ -16,6 +16,9 @@
 #     test/jepsen (network namespaces, links cut inside them, a server's wall clock stepped);
 #   - Apache Curator from Debian's "libcurator-recipes-java" package and etcd from Debian's
 #     "etcd-server" package, the comparison rows of `npm run bench` (its smoke run is part of CI).
+#   - PostgreSQL from Debian's "postgresql" package, for lockstream/fencing/postgres's tests:
+#     only its binaries (/usr/lib/postgresql/<version>/bin) and its "postgres" user are used;
+#     test/setup/postgres-process.ts runs a private cluster per test file as that user.
 # Idempotent: prints one line per dependency, found or installed, and nothing else when all is
 # already in place.
 set -euo pipefail
@@ -106,6 +109,39 @@ install_fault_tools() {
 install_etcd() {
   # Only the binary: bench/etcd/etcd-process.ts runs a private etcd on its own ports and data dir.
   ensure_package etcd etcd-server /usr/bin/etcd "install etcd 3.4 at /usr/bin/etcd"
+}
+
+# The newest /usr/lib/postgresql/<version>/bin with initdb and postgres, or nothing.
+postgres_bin_dir() {
+  local dir
+  while IFS= read -r dir; do
+    if [[ -x $dir/initdb && -x $dir/postgres ]]; then
+      printf '%s' "$dir"
+      return
+    fi
+  done < <(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V -r)
+}
+
+install_postgresql() {
+  local bin
+  bin=$(postgres_bin_dir)
+  # The package creates the "postgres" user: PostgreSQL refuses to run as root, so tests run as root
+  # start their cluster as that user.
+  if [[ -n $bin ]] && id postgres >/dev/null 2>&1; then
+    log "postgresql: found $(package_version postgresql) ($bin)"
+    return
+  fi
+  command -v apt-get >/dev/null 2>&1 ||
+    die "PostgreSQL is missing and there is no apt-get: install it and set LOCKSTREAM_PG_BINDIR"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  # Debian's postinst also creates (and, where services may start, starts) a "main" cluster on
+  # port 5432; the tests leave it alone.
+  as_root apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+  bin=$(postgres_bin_dir)
+  [[ -n $bin ]] || die "apt-get installed postgresql but /usr/lib/postgresql/*/bin/initdb is still missing"
+  id postgres >/dev/null 2>&1 || die "apt-get installed postgresql but there is no postgres user"
+  log "postgresql: installed $(package_version postgresql) ($bin)"
 }
 
 check_java() {
@@ -258,6 +294,7 @@ check_java
 install_chromium
 install_curator
 install_etcd
+install_postgresql
 install_fault_tools
 install_grpcurl
 install_go_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"

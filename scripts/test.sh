@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one command that tests lockstream on a fresh machine (Debian, Node.js 20, Go, root or sudo):
-# installs ZooKeeper and grpcurl if missing, installs the npm packages from the lock file, then
-# runs every check in CI's order. `.ci/run` calls exactly this.
+# installs ZooKeeper, PostgreSQL and grpcurl if missing, installs the npm packages from the lock
+# file, then runs every check in CI's order. `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +13,7 @@ step() {
 }
 trap 'printf "\n== (%ss; %ss in all) done\n" "$((SECONDS - last))" "$SECONDS"' EXIT
 
-step "system dependencies (ZooKeeper, Java, grpcurl)"
+step "system dependencies (ZooKeeper, Java, PostgreSQL, grpcurl)"
 bash scripts/install-test-deps.sh
 # `go install` puts grpcurl in GOPATH/bin, which a fresh shell may not have on PATH.
 if command -v go >/dev/null 2>&1; then
