@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves lockstream works as a package: `npm pack`, install the tarball into an empty project,
 # type-check and run test/package/consumer.ts against `lockstream serve` from that install, and
-# check that a client-only install did not pull in the native ZooKeeper addon.
+# check that a client-only install did not pull in the native ZooKeeper addon nor pg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -29,7 +29,11 @@ if [[ -e node_modules/zookeeper ]]; then
   log "error: a client-only install pulled in the native zookeeper package"
   exit 1
 fi
-log "installed into an empty project; node_modules/zookeeper absent"
+if [[ -e node_modules/pg ]]; then
+  log "error: a client-only install pulled in pg (an optional peer dependency of lockstream/fencing/postgres)"
+  exit 1
+fi
+log "installed into an empty project; node_modules/zookeeper and node_modules/pg absent"
 
 cp "$repo/test/package/consumer.ts" .
 cat > tsconfig.json <<'JSON'

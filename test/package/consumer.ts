@@ -2,6 +2,8 @@
 // `import ... from 'lockstream/client'` give a TypeScript user. Type-checked and run by
 // scripts/check-package.sh against the packed tarball, outside this repository.
 import { LockClient, LockTimeoutError, Status, type Lock } from 'lockstream/client';
+import { formatFencingToken, parseFencingToken } from 'lockstream/fencing';
+import { fencingTableSql, type PgQueryable } from 'lockstream/fencing/postgres';
 
 const address = process.argv[2];
 if (!address) throw new Error('usage: node consumer.js <host:port>');
@@ -14,6 +16,11 @@ const lock: Lock = await locks.acquire('package/smoke', {
 });
 const token: bigint = lock.token;
 console.log(`acquired token=${token}`);
+// lockstream/fencing and its PostgreSQL adapter type-check and load without pg or @types/pg.
+const header: string = formatFencingToken(lock);
+console.log(`fencing header round trip: ${parseFencingToken(header).token === token}`);
+const noDatabase: PgQueryable | undefined = undefined;
+console.log(`fencing table DDL: ${fencingTableSql().split('\n')[0]} (${noDatabase ?? 'no pg needed'})`);
 const refused = await locks.tryAcquire('package/smoke', { mode: 'read' });
 console.log(`tryAcquire while held: ${refused === null ? 'null' : 'a lock'}`);
 await lock.release();
