@@ -6,8 +6,8 @@
  * Needs node-postgres (`pg`, an optional peer dependency) only in the caller's hands: this module
  * takes the caller's client and imports nothing from `pg`.
  */
-import { raiseFencingMark, type FencingTableOptions, type PgQueryable } from './postgres-marks.js';
-import type { FencingHolder } from './header.js';
+import { raiseFencingMark, tableName, type FencingTableOptions, type PgQueryable } from './postgres-marks.js';
+import { fenceOf, type FencingHolder } from './header.js';
 
 export {
   DEFAULT_FENCING_TABLE,
@@ -77,6 +77,9 @@ export async function fenced<C extends PgQueryable, T>(
   options: FencedOptions = {},
 ): Promise<T> {
   refusePool(client);
+  // Refuse a lock or table that cannot be fenced before opening a transaction for it.
+  fenceOf(target.lock);
+  tableName(options);
   await client.query(
     options.isolationLevel === undefined ? 'BEGIN' : `BEGIN ISOLATION LEVEL ${level(options.isolationLevel)}`,
   );
