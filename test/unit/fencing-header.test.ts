@@ -13,10 +13,19 @@ import {
 } from '../../src/fencing/index.js';
 import { fenceFromMetadata } from '../../src/fencing/grpc-server.js';
 import { Metadata } from '@grpc/grpc-js';
+import { readFileSync } from 'node:fs';
 
 /** The pure parts of lockstream/fencing: the header's text form and the high-water mark rule. */
 
 const MAX = (1n << 64n) - 1n;
+
+/** The values every client makes of the same names and tokens (the Go and Python clients test these too). */
+const shared = JSON.parse(
+  readFileSync(new URL('../fixtures/fencing-headers.json', import.meta.url), 'utf8'),
+) as {
+  header: string;
+  cases: Array<{ name: string; token: string; value: string }>;
+};
 
 describe('the lockstream-fencing-token header', () => {
   it.each([
@@ -29,6 +38,15 @@ describe('the lockstream-fencing-token header', () => {
     expect(formatFencingToken({ name, token })).toBe(value);
     expect(parseFencingToken(value)).toEqual({ name, token });
   });
+
+  it.each(shared.cases)(
+    'makes and parses the shared value of $name (test/fixtures/fencing-headers.json)',
+    (c) => {
+      expect(shared.header).toBe(FENCING_HEADER);
+      expect(formatFencingToken({ name: c.name, token: BigInt(c.token) })).toBe(c.value);
+      expect(parseFencingToken(c.value)).toEqual({ name: c.name, token: BigInt(c.token) });
+    },
+  );
 
   it('splits at the last colon, so encoders that leave ":" alone work too', () => {
     expect(parseFencingToken('jobs:nightly:report:99')).toEqual({ name: 'jobs:nightly:report', token: 99n });
