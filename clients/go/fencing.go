@@ -35,6 +35,11 @@ func ParseFencingToken(value string) (name string, token uint64, err error) {
 	if err != nil || value[colon+1:] == "" || strings.HasPrefix(value[colon+1:], "+") {
 		return "", 0, fencingValueError(value, "the token is not a decimal uint64")
 	}
+	for _, c := range []byte(value[:colon]) {
+		if c < 0x21 || c > 0x7e {
+			return "", 0, fencingValueError(value, "the lock name has a character unencoded (percent-encode the name as UTF-8)")
+		}
+	}
 	name, err = decodeURIComponent(value[:colon])
 	if err != nil || name == "" {
 		return "", 0, fencingValueError(value, "the lock name is empty or not percent-encoded UTF-8")

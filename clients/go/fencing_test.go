@@ -42,7 +42,7 @@ func TestFencingTokenAgreesWithEveryClient(t *testing.T) {
 }
 
 func TestParseFencingTokenRefusesMalformedValues(t *testing.T) {
-	for _, value := range []string{"", "orders", "orders:", ":7", "orders:-1", "orders:+7", "orders:18446744073709551616", "orders:7x", "%zz:7", "%ff:7"} {
+	for _, value := range []string{"", "orders", "orders:", ":7", "orders:-1", "orders:+7", "orders:18446744073709551616", "orders:7x", "%zz:7", "%ff:7", "a b:7", "café:7"} {
 		if _, _, err := ParseFencingToken(value); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("ParseFencingToken(%q): %v, want ErrInvalidArgument", value, err)
 		}

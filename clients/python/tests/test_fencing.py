@@ -24,7 +24,7 @@ def test_agrees_with_every_client() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["", "orders", "orders:", ":7", "orders:-1", "orders:+7", "orders:18446744073709551616", "orders:7x", "%zz:7", "%ff:7"],
+    ["", "orders", "orders:", ":7", "orders:-1", "orders:+7", "orders:18446744073709551616", "orders:7x", "%zz:7", "%ff:7", "a b:7", "café:7"],
 )
 def test_refuses_malformed_values(value: str) -> None:
     with pytest.raises(InvalidArgument, match=FENCING_HEADER):

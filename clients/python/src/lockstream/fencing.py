@@ -38,6 +38,8 @@ def parse_fencing_token(value: str) -> tuple[str, int]:
         raise _malformed(value, "no ':' between the lock name and the token")
     if not _TOKEN.fullmatch(token_part) or int(token_part) > _TOKEN_MAX:
         raise _malformed(value, "the token is not a decimal uint64")
+    if not all("\x21" <= char <= "\x7e" for char in name_part):
+        raise _malformed(value, "the lock name has a character unencoded (percent-encode the name as UTF-8)")
     if "%" in _PERCENT.sub("", name_part):
         raise _malformed(value, "a % without two hex digits in the lock name")
     try:
