@@ -82,6 +82,35 @@ describe.each([
     expect(sample(after, 'lockstream_process_resident_memory_bytes')).toBeGreaterThan(0);
   });
 
+  it('counts guarded record writes by outcome: written, refused to a late writer, at another revision', async ({
+    onTestFinished,
+  }) => {
+    const name = `metered-records-${backend}`;
+    const client = new LockClient(`127.0.0.1:${server.port}`);
+    onTestFinished(() => client.close());
+    const first = await client.acquire(name);
+    const records = client.records(name, first.token);
+    await records.put('k', 'a');
+    await first.release();
+    await records.put('k', 'late').catch(() => {});
+    const next = await client.acquire(name);
+    await client
+      .records(name, next.token)
+      .put('k', 'b', { expectedRevision: 7n })
+      .catch(() => {});
+    await client.records(name, next.token).delete('k');
+    await next.release();
+    const text = await metrics();
+    const writes = (op: string, outcome: string): number | undefined =>
+      sample(text, 'lockstream_record_writes_total', `{op="${op}",outcome="${outcome}"}`);
+    expect({
+      written: writes('put', 'written'),
+      late: writes('put', 'not_holder'),
+      conflict: writes('put', 'conflict'),
+      deleted: writes('delete', 'written'),
+    }).toEqual({ written: 1, late: 1, conflict: 1, deleted: 1 });
+  });
+
   it('gauges Acquire streams apart from Session streams', async () => {
     const perLock = new LockClient(`127.0.0.1:${server.port}`, { streamPerLock: true });
     const held = await perLock.acquire('metered-per-lock');

@@ -9,6 +9,8 @@ import { LockActivity } from './lock-activity.js';
 
 /** How a wait ended without a grant. */
 export type NotGrantedOutcome = 'timed_out' | 'withdrawn' | 'rejected' | 'unavailable' | 'failed';
+/** How a guarded record's write ended. */
+export type RecordWriteOutcome = 'written' | 'not_holder' | 'conflict' | 'failed';
 /** How a held lock's stream ended. */
 export type HoldOutcome = 'released' | 'lost';
 
@@ -93,6 +95,12 @@ export class Metrics {
     name: 'lockstream_session_events_total',
     help: 'Sessions whose stream broke and that were kept for their resume grace (detached), resumed by another stream (resumed), ended when the grace passed (expired), or taken over from another instance with its ZooKeeper session (taken-over), by RPC',
     labelNames: ['event', 'rpc'] as const,
+    registers: [this.registry],
+  });
+  readonly #recordWrites = new Counter({
+    name: 'lockstream_record_writes_total',
+    help: 'Guarded record writes through this instance (PutRecord, DeleteRecord) by outcome: written, not_holder (the token holds no longer: a late writer refused), conflict (another revision than expected), failed',
+    labelNames: ['op', 'outcome'] as const,
     registers: [this.registry],
   });
   readonly #storeOperationSeconds = new Histogram({
@@ -203,6 +211,11 @@ export class Metrics {
   readonly #storeOperationOf = children((operation: string, result: string) =>
     this.#pending.observer(this.#storeOperationSeconds.labels({ operation, result })),
   );
+
+  /** A guarded record's write through this instance, and how it ended. */
+  recordWrite(op: 'put' | 'delete', outcome: RecordWriteOutcome): void {
+    this.#recordWrites.inc({ op, outcome });
+  }
 
   /** One ZooKeeper request's round trip (see RequestTimer). */
   storeOperation(operation: string, seconds: number, answered: boolean): void {

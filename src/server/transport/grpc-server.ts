@@ -125,7 +125,11 @@ export class GrpcServer {
     );
     this.#server.addService(
       RecordServiceService,
-      createRecordHandlers(options.records, { gate: options.gate, logger: options.logger }),
+      createRecordHandlers(options.records, {
+        gate: options.gate,
+        logger: options.logger,
+        metrics: options.metrics,
+      }),
     );
     this.#health.addToServer(this.#server);
     addReflection(this.#server);
