@@ -18,8 +18,17 @@
  * - `observer-skips`: Observe with `from_term` starts after that term instead of at it (read as
  *   exclusive, an off-by-one): an observer that resumes from the last term it was told is never
  *   told that term when it is a recorded one.
+ * - `unguarded-records`: a guarded record's write (PutRecord, DeleteRecord) skips the holder
+ *   check: it neither looks the token's holder up nor checks the holder's node in its
+ *   transaction, so a writer whose hold has ended (a holder paused past its loss) still writes.
  */
-export const PLANTED_BUGS = ['released-early', 'follower-reads', 'elected-early', 'observer-skips'] as const;
+export const PLANTED_BUGS = [
+  'released-early',
+  'follower-reads',
+  'elected-early',
+  'observer-skips',
+  'unguarded-records',
+] as const;
 export type PlantedBug = (typeof PLANTED_BUGS)[number];
 
 export const RELEASED_EARLY_DELAY_MS = 300;

@@ -17,6 +17,7 @@ import {
   type LockMode,
 } from '../engine/index.js';
 import { LockError } from '../lock-error.js';
+import { plantedBug } from '../planted-bugs.js';
 import {
   joinPath,
   type CoordinationStore,
@@ -164,7 +165,11 @@ export class GuardedRecords {
     change: (record: NodeData | null, revision: bigint) => RecordOp | bigint | undefined,
   ): Promise<bigint | undefined> {
     const records = this.#transactions;
-    const holder = await this.#inspector.holderOf(name, writer.token);
+    // The planted bug (test/jepsen only): no holder looked up, none checked in the transaction.
+    const unguarded = plantedBug === 'unguarded-records';
+    const holder = unguarded
+      ? { mode: 'write' as const, path: undefined }
+      : await this.#inspector.holderOf(name, writer.token);
     if (holder === undefined) throw notHolder(name, writer.token);
     if (holder.mode === 'read')
       throw new LockError(
@@ -189,7 +194,7 @@ export class GuardedRecords {
       if (op === undefined) return undefined;
       if (op.op === 'create') await this.#checkRoom(name, dir);
       const outcome = await records.transact([
-        { op: 'check', path: holder.path },
+        ...(holder.path === undefined ? [] : [{ op: 'check' as const, path: holder.path }]),
         count === null
           ? { op: 'create', path: counter, data: EMPTY }
           : { op: 'set', path: counter, data: EMPTY, version: count.version },
@@ -198,7 +203,7 @@ export class GuardedRecords {
       if (outcome.kind === 'done') return revision;
       if (outcome.afterLostReply) return this.#afterLostReply(name, path, id, op);
       // The holder's node is gone: its request no longer holds the lock.
-      if (outcome.index === 0) throw notHolder(name, writer.token);
+      if (outcome.index === 0 && holder.path !== undefined) throw notHolder(name, writer.token);
       // Another write to the lock's records (index 1) or to this record (2) came first: read again.
     }
   }
