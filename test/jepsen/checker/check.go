@@ -60,6 +60,9 @@ type Result struct {
 	// Elections (election.go); Undecided: what could not be judged (exit 2 unless anomalies).
 	Elections []ElectionFigures `json:"elections,omitempty"`
 	Undecided []string          `json:"undecided,omitempty"`
+	// Records (records.go): per counter, and over all of them.
+	Records      []RecordFigures `json:"records,omitempty"`
+	RecordsTotal *RecordFigures  `json:"records_total,omitempty"`
 
 	illegal map[string]bool // locks Porcupine found not linearizable
 }
@@ -165,6 +168,9 @@ func Check(h *History, timeout time.Duration) *Result {
 	elections, figures, undecided := CheckElections(h)
 	r.Anomalies = append(r.Anomalies, elections...)
 	r.Elections, r.Undecided = figures, undecided
+	records, counters, total, unread := CheckRecords(h)
+	r.Anomalies = append(r.Anomalies, records...)
+	r.Records, r.RecordsTotal, r.Undecided = counters, total, append(r.Undecided, unread...)
 	sort.SliceStable(r.Anomalies, func(i, j int) bool {
 		if r.Anomalies[i].Lock != r.Anomalies[j].Lock {
 			return r.Anomalies[i].Lock < r.Anomalies[j].Lock
@@ -236,6 +242,12 @@ func (r *Result) WriteText(w io.Writer) {
 		for _, line := range e.Lines() {
 			fmt.Fprintln(w, line)
 		}
+	}
+	for _, c := range r.Records {
+		fmt.Fprintln(w, c.Line())
+	}
+	if r.RecordsTotal != nil {
+		fmt.Fprintln(w, r.RecordsTotal.Line())
 	}
 	fmt.Fprintf(w, "porcupine: %s (%.3f s); check took %.3f s\n", r.Porcupine, r.PorcupineTime, r.CheckTime)
 	if r.TimedOut {

@@ -36,7 +36,16 @@ type Event struct {
 	HasFrom   bool
 	Reference bool   // an observe that replays the election's whole history (the reference)
 	Stale     bool   // a proclaim or resign the client believes names a term that is over
-	Code      string // a proclaim's or resign's status code name, on its completion
+	Code      string // a proclaim's or resign's status code name, on its completion; an increment's
+
+	// Records (records.go): the counter (store, key of Lock) an increment, read or final read is
+	// of; an increment's id; a final read's value and revision, and the server it read through.
+	Store    string
+	Key      string
+	IncID    string
+	Value    []string
+	Revision uint64
+	Server   string
 }
 
 // InputError is a history or nemesis file the checker cannot read: exit 2.
@@ -73,6 +82,13 @@ type rawEvent struct {
 	Reference json.RawMessage `json:"reference"`
 	Stale     json.RawMessage `json:"stale"`
 	Code      *string         `json:"code"`
+
+	Store    *string         `json:"store"`
+	Key      *string         `json:"key"`
+	ID       *string         `json:"id"`
+	Value    json.RawMessage `json:"value"`
+	Revision json.RawMessage `json:"revision"`
+	Server   *string         `json:"server"`
 }
 
 // readLines calls fn for every non-blank line, numbered from 1. A history line has no length
@@ -125,13 +141,17 @@ func present(raw json.RawMessage) bool {
 	return len(raw) > 0 && string(raw) != "null"
 }
 
+// operationF are the f of invokes and their completions.
+var operationF = map[string]bool{"acquire": true, "release": true, "check": true, "observe": true, "proclaim": true,
+	"resign": true, "increment": true, "final": true}
+
 var validF = map[string]map[string]bool{
-	"invoke": {"acquire": true, "release": true, "check": true, "observe": true, "proclaim": true, "resign": true},
-	"ok":     {"acquire": true, "release": true, "check": true, "observe": true, "proclaim": true, "resign": true},
-	"fail":   {"acquire": true, "release": true, "check": true, "observe": true, "proclaim": true, "resign": true},
-	"info":   {"acquire": true, "release": true, "check": true, "observe": true, "proclaim": true, "resign": true},
+	"invoke": operationF,
+	"ok":     operationF,
+	"fail":   operationF,
+	"info":   operationF,
 	"event": {"in_doubt": true, "confirmed": true, "lost": true,
-		"term": true, "proclaimed": true, "vacant": true, "history_gone": true, "skipped": true},
+		"term": true, "proclaimed": true, "vacant": true, "history_gone": true, "skipped": true, "read": true},
 }
 
 // observeEvents are what an Observe stream tells, each with the term field it needs.
@@ -251,7 +271,10 @@ func parseEvent(n int, line []byte) (Event, error) {
 	if raw.Error != nil {
 		e.Error = *raw.Error
 	}
-	return e, parseElection(&e, &raw)
+	if err := parseElection(&e, &raw); err != nil {
+		return e, err
+	}
+	return e, parseRecords(&e, &raw)
 }
 
 // parseElection reads the fields of the elections' lines (README: "Elections").

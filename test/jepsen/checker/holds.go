@@ -98,6 +98,9 @@ type History struct {
 	// Elections: Observe streams and Proclaim/Resign calls (election.go), in time order.
 	Streams   []*ObserveStream
 	TermCalls []*TermCall
+	// Records: increments and final reads of counters (records.go), in time order.
+	Increments []*Increment
+	Finals     []*FinalRead
 }
 
 type pairedOp struct {
@@ -194,8 +197,8 @@ func BuildHistory(events []Event, name string, opt Options) (*History, error) {
 	}
 	for _, e := range order {
 		locks[e.Lock], clients[e.Client] = true, true
-		if electionF[e.F] {
-			continue // buildElections, below
+		if electionF[e.F] || recordsF[e.F] {
+			continue // buildElections and buildRecords, below
 		}
 		if e.F == "check" {
 			if e.Type == "invoke" {
@@ -303,6 +306,9 @@ func BuildHistory(events []Event, name string, opt Options) (*History, error) {
 		}
 	}
 	if err := buildElections(h, order, ops, key, fail); err != nil {
+		return nil, err
+	}
+	if err := buildRecords(h, order, ops, key, fail); err != nil {
 		return nil, err
 	}
 	for l := range locks {
