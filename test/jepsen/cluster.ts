@@ -1,9 +1,10 @@
 /**
  * What a partition-suite run starts, every process on a test host of its own (a network
  * namespace, test/jepsen/net): a three-member ZooKeeper ensemble, three lockstream instances,
- * and lock clients that record their histories (test/jepsen/client). The nemeses reach every
- * process through it: kill and restart an instance or a client on the same host and port,
- * step an instance's wall clock, find the ZooKeeper leader.
+ * and the clients that record their histories (test/jepsen/client), in the roles of their
+ * workload (workloads.ts). The nemeses reach every process through it: kill and restart an
+ * instance or a client on the same host and port, step an instance's wall clock, find the
+ * ZooKeeper leader.
  */
 import { type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -19,6 +20,19 @@ import { Recorder, type HistoryEvent, type RecorderOptions } from './client/reco
 import { serveOnHost } from './net/lockstream-hosts.js';
 import { TestNetwork, type Host } from './net/test-network.js';
 import { placeOn, startNetworkedEnsemble } from './net/zookeeper-hosts.js';
+import {
+  ELECTION,
+  electionClient,
+  incrementer,
+  lockClient,
+  recordLocks,
+  SERVER_BUGS,
+  type ElectionRoleOptions,
+  type Placement,
+  type PlantedBug,
+  type RecordsRoleOptions,
+  type Workload,
+} from './workloads.js';
 
 const DELAY_PROXY = fileURLToPath(new URL('./net/delay-proxy-main.ts', import.meta.url));
 /** A client's delay proxy listens on 127.0.0.1:(this + k) of its host for instance k. */
@@ -31,30 +45,6 @@ export const SYNC_LIMIT_TICKS = 8;
 export const SESSION_TIMEOUT_MS = 4_000;
 /** Every instance listens on this port of its own host, and comes back on it after a kill. */
 export const LOCKSTREAM_PORT = 50051;
-
-export type PlantedBug =
-  'released-early' | 'follower-reads' | 'ignore-lost' | 'elected-early' | 'observer-skips';
-export const PLANTED_BUGS: readonly PlantedBug[] = [
-  'released-early',
-  'follower-reads',
-  'ignore-lost',
-  'elected-early',
-  'observer-skips',
-];
-/** Planted in the server (LOCKSTREAM_PLANTED_BUG, src/server/planted-bugs.ts); the others in a client. */
-const SERVER_BUGS: ReadonlySet<PlantedBug> = new Set([
-  'released-early',
-  'follower-reads',
-  'elected-early',
-  'observer-skips',
-]);
-/** The planted bugs of elections: they need the elections workload. */
-export const ELECTION_BUGS: ReadonlySet<PlantedBug> = new Set(['elected-early', 'observer-skips']);
-
-/** What the clients do: take locks, or campaign for and observe an election. */
-export type Workload = 'locks' | 'elections';
-/** The election of the elections workload. */
-export const ELECTION = 'e0';
 
 export interface Instance {
   readonly name: string;
@@ -102,7 +92,9 @@ export interface ClusterOptions {
   readonly observers?: number | undefined;
   /** Candidates' options (workload elections); the defaults are recorder-main's. */
   readonly election?: ElectionRoleOptions | undefined;
-  /** Plain mutex locks (m0, m1, ...). */
+  /** Incrementers' options (workload records). */
+  readonly records?: RecordsRoleOptions | undefined;
+  /** Plain mutex locks (m0, m1, ...; workload records: r0, r1, ...). */
   readonly locks: number;
   readonly plant: PlantedBug | undefined;
   /** Start the instances under libfaketime, for the clock nemesis. */
@@ -113,25 +105,6 @@ export interface ClusterOptions {
   readonly membership: boolean;
   readonly random: () => number;
   readonly log: (line: string) => void;
-}
-
-/** How candidates campaign and lead (recorder-main.ts's options of the same names). */
-export interface ElectionRoleOptions {
-  /** How long a leader leads (default 200-2500 ms), unless a quick term (a moment). */
-  readonly holdMs?: string;
-  /** Between a candidate's campaigns (default 100-1000 ms). */
-  readonly pauseMs?: string;
-  readonly graceMs?: number;
-  readonly quick?: number;
-  readonly stale?: number;
-  /** How long an observer keeps a stream before starting another (recorder default 5000-20000 ms). */
-  readonly observeMs?: string;
-  /**
-   * The instances (by name) whose campaigns ask for the grace; the others' do not. Unset: half
-   * of all campaigns at random. Keeping the two apart per instance avoids the known takeover
-   * bug (README: "Elections"), which needs both kinds in one instance's ZooKeeper session.
-   */
-  readonly graceInstances?: readonly string[];
 }
 
 function now(): number {
@@ -186,13 +159,20 @@ export class Cluster {
       await Promise.all(placements.map(([name, members]) => started.#startInstance(name, members)));
       // Started at once, pushed as they came up: s1 first again.
       cluster.instances.sort((a, b) => a.name.localeCompare(b.name));
+      const start = (name: string, role: (at: Placement) => Omit<RecorderOptions, 'client'>): Promise<void> =>
+        started.#startRole(name, role);
       if (options.workload === 'elections') {
+        const election = options.election ?? {};
         for (let i = 0; i < (options.candidates ?? 5); i += 1)
-          await cluster.#startElectionClient('candidate', i);
+          await start(`c${i + 1}`, (at) => electionClient('candidate', i, at, election));
         for (let i = 0; i < (options.observers ?? 3); i += 1)
-          await cluster.#startElectionClient('observer', i);
+          await start(`o${i + 1}`, (at) => electionClient('observer', i, at, election));
+      } else if (options.workload === 'records') {
+        for (let i = 0; i < options.clients; i += 1)
+          await start(`c${i + 1}`, (at) => incrementer(i, at, options.locks, options.records ?? {}));
       } else {
-        for (let i = 0; i < options.clients; i += 1) await cluster.#startClient(i);
+        for (let i = 0; i < options.clients; i += 1)
+          await start(`c${i + 1}`, (at) => lockClient(i, at, options.locks, options.plant));
       }
       return cluster;
     } catch (error) {
@@ -279,45 +259,6 @@ export class Cluster {
     this.#watchInstance(instance, server);
   }
 
-  /**
-   * Client i: its role cycles through a mutex writer (locks m0..), a reader or writer of one
-   * read/write lock (rw), and a holder of a semaphore of 2 (sem); its instance list starts at
-   * instance floor(i / 3) mod 3, so each instance serves every role. Planted bugs that need a
-   * holder to hold on through a fault (follower-reads, ignore-lost) get roles of their own.
-   */
-  async #startClient(i: number): Promise<void> {
-    const name = `c${i + 1}`;
-    const host = await this.network.addHost(name);
-    const first = Math.floor(i / 3) % this.instances.length;
-    const proxy = this.#options.delays ? await this.#startProxy(host) : undefined;
-    const servers = this.#servers(first, proxy);
-    const plant = this.#options.plant;
-    const mutexes = Array.from({ length: Math.max(1, this.#options.locks) }, (_, k) => `m${k}`);
-    const role: Omit<RecorderOptions, 'client' | 'servers'> =
-      i % 3 === 0
-        ? { locks: mutexes, mode: 'write', holdMs: '20-1000' }
-        : i % 3 === 1
-          ? { locks: ['rw'], mode: Math.floor(i / 3) % 2 === 0 ? 'read' : 'write', holdMs: '50-1000' }
-          : { locks: ['sem'], mode: 'semaphore', limit: 2, holdMs: '100-3000' };
-    const options: Omit<RecorderOptions, 'client'> =
-      plant === 'follower-reads' || plant === 'ignore-lost'
-        ? {
-            // Bugs that show only when a holder on s1 (the nemeses' focus) holds on through a
-            // fault while a client of another instance waits: c1, on s1 alone, holds the mutex
-            // m0 for 10-15 s at a time; the clients of s2 and s3 take it briefly in between and
-            // wait long; s1's other clients keep to m1, out of the way.
-            locks: [i === 0 || first !== 0 ? 'm0' : 'm1'],
-            mode: 'write',
-            holdMs: i === 0 ? '10000-15000' : '100-500',
-            servers: i === 0 ? [this.instances[0]!.address] : servers,
-            pauseMs: '20-300',
-            waitTimeoutMs: 30_000,
-            ignoreLost: plant === 'ignore-lost' && i === 0,
-          }
-        : { ...role, servers, pauseMs: '20-300', waitTimeoutMs: 10_000 };
-    this.#addClient(name, host, options, proxy);
-  }
-
   #addClient(
     name: string,
     host: Host,
@@ -343,45 +284,28 @@ export class Cluster {
 
   /** The servers a client on `host` reaches, starting at instance `first`, through its proxy if any. */
   #servers(first: number, proxy: ChildProcess | undefined): string[] {
-    return this.instances.map((_, k) => {
-      const index = (first + k) % this.instances.length;
-      return proxy ? `127.0.0.1:${DELAY_PROXY_PORT + index}` : this.instances[index]!.address;
-    });
+    return this.instances.map((_, k) => this.#reach((first + k) % this.instances.length, proxy));
   }
 
-  /**
-   * Election client i of its role: candidate `c<i+1>` or observer `o<i+1>`, on a host of its
-   * own, its instance list starting at instance i mod 3 (each instance serves both roles).
-   */
-  async #startElectionClient(role: 'candidate' | 'observer', i: number): Promise<void> {
-    const name = `${role === 'candidate' ? 'c' : 'o'}${i + 1}`;
+  /** Instance `index`'s address as a client reaches it: through its delay proxy, if it has one. */
+  #reach(index: number, proxy: ChildProcess | undefined): string {
+    return proxy ? `127.0.0.1:${DELAY_PROXY_PORT + index}` : this.instances[index]!.address;
+  }
+
+  /** Starts client `name` on a host of its own, with the options `role` makes for where it is. */
+  async #startRole(
+    name: string,
+    role: (placement: Placement) => Omit<RecorderOptions, 'client'>,
+  ): Promise<void> {
     const host = await this.network.addHost(name);
     const proxy = this.#options.delays ? await this.#startProxy(host) : undefined;
-    const election = this.#options.election ?? {};
-    const servers = this.#servers(i % this.instances.length, proxy);
-    const graceServers = election.graceInstances?.map((instance) => {
-      const index = this.instances.findIndex((candidate) => candidate.name === instance);
-      if (index < 0) throw new Error(`graceInstances: no instance ${instance}`);
-      return proxy ? `127.0.0.1:${DELAY_PROXY_PORT + index}` : this.instances[index]!.address;
-    });
-    this.#addClient(
-      name,
-      host,
-      {
-        role,
-        locks: [ELECTION],
-        servers,
-        waitTimeoutMs: 30_000,
-        ...(graceServers === undefined ? {} : { graceServers }),
-        holdMs: election.holdMs ?? '200-2500',
-        pauseMs: election.pauseMs ?? '100-1000',
-        ...(election.graceMs === undefined ? {} : { graceMs: election.graceMs }),
-        ...(election.quick === undefined ? {} : { quick: election.quick }),
-        ...(election.stale === undefined ? {} : { stale: election.stale }),
-        ...(election.observeMs === undefined ? {} : { observeMs: election.observeMs }),
-      },
-      proxy,
-    );
+    const placement: Placement = {
+      instances: this.instances.map((instance) => instance.name),
+      servers: (first) => this.#servers(first, proxy),
+      reach: (index) => this.#reach(index, proxy),
+      direct: (index) => this.instances[index]!.address,
+    };
+    this.#addClient(name, host, role(placement), proxy);
   }
 
   /**
@@ -390,24 +314,43 @@ export class Cluster {
    * quiet (client/election-roles.ts). Its lines join the history (history()) as the checker's
    * reference. Call once every client has stopped.
    */
-  async recordReference(random: () => number): Promise<void> {
+  recordReference(random: () => number): Promise<void> {
     const first = Math.floor(random() * this.instances.length);
+    return this.#recordOnce({ client: 'reference', role: 'reference', locks: [ELECTION] }, first);
+  }
+
+  /**
+   * The records workload's final state: every counter read through every instance by a
+   * `final` recorder on the first client's host (client/record-increments.ts). Its lines join
+   * the history. Call once every client has stopped.
+   */
+  readRecords(): Promise<void> {
+    const { keys } = this.#options.records ?? {};
+    return this.#recordOnce({
+      client: 'final',
+      role: 'final-reader',
+      locks: recordLocks(this.#options.locks),
+      ...(keys === undefined ? {} : { keys }),
+    });
+  }
+
+  /** Runs a recorder on the first client's host to its end (at most 90 s); its lines join history(). */
+  async #recordOnce(options: Omit<RecorderOptions, 'servers'>, first = 0): Promise<void> {
     const slot = this.clients[0]!;
     const recorder = Recorder.start(this.network, slot.host, {
-      client: 'reference',
-      role: 'reference',
-      locks: [ELECTION],
+      ...options,
       servers: this.#servers(first, slot.proxy),
     });
-    this.#reference = recorder;
+    this.#once.push(recorder);
     const timer = setTimeout(() => void recorder.kill('SIGKILL'), 90_000);
     await recorder.finished();
     clearTimeout(timer);
     if (recorder.exitCode !== 0)
-      throw new Error(`the reference exited (${recorder.exitCode}): ${recorder.stderr.slice(-2000)}`);
+      throw new Error(`the ${options.client} exited (${recorder.exitCode}): ${recorder.stderr.slice(-2000)}`);
   }
 
-  #reference: Recorder | undefined;
+  /** The reference (elections) and the final reader (records), once they have run. */
+  readonly #once: Recorder[] = [];
 
   /**
    * SIGSTOPs a client. Whatever it believed it held (led) ends when it stopped, as for a killed
@@ -512,31 +455,40 @@ export class Cluster {
     return this.#options.workload ?? 'locks';
   }
 
-  /** The client that believes it leads the election now (holds ELECTION), if any. */
-  leader(): ClientSlot | undefined {
-    return this.clients.find(
-      (slot) => slot.pausedAt === undefined && believedHolds(slot.recorder.history).includes(ELECTION),
-    );
+  /**
+   * A client (not paused) that believes it holds a lock now: the election's leader (holds
+   * ELECTION) in the elections workload, the first holder of any lock in the others.
+   */
+  holder(): ClientSlot | undefined {
+    return this.clients.find((slot) => {
+      if (slot.pausedAt !== undefined) return false;
+      const held = believedHolds(slot.recorder.history);
+      return this.workload === 'elections' ? held.includes(ELECTION) : held.length > 0;
+    });
   }
 
-  /** The instance the leader was elected through (its `elected` line names it), if anyone leads. */
-  leaderInstance(): Instance | undefined {
-    const leader = this.leader();
-    const elected = [...(leader?.recorder.history ?? [])]
+  /**
+   * The instance a holder (holder()) most likely holds through: the one the leader was elected
+   * through (its `elected` line names it), else the first of the holder's servers (the SDK stays
+   * there until it fails over). Undefined if nobody holds.
+   */
+  holderInstance(): Instance | undefined {
+    const holder = this.holder();
+    const elected = [...(holder?.recorder.history ?? [])]
       .reverse()
       .find((e) => e.f === 'acquire' && e.type === 'ok');
-    const server = elected?.server;
+    const server = elected?.server ?? holder?.options.servers[0];
     if (server === undefined) return undefined;
     const proxied = /^127\.0\.0\.1:(\d+)$/.exec(server);
     if (proxied) return this.instances[Number(proxied[1]) - DELAY_PROXY_PORT];
     return this.instances.find((instance) => instance.address === server);
   }
 
-  /** Every client's history, with the events the harness added, and the reference if recorded. */
+  /** Every client's history, with the events the harness added, and the reference or the final reads. */
   history(): HistoryEvent[] {
     return [
       ...this.clients.flatMap((slot) => [...slot.generations.flatMap((r) => r.history), ...slot.added]),
-      ...(this.#reference?.history ?? []),
+      ...this.#once.flatMap((recorder) => recorder.history),
     ];
   }
 
@@ -571,7 +523,8 @@ export class Cluster {
       const text = slot.generations.map((r) => `== ${r.client}\n${r.stderr}`).join('\n');
       await writeFile(path.join(dir, `${slot.name}.stderr.txt`), text);
     }
-    if (this.#reference) await writeFile(path.join(dir, 'reference.stderr.txt'), this.#reference.stderr);
+    for (const recorder of this.#once)
+      await writeFile(path.join(dir, `${recorder.client}.stderr.txt`), recorder.stderr);
   }
 
   /** Stops everything and removes the network. Idempotent. */
@@ -579,7 +532,7 @@ export class Cluster {
     if (this.#stopping) return;
     this.#stopping = true;
     await Promise.all(this.clients.map((slot) => slot.recorder.kill('SIGKILL').catch(() => {})));
-    await this.#reference?.kill('SIGKILL').catch(() => {});
+    for (const recorder of this.#once) await recorder.kill('SIGKILL').catch(() => {});
     for (const slot of this.clients) slot.proxy?.kill('SIGKILL');
     await Promise.all(this.instances.map((instance) => instance.server.kill('SIGKILL').catch(() => {})));
     await this.ensemble.stop().catch(() => {});

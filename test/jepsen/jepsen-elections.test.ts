@@ -1,8 +1,8 @@
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { PlantedBug } from './cluster.js';
+import type { PlantedBug } from './workloads.js';
 import { ELECTION_NEMESES } from './nemeses.js';
-import { runJepsen, type JepsenOptions, type JepsenResult } from './run-jepsen.js';
+import { ciRun } from './ci-runs.js';
+import type { JepsenOptions, JepsenResult } from './run-jepsen.js';
 import { scaled } from '../support/timing.js';
 
 /*
@@ -17,27 +17,14 @@ import { scaled } from '../support/timing.js';
  * .tmp/jepsen/ci-elections-*.
  */
 
-const OUT = path.resolve('.tmp/jepsen');
-
-async function run(name: string, options: Partial<JepsenOptions> & { timeS: number }): Promise<JepsenResult> {
-  const result = await runJepsen({
-    nemeses: [],
-    seed: Math.floor(Math.random() * 2 ** 31),
-    out: path.join(OUT, `ci-elections-${name}`),
-    clients: 0,
-    locks: 0,
-    workload: 'elections',
-    candidates: 5,
-    observers: 3,
-    log: (line) => console.info(`[${name}] ${line}`),
-    ...options,
-  });
-  const tail = result.verdict.stdout.trim().split('\n').slice(-12).join('\n');
-  console.info(
-    `[${name}] ${tail}\n[${name}] terms ${result.terms}, told elected ${result.grants}, strict loss rule ` +
-      `${result.strict?.anomalies} anomalies, applied ${JSON.stringify(result.applied)}; report ${result.verdict.report}`,
+function run(name: string, options: Partial<JepsenOptions> & { timeS: number }): Promise<JepsenResult> {
+  return ciRun(
+    `elections-${name}`,
+    name,
+    { nemeses: [], clients: 0, locks: 0, workload: 'elections', candidates: 5, observers: 3, ...options },
+    (result) =>
+      `terms ${result.terms}, told elected ${result.grants}, strict loss rule ${result.strict?.anomalies} anomalies`,
   );
-  return result;
 }
 
 describe('the partition suite, elections (npm run jepsen -- --elections, short mode)', () => {

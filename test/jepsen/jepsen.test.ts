@@ -1,8 +1,8 @@
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { PlantedBug } from './cluster.js';
+import type { PlantedBug } from './workloads.js';
 import { NEMESES, type NemesisName } from './nemeses.js';
-import { runJepsen, type JepsenOptions, type JepsenResult } from './run-jepsen.js';
+import { ciRun } from './ci-runs.js';
+import type { JepsenOptions, JepsenResult } from './run-jepsen.js';
 import { scaled } from '../support/timing.js';
 
 /*
@@ -13,24 +13,13 @@ import { scaled } from '../support/timing.js';
  * wall time on two cores; the reports are under .tmp/jepsen/ci-*.
  */
 
-const OUT = path.resolve('.tmp/jepsen');
-
-async function run(name: string, options: Partial<JepsenOptions> & { timeS: number }): Promise<JepsenResult> {
-  const result = await runJepsen({
-    nemeses: [],
-    seed: Math.floor(Math.random() * 2 ** 31),
-    out: path.join(OUT, `ci-${name}`),
-    clients: 9,
-    locks: 2,
-    log: (line) => console.info(`[${name}] ${line}`),
-    ...options,
-  });
-  const tail = result.verdict.stdout.trim().split('\n').slice(-12).join('\n');
-  console.info(
-    `[${name}] ${tail}\n[${name}] grants ${result.grants}, checks ${result.checks}, applied ` +
-      `${JSON.stringify(result.applied)}; report ${result.verdict.report}`,
+function run(name: string, options: Partial<JepsenOptions> & { timeS: number }): Promise<JepsenResult> {
+  return ciRun(
+    name,
+    name,
+    { nemeses: [], clients: 9, locks: 2, ...options },
+    (result) => `grants ${result.grants}, checks ${result.checks}`,
   );
-  return result;
 }
 
 describe('the partition suite (npm run jepsen, short mode)', () => {

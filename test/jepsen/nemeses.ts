@@ -6,6 +6,7 @@
 import type { EnsembleMember } from '../setup/zookeeper-ensemble.js';
 import type { Cluster, ClientSlot, Instance } from './cluster.js';
 import type { Host } from './net/test-network.js';
+import { pauseWriters } from './writer-pauses.js';
 
 export interface NemesisContext {
   readonly cluster: Cluster;
@@ -41,7 +42,7 @@ export const NEMESES = [
   'membership',
 ] as const;
 /** Nemeses that only a run asks for by name (not in `all` of the locks workload). */
-export const OTHER_NEMESES = ['pause-client'] as const;
+export const OTHER_NEMESES = ['pause-client', 'pause-writer'] as const;
 export type NemesisName = (typeof NEMESES)[number] | (typeof OTHER_NEMESES)[number];
 /** `all` of the elections workload: the faults of candidates, observers and their instances. */
 export const ELECTION_NEMESES: readonly NemesisName[] = [
@@ -52,6 +53,14 @@ export const ELECTION_NEMESES: readonly NemesisName[] = [
   'pause-instance',
   'kill-client',
   'pause-client',
+];
+/** `all` of the records workload: holders paused between a read and its write, instances, a member. */
+export const RECORDS_NEMESES: readonly NemesisName[] = [
+  'pause-writer',
+  'partition-instance-zk',
+  'kill-instance',
+  'pause-instance',
+  'pause-zk',
 ];
 
 function pick<T>(random: () => number, items: readonly T[]): T {
@@ -89,23 +98,23 @@ function partition(
 }
 
 /**
- * The instance a fault at one instance aims at: the focus if there is one; in the elections
- * workload the leader's instance half the time (when someone leads); else any.
+ * The instance a fault at one instance aims at: the focus if there is one; in the elections and
+ * records workloads a holder's instance half the time (the leader's; when someone holds); else any.
  */
 function instanceFor(ctx: NemesisContext): Instance {
   if (ctx.focus) return ctx.focus;
-  if (ctx.cluster.workload === 'elections' && ctx.random() < 0.5) {
-    const instance = ctx.cluster.leaderInstance();
+  if (ctx.cluster.workload !== 'locks' && ctx.random() < 0.5) {
+    const instance = ctx.cluster.holderInstance();
     if (instance) return instance;
   }
   return pick(ctx.random, ctx.cluster.instances);
 }
 
-/** The client a fault at one client aims at: in the elections workload the leader half the time. */
+/** The client a fault at one client aims at: in the elections and records workloads a holder half the time. */
 function clientFor(ctx: NemesisContext): ClientSlot {
-  if (ctx.cluster.workload === 'elections' && ctx.random() < 0.5) {
-    const leader = ctx.cluster.leader();
-    if (leader) return leader;
+  if (ctx.cluster.workload !== 'locks' && ctx.random() < 0.5) {
+    const holder = ctx.cluster.holder();
+    if (holder) return holder;
   }
   return pick(ctx.random, ctx.cluster.clients);
 }
@@ -266,6 +275,8 @@ export function makeNemesis(name: NemesisName): Nemesis {
         },
       };
     }
+    case 'pause-writer':
+      return pauseWriters();
     case 'flaky': {
       // No netem on this kernel: random loss with iptables' statistic match, both ways, on every
       // link of one host. Delay is not modelled (see README).

@@ -9,16 +9,28 @@
  * whole history as the checker's reference, and judges with the leaders' loss rule
  * (`--doubt-ends-hold`: a leader believes it leads from `elected` until told in_doubt or lost),
  * and again with the strict rule as a second opinion (report-strict.html).
+ *
+ * The records workload (`workload: 'records'`; jepsen-records.test.ts) has incrementers append
+ * their ids to guarded records under mutexes (client/record-increments.ts), pauses them between
+ * a read and its write (writer-pauses.ts), reads every record at the end, and has the checker
+ * judge the final values against what each increment was told (no update lost or made twice).
  */
 import { appendFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mulberry32 } from '../support/random.js';
 import { check, type NemesisEvent, type Verdict } from './checker-run.js';
-import { Cluster, ELECTION, type ElectionRoleOptions, type PlantedBug, type Workload } from './cluster.js';
+import { Cluster } from './cluster.js';
 import type { HistoryEvent } from './client/recorder.js';
 import { makeNemesis, type NemesisName } from './nemeses.js';
 import { describeNemesisFigures, nemesisFigures } from './nemesis-figures.js';
+import {
+  ELECTION,
+  type ElectionRoleOptions,
+  type PlantedBug,
+  type RecordsRoleOptions,
+  type Workload,
+} from './workloads.js';
 
 export interface JepsenOptions {
   /** Seconds of load under the nemesis schedule (setup and the final checks come on top). */
@@ -31,8 +43,10 @@ export interface JepsenOptions {
   readonly clients: number;
   /** Plain mutex locks. */
   readonly locks: number;
-  /** locks (the default) or elections (candidates and observers of one election). */
+  /** locks (the default), elections (candidates and observers of one election) or records. */
   readonly workload?: Workload;
+  /** Records: how incrementers work (counters per lock, increments per hold, thinking, grace). */
+  readonly records?: RecordsRoleOptions;
   /** Elections: how many candidates (default 5) and observers (default 3). */
   readonly candidates?: number;
   readonly observers?: number;
@@ -63,6 +77,8 @@ export interface JepsenResult {
   readonly pruned?: boolean | undefined;
   /** Elections: the strict loss rule's verdict, a second opinion (in_doubt does not end a term). */
   readonly strict?: Verdict | undefined;
+  /** Records: the checker's figures over every counter (undefined if it printed none). */
+  readonly records?: RecordsFigures | undefined;
   /** How many times each nemesis was applied. */
   readonly applied: Readonly<Record<string, number>>;
   /** Why the run proves nothing, if it does not (too few grants, a crash, a nemesis never run). */
@@ -71,6 +87,20 @@ export interface JepsenResult {
   readonly exitCode: number;
   /** The last line to print: `<n> operations, <k> anomalies`. */
   readonly summary: string;
+}
+
+/** The records workload's figures, from the checker's `records:` line. */
+export interface RecordsFigures {
+  readonly increments: number;
+  readonly acknowledged: number;
+  /** Acknowledged after another client had been granted the lock since (the planted bug's mark). */
+  readonly lateAccepted: number;
+  readonly failed: number;
+  readonly unknown: number;
+  /** Writes refused as not the holder's after another client had been granted the lock. */
+  readonly lateRefused: number;
+  /** Ids in the final values. */
+  readonly final: number;
 }
 
 const DEFAULT_FAULT_MS: readonly [number, number] = [5_000, 10_000];
@@ -94,9 +124,12 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     void appendFile(runLog, `${stamped}\n`).catch(() => {});
   };
   const elections = options.workload === 'elections';
+  const records = options.workload === 'records';
   const who = elections
     ? `election ${ELECTION}: ${options.candidates ?? 5} candidates, ${options.observers ?? 3} observers`
-    : `${options.clients} clients`;
+    : records
+      ? `${options.clients} incrementers of ${options.locks} mutexes`
+      : `${options.clients} clients`;
   log(
     `seed ${options.seed}, ${options.timeS} s, nemeses: ${options.nemeses.join(', ') || 'none'}` +
       `${options.plant ? `, planted bug: ${options.plant}` : ''}, ${who}; out: ${options.out}`,
@@ -108,6 +141,7 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     candidates: options.candidates,
     observers: options.observers,
     election: options.election,
+    records: options.records,
     locks: options.locks,
     plant: options.plant,
     clocks: options.nemeses.includes('clock'),
@@ -175,6 +209,10 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
         .recordReference(random)
         .catch((error: unknown) => problems.push(`no reference history: ${String(error)}`));
     }
+    if (records) {
+      log('reading every record (the final values)');
+      await cluster.readRecords().catch((error: unknown) => problems.push(`no final read: ${String(error)}`));
+    }
     await cluster.writeLogs(path.join(options.out, 'logs'));
   } finally {
     await cluster.stop();
@@ -211,6 +249,14 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     const minGrants = options.minGrants ?? Math.max(10, Math.round(options.timeS / 2));
     if (grants < minGrants) problems.push(`only ${grants} grants (at least ${minGrants} wanted)`);
   }
+  const figures = records ? recordsFigures(verdict.stdout) : undefined;
+  if (records) {
+    const minimum = options.minGrants ?? Math.max(10, Math.round(options.timeS / 2));
+    if ((figures?.acknowledged ?? 0) < minimum)
+      problems.push(
+        `only ${figures?.acknowledged ?? 0} increments acknowledged (at least ${minimum} wanted)`,
+      );
+  }
   problems.push(...cluster.crashes().map((crash) => `crashed: ${crash}`));
   if (verdict.exitCode === 2 || Number.isNaN(verdict.anomalies))
     problems.push(`the checker could not decide (exit ${verdict.exitCode})`);
@@ -226,6 +272,7 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     grants,
     checks,
     ...(elections ? { terms, pruned, strict } : {}),
+    ...(records ? { records: figures } : {}),
     applied,
     problems,
     exitCode,
@@ -242,6 +289,24 @@ function referenceTerms(history: readonly HistoryEvent[]): { terms: number; prun
     terms: told.filter((e) => e.f === 'term').length,
     pruned: told.some((e) => e.f === 'history_gone'),
   };
+}
+
+/** The figures of the checker's records line (checker/README.md, "Records"). */
+function recordsFigures(stdout: string): RecordsFigures | undefined {
+  const pattern =
+    /^records: (\d+) increments: (\d+) acknowledged \((\d+) late\), (\d+) failed .*?(\d+) late\), (\d+) unknown .*; final values: (\d+) ids/m;
+  const figures = pattern.exec(stdout)?.slice(1).map(Number);
+  if (figures === undefined) return undefined;
+  const [increments, acknowledged, lateAccepted, failed, lateRefused, unknown, final] = figures as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  return { increments, acknowledged, lateAccepted, failed, unknown, lateRefused, final };
 }
 
 /** Heals every cut and loss rule; resumes paused members, restarts killed ones. */

@@ -1,9 +1,9 @@
 /**
  * npm run jepsen -- [--time <s>] [--nemesis <list>|all] [--plant <bug>] [--seed <n>]
  *   [--out <dir>] [--clients <n>] [--locks <n>] [--fault-s <min>-<max>] [--heal-s <min>-<max>]
- *   [--workload locks|elections] [--elections] [--candidates <n>] [--observers <n>]
+ *   [--workload locks|elections|records] [--elections] [--records] [--candidates <n>] [--observers <n>]
  *   [--hold-ms <min>-<max>] [--quick <p>] [--grace-ms <n>] [--observe-ms <min>-<max>] [--min-terms <n>]
- *   [--grace-on s1,s3]
+ *   [--grace-on s1,s3] [--keys <n>] [--increments <min>-<max>] [--think-ms <min>-<max>]
  *
  * One partition-suite run (run-jepsen.ts; test/jepsen/README.md). Exits 0 when the checker found
  * no anomaly (with --plant: when it caught the planted bug), 1 when it found anomalies (with
@@ -12,8 +12,8 @@
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ELECTION_BUGS, PLANTED_BUGS, type PlantedBug } from './cluster.js';
-import { ELECTION_NEMESES, NEMESES, OTHER_NEMESES, type NemesisName } from './nemeses.js';
+import { bugWorkload, PLANTED_BUGS, type PlantedBug } from './workloads.js';
+import { ELECTION_NEMESES, NEMESES, OTHER_NEMESES, RECORDS_NEMESES, type NemesisName } from './nemeses.js';
 import { runJepsen } from './run-jepsen.js';
 
 const { values } = parseArgs({
@@ -23,12 +23,16 @@ const { values } = parseArgs({
     plant: { type: 'string' },
     seed: { type: 'string' },
     out: { type: 'string' },
-    clients: { type: 'string', default: '9' },
-    locks: { type: 'string', default: '2' },
+    clients: { type: 'string' },
+    locks: { type: 'string' },
     'fault-s': { type: 'string', default: '5-10' },
     'heal-s': { type: 'string', default: '5-10' },
     workload: { type: 'string', default: 'locks' },
     elections: { type: 'boolean', default: false },
+    records: { type: 'boolean', default: false },
+    keys: { type: 'string' },
+    increments: { type: 'string' },
+    'think-ms': { type: 'string' },
     candidates: { type: 'string', default: '5' },
     observers: { type: 'string', default: '3' },
     'hold-ms': { type: 'string' },
@@ -45,14 +49,15 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const workload = values.elections ? 'elections' : values.workload;
-if (workload !== 'locks' && workload !== 'elections')
-  fail(`--workload ${workload}: expected locks or elections`);
+const workload = values.elections ? 'elections' : values.records ? 'records' : values.workload;
+if (workload !== 'locks' && workload !== 'elections' && workload !== 'records')
+  fail(`--workload ${workload}: expected locks, elections or records`);
 const elections = workload === 'elections';
+const records = workload === 'records';
 const named: readonly string[] = [...NEMESES, ...OTHER_NEMESES];
 const nemeses: NemesisName[] =
   values.nemesis === 'all'
-    ? [...(elections ? ELECTION_NEMESES : NEMESES)]
+    ? [...(elections ? ELECTION_NEMESES : records ? RECORDS_NEMESES : NEMESES)]
     : values.nemesis === 'none' || values.nemesis === ''
       ? []
       : values.nemesis.split(',').map((name) => {
@@ -63,8 +68,8 @@ const nemeses: NemesisName[] =
 const plant = values.plant;
 if (plant !== undefined && !(PLANTED_BUGS as readonly string[]).includes(plant))
   fail(`--plant ${plant}: expected one of ${PLANTED_BUGS.join(', ')}`);
-if (plant !== undefined && ELECTION_BUGS.has(plant as PlantedBug) !== elections)
-  fail(`--plant ${plant}: ${elections ? 'not a bug of elections' : 'needs --workload elections'}`);
+if (plant !== undefined && bugWorkload(plant as PlantedBug) !== workload)
+  fail(`--plant ${plant}: needs --workload ${bugWorkload(plant as PlantedBug)}`);
 const number = (name: string, text: string, low: number): number => {
   const value = Number(text);
   if (!Number.isInteger(value) || value < low) fail(`--${name} ${text}: expected an integer ≥ ${low}`);
@@ -84,8 +89,8 @@ const result = await runJepsen({
   plant: plant as PlantedBug | undefined,
   seed: values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : number('seed', values.seed, 0),
   out: path.resolve(values.out ?? `.tmp/jepsen/${stamp}`),
-  clients: number('clients', values.clients, 1),
-  locks: number('locks', values.locks, 1),
+  clients: number('clients', values.clients ?? (records ? '6' : '9'), 1),
+  locks: number('locks', values.locks ?? (records ? '3' : '2'), 1),
   faultMs: seconds('fault-s', values['fault-s']),
   healMs: seconds('heal-s', values['heal-s']),
   workload,
@@ -97,6 +102,12 @@ const result = await runJepsen({
     ...(values['grace-ms'] === undefined ? {} : { graceMs: number('grace-ms', values['grace-ms'], 0) }),
     ...(values['observe-ms'] === undefined ? {} : { observeMs: values['observe-ms'] }),
     ...(values['grace-on'] === undefined ? {} : { graceInstances: values['grace-on'].split(',') }),
+  },
+  records: {
+    ...(values.keys === undefined ? {} : { keys: number('keys', values.keys, 1) }),
+    ...(values.increments === undefined ? {} : { increments: values.increments }),
+    ...(values['think-ms'] === undefined ? {} : { thinkMs: values['think-ms'] }),
+    ...(values['grace-ms'] === undefined ? {} : { graceMs: number('grace-ms', values['grace-ms'], 0) }),
   },
   ...(values['min-terms'] === undefined ? {} : { minTerms: number('min-terms', values['min-terms'], 0) }),
   log: (line) => console.log(line),
@@ -113,6 +124,12 @@ console.log(
 );
 console.log('');
 console.log(`grants: ${result.grants}, checks answered: ${result.checks}`);
+if (result.records)
+  console.log(
+    `records: ${result.records.increments} increments, ${result.records.acknowledged} acknowledged ` +
+      `(${result.records.lateAccepted} late), ${result.records.lateRefused} late writes refused; ` +
+      `final values: ${result.records.final} ids`,
+  );
 if (elections)
   console.log(
     `terms in the history: ${result.terms}${result.pruned ? ' (pruned)' : ''}; ` +

@@ -9,8 +9,9 @@
  *   recorder-main.ts --client c1 --servers A[,B...] --locks L1[,L2...] [--mode write]
  *     [--limit N] [--hold-ms MIN[-MAX]] [--pause-ms MIN[-MAX]] [--wait-timeout-ms N]
  *     [--count N] [--time-ms N] [--no-check] [--ignore-lost]
- *     [--role lock|candidate|observer|reference] [--grace-ms N] [--quick P] [--stale P]
- *     [--observe-ms MIN[-MAX]] [--grace-servers A[,B...]]
+ *     [--role lock|candidate|observer|reference|incrementer|final-reader] [--grace-ms N]
+ *     [--quick P] [--stale P] [--observe-ms MIN[-MAX]] [--grace-servers A[,B...]]
+ *     [--keys N] [--increments MIN[-MAX]] [--think-ms MIN[-MAX]]
  *
  * It loops until `--time-ms` has passed, `--count` holds were taken, or stdin closes: it picks
  * a lock, acquires it, asks the server whether its token is held (CheckToken, recorded as a
@@ -27,10 +28,17 @@
  * and the others do not), an `observer` (Observe streams), or the `reference` (the whole history, once);
  * candidates and observers now and then proclaim or resign a term that is over (probability
  * `--stale` per chance); an observer cancels each stream after `--observe-ms` to start another.
+ *
+ * `--role incrementer` or `final-reader` is a client of the records workload
+ * (client/record-increments.ts): it increments counters (`--keys` per lock of `--locks`, a few
+ * `--increments` per hold, `--think-ms` between each one's read and its write, a resume grace of
+ * `--grace-ms`), or reads them all at the end through each of `--servers`.
  */
 import { parseArgs } from 'node:util';
-import { LockClient, type Lock, type LockMode } from '../../../src/client/index.js';
+import { LockClient, type LockMode } from '../../../src/client/index.js';
 import { runCandidate, runObserver, runReference } from './election-roles.js';
+import { acquireRecorded, describe } from './lock-recording.js';
+import { runFinalReader, runIncrementer } from './record-increments.js';
 
 const { values } = parseArgs({
   options: {
@@ -52,6 +60,9 @@ const { values } = parseArgs({
     stale: { type: 'string', default: '0.3' },
     'observe-ms': { type: 'string', default: '5000-20000' },
     'grace-servers': { type: 'string' },
+    keys: { type: 'string', default: '2' },
+    increments: { type: 'string', default: '1-3' },
+    'think-ms': { type: 'string', default: '20-200' },
   },
 });
 
@@ -98,12 +109,6 @@ function record(event: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify({ t: Number(process.hrtime.bigint()), client, ...event })}\n`);
 }
 
-function describe(error: unknown): string {
-  if (error && typeof error === 'object' && 'code' in error && 'message' in error)
-    return `${String((error as { code: unknown }).code)}: ${String((error as { message: unknown }).message)}`;
-  return String(error);
-}
-
 /** Sleeps `ms`, or less if the recorder is told to stop; true if it was. */
 function nap(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -119,12 +124,27 @@ function nap(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** Sleeps `ms` (not past the deadline), or less once the recorder is told to stop or `signal` aborts. */
+function roleNap(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const signals = [stop.signal, ...(signal ? [signal] : [])];
+    const done = (): void => {
+      clearTimeout(timer);
+      for (const s of signals) s.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.max(0, Math.min(ms, deadline - performance.now())));
+    for (const s of signals) s.addEventListener('abort', done, { once: true });
+    if (signals.some((s) => s.aborted)) done();
+  });
+}
+
 const role = values.role;
-if (role !== 'lock') {
-  const roles = { candidate: runCandidate, observer: runObserver, reference: runReference } as const;
-  const run = roles[role as keyof typeof roles];
-  if (!run) throw new Error(`--role ${role}: expected lock, candidate, observer or reference`);
-  await run({
+const recording = { record, nextOp: () => (ops += 1) };
+const electionRoles = { candidate: runCandidate, observer: runObserver, reference: runReference } as const;
+const recordsRoles = { incrementer: runIncrementer, 'final-reader': runFinalReader } as const;
+if (role in electionRoles) {
+  await electionRoles[role as keyof typeof electionRoles]({
     client,
     servers: required('servers').split(','),
     election: locks[0]!,
@@ -138,73 +158,50 @@ if (role !== 'lock') {
     observeMs: range(values['observe-ms']),
     deadline,
     stopped: stop.signal,
-    record,
-    nextOp: () => (ops += 1),
-    nap: (ms, signal) =>
-      new Promise((resolve) => {
-        const signals = [stop.signal, ...(signal ? [signal] : [])];
-        const done = (): void => {
-          clearTimeout(timer);
-          for (const s of signals) s.removeEventListener('abort', done);
-          resolve();
-        };
-        const timer = setTimeout(done, Math.max(0, Math.min(ms, deadline - performance.now())));
-        for (const s of signals) s.addEventListener('abort', done, { once: true });
-        if (signals.some((s) => s.aborted)) done();
-      }),
+    ...recording,
+    nap: roleNap,
   });
   process.exit(0);
+} else if (role in recordsRoles) {
+  await recordsRoles[role as keyof typeof recordsRoles]({
+    client,
+    servers: required('servers').split(','),
+    locks,
+    keys: Number(values.keys),
+    increments: range(values.increments),
+    thinkMs: range(values['think-ms']),
+    pauseMs,
+    waitTimeoutMs: waitTimeout,
+    graceMs: Number(values['grace-ms']),
+    deadline,
+    stopped: stop.signal,
+    ...recording,
+    nap: roleNap,
+  });
+  process.exit(0);
+} else if (role !== 'lock') {
+  throw new Error(
+    `--role ${role}: expected lock, candidate, observer, reference, incrementer or final-reader`,
+  );
 }
 
 const lockClient = new LockClient(required('servers').split(','));
 
 async function holdOnce(lock: string): Promise<void> {
-  const acquireOp = (ops += 1);
-  // The checker knows a mutex as what it is: an exclusive (write) lock.
-  const recorded = mode === 'mutex' ? 'write' : mode;
-  const shape = { f: 'acquire', lock, mode: recorded, ...(limit === undefined ? {} : { limit }) };
-  record({ op: acquireOp, type: 'invoke', ...shape });
-  let held: Lock;
-  // Told before `acquire` resolves, as after: recorded once the grant is.
-  let doubted = false;
-  try {
-    held = await lockClient.acquire(lock, {
-      mode,
-      ...(limit === undefined ? {} : { limit }),
-      waitTimeout,
-      signal: stop.signal,
-      // Not part of the history: a line on stderr for tests that wait for a queue to form.
-      onQueued: (ahead) => process.stderr.write(`queued ${ahead} ${lock}\n`),
-      onInDoubt: () => {
-        doubted = true;
-        record({ op: (ops += 1), type: 'event', f: 'in_doubt', lock });
-      },
-      onConfirmed: () => {
-        if (!doubted) return;
-        doubted = false;
-        record({ op: (ops += 1), type: 'event', f: 'confirmed', lock });
-      },
-    });
-  } catch (error) {
-    record({ op: acquireOp, type: 'fail', ...shape, error: describe(error) });
-    return;
-  }
-  const token = held.token.toString();
-  record({ op: acquireOp, type: 'ok', ...shape, token });
-  let releasing = false;
-  held.lost.addEventListener(
-    'abort',
-    () => {
-      if (!releasing && !ignoreLost)
-        record({ op: (ops += 1), type: 'event', f: 'lost', lock, error: describe(held.lost.reason) });
-    },
-    { once: true },
-  );
+  const hold = await acquireRecorded(lockClient, recording, lock, {
+    mode,
+    limit,
+    waitTimeout,
+    signal: stop.signal,
+    ignoreLost,
+  });
+  if (!hold) return;
+  const { held } = hold;
   await checkToken(lock, held.token);
   // A client that ignores its loss sleeps its whole hold time through, as if it still held.
   await nap(holdMs(), ignoreLost ? undefined : held.lost);
   if (held.lost.aborted) {
-    if (ignoreLost && !releasing)
+    if (ignoreLost && !hold.releasing)
       record({
         op: (ops += 1),
         type: 'event',
@@ -214,16 +211,7 @@ async function holdOnce(lock: string): Promise<void> {
       });
     return;
   }
-  releasing = true;
-  const releaseOp = (ops += 1);
-  record({ op: releaseOp, type: 'invoke', f: 'release', lock });
-  try {
-    await held.release();
-    record({ op: releaseOp, type: 'ok', f: 'release', lock });
-  } catch (error) {
-    record({ op: releaseOp, type: 'info', f: 'release', lock, error: describe(error) });
-    return;
-  }
+  if (!(await hold.release())) return;
   // Released: from now on no server may say this token is held.
   await checkToken(lock, held.token);
 }

@@ -32,7 +32,11 @@ export interface HistoryEvent {
     | 'proclaimed'
     | 'vacant'
     | 'history_gone'
-    | 'skipped';
+    | 'skipped'
+    // Records (checker README: "Records").
+    | 'increment'
+    | 'read'
+    | 'final';
   readonly lock: string;
   readonly mode?: string;
   readonly token?: string;
@@ -42,8 +46,12 @@ export interface HistoryEvent {
   /** Elections: the term a term event, proclaim or resign names. */
   readonly term?: string;
   readonly reference?: boolean;
-  /** A candidate's `elected` (acquire ok): the instance it was elected through. */
+  /** A candidate's `elected` (acquire ok): the instance it was elected through; a final read's server. */
   readonly server?: string;
+  /** Records: the counter (store, key of `lock`) an increment or a read is of, an increment's id. */
+  readonly store?: string;
+  readonly key?: string;
+  readonly id?: string;
 }
 
 export interface RecorderOptions {
@@ -63,8 +71,11 @@ export interface RecorderOptions {
   readonly ignoreLost?: boolean;
   /** Further environment for the client process. */
   readonly env?: Readonly<Record<string, string>>;
-  /** lock (the default), or an election's candidate, observer or reference (election-roles.ts). */
-  readonly role?: 'lock' | 'candidate' | 'observer' | 'reference';
+  /**
+   * lock (the default), an election's candidate, observer or reference (election-roles.ts), or
+   * the records workload's incrementer or final-reader (record-increments.ts).
+   */
+  readonly role?: 'lock' | 'candidate' | 'observer' | 'reference' | 'incrementer' | 'final-reader';
   readonly graceMs?: number;
   readonly quick?: number;
   readonly stale?: number;
@@ -72,6 +83,10 @@ export interface RecorderOptions {
   readonly observeMs?: string;
   /** Candidates: the campaigns that start on these servers ask for the grace, the others not. */
   readonly graceServers?: readonly string[];
+  /** Records: counters per lock, increments per hold (`min-max`), ms between a read and its write. */
+  readonly keys?: number;
+  readonly increments?: string;
+  readonly thinkMs?: string;
 }
 
 export class Recorder {
@@ -126,6 +141,9 @@ export class Recorder {
       ...(options.stale === undefined ? [] : ['--stale', String(options.stale)]),
       ...(options.observeMs === undefined ? [] : ['--observe-ms', options.observeMs]),
       ...(options.graceServers === undefined ? [] : ['--grace-servers', options.graceServers.join(',')]),
+      ...(options.keys === undefined ? [] : ['--keys', String(options.keys)]),
+      ...(options.increments === undefined ? [] : ['--increments', options.increments]),
+      ...(options.thinkMs === undefined ? [] : ['--think-ms', options.thinkMs]),
     ];
     const child = network.spawn(host, process.execPath, args, {
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -134,22 +152,27 @@ export class Recorder {
     return new Recorder(options.client, child);
   }
 
+  /** Calls `hear` with every event recorded from now on, until the returned function is called. */
+  listen(hear: (event: HistoryEvent) => void): () => void {
+    this.#awaited.add(hear);
+    return () => this.#awaited.delete(hear);
+  }
+
   /** The first event that `matches`, recorded already or when it comes. */
   event(matches: (event: HistoryEvent) => boolean, timeoutMs = 60_000): Promise<HistoryEvent> {
     const found = this.history.find(matches);
     if (found) return Promise.resolve(found);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.#awaited.delete(hear);
+        unlisten();
         reject(new Error(`${this.client}: no such event within ${timeoutMs} ms\n${this.#stderr}`));
       }, timeoutMs);
-      const hear = (event: HistoryEvent): void => {
+      const unlisten = this.listen((event) => {
         if (!matches(event)) return;
         clearTimeout(timer);
-        this.#awaited.delete(hear);
+        unlisten();
         resolve(event);
-      };
-      this.#awaited.add(hear);
+      });
     });
   }
 
