@@ -16,7 +16,7 @@ import {
   type LockInspector,
   type LockMode,
 } from '../engine/index.js';
-import { LockError } from '../lock-error.js';
+import { isLockError, LockError } from '../lock-error.js';
 import { plantedBug } from '../planted-bugs.js';
 import {
   joinPath,
@@ -98,9 +98,8 @@ export class GuardedRecords {
   /** The record `key` of lock `name`, or undefined when there is none. */
   async get(name: string, key: string): Promise<StoredRecord | undefined> {
     const path = this.#path(name, key);
-    void this.#transactions;
-    const node = await this.#store.nodeData(path);
-    return node === null ? undefined : decodeRecord(node.data, path);
+    const [node] = await storeStep('read', this.#transactions.readLatest([path]));
+    return node ? decodeRecord(node.data, path) : undefined;
   }
 
   /**
@@ -181,7 +180,8 @@ export class GuardedRecords {
     const counter = joinPath(dir, COUNTER);
     await records.makeDirs(dir);
     for (;;) {
-      const [count, record] = await Promise.all([this.#store.nodeData(counter), this.#store.nodeData(path)]);
+      // The newest there is: a member that lags would only make the transaction below fail.
+      const [count = null, record = null] = await storeStep('read', records.readLatest([counter, path]));
       const current = record === null ? 0n : decodeRecord(record.data, path).revision;
       const op = change(record, count === null ? 1n : BigInt(count.version) + 2n);
       if (typeof op === 'bigint') return op;
@@ -193,13 +193,16 @@ export class GuardedRecords {
       const revision = count === null ? 1n : BigInt(count.version) + 2n;
       if (op === undefined) return undefined;
       if (op.op === 'create') await this.#checkRoom(name, dir);
-      const outcome = await records.transact([
-        ...(holder.path === undefined ? [] : [{ op: 'check' as const, path: holder.path }]),
-        count === null
-          ? { op: 'create', path: counter, data: EMPTY }
-          : { op: 'set', path: counter, data: EMPTY, version: count.version },
-        op,
-      ]);
+      const outcome = await storeStep(
+        'write',
+        records.transact([
+          ...(holder.path === undefined ? [] : [{ op: 'check' as const, path: holder.path }]),
+          count === null
+            ? { op: 'create', path: counter, data: EMPTY }
+            : { op: 'set', path: counter, data: EMPTY, version: count.version },
+          op,
+        ]),
+      );
       if (outcome.kind === 'done') return revision;
       if (outcome.afterLostReply) return this.#afterLostReply(name, path, id, op);
       // The holder's node is gone: its request no longer holds the lock.
@@ -214,7 +217,7 @@ export class GuardedRecords {
    * Otherwise the outcome cannot be known, and the caller is told so.
    */
   async #afterLostReply(name: string, path: string, id: Uint8Array, op: RecordOp): Promise<bigint> {
-    const node = await this.#store.nodeData(path);
+    const [node = null] = await storeStep('write', this.#transactions.readLatest([path]));
     if (op.op === 'delete' && node === null) return 0n;
     if (node !== null && op.op !== 'delete') {
       const stored = decodeRecord(node.data, path);
@@ -248,6 +251,26 @@ export class GuardedRecords {
     throw new LockError(
       'UNSUPPORTED',
       "guarded records need a back end that writes several nodes in one step: the embedded store, or ZooKeeper through lockstream's own client (--zookeeper-client protocol, the default)",
+    );
+  }
+}
+
+/**
+ * `step`'s result; a store session given up under it (LOCK_LOST: the write's session was taken
+ * over or lost as it went out) is UNAVAILABLE to the caller, with a write's outcome unknown: the
+ * transaction may have been applied before its reply was lost.
+ */
+async function storeStep<T>(what: 'read' | 'write', step: Promise<T>): Promise<T> {
+  try {
+    return await step;
+  } catch (error) {
+    if (!isLockError(error, 'LOCK_LOST')) throw error;
+    throw new LockError(
+      'UNAVAILABLE',
+      what === 'write'
+        ? `the store's session was given up while the write was under way; whether it was made is unknown: read the record (${error.message})`
+        : `the store's session was given up during the read (${error.message})`,
+      { cause: error },
     );
   }
 }

@@ -157,6 +157,11 @@ export interface RecordTransactions {
   transact(ops: readonly RecordOp[]): Promise<TransactOutcome>;
   /** Creates `dir` and its ancestors as persistent nodes, where missing (never removed by lockstream). */
   makeDirs(dir: string): Promise<void>;
+  /**
+   * Each of `paths`' data, as `nodeData` reads it, but never older than every write completed
+   * before the call (ZooKeeper: read behind a sync with the leader, as a follower may lag).
+   */
+  readLatest(paths: readonly string[]): Promise<Array<NodeData | null>>;
 }
 
 /** One step of a transaction (see RecordTransactions). */

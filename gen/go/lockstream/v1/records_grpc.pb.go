@@ -70,15 +70,18 @@ type RecordServiceClient interface {
 	// ABORTED when `expected_revision` is set and the record's revision is another (0 expects the
 	// record not to exist): nothing is written. INVALID_ARGUMENT for a malformed name or key, or a
 	// value over the limit; RESOURCE_EXHAUSTED when the lock already has RECORDS_PER_LOCK_MAX
-	// records and `key` is a new one. UNAVAILABLE when the back end cannot be reached: the write
-	// may then have been made or not; sent again with the same `request_id`, it is made at most
-	// once (while the record's last write is still this one).
+	// records and `key` is a new one. UNAVAILABLE when the back end cannot be reached, or the
+	// instance's session with it was lost while the write was under way: the write may then have
+	// been made or not; sent again with the same `request_id`, it is made at most once (while the
+	// record's last write is still this one).
 	PutRecord(ctx context.Context, in *PutRecordRequest, opts ...grpc.CallOption) (*PutRecordResponse, error)
 	// GetRecord reads the record `key` of lock `name`: its value and revision, or `found` false
-	// and revision 0 when there is none. A read is as recent as the back end's member that
-	// serves it; a write conditioned on the revision read (PutRecordRequest.expected_revision) is
-	// refused if the record changed since. INVALID_ARGUMENT for a malformed name or key;
-	// UNAVAILABLE when the back end cannot be reached.
+	// and revision 0 when there is none. A read sees every write completed before it began,
+	// through whichever instance it goes (on ZooKeeper it follows a sync with the leader, so a
+	// lagging member cannot answer an older record); a write conditioned on the revision read
+	// (PutRecordRequest.expected_revision) is refused if the record changed since.
+	// INVALID_ARGUMENT for a malformed name or key; UNAVAILABLE when the back end cannot be
+	// reached.
 	GetRecord(ctx context.Context, in *GetRecordRequest, opts ...grpc.CallOption) (*GetRecordResponse, error)
 	// DeleteRecord removes the record `key` of lock `name`, as the holder whose fencing token is
 	// `fencing_token`, with the same checks as PutRecord (FAILED_PRECONDITION, ABORTED,
@@ -172,15 +175,18 @@ type RecordServiceServer interface {
 	// ABORTED when `expected_revision` is set and the record's revision is another (0 expects the
 	// record not to exist): nothing is written. INVALID_ARGUMENT for a malformed name or key, or a
 	// value over the limit; RESOURCE_EXHAUSTED when the lock already has RECORDS_PER_LOCK_MAX
-	// records and `key` is a new one. UNAVAILABLE when the back end cannot be reached: the write
-	// may then have been made or not; sent again with the same `request_id`, it is made at most
-	// once (while the record's last write is still this one).
+	// records and `key` is a new one. UNAVAILABLE when the back end cannot be reached, or the
+	// instance's session with it was lost while the write was under way: the write may then have
+	// been made or not; sent again with the same `request_id`, it is made at most once (while the
+	// record's last write is still this one).
 	PutRecord(context.Context, *PutRecordRequest) (*PutRecordResponse, error)
 	// GetRecord reads the record `key` of lock `name`: its value and revision, or `found` false
-	// and revision 0 when there is none. A read is as recent as the back end's member that
-	// serves it; a write conditioned on the revision read (PutRecordRequest.expected_revision) is
-	// refused if the record changed since. INVALID_ARGUMENT for a malformed name or key;
-	// UNAVAILABLE when the back end cannot be reached.
+	// and revision 0 when there is none. A read sees every write completed before it began,
+	// through whichever instance it goes (on ZooKeeper it follows a sync with the leader, so a
+	// lagging member cannot answer an older record); a write conditioned on the revision read
+	// (PutRecordRequest.expected_revision) is refused if the record changed since.
+	// INVALID_ARGUMENT for a malformed name or key; UNAVAILABLE when the back end cannot be
+	// reached.
 	GetRecord(context.Context, *GetRecordRequest) (*GetRecordResponse, error)
 	// DeleteRecord removes the record `key` of lock `name`, as the holder whose fencing token is
 	// `fencing_token`, with the same checks as PutRecord (FAILED_PRECONDITION, ABORTED,

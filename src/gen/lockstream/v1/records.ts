@@ -778,9 +778,10 @@ export const RecordServiceService = {
    * ABORTED when `expected_revision` is set and the record's revision is another (0 expects the
    * record not to exist): nothing is written. INVALID_ARGUMENT for a malformed name or key, or a
    * value over the limit; RESOURCE_EXHAUSTED when the lock already has RECORDS_PER_LOCK_MAX
-   * records and `key` is a new one. UNAVAILABLE when the back end cannot be reached: the write
-   * may then have been made or not; sent again with the same `request_id`, it is made at most
-   * once (while the record's last write is still this one).
+   * records and `key` is a new one. UNAVAILABLE when the back end cannot be reached, or the
+   * instance's session with it was lost while the write was under way: the write may then have
+   * been made or not; sent again with the same `request_id`, it is made at most once (while the
+   * record's last write is still this one).
    */
   putRecord: {
     path: "/lockstream.v1.RecordService/PutRecord" as const,
@@ -793,10 +794,12 @@ export const RecordServiceService = {
   },
   /**
    * GetRecord reads the record `key` of lock `name`: its value and revision, or `found` false
-   * and revision 0 when there is none. A read is as recent as the back end's member that
-   * serves it; a write conditioned on the revision read (PutRecordRequest.expected_revision) is
-   * refused if the record changed since. INVALID_ARGUMENT for a malformed name or key;
-   * UNAVAILABLE when the back end cannot be reached.
+   * and revision 0 when there is none. A read sees every write completed before it began,
+   * through whichever instance it goes (on ZooKeeper it follows a sync with the leader, so a
+   * lagging member cannot answer an older record); a write conditioned on the revision read
+   * (PutRecordRequest.expected_revision) is refused if the record changed since.
+   * INVALID_ARGUMENT for a malformed name or key; UNAVAILABLE when the back end cannot be
+   * reached.
    */
   getRecord: {
     path: "/lockstream.v1.RecordService/GetRecord" as const,
@@ -836,17 +839,20 @@ export interface RecordServiceServer extends UntypedServiceImplementation {
    * ABORTED when `expected_revision` is set and the record's revision is another (0 expects the
    * record not to exist): nothing is written. INVALID_ARGUMENT for a malformed name or key, or a
    * value over the limit; RESOURCE_EXHAUSTED when the lock already has RECORDS_PER_LOCK_MAX
-   * records and `key` is a new one. UNAVAILABLE when the back end cannot be reached: the write
-   * may then have been made or not; sent again with the same `request_id`, it is made at most
-   * once (while the record's last write is still this one).
+   * records and `key` is a new one. UNAVAILABLE when the back end cannot be reached, or the
+   * instance's session with it was lost while the write was under way: the write may then have
+   * been made or not; sent again with the same `request_id`, it is made at most once (while the
+   * record's last write is still this one).
    */
   putRecord: handleUnaryCall<PutRecordRequest, PutRecordResponse>;
   /**
    * GetRecord reads the record `key` of lock `name`: its value and revision, or `found` false
-   * and revision 0 when there is none. A read is as recent as the back end's member that
-   * serves it; a write conditioned on the revision read (PutRecordRequest.expected_revision) is
-   * refused if the record changed since. INVALID_ARGUMENT for a malformed name or key;
-   * UNAVAILABLE when the back end cannot be reached.
+   * and revision 0 when there is none. A read sees every write completed before it began,
+   * through whichever instance it goes (on ZooKeeper it follows a sync with the leader, so a
+   * lagging member cannot answer an older record); a write conditioned on the revision read
+   * (PutRecordRequest.expected_revision) is refused if the record changed since.
+   * INVALID_ARGUMENT for a malformed name or key; UNAVAILABLE when the back end cannot be
+   * reached.
    */
   getRecord: handleUnaryCall<GetRecordRequest, GetRecordResponse>;
   /**
@@ -869,9 +875,10 @@ export interface RecordServiceClient extends Client {
    * ABORTED when `expected_revision` is set and the record's revision is another (0 expects the
    * record not to exist): nothing is written. INVALID_ARGUMENT for a malformed name or key, or a
    * value over the limit; RESOURCE_EXHAUSTED when the lock already has RECORDS_PER_LOCK_MAX
-   * records and `key` is a new one. UNAVAILABLE when the back end cannot be reached: the write
-   * may then have been made or not; sent again with the same `request_id`, it is made at most
-   * once (while the record's last write is still this one).
+   * records and `key` is a new one. UNAVAILABLE when the back end cannot be reached, or the
+   * instance's session with it was lost while the write was under way: the write may then have
+   * been made or not; sent again with the same `request_id`, it is made at most once (while the
+   * record's last write is still this one).
    */
   putRecord(
     request: PutRecordRequest,
@@ -890,10 +897,12 @@ export interface RecordServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * GetRecord reads the record `key` of lock `name`: its value and revision, or `found` false
-   * and revision 0 when there is none. A read is as recent as the back end's member that
-   * serves it; a write conditioned on the revision read (PutRecordRequest.expected_revision) is
-   * refused if the record changed since. INVALID_ARGUMENT for a malformed name or key;
-   * UNAVAILABLE when the back end cannot be reached.
+   * and revision 0 when there is none. A read sees every write completed before it began,
+   * through whichever instance it goes (on ZooKeeper it follows a sync with the leader, so a
+   * lagging member cannot answer an older record); a write conditioned on the revision read
+   * (PutRecordRequest.expected_revision) is refused if the record changed since.
+   * INVALID_ARGUMENT for a malformed name or key; UNAVAILABLE when the back end cannot be
+   * reached.
    */
   getRecord(
     request: GetRecordRequest,

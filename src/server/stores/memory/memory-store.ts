@@ -283,6 +283,15 @@ export class MemoryStore implements StoreBackend {
     return { kind: 'done' };
   }
 
+  /** One store, one copy: every read is the latest. */
+  async readLatest(paths: readonly string[]): Promise<Array<NodeData | null>> {
+    await this.#roundTrip();
+    return paths.map((path) => {
+      const node = this.#node(path);
+      return node ? nodeData(node) : null;
+    });
+  }
+
   async makeDirs(dir: string): Promise<void> {
     await this.#roundTrip();
     for (const path of [...ancestors(dir), dir]) {

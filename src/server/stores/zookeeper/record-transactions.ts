@@ -1,6 +1,6 @@
 /* Persistent records written in one multi with checks of other nodes (RecordTransactions). */
 import { ancestors } from '../node-paths.js';
-import type { RecordOp, TransactOutcome } from '../store.js';
+import type { NodeData, RecordOp, TransactOutcome } from '../store.js';
 import type { LinkOperations } from './link-operations.js';
 import { ErrorCode } from './protocol/records.js';
 import type { SessionKeeper } from './session-keeper.js';
@@ -56,6 +56,28 @@ export class RecordWrites {
       if (reason === undefined) throw unavailable('multi', reply.rc);
       const failed = { kind: 'failed', index: reply.failedOp ?? 0, reason } as const;
       return lostReply ? { ...failed, afterLostReply: true } : failed;
+    }
+  }
+
+  /**
+   * A sync and the reads pipelined behind it on one connection: the member serving the session
+   * answers them in order, so the reads come after it has caught up with the leader as of the
+   * sync. All sent again after a connection loss.
+   */
+  async readLatest(paths: readonly string[]): Promise<Array<NodeData | null>> {
+    for (let attempt = 1; ; attempt += 1) {
+      await this.#keeper.whenConnected('sync');
+      const synced = this.#keeper.sendThroughLeader('sync', (link) => link.sync('/'));
+      const reads = paths.map((path) => this.#keeper.send('getData', (link) => link.getData(path, false)));
+      const [sync, ...replies] = await Promise.all([synced, ...reads]);
+      const lost = [sync, ...replies].some(({ rc }) => isConnectionLoss(rc));
+      if (lost && attempt < MAX_ATTEMPTS) continue;
+      if (sync.rc !== ErrorCode.ok) throw unavailable('sync', sync.rc);
+      return replies.map((reply) => {
+        if (reply.rc === ErrorCode.noNode) return null;
+        if (reply.rc !== ErrorCode.ok || reply.value === null) throw unavailable('getData', reply.rc);
+        return reply.value;
+      });
     }
   }
 

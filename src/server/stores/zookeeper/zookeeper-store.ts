@@ -264,6 +264,10 @@ export class ZooKeeperStore implements StoreBackend {
     return this.#records.transact(ops);
   }
 
+  readLatest(paths: readonly string[]): Promise<Array<NodeData | null>> {
+    return this.#records.readLatest(paths);
+  }
+
   makeDirs(dir: string): Promise<void> {
     return this.#records.makeDirs(dir);
   }
