@@ -16,9 +16,10 @@
 #     test/jepsen (network namespaces, links cut inside them, a server's wall clock stepped);
 #   - Apache Curator from Debian's "libcurator-recipes-java" package and etcd from Debian's
 #     "etcd-server" package, the comparison rows of `npm run bench` (its smoke run is part of CI).
-#   - PostgreSQL from Debian's "postgresql" package, for lockstream/fencing/postgres's tests:
-#     only its binaries (/usr/lib/postgresql/<version>/bin) and its "postgres" user are used;
-#     test/setup/postgres-process.ts runs a private cluster per test file as that user.
+#   - PostgreSQL from Debian's "postgresql" package, for lockstream/fencing/postgres's tests and
+#     the partition suite's records workload: only its binaries (/usr/lib/postgresql/<version>/bin,
+#     psql among them) and its "postgres" user are used; test/setup/postgres-process.ts runs a
+#     private cluster per test file (or per run, on a test host of its own) as that user.
 # Idempotent: prints one line per dependency, found or installed, and nothing else when all is
 # already in place.
 set -euo pipefail

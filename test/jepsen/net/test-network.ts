@@ -66,6 +66,11 @@ export class TestNetwork {
     return network;
   }
 
+  /** The network's addresses (CIDR): every host's is in it. */
+  get subnet(): string {
+    return `${SUBNET}.0/24`;
+  }
+
   get hosts(): readonly Host[] {
     return [...this.#hosts.values()];
   }
