@@ -60,9 +60,10 @@ type Result struct {
 	// Elections (election.go); Undecided: what could not be judged (exit 2 unless anomalies).
 	Elections []ElectionFigures `json:"elections,omitempty"`
 	Undecided []string          `json:"undecided,omitempty"`
-	// Records (records.go): per counter, and over all of them.
-	Records      []RecordFigures `json:"records,omitempty"`
-	RecordsTotal *RecordFigures  `json:"records_total,omitempty"`
+	// Records (records.go): per counter, per store, and over all of them.
+	Records        []RecordFigures `json:"records,omitempty"`
+	RecordsByStore []RecordFigures `json:"records_by_store,omitempty"`
+	RecordsTotal   *RecordFigures  `json:"records_total,omitempty"`
 
 	illegal map[string]bool // locks Porcupine found not linearizable
 }
@@ -168,9 +169,11 @@ func Check(h *History, timeout time.Duration) *Result {
 	elections, figures, undecided := CheckElections(h)
 	r.Anomalies = append(r.Anomalies, elections...)
 	r.Elections, r.Undecided = figures, undecided
-	records, counters, total, unread := CheckRecords(h)
-	r.Anomalies = append(r.Anomalies, records...)
-	r.Records, r.RecordsTotal, r.Undecided = counters, total, append(r.Undecided, unread...)
+	if v := CheckRecords(h); v != nil {
+		r.Anomalies = append(r.Anomalies, v.Anomalies...)
+		r.Records, r.RecordsByStore, r.RecordsTotal = v.Counters, v.Stores, v.Total
+		r.Undecided = append(r.Undecided, v.Undecided...)
+	}
 	sort.SliceStable(r.Anomalies, func(i, j int) bool {
 		if r.Anomalies[i].Lock != r.Anomalies[j].Lock {
 			return r.Anomalies[i].Lock < r.Anomalies[j].Lock
@@ -245,6 +248,9 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	for _, c := range r.Records {
 		fmt.Fprintln(w, c.Line())
+	}
+	for _, s := range r.RecordsByStore {
+		fmt.Fprintln(w, s.Line())
 	}
 	if r.RecordsTotal != nil {
 		fmt.Fprintln(w, r.RecordsTotal.Line())

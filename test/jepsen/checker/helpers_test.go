@@ -13,6 +13,7 @@ import (
 type hist struct {
 	lines []string
 	op    map[string]int
+	store string // records: the counters' store (default "records")
 }
 
 func ns(s float64) int64 { return int64(math.Round(s * 1e9)) }

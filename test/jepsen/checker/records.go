@@ -3,7 +3,10 @@ package main
 // Records (README: "Records"): the lost-update check of the records workload. Incrementers
 // append their increments' ids to counters (a counter: one key of one lock in one store, whose
 // value is the list of the ids applied, in order), each told ok, fail or info; at the end every
-// counter is read. What is judged, per counter, against the latest final read:
+// counter is read. The stores (lockstream's guarded records, a PostgreSQL table written through
+// fenced transactions, ...) are judged alike, each counter on its own, and their figures are
+// added up per store (records_figures.go). What is judged, per counter, against the latest final
+// read:
 //
 //   - every acknowledged (ok) increment's id is in the final value (else: lost);
 //   - no id is in it twice (applied twice), none that is no increment of that counter (unknown),
@@ -13,8 +16,9 @@ package main
 //   - no write was acknowledged that was read after another client had been granted the lock
 //     since the writer's grant (unfenced: the write of a holder whose hold had ended).
 //
-// "Late" in the figures: an increment answered (refused, or acknowledged) after another client
-// had been granted its lock since the writer's grant. A late refusal is the guard at work; a late
+// "Late" in the figures: an increment answered (refused by the guard: guardRefusals, or
+// acknowledged) after another client had been granted its lock since the writer's grant. A late
+// refusal is the guard at work; a late
 // acknowledgement is no anomaly by itself (the write may have committed before the hold ended,
 // its answer arriving after the next grant's), but it is how the planted unguarded-records
 // shows, beside the updates it loses.
@@ -36,6 +40,7 @@ var recordsF = map[string]bool{"increment": true, "read": true, "final": true}
 // An Increment is one read-modify-write that appends ID to a counter, as the holder of Token.
 type Increment struct {
 	ID      string `json:"id"`
+	Store   string `json:"store"`
 	Counter string `json:"counter"`
 	Lock    string `json:"lock"`
 	Client  string `json:"client"`
@@ -52,31 +57,13 @@ type Increment struct {
 
 // A FinalRead is one answered read of a counter at the end.
 type FinalRead struct {
+	Store    string   `json:"store"`
 	Counter  string   `json:"counter"`
 	Server   string   `json:"server,omitempty"`
 	Revision uint64   `json:"revision,string"`
 	Values   []string `json:"-"`
 	T        int64    `json:"t"`
 	Line     int      `json:"line"`
-}
-
-// RecordFigures are one counter's figures (or, with Counter "", all counters').
-type RecordFigures struct {
-	Counter        string `json:"counter,omitempty"`
-	Increments     int    `json:"increments"`
-	Acknowledged   int    `json:"acknowledged"`
-	LateAccepted   int    `json:"acknowledged_late"` // ok after another client was granted the lock since
-	Failed         int    `json:"failed"`
-	Refused        int    `json:"refused_not_holder"` // failed with FAILED_PRECONDITION
-	LateRefused    int    `json:"late_refused"`       // ... after another client was granted the lock since
-	Unknown        int    `json:"unknown"`            // info or never completed
-	UnknownApplied int    `json:"unknown_applied"`
-	Final          int    `json:"final_ids"`
-	Revision       uint64 `json:"final_revision,string"`
-	Lost           int    `json:"lost"`
-	Duplicated     int    `json:"duplicated"`
-	FailedApplied  int    `json:"failed_applied"`
-	Anomalies      int    `json:"anomalies"`
 }
 
 func counterName(e *Event) string { return fmt.Sprintf("%s %s/%s", e.Store, e.Lock, e.Key) }
@@ -136,7 +123,7 @@ func buildRecords(h *History, order []*Event, ops map[string]*pairedOp, key func
 			if first := ids[e.IncID]; first != nil {
 				return fail(e, "increment id %s already used on line %d", e.IncID, first.Line)
 			}
-			inc := &Increment{ID: e.IncID, Counter: counterName(e), Lock: e.Lock, Client: e.Client, Op: e.Op,
+			inc := &Increment{ID: e.IncID, Store: e.Store, Counter: counterName(e), Lock: e.Lock, Client: e.Client, Op: e.Op,
 				Token: e.Token, Invoke: e.T, Done: e.T, Outcome: "open", Line: e.Line}
 			if p := ops[key(e)]; p.done != nil {
 				inc.Done, inc.Outcome, inc.Code, inc.Error = p.done.T, p.done.Type, p.done.Code, p.done.Error
@@ -155,7 +142,7 @@ func buildRecords(h *History, order []*Event, ops map[string]*pairedOp, key func
 			inc.Read = e.T
 		case e.F == "final":
 			if p := ops[key(e)]; p.done != nil && p.done.Type == "ok" {
-				h.Finals = append(h.Finals, &FinalRead{Counter: counterName(e), Server: e.Server,
+				h.Finals = append(h.Finals, &FinalRead{Store: e.Store, Counter: counterName(e), Server: e.Server,
 					Revision: p.done.Revision, Values: p.done.Value, T: p.done.T, Line: p.done.Line})
 			}
 		}
@@ -163,57 +150,61 @@ func buildRecords(h *History, order []*Event, ops map[string]*pairedOp, key func
 	return nil
 }
 
-// CheckRecords judges every counter of the history; undecided lists counters with increments
-// but no final read.
-func CheckRecords(h *History) (out []Anomaly, figures []RecordFigures, total *RecordFigures, undecided []string) {
+// RecordsVerdict is what CheckRecords found: the anomalies, the figures per counter, per store
+// and over all, and the counters with increments but no final read.
+type RecordsVerdict struct {
+	Anomalies []Anomaly
+	Counters  []RecordFigures
+	Stores    []RecordFigures
+	Total     *RecordFigures
+	Undecided []string
+}
+
+// CheckRecords judges every counter of the history (nil when it has none).
+func CheckRecords(h *History) *RecordsVerdict {
 	if len(h.Increments) == 0 && len(h.Finals) == 0 {
-		return nil, nil, nil, nil
+		return nil
 	}
 	byCounter := map[string][]*Increment{}
 	ids := map[string]*Increment{}
+	stores := map[string]string{}
 	for _, inc := range h.Increments {
 		byCounter[inc.Counter] = append(byCounter[inc.Counter], inc)
 		ids[inc.ID] = inc
+		stores[inc.Counter] = inc.Store
 	}
 	finals := map[string][]*FinalRead{}
 	for _, f := range h.Finals {
 		finals[f.Counter] = append(finals[f.Counter], f)
+		stores[f.Counter] = f.Store
 	}
 	var names []string
-	for n := range byCounter {
+	for n := range stores {
 		names = append(names, n)
-	}
-	for n := range finals {
-		if byCounter[n] == nil {
-			names = append(names, n)
-		}
 	}
 	sort.Strings(names)
 	g := newGrants(h)
-	total = &RecordFigures{}
+	v := &RecordsVerdict{Total: &RecordFigures{}}
+	perStore := map[string]*RecordFigures{}
 	for _, name := range names {
 		found, f := checkCounter(h, g, name, byCounter[name], finals[name], ids)
+		f.Store = stores[name]
 		if finals[name] == nil {
-			undecided = append(undecided, fmt.Sprintf("counter %s: no final read: its value was not judged", name))
+			v.Undecided = append(v.Undecided, fmt.Sprintf("counter %s: no final read: its value was not judged", name))
 		}
-		out = append(out, found...)
-		figures = append(figures, f)
-		total.add(f)
+		v.Anomalies = append(v.Anomalies, found...)
+		v.Counters = append(v.Counters, f)
+		v.Total.add(f)
+		if perStore[f.Store] == nil {
+			perStore[f.Store] = &RecordFigures{Store: f.Store}
+		}
+		perStore[f.Store].add(f)
 	}
-	return out, figures, total, undecided
-}
-
-// counts are the figures that add up over counters.
-func (f *RecordFigures) counts() []*int {
-	return []*int{&f.Increments, &f.Acknowledged, &f.LateAccepted, &f.Failed, &f.Refused, &f.LateRefused, &f.Unknown,
-		&f.UnknownApplied, &f.Final, &f.Lost, &f.Duplicated, &f.FailedApplied, &f.Anomalies}
-}
-
-func (f *RecordFigures) add(g RecordFigures) {
-	sums := f.counts()
-	for i, n := range g.counts() {
-		*sums[i] += *n
+	for _, f := range perStore {
+		v.Stores = append(v.Stores, *f)
 	}
+	sort.Slice(v.Stores, func(i, j int) bool { return v.Stores[i].Store < v.Stores[j].Store })
+	return v
 }
 
 // grants finds, per lock, the holds granted after a given one.
@@ -271,7 +262,7 @@ func checkCounter(h *History, g *grants, name string, incs []*Increment, reads [
 		if next == nil {
 			continue
 		}
-		if inc.Outcome == "fail" && inc.Code == "FAILED_PRECONDITION" && next.Grant < inc.Done {
+		if inc.Outcome == "fail" && guardRefusals[inc.Code] && next.Grant < inc.Done {
 			f.LateRefused++
 		}
 		if inc.Outcome == "ok" && next.Grant < inc.Done {
@@ -285,7 +276,7 @@ func checkCounter(h *History, g *grants, name string, incs []*Increment, reads [
 		}
 	}
 	for _, inc := range incs {
-		if inc.Outcome == "fail" && inc.Code == "FAILED_PRECONDITION" {
+		if inc.Outcome == "fail" && guardRefusals[inc.Code] {
 			f.Refused++
 		}
 	}
@@ -383,22 +374,4 @@ func lockOf(incs []*Increment, name string) string {
 		return incs[0].Lock
 	}
 	return name
-}
-
-// Line is the counter's figures for a person; the total's starts with "records:".
-func (f RecordFigures) Line() string {
-	expected := f.Acknowledged + f.UnknownApplied
-	sign := "="
-	if f.Final != expected {
-		sign = "≠"
-	}
-	what := "counter " + f.Counter
-	if f.Counter == "" {
-		what = "records"
-	}
-	return fmt.Sprintf("%s: %d increments: %d acknowledged (%d late), %d failed (%d refused as not the holder's, %d late), "+
-		"%d unknown (%d applied); final values: %d ids %s %d acknowledged + %d unknown applied; "+
-		"%d lost, %d duplicated, %d failed applied; %d anomalies",
-		what, f.Increments, f.Acknowledged, f.LateAccepted, f.Failed, f.Refused, f.LateRefused, f.Unknown, f.UnknownApplied,
-		f.Final, sign, f.Acknowledged, f.UnknownApplied, f.Lost, f.Duplicated, f.FailedApplied, f.Anomalies)
 }

@@ -7,8 +7,15 @@ import (
 	"testing"
 )
 
-// Records by hand: holds of a mutex r (acquire, release), increments of counter k of r, and the
-// final reads of it.
+// Records by hand: holds of a mutex r (acquire, release), increments of counter k of r (in store
+// b.store), and the final reads of it.
+
+func (b *hist) storeName() string {
+	if b.store == "" {
+		return "records"
+	}
+	return b.store
+}
 
 // inc records an increment of counter k of lock by client as the holder of tok: invoked at inv,
 // read at read (0: no read event), completed with typ ("" never) at done, code on a failure.
@@ -16,10 +23,10 @@ import (
 func (b *hist) inc(client, lock string, tok uint64, inv, read, done float64, typ, code string) string {
 	op := b.next(client)
 	id := fmt.Sprintf("%s:%d", client, op)
-	shape := fmt.Sprintf(`, "store": "records", "key": "k", "id": %q`, id)
+	shape := fmt.Sprintf(`, "store": %q, "key": "k", "id": %q`, b.storeName(), id)
 	b.line(inv, client, op, "invoke", "increment", lock, shape+fmt.Sprintf(`, "token": "%d"`, tok))
 	if read > 0 {
-		b.line(read, client, op, "event", "read", lock, `, "key": "k", "length": 0, "revision": "0"`)
+		b.line(read, client, op, "event", "read", lock, fmt.Sprintf(`, "store": %q, "key": "k", "length": 0, "revision": "0"`, b.storeName()))
 	}
 	if typ != "" {
 		extra := shape
@@ -38,7 +45,7 @@ func (b *hist) final(lock, server string, t float64, rev uint64, ids ...string) 
 		ids = []string{}
 	}
 	value, _ := json.Marshal(ids)
-	shape := fmt.Sprintf(`, "store": "records", "key": "k", "server": %q`, server)
+	shape := fmt.Sprintf(`, "store": %q, "key": "k", "server": %q`, b.storeName(), server)
 	b.line(t, "final", op, "invoke", "final", lock, shape)
 	b.line(t+0.001, "final", op, "ok", "final", lock, shape+fmt.Sprintf(`, "value": %s, "revision": "%d"`, value, rev))
 	return b
@@ -86,17 +93,74 @@ func TestRecordsCorrectPasses(t *testing.T) {
 		t.Fatalf("exit %d: %v %v", r.ExitCode(), messages(r), r.Undecided)
 	}
 	f := recordFigures(t, r)
-	want := RecordFigures{Counter: "records r/k", Increments: 7, Acknowledged: 4, Failed: 1, Refused: 1, LateRefused: 1,
+	want := RecordFigures{Store: "records", Counter: "records r/k", Increments: 7, Acknowledged: 4, Failed: 1, Refused: 1, LateRefused: 1,
 		Unknown: 2, UnknownApplied: 1, Final: 5, Revision: 9}
 	if f != want {
 		t.Errorf("figures %+v, want %+v", f, want)
 	}
 	var text strings.Builder
 	r.WriteText(&text)
-	line := "records: 7 increments: 4 acknowledged (0 late), 1 failed (1 refused as not the holder's, 1 late), 2 unknown (1 applied); " +
+	figures := "7 increments: 4 acknowledged (0 late), 1 failed (1 refused by the guard, 1 late), 2 unknown (1 applied); " +
 		"final values: 5 ids = 4 acknowledged + 1 unknown applied; 0 lost, 0 duplicated, 0 failed applied; 0 anomalies"
+	for _, line := range []string{"counter records r/k: " + figures, "store records: " + figures, "records: " + figures} {
+		if !strings.Contains(text.String(), line+"\n") {
+			t.Errorf("output\n%s\nwant %q", text.String(), line)
+		}
+	}
+}
+
+// Two stores at once (guarded records and PostgreSQL, pg): one counter k of r in each, judged
+// apart, with figures per store. In pg, c1 (token 7) was paused after its read and its late
+// write refused as a stale token (STALE_TOKEN, the fenced transaction's refusal): late, by the guard.
+func storesHistory(pgLost bool) *hist {
+	b, _ := records()
+	b.store = "pg"
+	b.acquire("c4", "r", "write", 20.5, 21.0, 9)
+	p1 := b.inc("c4", "r", 9, 21.1, 21.11, 21.2, "ok", "")
+	b.inc("c4", "r", 9, 21.2, 21.21, 28.0, "fail", "STALE_TOKEN")
+	b.event("c4", "r", "lost", 21.25) // the harness: paused after that read
+	b.acquire("c5", "r", "write", 21.0, 25.0, 10)
+	p3 := b.inc("c5", "r", 10, 25.1, 25.11, 25.2, "ok", "")
+	b.release("c5", "r", 25.3, 25.4, "ok")
+	if pgLost {
+		return b.final("r", "pg", 30, 2, p3) // c4's first increment lost
+	}
+	return b.final("r", "pg", 30, 2, p1, p3)
+}
+
+func TestRecordsStoresJudgedApart(t *testing.T) {
+	_, r := storesHistory(false).check(t)
+	if r.ExitCode() != 0 {
+		t.Fatalf("exit %d: %v %v", r.ExitCode(), messages(r), r.Undecided)
+	}
+	if len(r.Records) != 2 || len(r.RecordsByStore) != 2 {
+		t.Fatalf("counters %+v, stores %+v; want two of each", r.Records, r.RecordsByStore)
+	}
+	pg := RecordFigures{Store: "pg", Increments: 3, Acknowledged: 2, Failed: 1, Refused: 1, LateRefused: 1, Final: 2, Revision: 0}
+	if f := r.RecordsByStore[0]; f != pg {
+		t.Errorf("pg figures %+v, want %+v", f, pg)
+	}
+	if f := r.RecordsByStore[1]; f.Store != "records" || f.Increments != 7 || f.LateRefused != 1 || f.Final != 5 {
+		t.Errorf("records figures %+v", f)
+	}
+	if f := *r.RecordsTotal; f.Increments != 10 || f.Acknowledged != 6 || f.LateRefused != 2 || f.Final != 7 {
+		t.Errorf("total %+v", f)
+	}
+	var text strings.Builder
+	r.WriteText(&text)
+	line := "store pg: 3 increments: 2 acknowledged (0 late), 1 failed (1 refused by the guard, 1 late), 0 unknown (0 applied); " +
+		"final values: 2 ids = 2 acknowledged + 0 unknown applied; 0 lost, 0 duplicated, 0 failed applied; 0 anomalies\n"
 	if !strings.Contains(text.String(), line) {
 		t.Errorf("output\n%s\nwant %q", text.String(), line)
+	}
+}
+
+func TestRecordsLostInOneStoreCaughtThere(t *testing.T) {
+	b := storesHistory(true)
+	recordsCaught(t, b, "lost", "counter pg r/k: c4's increment c4:2 (token 9), acknowledged at 21.200 s, is not in the final value")
+	_, r := b.check(t)
+	if r.RecordsByStore[0].Lost != 1 || r.RecordsByStore[1].Lost != 0 {
+		t.Errorf("stores %+v", r.RecordsByStore)
 	}
 }
 
