@@ -1,8 +1,8 @@
 /**
  * What a partition-suite run starts, every process on a test host of its own (a network
  * namespace, test/jepsen/net): a three-member ZooKeeper ensemble, three lockstream instances,
- * and the clients that record their histories (test/jepsen/client), in the roles of their
- * workload (workloads.ts). The nemeses reach every process through it: kill and restart an
+ * PostgreSQL for the records workload, and the clients that record their histories
+ * (test/jepsen/client), in the roles of their workload (workloads.ts). The nemeses reach every process through it: kill and restart an
  * instance or a client on the same host and port, step an instance's wall clock, find the
  * ZooKeeper leader.
  */
@@ -12,12 +12,15 @@ import { once } from 'node:events';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { PostgresCluster } from '../setup/postgres-process.js';
 import type { EnsembleMember, MemberPlacement, ZooKeeperEnsemble } from '../setup/zookeeper-ensemble.js';
 import { killOnExit } from '../setup/zookeeper-process.js';
 import { fakeClock, type FakeClock } from '../support/fake-clock.js';
 import type { ServerProcess } from '../support/server-process.js';
+import { COUNTERS_TABLE_SQL } from './client/postgres-counters.js';
 import { Recorder, type HistoryEvent, type RecorderOptions } from './client/recorder.js';
 import { serveOnHost } from './net/lockstream-hosts.js';
+import { startPostgresOnHost } from './net/postgres-hosts.js';
 import { TestNetwork, type Host } from './net/test-network.js';
 import { placeOn, startNetworkedEnsemble } from './net/zookeeper-hosts.js';
 import {
@@ -117,6 +120,8 @@ export class Cluster {
   readonly zkHosts: readonly Host[];
   readonly instances: Instance[] = [];
   readonly clients: ClientSlot[] = [];
+  /** The records workload's PostgreSQL, on host `pg` (no nemesis aims at it). */
+  postgres: PostgresCluster | undefined;
   readonly root = `/jepsen-${randomUUID()}`;
   readonly #options: ClusterOptions;
 
@@ -156,7 +161,10 @@ export class Cluster {
         ['s3', rotate(2)],
       ];
       const started = cluster;
-      await Promise.all(placements.map(([name, members]) => started.#startInstance(name, members)));
+      await Promise.all([
+        ...placements.map(([name, members]) => started.#startInstance(name, members)),
+        ...(options.workload === 'records' ? [started.#startPostgres()] : []),
+      ]);
       // Started at once, pushed as they came up: s1 first again.
       cluster.instances.sort((a, b) => a.name.localeCompare(b.name));
       const start = (name: string, role: (at: Placement) => Omit<RecorderOptions, 'client'>): Promise<void> =>
@@ -169,7 +177,9 @@ export class Cluster {
           await start(`o${i + 1}`, (at) => electionClient('observer', i, at, election));
       } else if (options.workload === 'records') {
         for (let i = 0; i < options.clients; i += 1)
-          await start(`c${i + 1}`, (at) => incrementer(i, at, options.locks, options.records ?? {}));
+          await start(`c${i + 1}`, (at) =>
+            incrementer(i, at, options.locks, options.records ?? {}, options.plant),
+          );
       } else {
         for (let i = 0; i < options.clients; i += 1)
           await start(`c${i + 1}`, (at) => lockClient(i, at, options.locks, options.plant));
@@ -195,6 +205,11 @@ export class Cluster {
     const name = `zk${id}`;
     const host = this.network.hosts.find((h) => h.name === name) ?? (await this.network.addHost(name));
     return placeOn(this.network, host);
+  }
+
+  async #startPostgres(): Promise<void> {
+    const host = await this.network.addHost('pg');
+    this.postgres = await startPostgresOnHost(this.network, host, [COUNTERS_TABLE_SQL]);
   }
 
   async #startInstance(name: string, members: readonly EnsembleMember[]): Promise<void> {
@@ -304,6 +319,7 @@ export class Cluster {
       servers: (first) => this.#servers(first, proxy),
       reach: (index) => this.#reach(index, proxy),
       direct: (index) => this.instances[index]!.address,
+      postgres: this.postgres?.url,
     };
     this.#addClient(name, host, role(placement), proxy);
   }
@@ -320,9 +336,9 @@ export class Cluster {
   }
 
   /**
-   * The records workload's final state: every counter read through every instance by a
-   * `final` recorder on the first client's host (client/record-increments.ts). Its lines join
-   * the history. Call once every client has stopped.
+   * The records workload's final state: every record read through every instance, and every
+   * PostgreSQL counter, by a `final` recorder on the first client's host
+   * (client/record-increments.ts). Its lines join the history. Call once every client has stopped.
    */
   readRecords(): Promise<void> {
     const { keys } = this.#options.records ?? {};
@@ -331,6 +347,7 @@ export class Cluster {
       role: 'final-reader',
       locks: recordLocks(this.#options.locks),
       ...(keys === undefined ? {} : { keys }),
+      ...(this.postgres === undefined ? {} : { postgres: this.postgres.url }),
     });
   }
 
@@ -536,6 +553,7 @@ export class Cluster {
     for (const slot of this.clients) slot.proxy?.kill('SIGKILL');
     await Promise.all(this.instances.map((instance) => instance.server.kill('SIGKILL').catch(() => {})));
     await this.ensemble.stop().catch(() => {});
+    await this.postgres?.stop().catch(() => {});
     for (const instance of this.instances) await instance.clock?.close();
     await this.network.destroy();
   }

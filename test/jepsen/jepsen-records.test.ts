@@ -6,12 +6,14 @@ import { scaled } from '../support/timing.js';
 
 /*
  * The partition suite's records workload, short mode, through the same runJepsen as
- * `npm run jepsen -- --records`: 6 incrementers append their ids to guarded records under 3
- * mutexes on the three instances on ZooKeeper, while holders are paused between a read and its
- * write past their loss (pause-writer), instances are killed, paused and cut from ZooKeeper, and a
- * member is paused. The checker must find no update lost or applied twice, and the guard must
- * have refused at least one late write. Then the planted bug unguarded-records (the holder check
- * skipped) under pause-writer alone: the checker must find lost updates. About 2 minutes of wall
+ * `npm run jepsen -- --records`: 6 incrementers append their ids under 3 mutexes, on the three
+ * instances on ZooKeeper, to guarded records and to PostgreSQL counters through fenced
+ * transactions, while holders are paused between a read and its write past their loss
+ * (pause-writer), instances are killed, paused and cut from ZooKeeper, and a member is paused. The
+ * checker must find no update lost or applied twice in either store, and each store's guard must
+ * have refused at least one late write (PostgreSQL's with StaleTokenError). Then the planted bug
+ * unguarded-records (the holder check skipped, PostgreSQL written without the fence) under
+ * pause-writer alone: the checker must find lost updates in both stores. About 2 minutes of wall
  * time on two cores; the reports are under .tmp/jepsen/ci-records-*.
  */
 
@@ -20,7 +22,7 @@ function run(name: string, options: Partial<JepsenOptions> & { timeS: number }):
     `records-${name}`,
     name,
     { nemeses: [], clients: 6, locks: 3, workload: 'records', ...options },
-    (result) => `records ${JSON.stringify(result.records)}, grants ${result.grants}`,
+    (result) => `stores ${JSON.stringify(result.stores)}, grants ${result.grants}`,
   );
 }
 
@@ -40,8 +42,14 @@ describe('the partition suite, records (npm run jepsen -- --records, short mode)
       });
       expect(result.problems).toEqual([]);
       for (const name of nemeses) expect(result.applied[name], name).toBeGreaterThanOrEqual(1);
-      expect(result.verdict.stdout).toMatch(/; 0 lost, 0 duplicated, 0 failed applied; 0 anomalies$/m);
-      expect(result.records?.lateRefused, 'late writes refused').toBeGreaterThanOrEqual(1);
+      for (const store of ['records', 'pg']) {
+        expect(result.verdict.stdout).toMatch(
+          new RegExp(`^store ${store}: .*; 0 lost, 0 duplicated, 0 failed applied; 0 anomalies$`, 'm'),
+        );
+        expect(result.stores?.[store]?.lateRefused, `${store}: late writes refused`).toBeGreaterThanOrEqual(
+          1,
+        );
+      }
       expect(result.verdict.anomalies, result.verdict.stdout).toBe(0);
       expect(result.exitCode).toBe(0);
     },
@@ -49,7 +57,7 @@ describe('the partition suite, records (npm run jepsen -- --records, short mode)
   );
 
   it(
-    'catches the planted bug unguarded-records: late writes accepted, updates lost',
+    'catches the planted bug unguarded-records: late writes accepted, updates lost in both stores',
     async () => {
       const result = await run('unguarded-records', {
         timeS: 20,
@@ -61,7 +69,12 @@ describe('the partition suite, records (npm run jepsen -- --records, short mode)
         requireEveryNemesis: true,
       });
       expect(result.problems).toEqual([]);
-      expect(result.verdict.stdout).toMatch(/ANOMALY counter .*, is not in the final value/);
+      for (const store of ['records', 'pg']) {
+        expect(result.verdict.stdout).toMatch(
+          new RegExp(`^ANOMALY counter ${store} .*, is not in the final value`, 'm'),
+        );
+        expect(result.stores?.[store]?.lost, `${store}: lost`).toBeGreaterThanOrEqual(1);
+      }
       expect(result.records?.lateAccepted).toBeGreaterThanOrEqual(1);
       expect(result.verdict.anomalies, result.verdict.stdout).toBeGreaterThan(0);
       expect(result.exitCode).toBe(0);

@@ -11,9 +11,10 @@
  * and again with the strict rule as a second opinion (report-strict.html).
  *
  * The records workload (`workload: 'records'`; jepsen-records.test.ts) has incrementers append
- * their ids to guarded records under mutexes (client/record-increments.ts), pauses them between
- * a read and its write (writer-pauses.ts), reads every record at the end, and has the checker
- * judge the final values against what each increment was told (no update lost or made twice).
+ * their ids under mutexes to guarded records and to PostgreSQL counters written through fenced
+ * transactions (client/record-increments.ts), pauses them between a read and its write
+ * (writer-pauses.ts), reads every counter at the end, and has the checker judge the final values
+ * against what each increment was told (no update lost or made twice), store by store.
  */
 import { appendFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -24,6 +25,7 @@ import { Cluster } from './cluster.js';
 import type { HistoryEvent } from './client/recorder.js';
 import { makeNemesis, type NemesisName } from './nemeses.js';
 import { describeNemesisFigures, nemesisFigures } from './nemesis-figures.js';
+import { POSTGRES_STORE } from './client/postgres-counters.js';
 import {
   ELECTION,
   type ElectionRoleOptions,
@@ -79,6 +81,8 @@ export interface JepsenResult {
   readonly strict?: Verdict | undefined;
   /** Records: the checker's figures over every counter (undefined if it printed none). */
   readonly records?: RecordsFigures | undefined;
+  /** Records: the checker's figures per store (`records`, `pg`). */
+  readonly stores?: Readonly<Record<string, RecordsFigures>> | undefined;
   /** How many times each nemesis was applied. */
   readonly applied: Readonly<Record<string, number>>;
   /** Why the run proves nothing, if it does not (too few grants, a crash, a nemesis never run). */
@@ -89,7 +93,7 @@ export interface JepsenResult {
   readonly summary: string;
 }
 
-/** The records workload's figures, from the checker's `records:` line. */
+/** The records workload's figures, from the checker's `records:` line (or a `store <name>:` line). */
 export interface RecordsFigures {
   readonly increments: number;
   readonly acknowledged: number;
@@ -97,10 +101,15 @@ export interface RecordsFigures {
   readonly lateAccepted: number;
   readonly failed: number;
   readonly unknown: number;
-  /** Writes refused as not the holder's after another client had been granted the lock. */
+  /**
+   * Writes refused by the guard after another client had been granted the lock: not the
+   * holder's (guarded records), a stale token (PostgreSQL, StaleTokenError).
+   */
   readonly lateRefused: number;
   /** Ids in the final values. */
   readonly final: number;
+  readonly lost: number;
+  readonly duplicated: number;
 }
 
 const DEFAULT_FAULT_MS: readonly [number, number] = [5_000, 10_000];
@@ -155,7 +164,8 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
   const problems: string[] = [];
   try {
     log(
-      `cluster up: ${cluster.instances.map((i) => `${i.name} ${i.address} on ${i.members.map((m) => `zk${m.id}`).join('+')}`).join('; ')}`,
+      `cluster up: ${cluster.instances.map((i) => `${i.name} ${i.address} on ${i.members.map((m) => `zk${m.id}`).join('+')}`).join('; ')}` +
+        (cluster.postgres ? `; PostgreSQL ${cluster.postgres.url}` : ''),
     );
     // Planted bugs that live on s1 (its holders hold long): faults at one instance aim there.
     const focus =
@@ -249,13 +259,18 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     const minGrants = options.minGrants ?? Math.max(10, Math.round(options.timeS / 2));
     if (grants < minGrants) problems.push(`only ${grants} grants (at least ${minGrants} wanted)`);
   }
-  const figures = records ? recordsFigures(verdict.stdout) : undefined;
+  const figures = records ? recordsFigures(verdict.stdout, 'records') : undefined;
+  const stores: Record<string, RecordsFigures> = {};
   if (records) {
     const minimum = options.minGrants ?? Math.max(10, Math.round(options.timeS / 2));
-    if ((figures?.acknowledged ?? 0) < minimum)
-      problems.push(
-        `only ${figures?.acknowledged ?? 0} increments acknowledged (at least ${minimum} wanted)`,
-      );
+    for (const store of ['records', ...(cluster.postgres ? [POSTGRES_STORE] : [])]) {
+      const found = recordsFigures(verdict.stdout, `store ${store}`);
+      if (found) stores[store] = found;
+      if ((found?.acknowledged ?? 0) < minimum)
+        problems.push(
+          `only ${found?.acknowledged ?? 0} increments of ${store} acknowledged (at least ${minimum} wanted)`,
+        );
+    }
   }
   problems.push(...cluster.crashes().map((crash) => `crashed: ${crash}`));
   if (verdict.exitCode === 2 || Number.isNaN(verdict.anomalies))
@@ -272,7 +287,7 @@ export async function runJepsen(options: JepsenOptions): Promise<JepsenResult> {
     grants,
     checks,
     ...(elections ? { terms, pruned, strict } : {}),
-    ...(records ? { records: figures } : {}),
+    ...(records ? { records: figures, stores } : {}),
     applied,
     problems,
     exitCode,
@@ -291,22 +306,18 @@ function referenceTerms(history: readonly HistoryEvent[]): { terms: number; prun
   };
 }
 
-/** The figures of the checker's records line (checker/README.md, "Records"). */
-function recordsFigures(stdout: string): RecordsFigures | undefined {
-  const pattern =
-    /^records: (\d+) increments: (\d+) acknowledged \((\d+) late\), (\d+) failed .*?(\d+) late\), (\d+) unknown .*; final values: (\d+) ids/m;
+/** The figures of the checker's line `<what>: ...` (`records`, or `store <name>`; checker/README.md, "Records"). */
+function recordsFigures(stdout: string, what: string): RecordsFigures | undefined {
+  const pattern = new RegExp(
+    `^${what}: (\\d+) increments: (\\d+) acknowledged \\((\\d+) late\\), (\\d+) failed .*?(\\d+) late\\), ` +
+      `(\\d+) unknown .*; final values: (\\d+) ids .*; (\\d+) lost, (\\d+) duplicated`,
+    'm',
+  );
   const figures = pattern.exec(stdout)?.slice(1).map(Number);
   if (figures === undefined) return undefined;
-  const [increments, acknowledged, lateAccepted, failed, lateRefused, unknown, final] = figures as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  return { increments, acknowledged, lateAccepted, failed, unknown, lateRefused, final };
+  const [increments, acknowledged, lateAccepted, failed, lateRefused, unknown, final, lost, duplicated] =
+    figures as [number, number, number, number, number, number, number, number, number];
+  return { increments, acknowledged, lateAccepted, failed, unknown, lateRefused, final, lost, duplicated };
 }
 
 /** Heals every cut and loss rule; resumes paused members, restarts killed ones. */

@@ -124,11 +124,13 @@ console.log(
 );
 console.log('');
 console.log(`grants: ${result.grants}, checks answered: ${result.checks}`);
-if (result.records)
+/** What each store's guard answers a late writer. */
+const REFUSALS: Record<string, string> = { records: 'not the holder', pg: 'StaleTokenError' };
+for (const [store, f] of Object.entries(result.stores ?? {}))
   console.log(
-    `records: ${result.records.increments} increments, ${result.records.acknowledged} acknowledged ` +
-      `(${result.records.lateAccepted} late), ${result.records.lateRefused} late writes refused; ` +
-      `final values: ${result.records.final} ids`,
+    `store ${store}: ${f.increments} increments, ${f.acknowledged} acknowledged (${f.lateAccepted} late), ` +
+      `${f.lateRefused} late writes refused (${REFUSALS[store] ?? 'by the guard'}), ${f.lost} lost, ` +
+      `${f.duplicated} duplicated; final values: ${f.final} ids`,
   );
 if (elections)
   console.log(

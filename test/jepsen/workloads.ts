@@ -1,8 +1,8 @@
 /**
  * What each workload's clients do: the recorder options (client/recorder.ts) of a lock client,
- * of an election's candidate or observer, and of an incrementer of guarded records, given where
- * the client runs (cluster.ts starts each on a host of its own); and the workload each planted
- * bug needs.
+ * of an election's candidate or observer, and of an incrementer of guarded records and
+ * PostgreSQL counters, given where the client runs (cluster.ts starts each on a host of its
+ * own); and the workload each planted bug needs.
  */
 import type { RecorderOptions } from './client/recorder.js';
 
@@ -22,7 +22,10 @@ const BUG_WORKLOADS = {
 } as const satisfies Record<string, Workload>;
 export type PlantedBug = keyof typeof BUG_WORKLOADS;
 export const PLANTED_BUGS = Object.keys(BUG_WORKLOADS) as PlantedBug[];
-/** Planted in the server (LOCKSTREAM_PLANTED_BUG, src/server/planted-bugs.ts); the others in a client. */
+/**
+ * Planted in the server (LOCKSTREAM_PLANTED_BUG, src/server/planted-bugs.ts); the others in a
+ * client. unguarded-records is in both: its PostgreSQL half is the incrementers' (`unfenced`).
+ */
 export const SERVER_BUGS: ReadonlySet<PlantedBug> = new Set([
   'released-early',
   'follower-reads',
@@ -46,6 +49,8 @@ export interface Placement {
   reach(index: number): string;
   /** Instance `index`'s own address (around the delay proxy). */
   direct(index: number): string;
+  /** The records workload's PostgreSQL (a connection string), if it runs one. */
+  readonly postgres?: string | undefined;
 }
 
 /** A client's recorder options, but its name. */
@@ -164,15 +169,20 @@ export function recordLocks(locks: number): string[] {
 
 /**
  * Incrementer i of the records workload (client/record-increments.ts): the mutexes r0.., each
- * with its counters; its instance list starts at instance i mod 3 (each instance serves some).
+ * with its counters, in guarded records and in PostgreSQL (if the run has it; written without
+ * the fence when `unguarded-records` is planted); its instance list starts at instance i mod 3
+ * (each instance serves some).
  */
 export function incrementer(
   i: number,
   at: Placement,
   locks: number,
   records: RecordsRoleOptions,
+  plant: PlantedBug | undefined,
 ): RoleOptions {
   return {
+    ...(at.postgres === undefined ? {} : { postgres: at.postgres }),
+    unfenced: plant === 'unguarded-records',
     role: 'incrementer',
     locks: recordLocks(locks),
     servers: at.servers(i % at.instances.length),

@@ -1,8 +1,8 @@
 /**
  * Where the records workload's counters live (record-increments.ts): a counter is an exact
- * history, the JSON list of the ids of the increments applied to it, in order, and a store
- * appends to it as a lock's holder. Guarded records are the one store so far; another (a
- * PostgreSQL table written through a fenced transaction) is one more CounterStore.
+ * history, the list of the ids of the increments applied to it, in order, and a store appends to
+ * it as a lock's holder. Here the interface and guarded records (`records`); the other store, a
+ * PostgreSQL table written through fenced transactions (`pg`), is postgres-counters.ts.
  */
 import { LockClientError, Status, TokenNotHeldError, type LockClient } from '../../../src/client/index.js';
 import { RECORD_VALUE_MAX_BYTES } from '../../../src/common/limits.js';
@@ -37,7 +37,8 @@ export interface CounterStore {
   ): Promise<string>;
   /**
    * How a rejected write ended: `fail` when it definitely was not applied (refused), `info`
-   * when it may have been; `code` names the refusal (a gRPC status name).
+   * when it may have been; `code` names the refusal (a gRPC status name; the PostgreSQL store's
+   * own: STALE_TOKEN, a SQLSTATE, ...).
    */
   judge(error: unknown): { readonly type: 'fail' | 'info'; readonly code: string };
   /** The counter as it is now (the final read), through this store's own client. */

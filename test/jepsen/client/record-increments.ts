@@ -6,21 +6,25 @@
  *   records its holds: lock-recording.ts), and while it holds it makes one to `--increments`
  *   increments, each of a random counter `k0..` of that lock: it reads the counter (the list of
  *   the ids of the increments applied to it), records a `read` event, thinks for `--think-ms`,
- *   then writes the list with its own id appended, as the holder (a counter store:
- *   counter-stores.ts). It never looks whether it still holds the lock between its read and its
+ *   then writes the list with its own id appended, as the holder, in one of the counter stores
+ *   at random: guarded records (counter-stores.ts) and, given `--postgres`, a PostgreSQL table
+ *   through fenced transactions (postgres-counters.ts; `--unfenced`, the planted run's, without
+ *   the fence). It never looks whether it still holds the lock between its read and its
  *   write: a holder paused there (SIGSTOP, the `pause-writer` nemesis) writes late, after its
  *   hold has ended, and only the store's guard can refuse it. Each increment is recorded with
  *   its outcome: `ok` (acknowledged), `fail` (definitely not applied: refused, or never sent),
  *   `info` (unknown: UNAVAILABLE, a timeout, the SDK's "outcome unknown"). After any outcome but
  *   `ok` it stops using the hold (an unknown write may still land: no later write of the same
  *   hold may follow it), releases it and takes a lock again.
- * - **final-reader**: at the end, reads every counter through every server (`final` ops, the
- *   value and its version): the checker judges the history against the latest of them.
+ * - **final-reader**: at the end, reads every record through every server and every PostgreSQL
+ *   counter once (`final` ops, the value and its version): the checker judges the history
+ *   against the latest of them.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LockClient } from '../../../src/client/index.js';
 import { guardedRecordsStore, type CounterStore, type Holder } from './counter-stores.js';
 import { acquireRecorded, describe, type RecordedHold, type Recording } from './lock-recording.js';
+import { postgresCounterStore } from './postgres-counters.js';
 
 /** What the records roles get from recorder-main: where to go, what to do, how to record. */
 export interface RecordsContext extends Recording {
@@ -39,6 +43,10 @@ export interface RecordsContext extends Recording {
   readonly waitTimeoutMs: number;
   /** The LockClient's resume grace: a paused holder's hold ends this long after the server notices. */
   readonly graceMs: number;
+  /** The PostgreSQL store's connection string; without it, guarded records alone. */
+  readonly postgres: string | undefined;
+  /** The planted run's: PostgreSQL counters written in plain transactions, not fenced ones. */
+  readonly unfenced: boolean;
   readonly deadline: number;
   /** Aborted when the recorder is told to stop (stdin closed). */
   readonly stopped: AbortSignal;
@@ -54,9 +62,11 @@ function pick<T>(items: readonly T[]): T {
   return items[Math.floor(Math.random() * items.length)]!;
 }
 
-/** The stores every counter is incremented in, through `client`. */
-function counterStores(client: LockClient): CounterStore[] {
-  return [guardedRecordsStore(client)];
+/** The stores the counters are incremented in: guarded records through `client`, and PostgreSQL. */
+function counterStores(ctx: RecordsContext, client: LockClient): CounterStore[] {
+  const postgres = ctx.postgres;
+  if (postgres === undefined) return [guardedRecordsStore(client)];
+  return [guardedRecordsStore(client), postgresCounterStore(postgres, { fenced: !ctx.unfenced })];
 }
 
 function keysOf(ctx: RecordsContext): string[] {
@@ -65,7 +75,7 @@ function keysOf(ctx: RecordsContext): string[] {
 
 export async function runIncrementer(ctx: RecordsContext): Promise<void> {
   const client = new LockClient([...ctx.servers], { resumeGraceMs: ctx.graceMs });
-  const stores = counterStores(client);
+  const stores = counterStores(ctx, client);
   const keys = keysOf(ctx);
   while (!ctx.stopped.aborted && performance.now() < ctx.deadline) {
     const hold = await acquireRecorded(client, ctx, pick(ctx.locks), {
@@ -129,6 +139,7 @@ async function increment(
       op,
       type: 'event',
       f: 'read',
+      store: store.name,
       lock: holder.lock,
       key,
       length: current.ids.length,
@@ -158,32 +169,39 @@ async function increment(
 }
 
 /**
- * Reads every counter of every lock through every server, each recorded as a `final` op with
- * the server, the value and its version; a read that fails is tried again (a new op).
+ * Reads every counter of every lock, each recorded as a `final` op with where it was read, the
+ * value and its version: the records through every server, the PostgreSQL counters once (one
+ * database); a read that fails is tried again (a new op).
  */
 export async function runFinalReader(ctx: RecordsContext): Promise<void> {
   for (const server of ctx.servers) {
     const client = new LockClient([server]);
-    for (const store of counterStores(client)) {
-      for (const lock of ctx.locks) {
-        for (const key of keysOf(ctx)) {
-          for (let tries = 1; tries <= FINAL_TRIES; tries += 1) {
-            const op = ctx.nextOp();
-            const shape = { f: 'final', store: store.name, lock, key, server };
-            ctx.record({ op, type: 'invoke', ...shape });
-            try {
-              const { ids, revision } = await store.read(lock, key);
-              ctx.record({ op, type: 'ok', ...shape, value: ids, revision });
-              break;
-            } catch (error) {
-              ctx.record({ op, type: 'fail', ...shape, error: describe(error) });
-              await sleep(500);
-            }
-          }
+    await readCounters(ctx, guardedRecordsStore(client), server);
+    client.close();
+  }
+  if (ctx.postgres !== undefined) {
+    const store = postgresCounterStore(ctx.postgres, { fenced: true });
+    await readCounters(ctx, store, ctx.postgres);
+    store.close();
+  }
+}
+
+async function readCounters(ctx: RecordsContext, store: CounterStore, server: string): Promise<void> {
+  for (const lock of ctx.locks) {
+    for (const key of keysOf(ctx)) {
+      for (let tries = 1; tries <= FINAL_TRIES; tries += 1) {
+        const op = ctx.nextOp();
+        const shape = { f: 'final', store: store.name, lock, key, server };
+        ctx.record({ op, type: 'invoke', ...shape });
+        try {
+          const { ids, revision } = await store.read(lock, key);
+          ctx.record({ op, type: 'ok', ...shape, value: ids, revision });
+          break;
+        } catch (error) {
+          ctx.record({ op, type: 'fail', ...shape, error: describe(error) });
+          await sleep(500);
         }
       }
-      store.close();
     }
-    client.close();
   }
 }

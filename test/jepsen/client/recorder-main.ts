@@ -11,7 +11,7 @@
  *     [--count N] [--time-ms N] [--no-check] [--ignore-lost]
  *     [--role lock|candidate|observer|reference|incrementer|final-reader] [--grace-ms N]
  *     [--quick P] [--stale P] [--observe-ms MIN[-MAX]] [--grace-servers A[,B...]]
- *     [--keys N] [--increments MIN[-MAX]] [--think-ms MIN[-MAX]]
+ *     [--keys N] [--increments MIN[-MAX]] [--think-ms MIN[-MAX]] [--postgres URL] [--unfenced]
  *
  * It loops until `--time-ms` has passed, `--count` holds were taken, or stdin closes: it picks
  * a lock, acquires it, asks the server whether its token is held (CheckToken, recorded as a
@@ -32,7 +32,8 @@
  * `--role incrementer` or `final-reader` is a client of the records workload
  * (client/record-increments.ts): it increments counters (`--keys` per lock of `--locks`, a few
  * `--increments` per hold, `--think-ms` between each one's read and its write, a resume grace of
- * `--grace-ms`), or reads them all at the end through each of `--servers`.
+ * `--grace-ms`; in guarded records and, given `--postgres`, in PostgreSQL through fenced
+ * transactions, plain ones with `--unfenced`), or reads them all at the end.
  */
 import { parseArgs } from 'node:util';
 import { LockClient, type LockMode } from '../../../src/client/index.js';
@@ -63,6 +64,8 @@ const { values } = parseArgs({
     keys: { type: 'string', default: '2' },
     increments: { type: 'string', default: '1-3' },
     'think-ms': { type: 'string', default: '20-200' },
+    postgres: { type: 'string' },
+    unfenced: { type: 'boolean', default: false },
   },
 });
 
@@ -173,6 +176,8 @@ if (role in electionRoles) {
     pauseMs,
     waitTimeoutMs: waitTimeout,
     graceMs: Number(values['grace-ms']),
+    postgres: values.postgres,
+    unfenced: values.unfenced,
     deadline,
     stopped: stop.signal,
     ...recording,

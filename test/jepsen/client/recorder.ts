@@ -87,6 +87,9 @@ export interface RecorderOptions {
   readonly keys?: number;
   readonly increments?: string;
   readonly thinkMs?: string;
+  /** Records: the PostgreSQL store's connection string, and the planted run's plain transactions. */
+  readonly postgres?: string;
+  readonly unfenced?: boolean;
 }
 
 export class Recorder {
@@ -144,6 +147,8 @@ export class Recorder {
       ...(options.keys === undefined ? [] : ['--keys', String(options.keys)]),
       ...(options.increments === undefined ? [] : ['--increments', options.increments]),
       ...(options.thinkMs === undefined ? [] : ['--think-ms', options.thinkMs]),
+      ...(options.postgres === undefined ? [] : ['--postgres', options.postgres]),
+      ...(options.unfenced ? ['--unfenced'] : []),
     ];
     const child = network.spawn(host, process.execPath, args, {
       stdio: ['pipe', 'pipe', 'pipe'],
