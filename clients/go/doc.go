@@ -104,8 +104,9 @@
 // most a third of the grace left), until one takes the session or the grace, counted from the
 // last message heard as above, runs out. Held locks are in doubt meanwhile and confirmed with
 // the same tokens; they are lost when the grace runs out, or at once when an instance answers
-// that it does not know the session (until instances share sessions, an instance resumes only
-// the sessions it issued).
+// that it does not know the session (NOT_FOUND). Any instance on the same ZooKeeper and root
+// takes the session over, so failing over keeps every lock and token (on the embedded store
+// and the addon client only the instance that issued the session has it).
 // Lock calls made meanwhile wait for the session. A DNS name with several addresses needs no
 // list: gRPC's resolver moves between its addresses on one connection.
 package lockstream
