@@ -2,10 +2,14 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { grpcurl, interactiveGrpcurl } from '../support/grpcurl.js';
 import { LockCaller } from '../support/lock-caller.js';
+import { requireZooKeeper } from '../support/require-zookeeper.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+
+const connectString = requireZooKeeper(inject('zookeeperConnectString'));
 
 /**
  * What an operator does with grpcurl and no .proto files at hand: everything goes through
@@ -306,5 +310,72 @@ describe('grpcurl through server reflection', () => {
     } finally {
       client.close();
     }
+  });
+});
+
+/*
+ * The try-lock one-liners of the README, whose input ends as soon as the request is sent: the
+ * half-close comes before the answer on a store that takes a round trip to give it (ZooKeeper),
+ * and the try still gets its answer, the same on both stores.
+ */
+describe.each([
+  ['embedded', (): string[] => []],
+  ['zookeeper', (): string[] => ['--zookeeper', connectString, '--root', `/grpcurl-try-${randomUUID()}`]],
+])('a try-lock by grpcurl whose input ends at once, on the %s store', (_store, backend) => {
+  let server: ServerProcess;
+  let caller: LockCaller;
+
+  beforeAll(async () => {
+    server = await startServerProcess(backend());
+    caller = new LockCaller(server.address);
+  });
+  afterAll(async () => {
+    caller?.close();
+    await server?.kill('SIGTERM');
+  });
+
+  const tryLock = (name: string): Promise<string> =>
+    grpcurl([
+      '-plaintext',
+      '-d',
+      JSON.stringify({ start: { name, mode: 'LOCK_MODE_MUTEX', waitTimeout: '0s' } }),
+      server.address,
+      'lockstream.v1.LockService/Acquire',
+    ]);
+
+  it('on a held lock: DeadlineExceeded, the lock named as not free', async () => {
+    const holder = caller.open({ name: 'grpcurl/try-busy' });
+    await holder.acquired();
+    await expect(tryLock('grpcurl/try-busy')).rejects.toMatchObject({
+      stderr: expect.stringMatching(/Code: DeadlineExceeded[\s\S]*"grpcurl\/try-busy" is not free/),
+    });
+    await holder.release();
+  });
+
+  it('on a free lock: acquired, then released by the half-close, and OK', async () => {
+    const out = await tryLock('grpcurl/try-free');
+    expect(out).toMatch(/"acquired": \{\s*"fencingToken": "\d+"/);
+    expect((await caller.describe('grpcurl/try-free')).holders).toEqual([]);
+  });
+
+  it('on a Session stream: the try ends with DEADLINE_EXCEEDED (code 4), not CANCELLED', async () => {
+    const holder = caller.open({ name: 'grpcurl/try-session' });
+    await holder.acquired();
+    const out = await grpcurl([
+      '-plaintext',
+      '-d',
+      [
+        JSON.stringify({ open: {} }),
+        JSON.stringify({
+          acquire: { requestId: 1, name: 'grpcurl/try-session', mode: 'LOCK_MODE_MUTEX', waitTimeout: '0s' },
+        }),
+      ].join('\n'),
+      server.address,
+      'lockstream.v1.LockService/Session',
+    ]);
+    expect(out).toMatch(
+      /"requestId": 1,\s*"ended": \{\s*"code": 4,\s*"message": "lock \\"grpcurl\/try-session\\" is not free/,
+    );
+    await holder.release();
   });
 });

@@ -134,6 +134,8 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   #deleting = false;
   /** How the client wants it to end, once it asked. */
   #letGo: LetGo | undefined;
+  /** A try's stream was half-closed before its answer: released once it has it (see `release`). */
+  #closeOnceAnswered = false;
   /** Granted after the client had withdrawn it: released without a word of the grant. */
   #grantUntold = false;
   /**
@@ -553,6 +555,7 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     }
     const listener = this.#session.listener;
     if (listener && this.#phase === 'held') this.tellHeld(listener);
+    if (this.#closeOnceAnswered) this.release('close');
   }
 
   /**
@@ -741,6 +744,18 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
   /** The client lets the request go: withdrawn if it has not held, released if it holds. */
   release(how: LetGo): void {
     if (this.#letGo) return;
+    // A try (wait_timeout 0) whose stream is half-closed before its answer still gets it, as
+    // it would had the half-close come a moment later: not free (TIMEOUT), or granted and then
+    // released by the half-close. On every store alike, however long the store takes to answer.
+    if (
+      how === 'close' &&
+      this.request.waitTimeoutMs === 0 &&
+      queued(this.#phase) &&
+      this.#phase !== 'withdrawing'
+    ) {
+      this.#closeOnceAnswered = true;
+      return;
+    }
     this.#letGo = how;
     if (queued(this.#phase))
       this.withdraw(this.#refusal ?? notAcquired(this.request.name, how, this.#session.streamNoun));

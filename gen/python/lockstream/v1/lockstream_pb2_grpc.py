@@ -177,6 +177,9 @@ class LockServiceServicer:
         ABORTED             a held lock was lost, e.g. the server's ZooKeeper session expired; the
         holder must stop the work the lock protects. Safe to retry Acquire.
         CANCELLED           the client half-closed while still waiting; nothing is left queued.
+        A try (a zero `wait_timeout`) half-closed before its answer still
+        gets it: DEADLINE_EXCEEDED, or `acquired`, released by the half-close,
+        and OK; the same on every back end.
         FAILED_PRECONDITION the client half-closed without `release` a request with a resume
         grace: it is kept for the grace, as after a cancel. Or it sent
         `set_value` or `downgrade` before `acquired` (nothing is left queued
@@ -231,7 +234,8 @@ class LockServiceServicer:
 
         The session still ties every lock to the stream: when the client half-closes, every held
         lock is released and every waiting request withdrawn (each gets its `released` and `ended`)
-        and the call ends with OK. A session with a `resume_grace` is closed that way only once
+        and the call ends with OK; a try (a zero `wait_timeout`) gets its answer first, as on
+        Acquire. A session with a `resume_grace` is closed that way only once
         every request has ended or been let go (`release` or `cancel`); a half-close that leaves
         any is an abnormal end, as on Acquire (kept for the grace; FAILED_PRECONDITION). When the stream ends abnormally (cancel, broken connection,
         three heartbeat intervals without a message), a session opened with a `resume_grace` keeps
