@@ -84,7 +84,7 @@ export class GuardedRecords {
     validateLockName(name);
     // A back end without transactions has no records (nor can it be given any).
     if (!this.#records?.transactions) return [];
-    const dir = joinPath(this.#root, encodeLockName(name));
+    const dir = this.#dir(name);
     const keys = (await this.#store.children(dir)).filter((child) => child !== COUNTER).sort();
     const nodes = await Promise.all(keys.map((key) => this.#store.nodeData(joinPath(dir, key))));
     return keys.flatMap((key, i) => {
@@ -183,14 +183,14 @@ export class GuardedRecords {
       // The newest there is: a member that lags would only make the transaction below fail.
       const [count = null, record = null] = await storeStep('read', records.readLatest([counter, path]));
       const current = record === null ? 0n : decodeRecord(record.data, path).revision;
-      const op = change(record, count === null ? 1n : BigInt(count.version) + 2n);
+      const revision = count === null ? 1n : BigInt(count.version) + 2n;
+      const op = change(record, revision);
       if (typeof op === 'bigint') return op;
       if (expected !== undefined && expected !== current)
         throw new LockError(
           'REVISION_MISMATCH',
           `record ${JSON.stringify(keyOf(path))} of ${JSON.stringify(name)} is at revision ${current}, not ${expected}`,
         );
-      const revision = count === null ? 1n : BigInt(count.version) + 2n;
       if (op === undefined) return undefined;
       if (op.op === 'create') await this.#checkRoom(name, dir);
       const outcome = await storeStep(
@@ -243,7 +243,12 @@ export class GuardedRecords {
     validateLockName(name);
     const problem = recordKeyProblem(key);
     if (problem !== undefined) throw new LockError('INVALID_ARGUMENT', `invalid record key: ${problem}`);
-    return joinPath(joinPath(this.#root, encodeLockName(name)), encodeLockName(key));
+    return joinPath(this.#dir(name), encodeLockName(key));
+  }
+
+  /** The store directory of lock `name`'s records. */
+  #dir(name: string): string {
+    return joinPath(this.#root, encodeLockName(name));
   }
 
   get #transactions(): RecordTransactions {
