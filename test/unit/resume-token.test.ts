@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { checkedClaim, plainToken, provenToken, tokenIssuer } from '../../src/server/engine/resume-token.js';
+import {
+  checkedClaim,
+  plainToken,
+  provenToken,
+  ProvenTokens,
+  tokenIssuer,
+} from '../../src/server/engine/resume-token.js';
 import { SessionOwnership, vouchedBy } from '../../src/server/stores/zookeeper/session-ownership.js';
 import {
   encodeRecord,
@@ -100,5 +106,73 @@ describe('resume tokens of a session that cannot move', () => {
     const token = plainToken('a1b2c3d4-0000-4000-8000-000000000000');
     expect(token).toMatch(/^a1b2c3d4-0000-4000-8000-000000000000\.[A-Za-z0-9_-]{32}$/);
     expect(checkedClaim(token, 'acquire', undefined)).toBeUndefined();
+  });
+});
+
+describe('proven tokens made a turn ahead', () => {
+  const issuer = ownership();
+  const record = recordOf(issuer);
+  /** The next turn, when the tokens taken in this one have been made again. */
+  const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+  /** A pool whose signatures are counted. */
+  function counted(): { tokens: ProvenTokens; signed: () => number; vouch: (claim: string) => string } {
+    let signed = 0;
+    return {
+      tokens: new ProvenTokens(),
+      signed: () => signed,
+      vouch: (claim) => {
+        signed += 1;
+        return issuer.vouch(claim);
+      },
+    };
+  }
+
+  it('are the tokens provenToken makes: each proves its claim, and none is given out twice', async () => {
+    const { tokens, vouch } = counted();
+    const given = new Set<string>();
+    for (let turn = 0; turn < 20; turn++) {
+      for (const [kind, caller] of [
+        ['session', 'alice'],
+        ['acquire', undefined],
+        ['acquire', ''],
+      ] as const) {
+        const token = tokens.take(NAME, kind, caller, vouch);
+        expect(proves(record, token, kind, caller), `${kind} ${caller}`).toBe(true);
+        expect(proves(record, token, kind, caller === 'alice' ? 'bob' : 'alice')).toBe(false);
+        expect(given.has(token)).toBe(false);
+        given.add(token);
+      }
+      await nextTurn();
+    }
+  });
+
+  it('sign off the taking turn once a claim is asked for again, and not for a claim asked once', async () => {
+    const { tokens, signed, vouch } = counted();
+    tokens.take(NAME, 'acquire', 'once', vouch);
+    await nextTurn();
+    expect(signed()).toBe(1);
+    tokens.take(NAME, 'acquire', 'often', vouch);
+    tokens.take(NAME, 'acquire', 'often', vouch);
+    expect(signed()).toBe(3);
+    await nextTurn();
+    // Made ahead in the turn after: the next take signs nothing.
+    expect(signed()).toBe(4);
+    tokens.take(NAME, 'acquire', 'often', vouch);
+    expect(signed()).toBe(4);
+    await nextTurn();
+    expect(signed()).toBe(5);
+  });
+
+  it('give a new issuer none of the tokens made for the old one', async () => {
+    const { tokens, vouch } = counted();
+    const NEXT = '0100000610e20001';
+    tokens.take(NAME, 'session', 'alice', vouch);
+    tokens.take(NAME, 'session', 'alice', vouch);
+    await nextTurn();
+    const token = tokens.take(NEXT, 'session', 'alice', vouch);
+    expect(tokenIssuer(token)).toBe(NEXT);
+    const checked = checkedClaim(token, 'session', 'alice')!;
+    expect(checked.claim).toContain(NEXT);
   });
 });

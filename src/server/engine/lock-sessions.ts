@@ -9,7 +9,7 @@ import type { StoreBackend } from '../stores/store.js';
 import type { LockEngine } from './lock-engine.js';
 import { LockSession, type SessionEvents, type SessionKind } from './lock-session.js';
 import type { RequestAccounting } from './request-news.js';
-import { plainToken, provenToken, resumeKey, tokenIssuer } from './resume-token.js';
+import { plainToken, ProvenTokens, resumeKey, tokenIssuer } from './resume-token.js';
 import { StoreTakeovers, type EngineSessions, type TakeoverOptions } from './session-adoption.js';
 import { StoreWorkScheduler } from './store-work-scheduler.js';
 
@@ -54,6 +54,8 @@ export class LockSessions {
   /** The store sessions taken over from other instances (where sessions can move). */
   readonly #takeovers: StoreTakeovers | undefined;
   readonly #storeWork = new StoreWorkScheduler(STORE_WORK_IN_FLIGHT);
+  readonly #provenTokens = new ProvenTokens();
+  readonly #vouch = (claim: string): string => this.#takeover!.sessions.vouch(claim);
   #closed = false;
   /** Set while stopping by handing every session over: nothing is released then. */
   #handingOver = false;
@@ -111,9 +113,7 @@ export class LockSessions {
       graceMs === 0
         ? undefined
         : sessions
-          ? provenToken(sessions.publishedAs, options.kind, options.callerName, (claim) =>
-              sessions.vouch(claim),
-            )
+          ? this.#provenTokens.take(sessions.publishedAs, options.kind, options.callerName, this.#vouch)
           : plainToken(this.#instanceId);
     return this.#newSession(this.#own, { ...options, graceMs, resumeToken: token });
   }

@@ -40,6 +40,68 @@ export function provenToken(
   return `${issuer}.${nonce}.${vouch(tokenClaim(issuer, nonce, kind, callerName))}`;
 }
 
+/**
+ * Proven tokens made a turn ahead (ProvenTokens.take): the same tokens provenToken makes, each
+ * given out once, only signed earlier. Signing a claim costs about 60 to 100 µs, which an
+ * Acquire stream would otherwise spend between reading its `start` and sending its create.
+ */
+export class ProvenTokens {
+  /**
+   * Tokens made ahead, by issuer, RPC and caller (at most MADE_AHEAD each); a key with an
+   * empty list was asked for once, and is made ahead for only once asked again, so that a
+   * caller seen once costs no second signature.
+   */
+  readonly #ready = new Map<string, string[]>();
+  #refills: Array<() => void> | undefined;
+
+  /** A token as provenToken makes it: one made ahead for the same claim if there is one. */
+  take(
+    issuer: string,
+    kind: SessionKind,
+    callerName: string | undefined,
+    vouch: (claim: string) => string,
+  ): string {
+    const key = `${kind} ${issuer} ${callerName === undefined ? '-' : `=${callerName}`}`;
+    const ready = this.#ready.get(key);
+    if (ready === undefined) {
+      if (this.#ready.size >= CLAIMS_MADE_AHEAD) this.#ready.delete(this.#ready.keys().next().value!);
+      this.#ready.set(key, []);
+      return provenToken(issuer, kind, callerName, vouch);
+    }
+    const token = ready.pop() ?? provenToken(issuer, kind, callerName, vouch);
+    this.#refill(() => {
+      // Gone from the map: evicted, or the store session's name changed (a new issuer).
+      if (this.#ready.get(key) !== ready || ready.length >= MADE_AHEAD) return;
+      ready.push(provenToken(issuer, kind, callerName, vouch));
+    });
+    return token;
+  }
+
+  /** Runs `make` once the turn that asked has sent what it had to (its create, its answer). */
+  #refill(make: () => void): void {
+    if (this.#refills) {
+      this.#refills.push(make);
+      return;
+    }
+    const refills = (this.#refills = [make]);
+    setImmediate(() => {
+      this.#refills = undefined;
+      for (const refill of refills) {
+        try {
+          refill();
+        } catch {
+          // A store that cannot vouch now signs when a token is taken, and fails the open then.
+        }
+      }
+    });
+  }
+}
+
+/** Tokens made ahead per claim: a stream opened per lock takes one a cycle. */
+const MADE_AHEAD = 2;
+/** Claims (issuer, RPC, caller) whose tokens are made ahead, the most recently new kept. */
+const CLAIMS_MADE_AHEAD = 64;
+
 /** A token for a session that cannot leave this server: only its secret makes it someone's. */
 export function plainToken(issuer: string): string {
   return `${issuer}.${randomToken(SECRET_BYTES)}`;
