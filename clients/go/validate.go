@@ -1,3 +1,7 @@
+// What the client checks before it sends a request: lock names, record keys and values, owners,
+// durations and endpoints, against the server's limits (limits.go), so that a bad request fails
+// alone.
+
 package lockstream
 
 import (
