@@ -118,6 +118,24 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
       expect(order).toEqual([0, 1, 2, 3, 4, 5]);
     });
 
+    it('holds a request that leaves mode unset as a MUTEX: a WRITE and a READ wait for it, and it for a READ', async () => {
+      const unset = open({ name: 'no-mode', mode: LockMode.UNSPECIFIED });
+      await unset.acquired();
+      const writer = open({ name: 'no-mode', mode: LockMode.WRITE });
+      expect(await writer.queued()).toBe(1);
+      const reader = open({ name: 'no-mode', mode: LockMode.READ });
+      expect(await reader.queued()).toBe(2);
+      await unset.release();
+      await writer.acquired();
+      await writer.release();
+      await reader.acquired();
+      const second = open({ name: 'no-mode', mode: LockMode.UNSPECIFIED });
+      expect(await second.queued()).toBe(1);
+      await reader.release();
+      await second.acquired();
+      await second.release();
+    });
+
     it('lets readers share, makes a writer wait for them, and queues later readers behind the writer', async () => {
       const r1 = open({ name: 'doc', mode: LockMode.READ });
       const r2 = open({ name: 'doc', mode: LockMode.READ });
@@ -298,7 +316,6 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
         [{ name: 'é'.repeat(257) }, /514 bytes/],
         [{ name: 'bad\nname' }, /control character U\+000A/],
         [{ name: 'bell\u0007' }, /U\+0007/],
-        [{ name: 'ok', mode: LockMode.UNSPECIFIED }, /mode is required/],
         [{ name: 'ok', mode: 9 as LockMode }, /mode 9/],
         [{ name: 'ok', waitTimeout: { seconds: -1n, nanos: 0 } }, /wait_timeout.*negative/],
         [{ name: 'ok', waitTimeout: { seconds: 0n, nanos: 2_000_000_000 } }, /wait_timeout.*malformed/],

@@ -85,6 +85,16 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
       await readerY.release();
     });
 
+    it('holds a lock whose target leaves mode unset as a MUTEX: a reader of it waits for the set', async () => {
+      const set = all([target('unset/a', LockMode.UNSPECIFIED), target('unset/b')], { owner: 'set' });
+      await set.acquired();
+      const reader = open({ name: 'unset/a', mode: LockMode.READ });
+      expect(await reader.queued()).toBe(1);
+      await set.release();
+      await reader.acquired();
+      await reader.release();
+    });
+
     it('gives up the whole set at its one wait_timeout, leaving nothing queued on any lock', async () => {
       const blocker = open({ name: 'timed/b', owner: 'blocker' });
       await blocker.acquired();
@@ -181,9 +191,9 @@ function describeOver(backendName: string, backend: BackendUnderTest, rpc: LockR
       ['a name beside `locks`', { name: 'also', locks: [target('a'), target('b')] }, /leave those unset/],
       ['an empty name', { locks: [target('a'), target('')] }, /locks\[1\]: invalid lock name: name is empty/],
       [
-        'a lock without a mode',
-        { locks: [target('a'), target('b', LockMode.UNSPECIFIED)] },
-        /locks\[1\]\.mode is required/,
+        'a lock of an unknown mode',
+        { locks: [target('a'), target('b', 9 as LockMode)] },
+        /locks\[1\]\.mode 9 is not a known LockMode/,
       ],
       [
         'a semaphore without a limit',

@@ -132,15 +132,15 @@ function toLockTargets(start: AcquireStart): LockTarget[] {
   }));
 }
 
+/** A request's mode: left unset, MUTEX (as every client's default). */
 function toMode(wire: WireLockMode, field: string): LockMode {
+  if (wire === WireLockMode.UNSPECIFIED) return 'mutex';
   const mode = MODES.get(wire);
   if (mode) return mode;
   throw invalid(
-    wire === WireLockMode.UNSPECIFIED
-      ? `${field} is required: LOCK_MODE_MUTEX, LOCK_MODE_READ, LOCK_MODE_WRITE or LOCK_MODE_SEMAPHORE`
-      : wire === WireLockMode.CANDIDATE
-        ? `${field} LOCK_MODE_CANDIDATE is an election's: candidates join with ElectionService.Campaign`
-        : `${field} ${wire} is not a known LockMode`,
+    wire === WireLockMode.CANDIDATE
+      ? `${field} LOCK_MODE_CANDIDATE is an election's: candidates join with ElectionService.Campaign`
+      : `${field} ${wire} is not a known LockMode`,
   );
 }
 

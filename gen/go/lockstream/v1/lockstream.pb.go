@@ -29,7 +29,8 @@ const (
 type LockMode int32
 
 const (
-	// Not a valid mode: a request that leaves `mode` unset is rejected with INVALID_ARGUMENT.
+	// Left unset in a request (AcquireStart, LockTarget), the mode is MUTEX: what every client
+	// asks for when its caller names no mode.
 	LockMode_LOCK_MODE_UNSPECIFIED LockMode = 0
 	// Exclusive: no one else holds the lock in any mode. Same queue and same exclusion as WRITE,
 	// so a name used as a mutex in one place and as a write lock in another still excludes.
@@ -1096,7 +1097,7 @@ type AcquireStart struct {
 	// opaque and case-sensitive; "/" has no special meaning ("orders/42" and "orders" are
 	// unrelated locks).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// How the lock is shared. Required.
+	// How the lock is shared. Unset: MUTEX.
 	Mode LockMode `protobuf:"varint,2,opt,name=mode,proto3,enum=lockstream.v1.LockMode" json:"mode,omitempty"`
 	// How long to wait in the queue before giving up with DEADLINE_EXCEEDED. Absent: wait until
 	// the call is cancelled. Zero: try once without queuing; the request fails at once if anyone
@@ -1239,7 +1240,7 @@ type LockTarget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The lock's name, as in AcquireStart.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// How this lock is shared. Required.
+	// How this lock is shared. Unset: MUTEX.
 	Mode LockMode `protobuf:"varint,2,opt,name=mode,proto3,enum=lockstream.v1.LockMode" json:"mode,omitempty"`
 	// SEMAPHORE only: the lock's capacity, as in AcquireStart.
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`

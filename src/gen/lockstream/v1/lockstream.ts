@@ -31,7 +31,10 @@ export const protobufFileName = "lockstream/v1/lockstream.proto";
 
 /** LockMode says how a lock is shared. */
 export enum LockMode {
-  /** UNSPECIFIED - Not a valid mode: a request that leaves `mode` unset is rejected with INVALID_ARGUMENT. */
+  /**
+   * UNSPECIFIED - Left unset in a request (AcquireStart, LockTarget), the mode is MUTEX: what every client
+   * asks for when its caller names no mode.
+   */
   UNSPECIFIED = 0,
   /**
    * MUTEX - Exclusive: no one else holds the lock in any mode. Same queue and same exclusion as WRITE,
@@ -292,7 +295,7 @@ export interface AcquireStart {
    * unrelated locks).
    */
   name: string;
-  /** How the lock is shared. Required. */
+  /** How the lock is shared. Unset: MUTEX. */
   mode: LockMode;
   /**
    * How long to wait in the queue before giving up with DEADLINE_EXCEEDED. Absent: wait until
@@ -352,7 +355,7 @@ export interface AcquireStart {
 export interface LockTarget {
   /** The lock's name, as in AcquireStart. */
   name: string;
-  /** How this lock is shared. Required. */
+  /** How this lock is shared. Unset: MUTEX. */
   mode: LockMode;
   /** SEMAPHORE only: the lock's capacity, as in AcquireStart. */
   limit: number;
