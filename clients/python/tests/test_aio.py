@@ -363,3 +363,31 @@ async def test_every_call_on_a_closed_client_raises_client_closed_at_once(server
             await asyncio.wait_for(call(), 1.0)
     await held.release()  # released by the closing: quiet
     assert client.closed and client.done.is_set()
+
+
+async def test_a_lock_runs_as_a_task_through_acquire_or_a_coroutine_holding_it(server: Server, name: str) -> None:
+    # docs/python.md: lock() is a context manager and awaitable, not a coroutine, so it is no task
+    # by itself; acquire() is, and a coroutine that holds lock() for a block is.
+    held: list[int] = []
+
+    async def hold(client: lockstream.aio.Client, lock_name: str) -> None:
+        async with client.lock(lock_name, timeout=PATIENCE) as lock:
+            held.append(lock.token)
+
+    async with lockstream.aio.Client(server.address) as client:
+        not_a_coroutine = client.lock(name)
+        with pytest.raises(TypeError, match="a coroutine was expected"):
+            asyncio.create_task(not_a_coroutine)  # type: ignore[arg-type]
+        lock = await not_a_coroutine  # still awaitable: nothing was left queued or held
+        await lock.release()
+        await within(asyncio.gather(asyncio.create_task(hold(client, f"{name}/a")),
+                                    asyncio.create_task(hold(client, f"{name}/b"))))
+        assert len(held) == 2 and held[0] != held[1]
+        task_lock = await within_result(asyncio.create_task(client.acquire(name, mode="write", timeout=PATIENCE)))
+        assert task_lock.token > lock.token
+        await task_lock.release()
+        assert (await client.describe(name)).holders == ()
+
+
+async def within_result(task: asyncio.Task[lockstream.aio.Lock]) -> lockstream.aio.Lock:
+    return await asyncio.wait_for(task, PATIENCE)
