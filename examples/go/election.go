@@ -45,7 +45,7 @@ func runElection(transport credentials.TransportCredentials) error {
 	defer client.Close()
 	ctx := context.Background()
 
-	// [readme:elections]
+	// [docs:elections]
 	election := client.Election(*name)
 	// Waits until elected: candidates are elected one at a time, in the order they joined.
 	leadership, err := election.Campaign(ctx, []byte(*value),
@@ -77,7 +77,7 @@ func runElection(transport credentials.TransportCredentials) error {
 		return err
 	}
 	fmt.Println("resigned")
-	// [/readme:elections]
+	// [/docs:elections]
 	return nil
 }
 

@@ -54,7 +54,7 @@ def lead(client: lockstream.Client, args: argparse.Namespace) -> None:
     if args.lead_until_eof:
         threading.Thread(target=read_to_eof, args=(finished,), daemon=True).start()
 
-    # [readme:elections]
+    # [docs:elections]
     # Waits until elected: candidates are elected one at a time, in the order they joined.
     with client.campaign(args.name, args.value,
                          on_queued=lambda ahead: print(f"queued ahead={ahead}", flush=True)) as leadership:
@@ -77,7 +77,7 @@ def lead(client: lockstream.Client, args: argparse.Namespace) -> None:
         finished.wait(None if args.lead_until_eof else args.lead_ms / 1000)
     # Leaving the block resigns (the next candidate is elected), or raises LockLost if it was lost.
     print("resigned", flush=True)
-    # [/readme:elections]
+    # [/docs:elections]
 
 
 def read_to_eof(finished: threading.Event) -> None:

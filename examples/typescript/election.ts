@@ -41,7 +41,7 @@ const locks = new LockClient(flags.address, {
   ...(token ? { token } : {}),
 });
 try {
-  // [readme:elections]
+  // [docs:elections]
   // Waits until elected: candidates are elected one at a time, in the order they joined.
   const leadership = await locks.campaign(flags.name, flags.value, {
     owner: flags.owner,
@@ -64,7 +64,7 @@ try {
   ).catch(() => process.stdin.pause()); // lost: stop leading at once
   await leadership.resign(); // the next candidate is elected; LockLostError if it was lost
   console.log('resigned');
-  // [/readme:elections]
+  // [/docs:elections]
 } catch (error) {
   if (!(error instanceof LockClientError)) throw error;
   console.error(`error: ${Status[error.code]}: ${error.details}`);

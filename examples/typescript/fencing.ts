@@ -28,7 +28,7 @@ const { values: flags } = parseArgs({
 const locks = new LockClient(flags.address);
 const pool = new pg.Pool({ connectionString: flags.database });
 
-// [readme:fencing-http]
+// [docs:fencing-http]
 // The resource's side: the middleware admits a request whose token is not below the highest
 // it has seen (per resource: by default the lock's name) and raises that mark to it; a stale
 // token gets 409, a malformed header 400, none at all 428.
@@ -44,9 +44,9 @@ async function putReport(lock: Lock, url: string): Promise<number> {
   const response = await fencedFetch(lock, `${url}/reports/daily`, { method: 'PUT', body: 'totals' });
   return response.status; // 409: a later holder has written, this one has lost the lock
 }
-// [/readme:fencing-http]
+// [/docs:fencing-http]
 
-// [readme:fencing-postgres]
+// [docs:fencing-postgres]
 await ensureFencingTable(pool); // CREATE TABLE IF NOT EXISTS lockstream_fencing (...)
 await pool.query('CREATE TABLE IF NOT EXISTS example_invoices (id text PRIMARY KEY, token numeric(20,0))');
 
@@ -62,7 +62,7 @@ async function recordInvoice(lock: Lock, id: string): Promise<void> {
     client.release();
   }
 }
-// [/readme:fencing-postgres]
+// [/docs:fencing-postgres]
 
 async function attempt(label: string, lock: Lock, url: string): Promise<void> {
   const status = await putReport(lock, url);

@@ -20,7 +20,7 @@ const { values: flags } = parseArgs({
 
 const locks = new LockClient(flags.address);
 try {
-  // [readme:records]
+  // [docs:records]
   await using lock = await locks.acquire(flags.name, { waitTimeout: 10_000 });
   const records = locks.records(lock.name, lock.token);
   // Read, change, write back at the revision read: written only while this lock is held.
@@ -29,7 +29,7 @@ try {
     return String(done + 1); // this run's batch: the one after the last done
   });
   console.log(`batch ${Buffer.from(written.value).toString()} done (revision ${written.revision})`);
-  // [/readme:records]
+  // [/docs:records]
 } catch (error) {
   if (error instanceof TokenNotHeldError) {
     console.log("lost the lock: the checkpoint stays at the next holder's");
