@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Follows the README's "From Go" section as a user outside this repository would: a new
-# directory outside the clone, the section's program as main.go, the section's commands run as
-# written (LOCKSTREAM set to this clone; the server address replaced by the one of a server
-# started here), then go vet; the program's output must show both of its locks taken.
+# Follows docs/go.md as a user outside this repository would: a new directory outside the
+# clone, its first program as main.go, its commands run as written (LOCKSTREAM set to this
+# clone; the server address replaced by the one of a server started here), then go vet; the
+# program's output must show its locks taken and its record written. Then the README's Go
+# program in the same module, run the same way. The blocks are those marked
+# `<!-- checked by scripts/check-go-install.sh: NAME -->` (test/support/doc-blocks.ts).
 # Needs Go, node and the repository's node_modules; the network only for the Go module proxy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,14 +24,20 @@ fail() {
   exit 1
 }
 
-# The section runs from its heading to the next one; its first go and sh blocks are the
-# program and the commands.
-section=$(awk '/^## From Go$/ { on = 1; next } on && /^## / { exit } on' README.md)
-block() { awk -v fence="^\`\`\`$1\$" '$0 ~ fence { on = 1; next } on && /^```$/ { exit } on' <<<"$section"; }
-program=$(block go)
-commands=$(block sh)
-[[ $program == "package main"* ]] || fail "no Go program (a go block with package main) in the README's Go section"
-[[ $commands == *"go run . 127.0.0.1:50051"* ]] || fail "the README's Go commands do not end with 'go run . 127.0.0.1:50051'"
+# The body of the code block of FILE marked `<!-- checked by scripts/check-go-install.sh: NAME -->`.
+marked() {
+  awk -v mark="<!-- checked by scripts/check-go-install.sh: $2 -->" '
+    $0 == mark { found = 1; next }
+    found == 1 && /^```/ { found = 2; next }
+    found == 2 && /^```$/ { exit }
+    found == 2 { print }' "$1"
+}
+program=$(marked docs/go.md go-program)
+commands=$(marked docs/go.md go-commands)
+readme_program=$(marked README.md readme-go)
+[[ $program == "package main"* ]] || fail "docs/go.md has no Go program (a go-program block with package main)"
+[[ $readme_program == "package main"* ]] || fail "README.md has no Go program (a readme-go block with package main)"
+[[ $commands == *"go run . 127.0.0.1:50051" ]] || fail "docs/go.md's commands do not end with 'go run . 127.0.0.1:50051'"
 
 # A server from this clone, on a free port.
 node --import tsx src/cli.ts serve --port 0 --log-format json >"$WORK/server.log" 2>&1 &
@@ -52,5 +60,14 @@ output=$(bash -euo pipefail -c "${commands//127.0.0.1:50051/$address}")
 go vet ./...
 printf '%s\n' "$output"
 grep -q '^issuing invoices with token [0-9]' <<<"$output" || fail "the program did not hold billing/invoices"
+grep -q '^run 1 recorded at revision 1$' <<<"$output" || fail "the program did not write its guarded record"
 grep -q '^rebuilding the cache with token [0-9]' <<<"$output" || fail "the program did not take cache/rebuild"
-echo "check-go-install: the README's Go section builds and runs from $WORK/app"
+echo "check-go-install: docs/go.md's program builds and runs from $WORK/app"
+
+# The README's program: the same module, its own main.go, the address given in its source.
+printf '%s\n' "${readme_program//127.0.0.1:50051/$address}" >main.go
+go vet ./...
+output=$(go run .)
+printf '%s\n' "$output"
+grep -q '^issuing invoices with fencing token [0-9]' <<<"$output" || fail "the README's program did not hold billing/invoices"
+echo "check-go-install: the README's Go program builds and runs from $WORK/app"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Proves lockstream works as a package: `npm pack`, install the tarball into an empty project,
 # type-check and run test/package/consumer.ts against `lockstream serve` from that install, and
-# check that a client-only install did not pull in the native ZooKeeper addon nor pg.
+# check that a client-only install did not pull in the native ZooKeeper addon nor pg. The
+# install commands are docs/typescript.md's, run as written (the blocks marked
+# `<!-- checked by scripts/check-package.sh: typescript-install-tarball -->` and
+# `typescript-install-path`), with LOCKSTREAM set to this clone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -15,16 +18,36 @@ trap cleanup EXIT
 
 log() { printf 'check-package: %s\n' "$*"; }
 
-tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
-log "packed $tarball ($(du -h "$work/$tarball" | cut -f1))"
+# The body of the code block of docs/typescript.md marked `<!-- checked by scripts/check-package.sh: NAME -->`.
+marked() {
+  awk -v mark="<!-- checked by scripts/check-package.sh: $1 -->" '
+    $0 == mark { found = 1; next }
+    found == 1 && /^```/ { found = 2; next }
+    found == 2 && /^```$/ { exit }
+    found == 2 { print }' "$repo/docs/typescript.md"
+}
+export LOCKSTREAM=$repo npm_config_audit=false npm_config_fund=false
 
+# By path: npm links the clone.
+mkdir "$work/by-path"
+cd "$work/by-path"
+npm init -y >/dev/null
+npm pkg set type=module
+bash -euo pipefail -c "$(marked typescript-install-path)" >/dev/null
+node -e "import('lockstream/client').then((m) => { if (typeof m.LockClient !== 'function') process.exit(1); })"
+log "installed by path as docs/typescript.md says; lockstream/client imports"
+
+# From a tarball: a copy of its own.
 mkdir "$work/consumer"
 cd "$work/consumer"
 npm init -y >/dev/null
 npm pkg set type=module
+bash -euo pipefail -c "$(marked typescript-install-tarball)" >/dev/null
+tarball=$(ls lockstream-*.tgz)
+log "packed and installed $tarball ($(du -h "$tarball" | cut -f1)) as docs/typescript.md says"
 typescript=$(node -p "require('$repo/node_modules/typescript/package.json').version")
 types_node=$(node -p "require('$repo/node_modules/@types/node/package.json').version")
-npm install --no-audit --no-fund --silent "$work/$tarball" "typescript@$typescript" "@types/node@$types_node"
+npm install --silent "typescript@$typescript" "@types/node@$types_node"
 if [[ -e node_modules/zookeeper ]]; then
   log "error: a client-only install pulled in the native zookeeper package"
   exit 1

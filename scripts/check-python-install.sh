@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Follows the README's "From Python" section as a user would, from outside the repository: runs
-# its install commands as written, at the root of this clone, with HOME set to a fresh temporary
-# directory (so `~/venvs/locks` is a new virtualenv outside the repository, and pip builds and
-# installs ./clients/python from scratch, fetching its dependencies from PyPI); then runs every
-# Python program of the section, unchanged, from that directory, against a lockstream server
-# started here (LOCKSTREAM_SERVER says where). Fails if a command or a program fails, or if a
+# Follows docs/python.md as a user would, from outside the repository: runs its install commands
+# as written, at the root of this clone, with HOME set to a fresh temporary directory (so
+# `~/venvs/locks` is a new virtualenv outside the repository, and pip builds and installs
+# ./clients/python from scratch, fetching its dependencies from PyPI); then runs every Python
+# program of that page and the README's, unchanged, from that directory, against a lockstream
+# server started here (LOCKSTREAM_SERVER says where). The blocks are those marked
+# `<!-- checked by scripts/check-python-install.sh: NAME -->` (test/support/doc-blocks.ts). Fails if a command or a program fails, or if a
 # program does not print what a held lock prints. Needs python3 with venv, node and the
 # repository's node_modules (`npm ci`), and PyPI.
 set -euo pipefail
@@ -22,16 +23,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The section, from its heading to the next one; its ```console and ```python blocks.
-section=$(awk '/^## From Python$/ { on = 1; next } /^## / { on = 0 } on' README.md)
-[[ -n $section ]] || { echo "README.md has no '## From Python' section" >&2; exit 1; }
-block() { # block LANGUAGE: every fenced block of that language, each ended by a line "@@end"
-  awk -v fence="\`\`\`$1" '$0 == fence { on = 1; next } on && /^```$/ { on = 0; print "@@end"; next } on' <<<"$section"
+# The blocks of FILE marked `<!-- checked by scripts/check-python-install.sh: NAME -->` whose NAME
+# matches the pattern, each ended by a line "@@end".
+marked() {
+  awk -v pattern="^<!-- checked by scripts/check-python-install.sh: ($2) -->$" '
+    $0 ~ pattern { found = 1; next }
+    found == 1 && /^```/ { found = 2; next }
+    found == 2 && /^```$/ { found = 0; print "@@end"; next }
+    found == 2 { print }' "$1"
 }
-commands=$(block console | sed -n 's/^\$ //p')
-[[ -n $commands ]] || { echo "README.md's Python section shows no install command" >&2; exit 1; }
+commands=$(marked docs/python.md install | sed -n 's/^\$ //p')
+[[ -n $commands ]] || { echo "docs/python.md shows no install command (install)" >&2; exit 1; }
 
-echo "check-python-install: HOME=$home; running the README's commands at the root of the clone:"
+echo "check-python-install: HOME=$home; running docs/python.md's install commands at the root of the clone:"
 sed 's/^/  $ /' <<<"$commands"
 # What the user's pip would cache stays out of the fresh home (no downloads twice).
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pip}
@@ -59,14 +63,15 @@ while IFS= read -r -d '' program; do
   programs=$((programs + 1))
   file=$home/example-$programs.py
   printf '%s' "$program" >"$file"
-  echo "check-python-install: the README's Python program $programs, against $address:"
+  echo "check-python-install: Python program $programs of the docs, against $address:"
   output=$(cd "$home" && HOME=$home LOCKSTREAM_SERVER=$address "$python" "$file" 2>&1) ||
     { printf '%s\n' "$output" >&2; echo "check-python-install: program $programs failed" >&2; exit 1; }
   sed 's/^/  /' <<<"$output"
   grep -q 'fencing token [0-9][0-9]*' <<<"$output" ||
     { echo "check-python-install: program $programs printed no fencing token" >&2; exit 1; }
-done < <(block python | awk '$0 == "@@end" { printf "%s%c", text, 0; text = ""; next } { text = text $0 "\n" }')
-[[ $programs -gt 0 ]] || { echo "README.md's Python section has no program" >&2; exit 1; }
+done < <({ marked docs/python.md 'python-sync|python-aio|python-aio-task|python-election|python-records'; marked README.md readme-python; } |
+  awk '$0 == "@@end" { printf "%s%c", text, 0; text = ""; next } { text = text $0 "\n" }')
+[[ $programs -ge 6 ]] || { echo "docs/python.md and README.md show $programs Python programs, not 6" >&2; exit 1; }
 
 installed=$(cd "$home" && "$python" -c 'import lockstream; print(lockstream.__file__)')
 [[ $installed == "$home"/* ]] || { echo "lockstream was imported from $installed, not the new virtualenv" >&2; exit 1; }

@@ -237,9 +237,16 @@ PY
 }
 
 # .venv with examples/python/requirements.txt, skipped when the stamp shows it was installed from
-# this very file and its python still imports the packages.
+# this very file and its python still imports the packages. These are the steps docs/grpcurl.md
+# gives a reader for the Python examples (its block marked
+# `<!-- checked by scripts/install-test-deps.sh: examples-venv -->`), plus the client's dev tools:
+# the page must keep saying so.
 install_python_venv() {
-  local want output
+  local want output shown
+  shown=$(awk '$0 == "<!-- checked by scripts/install-test-deps.sh: examples-venv -->" { found = 1; next }
+    found == 1 && /^```/ { found = 2; next } found == 2 && /^```$/ { exit } found == 2 { print }' "$REPO/docs/grpcurl.md")
+  [[ $shown == $'python3 -m venv .venv\n.venv/bin/pip install -r examples/python/requirements.txt' ]] ||
+    die "docs/grpcurl.md's examples-venv steps are not this script's: python3 -m venv .venv, then pip install -r examples/python/requirements.txt"
   want=$(cat "$PY_REQUIREMENTS" "$PY_DEV_REQUIREMENTS" | sha256sum | awk '{ print $1 }')
   if [[ -f $PY_STAMP && $(cat "$PY_STAMP") == "$want" ]] &&
     "$VENV/bin/python" -c 'import grpc, grpc_tools, google.protobuf, build, mypy, pytest' >/dev/null 2>&1; then

@@ -6,14 +6,14 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LockClient, type ElectionEvent } from '../../src/client/index.js';
 import { InteractiveProcess } from '../support/interactive-process.js';
-import { excerpt, readmeBlocks } from '../support/readme-excerpts.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { scaled } from '../support/timing.js';
 
 /**
  * The election example of each client (examples/typescript/election.ts, examples/go with
  * --election, examples/python/election.py): two copies of one on the same election at once, and
- * an observer through the SDK. Also keeps the README's election snippets the examples' own.
+ * an observer through the SDK. docs/typescript.md and docs/go.md show their [docs:elections]
+ * regions (test/integration/docs-code-blocks.test.ts keeps them the same).
  */
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
@@ -21,12 +21,6 @@ const GO_EXAMPLE = join(repo, '.tmp/bin/lockstream-example-go');
 const PYTHON = join(repo, '.venv/bin/python');
 
 type Language = 'go' | 'python' | 'typescript';
-
-/** Where each example's README excerpt is (the README's Python programs are its own: see scripts/check-python-install.sh). */
-const sources: Record<'go' | 'typescript', { file: string; section: string; fence: string }> = {
-  typescript: { file: 'examples/typescript/election.ts', section: 'From TypeScript', fence: 'ts' },
-  go: { file: 'examples/go/election.go', section: 'From Go', fence: 'go' },
-};
 
 function example(language: Language, args: string[]): InteractiveProcess {
   const commands = {
@@ -169,18 +163,5 @@ describe('the election examples', () => {
       }
     },
     scaled(30_000),
-  );
-
-  it.each(['typescript', 'go'] as const)(
-    "README.md's %s section shows the example's marked excerpt verbatim",
-    (language) => {
-      const { file, section, fence } = sources[language];
-      const snippet = excerpt(file, 'elections');
-      const blocks = readmeBlocks(section, fence);
-      expect(
-        blocks.some((block) => block.includes(snippet)),
-        `a \`\`\`${fence} block of "## ${section}" holds ${file}'s [readme:elections] excerpt`,
-      ).toBe(true);
-    },
   );
 });

@@ -1,5 +1,4 @@
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -11,34 +10,13 @@ import { scaled } from '../support/timing.js';
 
 /**
  * examples/typescript/fencing.ts against a real lockstream server and a real PostgreSQL, run as
- * a user runs it (it imports lockstream/fencing through the package's exports, from dist/), and
- * the README's fencing snippets kept the example's own marked excerpts.
+ * a user runs it (it imports lockstream/fencing through the package's exports, from dist/).
+ * docs/fencing.md shows its [docs:fencing-http] and [docs:fencing-postgres] regions
+ * (test/integration/docs-code-blocks.test.ts).
  */
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const EXAMPLE = 'examples/typescript/fencing.ts';
-
-/** The lines between `// [readme:<mark>]` and `// [/readme:<mark>]` in the example, dedented. */
-function excerpt(mark: string): string {
-  const lines = readFileSync(join(repo, EXAMPLE), 'utf8').split('\n');
-  const start = lines.findIndex((line) => line.trim() === `// [readme:${mark}]`);
-  const end = lines.findIndex((line) => line.trim() === `// [/readme:${mark}]`);
-  expect(start, `${EXAMPLE} marks its [readme:${mark}] excerpt`).toBeGreaterThanOrEqual(0);
-  expect(end).toBeGreaterThan(start + 1);
-  const body = lines.slice(start + 1, end);
-  const indent = Math.min(...body.filter((line) => line.trim()).map((line) => /^\s*/.exec(line)![0].length));
-  return body.map((line) => line.slice(indent)).join('\n');
-}
-
-/** The bodies of the ```ts blocks in the README's "### Fencing tokens" section. */
-function readmeBlocks(): string[] {
-  const readme = readFileSync(join(repo, 'README.md'), 'utf8');
-  const from = readme.indexOf('\n### Fencing tokens\n');
-  expect(from, 'README.md has a section "### Fencing tokens"').toBeGreaterThanOrEqual(0);
-  const next = readme.slice(from + 1).search(/\n#{2,3} /);
-  const section = readme.slice(from, next === -1 ? undefined : from + 1 + next);
-  return [...section.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]!);
-}
 
 describe('the fencing example', () => {
   let cluster: PostgresCluster;
@@ -82,15 +60,4 @@ describe('the fencing example', () => {
       await db.end();
     }
   });
-
-  it.each(['fencing-http', 'fencing-postgres'])(
-    "README.md's Fencing tokens section shows the example's [readme:%s] excerpt verbatim",
-    (mark) => {
-      const snippet = excerpt(mark);
-      expect(
-        readmeBlocks().some((block) => block.includes(snippet)),
-        `a \`\`\`ts block of "### Fencing tokens" holds ${EXAMPLE}'s [readme:${mark}] excerpt`,
-      ).toBe(true);
-    },
-  );
 });

@@ -3,7 +3,8 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
+import { checkedBlock, consoleCommands } from '../support/doc-blocks.js';
 import { grpcurl, interactiveGrpcurl } from '../support/grpcurl.js';
 import { LockCaller } from '../support/lock-caller.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
@@ -377,5 +378,186 @@ describe.each([
       /"requestId": 1,\s*"ended": \{\s*"code": 4,\s*"message": "lock \\"grpcurl\/try-session\\" is not free/,
     );
     await holder.release();
+  });
+});
+
+/*
+ * The grpcurl sessions of the README and docs/ (README.md readme-acquire; docs/grpcurl.md
+ * grpcurl-list, grpcurl-acquire, grpcurl-try-lock, grpcurl-session; docs/elections.md
+ * grpcurl-election), replayed as written: each command with the server's address, each typed
+ * line typed, `^D` as Ctrl-D, and the answers compared with those shown (tokens and terms are
+ * whatever the server gives).
+ */
+
+/** A command line's words, as a shell splits them (single quotes only), the address replaced. */
+function argv(command: string, address: string): string[] {
+  const words = [...command.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+  expect(words[0]).toBe('grpcurl');
+  return words.slice(1).map((word) => (word === '127.0.0.1:50051' ? address : word));
+}
+
+/** The JSON objects in grpcurl's output (or a page's), one after the other, tokens and terms made N. */
+function objects(text: string): string[] {
+  const found: string[] = [];
+  let depth = 0;
+  let start = -1;
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (quoted) {
+      if (c === '\\') i++;
+      else if (c === '"') quoted = false;
+    } else if (c === '"') quoted = true;
+    else if (c === '{' && depth++ === 0) start = i;
+    else if (c === '}' && --depth === 0) found.push(text.slice(start, i + 1));
+  }
+  return found.map((json) =>
+    JSON.stringify(JSON.parse(json)).replace(/"(fencingToken|term|afterTerm)":"\d+"/g, '"$1":"N"'),
+  );
+}
+
+/** The steps of a console command: lines to type, `^D`, and the answers to wait for. */
+function steps(block: string, index = 0): { args: (address: string) => string[]; script: string[] } {
+  const command = consoleCommands(block)[index]!;
+  const lines = block.split('\n');
+  const from = lines.findIndex(
+    (line) => line.startsWith('$ ') && line.includes(command.command.slice(0, 40)),
+  );
+  const script: string[] = [];
+  for (const line of lines.slice(from + 1)) {
+    if (line.startsWith('$ ')) break;
+    if (line.startsWith('    ') && script.length === 0 && !line.trim().startsWith('{')) continue; // a continuation
+    script.push(line);
+  }
+  return { args: (address) => argv(command.command, address), script };
+}
+
+describe('the grpcurl sessions of README.md and docs/, replayed', () => {
+  let server: ServerProcess;
+  let caller: LockCaller;
+
+  beforeAll(async () => {
+    server = await startServerProcess([]);
+    caller = new LockCaller(server.address);
+  });
+  afterAll(async () => {
+    caller?.close();
+    await server?.kill('SIGTERM');
+  });
+
+  /** Types and waits as the script says; `during` runs once the first answer has come. */
+  async function replay(
+    args: string[],
+    script: string[],
+    during: () => Promise<void> = async () => {},
+  ): Promise<{ stdout: string; exited: Promise<number | null> }> {
+    const session = interactiveGrpcurl(args);
+    let expected: string[] = [];
+    let answered = 0;
+    const settle = async (): Promise<void> => {
+      const shown = objects(expected.join('\n'));
+      expected = [];
+      if (shown.length === 0) return;
+      answered += shown.length;
+      await vi.waitFor(
+        () =>
+          expect(objects(session.stdout).slice(0, answered).sort()).toEqual(
+            [...objects(session.stdout).slice(0, answered - shown.length), ...shown].sort(),
+          ),
+        { timeout: 10_000 },
+      );
+      if (answered === shown.length) await during();
+    };
+    try {
+      for (const line of script) {
+        if (/^\{".*\}$/.test(line)) {
+          await settle();
+          session.type(JSON.parse(line));
+        } else if (line === '^D') {
+          await settle();
+          session.endInput();
+        } else expected.push(line);
+      }
+      await settle();
+      if (script.includes('^D')) expect(await session.exited).toBe(0);
+      return { stdout: session.stdout, exited: session.exited };
+    } finally {
+      if (script.includes('^D')) session.kill();
+      else session.endInput();
+    }
+  }
+
+  it.each([
+    ['README.md', 'readme-acquire'],
+    ['docs/grpcurl.md', 'grpcurl-acquire'],
+  ])('%s %s: a lock typed on stdin, held until Ctrl-D, others queued meanwhile', async (file, name) => {
+    const { args, script } = steps(checkedBlock(file, name));
+    await replay(args(server.address), script, async () => {
+      const waiter = caller.open({ name: 'grpcurl/demo' });
+      expect(await waiter.queued()).toBe(1);
+      void waiter.acquired().then(() => waiter.release());
+    });
+  });
+
+  it('docs/grpcurl.md grpcurl-list: the services, and the description shown', async () => {
+    const [list, describeService] = consoleCommands(checkedBlock('docs/grpcurl.md', 'grpcurl-list'));
+    const services = await grpcurl(argv(list!.command, server.address));
+    expect(services.trim().split('\n').sort()).toEqual(list!.output.filter(Boolean));
+    const described = (await grpcurl(argv(describeService!.command, server.address)))
+      .split('\n')
+      .map((l) => l.trim());
+    for (const line of describeService!.output.filter((l) => l && !l.includes('...')))
+      expect(described, line).toContain(line.trim());
+  });
+
+  it('docs/grpcurl.md grpcurl-try-lock: refused while grpcurl/demo is held, in the words shown', async () => {
+    const [tryLock] = consoleCommands(checkedBlock('docs/grpcurl.md', 'grpcurl-try-lock'));
+    const holder = caller.open({ name: 'grpcurl/demo' });
+    await holder.acquired();
+    try {
+      const failed = grpcurl(argv(tryLock!.command, server.address));
+      const error = (await failed.then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as { stderr: string } | undefined;
+      expect(error?.stderr.trim().split('\n')).toEqual(tryLock!.output.filter(Boolean));
+    } finally {
+      await holder.release();
+    }
+  });
+
+  it('docs/grpcurl.md grpcurl-session: two locks on one Session stream, released one by one', async () => {
+    const { args, script } = steps(checkedBlock('docs/grpcurl.md', 'grpcurl-session'));
+    await replay(args(server.address), [...script, '^D']);
+  });
+
+  it('docs/elections.md grpcurl-election: observe, campaign, ask for the leader, resign', async () => {
+    const block = checkedBlock('docs/elections.md', 'grpcurl-election');
+    const [observe, campaign, leader] = consoleCommands(block);
+    expect([observe, campaign, leader].map((c) => c!.command.split('/').at(-1))).toEqual([
+      'Observe',
+      'Campaign',
+      'Leader',
+    ]);
+    const observer = interactiveGrpcurl(argv(observe!.command, server.address));
+    const candidate = interactiveGrpcurl(argv(campaign!.command, server.address));
+    try {
+      await vi.waitFor(() => expect(objects(observer.stdout)).toEqual(objects(observe!.output.join('\n'))));
+      for (const line of campaign!.typed) candidate.type(JSON.parse(line));
+      await vi.waitFor(() => expect(objects(candidate.stdout)).toEqual(objects(campaign!.output.join('\n'))));
+      const [, term] = /"term": "(\d+)"/.exec(candidate.stdout)!;
+      const answer = JSON.parse(await grpcurl(argv(leader!.command, server.address))) as {
+        leader: { term: string; value: string };
+      };
+      expect(answer.leader.term).toBe(term);
+      const typedValue = (JSON.parse(campaign!.typed[0]!) as { start: { value: string } }).start.value;
+      expect(answer.leader.value).toBe(typedValue);
+      candidate.endInput();
+      await candidate.waitFor(/"resigned": \{\}/);
+      await observer.waitFor(new RegExp(`"vacant": \\{\\s*"afterTerm": "${term}"`));
+    } finally {
+      candidate.kill();
+      observer.kill();
+    }
   });
 });

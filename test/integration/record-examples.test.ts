@@ -3,14 +3,13 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockClient } from '../../src/client/index.js';
 import { InteractiveProcess } from '../support/interactive-process.js';
-import { excerpt, readmeBlocks } from '../support/readme-excerpts.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { scaled } from '../support/timing.js';
 
 /**
  * The guarded records example (examples/typescript/records.ts): each run under the lock carries
- * on from the last one's checkpoint, a run whose lock is held elsewhere waits its turn, and the
- * README's records snippet is the example's own.
+ * on from the last one's checkpoint, and a run whose lock is held elsewhere waits its turn.
+ * docs/records.md shows its [docs:records] region (test/integration/docs-code-blocks.test.ts).
  */
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
@@ -55,12 +54,4 @@ describe('the records example', () => {
     },
     scaled(60_000),
   );
-
-  it("README.md's guarded records section shows the example's marked excerpt verbatim", () => {
-    const snippet = excerpt(FILE, 'records');
-    expect(
-      readmeBlocks('### Guarded records', 'ts').some((block) => block.includes(snippet)),
-      `a \`\`\`ts block of "### Guarded records" holds ${FILE}'s [readme:records] excerpt`,
-    ).toBe(true);
-  });
 });
