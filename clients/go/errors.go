@@ -45,8 +45,9 @@ var (
 	ErrUnavailable = errors.New("lockstream: server unavailable")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("lockstream: client closed")
-	// ErrNotHeld: the lock was released or lost before the call; or a guarded record's write
-	// named a fencing token that does not hold the lock (any more), and nothing was written.
+	// ErrNotHeld: the lock was released or lost before the call (SetValue, Downgrade); or a
+	// guarded record's write named a fencing token that does not hold the lock (any more), and
+	// nothing was written.
 	ErrNotHeld = errors.New("lockstream: lock not held")
 	// ErrRevisionConflict: a guarded record's write conditioned on a revision
 	// (WithExpectedRevision) found the record at another: someone wrote it since it was read.

@@ -202,30 +202,26 @@ func (l *Lock) ended(err error, letGo bool) {
 }
 
 // Unlock releases the lock and waits for the server to confirm. It returns the loss if the lock
-// was lost first (errors.Is(err, ErrLost)), an error matching ErrNotHeld if it was unlocked
-// already, ErrClosed if Close released it.
+// was lost first (errors.Is(err, ErrLost)), ErrClosed if Close released it. A second Unlock
+// answers as the first did (nil once released, the loss after a loss) and sends nothing, as in
+// the TypeScript and Python clients: a deferred Unlock after an explicit one is harmless.
 func (l *Lock) Unlock(ctx context.Context) error {
 	l.s.mu.Lock()
 	letGo, byClose := l.req.letGo != nil, l.req.byClose
 	l.s.mu.Unlock()
-	if letGo {
+	if byClose {
 		if err := l.Err(); err != nil {
 			return err
 		}
-		if byClose {
-			return closedError(l.req.name)
-		}
-		return notHeldError(l.req.name, "it was unlocked already")
+		return closedError(l.req.name)
 	}
-	select {
-	case <-l.req.ended:
-		if err := l.Err(); err != nil {
-			return err
+	if !letGo {
+		select {
+		case <-l.req.ended:
+		default:
+			l.s.letGo(l.req, &pb.SessionRequest{Kind: &pb.SessionRequest_Release{Release: &pb.SessionRelease{RequestId: l.req.id}}})
 		}
-		return notHeldError(l.req.name, "it was unlocked already")
-	default:
 	}
-	l.s.letGo(l.req, &pb.SessionRequest{Kind: &pb.SessionRequest_Release{Release: &pb.SessionRelease{RequestId: l.req.id}}})
 	select {
 	case <-l.req.ended:
 		return l.Err()

@@ -28,8 +28,9 @@ func TestLockUnlockTokensGrow(t *testing.T) {
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := first.Unlock(ctx); !errors.Is(err, lockstream.ErrNotHeld) {
-		t.Fatalf("second Unlock: %v, want ErrNotHeld", err)
+	// A second Unlock answers as the first did.
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatalf("second Unlock: %v, want nil, as the first", err)
 	}
 	await(t, first.Context().Done(), "the unlocked lock's context ending")
 	select {

@@ -102,14 +102,14 @@ export class RevisionConflictError extends LockClientError {
 /**
  * The LockClient was closed: the call was made after `close()`, or the request was still
  * waiting for its lock when `close()` was called (it is withdrawn, nothing is left queued). Its
- * `code` is FAILED_PRECONDITION. A lock held when the client is closed is lost instead
- * (`LockLostError`).
+ * `code` is CANCELLED, as in the Go and Python clients (the client cancelled it). A lock held
+ * when the client is closed is lost instead (`LockLostError`).
  */
 export class LockClientClosedError extends LockClientError {
   override name = 'LockClientClosedError';
 
   constructor(lockName: string) {
-    super(lockName, Status.FAILED_PRECONDITION, 'the LockClient was closed');
+    super(lockName, Status.CANCELLED, 'the LockClient was closed');
   }
 }
 

@@ -240,7 +240,7 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
   );
 
   it(
-    'closed client: a waiting acquire and new calls fail with the closed error within 1 s',
+    'closed client: a waiting acquire and new calls fail with the closed error, code CANCELLED, within 1 s',
     async ({ expect, onTestFinished }) => {
       const driver = await driverFor(server.address, onTestFinished);
       const name = lockName('closed');
@@ -252,6 +252,7 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
       const closedAt = driver.send({ op: 'close' });
       const waiter = await driver.outcome('waiter');
       expect(failureOf(waiter), driver.transcript('waiter')).toEqual({ event: 'error', kind: 'closed' });
+      expect('code' in waiter && waiter.code, driver.transcript('waiter')).toBe('CANCELLED');
       expect(waiter.arrivedAt - closedAt).toBeLessThan(1_000);
 
       for (const command of [
@@ -261,6 +262,7 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
         const sentAt = driver.send(command);
         const outcome = await driver.outcome(command.id);
         expect(failureOf(outcome), driver.transcript(command.id)).toEqual({ event: 'error', kind: 'closed' });
+        expect('code' in outcome && outcome.code, driver.transcript(command.id)).toBe('CANCELLED');
         expect(outcome.arrivedAt - sentAt).toBeLessThan(1_000);
       }
     },
@@ -304,6 +306,54 @@ describe.concurrent.each(CLIENTS)('the %s client', (language) => {
         event: 'not-acquired',
       });
       expect((await other.describe(name)).waiters).toEqual([]);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'releasing twice: a second release answers as the first did, quietly after a release and with the loss after a loss',
+    async ({ expect, onTestFinished }) => {
+      const driver = await driverFor(server.address, onTestFinished);
+      const released = lockName('twice-released');
+      driver.send({ op: 'acquire', id: 'released', name: released });
+      await driver.acquired('released');
+      expect(failureOf(await driver.release('released')), driver.transcript('released')).toEqual({
+        event: 'released',
+      });
+      expect(failureOf(await driver.release('released')), driver.transcript('released')).toEqual({
+        event: 'released',
+      });
+      // Nothing was held by the second: the lock is free for another client at once.
+      const next = await other.tryAcquire(released);
+      expect(next).not.toBeNull();
+      await next?.release();
+
+      const lost = lockName('twice-lost');
+      driver.send({ op: 'acquire', id: 'lost', name: lost });
+      await driver.acquired('lost');
+      expect(await other.revoke(lost, { reason: 'conformance', forceAfter: 100 })).toBe(1);
+      await driver.next((o) => o.event === 'lost' && o.id === 'lost', 'the loss of lost');
+      for (let i = 0; i < 2; i += 1) {
+        expect(failureOf(await driver.release('lost')), driver.transcript('lost')).toEqual({
+          event: 'error',
+          kind: 'lost',
+        });
+      }
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'default mode: a lock acquired without naming a mode is a mutex: another client cannot read it meanwhile',
+    async ({ expect, onTestFinished }) => {
+      const driver = await driverFor(server.address, onTestFinished);
+      const name = lockName('default-mode');
+      driver.send({ op: 'acquire', id: 'held', name });
+      await driver.acquired('held');
+      expect(await other.tryAcquire(name, { mode: 'read' })).toBeNull();
+      const described = await other.describe(name);
+      expect(described.holders.map((holder) => holder.mode)).toEqual(['mutex']);
+      await driver.release('held');
     },
     scaled(60_000),
   );

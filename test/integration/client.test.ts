@@ -190,25 +190,25 @@ for (const transport of ['session', 'acquire'] as const) {
       }
     });
 
-    it('rejects calls on a closed client with LockClientClosedError (FAILED_PRECONDITION)', async () => {
+    it('rejects calls on a closed client with LockClientClosedError (CANCELLED)', async () => {
       const closed = newClient(`127.0.0.1:${server.port}`);
       closed.close();
       for (const call of [closed.acquire('after-close'), closed.tryAcquire('after-close')]) {
         const error: unknown = await call.catch((e: unknown) => e);
         expect(error).toBeInstanceOf(LockClientClosedError);
         expect(error).toMatchObject({
-          code: Status.FAILED_PRECONDITION,
+          code: Status.CANCELLED,
           message: expect.stringMatching(/"after-close".*closed/),
         });
       }
     });
 
-    it('rejects the inspection calls of a closed client with FAILED_PRECONDITION too', async () => {
+    it('rejects the inspection calls of a closed client with CANCELLED too', async () => {
       const closed = newClient(`127.0.0.1:${server.port}`);
       closed.close();
       const refused = {
         name: 'LockClientClosedError',
-        code: Status.FAILED_PRECONDITION,
+        code: Status.CANCELLED,
         message: expect.stringMatching(/closed/),
       };
       await expect(closed.describe('after-close')).rejects.toMatchObject(refused);
@@ -229,7 +229,7 @@ for (const transport of ['session', 'acquire'] as const) {
       expect(await lost).toMatchObject({ name: 'LockLostError', lockName: 'closing/held' });
       await expect(waiting.lock).rejects.toBeInstanceOf(LockClientClosedError);
       await expect(waiting.lock).rejects.toMatchObject({
-        code: Status.FAILED_PRECONDITION,
+        code: Status.CANCELLED,
         message: expect.stringMatching(/"closing\/blocked".*closed/),
       });
       await expect(held.release()).rejects.toBe(await lost);
