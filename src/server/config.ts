@@ -36,6 +36,8 @@ export interface Config {
   readonly keepaliveTimeMs: number;
   readonly keepaliveTimeoutMs: number;
   readonly shutdownGraceMs: number;
+  /** SIGTERM/SIGINT: how long the instance reports itself not ready, still serving, before it stops. */
+  readonly drainDelayMs: number;
   /** SIGTERM/SIGINT: leave resumable sessions for another instance (`hand-over`) or free their locks (`release`). */
   readonly onStop: StopMode;
   /** Longest resume grace a client may ask for; 0: requests are never kept after an abnormal end. */
@@ -48,9 +50,9 @@ export interface Config {
   readonly maxWaitersPerLock: number;
   /** Largest lock request (a Session `acquire`, an Acquire `start` message) the server accepts, in bytes. */
   readonly maxMessageBytes: number;
-  /** Address of the HTTP port (metrics). */
+  /** Address of the HTTP port (page, metrics, probes). */
   readonly httpHost: string;
-  /** HTTP port for metrics; undefined: no HTTP server; 0 picks a free one. */
+  /** HTTP port for the page, metrics and probes; undefined: no HTTP server; 0 picks a free one. */
   readonly httpPort: number | undefined;
   readonly logLevel: LogLevel;
   /** `json` lines for machines, `pretty` for people; `auto`: pretty on a terminal, else JSON. */
@@ -204,6 +206,7 @@ function validate(values: OptionValues): Readonly<Config> {
     keepaliveTimeMs: duration('keepaliveTime', '--keepalive-time', 1),
     keepaliveTimeoutMs: duration('keepaliveTimeout', '--keepalive-timeout', 1),
     shutdownGraceMs: duration('shutdownGrace', '--shutdown-grace', 0),
+    drainDelayMs: duration('drainDelay', '--drain-delay', 0),
     onStop,
     maxResumeGraceMs: duration('maxResumeGrace', '--max-resume-grace', 0),
     maxStreamsPerConnection: count('maxStreamsPerConnection', '--max-streams-per-connection', 1, 2 ** 31 - 1),

@@ -3,6 +3,7 @@
  * sessions, the gRPC and HTTP servers, wired in that order and stopped in the reverse.
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { onAbort } from '../common/abort.js';
@@ -15,6 +16,7 @@ import type { RequestTimer } from './stores/zookeeper/session-keeper.js';
 import { ZooKeeperStore } from './stores/zookeeper/zookeeper-store.js';
 import { HttpServer } from './observability/http-server.js';
 import { Metrics } from './observability/metrics.js';
+import { Readiness } from './observability/readiness.js';
 import { GrpcServer } from './transport/grpc-server.js';
 import { GuardedRecords } from './records/guarded-records.js';
 import { loadSecurity, type Security } from './security/security.js';
@@ -25,13 +27,19 @@ export interface RunningServer {
   readonly port: number;
   /** The bound HTTP port, when --http-port is set. */
   readonly httpPort: number | undefined;
+  /** Whether the instance should be sent calls: /readyz, gRPC health checking. */
+  readonly readiness: Readiness;
   readonly store: StoreBackend;
   readonly engine: LockEngine;
   /** Every session of this server, and the requests they keep. */
   readonly sessions: LockSessions;
   /** Resolves once every call has ended and released its lock. */
   whenIdle(): Promise<void>;
-  /** Graceful stop: streams end with UNAVAILABLE, then the store's session closes. Idempotent. */
+  /**
+   * Graceful stop: not ready at once, still serving for the drain delay; then resumable sessions
+   * are handed over (or released), streams end with UNAVAILABLE and the store's session closes.
+   * Idempotent.
+   */
   stop(): Promise<void>;
 }
 
@@ -45,6 +53,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   const metrics = new Metrics({
     backend: config.backend,
     confirmed: () => store.session.confirmed,
+    ready: () => readiness.ready,
   });
   const store = await openStore(
     config,
@@ -53,6 +62,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     logger.child({ component: 'store' }),
     (operation, seconds, answered) => metrics.storeOperation(operation, seconds, answered),
   );
+  const readiness = new Readiness({ store: store.kind, logger: logger.child({ component: 'readiness' }) });
   const engineFor = (on: StoreBackend): LockEngine =>
     new LockEngine({
       store: on,
@@ -97,6 +107,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
           metrics,
           inspector,
           records,
+          readiness,
           logger: logger.child({ component: 'http' }),
           admits: security.admitsHttp,
         });
@@ -108,7 +119,7 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
       httpPort = await http.listen(config.httpHost, config.httpPort ?? 0);
       logger.info(
         { httpHost: config.httpHost, httpPort },
-        `page on http://${config.httpHost}:${httpPort}/, metrics on /metrics`,
+        `page on http://${config.httpHost}:${httpPort}/, metrics on /metrics, probes on /livez and /readyz`,
       );
     }
   } catch (error) {
@@ -132,7 +143,10 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
       { plantedBug },
       `a bug is planted in this server on purpose (LOCKSTREAM_PLANTED_BUG=${plantedBug})`,
     );
-  const unwatchHealth = followSessionHealth(store, (serving) => server.setServing(serving));
+  // gRPC health checking says what /readyz says, turned by the same change.
+  readiness.onChange((ready) => server.setServing(ready));
+  server.setServing(readiness.ready);
+  const unwatchHealth = followSessionHealth(store, (confirmed) => readiness.setStoreConfirmed(confirmed));
   keepHeapNearLive();
   const reclaimer = new MemoryReclaimer({
     requests: () => sessions.size,
@@ -142,7 +156,11 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
-      logger.info('shutting down');
+      // Not ready before anything is handed over or released: load balancers and probes turn
+      // away first, while every call is still served.
+      readiness.drain('the instance is stopping');
+      logger.info({ drainDelayMs: config.drainDelayMs }, 'shutting down');
+      if (config.drainDelayMs > 0) await setTimeout(config.drainDelayMs);
       unwatchHealth();
       reclaimer.stop();
       const handOver = config.onStop === 'hand-over' && store.takeover !== undefined;
@@ -163,7 +181,16 @@ export async function startServer(config: Readonly<Config>, logger: Logger): Pro
     })();
     return stopping;
   };
-  return { port, httpPort, store, engine, sessions, stop, whenIdle: () => server.whenIdle() };
+  return {
+    port,
+    httpPort,
+    readiness,
+    store,
+    engine,
+    sessions,
+    stop,
+    whenIdle: () => server.whenIdle(),
+  };
 }
 
 /**

@@ -24,6 +24,7 @@ export const DEFAULTS = Object.freeze({
   keepaliveTime: '3s',
   keepaliveTimeout: '3s',
   shutdownGrace: '5s',
+  drainDelay: '0s',
   onStop: 'hand-over',
   maxResumeGrace: '60s',
   maxStreamsPerConnection: 1000,
@@ -119,6 +120,13 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
     default: DEFAULTS.shutdownGrace,
   },
   {
+    flags: '--drain-delay <duration>',
+    env: 'LOCKSTREAM_DRAIN_DELAY',
+    description:
+      'on SIGTERM/SIGINT, how long the instance reports itself not ready (/readyz 503, gRPC health NOT_SERVING) while it still serves, before it hands over or releases its sessions: time for load balancers to stop sending it calls',
+    default: DEFAULTS.drainDelay,
+  },
+  {
     flags: '--on-stop <hand-over|release>',
     env: 'LOCKSTREAM_ON_STOP',
     description:
@@ -182,7 +190,8 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
     flags: '--http-port <port>',
     env: 'LOCKSTREAM_HTTP_PORT',
-    description: 'serve Prometheus metrics on /metrics at this port (0 picks a free one); off by default',
+    description:
+      'serve the page, Prometheus metrics on /metrics and the probes /livez and /readyz at this port (0 picks a free one); off by default',
   },
   {
     flags: '--http-host <address>',

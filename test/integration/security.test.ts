@@ -464,7 +464,7 @@ describe('an access policy with client certificates (--auth-file with --tls-clie
 });
 
 describe('the HTTP port with --http-auth on', () => {
-  it('answers only callers the policy lets read it, by Bearer token or Basic name and token', async () => {
+  it('answers only callers the policy lets read it, by Bearer token or Basic name and token, but the probes to anyone', async () => {
     const server = await serve(['--auth-file', policyFile, '--http-port', '0', '--http-auth', 'on']);
     const get = async (path: string, authorization?: string): Promise<Response> =>
       fetch(`http://127.0.0.1:${server.httpPort}${path}`, {
@@ -484,6 +484,9 @@ describe('the HTTP port with --http-auth on', () => {
     expect((await get('/metrics', basic('billing', TOKENS.prometheus))).status).toBe(401);
     expect((await get('/metrics', 'Bearer not-a-known-token')).status).toBe(401);
     expect((await get('/api/events', 'Basic %%%')).status).toBe(401);
+    // The probes tell nothing of the locks, and a kubelet sends no credentials.
+    expect((await get('/livez')).status).toBe(200);
+    expect((await get('/readyz')).status).toBe(200);
   });
 });
 

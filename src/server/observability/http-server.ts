@@ -1,6 +1,6 @@
 /*
- * The read-only HTTP server for operators: Prometheus metrics, the live page, and the page's JSON
- * and event streams.
+ * The read-only HTTP server for operators: the probes (/livez, /readyz), Prometheus metrics, the
+ * live page, and the page's JSON and event streams.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,12 +14,15 @@ import type { GuardedRecords } from '../records/guarded-records.js';
 import type { Metrics } from './metrics.js';
 import type { LockActivityReport } from './lock-activity.js';
 import { PAGE_HTML } from './page.js';
+import { Liveness } from './liveness.js';
+import type { Readiness } from './readiness.js';
 
 /** How often the overview stream looks for changes while a page is open. */
 const OVERVIEW_INTERVAL_MS = 500;
 
 /**
- * The HTTP side of an instance, for operators, read-only: Prometheus metrics on `/metrics`, the
+ * The HTTP side of an instance, for operators, read-only: the probes `/livez` (the process
+ * answers) and `/readyz` (it should be sent calls), Prometheus metrics on `/metrics`, the
  * live page on `/`, and its JSON (`/api/locks`, `/api/locks/<name>`, `/api/locks/<name>/records`) and event streams
  * (`/api/events`, `/api/locks/<name>/events`). Bound to loopback unless configured otherwise.
  */
@@ -28,16 +31,22 @@ export class HttpServer {
   readonly #metrics: Metrics;
   readonly #inspector: LockInspector;
   readonly #records: GuardedRecords;
+  readonly #readiness: Readiness;
+  readonly #liveness = new Liveness();
   readonly #logger: Logger;
   readonly #closing = new AbortController();
 
   readonly #admits: ((authorization: string | undefined) => boolean) | undefined;
 
-  /** `admits`, if given, decides from its `Authorization` header whether a request gets in. */
+  /**
+   * `admits`, if given, decides from its `Authorization` header whether a request gets in; the
+   * probes, which tell nothing of the locks, are open to all (a kubelet sends no credentials).
+   */
   constructor(options: {
     metrics: Metrics;
     inspector: LockInspector;
     records: GuardedRecords;
+    readiness: Readiness;
     logger: Logger;
     admits?: ((authorization: string | undefined) => boolean) | undefined;
   }) {
@@ -45,6 +54,7 @@ export class HttpServer {
     this.#metrics = options.metrics;
     this.#inspector = options.inspector;
     this.#records = options.records;
+    this.#readiness = options.readiness;
     this.#logger = options.logger;
     this.#server = createServer((request, response) => {
       this.#route(request, response).catch((error: unknown) => this.#fail(response, error));
@@ -65,11 +75,20 @@ export class HttpServer {
 
   async close(): Promise<void> {
     this.#closing.abort();
+    this.#liveness.stop();
     this.#server.closeAllConnections();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 
   async #route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+    if (
+      (path === '/livez' || path === '/readyz') &&
+      (request.method === 'GET' || request.method === 'HEAD')
+    ) {
+      this.#probe(path, response);
+      return;
+    }
     if (this.#admits && !this.#admits(request.headers.authorization)) {
       response
         .writeHead(401, {
@@ -83,7 +102,6 @@ export class HttpServer {
       response.writeHead(405, { allow: 'GET, HEAD' }).end();
       return;
     }
-    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
     if (path === '/') {
       response
         .writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' })
@@ -116,6 +134,20 @@ export class HttpServer {
       return;
     }
     response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+  }
+
+  /**
+   * `/livez`: 200 whenever the process answers (what it checked, and how late its event loop
+   * runs). `/readyz`: 200 while the store's session is up and the instance is not draining, else
+   * 503 with the reasons; the same answer as gRPC health checking.
+   */
+  #probe(path: '/livez' | '/readyz', response: ServerResponse): void {
+    if (path === '/livez') {
+      sendJson(response, this.#liveness.report(), 200, true);
+      return;
+    }
+    const report = this.#readiness.report();
+    sendJson(response, report, report.ready ? 200 : 503, true);
   }
 
   /** A lock's guarded records, each value as base64 and as text for people (see valueText). */
@@ -270,6 +302,7 @@ function describeJson(description: LockDescription, activity: LockActivityReport
   };
 }
 
-function sendJson(response: ServerResponse, body: unknown, status = 200): void {
-  response.writeHead(status, { 'content-type': 'application/json' }).end(toJson(body));
+function sendJson(response: ServerResponse, body: unknown, status = 200, fresh = false): void {
+  const headers = { 'content-type': 'application/json', ...(fresh ? { 'cache-control': 'no-store' } : {}) };
+  response.writeHead(status, headers).end(toJson(body));
 }

@@ -112,10 +112,25 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** `backend` names the store (`memory`, `zookeeper`); `confirmed` is its session's state now. */
-  constructor(options: { readonly backend: string; readonly confirmed: () => boolean }) {
+  /**
+   * `backend` names the store (`memory`, `zookeeper`); `confirmed` is its session's state now;
+   * `ready`, whether the instance should be sent calls now (see Readiness; `confirmed` without it).
+   */
+  constructor(options: {
+    readonly backend: string;
+    readonly confirmed: () => boolean;
+    readonly ready?: () => boolean;
+  }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'lockstream_' });
-    const { backend, confirmed } = options;
+    const { backend, confirmed, ready = confirmed } = options;
+    new Gauge({
+      name: 'lockstream_ready',
+      help: '1 while the instance is ready for calls (its store session is up and it is not draining), as /readyz and gRPC health say, else 0',
+      registers: [this.registry],
+      collect() {
+        this.set(ready() ? 1 : 0);
+      },
+    });
     new Gauge({
       name: 'lockstream_store_session_confirmed',
       help: '1 while the coordination store vouches for the session (connected, heard from recently), else 0',
