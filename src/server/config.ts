@@ -1,11 +1,21 @@
 /*
- * The server's configuration: the arguments and environment of `lockstream serve`, checked and
- * turned into one frozen Config, with every problem reported at once (ConfigError).
+ * The server's configuration: the arguments, environment and configuration file of
+ * `lockstream serve`, checked and turned into one frozen Config, with every problem reported at
+ * once (ConfigError).
  */
+import { readFileSync } from 'node:fs';
 import { Command, type OptionValues } from 'commander';
 import { parseDurationMs } from '../common/duration.js';
 import { ZOOKEEPER_CLIENTS, type ZooKeeperClientKind } from './stores/zookeeper/zookeeper-link.js';
-import { LOG_FORMATS, LOG_LEVELS, serveOptions, type LogFormat, type LogLevel } from './serve-options.js';
+import { readConfigFile, type ConfigFile } from './config-file.js';
+import {
+  LOG_FORMATS,
+  LOG_LEVELS,
+  SERVE_OPTION_TABLE,
+  serveOptions,
+  type LogFormat,
+  type LogLevel,
+} from './serve-options.js';
 
 export { DEFAULTS, serveOptions, type LogFormat, type LogLevel } from './serve-options.js';
 
@@ -81,35 +91,79 @@ export class ConfigError extends Error {
 }
 
 /**
- * Parses `lockstream serve` arguments and environment into a validated, frozen Config.
- * Pure: reads only what it is given. Throws `ConfigError` listing every problem at once.
+ * Parses `lockstream serve` arguments, environment and configuration file (`--config` or
+ * LOCKSTREAM_CONFIG) into a validated, frozen Config: a flag wins over its environment variable,
+ * which wins over the file, which wins over the default. Reads nothing but what it is given and
+ * the file, through `readFile`. Throws `ConfigError` listing every problem at once.
  */
 export function loadConfig(
   env: Readonly<Record<string, string | undefined>>,
   argv: readonly string[],
+  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
 ): Readonly<Config> {
+  const first = parse(env, argv, {});
+  const configPath = first.opts()['config'] as string | undefined;
+  const namedBy = first.getOptionValueSource('config') === 'cli' ? '--config' : 'LOCKSTREAM_CONFIG';
+  const file = configPath ? readConfigFile(configPath, readFile, namedBy) : undefined;
+  const command = parse(env, argv, file?.values ?? {});
+  return validate(command.opts(), shownWith(command, env, file), file?.problems ?? []);
+}
+
+function parse(
+  env: Readonly<Record<string, string | undefined>>,
+  argv: readonly string[],
+  file: Readonly<Record<string, string>>,
+): Command {
   const command = new Command('serve')
     .exitOverride()
     .configureOutput({ writeErr: () => {}, writeOut: () => {} });
-  for (const option of serveOptions(env)) command.addOption(option);
+  for (const option of serveOptions(env, file)) command.addOption(option);
   try {
     command.parse([...argv], { from: 'user' });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     throw new ConfigError([message.replace(/^error: /, '')]);
   }
-  return validate(command.opts());
+  return command;
 }
 
-function validate(values: OptionValues): Readonly<Config> {
-  const problems: string[] = [];
-  const duration = (key: string, flag: string, min: number): number => {
+/**
+ * How a problem names an option's value: by where it came from, so that it can be found and
+ * fixed there: `--port "70000"` (a flag, or the default), `LOCKSTREAM_PORT "70000"`, or
+ * `lockstream.yaml: port "70000"`.
+ */
+function shownWith(
+  command: Command,
+  env: Readonly<Record<string, string | undefined>>,
+  file: ConfigFile | undefined,
+): (attribute: string, value?: unknown) => string {
+  return (attribute, value) => {
+    const option = SERVE_OPTION_TABLE.find((o) => o.attribute === attribute);
+    if (!option) throw new Error(`INVARIANT: no serve option ${attribute}`);
+    const shown = JSON.stringify(value ?? command.opts()[attribute]);
+    if (command.getOptionValueSource(attribute) === 'cli') return `${option.flag} ${shown}`;
+    if (env[option.env] !== undefined) return `${option.env} ${shown}`;
+    const key = file?.keys.get(attribute);
+    if (file && key !== undefined) return `${file.path}: ${key} ${shown}`;
+    return `${option.flag} ${shown}`;
+  };
+}
+
+/**
+ * Checks the parsed values; `shown` names an option's value where it came from (see shownWith);
+ * `fileProblems` come first, so that a file's unknown key is read before what follows from it.
+ */
+function validate(
+  values: OptionValues,
+  shown: (attribute: string, value?: unknown) => string,
+  fileProblems: readonly string[],
+): Readonly<Config> {
+  const problems: string[] = [...fileProblems];
+  const duration = (key: string, min: number): number => {
     const raw = String(values[key]);
     const parsed = parseDurationMs(raw);
     if (parsed === undefined || parsed < min) {
-      problems.push(
-        `${flag} ${JSON.stringify(raw)}: expected a duration of at least ${min} ms, e.g. 10s or 500ms`,
-      );
+      problems.push(`${shown(key, raw)}: expected a duration of at least ${min} ms, e.g. 10s or 500ms`);
       return min;
     }
     return Math.round(parsed);
@@ -118,21 +172,21 @@ function validate(values: OptionValues): Readonly<Config> {
   // Number('') is 0, which would silently pick a random port.
   const port = /^\d+$/.test(rawPort) ? Number(rawPort) : Number.NaN;
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    problems.push(`--port ${JSON.stringify(values['port'])}: expected a port number from 0 to 65535`);
+    problems.push(`${shown('port')}: expected a port number from 0 to 65535`);
   }
   const rootPath = String(values['root']);
   if (!/^\/[^/]+(\/[^/]+)*$/.test(rootPath)) {
-    problems.push(`--root ${JSON.stringify(rootPath)}: expected an absolute znode path like /lockstream`);
+    problems.push(`${shown('root', rootPath)}: expected an absolute znode path like /lockstream`);
   }
   const zookeeper = values['zookeeper'] === undefined ? undefined : String(values['zookeeper']);
   if (zookeeper !== undefined && !/^[^\s,/]+(,[^\s,/]+)*(\/\S*)?$/.test(zookeeper)) {
-    problems.push(`--zookeeper ${JSON.stringify(zookeeper)}: expected host:port[,host:port...][/chroot]`);
+    problems.push(`${shown('zookeeper', zookeeper)}: expected host:port[,host:port...][/chroot]`);
   }
-  const count = (key: string, flag: string, min: number, max: number): number => {
+  const count = (key: string, min: number, max: number): number => {
     const raw = String(values[key]);
     const parsed = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
     if (!(Number.isSafeInteger(parsed) && parsed >= min && parsed <= max)) {
-      problems.push(`${flag} ${JSON.stringify(raw)}: expected a whole number from ${min} to ${max}`);
+      problems.push(`${shown(key, raw)}: expected a whole number from ${min} to ${max}`);
       return min;
     }
     return parsed;
@@ -141,19 +195,19 @@ function validate(values: OptionValues): Readonly<Config> {
   const httpPort =
     rawHttpPort === undefined ? undefined : /^\d+$/.test(rawHttpPort) ? Number(rawHttpPort) : Number.NaN;
   if (httpPort !== undefined && !(Number.isInteger(httpPort) && httpPort <= 65535)) {
-    problems.push(`--http-port ${JSON.stringify(rawHttpPort)}: expected a port number from 0 to 65535`);
+    problems.push(`${shown('httpPort', rawHttpPort)}: expected a port number from 0 to 65535`);
   }
   const logFormat = String(values['logFormat']) as LogFormat;
   if (!LOG_FORMATS.includes(logFormat)) {
-    problems.push(`--log-format ${JSON.stringify(logFormat)}: expected one of ${LOG_FORMATS.join(', ')}`);
+    problems.push(`${shown('logFormat', logFormat)}: expected one of ${LOG_FORMATS.join(', ')}`);
   }
   const onStop = String(values['onStop']) as StopMode;
   if (!STOP_MODES.includes(onStop)) {
-    problems.push(`--on-stop ${JSON.stringify(onStop)}: expected one of ${STOP_MODES.join(', ')}`);
+    problems.push(`${shown('onStop', onStop)}: expected one of ${STOP_MODES.join(', ')}`);
   }
   const logLevel = String(values['logLevel']) as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) {
-    problems.push(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(', ')}`);
+    problems.push(`${shown('logLevel', logLevel)}: expected one of ${LOG_LEVELS.join(', ')}`);
   }
   const file = (key: string): string | undefined =>
     values[key] === undefined || values[key] === '' ? undefined : String(values[key]);
@@ -170,13 +224,13 @@ function validate(values: OptionValues): Readonly<Config> {
   const zookeeperClient = String(values['zookeeperClient']) as ZooKeeperClientKind;
   if (!ZOOKEEPER_CLIENTS.includes(zookeeperClient)) {
     problems.push(
-      `--zookeeper-client ${JSON.stringify(zookeeperClient)}: expected one of ${ZOOKEEPER_CLIENTS.join(', ')}`,
+      `${shown('zookeeperClient', zookeeperClient)}: expected one of ${ZOOKEEPER_CLIENTS.join(', ')}`,
     );
   }
   const zookeeperWatch = String(values['zookeeperWatch']) as ZooKeeperWatch;
   if (!ZOOKEEPER_WATCHES.includes(zookeeperWatch)) {
     problems.push(
-      `--zookeeper-watch ${JSON.stringify(zookeeperWatch)}: expected one of ${ZOOKEEPER_WATCHES.join(', ')}`,
+      `${shown('zookeeperWatch', zookeeperWatch)}: expected one of ${ZOOKEEPER_WATCHES.join(', ')}`,
     );
   }
   if ((tlsCert === undefined) !== (tlsKey === undefined)) {
@@ -188,7 +242,7 @@ function validate(values: OptionValues): Readonly<Config> {
   const httpAuthRaw = String(values['httpAuth']).toLowerCase();
   const httpAuth = ['on', 'true', '1'].includes(httpAuthRaw);
   if (!httpAuth && !['off', 'false', '0'].includes(httpAuthRaw)) {
-    problems.push(`--http-auth ${JSON.stringify(values['httpAuth'])}: expected on or off`);
+    problems.push(`${shown('httpAuth')}: expected on or off`);
   }
   if (httpAuth && authFile === undefined) {
     problems.push('--http-auth on needs --auth-file: the callers allowed on the HTTP port are named there');
@@ -201,20 +255,20 @@ function validate(values: OptionValues): Readonly<Config> {
     zookeeperClient,
     zookeeperWatch,
     rootPath,
-    sessionTimeoutMs: duration('sessionTimeout', '--session-timeout', 1),
-    connectTimeoutMs: duration('connectTimeout', '--connect-timeout', 1),
-    keepaliveTimeMs: duration('keepaliveTime', '--keepalive-time', 1),
-    keepaliveTimeoutMs: duration('keepaliveTimeout', '--keepalive-timeout', 1),
-    shutdownGraceMs: duration('shutdownGrace', '--shutdown-grace', 0),
-    drainDelayMs: duration('drainDelay', '--drain-delay', 0),
+    sessionTimeoutMs: duration('sessionTimeout', 1),
+    connectTimeoutMs: duration('connectTimeout', 1),
+    keepaliveTimeMs: duration('keepaliveTime', 1),
+    keepaliveTimeoutMs: duration('keepaliveTimeout', 1),
+    shutdownGraceMs: duration('shutdownGrace', 0),
+    drainDelayMs: duration('drainDelay', 0),
     onStop,
-    maxResumeGraceMs: duration('maxResumeGrace', '--max-resume-grace', 0),
-    maxStreamsPerConnection: count('maxStreamsPerConnection', '--max-streams-per-connection', 1, 2 ** 31 - 1),
-    maxRequestsPerSession: count('maxRequestsPerSession', '--max-requests-per-session', 1, 2 ** 31 - 1),
-    maxWaitersPerLock: count('maxWaitersPerLock', '--max-waiters-per-lock', 1, 2 ** 31 - 1),
+    maxResumeGraceMs: duration('maxResumeGrace', 0),
+    maxStreamsPerConnection: count('maxStreamsPerConnection', 1, 2 ** 31 - 1),
+    maxRequestsPerSession: count('maxRequestsPerSession', 1, 2 ** 31 - 1),
+    maxWaitersPerLock: count('maxWaitersPerLock', 1, 2 ** 31 - 1),
     // A start message with a 512-byte name and a 256-byte owner needs under 1 KiB; a lower
     // limit would refuse plain requests.
-    maxMessageBytes: count('maxMessageBytes', '--max-message-bytes', 1024, 4 * 1024 * 1024),
+    maxMessageBytes: count('maxMessageBytes', 1024, 4 * 1024 * 1024),
     httpHost: String(values['httpHost']),
     httpPort,
     logLevel,

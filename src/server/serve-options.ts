@@ -1,6 +1,7 @@
 /*
- * The options of `lockstream serve`, their environment variables and defaults: the table that
- * `--help` shows and config.ts validates.
+ * The options of `lockstream serve`, their environment variables, configuration-file keys and
+ * defaults: the one table that `--help` shows, config.ts validates, config-file.ts checks a file
+ * against and docs/configuration.md is generated from.
  */
 import { Option } from 'commander';
 import { LARGEST_LEGAL_REQUEST_BYTES, RECEIVE_MARGIN_BYTES } from './largest-request.js';
@@ -42,9 +43,18 @@ interface OptionSpec {
   readonly env: string;
   readonly description: string;
   readonly default?: string;
+  /** False for an option that cannot be set in the configuration file (`--config` itself). */
+  readonly inFile?: false;
 }
 
 const SERVE_OPTIONS: readonly OptionSpec[] = [
+  {
+    flags: '--config <file>',
+    env: 'LOCKSTREAM_CONFIG',
+    description:
+      'YAML file of settings, each option a top-level key named like its flag without the dashes (port: 50051); flags and environment variables override it',
+    inFile: false,
+  },
   {
     flags: '--host <address>',
     env: 'LOCKSTREAM_HOST',
@@ -222,15 +232,54 @@ const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
+/** One option of `lockstream serve`, with every name it goes by. */
+export interface ServeOption {
+  /** The long flag, `--session-timeout`. */
+  readonly flag: string;
+  /** What the flag takes, as `--help` shows it: `<duration>`. */
+  readonly argument: string;
+  /** Its key in the values commander parses and config.ts reads: `sessionTimeout`. */
+  readonly attribute: string;
+  /** Its environment variable: `LOCKSTREAM_SESSION_TIMEOUT`. */
+  readonly env: string;
+  /** Its top-level key in a configuration file, the flag without its dashes; undefined: not settable there. */
+  readonly fileKey: string | undefined;
+  readonly description: string;
+  /** Undefined: unset unless given (the option is off, or its absence means something). */
+  readonly default: string | undefined;
+}
+
+/** Every option of `lockstream serve`, in `--help` order. */
+export const SERVE_OPTION_TABLE: readonly ServeOption[] = Object.freeze(
+  SERVE_OPTIONS.map((spec): ServeOption => {
+    const option = new Option(spec.flags);
+    if (option.long === undefined) throw new Error(`INVARIANT: ${spec.flags} has no long flag`);
+    return Object.freeze({
+      flag: option.long,
+      argument: spec.flags.slice(option.long.length).trim(),
+      attribute: option.attributeName(),
+      env: spec.env,
+      fileKey: spec.inFile === false ? undefined : option.long.replace(/^--/, ''),
+      description: spec.description,
+      default: spec.default,
+    });
+  }),
+);
+
 /**
- * The options of `lockstream serve`. Each can also be set by its environment variable; the
- * variable's value becomes the option's default, so a flag still wins (commander's own `.env()`
- * would read process.env behind our back).
+ * The options of `lockstream serve`. Each can also be set by its environment variable, or by
+ * its key in the configuration file (`file`, keyed by attribute, as config-file.ts reads it):
+ * the variable's value, else the file's, becomes the option's default, so a flag wins over both
+ * and the environment over the file (commander's own `.env()` would read process.env behind our back).
  */
-export function serveOptions(env: Readonly<Record<string, string | undefined>>): Option[] {
-  return SERVE_OPTIONS.map((spec) => {
+export function serveOptions(
+  env: Readonly<Record<string, string | undefined>>,
+  file: Readonly<Record<string, string>> = {},
+): Option[] {
+  return SERVE_OPTIONS.map((spec, i) => {
+    const { attribute } = SERVE_OPTION_TABLE[i]!;
     const option = new Option(spec.flags, `${spec.description} (env: ${spec.env})`);
-    const value = env[spec.env] ?? spec.default;
+    const value = env[spec.env] ?? file[attribute] ?? spec.default;
     if (value !== undefined) option.default(value);
     return option;
   });

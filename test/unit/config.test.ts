@@ -276,13 +276,13 @@ describe('loadConfig', () => {
         '--session-timeout "": expected a duration of at least 1 ms, e.g. 10s or 500ms',
       ]);
       expect(problemsOf({ LOCKSTREAM_SHUTDOWN_GRACE: '' }, [])).toEqual([
-        '--shutdown-grace "": expected a duration of at least 0 ms, e.g. 10s or 500ms',
+        'LOCKSTREAM_SHUTDOWN_GRACE "": expected a duration of at least 0 ms, e.g. 10s or 500ms',
       ]);
     });
 
     it('rejects a negative duration', () => {
       expect(problemsOf({ LOCKSTREAM_CONNECT_TIMEOUT: '-5s' }, [])).toEqual([
-        '--connect-timeout "-5s": expected a duration of at least 1 ms, e.g. 10s or 500ms',
+        'LOCKSTREAM_CONNECT_TIMEOUT "-5s": expected a duration of at least 1 ms, e.g. 10s or 500ms',
       ]);
     });
 
@@ -307,10 +307,10 @@ describe('loadConfig', () => {
     it('rejects an empty port (flag or LOCKSTREAM_PORT) instead of reading it as 0, a random port', () => {
       expect(problemsOf({}, ['--port', ''])).toEqual(['--port "": expected a port number from 0 to 65535']);
       expect(problemsOf({ LOCKSTREAM_PORT: '' }, [])).toEqual([
-        '--port "": expected a port number from 0 to 65535',
+        'LOCKSTREAM_PORT "": expected a port number from 0 to 65535',
       ]);
       expect(problemsOf({ LOCKSTREAM_PORT: ' ' }, [])).toEqual([
-        '--port " ": expected a port number from 0 to 65535',
+        'LOCKSTREAM_PORT " ": expected a port number from 0 to 65535',
       ]);
     });
 
@@ -361,7 +361,7 @@ describe('loadConfig', () => {
 
     it('rejects an unknown log level from the environment', () => {
       expect(problemsOf({ LOCKSTREAM_LOG_LEVEL: 'loud' }, [])).toEqual([
-        '--log-level "loud": expected one of trace, debug, info, warn, error, fatal, silent',
+        'LOCKSTREAM_LOG_LEVEL "loud": expected one of trace, debug, info, warn, error, fatal, silent',
       ]);
     });
 
@@ -413,7 +413,7 @@ describe('loadConfig', () => {
         '--root "relative": expected an absolute znode path like /lockstream',
         '--zookeeper "a b": expected host:port[,host:port...][/chroot]',
         '--session-timeout "soon": expected a duration of at least 1 ms, e.g. 10s or 500ms',
-        '--keepalive-time "often": expected a duration of at least 1 ms, e.g. 10s or 500ms',
+        'LOCKSTREAM_KEEPALIVE_TIME "often": expected a duration of at least 1 ms, e.g. 10s or 500ms',
       ]);
       for (const problem of error.problems) expect(error.message).toContain(problem);
     });
@@ -424,7 +424,7 @@ describe('loadConfig', () => {
         '--max-waiters-per-lock "0": expected a whole number from 1 to 2147483647',
       ]);
       expect(problemsOf({ LOCKSTREAM_MAX_MESSAGE_BYTES: '100' }, [])).toEqual([
-        '--max-message-bytes "100": expected a whole number from 1024 to 4194304',
+        'LOCKSTREAM_MAX_MESSAGE_BYTES "100": expected a whole number from 1024 to 4194304',
       ]);
     });
 
