@@ -13,6 +13,8 @@ import { SERVE_OPTION_TABLE, type ServeOption } from '../src/server/serve-option
 const repo = fileURLToPath(new URL('../', import.meta.url));
 export const CONFIG_DOC = 'docs/configuration.md';
 const EXAMPLE = 'examples/config/lockstream.yaml';
+/** The test that starts a server with the example (its mark says so: test/support/doc-blocks.ts). */
+const EXAMPLE_RUNNER = 'test/integration/cli-config.test.ts';
 
 /** A table cell: pipes escaped, so that a flag's `<hand-over|release>` stays in its column. */
 function cell(text: string): string {
@@ -53,6 +55,7 @@ export async function configurationDoc(): Promise<string> {
     '',
     `An example, \`${EXAMPLE}\` (the tests load it and start a server with it):`,
     '',
+    `<!-- example: ${EXAMPLE}; run by ${EXAMPLE_RUNNER} -->`,
     '```yaml',
     example,
     '```',
