@@ -75,4 +75,20 @@ done < <({ marked docs/python.md 'python-sync|python-aio|python-aio-task|python-
 
 installed=$(cd "$home" && "$python" -c 'import lockstream; print(lockstream.__file__)')
 [[ $installed == "$home"/* ]] || { echo "lockstream was imported from $installed, not the new virtualenv" >&2; exit 1; }
-echo "check-python-install: ok ($programs programs; lockstream from $installed)"
+
+# The wheel: built as the page says, installed into a virtualenv of its own, and the first
+# program run with it.
+commands=$(marked docs/python.md install-wheel | sed -n 's/^\$ //p')
+[[ -n $commands ]] || { echo "docs/python.md shows no wheel install (install-wheel)" >&2; exit 1; }
+echo "check-python-install: docs/python.md's wheel commands:"
+sed 's/^/  $ /' <<<"$commands"
+HOME=$home PIP_DISABLE_PIP_VERSION_CHECK=1 bash -euo pipefail -c "$commands" >"$home/wheel.log" 2>&1 ||
+  { cat "$home/wheel.log" >&2; echo "check-python-install: the wheel commands failed" >&2; exit 1; }
+wheel_python=$home/venvs/from-wheel/bin/python
+output=$(cd "$home" && HOME=$home LOCKSTREAM_SERVER=$address "$wheel_python" "$home/example-1.py" 2>&1) ||
+  { printf '%s\n' "$output" >&2; echo "check-python-install: program 1 failed from the wheel" >&2; exit 1; }
+grep -q 'fencing token [0-9][0-9]*' <<<"$output" ||
+  { echo "check-python-install: program 1 printed no fencing token from the wheel" >&2; exit 1; }
+from_wheel=$(cd "$home" && "$wheel_python" -c 'import lockstream; print(lockstream.__file__)')
+[[ $from_wheel == "$home"/venvs/from-wheel/* ]] || { echo "lockstream was imported from $from_wheel, not the wheel's virtualenv" >&2; exit 1; }
+echo "check-python-install: ok ($programs programs; lockstream from $installed; program 1 again from the wheel)"
