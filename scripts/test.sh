@@ -46,3 +46,5 @@ step "benchmark smoke (every workload against every target, briefly; figures are
 npm run --silent bench:smoke -- --out .tmp/bench-smoke.json
 step "package: npm pack, install into an empty project, type-check and run the client there"
 bash scripts/check-package.sh
+step "deployment: Dockerfile (hadolint, its runtime stage started), Helm chart (lint, template, Kubernetes schemas), systemd unit (systemd-analyze)"
+bash scripts/check-deploy.sh
