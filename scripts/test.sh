@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one command that tests lockstream on a fresh machine (Debian, Node.js 20, Go, root or sudo):
 # installs ZooKeeper, PostgreSQL and grpcurl if missing, installs the npm packages from the lock
-# file, then runs every check in CI's order. `.ci/run` calls exactly this.
+# file, then runs every check in CI's order (the last, scripts/check-deploy.sh, installs helm,
+# hadolint and kubernetes-validate for itself). `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
