@@ -231,7 +231,8 @@ PY
   [[ -n $healthcheck ]] || die "no HEALTHCHECK CMD found in the Dockerfile"
   for config in deploy/docker/lockstream.yaml "$work/chart-lockstream.yaml"; do
     name=$(basename "$(dirname "$config")")-$(basename "$config" .yaml)
-    start_server "$name" --config "$repo/${config#"$repo"/}"
+    [[ $config == /* ]] || config=$repo/$config
+    start_server "$name" --config "$config"
     for path in /livez /readyz /metrics; do
       status=$(http_status "http://127.0.0.1:$http_port$path")
       [[ $status == 200 ]] || die "$config: GET $path answered $status, not 200"

@@ -75,16 +75,18 @@ this does not read (the grace-period check is then skipped).
 {{- end }}
 
 {{/*
-The longest a SIGTERM hand-over can take, in seconds, with the preStop sleep and a margin of
-10 s for ZooKeeper's answers and the exit; -1 when a duration is in a form the chart does not read.
+The longest a SIGTERM hand-over can take, in seconds, with the preStop sleep, drain-delay (if
+set: unready but serving before the hand-over) and a margin of 10 s for ZooKeeper's answers and
+the exit; -1 when a duration is in a form the chart does not read.
 */}}
 {{- define "lockstream.handOverSeconds" -}}
+{{- $drain := include "lockstream.seconds" (index .Values.config "drain-delay" | default "0s") | int }}
 {{- $shutdown := include "lockstream.seconds" (index .Values.config "shutdown-grace" | default "5s") | int }}
 {{- $resume := include "lockstream.seconds" (index .Values.config "max-resume-grace" | default "60s") | int }}
-{{- if or (lt $shutdown 0) (lt $resume 0) }}
+{{- if or (lt $drain 0) (lt $shutdown 0) (lt $resume 0) }}
 {{- -1 }}
 {{- else }}
-{{- add (int .Values.preStopSleepSeconds) $shutdown $resume 10 }}
+{{- add (int .Values.preStopSleepSeconds) $drain $shutdown $resume 10 }}
 {{- end }}
 {{- end }}
 
@@ -94,12 +96,12 @@ The longest a SIGTERM hand-over can take, in seconds, with the preStop sleep and
 {{- $given := .Values.terminationGracePeriodSeconds }}
 {{- if kindIs "invalid" $given }}
 {{- if lt $needed 0 }}
-{{- fail "terminationGracePeriodSeconds: set it: shutdown-grace or max-resume-grace is in a form the chart cannot add up (use ms, s, m or h)" }}
+{{- fail "terminationGracePeriodSeconds: set it: drain-delay, shutdown-grace or max-resume-grace is in a form the chart cannot add up (use ms, s, m or h)" }}
 {{- end }}
 {{- $needed }}
 {{- else }}
 {{- if and (ge $needed 0) (lt (int $given) $needed) }}
-{{- fail (printf "terminationGracePeriodSeconds %d is shorter than a hand-over can take: preStopSleepSeconds + shutdown-grace + max-resume-grace + 10 = %d; SIGKILL would cut it and the sessions nobody took over yet would be lost" (int $given) $needed) }}
+{{- fail (printf "terminationGracePeriodSeconds %d is shorter than a hand-over can take: preStopSleepSeconds + drain-delay + shutdown-grace + max-resume-grace + 10 = %d; SIGKILL would cut it and the sessions nobody took over yet would be lost" (int $given) $needed) }}
 {{- end }}
 {{- int $given }}
 {{- end }}
