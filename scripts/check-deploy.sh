@@ -134,8 +134,64 @@ refuses "an unknown value" --set replicas=3
 ! grep -q '^kind: PodDisruptionBudget' "$work/single.yaml" || die "one instance should have no PodDisruptionBudget"
 log "helm template refuses 3 instances on the embedded store, a short grace period, config.port, an unknown value; renders 1 embedded instance"
 
+# docs/deployment.md's helm commands (its blocks marked `checked by scripts/check-deploy.sh`),
+# run with `helm install` as `helm template` and kubectl and openssl as stand-ins; the Secret
+# the kubectl command makes must hold every key the render reads from it.
+doc_block() {
+  awk -v mark="<!-- checked by scripts/check-deploy.sh: $1 -->" '
+    $0 == mark { found = 1; next }
+    found && !inside && /^```/ { inside = 1; next }
+    inside && /^```$/ { exit }
+    inside { print }
+  ' docs/deployment.md
+}
+for block in helm-install helm-existing-secret; do
+  doc_block "$block" | sed 's/^\$ //' >"$work/$block.sh"
+  [[ -s $work/$block.sh ]] || die "docs/deployment.md has no block marked $block"
+  (
+    set -euo pipefail
+    helm() {
+      [[ $1 == install ]] || die "docs/deployment.md ($block): helm $1, not helm install"
+      shift
+      "$helm_bin" template "$@" >"$work/$block.yaml"
+    }
+    kubectl() { printf '%s\n' "$@" >"$work/$block.kubectl"; }
+    openssl() { printf 'c2VjcmV0\n'; }
+    helm_bin=$helm
+    # shellcheck disable=SC1090 # the block, as written in the docs
+    source "$work/$block.sh"
+  ) || die "docs/deployment.md's $block block failed (as helm template)"
+  [[ -s $work/$block.yaml ]] || die "docs/deployment.md's $block block rendered nothing"
+done
+"$python" - "$work/helm-existing-secret.yaml" "$work/helm-existing-secret.kubectl" <<'PY' ||
+import sys, yaml
+args = open(sys.argv[2]).read().split("\n")
+name = args[args.index("generic") + 1]
+made = {a.split("=", 1)[1].split("=", 1)[0] for a in args if a.startswith("--from-literal=")}
+read = set()
+def walk(node):
+    if isinstance(node, dict):
+        ref = node.get("secretKeyRef")
+        if ref and ref["name"] == name:
+            read.add(ref["key"])
+        secret = node.get("secret")
+        if secret and secret.get("secretName") == name:
+            read.update(item["key"] for item in secret.get("items", []))
+        for value in node.values():
+            walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            walk(value)
+for doc in yaml.safe_load_all(open(sys.argv[1])):
+    walk(doc)
+if not read or not read <= made:
+    sys.exit(f"the render reads keys {sorted(read)} of Secret {name}, the kubectl command makes {sorted(made)}")
+PY
+  die "docs/deployment.md's helm-existing-secret: the Secret and the chart disagree"
+log "docs/deployment.md: its helm install commands render (as helm template), and the Secret its kubectl command makes holds the keys the chart reads"
+
 for version in "${KUBERNETES_VERSIONS[@]}"; do
-  for render in default production single; do
+  for render in default production single helm-install helm-existing-secret; do
     if ! "$kubernetes_validate" --strict --quiet -k "$version" "$work/$render.yaml" >"$work/validate.txt" 2>&1; then
       cat "$work/validate.txt"
       die "the $render render does not validate against Kubernetes $version's schemas"
@@ -147,7 +203,7 @@ sed 's/^  replicas: /  replicaz: 1\n  replicas: /' "$work/default.yaml" >"$work/
 if "$kubernetes_validate" --strict --quiet -k "${KUBERNETES_VERSIONS[0]}" "$work/broken.yaml" >/dev/null 2>&1; then
   die "kubernetes-validate accepted a Deployment with an unknown field: the schema check proves nothing"
 fi
-log "kubernetes-validate --strict: the 3 renders match Kubernetes ${KUBERNETES_VERSIONS[*]} schemas (an unknown field fails)"
+log "kubernetes-validate --strict: the 5 renders match Kubernetes ${KUBERNETES_VERSIONS[*]} schemas (an unknown field fails)"
 
 # --- systemd unit ------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadConfig } from '../../src/server/config.js';
 import { serveOptions } from '../../src/server/serve-options.js';
+import { checkedBlock, consoleCommands } from '../support/doc-blocks.js';
 
 const read = (path: string): string => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
 const yamlOf = (path: string): Record<string, unknown> => parse(read(path)) as Record<string, unknown>;
@@ -119,5 +120,47 @@ describe('stop timeouts cover the SIGTERM hand-over', () => {
     expect(values.preStopSleepSeconds + (config.shutdownGraceMs + config.maxResumeGraceMs) / 1000 + 10).toBe(
       80,
     );
+  });
+});
+
+describe("docs/deployment.md's commands (the blocks marked `checked by test/unit/deploy-artifacts.test.ts`)", () => {
+  const pkg = JSON.parse(read('package.json')) as { name: string; version: string };
+  const commands = (name: string): string[] =>
+    consoleCommands(checkedBlock('docs/deployment.md', name)).map(({ command }) => command);
+  /** Every environment variable `serve` reads, from the options' descriptions. */
+  const SERVE_ENV = new Set(
+    serveOptions({}).map((option) => /\(env: (\w+)\)$/.exec(option.description)?.[1]),
+  );
+
+  it("docker-run: builds and runs this version's image, publishing the ports it exposes, with serve's variables", () => {
+    const [build, ...runs] = commands('docker-run');
+    expect(build).toBe(`docker build -t ${pkg.name}:${pkg.version} .`);
+    const exposed = /^EXPOSE (.*)$/m.exec(read('Dockerfile'))![1]!.split(' ');
+    expect(runs.length).toBeGreaterThan(0);
+    for (const run of runs) {
+      expect(run).toMatch(new RegExp(`^docker run .* ${pkg.name}:${pkg.version}$`));
+      const published = [...run.matchAll(/-p \d+:(\d+)/g)].map((match) => match[1]);
+      expect(published).toEqual(exposed);
+      for (const [, variable] of run.matchAll(/-e (\w+)=/g)) expect(SERVE_ENV).toContain(variable);
+    }
+  });
+
+  it("systemd-install: installs this version's package, and the unit and configuration files the repository has", () => {
+    const [install, ...rest] = commands('systemd-install');
+    expect(install).toBe(`npm install -g ${pkg.name}-${pkg.version}.tgz`);
+    const unit = read('deploy/systemd/lockstream.service');
+    // npm install -g puts the command in <prefix>/bin, /usr/local/bin with the usual prefix.
+    expect(unit).toMatch(
+      /^ExecStart=\/usr\/local\/bin\/lockstream serve --config \/etc\/lockstream\/lockstream\.yaml$/m,
+    );
+    const copied = rest.flatMap((command) =>
+      command.startsWith('install ') ? [command.split(' ').slice(-2)] : [],
+    );
+    expect(copied).toEqual([
+      ['deploy/systemd/lockstream.service', '/etc/systemd/system/'],
+      ['deploy/systemd/lockstream.yaml', '/etc/lockstream/lockstream.yaml'],
+    ]);
+    for (const [source] of copied) expect(() => read(source!)).not.toThrow();
+    expect(rest).toContain('systemctl daemon-reload && systemctl enable --now lockstream');
   });
 });
