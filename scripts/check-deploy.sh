@@ -275,36 +275,27 @@ stop_server() {
 }
 http_status() { node -e "fetch(process.argv[1]).then((r) => console.log(r.status), () => console.log('none'))" "$1"; }
 
-if (cd "$runtime" && node dist/cli.js serve --help) | grep -q -- '--config'; then
-  # The chart's lockstream.yaml, as its ConfigMap holds it.
-  "$python" - "$work/default.yaml" "$work/chart-lockstream.yaml" <<'PY'
+# The chart's lockstream.yaml, as its ConfigMap holds it.
+"$python" - "$work/default.yaml" "$work/chart-lockstream.yaml" <<'PY'
 import sys, yaml
 for doc in yaml.safe_load_all(open(sys.argv[1])):
     if doc and doc.get("kind") == "ConfigMap":
         open(sys.argv[2], "w").write(doc["data"]["lockstream.yaml"])
 PY
-  healthcheck=$(sed -n 's/^  CMD \["node", "-e", "\(.*\)"\]$/\1/p' Dockerfile)
-  [[ -n $healthcheck ]] || die "no HEALTHCHECK CMD found in the Dockerfile"
-  for config in deploy/docker/lockstream.yaml "$work/chart-lockstream.yaml"; do
-    name=$(basename "$(dirname "$config")")-$(basename "$config" .yaml)
-    [[ $config == /* ]] || config=$repo/$config
-    start_server "$name" --config "$config"
-    for path in /livez /readyz /metrics; do
-      status=$(http_status "http://127.0.0.1:$http_port$path")
-      [[ $status == 200 ]] || die "$config: GET $path answered $status, not 200"
-    done
-    (cd "$runtime" && node -e "${healthcheck//9464/$http_port}") ||
-      die "the Dockerfile's HEALTHCHECK command failed against the server"
-    stop_server "$name"
+healthcheck=$(sed -n 's/^  CMD \["node", "-e", "\(.*\)"\]$/\1/p' Dockerfile)
+[[ -n $healthcheck ]] || die "no HEALTHCHECK CMD found in the Dockerfile"
+for config in deploy/docker/lockstream.yaml "$work/chart-lockstream.yaml"; do
+  name=$(basename "$(dirname "$config")")-$(basename "$config" .yaml)
+  [[ $config == /* ]] || config=$repo/$config
+  start_server "$name" --config "$config"
+  for path in /livez /readyz /metrics; do
+    status=$(http_status "http://127.0.0.1:$http_port$path")
+    [[ $status == 200 ]] || die "$config: GET $path answered $status, not 200"
   done
-  log "runtime stage: started with the image's and the chart's lockstream.yaml: /livez, /readyz, /metrics 200, the HEALTHCHECK passes, SIGTERM exits 0"
-else
-  # Until `serve --config` and /livez exist: the production dependencies alone start the server.
-  start_server runtime
-  status=$(http_status "http://127.0.0.1:$http_port/metrics")
-  [[ $status == 200 ]] || die "GET /metrics answered $status, not 200"
-  stop_server runtime
-  log "runtime stage: starts (flags, /metrics 200) and exits 0 on SIGTERM; NOT tried with the configuration files nor /livez, /readyz: this lockstream has no serve --config yet"
-fi
+  (cd "$runtime" && node -e "${healthcheck//9464/$http_port}") ||
+    die "the Dockerfile's HEALTHCHECK command failed against the server"
+  stop_server "$name"
+done
+log "runtime stage: started with the image's and the chart's lockstream.yaml: /livez, /readyz, /metrics 200, the HEALTHCHECK passes, SIGTERM exits 0"
 
 log "ok ($((SECONDS - started)) s)"
