@@ -5,7 +5,7 @@
 # program's output must show its locks taken and its record written. Then the README's Go
 # program in the same module, run the same way. The blocks are those marked
 # `<!-- checked by scripts/check-go-install.sh: NAME -->` (test/support/doc-blocks.ts).
-# Needs Go, node and the repository's node_modules; the network only for the Go module proxy.
+# Needs Go, node and the repository built (`npm ci` builds it); the network only for the Go module proxy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -39,8 +39,8 @@ readme_program=$(marked README.md readme-go)
 [[ $readme_program == "package main"* ]] || fail "README.md has no Go program (a readme-go block with package main)"
 [[ $commands == *"go run . 127.0.0.1:50051" ]] || fail "docs/go.md's commands do not end with 'go run . 127.0.0.1:50051'"
 
-# A server from this clone, on a free port.
-node --import tsx src/cli.ts serve --port 0 --log-format json >"$WORK/server.log" 2>&1 &
+# As the quick start starts it (`npm start` runs `node dist/cli.js serve`), on a free port.
+node dist/cli.js serve --port 0 --log-format json >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 address=
 for _ in $(seq 600); do

@@ -7,7 +7,7 @@
 # server started here (LOCKSTREAM_SERVER says where). The blocks are those marked
 # `<!-- checked by scripts/check-python-install.sh: NAME -->` (test/support/doc-blocks.ts). Fails if a command or a program fails, or if a
 # program does not print what a held lock prints. Needs python3 with venv, node and the
-# repository's node_modules (`npm ci`), and PyPI.
+# repository built (`npm ci` builds it), and PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -44,8 +44,8 @@ HOME=$home PIP_DISABLE_PIP_VERSION_CHECK=1 bash -euo pipefail -c "$commands" >"$
 python=$home/venvs/locks/bin/python
 [[ -x $python ]] || { echo "the README's commands made no $python" >&2; exit 1; }
 
-# A server of its own, on a free port.
-node --import tsx src/cli.ts serve --port 0 --http-port 0 --log-format json >"$home/server.log" 2>&1 &
+# A server of its own, started as the quick start starts it (`npm start` runs `node dist/cli.js serve`), on a free port.
+node dist/cli.js serve --port 0 --http-port 0 --log-format json >"$home/server.log" 2>&1 &
 server_pid=$!
 address=
 for _ in $(seq 600); do
