@@ -41,7 +41,7 @@ function boundary(files, forbiddenFolders, ignores = []) {
 }
 
 export default tseslint.config(
-  { ignores: ['dist/', 'src/gen/', 'node_modules/', 'bench/results/'] },
+  { ignores: ['dist/', 'packages/*/dist/', 'src/gen/', 'node_modules/', 'bench/results/'] },
   eslint.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

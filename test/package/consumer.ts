@@ -1,9 +1,9 @@
-// A client-only project's view of lockstream: what `npm install lockstream` and
-// `import ... from 'lockstream/client'` give a TypeScript user. Type-checked and run by
+// A client-only project's view of lockstream: what installing @lockstream/client and
+// `import ... from '@lockstream/client'` give a TypeScript user. Type-checked and run by
 // scripts/check-package.sh against the packed tarball, outside this repository.
-import { LockClient, LockTimeoutError, Status, type Lock } from 'lockstream/client';
-import { formatFencingToken, parseFencingToken } from 'lockstream/fencing';
-import { fencingTableSql, type PgQueryable } from 'lockstream/fencing/postgres';
+import { LockClient, LockTimeoutError, Status, type Lock } from '@lockstream/client';
+import { formatFencingToken, parseFencingToken } from '@lockstream/client/fencing';
+import { fencingTableSql, type PgQueryable } from '@lockstream/client/fencing/postgres';
 
 const address = process.argv[2];
 if (!address) throw new Error('usage: node consumer.js <host:port>');
@@ -16,7 +16,7 @@ const lock: Lock = await locks.acquire('package/smoke', {
 });
 const token: bigint = lock.token;
 console.log(`acquired token=${token}`);
-// lockstream/fencing and its PostgreSQL adapter type-check and load without pg or @types/pg.
+// @lockstream/client/fencing and its PostgreSQL adapter type-check and load without pg or @types/pg.
 const header: string = formatFencingToken(lock);
 console.log(`fencing header round trip: ${parseFencingToken(header).token === token}`);
 const noDatabase: PgQueryable | undefined = undefined;
