@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { credentials } from '@grpc/grpc-js';
 import { parseArgs } from 'node:util';
-import { LockClient, LockClientError, Status, type LockMode } from 'lockstream/client';
+import { LockClient, LockClientError, Status, type LockMode } from '@lockstream/client';
 
 const { values: flags } = parseArgs({
   options: {

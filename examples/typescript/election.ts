@@ -15,7 +15,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { credentials } from '@grpc/grpc-js';
-import { LockClient, LockClientError, Status } from 'lockstream/client';
+import { LockClient, LockClientError, Status } from '@lockstream/client';
 
 const { values: flags } = parseArgs({
   options: {

@@ -13,9 +13,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { LockClient, type Lock } from 'lockstream/client';
-import { fencedFetch, fencingMiddleware } from 'lockstream/fencing';
-import { ensureFencingTable, fenced, StaleTokenError } from 'lockstream/fencing/postgres';
+import { LockClient, type Lock } from '@lockstream/client';
+import { fencedFetch, fencingMiddleware } from '@lockstream/client/fencing';
+import { ensureFencingTable, fenced, StaleTokenError } from '@lockstream/client/fencing/postgres';
 
 const { values: flags } = parseArgs({
   options: {

@@ -1,6 +1,6 @@
 // Holds a lock while some work runs, then releases it. With a server running (`npm start`):
 //   npx tsx examples/typescript/quick-start.ts
-import { LockClient } from 'lockstream/client';
+import { LockClient } from '@lockstream/client';
 
 const locks = new LockClient(process.env['LOCKSTREAM_SERVER'] ?? '127.0.0.1:50051');
 // Waits in a fair queue, here at most 30 s (then LockTimeoutError).

@@ -9,7 +9,7 @@
 // and prints `lost the lock: the checkpoint stays at the next holder's`; exit code 2.
 // On failure: `error: <STATUS>: <details>` on stderr and exit code 1.
 import { parseArgs } from 'node:util';
-import { LockClient, LockClientError, Status, TokenNotHeldError } from 'lockstream/client';
+import { LockClient, LockClientError, Status, TokenNotHeldError } from '@lockstream/client';
 
 const { values: flags } = parseArgs({
   options: {

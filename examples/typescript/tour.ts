@@ -7,7 +7,7 @@
 //
 // Prints one line per step and `done` at the end.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LockClient } from 'lockstream/client';
+import { LockClient } from '@lockstream/client';
 
 // What the locks protect, stood in for: each takes the fencing token it would pass on.
 const invoice = { id: 'inv-42', amount: 100 };

@@ -10,7 +10,7 @@ import { scaled } from '../support/timing.js';
 
 /**
  * examples/typescript/fencing.ts against a real lockstream server and a real PostgreSQL, run as
- * a user runs it (it imports lockstream/fencing through the package's exports, from dist/).
+ * a user runs it (it imports @lockstream/client/fencing, which tsconfig.json's paths map to src/).
  * docs/fencing.md shows its [docs:fencing-http] and [docs:fencing-postgres] regions
  * (test/integration/docs-code-blocks.test.ts).
  */
