@@ -45,7 +45,7 @@ step "tests (unit, conformance on both back ends, ZooKeeper integration, grpcurl
 npx vitest run --reporter=default --reporter=json --outputFile.json=.tmp/vitest-report.json
 step "benchmark smoke (every workload against every target, briefly; figures are not checked)"
 npm run --silent bench:smoke -- --out .tmp/bench-smoke.json
-step "package: npm pack, install into an empty project, type-check and run the client there"
+step "packages: @lockstream/client and the server package lockstream, packed and installed outside the clone as docs/typescript.md says; the client install holds no server code"
 bash scripts/check-package.sh
 step "deployment: Dockerfile (hadolint, its runtime stage started), Helm chart (lint, template, Kubernetes schemas), systemd unit (systemd-analyze)"
 bash scripts/check-deploy.sh
