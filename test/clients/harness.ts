@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { killOnExit } from '../setup/zookeeper-process.js';
 import type { ClientOptions, Command, StampedObservation } from './protocol.js';
+import { goBuild } from '../support/go-build.js';
 import { scaled } from '../support/timing.js';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
@@ -30,9 +31,7 @@ const COMMANDS: Record<ClientLanguage, () => [string, string[]]> = {
  * Python package is installed in .venv (scripts/test-clients.sh installs it).
  */
 export async function prepareDrivers(): Promise<void> {
-  await promisify(execFile)('go', ['build', '-o', GO_DRIVER, './cmd/conformance-driver'], {
-    cwd: join(repo, 'clients/go'),
-  });
+  await goBuild(GO_DRIVER, './cmd/conformance-driver', { cwd: join(repo, 'clients/go') });
   if (!existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/install-test-deps.sh`);
   await promisify(execFile)(PYTHON, ['-c', 'import lockstream.aio']).catch((error: unknown) => {
     throw new Error(

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LockClient, type ElectionEvent } from '../../src/client/index.js';
+import { goBuild } from '../support/go-build.js';
 import { InteractiveProcess } from '../support/interactive-process.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { scaled } from '../support/timing.js';
@@ -38,7 +39,7 @@ describe('the election examples', () => {
 
   beforeAll(async () => {
     // Built from the source under test, as scripts/install-test-deps.sh does (go caches the build).
-    await promisify(execFile)('go', ['build', '-o', GO_EXAMPLE, './'], {
+    await goBuild(GO_EXAMPLE, './', {
       cwd: join(repo, 'examples/go'),
       env: { ...process.env, GOFLAGS: '-mod=readonly -buildvcs=false' },
     });

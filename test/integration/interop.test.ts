@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LockClient, type Lock } from '../../src/client/index.js';
+import { goBuild } from '../support/go-build.js';
 import { deferred } from '../support/lock-caller.js';
 import { InteractiveProcess } from '../support/interactive-process.js';
 import { requireZooKeeper } from '../support/require-zookeeper.js';
@@ -101,9 +102,7 @@ describe('TypeScript, Go and Python clients on one lock', () => {
 
   beforeAll(async () => {
     // Built from the source under test (go caches the build).
-    await promisify(execFile)('go', ['build', '-o', GO_HOLD, './examples/hold'], {
-      cwd: join(repo, 'clients/go'),
-    });
+    await goBuild(GO_HOLD, './examples/hold', { cwd: join(repo, 'clients/go') });
     if (!existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/install-test-deps.sh`);
     // The installed wheel (scripts/test-clients.sh builds and installs it).
     await promisify(execFile)(PYTHON, ['-c', 'import lockstream']).catch((error: unknown) => {
