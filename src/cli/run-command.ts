@@ -181,6 +181,11 @@ async function runLocked(
   const interrupted = new AbortController();
   const onWaitSignal = (signal: NodeJS.Signals): void => interrupted.abort(signal);
   for (const signal of FORWARDED_SIGNALS) process.on(signal, onWaitSignal);
+  // Removed only once the command's forwarding is in place (or nothing is run): with no listener
+  // a signal ends this process the default way, and the command would run on without the lock.
+  const stopWaitSignals = (): void => {
+    for (const signal of FORWARDED_SIGNALS) process.off(signal, onWaitSignal);
+  };
   let stopCommand: (why: string) => void = () => {};
   let lock: Held;
   const mode = (options.mode ?? (options.limit === undefined ? 'mutex' : 'semaphore')) as LockMode;
@@ -230,6 +235,7 @@ async function runLocked(
             );
     }
   } catch (error) {
+    stopWaitSignals();
     client.close();
     if (interrupted.signal.aborted) return 128 + signalNumber(interrupted.signal.reason as NodeJS.Signals);
     if (error instanceof LockTimeoutError) {
@@ -242,8 +248,14 @@ async function runLocked(
     }
     throw error;
   } finally {
-    for (const signal of FORWARDED_SIGNALS) process.off(signal, onWaitSignal);
     if (process.stderr.isTTY) process.stderr.write('\r\u001b[K');
+  }
+  // A signal that came as the lock was granted: the command is not started.
+  if (interrupted.signal.aborted) {
+    stopWaitSignals();
+    await lock[Symbol.asyncDispose]();
+    client.close();
+    return 128 + signalNumber(interrupted.signal.reason as NodeJS.Signals);
   }
 
   // A command that is done writing keeps reading under the same lock, with no writer let in
@@ -290,6 +302,9 @@ async function runLocked(
   };
   const forward = (signal: NodeJS.Signals): void => group(signal);
   for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
+  // Only now, in the same synchronous stretch as the spawn: the command may have printed and been
+  // signalled already (a listener is called later, from the event loop, when `child` is set).
+  stopWaitSignals();
   let stoppedBecause: string | undefined;
   let killTimer: NodeJS.Timeout | undefined;
   stopCommand = (why) => {
