@@ -8,6 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { goBuild } from '../support/go-build.js';
 
 const run = promisify(execFile);
 const CHECKER_DIR = fileURLToPath(new URL('./checker/', import.meta.url));
@@ -33,7 +34,7 @@ export interface Verdict {
 let built: Promise<void> | undefined;
 
 export function buildChecker(): Promise<void> {
-  built ??= run('go', ['build', '-o', BIN, '.'], { cwd: CHECKER_DIR }).then(() => undefined);
+  built ??= goBuild(BIN, '.', { cwd: CHECKER_DIR });
   return built;
 }
 
