@@ -244,6 +244,8 @@ log "runtime stage: production dependencies installed ($(du -sh "$runtime/node_m
 start_server() {
   local name=$1
   shift
+  # Made before the server starts: the loop below reads it at once.
+  : >"$work/$name.log"
   (cd "$runtime" && exec node dist/cli.js serve "$@" --host 127.0.0.1 --port 0 \
     --http-host 127.0.0.1 --http-port 0 --log-format json) >"$work/$name.log" 2>&1 &
   server_pid=$!
