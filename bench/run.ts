@@ -60,7 +60,7 @@ const WORKLOADS = (flags.workloads?.split(',') ?? ['U', 'H', 'P', 'RW']) as Work
 // U warms up for 2000 cycles: V8 (the recipe's, the SDK's, the server's) optimizes a function
 // only after many calls, and at 200 cycles a fresh lockstream server measured half its speed.
 const WORKLOAD_ARGS = SMOKE
-  ? ['--cycles', '200', '--warmup', '20', '--duration-ms', '1000', '--warmup-ms', '200']
+  ? ['--cycles', '100', '--warmup', '20', '--duration-ms', '500', '--warmup-ms', '100']
   : ['--cycles', '2000', '--warmup', '2000', '--duration-ms', '10000', '--warmup-ms', '1000'];
 if (flags['resume-grace-ms'] !== undefined) WORKLOAD_ARGS.push('--resume-grace-ms', flags['resume-grace-ms']);
 
