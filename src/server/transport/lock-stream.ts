@@ -96,10 +96,7 @@ export class LockStream<Req, Res>
     this.options = options;
     this.callId = callId;
     this.#debug = options.logger.isLevelEnabled('debug');
-    // A Session stream's messages of one turn leave in one write (a burst of grants after one
-    // ZooKeeper reply). An Acquire stream's few go out as they come: held until the turn's end,
-    // its grant would wait a loop turn (behind whatever ZooKeeper sent next) for nothing to join.
-    this.#writer = new StreamWriter(wire.rpc === 'session' ? batchedByTurn(call) : call);
+    this.#writer = new StreamWriter(batchedByTurn(call));
     call.on('data', (message: Req) => {
       this.#heartbeat?.heard();
       if (this.#held) this.#held.push(message);

@@ -91,8 +91,7 @@ interface HttpStream {
 }
 
 /**
- * The messages one stream sends in one turn of the event loop, written to HTTP/2 as one write
- * (a Session stream's: see LockStream).
+ * The messages one stream sends in one turn of the event loop, written to HTTP/2 as one write.
  *
  * grpc-js gives each message a write of its own and starts the next only once the previous one
  * has gone out (its call is a Writable without `_writev`), so a burst on one stream (`released`
