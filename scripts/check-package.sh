@@ -4,8 +4,10 @@
 # LOCKSTREAM set to this clone), each into an empty project in a temporary directory:
 #  - @lockstream/client (typescript-install-client): packed from packages/client and installed;
 #    holds no server code and pulls in no server package; every bare import of its files is a
-#    declared dependency (scripts/client-package.ts check); test/package/consumer.ts type-checks
-#    against it and runs against a server started as the README's quick start says (`npm start`);
+#    declared dependency (scripts/client-package.ts check); test/package/consumer.ts and the
+#    README's and docs/typescript.md's examples (examples/typescript/quick-start.ts, tour.ts)
+#    type-check against it and run against a server started as the README's quick start says
+#    (`npm start`);
 #  - lockstream, the server (typescript-install-server): its `lockstream serve` starts from the
 #    install, the consumer runs against it, and its `lockstream/client` is @lockstream/client's API.
 # Prints each package's tarball size, installed size and package count, and the time taken.
@@ -99,6 +101,9 @@ typescript=$(node -p "require('$repo/node_modules/typescript/package.json').vers
 types_node=$(node -p "require('$repo/node_modules/@types/node/package.json').version")
 npm install --silent --no-save "typescript@$typescript" "@types/node@$types_node"
 cp "$repo/test/package/consumer.ts" .
+# The README's and docs/typescript.md's examples, as a user copies them into a project of their own.
+examples=(quick-start tour)
+for example in "${examples[@]}"; do cp "$repo/examples/typescript/$example.ts" .; done
 cat >tsconfig.json <<'JSON'
 {
   "compilerOptions": {
@@ -110,17 +115,26 @@ cat >tsconfig.json <<'JSON'
     "skipLibCheck": false,
     "outDir": "out"
   },
-  "files": ["consumer.ts"]
+  "files": ["consumer.ts", "quick-start.ts", "tour.ts"]
 }
 JSON
 npx tsc -p .
-log "consumer.ts type-checks against @lockstream/client's declarations"
+log "consumer.ts and the examples ${examples[*]} type-check against @lockstream/client's declarations"
 
 # The README's quick start (`npm start` in the clone), on a free port rather than 50051.
 start_server quick-start bash -c "cd '$repo' && exec npm start --silent -- --port 0"
 log "the quick start's server ('npm start') listens on $address"
 node out/consumer.js "$address" >consumer.log
 log "consumer.js ran against it: $(tail -n 1 consumer.log)"
+for example in "${examples[@]}"; do
+  LOCKSTREAM_SERVER=$address node "out/$example.js" >"$example.log" 2>&1 || {
+    cat "$example.log"
+    fail "examples/typescript/$example.ts failed from the installed package"
+  }
+done
+grep -q '^issuing invoices with fencing token [0-9][0-9]*$' quick-start.log || fail "quick-start.ts printed no token"
+grep -q '^charged inv-42 with token [0-9][0-9]*$' tour.log || fail "tour.ts did not charge inv-42"
+log "the README's and docs/typescript.md's examples (${examples[*]}) ran against it from the installed package"
 
 # 2. The server package: `lockstream serve` from its install, and the same client API.
 install_as_documented server typescript-install-server
