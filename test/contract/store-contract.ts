@@ -358,7 +358,7 @@ export function describeStoreContract(
         const entries = (label: string): Array<{ dir: string; prefix: string; data: Uint8Array }> =>
           dirs.map((each) => ({ dir: each, prefix: uniquePrefix(label), data: Buffer.from(label) }));
         if (!replaces) {
-          await expect(store.create(entries('none'))).rejects.toMatchObject({
+          await expect(store.createNodes(entries('none'))).rejects.toMatchObject({
             code: 'UNSUPPORTED',
             message: expect.stringMatching(/multi/),
           });
@@ -366,7 +366,10 @@ export function describeStoreContract(
         }
         const first = entries('first');
         const second = entries('second');
-        const [createdFirst, createdSecond] = await Promise.all([store.create(first), store.create(second)]);
+        const [createdFirst, createdSecond] = await Promise.all([
+          store.createNodes(first),
+          store.createNodes(second),
+        ]);
         for (const [created, asked] of [
           [createdFirst, first],
           [createdSecond, second],

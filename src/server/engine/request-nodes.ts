@@ -32,7 +32,7 @@ import {
 } from './lock-nodes.js';
 import { plantedBug, RELEASED_EARLY_DELAY_MS } from '../planted-bugs.js';
 import { semaphoreShapeOf } from './request-validation.js';
-import { Part, type PartOwner } from './request-wait.js';
+import { Part, type PartOwner, type RequestEngine } from './request-wait.js';
 
 /** The locks a request asks for: its own, or each of a multi-lock's. */
 function targetsOf(request: AcquireRequest): AcquireRequest[] {
@@ -46,8 +46,8 @@ function targetsOf(request: AcquireRequest): AcquireRequest[] {
  * the stream of one that cannot be resumed has heartbeats.
  */
 export function newParts(
-  owner: PartOwner,
   request: AcquireRequest,
+  owner: PartOwner,
   since: number,
   session: { readonly tag: RequestTag | undefined; readonly heartbeatMs?: number | undefined },
 ): { parts: Part[]; entries: SequentialEntry[]; written: number[] } {
@@ -62,21 +62,41 @@ export function newParts(
   const ids = targets.map(() => randomUUID());
   // Mapped, not pushed to: a request keeps `parts` while it lives, and a pushed-to empty array
   // reserves room for seventeen.
-  const parts = targets.map((target, index) => {
-    const shape = semaphoreShapeOf(target);
-    // Known here before its node exists: a grant ahead that lists the node finds it local.
-    const wakeup = shape ? engine.semaphores.register(ids[index]!) : undefined;
-    // Only a semaphore part keeps its request id (a string of a dozen joined pieces, as
-    // randomUUID makes it): nothing else needs it once the node's prefix is written.
-    return new Part(owner, index, target, wakeup, shape ? ids[index] : undefined);
-  });
-  const entries = parts.map((part, index) => ({
-    dir: engine.lockPath(part.request.name),
-    prefix: nodePrefix(part.request.mode, ids[index]!, semaphoreShapeOf(part.request)),
-    data: data[index] ?? data[0]!,
-    follow: part.follow,
-  }));
-  return { parts, entries, written: data.map((record) => record.byteLength) };
+  const parts = targets.map((target, index) => newPart(owner, index, target, ids[index]!));
+  const entries: SequentialEntry[] = [];
+  let index = 0;
+  for (const target of targets) {
+    entries.push(sequentialEntry(engine, target, ids[index]!, data[index] ?? data[0]!, parts[index]!.follow));
+    index += 1;
+  }
+  const written = data.map((record) => record.byteLength);
+  return { parts, entries, written };
+}
+
+/** What the store is asked to create for one target: its node's queue, name prefix and record. */
+function sequentialEntry(
+  engine: RequestEngine,
+  target: AcquireRequest,
+  id: string,
+  data: Uint8Array,
+  follow: NodeFollow,
+): SequentialEntry {
+  return {
+    dir: engine.lockPath(target.name),
+    prefix: nodePrefix(target.mode, id, semaphoreShapeOf(target)),
+    data,
+    follow,
+  };
+}
+
+/** A part about to create its node: a semaphore's is known by `id` before its node exists. */
+function newPart(owner: PartOwner, index: number, target: AcquireRequest, id: string): Part {
+  const shape = semaphoreShapeOf(target);
+  // Known here before its node exists: a grant ahead that lists the node finds it local.
+  const wakeup = shape ? owner.engine.semaphores.register(id) : undefined;
+  // Only a semaphore part keeps its request id (a string of a dozen joined pieces, as
+  // randomUUID makes it): nothing else needs it once the node's prefix is written.
+  return new Part(owner, index, target, wakeup, shape ? id : undefined);
 }
 
 /** The parts of a request whose nodes exist already (see LockEngine.adopt), in its order. */

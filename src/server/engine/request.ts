@@ -228,13 +228,13 @@ export class LockRequest implements PartOwner, SessionDependent, HeldLock {
     this.#vanished = undefined;
     try {
       if (this.request.mode === 'candidate') this.engine.elections.checkSupported();
-      const { parts, entries, written } = newParts(this, this.request, this.#madeAt, {
+      const made = newParts(this.request, this, this.#madeAt, {
         tag: this.#session.tag(this.id),
         heartbeatMs: this.#session.heartbeatMs,
       });
-      this.#parts = parts;
-      this.engine.store.create(entries).then(
-        (created) => this.created(created, written),
+      this.#parts = made.parts;
+      this.engine.store.createNodes(made.entries).then(
+        (created) => this.created(created, made.written),
         (error: unknown) => this.createFailed(error),
       );
     } catch (error) {

@@ -46,7 +46,7 @@ export interface CoordinationStore {
    * `LockError('UNSUPPORTED')` for several entries where the store cannot (the ZooKeeper addon
    * client has no multi), `UNAVAILABLE` when the store cannot be reached.
    */
-  create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]>;
+  createNodes(entries: readonly SequentialEntry[]): Promise<CreatedNode[]>;
 
   /**
    * Names (not paths) of the children of `dir`, unsorted; `[]` when `dir` does not exist.
@@ -319,7 +319,7 @@ export interface ReplacedNode {
   readonly creationId: bigint;
 }
 
-/** One node to create (see CoordinationStore.create). */
+/** One node to create (see CoordinationStore.createNodes). */
 export interface SequentialEntry {
   readonly dir: string;
   readonly prefix: string;
@@ -391,7 +391,7 @@ export function waitUntilDeleted(
   });
 }
 
-/** Creates one node (see CoordinationStore.create). */
+/** Creates one node (see CoordinationStore.createNodes). */
 export async function createSequential(
   store: CoordinationStore,
   dir: string,
@@ -399,6 +399,6 @@ export async function createSequential(
   data: Uint8Array,
   follow?: NodeFollow,
 ): Promise<CreatedNode> {
-  const [created] = await store.create([{ dir, prefix, data, follow }]);
+  const [created] = await store.createNodes([{ dir, prefix, data, follow }]);
   return created!;
 }

@@ -80,7 +80,7 @@ export class MemoryStore implements StoreBackend {
     return this.#session;
   }
 
-  async create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+  async createNodes(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
     await this.#roundTrip();
     // One step, one creation id for all, as one ZooKeeper transaction gives them one czxid.
     this.#lastCreationId += 1n;

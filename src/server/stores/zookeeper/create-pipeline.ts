@@ -1,4 +1,4 @@
-/* How the ZooKeeper store creates lock nodes (CoordinationStore.create), one or several in one
+/* How the ZooKeeper store creates lock nodes (CoordinationStore.createNodes), one or several in one
  * step: the order of the tries, from the parents' barrier to the search after a lost reply (each
  * try itself is CreateTries'). */
 import { LockError } from '../../lock-error.js';
@@ -36,7 +36,7 @@ export interface CreatePipelineParts {
 }
 
 /**
- * How lock nodes are created (CoordinationStore.create): one, or several in one transaction,
+ * How lock nodes are created (CoordinationStore.createNodes): one, or several in one transaction,
  * through the same steps: wait for parents being made, send the create
  * with each parent's listing (and a guessed follow) behind it (CreateTries), make missing parents,
  * and after a lost reply look for the node before creating again (no ghost nodes).
@@ -65,7 +65,7 @@ export class CreatePipeline {
   }
 
   /** Creates `entries`' nodes: one by a plain create, several in one multi (all or none). */
-  async create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+  async createAll(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
     const atomic = entries.length !== 1;
     if (atomic && !this.#keeper.link.multi) throw multiUnsupported('several nodes created in one step');
     return this.#create(entries, atomic);

@@ -198,8 +198,8 @@ export class ZooKeeperStore implements StoreBackend {
     return this.#keeper.link.credentials;
   }
 
-  create(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
-    return this.#creates.create(entries);
+  createNodes(entries: readonly SequentialEntry[]): Promise<CreatedNode[]> {
+    return this.#creates.createAll(entries);
   }
 
   replaceNode(
