@@ -12,7 +12,7 @@ import { LockEngine, LockInspector, LockSessions, locksPathOf } from './engine/i
 import { keepHeapNearLive, MemoryReclaimer } from './memory-reclaimer.js';
 import { MemoryStore } from './stores/memory/memory-store.js';
 import type { StoreBackend } from './stores/store.js';
-import type { RequestTimer } from './stores/zookeeper/session-keeper.js';
+import type { RequestTimer } from './stores/zookeeper/session-requests.js';
 import { ZooKeeperStore } from './stores/zookeeper/zookeeper-store.js';
 import { HttpServer } from './observability/http-server.js';
 import { Metrics } from './observability/metrics.js';

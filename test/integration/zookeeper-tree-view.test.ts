@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { Metrics } from '../../src/server/observability/metrics.js';
 import { NodeFollow, createSequential } from '../../src/server/stores/store.js';
-import type { RequestTimer } from '../../src/server/stores/zookeeper/session-keeper.js';
+import type { RequestTimer } from '../../src/server/stores/zookeeper/session-requests.js';
 import { ZooKeeperStore } from '../../src/server/stores/zookeeper/zookeeper-store.js';
 import { deferred } from '../support/lock-caller.js';
 import { RawZooKeeper } from '../support/raw-zookeeper.js';

@@ -3,12 +3,11 @@
 import type { Logger } from 'pino';
 import { LockError } from '../../lock-error.js';
 import { plantedBug } from '../../planted-bugs.js';
-import { plainWrite } from './link-writes.js';
 import { OwnershipGuard, type GuardedKeeper } from './ownership-guard.js';
 import { ErrorCode } from './protocol/records.js';
 import { SessionHealth, type WatchedKeeper } from './session-health.js';
 import type { SessionClaim, SessionOwnership } from './session-ownership.js';
-import { isConnectionLoss } from './zookeeper-failures.js';
+import { SessionRequests, type LinkRequest, type RequestTimer } from './session-requests.js';
 import type {
   LinkFactory,
   LinkOp,
@@ -37,13 +36,6 @@ export interface SessionKeeperOptions {
   /** Told of every request sent, once answered (see RequestTimer). */
   readonly timeRequest?: RequestTimer | undefined;
 }
-
-/**
- * Told each ZooKeeper request's round trip: its operation (`create`, `multi`, `getChildren`,
- * `sync`, ...), the seconds from sending it to its reply, and whether it had one (false on a
- * lost connection or session).
- */
-export type RequestTimer = (operation: string, seconds: number, answered: boolean) => void;
 
 /** What the keeper tells the store. */
 export interface SessionKeeperEvents {
@@ -84,6 +76,7 @@ export class SessionKeeper {
   readonly #health: SessionHealth;
   /** Set while sessions are published (`ownership`). */
   readonly #guard: OwnershipGuard | undefined;
+  readonly #requests: SessionRequests;
   #link!: ZooKeeperLink;
   #session = new ZooKeeperSession();
   /** Connected, and (with ownership) the session's record published or checked. */
@@ -135,6 +128,12 @@ export class SessionKeeper {
         keeper,
         logger: this.#logger,
       });
+    this.#requests = new SessionRequests({
+      link: () => this.#link,
+      health: this.#health,
+      guard: this.#guard,
+      timer: options.timeRequest,
+    });
     this.#open();
   }
 
@@ -169,61 +168,18 @@ export class SessionKeeper {
   }
 
   /** Sends one request on the current link; `operation` names it for the request timer. */
-  async send<T>(
-    operation: string,
-    request: (link: ZooKeeperLink) => Promise<LinkReply<T>>,
-  ): Promise<LinkReply<T>> {
-    if (plantedBug === 'follower-reads') return this.sendThroughLeader(operation, request);
-    if (!this.#options.timeRequest) return request(this.#link);
-    return this.#timed(operation, performance.now(), request(this.#link));
+  send<T>(operation: string, request: LinkRequest<T>): Promise<LinkReply<T>> {
+    return this.#requests.send(operation, request);
   }
 
-  /**
-   * Sends one request whose reply passes through ZooKeeper's leader (a write, a sync): its
-   * reply shows the leader was reachable after it was sent (see SessionHealth). A reply to a
-   * read shows nothing of the kind, and must go through `send`.
-   */
-  async sendThroughLeader<T>(
-    operation: string,
-    request: (link: ZooKeeperLink) => Promise<LinkReply<T>>,
-  ): Promise<LinkReply<T>> {
-    const link = this.#link;
-    const sentAt = performance.now();
-    const reply = await this.#timed(operation, sentAt, request(link));
-    if (answered(reply.rc)) this.#health.leaderReached(link, sentAt);
-    return reply;
+  /** Sends one request whose reply passes through ZooKeeper's leader (see SessionRequests). */
+  sendThroughLeader<T>(operation: string, request: LinkRequest<T>): Promise<LinkReply<T>> {
+    return this.#requests.sendThroughLeader(operation, request);
   }
 
-  /** `replying`'s reply, its round trip told to the request timer, if any. */
-  async #timed<T>(operation: string, sentAt: number, replying: Promise<LinkReply<T>>): Promise<LinkReply<T>> {
-    const timer = this.#options.timeRequest;
-    if (!timer) return replying;
-    let reply: LinkReply<T> | undefined;
-    try {
-      reply = await replying;
-      return reply;
-    } finally {
-      timer(operation, (performance.now() - sentAt) / 1000, reply !== undefined && answered(reply.rc));
-    }
-  }
-
-  /**
-   * Sends a write: `ops`, one alone or several as a multi. While sessions are published, as one
-   * multi behind a check of the record (one request all the same); a failed check means the
-   * session was taken over: the session is let go and the write rejects with LOCK_LOST, as it
-   * does when `issuedIn`, the session it was made for, was let go before it went out.
-   */
-  async write(ops: readonly LinkOp[], issuedIn: ZooKeeperSession): Promise<LinkReply<LinkOpResult[]>> {
-    if (issuedIn.letGo) throw issuedIn.letGo;
-    const guard = this.#guard;
-    if (!guard) {
-      const operation = ops.length === 1 ? ops[0]!.op : 'multi';
-      return this.sendThroughLeader(operation, (link) => plainWrite(link, ops));
-    }
-    const fenced = guard.fence(ops);
-    if (!fenced) return { rc: ErrorCode.connectionLoss, value: null };
-    const reply = await this.sendThroughLeader('multi', (link) => link.multi!(fenced.ops));
-    return guard.unfenced(reply, fenced);
+  /** Sends a write made for `issuedIn`, fenced while sessions are published (see SessionRequests). */
+  write(ops: readonly LinkOp[], issuedIn: ZooKeeperSession): Promise<LinkReply<LinkOpResult[]>> {
+    return this.#requests.write(ops, issuedIn);
   }
 
   /**
@@ -472,9 +428,4 @@ export class SessionKeeper {
     // Writes made for a session let go stop waiting for the next one.
     if (old.session.letGo) this.#wakeWaiters();
   }
-}
-
-/** Whether `rc` is ZooKeeper's answer, not a lost connection or session. */
-function answered(rc: number): boolean {
-  return !isConnectionLoss(rc) && rc !== ErrorCode.sessionExpired;
 }
