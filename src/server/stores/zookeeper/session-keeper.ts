@@ -3,6 +3,7 @@
 import type { Logger } from 'pino';
 import { LockError } from '../../lock-error.js';
 import { plantedBug } from '../../planted-bugs.js';
+import { ConnectionWaiters } from './connection-waiters.js';
 import { OwnershipGuard, type GuardedKeeper } from './ownership-guard.js';
 import { ErrorCode } from './protocol/records.js';
 import { SessionHealth, type WatchedKeeper } from './session-health.js';
@@ -81,7 +82,8 @@ export class SessionKeeper {
   #session = new ZooKeeperSession();
   /** Connected, and (with ownership) the session's record published or checked. */
   #connected = false;
-  readonly #connectionWaiters = new Set<() => void>();
+  /** The requests waiting in whenConnected for the session to be usable. */
+  readonly #waiters: ConnectionWaiters;
   #closed = false;
   /** Why no session can be offered any more (an attached session is over, a publish failed). */
   #unusable: LockError | undefined;
@@ -134,6 +136,7 @@ export class SessionKeeper {
       guard: this.#guard,
       timer: options.timeRequest,
     });
+    this.#waiters = new ConnectionWaiters(options);
     this.#open();
   }
 
@@ -186,40 +189,15 @@ export class SessionKeeper {
    * Resolves when connected; rejects with UNAVAILABLE after `connectTimeoutMs` or on close, and
    * with its LOCK_LOST once `issuedIn` (the session a write was made for) is let go.
    */
-  async whenConnected(what: string, issuedIn?: ZooKeeperSession): Promise<void> {
-    const blocked = (): LockError | undefined =>
-      this.#closed
-        ? new LockError('UNAVAILABLE', 'the ZooKeeper store is closed')
-        : (this.#unusable ?? issuedIn?.letGo);
-    const problem = blocked();
-    if (problem) throw problem;
-    if (this.#connected) return;
-    const waitMs = this.#options.connectTimeoutMs;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#connectionWaiters.delete(wake);
-        reject(
-          new LockError(
-            'UNAVAILABLE',
-            `ZooKeeper at ${this.#options.connectString} unreachable for ${waitMs} ms (${what})`,
-          ),
-        );
-      }, waitMs);
-      const wake = (): void => {
-        const stop = blocked();
-        if (!stop && !this.#connected) return;
-        clearTimeout(timer);
-        this.#connectionWaiters.delete(wake);
-        if (stop) reject(stop);
-        else resolve();
-      };
-      this.#connectionWaiters.add(wake);
-    });
-  }
-
-  /** Lets every waiter for a connection look again: connected, closed, or its session let go. */
-  #wakeWaiters(): void {
-    for (const wake of [...this.#connectionWaiters]) wake();
+  whenConnected(what: string, issuedIn?: ZooKeeperSession): Promise<void> {
+    return this.#waiters.wait(
+      what,
+      () => this.#connected,
+      () =>
+        this.#closed
+          ? new LockError('UNAVAILABLE', 'the ZooKeeper store is closed')
+          : (this.#unusable ?? issuedIn?.letGo),
+    );
   }
 
   /**
@@ -258,7 +236,7 @@ export class SessionKeeper {
     // lets the close finish (and the protocol client's closeSession go out).
     await new Promise((resolve) => setImmediate(resolve));
     session.end(new LockError('LOCK_LOST', 'the server closed its ZooKeeper session'));
-    this.#wakeWaiters();
+    this.#waiters.wake();
   }
 
   /** `asking`'s answer, or undefined if none came within a third of the session timeout. */
@@ -286,7 +264,7 @@ export class SessionKeeper {
     const error = new LockError('LOCK_LOST', `the server handed its ZooKeeper session ${session.id} over`);
     session.letGo ??= error;
     session.end(error);
-    this.#wakeWaiters();
+    this.#waiters.wake();
   }
 
   #shutDown(): void {
@@ -378,7 +356,7 @@ export class SessionKeeper {
     const held = this.#heldEvents;
     this.#heldEvents = undefined;
     for (const [kind, path] of held ?? []) this.#events.node(kind, path);
-    this.#wakeWaiters();
+    this.#waiters.wake();
   }
 
   /**
@@ -418,7 +396,7 @@ export class SessionKeeper {
       this.#unusable = over;
       this.#events.over(over);
       old.session.end(error);
-      this.#wakeWaiters();
+      this.#waiters.wake();
       return;
     }
     this.#session = new ZooKeeperSession();
@@ -426,6 +404,6 @@ export class SessionKeeper {
     old.session.end(error);
     this.#open();
     // Writes made for a session let go stop waiting for the next one.
-    if (old.session.letGo) this.#wakeWaiters();
+    if (old.session.letGo) this.#waiters.wake();
   }
 }
