@@ -6,6 +6,7 @@ import { plantedBug } from '../../planted-bugs.js';
 import { ConnectionWaiters } from './connection-waiters.js';
 import { OwnershipGuard, type GuardedKeeper } from './ownership-guard.js';
 import { ErrorCode } from './protocol/records.js';
+import { SessionEnds, type SessionEnd } from './session-ends.js';
 import { SessionHealth, type WatchedKeeper } from './session-health.js';
 import type { SessionClaim, SessionOwnership } from './session-ownership.js';
 import { SessionRequests, type LinkRequest, type RequestTimer } from './session-requests.js';
@@ -85,10 +86,8 @@ export class SessionKeeper {
   /** The requests waiting in whenConnected for the session to be usable. */
   readonly #waiters: ConnectionWaiters;
   #closed = false;
-  /** Why no session can be offered any more (an attached session is over, a publish failed). */
-  #unusable: LockError | undefined;
-  /** Whether the attached session ended before it could be claimed (see `attach`). */
-  #overBeforeClaim = false;
+  /** What becomes of each session ended, and whether another may follow. */
+  readonly #ends: SessionEnds;
   /** Node events that arrived while the ownership of a reconnected session was being checked. */
   #heldEvents: Array<[NodeEventKind, string]> | undefined;
 
@@ -117,7 +116,7 @@ export class SessionKeeper {
       ready: (link) => this.#ready(link),
       end: (why, how) => this.#endSession(why, how),
       fail: (error) => {
-        this.#unusable = error;
+        this.#ends.fail(error);
         this.#endSession(error.message, 'failed');
       },
     };
@@ -130,6 +129,10 @@ export class SessionKeeper {
         keeper,
         logger: this.#logger,
       });
+    this.#ends = new SessionEnds({
+      attached: options.attach !== undefined,
+      published: this.#guard !== undefined,
+    });
     this.#requests = new SessionRequests({
       link: () => this.#link,
       health: this.#health,
@@ -147,7 +150,7 @@ export class SessionKeeper {
 
   /** Whether an attached session ended (expired, or its record gone) before it was claimed. */
   get overBeforeClaim(): boolean {
-    return this.#overBeforeClaim;
+    return this.#ends.overBeforeClaim;
   }
 
   /** Only a published session can be taken over: without `ownership`, nobody is ever told. */
@@ -196,7 +199,7 @@ export class SessionKeeper {
       () =>
         this.#closed
           ? new LockError('UNAVAILABLE', 'the ZooKeeper store is closed')
-          : (this.#unusable ?? issuedIn?.letGo),
+          : (this.#ends.unusable ?? issuedIn?.letGo),
     );
   }
 
@@ -213,7 +216,7 @@ export class SessionKeeper {
   async close(): Promise<void> {
     if (this.#closed) return;
     const session = this.#session;
-    const unclaimed = this.#options.attach !== undefined && !session.owned;
+    const unclaimed = this.#ends.unclaimed(session);
     // Asked once more, just before the closeSession: a taker that attached while this link was
     // reconnecting may have bumped the record after the reconnection's check found it ours
     // (ZooKeeper can leave both connections of one session open). Unanswered counts as taken.
@@ -361,39 +364,16 @@ export class SessionKeeper {
 
   /**
    * Ends the current session (its holders hear `lost`) and opens a new one, unless the store
-   * attached to a session (or could not publish one): then no other follows.
-   *
-   * `expired`: ZooKeeper ended the session and the link is closed already. `givenUp` (or
-   * `failed`): the session is given up while its link may still be connected, and its link is
-   * closed at once, whatever it does: a link left open would keep the session alive with its
-   * pings, and with it the nodes its holders were told they lost, for good. Connected, the link
-   * sends a closeSession (its nodes go at once); otherwise it stops, and the session expires
-   * within its timeout. Closing a connected addon handle blocks this thread until ZooKeeper
-   * answers (at most 1.5 s, the C client's `wait_for_session_to_be_closed`); it is done in a
-   * turn of its own, outside any callback of that handle.
-   *
-   * `takenOver`, and `givenUp` while published: the link is dropped instead, without a
-   * closeSession: a taker's nodes must never be deleted from here, and a given-up session lives
-   * on for its timeout for an instance its clients resume on to take over.
+   * attached to a session (or could not publish one): then no other follows. What becomes of
+   * its link: SessionEnds.end.
    */
-  #endSession(why: string, how: 'expired' | 'givenUp' | 'takenOver' | 'over' | 'failed'): void {
+  #endSession(why: string, how: SessionEnd): void {
     const old = { session: this.#session, link: this.#link };
     this.#connected = false;
     this.#heldEvents = undefined;
     this.#health.stopHeartbeat();
-    const error = new LockError('LOCK_LOST', why);
-    const leftAlive = how === 'takenOver' || (how === 'givenUp' && this.#guard !== undefined);
-    // An attached session this store has not claimed is not its to end either.
-    const unclaimed = this.#options.attach !== undefined && !old.session.owned;
-    // Expired, or its record gone, before the claim: there was nothing left to take over.
-    if (unclaimed && (how === 'expired' || how === 'over')) this.#overBeforeClaim = true;
-    if (leftAlive) old.session.letGo = error;
-    if (leftAlive || (unclaimed && how !== 'expired')) old.link.drop!();
-    else if (how !== 'expired') setImmediate(() => old.link.close());
-    if (this.#options.attach || this.#unusable) {
-      const over =
-        this.#unusable ?? new LockError('UNAVAILABLE', `the taken-over ZooKeeper session is over (${why})`);
-      this.#unusable = over;
+    const { error, over } = this.#ends.end(old.session, old.link, why, how);
+    if (over) {
       this.#events.over(over);
       old.session.end(error);
       this.#waiters.wake();
