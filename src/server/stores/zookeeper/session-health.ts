@@ -25,7 +25,7 @@ import type { ZooKeeperSession } from './zookeeper-session.js';
  *   disconnection, and the client leaves its member for the next one (a member that cannot
  *   reach the leader, or cannot be reached, may be the only one at fault): the handshake there
  *   has the leader revalidate the session, which confirms it again, and each member gets at
- *   most T / 12 to answer one (protocol/connection.ts), so that three can be tried first;
+ *   most T / 12 to answer one (protocol/connection-liveness.ts), so that three can be tried first;
  * - with none for LOSS = T / 2, the session is given up as lost *before* ZooKeeper can expire
  *   it and let another server grant the same locks (Curator's advice: treat a long SUSPENDED
  *   as LOST; CURATOR-206). The remaining T / 8 covers timer and event-loop delays.

@@ -1,7 +1,8 @@
 /* A protocol client session's connection to the ensemble: dialing, the handshake, reconnection,
- * pings, and restoring watches on each new connection. */
+ * and restoring watches on each new connection. */
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { Chroot } from './chroot.js';
+import { ConnectionLiveness } from './connection-liveness.js';
 import type { ZooKeeperConnectionOptions } from './connection-options.js';
 import { DialSchedule } from './dial-schedule.js';
 import { JuteWriter, type JuteReader } from './jute.js';
@@ -37,10 +38,11 @@ import { ZooKeeperError } from './zookeeper-error.js';
  * Watches: one-shot ones (exists, getData, getChildren) and, on ZooKeeper 3.6+, persistent ones
  * (addWatch), all set again on each new connection of the session.
  *
- * This file holds the connection itself (dialing, handshake, reconnection, pings, restoring
- * watches); dial-schedule.ts says which member it dials next and when, operations.ts has the
- * operations it offers, requests.ts writes the requests, request-pipeline.ts numbers and batches
- * them and matches the replies, watch-registry.ts and persistent-watches.ts keep the watches.
+ * This file holds the connection itself (dialing, handshake, reconnection, restoring watches);
+ * dial-schedule.ts says which member it dials next and when, connection-liveness.ts notices a
+ * member gone silent (the dial's bound, pings), operations.ts has the operations it offers,
+ * requests.ts writes the requests, request-pipeline.ts numbers and batches them and matches the
+ * replies, watch-registry.ts and persistent-watches.ts keep the watches.
  */
 
 const PASSWORD_BYTES = 16;
@@ -58,13 +60,11 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
   readonly #requests = new RequestPipeline(() => this.#socket, this.#watches);
   /** Packets of the current socket. */
   #framer = new PacketFramer();
-  #pingTimer: NodeJS.Timeout | undefined;
-  #lastReceiveAt = 0;
+  /** Notices a member gone silent: bounds each dial, then pings. */
+  readonly #liveness: ConnectionLiveness;
   /** When the current connection's handshake was sent (performance.now()). */
   #handshakeSentAt = 0;
   #dialTimer: NodeJS.Timeout | undefined;
-  /** Bounds a dial until the server answers the handshake (see #dial). */
-  #handshakeTimer: NodeJS.Timeout | undefined;
   #onDialFailed: ((attempts: number) => void) | undefined;
   readonly #chroot: Chroot;
 
@@ -82,6 +82,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
     this.#options = options;
     this.#chroot = new Chroot(options.chroot ?? '');
     this.#schedule = new DialSchedule(options.servers);
+    this.#liveness = new ConnectionLiveness(this.#requests, options.servers.length);
     if (options.session) {
       this.#sessionId = options.session.id;
       this.#password = options.session.password;
@@ -171,7 +172,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
   async close(): Promise<void> {
     if (this.#state === 'closed') return;
     if (this.#state === 'connected') {
-      clearInterval(this.#pingTimer);
+      this.#liveness.stopPinging();
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         this.send(closeSessionRequest).catch(() => {}),
@@ -242,21 +243,10 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
     const socket = tcpConnect({ host, port, noDelay: true });
     this.#socket = socket;
     this.#framer = new PacketFramer();
-    // A frozen member's kernel still accepts the connection, and a cut-off one never answers
-    // the SYN: without a bound the dial would wait for it forever. Each member gets its share of
-    // the session timeout, as with ZooKeeper's own clients, but at most a twelfth of it: the
-    // store gives a session up half a timeout after the leader last heard it, and moves on from
-    // a member at a quarter (SessionHealth), so that three members can be tried in between.
+    // A dial that goes nowhere is given up after its share of the session timeout.
     const timeoutMs =
       this.#negotiatedTimeoutMs > 0 ? this.#negotiatedTimeoutMs : this.#options.sessionTimeoutMs;
-    clearTimeout(this.#handshakeTimer);
-    this.#handshakeTimer = setTimeout(
-      () => {
-        if (socket === this.#socket && this.#state === 'connecting') socket.destroy();
-      },
-      Math.min(timeoutMs / this.#options.servers.length, timeoutMs / 12),
-    );
-    this.#handshakeTimer.unref();
+    this.#liveness.dialing(socket, timeoutMs, () => socket === this.#socket && this.#state === 'connecting');
     socket.on('connect', () => {
       const writer = new JuteWriter(64);
       const at = writer.startPacket();
@@ -277,7 +267,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
 
   #onData(socket: Socket, chunk: Buffer): void {
     if (socket !== this.#socket) return;
-    this.#lastReceiveAt = performance.now();
+    this.#liveness.heard();
     try {
       this.#framer.read(chunk, (reader) => {
         if (this.#state === 'connecting') this.#onConnectResponse(reader);
@@ -290,7 +280,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
   }
 
   #onConnectResponse(reader: JuteReader): void {
-    clearTimeout(this.#handshakeTimer);
+    this.#liveness.answered();
     const response = readConnectResponse(reader);
     if (response.timeoutMs <= 0) {
       this.#expire();
@@ -309,7 +299,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
       );
     }
     if (resumed) this.#restoreWatches();
-    this.#startPinging();
+    this.#liveness.startPinging(this.#socket, this.#negotiatedTimeoutMs);
     this.emit('connected');
   }
 
@@ -349,7 +339,7 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
   #onSocketClosed(socket: Socket): void {
     if (socket !== this.#socket) return;
     this.#socket = undefined;
-    clearInterval(this.#pingTimer);
+    this.#liveness.stopPinging();
     if (this.#state === 'closed') return;
     const wasConnected = this.#state === 'connected';
     this.#state = 'connecting';
@@ -384,37 +374,11 @@ export class ZooKeeperConnection extends ZooKeeperOperations {
 
   #shutdown(reason: ZooKeeperError): void {
     this.#state = 'closed';
-    clearInterval(this.#pingTimer);
+    this.#liveness.stop();
     clearTimeout(this.#dialTimer);
-    clearTimeout(this.#handshakeTimer);
     this.#requests.failAll(reason);
     this.#watches.clear(reason.code === ErrorCode.sessionExpired ? reason : undefined);
     this.#socket?.destroy();
     this.#socket = undefined;
-  }
-
-  /**
-   * Pings when nothing was sent for a third of the session timeout, and drops a connection that
-   * has said nothing for two thirds of it (a frozen or cut-off member; the store moves on sooner,
-   * at a quarter without word from the leader: SessionHealth), so that another member
-   * is tried while the session can still be saved: as ZooKeeper's own clients do.
-   */
-  #startPinging(): void {
-    clearInterval(this.#pingTimer);
-    const intervalMs = Math.max(1, Math.floor(this.#negotiatedTimeoutMs / 3));
-    const socket = this.#socket;
-    // Counted from this connect, whatever the previous connection last sent.
-    const pingsFrom = performance.now();
-    this.#lastReceiveAt = pingsFrom;
-    this.#pingTimer = setInterval(() => {
-      const now = performance.now();
-      if (now - this.#lastReceiveAt >= intervalMs * 2) {
-        socket?.destroy();
-        return;
-      }
-      if (now - Math.max(this.#requests.lastSendAt, pingsFrom) >= intervalMs * 0.9)
-        this.#requests.sendPacket(Xid.ping, OpCode.ping, () => {});
-    }, intervalMs / 4);
-    this.#pingTimer.unref();
   }
 }
