@@ -3,10 +3,9 @@
  * RPCs' handler: the lifecycle both lock RPCs share, from admitting the caller to the call's
  * status.
  */
-import { Metadata, status as grpcStatus, type ServerDuplexStream } from '@grpc/grpc-js';
+import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Bindings, Logger } from 'pino';
 import { lazyChild, type BindingsSource } from '../../common/lazy-logger.js';
-import { REQUEST_STATE_KEY } from '../../common/request-state.js';
 import {
   SESSION_ENDED,
   type AcquireRequest,
@@ -16,17 +15,15 @@ import {
 } from '../engine/index.js';
 import { isLockError, LockError } from '../lock-error.js';
 import type { Caller } from '../security/gate.js';
-import { acquiredMessage, msToDuration } from './acquire-request.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
 import type { OpenStream } from './open-streams.js';
 import { startHeartbeat, type HeartbeatStream, type StreamHeartbeat } from './stream-heartbeat.js';
-import { StreamWriter, batchedByTurn } from './stream-writer.js';
+import { HANDED_OVER, StreamNews } from './stream-news.js';
 import {
   ONLY,
   violation,
   type AcquireCommand,
   type LockStreamOptions,
-  type SessionNews,
   type StreamCommand,
   type Wire,
   type WireStream,
@@ -53,10 +50,11 @@ export function lockStreamHandler<Req, Res>(
 /**
  * One gRPC stream that carries a LockSession, whichever RPC it is (an Acquire stream carries a
  * session of one request): the one stream class. This is the lifecycle both RPCs share:
- * admitting the caller, heartbeats, the one writer, opening and resuming the session, a
- * half-close (a clean end, or kept for the grace), a break (detached for the grace, or ended),
- * shutdown, being replaced by a resuming stream, and the call's status; and the one `tell`,
- * which says the session's news in the Session RPC's words. Its Wire translates at the edge.
+ * admitting the caller, heartbeats, opening and resuming the session, a half-close (a clean
+ * end, or kept for the grace), a break (detached for the grace, or ended), shutdown, being
+ * replaced by a resuming stream, carrying out what a client's message asks, and when the call
+ * ends with which status. Its Wire translates at the edge; what the stream tells its client
+ * (the session's news in the Session RPC's words, the call's end) is written by its StreamNews.
  */
 export class LockStream<Req, Res>
   implements WireStream<Req, Res>, RequestListener, OpenStream, HeartbeatStream, BindingsSource
@@ -66,12 +64,11 @@ export class LockStream<Req, Res>
   readonly #wire: Wire<Req, Res>;
   /** Made when first asked for (see logger). */
   #logger: Logger | undefined;
-  readonly #writer: StreamWriter<Res>;
+  /** What the stream tells its client, through its one writer. */
+  readonly #news: StreamNews<Req, Res>;
   /** The admitted caller; undefined only if admission failed (the stream is then over). */
   #caller: Caller | undefined;
   #session: LockSession | undefined;
-  /** Per-request events are logged at debug level only; nothing is built for them otherwise. */
-  readonly #debug: boolean;
   /**
    * The request the stream's log lines name, once known (see Wire.logBindings). Not a #private
    * field: it may be read (as undefined) while the stream constructs.
@@ -95,8 +92,7 @@ export class LockStream<Req, Res>
     this.#wire = wire;
     this.options = options;
     this.callId = callId;
-    this.#debug = options.logger.isLevelEnabled('debug');
-    this.#writer = new StreamWriter(batchedByTurn(call));
+    this.#news = new StreamNews(call, wire, this, options.logger.isLevelEnabled('debug'));
     call.on('data', (message: Req) => {
       this.#heartbeat?.heard();
       if (this.#held) this.#held.push(message);
@@ -254,7 +250,7 @@ export class LockStream<Req, Res>
 
   /** HeartbeatStream: a heartbeat is due. */
   sendHeartbeat(): void {
-    this.#writer.writeLatest(0, this.#wire.heartbeat);
+    this.#news.heartbeat();
   }
 
   /** HeartbeatStream: the client went silent; the stream is broken. */
@@ -290,7 +286,7 @@ export class LockStream<Req, Res>
       accounting: this.options.metrics,
       logger: this.logger,
     });
-    this.#tellOpened(session);
+    this.#news.opened(session);
     void this.#attach(session, heartbeatIntervalMs);
     this.logger.debug({ graceMs: session.graceMs }, 'session opened');
     return session;
@@ -305,26 +301,15 @@ export class LockStream<Req, Res>
       this.options.sessions.resume(resumeToken, this.#wire.rpc, this.#caller?.name),
       (session) => {
         this.loggedRequest ??= session.request(ONLY);
-        this.#tellOpened(session);
+        this.#news.opened(session);
         void this.#attach(session, heartbeatIntervalMs).then(() => {
           if (this.#state === 'over' || !session.isAttached(this)) return;
           // After every request's state: a request not reported before `resumed` is unknown here.
-          this.#send(0, RESUMED);
+          this.#news.resumed();
           this.logger.debug({ requests: session.size }, 'session resumed');
         });
       },
     );
-  }
-
-  #tellOpened(session: LockSession): void {
-    const { resumeToken, graceMs } = session;
-    this.#send(0, {
-      $case: 'opened',
-      value: {
-        resumeToken: resumeToken ?? '',
-        resumeGrace: resumeToken === undefined ? undefined : msToDuration(graceMs),
-      },
-    });
   }
 
   /**
@@ -338,95 +323,23 @@ export class LockStream<Req, Res>
     return session.attach(this);
   }
 
-  /** The message for `news` about request `id`, if this RPC has one, written in order. */
-  #send(id: number, news: SessionNews, written?: () => void): void {
-    const message = this.#wire.message(id, news);
-    if (message !== undefined) this.#writer.write(id, message, written);
-    else written?.();
-  }
-
   /**
-   * The session's news of request `id`, in the Session RPC's words: written as the wire's
-   * messages; the end of a stream's only request (Acquire) ends the call with its status.
-   * For a lost lock, resolves once the client has been handed the news (it is freed for
-   * others only then).
+   * RequestListener: the session's news of request `id`, written as the wire's messages (see
+   * StreamNews); the end of a stream's only request (Acquire) ends the call, OK if it ended
+   * without an error, with its status otherwise. For a lost lock, resolves once the client has
+   * been handed the news (it is freed for others only then).
    */
   tell(id: number, request: AcquireRequest | undefined, news: RequestNews): void | Promise<void> {
-    switch (news.kind) {
-      case 'waiting': {
-        const message = this.#wire.message(id, { $case: 'queued', value: { ahead: news.ahead } });
-        if (message !== undefined) this.#writer.writeLatest(id, message);
-        return;
-      }
-      case 'granted':
-        this.#send(id, { $case: 'acquired', value: acquiredMessage(news.lease) });
-        if (request) this.#logRequest(id, request, 'granted', { token: news.lease.fencingToken.toString() });
-        return;
-      case 'confirmation':
-        this.#send(id, news.confirmed ? { $case: 'confirmed', value: {} } : { $case: 'inDoubt', value: {} });
-        return;
-      case 'revoke-requested': {
-        const { reason, forceAt } = news.revoke;
-        this.#send(id, { $case: 'revokeRequested', value: { reason, forceAt } });
-        // At info level: a revocation is an operator's act, worth a line whatever the level.
-        this.logger.info(
-          { ...(request && this.#wire.requestFields(id, request)), reason, forceAt },
-          'revocation requested',
-        );
-        return;
-      }
-      case 'value-published':
-        this.#send(id, { $case: 'valueSet', value: {} });
-        return;
-      case 'downgraded':
-        this.#send(id, { $case: 'downgraded', value: {} });
-        return;
-      case 'released':
-        this.#send(id, { $case: 'released', value: {} });
-        if (request) this.#logRequest(id, request, 'released', { token: news.lease.fencingToken.toString() });
-        return;
-      case 'ended':
-      case 'lost':
-        return this.#ended(id, request, news);
+    if ((news.kind !== 'ended' && news.kind !== 'lost') || !this.#wire.endsWithRequest) {
+      return this.#news.tell(id, request, news);
     }
-  }
-
-  /** Request `id` ended (`lost`: it held, and lost the lock). */
-  #ended(
-    id: number,
-    request: AcquireRequest | undefined,
-    news: Extract<RequestNews, { kind: 'ended' | 'lost' }>,
-  ): void | Promise<void> {
-    if (this.#wire.endsWithRequest) {
-      if (news.kind === 'ended' && news.error === undefined) {
-        this.#endCall();
-        return;
-      }
-      const call = this.call;
-      this.#endWith(toCallStatus(news.error, this.logger));
-      if (news.kind === 'ended') return;
-      // A lost lock is freed for others once the status has gone to HTTP/2: grpc-js reports
-      // 'cancelled' right after it hands the status over.
-      return call.cancelled
-        ? undefined
-        : new Promise<void>((resolve) => call.once('cancelled', () => resolve()));
-    }
-    const { code, details } =
-      news.error === undefined ? { code: grpcStatus.OK, details: '' } : toCallStatus(news.error, this.logger);
-    if (request) this.#logRequest(id, request, 'ended', { status: grpcStatus[code], details });
-    const ended: SessionNews = { $case: 'ended', value: { code, message: details } };
-    if (news.kind === 'ended') {
-      this.#send(id, ended);
+    if (news.kind === 'ended' && news.error === undefined) {
+      this.#endCall();
       return;
     }
-    // A lost lock is freed for others once the client has been handed the news.
-    return new Promise<void>((resolve) => this.#send(id, ended, resolve));
-  }
-
-  /** A debug line about one request. */
-  #logRequest(id: number, request: AcquireRequest, msg: string, fields: Record<string, unknown>): void {
-    if (!this.#debug) return;
-    this.logger.debug({ ...this.#wire.requestFields(id, request), ...fields }, msg);
+    this.#endWith(toCallStatus(news.error, this.logger));
+    // A lost lock is freed for others once the status has gone to HTTP/2.
+    return news.kind === 'lost' ? this.#news.statusSent() : undefined;
   }
 
   /** The client ended its side: a clean end, unless requests not let go make it a break. */
@@ -453,8 +366,7 @@ export class LockStream<Req, Res>
   #endCall(): void {
     if (this.#state === 'over') return;
     this.#over();
-    this.call.end();
-    this.logger.debug({ status: 'OK' }, this.#wire.endedLine);
+    this.#news.ok();
     const session = this.#session;
     void Promise.resolve(session?.isAttached(this) ? session.end(SESSION_ENDED) : undefined).then(() =>
       this.#done(),
@@ -470,7 +382,7 @@ export class LockStream<Req, Res>
     this.#over();
     const session = this.#session;
     const detaching = session !== undefined && session.graceMs > 0 && !this.options.shutdown.aborted;
-    if (reason) this.#emitStatus(toCallStatus(reason, this.logger), !detaching);
+    if (reason) this.#news.status(toCallStatus(reason, this.logger), !detaching);
     if (session?.isAttached(this)) {
       if (detaching) {
         session.detach();
@@ -496,7 +408,7 @@ export class LockStream<Req, Res>
       ? session.end(error instanceof LockError ? error : SESSION_ENDED)
       : undefined;
     void Promise.resolve(done).then(() => {
-      this.#emitStatus(status, requestEnded);
+      this.#news.status(status, requestEnded);
       this.#done();
     });
   }
@@ -508,7 +420,7 @@ export class LockStream<Req, Res>
   #endWith(status: CallStatus): void {
     if (this.#state === 'over') return;
     this.#over();
-    this.#emitStatus(status, true);
+    this.#news.status(status, true);
     const session = this.#session;
     void Promise.resolve(session?.isAttached(this) ? session.end(SESSION_ENDED) : undefined).then(() =>
       this.#done(),
@@ -518,20 +430,14 @@ export class LockStream<Req, Res>
   handedOver(): void {
     if (this.#state === 'over') return;
     this.#over();
-    this.#emitStatus(
-      {
-        code: grpcStatus.UNAVAILABLE,
-        details: 'the session moved to another lockstream instance: resume it, on any instance',
-      },
-      false,
-    );
+    this.#news.status(HANDED_OVER, false);
     this.#done();
   }
 
   replaced(): void {
     if (this.#state === 'over') return;
     this.#over();
-    this.#emitStatus(this.#wire.replacedStatus(this.#session), false);
+    this.#news.status(this.#wire.replacedStatus(this.#session), false);
     this.#done();
   }
 
@@ -546,14 +452,6 @@ export class LockStream<Req, Res>
     this.options.streams.done(this);
   }
 
-  /** Ends the call with `status`; `requestEnded` tells the client not to try a resume. */
-  #emitStatus(status: CallStatus, requestEnded: boolean): void {
-    this.logger.debug({ status: grpcStatus[status.code], details: status.details }, this.#wire.endedLine);
-    const metadata = new Metadata();
-    if (requestEnded) metadata.set(REQUEST_STATE_KEY, 'ended');
-    this.call.emit('error', { ...status, metadata });
-  }
-
   /** The caller's request, checked against the access policy; a caller naming no owner is recorded as itself. */
   #admitted(asked: AcquireRequest): AcquireRequest {
     const caller = this.#caller;
@@ -564,5 +462,3 @@ export class LockStream<Req, Res>
 
 /** Stands for a half-close among held messages. */
 const HALF_CLOSE = Symbol('half-close');
-
-const RESUMED: SessionNews = { $case: 'resumed', value: {} };
