@@ -17,17 +17,10 @@ import { isLockError, LockError } from '../lock-error.js';
 import type { Caller } from '../security/gate.js';
 import { toCallStatus, type CallStatus } from './error-status.js';
 import type { OpenStream } from './open-streams.js';
+import { carryOut, type CommandedStream } from './stream-commands.js';
 import { startHeartbeat, type HeartbeatStream, type StreamHeartbeat } from './stream-heartbeat.js';
 import { HANDED_OVER, StreamNews } from './stream-news.js';
-import {
-  ONLY,
-  violation,
-  type AcquireCommand,
-  type LockStreamOptions,
-  type StreamCommand,
-  type Wire,
-  type WireStream,
-} from './wire.js';
+import { ONLY, violation, type LockStreamOptions, type Wire, type WireStream } from './wire.js';
 
 /** Where a stream stands: before its session, open, half-closed and letting go, over. */
 type StreamState = WireStream<unknown, unknown>['state'];
@@ -52,12 +45,13 @@ export function lockStreamHandler<Req, Res>(
  * session of one request): the one stream class. This is the lifecycle both RPCs share:
  * admitting the caller, heartbeats, opening and resuming the session, a half-close (a clean
  * end, or kept for the grace), a break (detached for the grace, or ended), shutdown, being
- * replaced by a resuming stream, carrying out what a client's message asks, and when the call
- * ends with which status. Its Wire translates at the edge; what the stream tells its client
- * (the session's news in the Session RPC's words, the call's end) is written by its StreamNews.
+ * replaced by a resuming stream, and when the call ends with which status. Its Wire translates
+ * at the edge; what a client's message asks is carried out by carryOut, and what the stream
+ * tells its client (the session's news in the Session RPC's words, the call's end) is written
+ * by its StreamNews.
  */
 export class LockStream<Req, Res>
-  implements WireStream<Req, Res>, RequestListener, OpenStream, HeartbeatStream, BindingsSource
+  implements CommandedStream<Req, Res>, RequestListener, OpenStream, HeartbeatStream, BindingsSource
 {
   readonly call: ServerDuplexStream<Req, Res>;
   readonly options: LockStreamOptions;
@@ -67,7 +61,7 @@ export class LockStream<Req, Res>
   /** What the stream tells its client, through its one writer. */
   readonly #news: StreamNews<Req, Res>;
   /** The admitted caller; undefined only if admission failed (the stream is then over). */
-  #caller: Caller | undefined;
+  readonly caller: Caller | undefined;
   #session: LockSession | undefined;
   /**
    * The request the stream's log lines name, once known (see Wire.logBindings). Not a #private
@@ -111,7 +105,7 @@ export class LockStream<Req, Res>
     options.streams.add(this);
     if (this.#state === 'over') return;
     try {
-      this.#caller = options.gate.admit(call);
+      this.caller = options.gate.admit(call);
     } catch (error) {
       this.#fail(error);
     }
@@ -120,72 +114,9 @@ export class LockStream<Req, Res>
   #onData(message: Req): void {
     if (this.#state !== 'opening' && this.#state !== 'open') return;
     try {
-      this.#apply(this.#wire.read(message, this));
+      carryOut(this, this.#wire.read(message, this));
     } catch (error) {
       this.#fail(error);
-    }
-  }
-
-  /** Does what a client's message asks (its Wire read it into `command`); throwing ends the call. */
-  #apply(command: StreamCommand): void {
-    switch (command.kind) {
-      case 'open':
-        this.#open(command.graceMs, command.heartbeatIntervalMs);
-        return;
-      case 'resume':
-        this.#resume(command.resumeToken, command.heartbeatIntervalMs);
-        return;
-      case 'acquire':
-        this.#acquire(command);
-        return;
-      case 'refused':
-        void this.tell(command.id, undefined, { kind: 'ended', error: command.error });
-        return;
-      case 'release':
-        this.#session!.release(command.id);
-        return;
-      case 'cancel':
-        this.#session!.cancel(command.id);
-        return;
-      case 'set-value':
-        this.#session!.setValue(command.id, command.value, command.early);
-        return;
-      case 'downgrade':
-        this.#session!.downgrade(command.id, command.early);
-        return;
-      case 'heartbeat':
-        return;
-    }
-  }
-
-  /**
-   * Queues the request `command` carries once it is within the server's size limit and the
-   * caller may take its locks (and, on a Session stream, the session has room for it). An
-   * Acquire stream's `start` opens its session only then, and is refused by ending the call; a
-   * Session stream's `acquire` is refused alone, and the session goes on.
-   */
-  #acquire({ id, asked, message, what, opens, maxRequests }: AcquireCommand): void {
-    try {
-      this.options.requestSize.check(message, what);
-      const request = this.#admitted(asked);
-      if (opens) {
-        // The stream's log lines name its request from now on (see Wire.logBindings).
-        this.loggedRequest = request;
-        this.#open(opens.graceMs, opens.heartbeatIntervalMs).acquire(id, request);
-        return;
-      }
-      const session = this.#session!;
-      if (maxRequests !== undefined && session.size >= maxRequests) {
-        throw new LockError(
-          'RESOURCE_EXHAUSTED',
-          `lock "${asked.name}": this session has ${session.size} requests; the server allows ${maxRequests}`,
-        );
-      }
-      session.acquire(id, request);
-    } catch (error) {
-      // An Acquire stream's `start` is refused by ending the call (see #onData).
-      if (opens) throw error;
-      void this.tell(id, undefined, { kind: 'ended', error });
     }
   }
 
@@ -267,6 +198,11 @@ export class LockStream<Req, Res>
     return this.#state;
   }
 
+  /** CommandedStream: the stream's session, once it is open. */
+  get session(): LockSession | undefined {
+    return this.#session;
+  }
+
   /** The session of an open stream; a protocol violation (naming `what` comes first) before it has one. */
   opened(what: string): LockSession {
     if (!this.#session) throw violation(`the first message must be ${what}`);
@@ -275,14 +211,14 @@ export class LockStream<Req, Res>
 
   /**
    * Opens a session for this stream (SHUTTING_DOWN once the server is closing) and tells the
-   * client so: `opened`, with its resume token if it has a grace.
+   * client so: `opened`, with its resume token if it has a grace (see carryOut).
    */
-  #open(graceMs: number, heartbeatIntervalMs: number | undefined): LockSession {
+  open(graceMs: number, heartbeatIntervalMs: number | undefined): LockSession {
     const session = this.options.sessions.open({
       kind: this.#wire.rpc,
       graceMs,
       heartbeatMs: heartbeatIntervalMs,
-      callerName: this.#caller?.name,
+      callerName: this.caller?.name,
       accounting: this.options.metrics,
       logger: this.logger,
     });
@@ -293,23 +229,20 @@ export class LockStream<Req, Res>
   }
 
   /**
-   * Resumes the session of `resumeToken` on this stream (see #opening): tells the client
-   * `opened`, where every request stands, then `resumed`.
+   * Resumes the session of `resumeToken` on this stream (see #opening and carryOut): tells the
+   * client `opened`, where every request stands, then `resumed`.
    */
-  #resume(resumeToken: string, heartbeatIntervalMs: number | undefined): void {
-    this.#opening(
-      this.options.sessions.resume(resumeToken, this.#wire.rpc, this.#caller?.name),
-      (session) => {
-        this.loggedRequest ??= session.request(ONLY);
-        this.#news.opened(session);
-        void this.#attach(session, heartbeatIntervalMs).then(() => {
-          if (this.#state === 'over' || !session.isAttached(this)) return;
-          // After every request's state: a request not reported before `resumed` is unknown here.
-          this.#news.resumed();
-          this.logger.debug({ requests: session.size }, 'session resumed');
-        });
-      },
-    );
+  resume(resumeToken: string, heartbeatIntervalMs: number | undefined): void {
+    this.#opening(this.options.sessions.resume(resumeToken, this.#wire.rpc, this.caller?.name), (session) => {
+      this.loggedRequest ??= session.request(ONLY);
+      this.#news.opened(session);
+      void this.#attach(session, heartbeatIntervalMs).then(() => {
+        if (this.#state === 'over' || !session.isAttached(this)) return;
+        // After every request's state: a request not reported before `resumed` is unknown here.
+        this.#news.resumed();
+        this.logger.debug({ requests: session.size }, 'session resumed');
+      });
+    });
   }
 
   /**
@@ -450,13 +383,6 @@ export class LockStream<Req, Res>
   /** The stream is over and its session ended or detached. */
   #done(): void {
     this.options.streams.done(this);
-  }
-
-  /** The caller's request, checked against the access policy; a caller naming no owner is recorded as itself. */
-  #admitted(asked: AcquireRequest): AcquireRequest {
-    const caller = this.#caller;
-    for (const target of asked.locks ?? [asked]) caller?.checkAcquire(target.name, target.mode);
-    return asked.owner === '' && caller?.name ? { ...asked, owner: caller.name } : asked;
   }
 }
 

@@ -62,7 +62,7 @@ export interface AcquireCommand {
 
 /**
  * What a client's message asks of its stream, in the Session RPC's terms, whichever RPC carried
- * it: a Wire reads each message into one, and the stream carries it out (LockStream#apply).
+ * it: a Wire reads each message into one, and the stream carries it out (carryOut).
  * `refused`: an `acquire` whose fields are wrong, which ends that request alone.
  */
 export type StreamCommand =
