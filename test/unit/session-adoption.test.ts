@@ -3,8 +3,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LockEngine } from '../../src/server/engine/lock-engine.js';
 import { Withdrawal, type AcquireRequest } from '../../src/server/engine/lock-request.js';
 import type { RequestTag } from '../../src/server/engine/lock-request.js';
+import { sessionsOfNodes } from '../../src/server/engine/request-nodes.js';
 import { resumeKey } from '../../src/server/engine/resume-token.js';
-import { sessionsOfNodes } from '../../src/server/engine/session-adoption.js';
 import { MemoryStore } from '../../src/server/stores/memory/memory-store.js';
 import { joinPath, type OwnedNode } from '../../src/server/stores/store.js';
 
