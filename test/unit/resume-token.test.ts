@@ -112,8 +112,10 @@ describe('resume tokens of a session that cannot move', () => {
 describe('proven tokens made a turn ahead', () => {
   const issuer = ownership();
   const record = recordOf(issuer);
-  /** The next turn, when the tokens taken in this one have been made again. */
-  const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+  /** The loop's next turn, when the tokens taken in this one have been made again. */
+  const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+  /** The check phase of the taking turn: where its store requests and messages are written. */
+  const thisTurnsWrites = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
   /** A pool whose signatures are counted. */
   function counted(): { tokens: ProvenTokens; signed: () => number; vouch: (claim: string) => string } {
@@ -154,6 +156,9 @@ describe('proven tokens made a turn ahead', () => {
     expect(signed()).toBe(1);
     tokens.take(NAME, 'acquire', 'often', vouch);
     tokens.take(NAME, 'acquire', 'often', vouch);
+    expect(signed()).toBe(3);
+    // Not ahead of what the taking turn writes at its end: nothing is signed there.
+    await thisTurnsWrites();
     expect(signed()).toBe(3);
     await nextTurn();
     // Made ahead in the turn after: the next take signs nothing.

@@ -77,23 +77,30 @@ export class ProvenTokens {
     return token;
   }
 
-  /** Runs `make` once the turn that asked has sent what it had to (its create, its answer). */
+  /**
+   * Runs `make` in the loop's next turn, once the turn that asked has sent what it had to (its
+   * create, its answer). Not in this turn's check phase: the store's requests and the streams'
+   * messages of this turn are written there too (setImmediate), queued after the token was
+   * taken, and a signature ahead of them would delay them all.
+   */
   #refill(make: () => void): void {
     if (this.#refills) {
       this.#refills.push(make);
       return;
     }
     const refills = (this.#refills = [make]);
-    setImmediate(() => {
-      this.#refills = undefined;
-      for (const refill of refills) {
-        try {
-          refill();
-        } catch {
-          // A store that cannot vouch now signs when a token is taken, and fails the open then.
+    setImmediate(() =>
+      setImmediate(() => {
+        this.#refills = undefined;
+        for (const refill of refills) {
+          try {
+            refill();
+          } catch {
+            // A store that cannot vouch now signs when a token is taken, and fails the open then.
+          }
         }
-      }
-    });
+      }),
+    );
   }
 }
 
